@@ -1,0 +1,145 @@
+"""The request path: the numbered steps of "What the door answers", and rendering.
+
+HTTP tier (steps 1-5) never reads the body; RPC tier (6-14) reads it once.
+Every ``DoorError`` becomes its wire answer here, and only here is
+``Exception`` caught: it is logged and answered -32603, never a traceback.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from murmur_wsgi import methods
+from murmur_wsgi.context import CallContext, RpcCall
+from murmur_wsgi.errors import DoorError, InternalError, Refusal, RpcError
+from murmur_wsgi.middleware import (auth, body, completion, envelope, params, peer, planes,
+                                    public, tenant, version)
+from murmur_wsgi.streams.sse import EventStream
+from murmur_wsgi.wire.raw import RawJSON
+
+if TYPE_CHECKING:
+    from murmur_wsgi.app import Door
+
+logger = logging.getLogger(__name__)
+access_log = logging.getLogger("murmur_wsgi.access")
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+JSON_HEADERS = ("Content-Type", "application/json")
+
+
+def _extensions(environ: dict) -> frozenset:
+    raw = environ.get("HTTP_A2A_EXTENSIONS")
+    if not raw:
+        return frozenset()
+    return frozenset(part.strip() for part in raw.split(",") if part.strip())
+
+
+def http_tier(door: Door, environ: dict) -> tuple[CallContext, bytes | tuple]:
+    """Steps 1-5: answer a public route or a plane, or return the JSON-RPC body."""
+    answer = public.route(environ, door)                                  # step 1
+    if answer is not None:
+        return None, answer
+    ctx = CallContext()
+    auth.check_token(environ, ctx, door.tokens)                           # step 2
+    peer.check_consent(environ, ctx, door.manifest.peer_accept)           # step 3
+    answer = planes.route(environ, ctx, door)                             # step 4
+    if answer is not None:
+        return ctx, answer
+    return ctx, body.read_body(environ)                                   # step 5
+
+
+def rpc_tier(door: Door, environ: dict, ctx: CallContext, raw: bytes):
+    """Steps 6-14: read the JSON-RPC request and call its handler."""
+    payload = envelope.parse_json(raw)                                    # step 6
+    request_id, name, raw_params = envelope.check_envelope(payload)       # step 7
+    call = RpcCall(request_id, name, None, ctx, environ)
+    try:
+        version.check(environ)                                            # step 8
+        ctx.extensions = _extensions(environ)
+        if completion.check(call, door.session):                          # step 9
+            call.params = params.check(raw_params)
+            return call, door.session.delegations.complete(call)
+        method = methods.lookup(name, door)                               # step 10
+        auth.check_scope(call, door.tokens)                               # step 11
+        call.params = params.check(raw_params)                            # step 12
+        tenant.check(call.params)                                         # step 13
+        return call, method.handler(door, call)                           # step 14
+    except DoorError as ex:
+        ex.request_id = request_id
+        raise
+    except Exception:  # noqa: BLE001 - logged here, answered -32603 with the request's id
+        logger.exception("method %s failed inside the door", name)
+        err = InternalError()
+        err.request_id = request_id
+        raise err from None
+
+
+def rpc_response(request_id, result) -> bytes:
+    """Serialize a JSON-RPC success, reusing a result that is already JSON."""
+    text = result if isinstance(result, RawJSON) else _dumps(result)
+    return f'{{"jsonrpc":"2.0","id":{_dumps(request_id)},"result":{text}}}'.encode()
+
+
+def rpc_error(request_id, error: RpcError) -> bytes:
+    """Serialize a JSON-RPC error object."""
+    return _dumps({"jsonrpc": "2.0", "id": request_id, "error": error.error_object()}).encode()
+
+
+def refusal_response(ex: Refusal) -> tuple[str, list, bytes]:
+    """An HTTP refusal: status, headers and the plain JSON body (no envelope)."""
+    data = _dumps(ex.body()).encode()
+    headers = [JSON_HEADERS, ("Content-Length", str(len(data)))]
+    if ex.challenge:
+        headers.append(("WWW-Authenticate", ex.challenge))
+    headers.extend(ex.headers)
+    return f"{ex.status} {_REASONS.get(ex.status, 'Error')}", headers, data
+
+
+_REASONS = {200: "OK", 304: "Not Modified", 400: "Bad Request", 401: "Unauthorized",
+            403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 410: "Gone",
+            413: "Content Too Large", 500: "Internal Server Error"}
+
+
+def dispatch(door: Door, environ: dict, start_response):
+    """The WSGI entry: run the tiers and write one answer."""
+    started = time.perf_counter()
+    call = None
+    try:
+        ctx, answer = http_tier(door, environ)
+        if isinstance(answer, tuple):
+            status, headers, data = answer
+            start_response(status, headers)
+            return [data]
+        call, result = rpc_tier(door, environ, ctx, answer)
+        if isinstance(result, EventStream):
+            headers = list(result.headers)
+            if call.used_extensions:
+                headers.append(("A2A-Extensions", ", ".join(call.used_extensions)))
+            start_response("200 OK", headers)
+            door.metrics.request(call.method, "stream", started)
+            return result
+        data = rpc_response(call.id, result)
+        headers = [JSON_HEADERS, ("Content-Length", str(len(data)))]
+        if call.used_extensions:
+            headers.append(("A2A-Extensions", ", ".join(call.used_extensions)))
+        start_response("200 OK", headers)
+        door.metrics.request(call.method, "ok", started)
+        return [data]
+    except Refusal as ex:
+        status, headers, data = refusal_response(ex)
+        door.metrics.request(call.method if call else None, ex.error, started)
+        start_response(status, headers)
+        return [data]
+    except RpcError as ex:
+        data = rpc_error(getattr(ex, "request_id", None), ex)
+        door.metrics.request(call.method if call else None, str(ex.code), started)
+        start_response("200 OK", [JSON_HEADERS, ("Content-Length", str(len(data)))])
+        return [data]
+    except Exception:  # noqa: BLE001 - the one place every failure is caught
+        logger.exception("request failed inside the door")
+        request_id = call.id if call is not None else None
+        data = rpc_error(request_id, InternalError())
+        start_response("200 OK", [JSON_HEADERS, ("Content-Length", str(len(data)))])
+        return [data]

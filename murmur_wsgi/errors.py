@@ -1,0 +1,247 @@
+"""The error catalogue: every refusal the door can answer, in one place.
+
+Handlers and layers raise these; ``dispatch.py`` alone turns them into
+the wire (an HTTP refusal body or a JSON-RPC error object).
+"""
+from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger(__name__)
+
+ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
+A2A_DOMAIN = "a2a-protocol.org"
+MURMUR_DOMAIN = "murmur.nexus"
+
+
+class DoorError(Exception):
+    """Root of every error the door answers; caught only in dispatch."""
+
+    message = "door error"
+
+    def __init__(self, message: str | None = None):
+        if message is not None:
+            self.message = message
+        super().__init__(self.message)
+
+
+# --- HTTP-level refusals (steps 2-5, 11 and the planes) --------------------
+
+
+class Refusal(DoorError):
+    """An HTTP status with a plain JSON body ``{"error", "message"}``."""
+
+    status = 404
+    error = "not_found"
+    message = "nothing is served at this path"
+
+    def __init__(self, message: str | None = None, *, challenge: str | None = None,
+                 headers: list[tuple[str, str]] | None = None):
+        super().__init__(message)
+        self.challenge = challenge
+        self.headers = headers or []
+
+    def body(self) -> dict:
+        return {"error": self.error, "message": self.message}
+
+
+class NotFound(Refusal):
+    status = 404
+    error = "not_found"
+    message = "the door answers JSON-RPC as POST / with content-type: application/json and a body"
+
+
+class Unauthenticated(Refusal):
+    status = 401
+    error = "unauthenticated"
+    message = ("this door takes a token this capsule's runtime minted, "
+               "as Authorization: Bearer <token>")
+
+
+class InvalidToken(Refusal):
+    status = 401
+    error = "invalid_token"
+    message = "the Authorization header does not present a token this session minted"
+
+
+class PeerNotAccepted(Refusal):
+    status = 403
+    error = "peer_not_accepted"
+    message = "this capsule does not accept tasks from peers"
+
+
+class InsufficientScope(Refusal):
+    status = 403
+    error = "insufficient_scope"
+
+    def __init__(self, credential: str, scope: str, realm_challenge: str):
+        super().__init__(f"credential '{credential}' does not reach {scope}",
+                         challenge=f'{realm_challenge}, error="insufficient_scope", scope="{scope}"')
+        self.scope = scope
+
+
+class PlaneRefusal(Refusal):
+    """A refusal of the operator or peer plane; status and code vary."""
+
+    def __init__(self, status: int, error: str, message: str,
+                 headers: list[tuple[str, str]] | None = None):
+        super().__init__(message, headers=headers)
+        self.status = status
+        self.error = error
+
+
+# --- JSON-RPC errors (steps 6-14) ------------------------------------------
+
+
+class RpcError(DoorError):
+    """A standard JSON-RPC error: HTTP 200, ``error`` without ``data``."""
+
+    code = -32603
+    message = "Internal error"
+
+    def error_object(self) -> dict:
+        return {"code": self.code, "message": self.message}
+
+
+class ParseError(RpcError):
+    code = -32700
+    message = "Invalid JSON payload"
+
+
+class InvalidRequestError(RpcError):
+    code = -32600
+    message = "Request payload validation error"
+
+
+class MethodNotFoundError(RpcError):
+    code = -32601
+    message = "Method not found"
+
+
+class InvalidParamsError(RpcError):
+    code = -32602
+    message = "Invalid params"
+
+
+class InternalError(RpcError):
+    code = -32603
+    message = "Internal error: the door could not hand the request to the session"
+
+
+class A2AError(RpcError):
+    """An A2A error: ``data`` holds one google.rpc.ErrorInfo."""
+
+    domain = A2A_DOMAIN
+    reason = "UNKNOWN"
+
+    def __init__(self, message: str | None = None, **metadata: str):
+        super().__init__(message)
+        self.metadata = {k: str(v) for k, v in metadata.items()}
+
+    def error_object(self) -> dict:
+        return {"code": self.code, "message": self.message,
+                "data": [{"@type": ERROR_INFO_TYPE, "reason": self.reason,
+                          "domain": self.domain, "metadata": self.metadata}]}
+
+
+class TaskNotFoundError(A2AError):
+    code = -32001
+    reason = "TASK_NOT_FOUND"
+    message = "Task not found"
+
+    def __init__(self, task_id: str):
+        super().__init__(None, taskId=task_id)
+
+
+class TaskNotCancelableError(A2AError):
+    code = -32002
+    reason = "TASK_NOT_CANCELABLE"
+
+    def __init__(self, task_id: str, state: str):
+        super().__init__(f"Task cannot be canceled: it is already {state}",
+                         taskId=task_id, state=state)
+
+
+class PushNotificationNotSupportedError(A2AError):
+    code = -32003
+    reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
+    message = "push notifications are not supported by this agent"
+
+
+class UnsupportedOperationError(A2AError):
+    code = -32004
+    reason = "UNSUPPORTED_OPERATION"
+    message = "This operation is not supported by this agent"
+
+
+class ContentTypeNotSupportedError(A2AError):
+    code = -32005
+    reason = "CONTENT_TYPE_NOT_SUPPORTED"
+
+
+class InvalidAgentResponseError(A2AError):
+    code = -32006
+    reason = "INVALID_AGENT_RESPONSE"
+    message = "Invalid agent response"
+
+
+class ExtendedAgentCardNotConfiguredError(A2AError):
+    code = -32007
+    reason = "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
+    message = "Extended agent card not configured"
+
+
+class ExtensionSupportRequiredError(A2AError):
+    code = -32008
+    reason = "EXTENSION_SUPPORT_REQUIRED"
+    message = "Extension support required"
+
+
+class VersionNotSupportedError(A2AError):
+    code = -32009
+    reason = "VERSION_NOT_SUPPORTED"
+
+    def __init__(self, requested: str):
+        super().__init__(f"A2A version '{requested}' is not supported; this agent speaks 1.0",
+                         requestedVersion=requested, supportedVersions="1.0")
+
+
+class MurmurError(A2AError):
+    """murmur's own errors, outside JSON-RPC's reserved range."""
+
+    domain = MURMUR_DOMAIN
+
+
+class CompletionMisaddressedError(MurmurError):
+    code = -31001
+    reason = "COMPLETION_MISADDRESSED"
+
+    def __init__(self, addressed: str):
+        shown = addressed or "no session"
+        super().__init__(f"this completion is addressed to {shown}, not to the session running here",
+                         addressedSession=addressed)
+
+
+class CompletionNotAwaitedError(MurmurError):
+    code = -31002
+    reason = "COMPLETION_NOT_AWAITED"
+
+    def __init__(self, delegation_id: str | None):
+        if delegation_id:
+            super().__init__(f"no task in this session is waiting for delegation {delegation_id}",
+                             delegationId=delegation_id)
+        else:
+            super().__init__("this completion names no delegation in x-murmur-delegation-id")
+
+
+# The catalogue the spec's tables list, checked by tests/test_errors.py.
+CATALOGUE = {
+    -32700: ParseError, -32600: InvalidRequestError, -32601: MethodNotFoundError,
+    -32602: InvalidParamsError, -32603: InternalError,
+    -32001: TaskNotFoundError, -32002: TaskNotCancelableError,
+    -32003: PushNotificationNotSupportedError, -32004: UnsupportedOperationError,
+    -32005: ContentTypeNotSupportedError, -32006: InvalidAgentResponseError,
+    -32007: ExtendedAgentCardNotConfiguredError, -32008: ExtensionSupportRequiredError,
+    -32009: VersionNotSupportedError,
+    -31001: CompletionMisaddressedError, -31002: CompletionNotAwaitedError,
+}

@@ -1,0 +1,334 @@
+"""The manifest, ``murmur.yaml``: its schema, defaults and loading.
+
+A bad manifest stops the process with one line naming the key, exit 2
+(``ManifestError`` carries that line; the CLI prints it).
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from marshmallow import (EXCLUDE, RAISE, Schema, ValidationError, fields, pre_load,
+                         validate, validates_schema)
+
+logger = logging.getLogger(__name__)
+
+DOOR_SCOPES = ("SendMessage", "SendStreamingMessage", "murmur.WatchSession", "GetTask",
+               "ListTasks", "CancelTask", "SubscribeToTask", "murmur.StopSession",
+               "resources/files")
+
+# A2A 0.3 and old murmur scope names, and the v1.0 name that replaces each.
+OLD_SCOPES = {"message/send": "SendMessage", "message/stream": "SendStreamingMessage",
+              "tasks/get": "GetTask", "tasks/cancel": "CancelTask",
+              "tasks/resubscribe": "SubscribeToTask", "tasks/list": "ListTasks",
+              "stream/watch": "murmur.WatchSession", "session/stop": "murmur.StopSession"}
+
+CREDENTIAL_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_SIZE = re.compile(r"^\s*(\d+)\s*(Ki|Mi|Gi)?\s*$")
+_UNITS = {None: 1, "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3}
+
+
+class ManifestError(Exception):
+    """A manifest that cannot be served; ``str()`` is the one line to print."""
+
+
+class Size(fields.Field):
+    """A byte count: an integer, or a string with a Ki/Mi/Gi suffix."""
+
+    default_error_messages = {"invalid": "must be a whole number of bytes, or one with Ki, Mi or Gi",
+                              "positive": "must be greater than 0"}
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, bool):
+            raise self.make_error("invalid")
+        if isinstance(value, int):
+            number = value
+        elif isinstance(value, str) and (m := _SIZE.match(value)):
+            number = int(m.group(1)) * _UNITS[m.group(2)]
+        else:
+            raise self.make_error("invalid")
+        if number <= 0:
+            raise self.make_error("positive")
+        return number
+
+
+class StrictInt(fields.Integer):
+    """An integer that refuses booleans and floats."""
+
+    def __init__(self, **kwargs):
+        super().__init__(strict=True, **kwargs)
+
+    def _validated(self, value):
+        if isinstance(value, bool):
+            raise self.make_error("invalid")
+        return super()._validated(value)
+
+
+class _Block(Schema):
+    class Meta:
+        unknown = RAISE
+
+    @pre_load
+    def _fill_blocks(self, data, **kwargs):
+        """Give every absent nested block ``{}`` so that its own defaults apply."""
+        if not isinstance(data, dict):
+            raise ValidationError("must be a mapping of keys", "_schema")
+        missing = [name for name, fld in self.fields.items()
+                   if isinstance(fld, fields.Nested) and fld.load_default is dict
+                   and (fld.data_key or name) not in data]
+        if missing:
+            data = dict(data)
+            for name in missing:
+                data[name] = {}
+        return data
+
+
+class LifecycleSchema(_Block):
+    task_acceptance = fields.String(load_default="single",
+                                    validate=validate.OneOf(["none", "single", "queue"]))
+    queue_depth = StrictInt(load_default=1, validate=validate.Range(min=0))
+    after_task = fields.String(load_default="sleep", validate=validate.OneOf(["sleep", "exit"]))
+    input_timeout_secs = fields.Float(load_default=None, allow_none=True,
+                                      validate=validate.Range(min=0, min_inclusive=False))
+    conversation = fields.String(load_default="stateless",
+                                 validate=validate.OneOf(["stateless", "threaded"]))
+
+
+class AllowSchema(_Block):
+    allow = fields.List(fields.String(), load_default=list)
+
+
+class CapabilitiesSchema(_Block):
+    shell = fields.Nested(AllowSchema, load_default=dict)
+    network = fields.Nested(AllowSchema, load_default=dict)
+
+
+class FilesSchema(_Block):
+    root = fields.String(required=True, validate=validate.Length(min=1))
+    mode = fields.String(load_default="read-only", validate=validate.OneOf(["read-only"]))
+    max_bytes = Size(load_default=10 * 1024 ** 2)
+
+    @validates_schema
+    def _relative(self, data, **kwargs):
+        root = data.get("root", "")
+        if root.startswith("/") or ".." in root.replace("\\", "/").split("/"):
+            raise ValidationError("must be a relative path without ..", "root")
+
+
+class PeerTasksSchema(_Block):
+    accept = fields.Boolean(required=True, truthy={True}, falsy={False})
+
+
+class ExportsSchema(_Block):
+    files = fields.Nested(FilesSchema, load_default=None, allow_none=True)
+    peer_tasks = fields.Nested(PeerTasksSchema, load_default=None, allow_none=True)
+
+
+class CredentialSchema(_Block):
+    scopes = fields.List(fields.String(), required=True)
+
+    @validates_schema
+    def _scopes(self, data, **kwargs):
+        scopes = data.get("scopes", [])
+        if not scopes:
+            raise ValidationError("must list at least one scope", "scopes")
+        for scope in scopes:
+            if scope in OLD_SCOPES:
+                raise ValidationError(f"'{scope}' is an A2A 0.3 name; use '{OLD_SCOPES[scope]}'",
+                                      "scopes")
+            if scope not in DOOR_SCOPES:
+                raise ValidationError(f"'{scope}' is not a door scope; one of "
+                                      + ", ".join(DOOR_SCOPES), "scopes")
+        if len(set(scopes)) != len(scopes):
+            raise ValidationError("lists a scope more than once", "scopes")
+
+
+class AuthenticationSchema(_Block):
+    scheme = fields.String(required=True, validate=validate.OneOf(["bearer"]))
+    credentials = fields.Dict(keys=fields.String(), values=fields.Nested(CredentialSchema),
+                              load_default=dict)
+
+    @validates_schema
+    def _names(self, data, **kwargs):
+        for name in data.get("credentials", {}):
+            if name == "operator":
+                raise ValidationError("'operator' is reserved", "credentials")
+            if not CREDENTIAL_NAME.match(name):
+                raise ValidationError(f"'{name}' must match ^[a-z][a-z0-9_-]{{0,31}}$",
+                                      "credentials")
+
+
+class NetworkSchema(_Block):
+    host = fields.String(load_default="127.0.0.1")
+    internal_port = StrictInt(load_default=None, allow_none=True,
+                              validate=validate.Range(min=0, max=65535))
+    public_url = fields.Url(load_default=None, allow_none=True, require_tld=False,
+                            schemes={"http", "https"})
+    authentication = fields.Nested(AuthenticationSchema, load_default=None, allow_none=True)
+
+
+class ImagesSchema(_Block):
+    max_bytes = Size(load_default=5 * 1024 ** 2)
+    max_per_turn = StrictInt(load_default=8, validate=validate.Range(min=0))
+
+
+class ContextSchema(_Block):
+    images = fields.Nested(ImagesSchema, load_default=dict)
+
+
+class StreamSchema(_Block):
+    replay_events = StrictInt(load_default=512, validate=validate.Range(min=1))
+    reader_queue = StrictInt(load_default=128, validate=validate.Range(min=1))
+    heartbeat_secs = fields.Float(load_default=15.0, validate=validate.Range(min=0, min_inclusive=False))
+
+
+class TasksSchema(_Block):
+    keep_finished = StrictInt(load_default=10_000, validate=validate.Range(min=1))
+    keep_finished_secs = fields.Float(load_default=86_400.0,
+                                      validate=validate.Range(min=0, min_inclusive=False))
+
+
+class InferenceSchema(Schema):
+    class Meta:
+        unknown = EXCLUDE          # model, max_turns, command: the runtime's, not the door's
+
+    transport = fields.String(load_default="http", validate=validate.OneOf(["http", "process"]))
+
+
+class HarnessSchema(_Block):
+    process = fields.List(fields.String(), required=True, validate=validate.Length(min=1))
+    idle_timeout_secs = fields.Float(load_default=600.0, validate=validate.Range(min=0, min_inclusive=False))
+    cancel_grace_secs = fields.Float(load_default=10.0, validate=validate.Range(min=0))
+    max_line_bytes = Size(load_default=1024 ** 2)
+
+
+class AgentField(fields.Field):
+    """``demo``, ``"pkg.module:callable"`` or ``{process: [cmd, ...]}``."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, dict):
+            return HarnessSchema().load(value)
+        if isinstance(value, str) and (value == "demo" or re.match(r"^[\w.]+:[\w.]+$", value)):
+            return value
+        raise ValidationError('must be demo, "pkg.module:callable" or {process: [cmd, ...]}')
+
+
+class ObservabilitySchema(_Block):
+    metrics = fields.Boolean(load_default=False)
+    access_log = fields.Boolean(load_default=True)
+
+
+class ManifestSchema(_Block):
+    name = fields.String(required=True, validate=validate.Length(min=1))
+    version = fields.String(required=True, validate=validate.Length(min=1))
+    lifecycle = fields.Nested(LifecycleSchema, load_default=dict)
+    tools = fields.List(fields.String(), load_default=list)
+    capabilities = fields.Nested(CapabilitiesSchema, load_default=dict)
+    exports = fields.Nested(ExportsSchema, load_default=dict)
+    network = fields.Nested(NetworkSchema, load_default=dict)
+    context = fields.Nested(ContextSchema, load_default=dict)
+    stream = fields.Nested(StreamSchema, load_default=dict)
+    tasks = fields.Nested(TasksSchema, load_default=dict)
+    inference = fields.Nested(InferenceSchema, load_default=dict)
+    agent = AgentField(load_default="demo")
+    observability = fields.Nested(ObservabilitySchema, load_default=dict)
+
+    @validates_schema
+    def _agent_transport(self, data, **kwargs):
+        process = isinstance(data.get("agent"), dict)
+        transport = data.get("inference", {}).get("transport", "http")
+        if process and transport != "process":
+            raise ValidationError("{process: [...]} needs inference.transport: process", "agent")
+        if transport == "process" and not process:
+            raise ValidationError("inference.transport: process needs agent: {process: [cmd, ...]}",
+                                  "agent")
+
+
+@dataclass
+class Manifest:
+    """A validated manifest; nested blocks are plain dicts with defaults filled."""
+
+    name: str
+    version: str
+    lifecycle: dict = field(default_factory=dict)
+    tools: list = field(default_factory=list)
+    capabilities: dict = field(default_factory=dict)
+    exports: dict = field(default_factory=dict)
+    network: dict = field(default_factory=dict)
+    context: dict = field(default_factory=dict)
+    stream: dict = field(default_factory=dict)
+    tasks: dict = field(default_factory=dict)
+    inference: dict = field(default_factory=dict)
+    agent: Any = "demo"
+    observability: dict = field(default_factory=dict)
+
+    @property
+    def acceptance(self) -> str:
+        return self.lifecycle["task_acceptance"]
+
+    @property
+    def authentication(self) -> dict | None:
+        return self.network.get("authentication")
+
+    @property
+    def transport(self) -> str:
+        return self.inference["transport"]
+
+    @property
+    def peer_accept(self) -> bool:
+        block = self.exports.get("peer_tasks")
+        return bool(block and block["accept"])
+
+
+def _first_error(messages: Any, path: str = "") -> str:
+    """Flatten marshmallow's nested messages to ``key.path: what is wrong``."""
+    if isinstance(messages, dict):
+        key, value = next(iter(messages.items()))
+        if key == "_schema":
+            return _first_error(value, path)
+        if isinstance(key, int):
+            return _first_error(value, f"{path}[{key}]")
+        if isinstance(value, dict) and set(value) == {"value"}:
+            value = value["value"]                 # fields.Dict value errors
+        return _first_error(value, f"{path}.{key}" if path else str(key))
+    if isinstance(messages, list):
+        text = messages[0] if messages else "is invalid"
+        if isinstance(text, (dict, list)):
+            return _first_error(text, path)
+        if text == "Unknown field.":
+            text = "is not a key this door reads"
+        elif text == "Missing data for required field.":
+            text = "is required"
+        return f"{path}: {text}" if path else str(text)
+    return f"{path}: {messages}"
+
+
+def load_manifest(data: dict | Manifest) -> Manifest:
+    """Validate a mapping (or pass a Manifest through); raise ManifestError."""
+    if isinstance(data, Manifest):
+        return data
+    try:
+        loaded = ManifestSchema().load(data)
+    except ValidationError as ex:
+        raise ManifestError(_first_error(ex.messages)) from None
+    return Manifest(**loaded)
+
+
+def load_manifest_file(path: str) -> Manifest:
+    """Read and validate ``murmur.yaml``; every failure is one line."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as ex:
+        raise ManifestError(f"{path}: cannot be read: {ex.strerror}") from None
+    except yaml.YAMLError as ex:
+        mark = getattr(ex, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ManifestError(f"{path}: is not valid YAML{where}") from None
+    try:
+        return load_manifest(data)
+    except ManifestError as ex:
+        raise ManifestError(f"{path}: {ex}") from None

@@ -1,0 +1,54 @@
+"""The method table: every JSON-RPC method the door answers, registered once."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+from murmur_wsgi.errors import (MethodNotFoundError, PushNotificationNotSupportedError,
+                                UnsupportedOperationError)
+from murmur_wsgi.methods import card, messages, session, streams, tasks
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Method:
+    """A served method: its handler, and whether it belongs to a door that starts tasks."""
+
+    handler: Callable
+    starts_tasks: bool = False     # not served under lifecycle.task_acceptance: none
+    streaming: bool = False        # answered -32004 (not -32601) under none
+
+
+METHODS = {
+    "SendMessage": Method(messages.send_message, starts_tasks=True),
+    "SendStreamingMessage": Method(streams.send_streaming_message, starts_tasks=True,
+                                   streaming=True),
+    "GetTask": Method(tasks.get_task),
+    "ListTasks": Method(tasks.list_tasks),
+    "CancelTask": Method(tasks.cancel_task),
+    "SubscribeToTask": Method(streams.subscribe_to_task, starts_tasks=True, streaming=True),
+    "GetExtendedAgentCard": Method(card.get_extended_agent_card),
+    "murmur.WatchSession": Method(streams.watch_session),
+    "murmur.StopSession": Method(session.stop_session),
+}
+
+PUSH_METHODS = frozenset({"CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig",
+                          "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"})
+
+
+def lookup(name: str, door) -> Method:
+    """Step 10: the method, or -32601 / -32003 / -32004 as the door extension says."""
+    if name in PUSH_METHODS:
+        raise PushNotificationNotSupportedError()
+    method = METHODS.get(name)
+    if method is None:
+        raise MethodNotFoundError()
+    if name == "GetExtendedAgentCard" and not door.tokens.enabled:
+        raise UnsupportedOperationError("this door is public: it has no extended card")
+    if method.starts_tasks and door.manifest.acceptance == "none":
+        if method.streaming:
+            raise UnsupportedOperationError("this door starts no task, so it streams none")
+        raise MethodNotFoundError()
+    return method

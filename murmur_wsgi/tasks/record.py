@@ -1,0 +1,148 @@
+"""A task's record: its states, its fields, and its wire form (cached until it changes)."""
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+logger = logging.getLogger(__name__)
+
+SUBMITTED = "TASK_STATE_SUBMITTED"
+WORKING = "TASK_STATE_WORKING"
+INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
+COMPLETED = "TASK_STATE_COMPLETED"
+FAILED = "TASK_STATE_FAILED"
+CANCELED = "TASK_STATE_CANCELED"
+REJECTED = "TASK_STATE_REJECTED"
+AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED"
+
+TERMINAL = frozenset({COMPLETED, FAILED, CANCELED, REJECTED})
+# A held SendMessage is answered once its task is in one of these.
+SETTLED = TERMINAL | {INPUT_REQUIRED}
+ALL_STATES = frozenset({SUBMITTED, WORKING, INPUT_REQUIRED, COMPLETED, FAILED, CANCELED,
+                        REJECTED, AUTH_REQUIRED})
+
+# murmur's word for each state: the spelling off the wire (trace, referenced tasks).
+WORDS = {SUBMITTED: "submitted", WORKING: "working", INPUT_REQUIRED: "input-required",
+         COMPLETED: "completed", FAILED: "failed", CANCELED: "canceled", REJECTED: "rejected"}
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def rfc3339(ms: int) -> str:
+    """Format epoch milliseconds as RFC 3339 UTC with milliseconds and Z."""
+    secs, millis = divmod(ms, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{millis:03d}Z"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def text_part(text: str) -> dict:
+    return {"text": text, "mediaType": "text/plain"}
+
+
+def agent_message(message_id: str, context_id: str, task_id: str | None, text: str) -> dict:
+    """A ROLE_AGENT message with one text part (a status message, a frame's carrier)."""
+    msg = {"messageId": message_id, "contextId": context_id}
+    if task_id is not None:
+        msg["taskId"] = task_id
+    msg["role"] = "ROLE_AGENT"
+    msg["parts"] = [text_part(text)]
+    return msg
+
+
+class TaskRecord:
+    """One task the session holds.
+
+    Fields change only under the store's lock (``TaskStore.change``); the
+    wire form is built once per change and reused by every read.
+    """
+
+    __slots__ = ("id", "context_id", "owner", "trust", "origin", "state", "status_text",
+                 "changed_ms", "response", "prompt", "residue", "running", "seq",
+                 "_json", "_json_bare", "runtime", "finished_at")
+
+    def __init__(self, task_id: str, context_id: str, owner: str | None = None,
+                 trust: str = "untrusted", origin: str | None = None):
+        self.id = task_id
+        self.context_id = context_id
+        self.owner = owner                 # credential that started it; None: the session
+        self.trust = trust
+        self.origin = origin
+        self.state = SUBMITTED
+        self.status_text: str | None = None
+        self.changed_ms = now_ms()
+        self.response: str | None = None
+        self.prompt: str | None = None
+        self.residue: list | None = None   # residue items, on a canceled task
+        self.running: list | None = None   # metadata.murmur.runningCommands
+        self.seq = 0                       # position in "most recently changed first"
+        self._json: str | None = None
+        self._json_bare: str | None = None
+        self.runtime = None                # the live task's runtime; None once it ended
+        self.finished_at: float | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    @property
+    def timestamp(self) -> str:
+        return rfc3339(self.changed_ms)
+
+    def status_message(self) -> dict | None:
+        if self.status_text is None:
+            return None
+        return agent_message(f"msg_{self.id}_status", self.context_id, self.id, self.status_text)
+
+    def artifacts(self) -> list:
+        out = []
+        if self.response is not None and self.state == COMPLETED:
+            out.append({"artifactId": "response", "name": "response",
+                        "parts": [text_part(self.response)]})
+        if self.prompt is not None and self.state == INPUT_REQUIRED:
+            out.append({"artifactId": "prompt", "name": "prompt",
+                        "parts": [text_part(self.prompt)]})
+        if self.residue:
+            out.append({"artifactId": "residue", "name": "residue",
+                        "parts": [{"data": item, "mediaType": "application/json"}
+                                  for item in self.residue]})
+        return out
+
+    def status(self) -> dict:
+        status = {"state": self.state}
+        message = self.status_message()
+        if message is not None:
+            status["message"] = message
+        status["timestamp"] = self.timestamp
+        return status
+
+    def to_dict(self, artifacts: bool = True) -> dict:
+        task = {"id": self.id, "contextId": self.context_id, "status": self.status()}
+        if artifacts:
+            found = self.artifacts()
+            if found:
+                task["artifacts"] = found
+        if self.running and self.terminal:
+            task["metadata"] = {"murmur": {"runningCommands": self.running}}
+        return task
+
+    def to_json(self, artifacts: bool = True) -> str:
+        """Return the task as GetTask answers it (cached until the next change)."""
+        # PERF: a read of an unchanged task costs one attribute lookup.
+        if artifacts:
+            if self._json is None:
+                self._json = _dumps(self.to_dict(True))
+            return self._json
+        if self._json_bare is None:
+            if self.response is None and self.prompt is None and not self.residue:
+                return self.to_json(True)
+            self._json_bare = _dumps(self.to_dict(False))
+        return self._json_bare
+
+    def touch(self) -> None:
+        """Forget the cached wire form; called by the store on every change."""
+        self._json = None
+        self._json_bare = None

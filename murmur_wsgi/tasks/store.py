@@ -1,0 +1,183 @@
+"""The session's tasks: a dict, an index by last change, and a bound on finished ones.
+
+Concurrency:
+    ``_lock`` guards every field below. Each live task's ``runtime.cond`` is a
+    ``Condition`` on that same lock; ``change()`` notifies it, so a held
+    request waits for its own task only.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import logging
+import threading
+import time
+from collections import deque
+
+from murmur_wsgi.tasks.record import SETTLED, TERMINAL, TaskRecord, now_ms
+
+logger = logging.getLogger(__name__)
+
+
+class TaskStore:
+    """Every task the session holds, most recently changed first."""
+
+    def __init__(self, keep_finished: int = 10_000, keep_finished_secs: float = 86_400.0,
+                 clock=time.monotonic):
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._keep = keep_finished
+        self._keep_secs = keep_finished_secs
+        self._tasks: dict[str, TaskRecord] = {}       # guarded by _lock
+        self._seqs: list[int] = []                     # guarded by _lock; ascending
+        self._ids: list[str] = []                      # guarded by _lock; parallel to _seqs
+        self._seq = 0                                  # guarded by _lock
+        self._finished: deque = deque()                # guarded by _lock; (finished_at, id)
+        self._by_context: dict[str, set] = {}          # guarded by _lock
+        self.evicted = 0
+
+    @property
+    def lock(self) -> threading.Lock:
+        return self._lock
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def condition(self) -> threading.Condition:
+        """A new Condition on the store's lock (one per live task)."""
+        return threading.Condition(self._lock)
+
+    # --- writes ----------------------------------------------------------
+
+    def add(self, record: TaskRecord) -> TaskRecord:
+        """Hold a new task; it goes to the front of the order."""
+        with self._lock:
+            self._tasks[record.id] = record
+            self._by_context.setdefault(record.context_id, set()).add(record.id)
+            self._bump(record)
+            if record.state in TERMINAL:
+                self._finish(record)
+            self._evict()
+        return record
+
+    def change(self, record: TaskRecord, **fields) -> TaskRecord:
+        """Set fields of a task under the lock, move it to the front, wake its waiters."""
+        with self._lock:
+            self.change_locked(record, **fields)
+        return record
+
+    def change_locked(self, record: TaskRecord, **fields) -> None:
+        """``change()`` for a caller that already holds ``lock``."""
+        was_terminal = record.state in TERMINAL
+        for name, value in fields.items():
+            setattr(record, name, value)
+        record.changed_ms = now_ms()
+        record.touch()
+        self._bump(record)
+        if record.state in TERMINAL and not was_terminal:
+            self._finish(record)
+        runtime = record.runtime
+        if runtime is not None:
+            runtime.cond.notify_all()
+
+    def _bump(self, record: TaskRecord) -> None:
+        self._seq += 1
+        record.seq = self._seq
+        self._seqs.append(self._seq)
+        self._ids.append(record.id)
+        if len(self._seqs) > 64 and len(self._seqs) > 2 * len(self._tasks):
+            self._compact()
+
+    def _compact(self) -> None:
+        live = [(seq, tid) for seq, tid in zip(self._seqs, self._ids)
+                if (rec := self._tasks.get(tid)) is not None and rec.seq == seq]
+        self._seqs = [seq for seq, _ in live]
+        self._ids = [tid for _, tid in live]
+
+    def _finish(self, record: TaskRecord) -> None:
+        record.finished_at = self._clock()
+        self._finished.append((record.finished_at, record.id))
+
+    def _evict(self) -> None:
+        cutoff = self._clock() - self._keep_secs
+        finished = self._finished
+        while finished and (len(finished) > self._keep or finished[0][0] < cutoff):
+            _, task_id = finished.popleft()
+            record = self._tasks.pop(task_id, None)
+            if record is not None:
+                ids = self._by_context.get(record.context_id)
+                if ids is not None:
+                    ids.discard(task_id)
+                    if not ids:
+                        del self._by_context[record.context_id]
+                self.evicted += 1
+
+    # --- reads -----------------------------------------------------------
+
+    def get(self, task_id: str) -> TaskRecord | None:
+        return self._tasks.get(task_id)
+
+    def wait_settled(self, record: TaskRecord, timeout: float | None,
+                     wake=lambda: False) -> bool:
+        """Block until the task settles (or ``wake()`` turns true); True when settled."""
+        with self._lock:
+            runtime = record.runtime
+            if runtime is None:
+                return record.state in SETTLED
+            return runtime.cond.wait_for(lambda: record.state in SETTLED or wake(), timeout) \
+                and record.state in SETTLED
+
+    def snapshot(self) -> list[TaskRecord]:
+        """Every task, most recently changed first (for StopSession and metrics)."""
+        with self._lock:
+            return sorted(self._tasks.values(), key=lambda r: r.seq, reverse=True)
+
+    def page(self, match, page_size: int, after_seq: int | None,
+             context_id: str | None = None) -> tuple[list[TaskRecord], int | None, int]:
+        """Return (tasks, next seq or None, total) of one ListTasks page.
+
+        ``match(record)`` applies the filters and who sees a task afresh.
+        """
+        with self._lock:
+            self._evict()
+            if context_id:
+                pool = [self._tasks[t] for t in self._by_context.get(context_id, ())]
+                total = sum(1 for rec in pool if match(rec))
+                ordered = sorted((rec for rec in pool if after_seq is None or rec.seq < after_seq),
+                                 key=lambda r: r.seq, reverse=True)
+                hits = [rec for rec in ordered if match(rec)]
+                tasks = hits[:page_size]
+                more = len(hits) > page_size
+                return tasks, (tasks[-1].seq if more else None), total
+            total = sum(1 for rec in self._tasks.values() if match(rec))
+            end = len(self._seqs) if after_seq is None else bisect.bisect_left(self._seqs, after_seq)
+            tasks: list[TaskRecord] = []
+            more = False
+            for i in range(end - 1, -1, -1):
+                rec = self._tasks.get(self._ids[i])
+                if rec is None or rec.seq != self._seqs[i] or not match(rec):
+                    continue
+                if len(tasks) == page_size:
+                    more = True
+                    break
+                tasks.append(rec)
+            return tasks, (tasks[-1].seq if more else None), total
+
+
+def encode_token(seq: int, session_id: str) -> str:
+    """An opaque page token naming a position in the order."""
+    raw = f"{seq}:{session_id[-12:]}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_token(token: str, session_id: str) -> int | None:
+    """The position a token this door answered names, or None."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    seq, _, tag = raw.partition(":")
+    if tag != session_id[-12:] or not seq.isdigit():
+        return None
+    return int(seq)

@@ -1,0 +1,4 @@
+"""Install murmur_wsgi; metadata lives in setup.cfg."""
+from setuptools import setup
+
+setup()

@@ -1,0 +1,69 @@
+"""Shared fixtures: a door on Werkzeug's test client, and a JSON-RPC request builder."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from werkzeug.test import Client
+
+from murmur_wsgi import create_app
+
+MY_AGENT = {
+    "name": "my-agent", "version": "0.1.0", "tools": ["bash"],
+    "capabilities": {"shell": {"allow": ["bash"]}, "network": {"allow": ["example.com"]}},
+    "exports": {"files": {"root": "out/", "mode": "read-only"}},
+}
+V1 = {"A2A-Version": "1.0"}
+
+
+def make_door(**overrides):
+    manifest = {"name": "test-agent", "version": "0.1.0"}
+    manifest.update(overrides)
+    return create_app(manifest, listen="127.0.0.1:41873")
+
+
+class Rpc:
+    """A test client that speaks JSON-RPC to one door."""
+
+    def __init__(self, door):
+        self.door = door
+        self.client = Client(door)
+        self.next_id = 0
+
+    def post(self, body, headers=None, content_type="application/json", path="/"):
+        data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+        hdrs = dict(V1)
+        hdrs.update(headers or {})
+        hdrs = {k: v for k, v in hdrs.items() if v is not None}
+        return self.client.post(path, data=data, headers=hdrs, content_type=content_type)
+
+    def call(self, method, params=None, headers=None, request_id=None):
+        self.next_id += 1
+        body = {"jsonrpc": "2.0", "id": self.next_id if request_id is None else request_id,
+                "method": method}
+        if params is not None:
+            body["params"] = params
+        return self.post(body, headers)
+
+    def result(self, method, params=None, headers=None):
+        response = self.call(method, params, headers)
+        payload = response.get_json()
+        assert "result" in payload, payload
+        return payload["result"]
+
+    def error(self, method, params=None, headers=None):
+        response = self.call(method, params, headers)
+        assert response.status_code == 200
+        payload = response.get_json()
+        assert "error" in payload, payload
+        return payload["error"]
+
+
+@pytest.fixture
+def door():
+    return make_door()
+
+
+@pytest.fixture
+def rpc(door):
+    return Rpc(door)
