@@ -1,13 +1,18 @@
 """``create_app()``: the session, its agent, its layers, and the WSGI callable."""
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 
+from murmur_wsgi.agents import resolve_agent
 from murmur_wsgi.card import CardCache
 from murmur_wsgi.dispatch import dispatch
 from murmur_wsgi.manifest import Manifest, load_manifest, load_manifest_file
 from murmur_wsgi.metrics import Metrics
 from murmur_wsgi.middleware.auth import TokenTable
+from murmur_wsgi.planes.files import FilesPlane, check_root, finished_tasks
+from murmur_wsgi.session import records
 from murmur_wsgi.session.core import Session
 
 logger = logging.getLogger(__name__)
@@ -18,21 +23,47 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 class Door:
     """The door as a WSGI application. Holds no module globals: embed as many as you like."""
 
-    def __init__(self, manifest: Manifest, agent=None, *, listen: str | None = None):
+    def __init__(self, manifest: Manifest, agent=None, *, listen: str | None = None,
+                 workdir: str | None = None, record: bool | None = None,
+                 trace: bool | None = None):
         self.manifest = manifest
-        self.session = Session(manifest)
+        self.workdir = os.path.abspath(workdir if workdir is not None else os.getcwd())
+        files = manifest.exports.get("files")
+        check_root(files, self.workdir)
+        if trace is None:
+            # NOTE: a served door (murmur-wsgi serve) traces by default; an embedded one asks.
+            trace = os.environ.get(records.RECORD_ENV, "").isdigit()
+        self.session = Session(manifest, resolve_agent(manifest, agent), trace=trace)
         self.tokens = TokenTable(manifest.authentication, manifest.name)
         self.cards = CardCache(manifest, self.session.id)
         self.metrics = Metrics(log_requests=False)
-        self.files_plane = None
+        self.files_plane = (FilesPlane(files, self.workdir, lambda: finished_tasks(self.session))
+                            if files else None)
         self.listen = listen
-        self.agent = agent
         public_url = manifest.network.get("public_url")
         self._base_url = public_url.rstrip("/") if public_url else None
         if self._base_url is None and listen:
             host, _, port = listen.rpartition(":")
             host = "localhost" if host in LOOPBACK else host
             self._base_url = f"http://{host}:{port}"
+        self.record_path = None
+        self._record(record)
+
+    def _record(self, record: bool | None) -> None:
+        """Write the running record when served by ``murmur-wsgi serve`` (or asked to)."""
+        served_by = os.environ.get(records.RECORD_ENV, "")
+        if record is None:
+            record = served_by.isdigit()
+        if not record or not self.listen:
+            return
+        pid = int(served_by) if served_by.isdigit() else None
+        try:
+            self.record_path = records.write_record(self, pid, supersede=pid is not None)
+        except OSError as ex:
+            # NOTE: failing to record never fails a launch; the session is unaddressable by id.
+            logger.warning("could not write the running record: %s", ex.strerror)
+            return
+        atexit.register(records.remove_record, self.session.id)
 
     def base_url(self, environ: dict) -> str:
         """The card's interface URL: public_url, the listener, or the request's own address."""
@@ -48,13 +79,24 @@ class Door:
 
     def close(self) -> None:
         """Close the session: answer held requests, end streams, kill background work."""
-        self.session.closing = True
+        self.session.close()
+        if self.record_path is not None:
+            records.remove_record(self.session.id)
+            self.record_path = None
 
 
-def create_app(manifest, agent=None, *, listen: str | None = None) -> Door:
-    """Build a door from a Manifest, a mapping, or a path to ``murmur.yaml``."""
+def create_app(manifest, agent=None, *, listen: str | None = None, workdir: str | None = None,
+               record: bool | None = None, trace: bool | None = None) -> Door:
+    """Build a door from a Manifest, a mapping, or a path to ``murmur.yaml``.
+
+    ``agent`` (a callable taking a TaskContext) serves the tasks instead of
+    the manifest's ``agent:``. ``workdir`` (default: the current directory) is
+    where ``exports.files.root`` is read from. ``record`` writes the running
+    record and ``trace`` the session trace (``<home>/records/<ses>/trace.jsonl``);
+    by default the door does both only when ``murmur-wsgi serve`` serves it.
+    """
     if isinstance(manifest, str):
         manifest = load_manifest_file(manifest)
     else:
         manifest = load_manifest(manifest)
-    return Door(manifest, agent, listen=listen)
+    return Door(manifest, agent, listen=listen, workdir=workdir, record=record, trace=trace)

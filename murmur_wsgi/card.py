@@ -107,7 +107,7 @@ class CardCache:
         hit = self._cache.get(key)
         if hit is None:
             card = build_card(self._manifest, self._session_id, url, extended=extended)
-            body = json.dumps(card, separators=(",", ":"), ensure_ascii=False).encode()
+            body = json.dumps(card, separators=(",", ":")).encode()
             etag = hashlib.sha256(body).hexdigest()[:32]
             if len(self._cache) < 64:          # bounded: one per Host a caller names
                 self._cache[key] = hit = (body, etag, card)

@@ -1,13 +1,16 @@
-"""The ``murmur-wsgi`` command line: serve (and, with the client, the operator's commands)."""
+"""The ``murmur-wsgi`` command line: serve, token (and, with the client, the operator's commands)."""
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+import signal
 import socket
 import sys
 
 from murmur_wsgi.manifest import ManifestError, load_manifest_file
+from murmur_wsgi.planes.files import check_root
+from murmur_wsgi.session import records
 
 logger = logging.getLogger(__name__)
 
@@ -34,16 +37,21 @@ def serve(args) -> int:
     try:
         manifest = load_manifest_file(args.config)
         listen = _listen(manifest, args.listen)
+        check_root(manifest.exports.get("files"), os.getcwd())
     except ManifestError as ex:
         print(f"murmur-wsgi: {ex}", file=sys.stderr)
         return 2
     os.environ["MURMUR_WSGI_CONFIG"] = os.path.abspath(args.config)
     os.environ["MURMUR_WSGI_LISTEN"] = listen
+    # The door records itself under this pid: this process, which becomes gunicorn's master.
+    os.environ[records.RECORD_ENV] = str(os.getpid())
     if args.dev:
         from werkzeug.serving import run_simple
 
         from murmur_wsgi.app import create_app
         host, _, port = listen.rpartition(":")
+        # SIGTERM ends the process through SystemExit, so the running record is removed.
+        signal.signal(signal.SIGTERM, _exit_on_signal)
         run_simple(host.strip("[]"), int(port), create_app(manifest, listen=listen),
                    threaded=True)
         return 0
@@ -57,6 +65,54 @@ def serve(args) -> int:
     return 0  # pragma: no cover - execv does not return
 
 
+def _exit_on_signal(signum, frame):
+    raise SystemExit(0)
+
+
+class TokenError(Exception):
+    """``murmur-wsgi token`` cannot print a token; ``str()`` is the one line to print."""
+
+
+def find_token(session_id: str | None, credential: str | None) -> str:
+    """The token ``credential`` (default: the operator's) of a running session's record."""
+    if session_id is None:
+        running = records.running_records()
+        if not running:
+            raise TokenError("no session is running: no record under "
+                             f"{records.running_dir()}")
+        if len(running) > 1:
+            names = ", ".join(record["session_id"] for record in running)
+            raise TokenError(f"{len(running)} sessions are running; name one with "
+                             f"--session: {names}")
+        record = running[0]
+    else:
+        record = records.find_record(session_id)
+        if record is None:
+            raise TokenError(f"no running session {session_id}")
+    sid = record["session_id"]
+    if "door_token" not in record:
+        raise TokenError(f"{sid} has a public door: its capsule declares no "
+                         "network.authentication, so it minted no token")
+    credentials = record.get("credentials") or {}
+    if credential in (None, "operator"):
+        return record["door_token"]
+    if credential not in credentials:
+        names = ", ".join(["operator", *sorted(credentials)])
+        raise TokenError(f"{sid} minted no credential '{credential}'; it has: {names}")
+    return credentials[credential]
+
+
+def token(args) -> int:
+    """Print a running session's token and a newline, from its running record."""
+    try:
+        value = find_token(args.session, args.credential)
+    except TokenError as ex:
+        print(f"murmur-wsgi: {ex}", file=sys.stderr)
+        return 2
+    sys.stdout.write(value + "\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="murmur-wsgi",
                                      description="The A2A v1.0 door of an agent runtime.")
@@ -67,6 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dev", action="store_true", help="Werkzeug's threaded development server")
     p.add_argument("--gunicorn-conf", help="a gunicorn config file")
     p.set_defaults(func=serve)
+    p = sub.add_parser("token", help="print a running session's door token")
+    p.add_argument("--session", help="the session id (default: the only running session)")
+    p.add_argument("--credential", help="a declared credential (default: operator)")
+    p.set_defaults(func=token)
     return parser
 
 

@@ -16,6 +16,7 @@ from murmur_wsgi.context import CallContext, RpcCall
 from murmur_wsgi.errors import DoorError, InternalError, Refusal, RpcError
 from murmur_wsgi.middleware import (auth, body, completion, envelope, params, peer, planes,
                                     public, tenant, version)
+from murmur_wsgi.session.trace import AUTH_REFUSALS
 from murmur_wsgi.streams.sse import EventStream
 from murmur_wsgi.wire.raw import RawJSON
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 access_log = logging.getLogger("murmur_wsgi.access")
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 JSON_HEADERS = ("Content-Type", "application/json")
 
 
@@ -128,6 +129,8 @@ def dispatch(door: Door, environ: dict, start_response):
         door.metrics.request(call.method, "ok", started)
         return [data]
     except Refusal as ex:
+        if ex.error in AUTH_REFUSALS:
+            door.session.trace.auth_refused(ex.status, ex.error)     # never the token
         status, headers, data = refusal_response(ex)
         door.metrics.request(call.method if call else None, ex.error, started)
         start_response(status, headers)

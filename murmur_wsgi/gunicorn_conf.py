@@ -20,6 +20,18 @@ bind = [os.environ.get("MURMUR_WSGI_LISTEN", "127.0.0.1:41873")]
 accesslog = None
 errorlog = "-"
 loglevel = os.environ.get("MURMUR_WSGI_LOGLEVEL", "info")
+# NOTE: gunicorn >= 25.1 opens a control socket at one fixed path per user
+# ($XDG_RUNTIME_DIR or ~/.gunicorn/gunicorn.ctl): a second door on the host
+# unlinks the first's, and its "worker add" would split the session. Older
+# gunicorn ignores this name.
+control_socket_disable = True
+
+
+def nworkers_changed(server, new_value, old_value):
+    """Undo SIGTTIN: a second worker would hold a second, different session."""
+    if old_value is not None and new_value > 1:   # None: setup, on_starting checks it
+        server.log.error("murmur-wsgi: the session lives in one process; staying at 1 worker")
+        server.num_workers = 1
 
 
 def on_starting(server):

@@ -31,8 +31,17 @@ _SIZE = re.compile(r"^\s*(\d+)\s*(Ki|Mi|Gi)?\s*$")
 _UNITS = {None: 1, "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3}
 
 
+# Every character str.splitlines() breaks on, and its escape.
+_LINE_BREAKS = {c: repr(chr(c))[1:-1]
+                for c in (0x0a, 0x0b, 0x0c, 0x0d, 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029)}
+
+
 class ManifestError(Exception):
     """A manifest that cannot be served; ``str()`` is the one line to print."""
+
+    def __init__(self, line: str):
+        # NOTE: a key or value may hold a line break; escaped, the message stays one line.
+        super().__init__(str(line).translate(_LINE_BREAKS))
 
 
 class Size(fields.Field):
@@ -154,11 +163,13 @@ class AuthenticationSchema(_Block):
     @validates_schema
     def _names(self, data, **kwargs):
         for name in data.get("credentials", {}):
+            # NOTE: the credential's name is the key named: credentials.<name>.
             if name == "operator":
-                raise ValidationError("'operator' is reserved", "credentials")
-            if not CREDENTIAL_NAME.match(name):
-                raise ValidationError(f"'{name}' must match ^[a-z][a-z0-9_-]{{0,31}}$",
+                raise ValidationError({name: ["is reserved for the operator's token"]},
                                       "credentials")
+            if not CREDENTIAL_NAME.fullmatch(name):
+                raise ValidationError({name: ["is not a credential name: it must match "
+                                              "^[a-z][a-z0-9_-]{0,31}$"]}, "credentials")
 
 
 class NetworkSchema(_Block):
@@ -324,6 +335,8 @@ def load_manifest_file(path: str) -> Manifest:
             data = yaml.safe_load(fh)
     except OSError as ex:
         raise ManifestError(f"{path}: cannot be read: {ex.strerror}") from None
+    except UnicodeDecodeError as ex:
+        raise ManifestError(f"{path}: is not UTF-8 text (byte {ex.start})") from None
     except yaml.YAMLError as ex:
         mark = getattr(ex, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

@@ -1,1 +1,38 @@
-"""agents."""
+"""Agents: the contract (base), the demo agent, Python callables and harness processes."""
+from __future__ import annotations
+
+import importlib
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+class AgentLoadError(Exception):
+    """The manifest's agent cannot be loaded; ``str()`` is one line."""
+
+
+def resolve_agent(manifest, agent=None):
+    """Return the callable serving tasks: ``agent`` if given, else the manifest's."""
+    if agent is not None:
+        if not callable(agent):
+            raise AgentLoadError("agent: must be callable")
+        return agent
+    spec = manifest.agent
+    if spec == "demo":
+        from murmur_wsgi.agents.demo import demo_agent
+        return demo_agent
+    if isinstance(spec, dict):
+        from murmur_wsgi.agents.harness import HarnessAgent
+        return HarnessAgent(spec)
+    module_name, _, attr = spec.partition(":")
+    try:
+        target = importlib.import_module(module_name)
+    except ImportError as ex:
+        raise AgentLoadError(f"agent: cannot import {module_name}: {ex}") from None
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            raise AgentLoadError(f"agent: {module_name} has no {attr}")
+    if not callable(target):
+        raise AgentLoadError(f"agent: {spec} is not callable")
+    return target

@@ -1,12 +1,80 @@
-"""SendMessage: read the message, route it, answer held or at once."""
+"""SendMessage: read the message, route it by taskId, answer held or at once."""
 from __future__ import annotations
 
 import logging
 
-from murmur_wsgi.errors import InternalError
+from murmur_wsgi.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
+from murmur_wsgi.tasks import render
+from murmur_wsgi.tasks.record import INPUT_REQUIRED, REJECTED, TERMINAL
+from murmur_wsgi.uris import DOOR_URI
+from murmur_wsgi.wire.message import read_message
+from murmur_wsgi.wire.raw import RawJSON
 
 logger = logging.getLogger(__name__)
 
 
+def continued_task(door, call, message):
+    """Route a message naming a taskId ("Continuing a task"); return the waiting task."""
+    record = door.session.store.get(message.task_id)
+    if record is None or not call.ctx.sees(record.owner):
+        raise TaskNotFoundError(message.task_id)
+    state = record.state
+    if state in TERMINAL:
+        raise UnsupportedOperationError(
+            f"Task {record.id} has ended in {state}; send a new message without taskId, "
+            "in the same contextId, to start a new task", taskId=record.id, state=state)
+    if state != INPUT_REQUIRED:
+        raise UnsupportedOperationError(
+            f"Task {record.id} is {state}; a task takes a message only while it waits in "
+            f"{INPUT_REQUIRED}", taskId=record.id, state=state)
+    if message.context_id is not None and message.context_id != record.context_id:
+        raise InvalidParamsError(
+            f"Invalid params: message.contextId {message.context_id} is not the context of task "
+            f"{record.id}, which waits in {record.context_id}")
+    return record
+
+
+def references(door, call, ids: list[str]) -> list:
+    """The referenced tasks as each stands now; None for one the caller does not see."""
+    out = []
+    store = door.session.store
+    for task_id in ids:
+        record = store.get(task_id)
+        if record is None or not call.ctx.sees(record.owner):
+            out.append((task_id, None))
+            continue
+        out.append((task_id, render.RefView.from_record(record)))
+    return out
+
+
+def task_result(snapshot: str) -> RawJSON:
+    return RawJSON(f'{{"task":{snapshot}}}')
+
+
+def accept(door, call, params: dict):
+    """Read and route a message; return (record, snapshot JSON, message) without waiting."""
+    message = read_message(params, door.manifest)
+    if message.door_extension:
+        call.used_extensions.append(DOOR_URI)
+    manager = door.session.manager
+    if message.task_id is not None:
+        record = continued_task(door, call, message)
+        reply = render.agent_text(message, [], untrusted=False, origin=None)
+        if not manager.deliver_reply(record, reply):
+            record = continued_task(door, call, message)   # it moved on: answer why
+        return record, record.to_json(), message
+    text = render.agent_text(message, references(door, call, message.reference_task_ids),
+                             untrusted=call.ctx.trust != "trusted", origin=call.ctx.origin)
+    data = [part[1] for part in message.parts if part[0] == "data"]
+    record, snapshot = manager.submit(call.ctx, message.context_id,
+                                      (text, list(message.images), data), message)
+    return record, snapshot, message
+
+
 def send_message(door, call):
-    raise InternalError("SendMessage is not served yet")
+    """SendMessage: held until the task settles, unless returnImmediately is true."""
+    record, snapshot, message = accept(door, call, call.params)
+    if record.state == REJECTED or message.return_immediately:
+        return task_result(snapshot)
+    door.session.manager.wait_settled(record)
+    return task_result(record.to_json())

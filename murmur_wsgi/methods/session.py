@@ -9,5 +9,9 @@ logger = logging.getLogger(__name__)
 
 
 def stop_session(door, call):
+    """Cancel every live task; answer {canceled, residue, session_id}. The door keeps serving."""
+    session = door.session
+    canceled = session.manager.stop_all()
+    residue = [work.residue() for work in session.works.running()]
     call.used_extensions.append(DOOR_URI)
-    return {"canceled": [], "residue": [], "session_id": door.session.id}
+    return {"canceled": canceled, "residue": residue, "session_id": session.id}

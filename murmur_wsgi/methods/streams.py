@@ -1,20 +1,113 @@
-"""SendStreamingMessage, SubscribeToTask, murmur.WatchSession."""
+"""SendStreamingMessage, SubscribeToTask, murmur.WatchSession: the door's streams.
+
+Every refusal is raised before an ``EventStream`` exists, so it is answered as
+one JSON body. A task's stream opens its ring reader under the store's lock,
+at the same instant as the task snapshot it writes first: every later event
+of the task is on the reader, none of the earlier ones is repeated.
+"""
 from __future__ import annotations
 
 import logging
+import re
 
-from murmur_wsgi.errors import InternalError
+from murmur_wsgi.errors import UnsupportedOperationError
+from murmur_wsgi.methods import messages, tasks
+from murmur_wsgi.streams import frames
+from murmur_wsgi.streams.sse import EventStream
+from murmur_wsgi.uris import DOOR_URI, STREAM_URI
 
 logger = logging.getLogger(__name__)
 
+_NUMBER = re.compile(r"[0-9]+\Z")
+
+
+def last_event_id(environ: dict) -> int | None:
+    """The request's Last-Event-ID: None when absent, 0 when it is not a number."""
+    raw = environ.get("HTTP_LAST_EVENT_ID")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    return int(raw) if _NUMBER.match(raw) else 0
+
+
+def _stream(door, call, opening, reader=None, follow_task=None) -> EventStream:
+    return EventStream(call.id, opening, reader, follow_task=follow_task,
+                       heartbeat_secs=door.manifest.stream["heartbeat_secs"])
+
+
+def _task_opening(door, snapshot: str, frames_on: bool) -> list:
+    """The task as GetTask answers it; then, with the extension, connection-ack."""
+    opening = [(None, f'{{"task":{snapshot}}}')]
+    if frames_on:
+        mode = door.manifest.lifecycle["conversation"]
+        opening.append((None, frames.connection_ack("client", mode)))
+    return opening
+
+
+class _TaskCut:
+    """Opens a task's reader under the store's lock, with the snapshot it follows."""
+
+    def __init__(self, ring, frames_on: bool, replay_from: int | None):
+        self.ring = ring
+        self.frames_on = frames_on
+        self.replay_from = replay_from
+        self.reader = None
+        self.snapshot = None
+
+    def __call__(self, record) -> None:
+        # NOTE: runs under the store's lock (TaskManager.accepting, or below).
+        self.snapshot = record.to_json()
+        self.reader = self.ring.reader(task_id=record.id, frames=self.frames_on,
+                                       replay=self.replay_from is not None,
+                                       replay_from=self.replay_from)
+
 
 def send_streaming_message(door, call):
-    raise InternalError("SendStreamingMessage is not served yet")
+    """SendStreamingMessage: the task, then its events until its terminal status."""
+    session = door.session
+    frames_on = STREAM_URI in call.ctx.extensions
+    cut = _TaskCut(session.ring, frames_on, last_event_id(call.environ))
+    try:
+        with session.manager.accepting(cut):
+            record, snapshot, _message = messages.accept(door, call, call.params)
+    except BaseException:
+        if cut.reader is not None:
+            cut.reader.close()
+        raise
+    if frames_on:
+        call.used_extensions.append(STREAM_URI)
+    if cut.reader is None:
+        # Rejected (busy or closing): one unnumbered task event, then the end.
+        return _stream(door, call, [(None, f'{{"task":{snapshot}}}')])
+    return _stream(door, call, _task_opening(door, cut.snapshot, frames_on), cut.reader,
+                   follow_task=record.id)
 
 
 def subscribe_to_task(door, call):
-    raise InternalError("SubscribeToTask is not served yet")
+    """SubscribeToTask: a live task's snapshot, then its events until its end."""
+    record = tasks.visible(door, call, tasks.required_id(call))
+    session = door.session
+    frames_on = STREAM_URI in call.ctx.extensions
+    cut = _TaskCut(session.ring, frames_on, last_event_id(call.environ))
+    with session.store.lock:
+        state = record.state
+        if not record.terminal:
+            cut(record)
+    if cut.reader is None:
+        raise UnsupportedOperationError(
+            f"Task {record.id} has ended in {state}; it has no more events to stream",
+            taskId=record.id, state=state)
+    if frames_on:
+        call.used_extensions.append(STREAM_URI)
+    return _stream(door, call, _task_opening(door, cut.snapshot, frames_on), cut.reader,
+                   follow_task=record.id)
 
 
 def watch_session(door, call):
-    raise InternalError("murmur.WatchSession is not served yet")
+    """murmur.WatchSession: connection-ack, the replay, then every task's events."""
+    session = door.session
+    after = last_event_id(call.environ)
+    reader = session.ring.reader(frames=True, replay=True, replay_from=after or 0)
+    call.used_extensions.extend((DOOR_URI, STREAM_URI))
+    ack = frames.connection_ack("observer", door.manifest.lifecycle["conversation"])
+    return _stream(door, call, [(None, ack)], reader)

@@ -1,4 +1,10 @@
-"""Steps 2 and 11: the bearer token, then the method's scope."""
+"""Steps 2 and 11: the bearer token, then the method's scope.
+
+The tokens are minted here, once per launch: the operator's, with every
+scope, and one per declared credential. They live in memory and in the
+running record (``session/records.py``, mode 0600); no log line, error body
+or ``repr`` carries one.
+"""
 from __future__ import annotations
 
 import hmac
@@ -11,43 +17,76 @@ from murmur_wsgi.manifest import DOOR_SCOPES
 
 logger = logging.getLogger(__name__)
 
+OPERATOR = "operator"
+TOKEN_BYTES = 32
 # Methods every valid token reaches: no scope is asked of them.
 UNSCOPED = frozenset({"GetExtendedAgentCard", "CreateTaskPushNotificationConfig",
                       "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs",
                       "DeleteTaskPushNotificationConfig"})
 
 
+def realm_challenge(name: str) -> str:
+    """Return ``Bearer realm="<name>"``, the name as an RFC 7235 quoted-string."""
+    quoted = name.replace("\\", "\\\\").replace('"', '\\"')
+    # NOTE: a header value must be latin-1; a name outside it is shown with '?'.
+    quoted = quoted.encode("latin-1", "replace").decode("latin-1")
+    return f'Bearer realm="{quoted}"'
+
+
+def bearer_token(header: str) -> str | None:
+    """Return the token an Authorization value presents as Bearer, or None.
+
+    The scheme matches in any case; the token is returned as sent. A value
+    with a comma is two header lines joined by the server (a minted token
+    has none), and is refused.
+    """
+    if "," in header:
+        return None
+    parts = header.strip().split(None, 1)
+    if len(parts) != 2 or parts[0].lower() != "bearer":
+        return None
+    return parts[1].strip() or None
+
+
 class TokenTable:
     """The tokens minted at launch: the operator's and one per declared credential.
 
-    Tokens are compared in constant time against every minted token, so the
-    time of a refusal says nothing about how close a guess came.
+    A presented token is compared in constant time against every minted
+    token, so the time of a refusal says nothing about how close a guess came.
     """
 
     def __init__(self, authentication: dict | None, realm: str):
         self.enabled = authentication is not None
-        self.realm = f'Bearer realm="{realm}"'
+        self.realm = realm_challenge(realm)
         self._entries: list[tuple[bytes, Credential]] = []
-        self.tokens: dict[str, str] = {}          # credential name -> token, for the record
+        # credential name -> token, operator first: for the running record only.
+        self.tokens: dict[str, str] = {}
         if not self.enabled:
             return
-        self._mint("operator", frozenset(DOOR_SCOPES), sees_all=True)
+        self._mint(OPERATOR, frozenset(DOOR_SCOPES), sees_all=True)
         for name, block in authentication["credentials"].items():
             self._mint(name, frozenset(block["scopes"]))
 
+    def __repr__(self) -> str:
+        return f"<TokenTable credentials={list(self.tokens)}>"
+
     def _mint(self, name: str, scopes: frozenset, sees_all: bool = False) -> None:
-        token = secrets.token_urlsafe(32)
+        token = secrets.token_urlsafe(TOKEN_BYTES)
         self.tokens[name] = token
-        self._entries.append((token.encode(), Credential(name, scopes, sees_all)))
+        self._entries.append((token.encode("ascii"), Credential(name, scopes, sees_all)))
 
     def lookup(self, token: str) -> Credential | None:
         """Return the credential a token was minted for, or None."""
-        presented = token.encode("utf-8", "surrogateescape")
+        presented = token.encode("utf-8", "surrogatepass")
         found = None
         for minted, credential in self._entries:
             if hmac.compare_digest(minted, presented):
                 found = credential
         return found
+
+    @property
+    def invalid_challenge(self) -> str:
+        return f'{self.realm}, error="invalid_token"'
 
 
 def check_token(environ: dict, ctx: CallContext, table: TokenTable) -> None:
@@ -57,13 +96,10 @@ def check_token(environ: dict, ctx: CallContext, table: TokenTable) -> None:
     header = environ.get("HTTP_AUTHORIZATION")
     if header is None:
         raise Unauthenticated(challenge=table.realm)
-    scheme, _, token = header.partition(" ")
-    # NOTE: servers join repeated header lines with ","; a minted token has none.
-    if scheme.lower() != "bearer" or not token or "," in header:
-        raise InvalidToken(challenge=f'{table.realm}, error="invalid_token"')
-    credential = table.lookup(token)
+    token = bearer_token(header)
+    credential = table.lookup(token) if token is not None else None
     if credential is None:
-        raise InvalidToken(challenge=f'{table.realm}, error="invalid_token"')
+        raise InvalidToken(challenge=table.invalid_challenge)
     ctx.credential = credential
 
 

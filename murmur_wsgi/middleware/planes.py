@@ -1,25 +1,27 @@
-"""Step 4: the operator plane under /resources/files."""
+"""Step 4: the operator plane under /resources/files: its scope, then the plane."""
 from __future__ import annotations
 
 import logging
 
 from murmur_wsgi.context import CallContext
-from murmur_wsgi.errors import InsufficientScope, PlaneRefusal
+from murmur_wsgi.errors import InsufficientScope
+from murmur_wsgi.planes.files import refuse
 from murmur_wsgi.uris import FILES_PLANE
 
 logger = logging.getLogger(__name__)
 
+SCOPE = "resources/files"
+
 
 def route(environ: dict, ctx: CallContext, door) -> tuple | None:
-    """Answer a request under /resources/files, or None to go on."""
+    """Answer a request under /resources/ (the peer plane answered at step 1), or None."""
     path = environ.get("PATH_INFO", "/")
-    if not (path == FILES_PLANE or path.startswith(FILES_PLANE + "/")
-            or path.startswith("/resources/")):
+    if path != FILES_PLANE and not path.startswith("/resources/"):
         return None
     credential = ctx.credential
-    if credential is not None and not credential.reaches("resources/files"):
-        raise InsufficientScope(credential.name, "resources/files", door.tokens.realm)
+    if credential is not None and not credential.reaches(SCOPE):
+        raise InsufficientScope(credential.name, SCOPE, door.tokens.realm)
     plane = door.files_plane
     if plane is None:
-        raise PlaneRefusal(404, "no_resource_plane", "this capsule declares no operator plane")
+        raise refuse("no_resource_plane")
     return plane.serve(environ)

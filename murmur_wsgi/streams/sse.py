@@ -1,33 +1,132 @@
-"""An SSE response body: a WSGI iterable of ``text/event-stream`` bytes."""
+"""An SSE response body: a WSGI iterable of ``text/event-stream`` bytes.
+
+Concurrency:
+    The body is a generator run by the server's thread (a greenlet under
+    gevent's worker). It waits in one place only, ``Reader.next(timeout)``,
+    on the ring's condition, with the time left to the next heartbeat as the
+    timeout; the ring's ``publish()`` and ``close()`` wake it. ``close()`` is
+    the server's call when the body ended or a write failed (the client
+    left): it closes the generator and releases the ring reader, also when
+    the generator never started.
+"""
 from __future__ import annotations
 
+import json
 import logging
+import time
+
+from murmur_wsgi.streams import frames
+from murmur_wsgi.tasks.ring import Event, Gap, Lagged
 
 logger = logging.getLogger(__name__)
 
 SSE_HEADERS = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
                ("Connection", "keep-alive"), ("X-Accel-Buffering", "no"))
+HEARTBEAT = b":heartbeat\n\n"
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+# The murmur frame each reader marker is written as (only with the extension).
+_MARKERS = {Gap: lambda item: frames.gap(item.first_available_id),
+            Lagged: lambda item: frames.lagged(item.missed)}
 
 
 class EventStream:
-    """The body of a stream: iterate for bytes; ``close()`` releases the reader."""
+    """The body of one stream: its opening events, then what its reader yields.
+
+    Args:
+        request_id: the JSON-RPC id every event's envelope echoes.
+        opening: ``[(event_id or None, payload JSON), …]`` written at once, in
+            the first chunk (the test client and proxies pull it before the
+            body goes on).
+        reader: the ring cursor to read after the opening; None ends the
+            stream after it (a rejected task).
+        follow_task: end after this task's terminal event (a task's stream);
+            None reads until the ring closes (murmur.WatchSession).
+        heartbeat_secs: ``:heartbeat`` every this many seconds from when the
+            stream opened; events do not reset it.
+        clock: monotonic seconds; tests inject a fake one together with a fake
+            reader whose ``next(timeout)`` moves it.
+    """
 
     headers = SSE_HEADERS
 
-    def __init__(self, chunks, on_close=None):
-        self._chunks = iter(chunks)
-        self._on_close = on_close
+    def __init__(self, request_id, opening, reader=None, *, follow_task: str | None = None,
+                 heartbeat_secs: float = 15.0, clock=time.monotonic):
+        self._prefix = b'{"jsonrpc":"2.0","id":' + _dumps(request_id).encode() + b',"result":'
+        self._opening = list(opening)
+        self._reader = reader
+        self._follow = follow_task
+        self._frames = reader is not None and reader.frames
+        self._interval = heartbeat_secs
+        self._clock = clock
+        self.opened_at = clock()
+        self._body = self._generate()
 
     def __iter__(self):
         return self
 
     def __next__(self) -> bytes:
-        return next(self._chunks)
+        return next(self._body)
 
     def close(self) -> None:
-        close = getattr(self._chunks, "close", None)
-        if close is not None:
-            close()
-        if self._on_close is not None:
-            self._on_close()
-            self._on_close = None
+        """Stop the body and release its reader (the WSGI server calls this)."""
+        try:
+            self._body.close()
+        except ValueError:
+            # NOTE: the generator runs on another thread right now; releasing
+            # the reader below makes it end at its next wake-up.
+            pass
+        if self._reader is not None:
+            self._reader.close()
+
+    # --- writing ---------------------------------------------------------
+
+    def event(self, event_id: int | None, payload: str) -> bytes:
+        """One SSE event: ``id: n`` for a numbered event, then its ``data:`` line."""
+        data = self._prefix + payload.encode() + b"}"
+        if event_id is None:
+            return b"data: " + data + b"\n\n"
+        return b"id: %d\ndata: %s\n\n" % (event_id, data)
+
+    def _generate(self):
+        reader = self._reader
+        try:
+            # The first chunk: the opening, then what the reader holds already
+            # (the replay), so nothing can come between them.
+            chunk = [self.event(event_id, payload) for event_id, payload in self._opening]
+            ended = reader is None or self._render(chunk, *reader.next(0))
+            yield b"".join(chunk)
+            interval = self._interval
+            due = self.opened_at + interval
+            while not ended and reader.open:
+                now = self._clock()
+                if now >= due:
+                    # A write that blocked past several beats owes only one.
+                    due += interval * ((now - due) // interval + 1)
+                    yield HEARTBEAT
+                    continue
+                chunk = []
+                ended = self._render(chunk, *reader.next(due - now))
+                if chunk:
+                    yield b"".join(chunk)
+        finally:
+            if reader is not None:
+                reader.close()
+
+    def _render(self, out: list, items: list, closed: bool) -> bool:
+        """Encode a batch into ``out``; True when the stream ends with it.
+
+        A task's stream ends after its terminal event; every stream ends when
+        the ring closed, with ``capsule-closed`` when frames are on.
+        """
+        for item in items:
+            if type(item) is Event:
+                out.append(self.event(item.id, item.payload))
+                if item.terminal and self._follow is not None and item.task_id == self._follow:
+                    return True
+            elif self._frames:
+                out.append(self.event(None, _MARKERS[type(item)](item)))
+        if closed and self._frames:
+            out.append(self.event(None, frames.capsule_closed()))
+        return closed

@@ -26,7 +26,7 @@ ALL_STATES = frozenset({SUBMITTED, WORKING, INPUT_REQUIRED, COMPLETED, FAILED, C
 WORDS = {SUBMITTED: "submitted", WORKING: "working", INPUT_REQUIRED: "input-required",
          COMPLETED: "completed", FAILED: "failed", CANCELED: "canceled", REJECTED: "rejected"}
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def rfc3339(ms: int) -> str:
@@ -119,11 +119,11 @@ class TaskRecord:
         status["timestamp"] = self.timestamp
         return status
 
-    def to_dict(self, artifacts: bool = True) -> dict:
+    def to_dict(self, artifacts: bool = True, empty_list: bool = False) -> dict:
         task = {"id": self.id, "contextId": self.context_id, "status": self.status()}
         if artifacts:
             found = self.artifacts()
-            if found:
+            if found or empty_list:
                 task["artifacts"] = found
         if self.running and self.terminal:
             task["metadata"] = {"murmur": {"runningCommands": self.running}}
@@ -141,6 +141,10 @@ class TaskRecord:
                 return self.to_json(True)
             self._json_bare = _dumps(self.to_dict(False))
         return self._json_bare
+
+    def to_json_with_empty_artifacts(self) -> str:
+        """ListTasks with includeArtifacts: ``artifacts`` present even when it is []."""
+        return _dumps(self.to_dict(True, empty_list=True))
 
     def touch(self) -> None:
         """Forget the cached wire form; called by the store on every change."""

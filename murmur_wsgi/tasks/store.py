@@ -53,13 +53,17 @@ class TaskStore:
     def add(self, record: TaskRecord) -> TaskRecord:
         """Hold a new task; it goes to the front of the order."""
         with self._lock:
-            self._tasks[record.id] = record
-            self._by_context.setdefault(record.context_id, set()).add(record.id)
-            self._bump(record)
-            if record.state in TERMINAL:
-                self._finish(record)
-            self._evict()
+            self.add_locked(record)
         return record
+
+    def add_locked(self, record: TaskRecord) -> None:
+        """``add()`` for a caller that already holds ``lock``."""
+        self._tasks[record.id] = record
+        self._by_context.setdefault(record.context_id, set()).add(record.id)
+        self._bump(record)
+        if record.state in TERMINAL:
+            self._finish(record)
+        self._evict()
 
     def change(self, record: TaskRecord, **fields) -> TaskRecord:
         """Set fields of a task under the lock, move it to the front, wake its waiters."""
@@ -98,6 +102,8 @@ class TaskStore:
     def _finish(self, record: TaskRecord) -> None:
         record.finished_at = self._clock()
         self._finished.append((record.finished_at, record.id))
+        if len(self._finished) > self._keep:
+            self._evict()
 
     def _evict(self) -> None:
         cutoff = self._clock() - self._keep_secs

@@ -1,0 +1,142 @@
+"""The agent contract: what an agent receives (``TaskContext``) and how it ends a task.
+
+An agent is a callable ``agent(ctx: TaskContext) -> str``. Its return value
+is the task's response; raising ``TaskFailed(message)`` ends the task
+TASK_STATE_FAILED with that status message. Any other exception fails the
+task too, is logged with its traceback server-side, and is never sent to
+the client. The agent runs on its own thread (a greenlet under gevent).
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from murmur_wsgi.tasks.manager import TaskManager
+    from murmur_wsgi.tasks.record import TaskRecord
+
+logger = logging.getLogger(__name__)
+
+Agent = Callable[["TaskContext"], str]
+
+
+class TaskFailed(Exception):
+    """Raise from an agent to end its task TASK_STATE_FAILED with ``message``."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class TaskCanceled(Exception):
+    """Raised inside the agent by TaskContext calls once the task is canceled."""
+
+
+class TaskContext:
+    """What one task gives its agent: its input, and ways to report as it works.
+
+    Attributes:
+        task_id: the task's ``tsk_…`` id.
+        context_id: the task's ``ctx_…`` (or the caller's) context id.
+        text: what the agent reads: the parts joined by newlines, data fenced,
+            the referenced-tasks block appended, and for an untrusted task the
+            whole wrapped in the untrusted fence.
+        images: ``[(media_type, bytes), …]`` in part order.
+        data: the values of the message's data parts, in order.
+        trust: ``"trusted"`` or ``"untrusted"``.
+        forget_session: the message asked to forget the context's harness
+            session (``forgetSession``; only on ``inference.transport: process``).
+        conversation: ``lifecycle.conversation``, ``"stateless"`` or ``"threaded"``.
+    """
+
+    def __init__(self, manager: TaskManager, record: TaskRecord, text: str,
+                 images: list[tuple[str, bytes]], data: list[Any], session_key: str | None = None,
+                 forget_session: bool = False):
+        self._manager = manager
+        self._record = record
+        self.task_id = record.id
+        self.context_id = record.context_id
+        self.text = text
+        self.images = images
+        self.data = data
+        self.trust = record.trust
+        self.session_key = session_key
+        self.forget_session = forget_session
+        self.conversation = manager.session.manifest.lifecycle["conversation"]
+        self._calls = itertools.count(1)
+
+    # --- cancellation ----------------------------------------------------
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the task was canceled; the agent should return soon."""
+        return self._manager.is_cancelled(self._record)
+
+    def check_cancelled(self) -> None:
+        """Raise TaskCanceled when the task was canceled."""
+        if self.cancelled:
+            raise TaskCanceled(self.task_id)
+
+    def wait(self, seconds: float) -> bool:
+        """Wait up to ``seconds``; return True early (and at once) when canceled."""
+        return self._manager.wait_cancelled(self._record, seconds)
+
+    # --- reporting -------------------------------------------------------
+
+    def progress(self, text: str) -> None:
+        """Write a TASK_STATE_WORKING status carrying ``text`` (every stream sees it)."""
+        self._manager.progress(self._record, text)
+
+    def write(self, text: str, final: bool = False) -> None:
+        """Write a ``text`` frame: a piece of the answer as it streams."""
+        self._frame("text", text, {"text": text, "final": final})
+
+    def thinking(self, text: str) -> None:
+        """Write a ``thinking`` frame."""
+        self._frame("thinking", text, {"text": text, "final": False})
+
+    def tool_call_started(self, tool_name: str, input: Any = None,
+                          tool_call_id: str | None = None) -> str:
+        """Write a ``tool-call-started`` frame; return the call's id."""
+        call_id = tool_call_id or f"call_{next(self._calls)}"
+        self._frame("tool-call-started", f"tool call started: {tool_name}",
+                    {"toolCallId": call_id, "toolName": tool_name, "input": input})
+        return call_id
+
+    def tool_call_progress(self, tool_call_id: str, text: str) -> None:
+        """Write a ``tool-call-progress`` frame."""
+        self._frame("tool-call-progress", text, {"toolCallId": tool_call_id, "text": text})
+
+    def artifact(self, tool_name: str, content: str, *, fence_source: str | None = None,
+                 tool_call_id: str | None = None, is_error: bool | None = None,
+                 duration_ms: int | None = None, exit_code: int | None = None,
+                 truncated: bool | None = None) -> None:
+        """Write an ``artifact`` frame: what a tool returned (every key present)."""
+        self._frame("artifact", content, {
+            "toolName": tool_name, "content": content, "fenceSource": fence_source,
+            "toolCallId": tool_call_id, "isError": is_error, "durationMs": duration_ms,
+            "exitCode": exit_code, "truncated": truncated})
+
+    def frame(self, name: str, text: str, fields: dict) -> None:
+        """Write any murmur frame (``quota``, ``suggested-prompt`` from a harness)."""
+        self._frame(name, text, fields)
+
+    def _frame(self, name: str, text: str, fields: dict) -> None:
+        self.check_cancelled()
+        self._manager.frame(self._record, name, text, fields)
+
+    def record_event(self, event_type: str, **fields) -> str:
+        """Write a record to the session trace under this task's ``task_start``."""
+        return self._manager.session.trace.task_event(self.task_id, event_type, **fields)
+
+    # --- input and background work ---------------------------------------
+
+    def ask(self, question: str) -> str:
+        """Pause in TASK_STATE_INPUT_REQUIRED with ``question``; return the reply."""
+        return self._manager.ask(self._record, question)
+
+    def background(self, command: str) -> str:
+        """Start ``command`` detached (its binary must be allowed); return its ``wrk_…``."""
+        self.check_cancelled()
+        return self._manager.background(self._record, command)

@@ -1,0 +1,276 @@
+"""The process harness (``agent: {process: [...]}``): a program that speaks JSON lines.
+
+One process per task, in its own process group. The door writes a ``task``
+line (and a ``reply`` line for each ``ask``) to its stdin; the harness
+writes its frames and then ``response`` or ``fail`` to its stdout. Every
+way a harness can misbehave fails the task with a one-line status message
+and kills its process group; see ``docs/harness.md`` for the protocol.
+
+Concurrency:
+    ``HarnessAgent`` is shared by the session's tasks. ``_cond`` (a
+    ``Condition``) guards ``_sessions`` (contextId -> harness session id),
+    ``_live`` (pid -> HarnessProcess) and ``_exits``; it is notified when a
+    process is reaped. Each task's process is driven from the task's own
+    thread, which reads with a timeout of at most ``POLL_SECS`` so a cancel,
+    the idle deadline, a stderr flood or the session closing is seen promptly.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections import OrderedDict
+
+from murmur_wsgi.agents.base import TaskCanceled, TaskContext, TaskFailed
+from murmur_wsgi.agents.process import HarnessProcess, exit_text
+
+logger = logging.getLogger(__name__)
+
+POLL_SECS = 0.05              # how often the agent thread looks at cancel and the deadline
+STDERR_LIMIT = 1024 ** 2      # bytes of stderr a task's harness may write ("max_stderr_bytes")
+MAX_SESSIONS = 10_000         # contexts whose harness session is remembered, newest kept
+EXITS_KEPT = 64
+SHOWN_TEXT = 200
+
+
+class HarnessFault(Exception):
+    """The harness broke the protocol or ended badly; ``str()`` is the status message."""
+
+
+class HarnessDeclined(TaskFailed):
+    """The harness wrote ``fail``: the task fails with its message."""
+
+
+def _field(msg: dict, key: str, kind, what: str, line: int, *, required: bool = True):
+    """``msg[key]``, which must be a ``kind``; absent is None when not ``required``."""
+    value = msg.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, kind):
+        raise HarnessFault(f"harness: line {line} ({msg['type']}): {key} must be {what}")
+    return value
+
+
+class HarnessAgent:
+    """Serve each task with a fresh harness process (``agent: {process: [...]}``).
+
+    Args:
+        spec: the manifest's ``agent`` block: ``process`` (argv), and
+            optionally ``idle_timeout_secs`` (600), ``cancel_grace_secs`` (10),
+            ``max_line_bytes`` (1 MiB) and ``max_stderr_bytes`` (1 MiB).
+    """
+
+    def __init__(self, spec: dict):
+        self.argv = list(spec["process"])
+        if not self.argv:
+            raise ValueError("process: needs a command")
+        self.idle_timeout = float(spec.get("idle_timeout_secs", 600.0))
+        self.cancel_grace = float(spec.get("cancel_grace_secs", 10.0))
+        self.max_line_bytes = int(spec.get("max_line_bytes", 1024 ** 2))
+        self.stderr_limit = int(spec.get("max_stderr_bytes", STDERR_LIMIT))
+        self._cond = threading.Condition()
+        self._sessions: OrderedDict[str, str] = OrderedDict()   # guarded by _cond
+        self._live: dict[int, HarnessProcess] = {}               # guarded by _cond
+        self._exits: OrderedDict[int, int | None] = OrderedDict()  # guarded by _cond
+
+    # --- the harness session of a context ----------------------------------
+
+    def harness_session(self, context_id: str) -> str | None:
+        """The harness session id a context names, or None."""
+        with self._cond:
+            return self._sessions.get(context_id)
+
+    def _start_session(self, ctx: TaskContext) -> tuple[str, str | None]:
+        """Apply forgetSession, then choose ``("new", None)`` or ``("resume", id)``."""
+        with self._cond:
+            dropped = self._sessions.pop(ctx.context_id, None) if ctx.forget_session else None
+            current = self._sessions.get(ctx.context_id)
+        if dropped is not None:
+            ctx.record_event("harness_session_forgotten", context_id=ctx.context_id,
+                             harness_session_id=dropped, requested_by="a2a")
+        if current is not None and ctx.conversation == "threaded":
+            return "resume", current
+        return "new", None
+
+    def _remember(self, ctx: TaskContext, session_id: str) -> None:
+        # NOTE: only a threaded conversation resumes, so only there does a context name one.
+        if ctx.conversation != "threaded":
+            return
+        with self._cond:
+            self._sessions[ctx.context_id] = session_id
+            self._sessions.move_to_end(ctx.context_id)
+            while len(self._sessions) > MAX_SESSIONS:
+                self._sessions.popitem(last=False)
+
+    # --- one task ----------------------------------------------------------
+
+    def __call__(self, ctx: TaskContext) -> str:
+        ctx.check_cancelled()
+        mode, session_id = self._start_session(ctx)
+        try:
+            proc = HarnessProcess(self.argv, self.max_line_bytes, self.stderr_limit)
+        except OSError as ex:
+            raise TaskFailed(f"harness: cannot start {self.argv[0]}: "
+                             f"{ex.strerror or ex}") from None
+        with self._cond:
+            self._live[proc.pid] = proc
+        ctx.record_event("harness_start", binary=os.path.basename(self.argv[0]), pid=proc.pid,
+                         harness_session_id=session_id, session_mode=mode)
+        ending = "kill"
+        try:
+            proc.send({"type": "task", "task_id": ctx.task_id, "context_id": ctx.context_id,
+                       "text": ctx.text, "session": {"mode": mode, "id": session_id}})
+            response = self._converse(ctx, proc)
+            ending = "close"
+            return response
+        except TaskCanceled:
+            ending = "term"
+            raise
+        except HarnessDeclined:
+            ending = "close"
+            raise
+        except HarnessFault as ex:
+            if proc.stderr_tail:
+                logger.warning("harness %s failed task %s: %s; its stderr ended with: %s",
+                               proc.pid, ctx.task_id, ex, proc.stderr_tail)
+            raise TaskFailed(str(ex)) from None
+        finally:
+            returncode = proc.end(self.cancel_grace, term=ending == "term",
+                                  close_first=ending == "close")
+            with self._cond:
+                self._live.pop(proc.pid, None)
+                self._exits[proc.pid] = returncode
+                while len(self._exits) > EXITS_KEPT:
+                    self._exits.popitem(last=False)
+                self._cond.notify_all()
+
+    def _converse(self, ctx: TaskContext, proc: HarnessProcess) -> str:
+        """Read the harness's lines until ``response``; raise on anything else."""
+        deadline = time.monotonic() + self.idle_timeout
+        while True:
+            if ctx.wait(0):                     # canceled, or the session is closing
+                raise TaskCanceled(ctx.task_id)
+            if proc.flooded.is_set():
+                raise HarnessFault(f"harness: wrote more than {self.stderr_limit} bytes "
+                                   "to stderr")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise HarnessFault(f"harness: no output for {self.idle_timeout:g}s "
+                                   "(idle_timeout_secs)")
+            event = proc.next_event(min(POLL_SECS, remaining))
+            if event is None:
+                continue
+            kind, value = event
+            if kind == "oversized":
+                raise HarnessFault(f"harness: line {value} is longer than max_line_bytes "
+                                   f"({self.max_line_bytes} bytes)")
+            if kind == "eof":
+                returncode = proc.wait_exit(deadline - time.monotonic())
+                if returncode is None:
+                    raise HarnessFault("harness: closed its stdout without a response")
+                raise HarnessFault(f"harness: {exit_text(returncode)} without a response")
+            number, raw = value
+            if not raw.strip():
+                continue
+            response = self._handle(ctx, proc, number, raw)
+            if response is not None:
+                return response
+            deadline = time.monotonic() + self.idle_timeout
+
+    def _handle(self, ctx: TaskContext, proc: HarnessProcess, line: int,
+                raw: bytes) -> str | None:
+        """Act on one line; return the response when it is one."""
+        try:
+            msg = json.loads(raw)
+        except ValueError:
+            raise HarnessFault(f"harness: line {line} is not JSON") from None
+        if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+            raise HarnessFault(f"harness: line {line} is not a JSON object with a string type")
+        kind = msg["type"]
+        handler = _HANDLERS.get(kind)
+        if handler is None:
+            shown = json.dumps(kind[:40])
+            raise HarnessFault(f"harness: line {line} has an unknown type {shown}")
+        return handler(self, ctx, proc, msg, line)
+
+    # --- the line types ------------------------------------------------------
+
+    def _on_session(self, ctx, proc, msg, line):
+        session_id = _field(msg, "id", str, "a non-empty string", line)
+        if not session_id:
+            raise HarnessFault(f"harness: line {line} (session): id must be a non-empty string")
+        self._remember(ctx, session_id)
+
+    def _on_text(self, ctx, proc, msg, line):
+        final = _field(msg, "final", bool, "a boolean", line, required=False)
+        ctx.write(_field(msg, "text", str, "a string", line), final=bool(final))
+
+    def _on_thinking(self, ctx, proc, msg, line):
+        ctx.thinking(_field(msg, "text", str, "a string", line))
+
+    def _on_tool_started(self, ctx, proc, msg, line):
+        name = _field(msg, "toolName", str, "a string", line)
+        call_id = _field(msg, "toolCallId", str, "a string", line, required=False)
+        ctx.tool_call_started(name, msg.get("input"), call_id)
+
+    def _on_tool_progress(self, ctx, proc, msg, line):
+        ctx.tool_call_progress(_field(msg, "toolCallId", str, "a string", line),
+                               _field(msg, "text", str, "a string", line))
+
+    def _on_quota(self, ctx, proc, msg, line):
+        fields = {key: value for key, value in msg.items() if key != "type"}
+        shown = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
+        ctx.frame("quota", "quota: " + shown[:SHOWN_TEXT], fields)
+
+    def _on_suggested_prompt(self, ctx, proc, msg, line):
+        text = _field(msg, "text", str, "a string", line)
+        ctx.frame("suggested-prompt", text, {"text": text})
+
+    def _on_ask(self, ctx, proc, msg, line):
+        reply = ctx.ask(_field(msg, "text", str, "a string", line))
+        proc.send({"type": "reply", "text": reply})
+
+    def _on_response(self, ctx, proc, msg, line):
+        return _field(msg, "text", str, "a string", line)
+
+    def _on_fail(self, ctx, proc, msg, line):
+        message = _field(msg, "message", str, "a string", line)
+        raise HarnessDeclined(" ".join(message.split()) or "the harness failed")
+
+    # --- processes -----------------------------------------------------------
+
+    def live_pids(self) -> list[int]:
+        """The pids of the harness processes running now."""
+        with self._cond:
+            return sorted(self._live)
+
+    def wait_gone(self, pid: int, timeout: float) -> tuple[bool, int | None]:
+        """Wait until harness ``pid`` was reaped; (gone, its return code when known)."""
+        with self._cond:
+            gone = self._cond.wait_for(lambda: pid not in self._live, timeout)
+            return gone, self._exits.get(pid)
+
+    def close(self) -> None:
+        """The session ends: SIGTERM every harness, SIGKILL what outlives the grace."""
+        with self._cond:
+            procs = list(self._live.values())
+        for proc in procs:
+            proc.signal_group(signal.SIGTERM)
+        with self._cond:
+            self._cond.wait_for(lambda: not self._live, self.cancel_grace)
+            procs = list(self._live.values())
+        for proc in procs:
+            proc.signal_group(signal.SIGKILL)
+
+
+_HANDLERS = {"session": HarnessAgent._on_session, "text": HarnessAgent._on_text,
+             "thinking": HarnessAgent._on_thinking,
+             "tool-call-started": HarnessAgent._on_tool_started,
+             "tool-call-progress": HarnessAgent._on_tool_progress,
+             "quota": HarnessAgent._on_quota,
+             "suggested-prompt": HarnessAgent._on_suggested_prompt,
+             "ask": HarnessAgent._on_ask, "response": HarnessAgent._on_response,
+             "fail": HarnessAgent._on_fail}

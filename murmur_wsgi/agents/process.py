@@ -1,0 +1,206 @@
+"""One harness process: its process group, its three pipes and the threads that drain them.
+
+Concurrency:
+    The task's agent thread owns a ``HarnessProcess``. Three helper threads
+    (greenlets under gunicorn's gevent worker) do the blocking I/O so the
+    agent thread never blocks without a timeout:
+
+    * the stdout reader puts ``("line", (n, bytes))``, ``("oversized", n)``
+      or ``("eof", None)`` on ``events``, a bounded ``queue.Queue``;
+    * the stderr drainer keeps the last ``STDERR_TAIL`` bytes and sets
+      ``flooded`` once more than the limit arrived;
+    * the stdin writer takes lines from ``_outbox`` (``None`` closes stdin),
+      so a harness that stops reading cannot block the door.
+
+    ``_stop`` (an Event) tells the reader to give up a full queue. Every
+    helper thread ends at EOF or a pipe error, which killing the process
+    group brings about.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+
+logger = logging.getLogger(__name__)
+
+EVENTS_QUEUED = 16            # stdout lines read ahead of the agent thread
+STDERR_TAIL = 4096            # bytes of stderr kept for the server's log
+STDERR_CHUNK = 65536
+REAP_SECS = 5.0               # how long a SIGKILLed leader may take to be reaped
+PUT_RETRY_SECS = 0.2
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
+
+
+def resolve_argv(argv: list[str]) -> list[str]:
+    """The command to run: ``python``/``python3`` not on PATH mean this interpreter."""
+    first = argv[0]
+    if first in ("python", "python3") and shutil.which(first) is None:
+        return [sys.executable] + list(argv[1:])
+    return list(argv)
+
+
+def exit_text(returncode: int) -> str:
+    """``exited with status N`` or ``was killed by SIGNAME``."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"was killed by {name}"
+    return f"exited with status {returncode}"
+
+
+class HarnessProcess:
+    """A started harness: write lines to it, read its events, end its process group."""
+
+    def __init__(self, argv: list[str], max_line_bytes: int, stderr_limit: int):
+        self.argv = resolve_argv(argv)
+        self.max_line_bytes = max_line_bytes
+        self.stderr_limit = stderr_limit
+        # NOTE: its own session and process group: signals reach every process it starts.
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, start_new_session=True)
+        self.pid = self.proc.pid
+        self.events: queue.Queue = queue.Queue(EVENTS_QUEUED)
+        self.flooded = threading.Event()
+        self.stderr_bytes = 0                  # written by the drainer only
+        self._tail = b""                       # written by the drainer only
+        self._stop = threading.Event()
+        self._outbox: queue.Queue = queue.Queue()
+        for target, name in ((self._read_stdout, "out"), (self._drain_stderr, "err"),
+                             (self._write_stdin, "in")):
+            threading.Thread(target=target, daemon=True,
+                             name=f"harness-{self.pid}-{name}").start()
+
+    # --- the agent thread's side ------------------------------------------
+
+    def send(self, message: dict) -> None:
+        """Queue one JSON line for the harness's stdin (never blocks)."""
+        self._outbox.put((_dumps(message) + "\n").encode("ascii"))
+
+    def next_event(self, timeout: float):
+        """The next stdout event, or None when none came within ``timeout``."""
+        try:
+            return self.events.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            return None
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """Wait up to ``timeout`` for the leader to exit; its return code, or None."""
+        try:
+            return self.proc.wait(timeout=max(0.0, timeout))
+        except subprocess.TimeoutExpired:
+            return None
+
+    @property
+    def stderr_tail(self) -> str:
+        return self._tail.decode("utf-8", "replace")
+
+    def signal_group(self, signum: int) -> None:
+        """Send ``signum`` to the harness's whole process group."""
+        try:
+            os.killpg(self.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def end(self, grace: float, *, term: bool, close_first: bool = False) -> int | None:
+        """End the process group; return the leader's return code once reaped.
+
+        Args:
+            grace: seconds the leader has to exit before SIGKILL.
+            term: send SIGTERM first (a cancel); otherwise SIGKILL at once,
+                unless ``close_first``.
+            close_first: close stdin and give the leader ``grace`` to exit by
+                itself (after a ``response``).
+        """
+        if close_first:
+            self._outbox.put(None)
+            self.wait_exit(grace)
+        elif term and self.proc.poll() is None:
+            self.signal_group(signal.SIGTERM)
+            self.wait_exit(grace)
+        # NOTE: always, even when the leader is gone: what it started dies with it.
+        self.signal_group(signal.SIGKILL)
+        returncode = self.wait_exit(REAP_SECS)
+        if returncode is None:
+            logger.error("harness %s did not end after SIGKILL", self.pid)
+        self._stop.set()
+        self._outbox.put(None)
+        return returncode
+
+    # --- the helper threads -----------------------------------------------
+
+    def _put(self, item) -> bool:
+        while not self._stop.is_set():
+            try:
+                self.events.put(item, timeout=PUT_RETRY_SECS)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _read_stdout(self) -> None:
+        limit = self.max_line_bytes + 1
+        stdout = self.proc.stdout
+        count = 0
+        try:
+            while True:
+                line = stdout.readline(limit)
+                if not line:
+                    break
+                count += 1
+                if len(line) >= limit and not line.endswith(b"\n"):
+                    self._put(("oversized", count))
+                    return
+                if not self._put(("line", (count, line))):
+                    return
+        except (OSError, ValueError) as ex:
+            logger.debug("harness %s stdout: %s", self.pid, ex)
+        finally:
+            _close(stdout)
+        self._put(("eof", None))
+
+    def _drain_stderr(self) -> None:
+        stderr = self.proc.stderr
+        try:
+            while True:
+                chunk = stderr.read1(STDERR_CHUNK)
+                if not chunk:
+                    return
+                self.stderr_bytes += len(chunk)
+                self._tail = (self._tail + chunk)[-STDERR_TAIL:]
+                if self.stderr_bytes > self.stderr_limit:
+                    self.flooded.set()
+        except (OSError, ValueError) as ex:
+            logger.debug("harness %s stderr: %s", self.pid, ex)
+        finally:
+            _close(stderr)
+
+    def _write_stdin(self) -> None:
+        stdin = self.proc.stdin
+        try:
+            while True:
+                data = self._outbox.get()
+                if data is None:
+                    break
+                stdin.write(data)
+                stdin.flush()
+        except (OSError, ValueError) as ex:
+            # NOTE: the harness closed its input or ended; its stdout tells the rest.
+            logger.debug("harness %s stdin: %s", self.pid, ex)
+        _close(stdin)
+
+
+def _close(pipe) -> None:
+    try:
+        pipe.close()
+    except (OSError, ValueError):
+        pass

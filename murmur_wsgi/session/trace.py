@@ -1,0 +1,162 @@
+"""The session trace: JSON lines at ``<home>/records/<session_id>/trace.jsonl``.
+
+Every line starts ``event_type``, ``event_id`` (``evt_`` + UUIDv7 hex),
+``parent_id``, ``session_id`` and ``timestamp`` (unix ms), then the record's
+own fields. ``session_start`` is the one record without a parent; a task's
+records (``task_end``, ``harness_*``) name its ``task_start``; the others
+name ``session_start``. A refused message writes nothing: only a started
+task reaches ``task_start``. No record carries a token or a task's text.
+
+Concurrency:
+    One ``Lock`` (``_lock``) guards the open file and the task table, so
+    lines from the agents' threads and the request threads never interleave.
+    Writing never fails a task or a request: an I/O error is logged once
+    and the trace turns itself off.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+
+from murmur_wsgi.session import records
+from murmur_wsgi.session.ids import new_id
+
+logger = logging.getLogger(__name__)
+
+FILE_NAME = "trace.jsonl"
+FILE_MODE = 0o600
+# A task's state -> task_end's exit_status (murmur's words).
+EXIT_STATUS = {"TASK_STATE_COMPLETED": "ok", "TASK_STATE_FAILED": "failed",
+               "TASK_STATE_CANCELED": "canceled", "TASK_STATE_REJECTED": "rejected"}
+
+# The refusals of steps 2 and 11 that write an auth_refused record.
+AUTH_REFUSALS = frozenset({"unauthenticated", "invalid_token", "insufficient_scope"})
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def trace_path(session_id: str) -> str:
+    """``<home>/records/<session_id>/trace.jsonl`` (home: ``$MURMUR_WSGI_HOME``)."""
+    return os.path.join(records.home(), "records", session_id, FILE_NAME)
+
+
+class Trace:
+    """The one writer of a session's trace; a disabled trace writes nothing.
+
+    Args:
+        session_id: the session's ``ses_…`` id.
+        enabled: False makes every call a no-op that still returns an event id.
+    """
+
+    def __init__(self, session_id: str, enabled: bool = False):
+        self.session_id = session_id
+        self.enabled = enabled
+        self.path = trace_path(session_id) if enabled else None
+        self._lock = threading.Lock()
+        self._file = None                       # guarded by _lock; opened on the first line
+        self._tasks: dict[str, tuple] = {}      # guarded by _lock: task_id -> (event_id, ms)
+        self.session_event = self.write("session_start", None)
+
+    # --- the records -----------------------------------------------------
+
+    def task_start(self, record, message=None) -> str:
+        """A task the door accepted: who sent it, its attachments and references."""
+        images = list(message.images) if message is not None else []
+        fields = {
+            "task_id": record.id, "context_id": record.context_id, "source": "a2a",
+            "origin": record.origin or "event", "trust": record.trust,
+            "message_parts_bytes": message.text_parts_bytes if message is not None else 0,
+            "attachments": [{"media_type": media_type, "bytes": len(data)}
+                            for media_type, data in images],
+            "referenced_tasks": list(message.reference_task_ids) if message is not None else [],
+        }
+        event_id = self.write("task_start", self.session_event, **fields)
+        with self._lock:
+            self._tasks[record.id] = (event_id, now_ms())
+        return event_id
+
+    def task_end(self, record) -> None:
+        """A task that had a ``task_start`` ended: its exit status and duration."""
+        with self._lock:
+            started = self._tasks.pop(record.id, None)
+        if started is None:
+            return
+        event_id, started_ms = started
+        self.write("task_end", event_id, task_id=record.id,
+                   exit_status=EXIT_STATUS.get(record.state, record.state),
+                   duration_ms=max(0, now_ms() - started_ms))
+
+    def task_event(self, task_id: str, event_type: str, **fields) -> str:
+        """Write a record of a live task (``harness_start``, …) under its ``task_start``."""
+        with self._lock:
+            started = self._tasks.get(task_id)
+        parent = started[0] if started is not None else self.session_event
+        return self.write(event_type, parent, **fields)
+
+    def auth_refused(self, status: int, error: str) -> str:
+        """A request the door refused at step 2 or 11; never the token."""
+        return self.write("auth_refused", self.session_event, status=status, error=error)
+
+    # --- the writer ------------------------------------------------------
+
+    def write(self, event_type: str, parent_id: str | None, **fields) -> str:
+        """Append one record; return its event id (also when disabled)."""
+        event_id = new_id("evt")
+        if not self.enabled:
+            return event_id
+        head = {"event_type": event_type, "event_id": event_id, "parent_id": parent_id,
+                "session_id": self.session_id, "timestamp": now_ms()}
+        head.update(fields)
+        line = _dumps(head) + "\n"
+        with self._lock:
+            if not self.enabled:
+                return event_id
+            try:
+                if self._file is None:
+                    self._file = self._open()
+                self._file.write(line)
+                self._file.flush()
+            except OSError as ex:
+                # NOTE: the trace is a record, not a gate: it never fails the work it records.
+                logger.warning("the session trace is off: cannot write %s: %s", self.path,
+                               ex.strerror)
+                self.enabled = False
+                self._close_locked()
+        return event_id
+
+    def _open(self):
+        folder = os.path.dirname(self.path)
+        os.makedirs(folder, mode=records.DIR_MODE, exist_ok=True)
+        for path in (os.path.dirname(folder), folder):
+            os.chmod(path, records.DIR_MODE)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+        return os.fdopen(fd, "a", encoding="utf-8")
+
+    def close(self) -> None:
+        """Close the file; later records reopen it."""
+        with self._lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        if self._file is not None:
+            try:
+                self._file.close()
+            except OSError:
+                pass
+            self._file = None
+
+
+def read_trace(session_id: str) -> list[dict]:
+    """Every record of a session's trace, oldest first (an absent trace is empty)."""
+    try:
+        with open(trace_path(session_id), encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+    except FileNotFoundError:
+        return []

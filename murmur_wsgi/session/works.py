@@ -1,0 +1,102 @@
+"""Background commands (``wrk_…``): detached shell commands the session kills when it ends."""
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+from murmur_wsgi.session.ids import new_id
+
+logger = logging.getLogger(__name__)
+
+COMMAND_SHOWN = 200
+
+
+class CommandRefused(Exception):
+    """The command's binary is not in capabilities.shell.allow (or cannot be started)."""
+
+
+class Work:
+    __slots__ = ("id", "binary", "path", "command", "started_ms", "task_id", "proc")
+
+    def __init__(self, work_id, binary, path, command, task_id, proc):
+        self.id = work_id
+        self.binary = binary
+        self.path = path
+        self.command = command
+        self.started_ms = time.time_ns() // 1_000_000
+        self.task_id = task_id
+        self.proc = proc
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def residue(self) -> dict:
+        """A residue item: a detached_shell the session leaves running."""
+        return {"kind": "detached_shell", "work_id": self.id, "binary": self.binary,
+                "command": self.command, "started_at_ms": self.started_ms}
+
+    def running_command(self, ended_ms: int) -> dict:
+        """A metadata.murmur.runningCommands entry for the task that started it."""
+        command = self.command if len(self.command) <= COMMAND_SHOWN else \
+            self.command[:COMMAND_SHOWN] + "…"
+        return {"workId": self.id, "binary": self.path, "command": command,
+                "runningMs": max(0, ended_ms - self.started_ms)}
+
+
+class BackgroundWorks:
+    """Every background command of the session, oldest first."""
+
+    def __init__(self, allow: list[str]):
+        self._allow = set(allow)
+        self._lock = threading.Lock()
+        self._works: list[Work] = []          # guarded by _lock
+
+    def start(self, command: str, task_id: str | None) -> Work:
+        """Start ``command`` in its own process group, detached from the request."""
+        try:
+            argv = shlex.split(command)
+        except ValueError as ex:
+            raise CommandRefused(f"cannot parse the command: {ex}") from None
+        if not argv:
+            raise CommandRefused("the command is empty")
+        binary = os.path.basename(argv[0])
+        if binary not in self._allow:
+            raise CommandRefused(f"{binary} is not in capabilities.shell.allow")
+        path = shutil.which(argv[0])
+        if path is None:
+            raise CommandRefused(f"{argv[0]} is not installed")
+        try:
+            proc = subprocess.Popen([path] + argv[1:], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    start_new_session=True)
+        except OSError as ex:
+            raise CommandRefused(f"{binary} could not start: {ex.strerror}") from None
+        work = Work(new_id("wrk"), binary, path, command, task_id, proc)
+        with self._lock:
+            self._works.append(work)
+        return work
+
+    def running(self, task_id: str | None = None) -> list[Work]:
+        """The works still running (of one task, or all), oldest first."""
+        with self._lock:
+            alive = [w for w in self._works if w.running()]
+            self._works = alive
+        return [w for w in alive if task_id is None or w.task_id == task_id]
+
+    def kill_all(self) -> None:
+        """End every work's process group: the session is ending."""
+        for work in self.running():
+            try:
+                os.killpg(work.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                work.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                logger.warning("background command %s did not end", work.id)

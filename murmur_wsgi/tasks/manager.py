@@ -1,0 +1,304 @@
+"""The task lifecycle: acceptance, the agent's thread, every transition and its events.
+
+Concurrency:
+    Every transition holds the store's lock, changes the record through
+    ``store.change_locked`` (which notifies the task's ``runtime.cond``) and
+    publishes its events to the ring before releasing the lock, so events
+    are numbered in the order the task changed. Agent threads are started
+    after the lock is released. Each wait has a timeout or a wake-up:
+    ``runtime.cond`` is notified by every change, by a reply, by cancel and
+    by ``close()``. ``accepting()`` keeps its hook in a ``threading.local``
+    (greenlet-local under gevent): only the request that set it runs it.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from contextlib import contextmanager
+
+from murmur_wsgi.agents.base import TaskCanceled, TaskContext, TaskFailed
+from murmur_wsgi.session.ids import new_id
+from murmur_wsgi.session.works import CommandRefused
+from murmur_wsgi.streams import frames
+from murmur_wsgi.tasks.record import (CANCELED, COMPLETED, FAILED, INPUT_REQUIRED, REJECTED,
+                                      SUBMITTED, WORKING, TaskRecord, now_ms)
+
+logger = logging.getLogger(__name__)
+
+BUSY = "task rejected: capsule is busy"
+CLOSING = "task rejected: the session is closing"
+COMPLETED_TEXT = "task completed"
+
+
+class Runtime:
+    """A live task's moving parts; dropped when the task ends."""
+
+    __slots__ = ("cond", "cancelled", "reply", "start", "forget")
+
+    def __init__(self, cond: threading.Condition, start, forget: bool = False):
+        self.cond = cond               # on the store's lock; notified by every change
+        self.cancelled = False         # guarded by the store's lock
+        self.reply: str | None = None  # guarded by the store's lock
+        self.start = start             # (text, images, data) for the agent's first call
+        self.forget = forget           # the message's forgetSession (TaskContext.forget_session)
+
+
+class TaskManager:
+    """Starts tasks under the manifest's acceptance, and moves them to their end."""
+
+    def __init__(self, session, agent, ring, works):
+        self.session = session
+        self.store = session.store
+        self.ring = ring
+        self.works = works
+        self.agent = agent
+        lifecycle = session.manifest.lifecycle
+        self.acceptance = lifecycle["task_acceptance"]
+        self.queue_depth = lifecycle["queue_depth"]
+        self.input_timeout = lifecycle["input_timeout_secs"]
+        self._live: set[str] = set()            # guarded by store.lock: started, not ended
+        self._queue: deque[TaskRecord] = deque()  # guarded by store.lock: waiting to start
+        self._hooks = threading.local()           # per request: see accepting()
+
+    # --- the request side -------------------------------------------------
+
+    @contextmanager
+    def accepting(self, hook):
+        """Run ``hook(record)`` under the store's lock when this request's task is taken.
+
+        Called once, by ``submit()`` as a new task is accepted (not when it is
+        rejected) or by ``deliver_reply()`` as a waiting task takes its reply,
+        right after the event of that change is published. SendStreamingMessage
+        opens its ring reader there, so its snapshot of the task and the
+        reader's first event meet exactly: nothing is lost or doubled between.
+        """
+        self._hooks.hook = hook
+        try:
+            yield
+        finally:
+            self._hooks.hook = None
+
+    def _accepted_locked(self, record: TaskRecord) -> None:
+        hook = getattr(self._hooks, "hook", None)
+        if hook is not None:
+            self._hooks.hook = None
+            hook(record)
+
+    def submit(self, ctx, context_id: str | None, start,
+               message=None) -> tuple[TaskRecord, str]:
+        """Accept a new task (or reject it); return the record and its snapshot JSON.
+
+        ``message`` (the IncomingMessage, optional) gives the trace's task_start
+        its attachments and references, and the agent its forgetSession.
+        """
+        record = TaskRecord(new_id("tsk"), context_id or new_id("ctx"), ctx.owner,
+                            ctx.trust, ctx.origin)
+        to_start = None
+        with self.store.lock:
+            reason = self._refusal_locked()
+            if reason is not None:
+                record.state = REJECTED
+                record.status_text = reason
+                return record, record.to_json()
+            record.runtime = Runtime(self.store.condition(), start,
+                                     forget=bool(message is not None and message.forget_session))
+            self.store.add_locked(record)
+            # NOTE: under the lock, so task_start precedes every other record of the task.
+            self.session.trace.task_start(record, message)
+            self._publish(record, frames.status_update(record))
+            self._accepted_locked(record)
+            if self._live:
+                self._queue.append(record)
+            else:
+                self._live.add(record.id)
+                to_start = record
+            snapshot = record.to_json()
+        if to_start is not None:
+            self._spawn(to_start)
+        return record, snapshot
+
+    def _refusal_locked(self) -> str | None:
+        if self.session.closing:
+            return CLOSING
+        if self.acceptance == "single" and (self._live or self._queue):
+            return BUSY
+        if self.acceptance == "queue" and self._live and len(self._queue) >= self.queue_depth:
+            return BUSY
+        return None
+
+    def deliver_reply(self, record: TaskRecord, text: str) -> bool:
+        """Hand a reply to a task waiting in INPUT_REQUIRED; False if it no longer waits."""
+        with self.store.lock:
+            runtime = record.runtime
+            if record.state != INPUT_REQUIRED or runtime is None:
+                return False
+            runtime.reply = text
+            self.store.change_locked(record, state=WORKING, prompt=None)
+            self._publish(record, frames.status_update(record))
+            self._accepted_locked(record)
+            return True
+
+    def cancel(self, record: TaskRecord) -> bool:
+        """Move a live task to CANCELED (False when it had already ended)."""
+        with self.store.lock:
+            if record.terminal:
+                return False
+            to_start = self._cancel_locked(record)
+        if to_start is not None:
+            self._spawn(to_start)
+        return True
+
+    def _cancel_locked(self, record: TaskRecord):
+        runtime = record.runtime
+        if runtime is not None:
+            runtime.cancelled = True
+        if record in self._queue:
+            self._queue.remove(record)
+        residue = [work.residue() for work in self.works.running()]
+        self._end_locked(record, CANCELED, None, residue=residue or None)
+        return self._next_locked(record)
+
+    def stop_all(self) -> list[str]:
+        """Cancel every live task (murmur.StopSession); return their ids, sorted."""
+        canceled = []
+        with self.store.lock:
+            for record in list(self._queue) + [self.store.get(t) for t in self._live]:
+                if record is not None and not record.terminal:
+                    runtime = record.runtime
+                    if runtime is not None:
+                        runtime.cancelled = True
+                    self._end_locked(record, CANCELED, None)
+                    canceled.append(record.id)
+            self._queue.clear()
+            self._live.clear()
+        return sorted(canceled)
+
+    def close(self) -> None:
+        """The session is closing: wake every waiter; new tasks are rejected."""
+        with self.store.lock:
+            self.session.closing = True
+            for record in list(self._queue) + [self.store.get(t) for t in self._live]:
+                if record is not None and record.runtime is not None:
+                    record.runtime.cond.notify_all()
+
+    def wait_settled(self, record: TaskRecord) -> None:
+        """Hold until the task settles or the session closes."""
+        closing = self.session
+        while not self.store.wait_settled(record, 30.0, wake=lambda: closing.closing):
+            if closing.closing:
+                return
+
+    # --- the agent side ---------------------------------------------------
+
+    def _spawn(self, record: TaskRecord) -> None:
+        thread = threading.Thread(target=self._run, args=(record,), daemon=True,
+                                  name=f"agent-{record.id}")
+        thread.start()
+
+    def _run(self, record: TaskRecord) -> None:
+        with self.store.lock:
+            runtime = record.runtime
+            if record.state != SUBMITTED or runtime is None:
+                return
+            text, images, data = runtime.start
+            runtime.start = None
+            forget = runtime.forget
+            self.store.change_locked(record, state=WORKING)
+            self._publish(record, frames.status_update(record))
+        ctx = TaskContext(self, record, text, images, data, forget_session=forget)
+        try:
+            response = self.agent(ctx)
+        except TaskCanceled:
+            self.end(record, CANCELED, None)
+        except TaskFailed as ex:
+            self.end(record, FAILED, ex.message or "the agent failed")
+        except Exception as ex:  # noqa: BLE001 - an agent's bug fails its task, never the door
+            logger.exception("agent failed on task %s", record.id)
+            self.end(record, FAILED, f"the agent failed: {type(ex).__name__}")
+        else:
+            self.end(record, COMPLETED, COMPLETED_TEXT,
+                     response="" if response is None else str(response))
+
+    def end(self, record: TaskRecord, state: str, text: str | None, **fields) -> None:
+        """End a task (once: a task that already ended is left as it is)."""
+        with self.store.lock:
+            if record.terminal:
+                return
+            self._end_locked(record, state, text, **fields)
+            to_start = self._next_locked(record)
+        if to_start is not None:
+            self._spawn(to_start)
+
+    def _end_locked(self, record: TaskRecord, state: str, text: str | None, **fields) -> None:
+        running = [w.running_command(now_ms()) for w in self.works.running(record.id)]
+        self.store.change_locked(record, state=state, status_text=text, prompt=None,
+                                 running=running or None, **fields)
+        runtime, record.runtime = record.runtime, None
+        if runtime is not None:
+            runtime.cond.notify_all()
+        self.session.trace.task_end(record)
+        for artifact in record.artifacts():
+            self._publish(record, frames.artifact_update(record, artifact))
+        self._publish(record, frames.status_update(record, from_record=True), terminal=True)
+
+    def _next_locked(self, record: TaskRecord) -> TaskRecord | None:
+        self._live.discard(record.id)
+        if self._live or not self._queue or self.session.closing:
+            return None
+        nxt = self._queue.popleft()
+        self._live.add(nxt.id)
+        return nxt
+
+    def _publish(self, record: TaskRecord, payload: str, *, frame: bool = False,
+                 terminal: bool = False) -> None:
+        self.ring.publish(record.id, payload, frame=frame, terminal=terminal)
+
+    def is_cancelled(self, record: TaskRecord) -> bool:
+        runtime = record.runtime
+        return runtime is None or runtime.cancelled
+
+    def wait_cancelled(self, record: TaskRecord, seconds: float) -> bool:
+        with self.store.lock:
+            runtime = record.runtime
+            if runtime is None:
+                return True
+            session = self.session
+            return runtime.cond.wait_for(lambda: runtime.cancelled or session.closing, seconds)
+
+    def progress(self, record: TaskRecord, text: str) -> None:
+        with self.store.lock:
+            if self.is_cancelled(record):
+                raise TaskCanceled(record.id)
+            self._publish(record, frames.status_update(record, text))
+
+    def frame(self, record: TaskRecord, name: str, text: str, fields: dict) -> None:
+        self.ring.publish(record.id, frames.frame(name, text, fields, record), frame=True)
+
+    def ask(self, record: TaskRecord, question: str) -> str:
+        """Pause the task in INPUT_REQUIRED until a reply, a cancel, a timeout or close."""
+        with self.store.lock:
+            runtime = record.runtime
+            if runtime is None or runtime.cancelled:
+                raise TaskCanceled(record.id)
+            runtime.reply = None
+            self.store.change_locked(record, state=INPUT_REQUIRED, prompt=question)
+            for artifact in record.artifacts():
+                self._publish(record, frames.artifact_update(record, artifact))
+            self._publish(record, frames.status_update(record, from_record=True))
+            session = self.session
+            got = runtime.cond.wait_for(
+                lambda: runtime.reply is not None or runtime.cancelled or session.closing,
+                self.input_timeout)
+            if runtime.cancelled or (not got and session.closing) or runtime.reply is None:
+                if runtime.cancelled or session.closing:
+                    raise TaskCanceled(record.id)
+                raise TaskFailed("input-timeout")
+            reply, runtime.reply = runtime.reply, None
+            return reply
+
+    def background(self, record: TaskRecord, command: str) -> str:
+        try:
+            return self.works.start(command, record.id).id
+        except CommandRefused as ex:
+            raise TaskFailed(f"background command refused: {ex}") from None

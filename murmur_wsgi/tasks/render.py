@@ -1,0 +1,150 @@
+"""What the agent receives: a message's text, its referenced tasks, the untrusted fence."""
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from murmur_wsgi.tasks.record import COMPLETED, WORDS
+
+if TYPE_CHECKING:
+    from murmur_wsgi.tasks.record import TaskRecord
+    from murmur_wsgi.wire.message import IncomingMessage
+
+logger = logging.getLogger(__name__)
+
+LIVE = frozenset({WORDS[s] for s in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING",
+                                     "TASK_STATE_INPUT_REQUIRED")})
+NOT_HELD = "not a task this capsule holds"
+
+FENCE_OPEN = "<untrusted-content source="
+FENCE_CLOSE = "</untrusted-content>"
+NEUTRALISED_INFIX = "!MURMUR-NEUTRALISED!"
+
+# A marker is "<" then an optional "/" then the marker name, case-insensitive over ASCII.
+_MARKER = re.compile(r"<(?=/?untrusted-content)", re.IGNORECASE | re.ASCII)
+_BACKTICK_RUN = re.compile(r"`+")
+_LABEL_UNSAFE = re.compile(r"[\s`=]")          # whitespace, backticks and = become _
+
+
+@dataclass(frozen=True, slots=True)
+class RefView:
+    """A referenced task as it stood when the message arrived."""
+
+    state: str                          # murmur's word: working, completed, failed, …
+    status_text: str | None = None      # the final status message's text
+    response: str | None = None         # the response artifact's text, on a completed task
+
+    @classmethod
+    def from_record(cls, record: TaskRecord) -> RefView:
+        """Build the view of a task record; read it under the store's lock."""
+        response = record.response if record.state == COMPLETED else None
+        return cls(WORDS.get(record.state, record.state), record.status_text, response)
+
+
+def fence(label: str, content: str) -> str:
+    """Fence ``content`` so that nothing in it can close the fence."""
+    longest = max(map(len, _BACKTICK_RUN.findall(content)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{label}\n{content}\n{ticks}"
+
+
+def label_value(value: str) -> str:
+    """Make a value safe for a fence's opening line: no whitespace, ` or =."""
+    return _LABEL_UNSAFE.sub("_", value)
+
+
+def one_line(text: str) -> str:
+    """Put ``text`` on one line: its lines, stripped, joined by a space."""
+    if "\n" not in text and "\r" not in text and text.isprintable():
+        return text.strip()
+    return " ".join(filter(None, (line.strip() for line in text.splitlines())))
+
+
+def data_block(value, media_type: str | None, filename: str | None) -> str:
+    """Render a data part: its value pretty-printed in a fence labelled data."""
+    label = "data"
+    if media_type:
+        label += f" media-type={label_value(media_type)}"
+    if filename:
+        label += f" filename={label_value(filename)}"
+    return fence(label, json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def reference_line(task_id: str, view: RefView | None) -> str:
+    """Render one referenced task's line, with its response fence when it has one."""
+    shown = one_line(task_id)
+    if view is None:
+        return f"- {shown}: {NOT_HELD}"
+    if view.state in LIVE:
+        return f"- {shown}: {view.state}"
+    if view.state == WORDS[COMPLETED] and view.response is not None:
+        return f"- {shown}: {view.state}\n" + fence("response", view.response)
+    message = one_line(view.status_text) if view.status_text else ""
+    if message:
+        return f"- {shown}: {view.state}: {message}"
+    return f"- {shown}: {view.state}"
+
+
+def references_block(references: list[tuple[str, RefView | None]]) -> str:
+    """Render the "Referenced tasks:" block, one line per task in the given order."""
+    return "\n".join(["Referenced tasks:"] + [reference_line(tid, view)
+                                             for tid, view in references])
+
+
+def neutralise_markers(content: str) -> str:
+    """Insert the neutralised infix after the ``<`` of every fence marker."""
+    if "<" not in content:
+        return content
+    return _MARKER.sub("<" + NEUTRALISED_INFIX, content)
+
+
+def wrap_untrusted(source: str, content: str) -> str:
+    """Wrap ``content`` in the untrusted fence naming ``source``."""
+    name = neutralise_markers(source).replace(">", "_").replace("\n", " ").replace("\r", " ")
+    return f"{FENCE_OPEN}{name}>\n{neutralise_markers(content)}\n{FENCE_CLOSE}"
+
+
+def strip_untrusted_fence(text: str) -> str:
+    """Return what an untrusted fence wraps (its first and last lines removed).
+
+    Text without the fence is returned as it is. Markers inside stay neutralised.
+    """
+    if not (text.startswith(FENCE_OPEN) and text.endswith("\n" + FENCE_CLOSE)):
+        return text
+    first_break = text.find("\n")
+    if text[first_break - 1] != ">":
+        return text
+    return text[first_break + 1:len(text) - len(FENCE_CLOSE) - 1]
+
+
+def agent_text(message: IncomingMessage, references: list[tuple[str, RefView | None]],
+               untrusted: bool, origin: str | None) -> str:
+    """Render the text the agent receives for ``message``.
+
+    Args:
+        message: the message as ``read_message`` read it. Its images are not
+            in the text; they are delivered after it.
+        references: each referenced id, in the message's order, with its
+            view, or None for a task this capsule does not hold or the
+            sender does not see.
+        untrusted: the task's trust class is untrusted: wrap it all in the fence.
+        origin: the task's origin; None (a plain A2A client) reads as event.
+    """
+    pieces = []
+    for part in message.parts:
+        kind = part[0]
+        if kind == "text":
+            pieces.append(part[1])
+        elif kind == "data":
+            pieces.append(data_block(part[1], part[2], part[3]))
+    text = "\n".join(pieces)
+    if references:
+        block = references_block(references)
+        # NOTE: a message of images only has no parts text; the block then stands alone.
+        text = f"{text}\n\n{block}" if text else block
+    if untrusted:
+        text = wrap_untrusted(f"task:{origin or 'event'}", text)
+    return text

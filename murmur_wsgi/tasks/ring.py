@@ -1,0 +1,193 @@
+"""The session's event log: a bounded ring of numbered events, one cursor per reader.
+
+Concurrency:
+    ``_lock`` guards the ring. ``_cond`` (on ``_lock``) is notified by
+    ``publish()`` and ``close()``; readers wait on it with a timeout (the
+    stream's next heartbeat), never poll. A writer never waits for a reader:
+    a reader that falls more than its queue behind skips ahead and is told
+    how many events it missed (``Lagged``).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+logger = logging.getLogger(__name__)
+
+
+class Event:
+    """One numbered event: a StreamResponse result, already serialized."""
+
+    __slots__ = ("id", "task_id", "frame", "terminal", "payload")
+
+    def __init__(self, event_id: int | None, task_id: str | None, payload: str,
+                 frame: bool = False, terminal: bool = False):
+        self.id = event_id
+        self.task_id = task_id
+        self.payload = payload        # JSON text of the result: {"statusUpdate": …} etc.
+        self.frame = frame            # a murmur frame: only for readers with the extension
+        self.terminal = terminal      # the task's terminal status: a task stream ends after it
+
+    def __repr__(self):
+        return f"<Event {self.id} {self.task_id} {'frame' if self.frame else 'a2a'}>"
+
+
+class Gap:
+    """Replay could not supply every event after the asked id."""
+
+    __slots__ = ("first_available_id",)
+
+    def __init__(self, first_available_id: int):
+        self.first_available_id = first_available_id
+
+
+class Lagged:
+    """A slow reader lost ``missed`` events to its bounded queue."""
+
+    __slots__ = ("missed",)
+
+    def __init__(self, missed: int):
+        self.missed = missed
+
+
+class EventRing:
+    """The last ``capacity`` events of the session, numbered from 1 across every task."""
+
+    def __init__(self, capacity: int = 512, reader_queue: int = 128):
+        self.capacity = capacity
+        self.reader_queue = reader_queue
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)   # notified by publish() and close()
+        self._slots: list[Event | None] = [None] * capacity   # guarded by _lock
+        self._last_id = 0                                      # guarded by _lock
+        self._closed = False                                   # guarded by _lock
+        self.subscribers = 0                                   # guarded by _lock
+        self.published = 0
+        self.dropped = 0
+
+    @property
+    def last_id(self) -> int:
+        return self._last_id
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _oldest_id(self) -> int:
+        return max(1, self._last_id - self.capacity + 1)
+
+    def publish(self, task_id: str | None, payload: str, *, frame: bool = False,
+                terminal: bool = False) -> Event:
+        """Number and keep an event, waking every reader."""
+        with self._lock:
+            self._last_id += 1
+            event = Event(self._last_id, task_id, payload, frame, terminal)
+            self._slots[self._last_id % self.capacity] = event
+            self.published += 1
+            self._cond.notify_all()
+        return event
+
+    def close(self) -> None:
+        """Mark the log closed: every reader wakes and sees ``closed``."""
+        with self._lock:
+            self._closed = True
+            self._cond.notify_all()
+
+    def reader(self, *, task_id: str | None = None, frames: bool = True,
+               replay_from: int | None = None, replay: bool = False) -> Reader:
+        """Open a cursor: live from now, or replaying after ``replay_from`` (0: all held)."""
+        with self._lock:
+            self.subscribers += 1
+            reader = Reader(self, task_id, frames, self._last_id)
+            if replay:
+                reader._pending = self._replay_locked(reader, replay_from or 0)
+        return reader
+
+    def _replay_locked(self, reader: Reader, after: int) -> list:
+        last = self._last_id
+        if last == 0:
+            return []
+        oldest = self._oldest_id()
+        out: list = []
+        if after > last or oldest > after + 1:
+            out.append(Gap(oldest))
+            start = oldest
+        else:
+            start = after + 1
+        for event_id in range(start, last + 1):
+            event = self._slots[event_id % self.capacity]
+            if reader.wants(event):
+                out.append(event)
+        return out
+
+    def _release(self, reader: Reader) -> None:
+        # NOTE: checked and cleared under the lock: the server's close() and the
+        # body's own finally may both release one reader; it counts once.
+        with self._lock:
+            if reader._open:
+                reader._open = False
+                self.subscribers -= 1
+
+
+class Reader:
+    """One connection's cursor into the ring; ``close()`` it when the stream ends."""
+
+    __slots__ = ("_ring", "task_id", "frames", "cursor", "_pending", "_open")
+
+    def __init__(self, ring: EventRing, task_id: str | None, frames: bool, cursor: int):
+        self._ring = ring
+        self.task_id = task_id
+        self.frames = frames
+        self.cursor = cursor            # the last event id this reader has passed
+        self._pending: list = []
+        self._open = True               # guarded by the ring's _lock once shared
+
+    def wants(self, event: Event | None) -> bool:
+        return event is not None and (self.task_id is None or event.task_id == self.task_id) \
+            and (self.frames or not event.frame)
+
+    def next(self, timeout: float | None) -> tuple[list, bool]:
+        """Return (items, closed): new events (with Lagged/Gap markers), waiting up to timeout."""
+        if self._pending:
+            items, self._pending = self._pending, []
+            return items, False
+        ring = self._ring
+        with ring._lock:
+            if ring._last_id == self.cursor and not ring._closed and timeout != 0:
+                ring._cond.wait(timeout)
+            return self._collect_locked(), ring._closed
+
+    def _collect_locked(self) -> list:
+        ring = self._ring
+        last = ring._last_id
+        if last == self.cursor:
+            return []
+        out: list = []
+        limit = min(ring.reader_queue, ring.capacity)
+        if last - self.cursor > limit:
+            keep_from = last - limit + 1
+            oldest = ring._oldest_id()
+            # Events no longer held count as missed whatever they were.
+            missed = max(0, oldest - self.cursor - 1)
+            for event_id in range(max(self.cursor + 1, oldest), keep_from):
+                if self.wants(ring._slots[event_id % ring.capacity]):
+                    missed += 1
+            self.cursor = keep_from - 1
+            ring.dropped += missed
+            if missed:
+                out.append(Lagged(missed))
+        for event_id in range(self.cursor + 1, last + 1):
+            event = ring._slots[event_id % ring.capacity]
+            if self.wants(event):
+                out.append(event)
+        self.cursor = last
+        return out
+
+    @property
+    def open(self) -> bool:
+        """False once ``close()`` released this cursor."""
+        return self._open
+
+    def close(self) -> None:
+        """Release the cursor (idempotent, from any thread)."""
+        self._ring._release(self)

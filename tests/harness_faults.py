@@ -1,0 +1,85 @@
+"""A harness that misbehaves on purpose: ``python tests/harness_faults.py MODE``.
+
+Each mode is one way a program can break the JSON-lines protocol of
+docs/harness.md. A mode that must be running when the test acts writes a
+``thinking`` line ``ready`` first, so the test waits on that frame.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+
+def send(**message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def ready():
+    send(type="thinking", text="ready")
+
+
+def block():
+    """Wait for the door without end (only a signal ends it)."""
+    signal.pause() if hasattr(signal, "pause") else sys.stdin.read()
+
+
+def main(mode):
+    task = json.loads(sys.stdin.readline())
+    if mode == "echo-task":                       # answer with the task line it got
+        send(type="response", text=json.dumps(task))
+    elif mode == "malformed":
+        sys.stdout.write("this is not json\n")
+        sys.stdout.flush()
+        block()
+    elif mode == "not-object":
+        sys.stdout.write("[1, 2]\n")
+        sys.stdout.flush()
+        block()
+    elif mode == "bad-field":
+        send(type="text", text=42)
+        block()
+    elif mode == "unknown":
+        send(type="telepathy", text="hi")
+        block()
+    elif mode == "exit3":
+        sys.exit(3)
+    elif mode == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif mode == "hang":
+        block()
+    elif mode == "oversized":
+        sys.stdout.write(json.dumps({"type": "text", "text": "x" * 5000}) + "\n")
+        sys.stdout.flush()
+        block()
+    elif mode == "stderr-flood":
+        chunk = "e" * 65536
+        while True:
+            sys.stderr.write(chunk)
+            sys.stderr.flush()
+    elif mode in ("wait", "ignore-term"):
+        if mode == "ignore-term":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        ready()
+        block()
+    elif mode == "grandchild":                  # a child in its group outlives nothing
+        child = subprocess.Popen(["sleep", "30"])
+        send(type="thinking", text=f"child {child.pid}")
+        block()
+    elif mode == "fail":
+        send(type="fail", message="the model\nsaid no")
+    elif mode == "ask":
+        send(type="ask", text="Which colour?")
+        reply = json.loads(sys.stdin.readline())
+        send(type="response", text=f"you said {reply['text']}")
+    elif mode == "session":                    # announce an id, answer with what it got
+        session = task["session"]
+        send(type="session", id=session["id"] or f"s-{task['task_id']}")
+        send(type="response", text=f"{session['mode']} {session['id']}")
+    else:
+        send(type="fail", message=f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

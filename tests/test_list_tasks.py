@@ -1,0 +1,152 @@
+"""ListTasks: order, pages, filters, totalSize and every refusal, at the wire."""
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import Rpc, make_door
+from tests.tasks_util import NOW, send_params
+
+TS_MESSAGE = ("statusTimestampAfter must be an RFC 3339 timestamp, such as "
+              "2026-10-13T09:00:00Z")
+
+
+@pytest.fixture
+def filled():
+    """A door holding 7 completed tasks in two contexts, and one failed."""
+    rpc = Rpc(make_door(lifecycle={"task_acceptance": "queue", "queue_depth": 10}))
+    ids = []
+    for i in range(7):
+        ctx = "ctx-a" if i % 2 == 0 else "ctx-b"
+        ids.append(rpc.result("SendMessage", send_params(f"t{i}", contextId=ctx))["task"]["id"])
+    ids.append(rpc.result("SendMessage", send_params("/fail no", contextId="ctx-a"))
+               ["task"]["id"])
+    yield rpc, ids
+    rpc.door.close()
+
+
+def walk(rpc, **params):
+    seen, token, pages = [], "", 0
+    while True:
+        page = rpc.result("ListTasks", dict(params, pageToken=token))
+        seen += [t["id"] for t in page["tasks"]]
+        pages += 1
+        token = page["nextPageToken"]
+        if not token:
+            return seen, pages, page
+
+
+def test_most_recently_changed_first_and_members_always_present(filled):
+    rpc, ids = filled
+    page = rpc.result("ListTasks", {})
+    assert list(page) == ["tasks", "nextPageToken", "pageSize", "totalSize"]
+    assert [t["id"] for t in page["tasks"]] == ids[::-1]
+    assert page["nextPageToken"] == ""
+    assert page["pageSize"] == 50
+    assert page["totalSize"] == 8
+    assert all("artifacts" not in t for t in page["tasks"])
+    assert page["tasks"][1] == {k: v for k, v in rpc.result("GetTask", {"id": ids[6]}).items()
+                                if k != "artifacts"}
+
+
+def test_pages_walk_every_task_once(filled):
+    rpc, ids = filled
+    seen, pages, last = walk(rpc, pageSize=3)
+    assert seen == ids[::-1]
+    assert pages == 3
+    assert last["totalSize"] == 8
+    assert last["pageSize"] == 3
+
+
+def test_page_size_is_clamped_to_100(filled):
+    rpc, _ = filled
+    assert rpc.result("ListTasks", {"pageSize": 1000})["pageSize"] == 100
+
+
+def test_filters_apply_to_every_page(filled):
+    rpc, ids = filled
+    seen, _, last = walk(rpc, contextId="ctx-a", pageSize=2)
+    assert seen == [ids[7], ids[6], ids[4], ids[2], ids[0]]
+    assert last["totalSize"] == 5
+    seen, _, last = walk(rpc, status="TASK_STATE_FAILED")
+    assert seen == [ids[7]]
+    assert last["totalSize"] == 1
+    seen, _, last = walk(rpc, status="TASK_STATE_AUTH_REQUIRED")
+    assert seen == [] and last["totalSize"] == 0
+    seen, _, _ = walk(rpc, status="TASK_STATE_UNSPECIFIED", contextId="")
+    assert len(seen) == 8
+
+
+def test_status_timestamp_after_includes_a_copied_cutoff(filled):
+    rpc, ids = filled
+    cutoff = rpc.result("GetTask", {"id": ids[5]})["status"]["timestamp"]
+    seen, _, last = walk(rpc, statusTimestampAfter=cutoff)
+    assert ids[5] in seen and ids[7] in seen
+    assert last["totalSize"] == len(seen)
+    offset = cutoff.replace("Z", "+00:00")
+    assert walk(rpc, statusTimestampAfter=offset)[0] == seen
+    assert len(walk(rpc, statusTimestampAfter=None)[0]) == 8
+
+
+def test_include_artifacts(filled):
+    rpc, ids = filled
+    tasks = rpc.result("ListTasks", {"includeArtifacts": True})["tasks"]
+    assert tasks[0]["artifacts"] == []                     # the failed task
+    assert tasks[1]["artifacts"][0]["artifactId"] == "response"
+
+
+def test_a_task_that_changes_moves_ahead_of_the_cursor():
+    rpc = Rpc(make_door(lifecycle={"task_acceptance": "queue", "queue_depth": 10}))
+    paused = rpc.result("SendMessage", send_params("/ask Which?"))["task"]["id"]
+    b, c, d = [rpc.result("SendMessage", send_params(f"q{i}", NOW))["task"]["id"]
+               for i in range(3)]
+    first = rpc.result("ListTasks", {"pageSize": 2})
+    assert [t["id"] for t in first["tasks"]] == [d, c]
+    rpc.result("CancelTask", {"id": b})                      # b changes during the walk
+    rest = rpc.result("ListTasks", {"pageSize": 2, "pageToken": first["nextPageToken"]})
+    assert [t["id"] for t in rest["tasks"]] == [paused]
+    assert rest["nextPageToken"] == ""
+    assert rest["totalSize"] == 4
+    assert rpc.result("ListTasks", {})["tasks"][0]["id"] == b
+    rpc.door.close()
+
+
+@pytest.mark.parametrize("params, message", [
+    pytest.param({"contextId": 5}, "Invalid params: contextId must be a string", id="contextId"),
+    pytest.param({"status": "completed"}, "Invalid params: status must be a TASK_STATE_* name",
+                 id="status"),
+    pytest.param({"pageSize": 0}, "Invalid params: pageSize must be an integer from 1",
+                 id="pageSize-0"),
+    pytest.param({"pageSize": 2.5}, "Invalid params: pageSize must be an integer from 1",
+                 id="pageSize-float"),
+    pytest.param({"pageSize": True}, "Invalid params: pageSize must be an integer from 1",
+                 id="pageSize-bool"),
+    pytest.param({"pageToken": "bogus"},
+                 "Invalid params: pageToken is not a nextPageToken this door answered",
+                 id="pageToken"),
+    pytest.param({"pageToken": 3},
+                 "Invalid params: pageToken is not a nextPageToken this door answered",
+                 id="pageToken-int"),
+    pytest.param({"statusTimestampAfter": "yesterday"}, TS_MESSAGE, id="ts-word"),
+    pytest.param({"statusTimestampAfter": "2026-10-13 09:00:00"}, TS_MESSAGE, id="ts-no-zone"),
+    pytest.param({"statusTimestampAfter": 1700000000}, TS_MESSAGE, id="ts-number"),
+    pytest.param({"includeArtifacts": "yes"},
+                 "Invalid params: includeArtifacts must be a boolean", id="includeArtifacts"),
+    pytest.param({"contextId": 5, "status": "x", "pageSize": 0},
+                 "Invalid params: contextId must be a string", id="first-refused-answers"),
+    pytest.param({"status": "x", "pageSize": 0},
+                 "Invalid params: status must be a TASK_STATE_* name", id="order-status"),
+])
+def test_refusals(rpc, params, message):
+    assert rpc.error("ListTasks", params) == {"code": -32602, "message": message}
+
+
+def test_history_length_and_unknown_members_are_ignored(rpc):
+    page = rpc.result("ListTasks", {"historyLength": "anything", "other": 1})
+    assert page == {"tasks": [], "nextPageToken": "", "pageSize": 50, "totalSize": 0}
+
+
+def test_a_token_of_another_door_is_refused(filled):
+    rpc, _ = filled
+    token = rpc.result("ListTasks", {"pageSize": 1})["nextPageToken"]
+    other = Rpc(make_door())
+    assert other.error("ListTasks", {"pageToken": token})["code"] == -32602

@@ -1,0 +1,229 @@
+"""The manifest: a bad murmur.yaml stops ``murmur-wsgi serve`` with one line, exit 2."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from murmur_wsgi.manifest import Manifest, ManifestError, load_manifest, load_manifest_file
+
+GOOD = 'name: my-agent\nversion: "0.1.0"\n'
+
+
+def auth(credentials: str) -> str:
+    return (GOOD + "network:\n  authentication:\n    scheme: bearer\n    credentials:\n"
+            + credentials)
+
+
+# id -> (file content as bytes/str, or a special "missing" / "directory" / "unreadable";
+#        what the one line must contain, key first)
+BAD = {
+    "missing name": ('version: "0.1.0"\n', ["name: is required"]),
+    "missing version": ("name: my-agent\n", ["version: is required"]),
+    "empty name": ('name: ""\nversion: "0.1.0"\n', ["name:"]),
+    "unknown task_acceptance": (GOOD + "lifecycle:\n  task_acceptance: many\n",
+                                ["lifecycle.task_acceptance:", "none", "single", "queue"]),
+    "0.3 scope message/send": (auth("      watcher: {scopes: [GetTask, message/send]}\n"),
+                               ["network.authentication.credentials.watcher.scopes:",
+                                "message/send", "SendMessage"]),
+    "0.3 scope tasks/get": (auth("      watcher: {scopes: [tasks/get]}\n"),
+                            ["credentials.watcher.scopes:", "tasks/get", "'GetTask'"]),
+    "old scope stream/watch": (auth("      watcher: {scopes: [stream/watch]}\n"),
+                               ["credentials.watcher.scopes:", "murmur.WatchSession"]),
+    "unknown scope": (auth("      watcher: {scopes: [ReadEverything]}\n"),
+                      ["credentials.watcher.scopes:", "ReadEverything"]),
+    "empty scopes": (auth("      watcher: {scopes: []}\n"), ["credentials.watcher.scopes:"]),
+    "scope twice": (auth("      watcher: {scopes: [GetTask, GetTask]}\n"),
+                    ["credentials.watcher.scopes:"]),
+    "credential named operator": (auth("      operator: {scopes: [GetTask]}\n"),
+                                  ["network.authentication.credentials.operator:",
+                                   "reserved"]),
+    "bad credential name": (auth("      Watcher: {scopes: [GetTask]}\n"),
+                            ["network.authentication.credentials.Watcher:"]),
+    "credential name with newline": (auth('      "w\\n": {scopes: [GetTask]}\n'),
+                                     ["network.authentication.credentials.w\\n:"]),
+    "credential name too long": (auth("      " + "a" * 33 + ": {scopes: [GetTask]}\n"),
+                                 ["credentials." + "a" * 33 + ":"]),
+    "unknown scheme": (GOOD + "network:\n  authentication:\n    scheme: basic\n",
+                       ["network.authentication.scheme:"]),
+    "negative image limit": (GOOD + "context:\n  images:\n    max_per_turn: -1\n",
+                             ["context.images.max_per_turn:"]),
+    "negative image size": (GOOD + "context:\n  images:\n    max_bytes: -5\n",
+                            ["context.images.max_bytes:"]),
+    "bad size string": (GOOD + "context:\n  images:\n    max_bytes: 5 MB\n",
+                        ["context.images.max_bytes:"]),
+    "bad files size": (GOOD + "exports:\n  files: {root: out/, max_bytes: lots}\n",
+                       ["exports.files.max_bytes:"]),
+    "unknown key": (GOOD + "colour: blue\n", ["colour: is not a key this door reads"]),
+    "unknown nested key": (GOOD + "lifecycle:\n  task_accept: single\n",
+                           ["lifecycle.task_accept:"]),
+    "key with newline": (GOOD + '"a\\nb": 1\n', ["a\\nb:"]),
+    "process without transport": (GOOD + "agent: {process: [cat]}\n", ["agent:"]),
+    "not a mapping: list": ("- name\n- version\n", ["mapping"]),
+    "not a mapping: scalar": ("just a string\n", ["mapping"]),
+    "not a mapping: empty file": ("", ["mapping"]),
+    "invalid YAML": ("name: [my-agent\nversion: 0.1.0\n", ["not valid YAML"]),
+    "not UTF-8": (b'name: my-agent\nversion: "0.1.0"\n\xff\xfe: x\n', ["UTF-8"]),
+    "missing file": ("missing", ["cannot be read"]),
+    "a directory": ("directory", ["cannot be read"]),
+    "unreadable file": ("unreadable", ["cannot be read"]),
+}
+
+
+@pytest.fixture(scope="module")
+def cli_runs(tmp_path_factory):
+    """Run ``serve --config FILE`` for every bad manifest at once; collect the results."""
+    folder = tmp_path_factory.mktemp("manifests")
+    procs = {}
+    for index, (case, (content, _)) in enumerate(BAD.items()):
+        path = folder / f"case{index}.yaml"
+        if content == "directory":
+            path.mkdir()
+        elif content == "unreadable":
+            if os.geteuid() == 0:
+                continue            # root reads a 0000 file: it would serve, not refuse
+            path.write_text(GOOD)
+            path.chmod(0)
+        elif content != "missing":
+            path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        # NOTE: every manifest here is refused before anything listens; a timeout below
+        # means one was served, and the kill ends it.
+        procs[case] = (str(path), subprocess.Popen(
+            [sys.executable, "-m", "murmur_wsgi.cli", "serve", "--config", str(path)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            env=dict(os.environ, MURMUR_WSGI_HOME=str(folder / "home"))))
+    results = {}
+    for case, (path, proc) in procs.items():
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        results[case] = (path, proc.returncode, out, err)
+    return results
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(case, id=case, marks=pytest.mark.skipif(
+        case == "unreadable file" and os.geteuid() == 0, reason="root reads a 0000 file"))
+    for case in BAD])
+def test_bad_manifest_is_one_line_exit_2(cli_runs, case):
+    path, returncode, out, err = cli_runs[case]
+    assert returncode == 2, err
+    assert out == b""
+    text = err.decode()
+    assert text.endswith("\n") and text.count("\n") == 1, text
+    assert len(text.splitlines()) == 1
+    line = text[:-1]
+    assert line.startswith(f"murmur-wsgi: {path}: "), line
+    detail = line[len(f"murmur-wsgi: {path}: "):]
+    for expected in BAD[case][1]:
+        assert expected in detail, line
+    assert "Traceback" not in text
+
+
+def test_exact_lines(cli_runs):
+    """A few lines in full: the key, then what is wrong."""
+    def detail(case):
+        path, _, _, err = cli_runs[case]
+        return err.decode().rstrip("\n")[len(f"murmur-wsgi: {path}: "):]
+
+    assert detail("missing name") == "name: is required"
+    assert detail("unknown key") == "colour: is not a key this door reads"
+    assert detail("0.3 scope message/send") == (
+        "network.authentication.credentials.watcher.scopes: 'message/send' is an A2A 0.3 "
+        "name; use 'SendMessage'")
+    assert detail("missing file").startswith("cannot be read: ")
+
+
+# --- in process: the same refusals, and the defaults ---------------------------------------
+
+
+def test_load_manifest_defaults():
+    manifest = load_manifest({"name": "a", "version": "1"})
+    assert isinstance(manifest, Manifest)
+    assert (manifest.name, manifest.version) == ("a", "1")
+    assert manifest.lifecycle == {"task_acceptance": "single", "queue_depth": 1,
+                                  "after_task": "sleep", "input_timeout_secs": None,
+                                  "conversation": "stateless"}
+    assert manifest.tools == []
+    assert manifest.capabilities == {"shell": {"allow": []}, "network": {"allow": []}}
+    assert manifest.exports == {"files": None, "peer_tasks": None}
+    assert manifest.network == {"host": "127.0.0.1", "internal_port": None, "public_url": None,
+                                "authentication": None}
+    assert manifest.context == {"images": {"max_bytes": 5 * 1024 ** 2, "max_per_turn": 8}}
+    assert manifest.stream["replay_events"] == 512
+    assert manifest.stream["heartbeat_secs"] == 15
+    assert manifest.inference == {"transport": "http"}
+    assert manifest.agent == "demo"
+    assert manifest.acceptance == "single"
+    assert manifest.authentication is None
+    assert manifest.transport == "http"
+    assert manifest.peer_accept is False
+
+
+def test_load_manifest_reads_the_decisions_example():
+    manifest = load_manifest({
+        "name": "my-agent", "version": "0.1.0",
+        "lifecycle": {"task_acceptance": "queue", "queue_depth": 3, "after_task": "exit",
+                      "input_timeout_secs": 60, "conversation": "threaded"},
+        "tools": ["bash"],
+        "capabilities": {"shell": {"allow": ["bash", "sleep"]}, "network": {"allow": []}},
+        "exports": {"files": {"root": "out/", "mode": "read-only", "max_bytes": "10Mi"},
+                    "peer_tasks": {"accept": True}},
+        "network": {"host": "127.0.0.1", "internal_port": 41873, "public_url": None,
+                    "authentication": {"scheme": "bearer", "credentials": {
+                        "watcher": {"scopes": ["murmur.WatchSession", "GetTask",
+                                               "ListTasks"]}}}},
+        "context": {"images": {"max_bytes": "5Mi", "max_per_turn": 8}},
+        "stream": {"replay_events": 512, "heartbeat_secs": 15},
+        "inference": {"transport": "http", "model": "ignored-by-the-door"},
+        "agent": "demo",
+    })
+    assert manifest.acceptance == "queue"
+    assert manifest.lifecycle["queue_depth"] == 3
+    assert manifest.exports["files"] == {"root": "out/", "mode": "read-only",
+                                         "max_bytes": 10 * 1024 ** 2}
+    assert manifest.peer_accept is True
+    assert manifest.authentication == {"scheme": "bearer", "credentials": {
+        "watcher": {"scopes": ["murmur.WatchSession", "GetTask", "ListTasks"]}}}
+    assert manifest.inference == {"transport": "http"}
+
+
+@pytest.mark.parametrize("value, size", [
+    (1, 1), ("1", 1), ("2Ki", 2048), ("3Mi", 3 * 1024 ** 2), ("1Gi", 1024 ** 3),
+])
+def test_sizes(value, size):
+    manifest = load_manifest({"name": "a", "version": "1",
+                              "context": {"images": {"max_bytes": value}}})
+    assert manifest.context["images"]["max_bytes"] == size
+
+
+@pytest.mark.parametrize("value", [0, -1, "0Mi", "5 MB", "5mi", "1.5Mi", True, 2.5, None, []])
+def test_bad_sizes(value):
+    with pytest.raises(ManifestError) as info:
+        load_manifest({"name": "a", "version": "1", "context": {"images": {"max_bytes": value}}})
+    assert str(info.value).startswith("context.images.max_bytes: ")
+
+
+def test_process_agent():
+    manifest = load_manifest({"name": "a", "version": "1", "inference": {"transport": "process"},
+                              "agent": {"process": ["my-harness", "--flag"]}})
+    assert manifest.transport == "process"
+    assert manifest.agent["process"] == ["my-harness", "--flag"]
+
+
+def test_manifest_error_is_one_line():
+    assert str(ManifestError("a\nb\r\u2028c")) == "a\\nb\\r\\u2028c"
+
+
+def test_load_manifest_file_names_the_file(tmp_path):
+    path = tmp_path / "murmur.yaml"
+    path.write_text("name: a\n")
+    with pytest.raises(ManifestError) as info:
+        load_manifest_file(str(path))
+    assert str(info.value) == f"{path}: version: is required"
+    path.write_text(GOOD)
+    assert load_manifest_file(str(path)).name == "my-agent"
