@@ -24,8 +24,11 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-bench: $(VENV)/.installed-test
-	$(BIN)/python bench/run.py
+# Requests/s of the door against a bare WSGI app (wrk), then bytes per finished task.
+# BENCH_ARGS passes options to bench/run.py, e.g. BENCH_ARGS="-d 30 -k gettask".
+bench: $(VENV)/.installed
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
+	$(BIN)/python bench/memory.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

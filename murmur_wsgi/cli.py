@@ -8,6 +8,7 @@ import signal
 import socket
 import sys
 
+from murmur_wsgi.client import cli_commands as client_commands
 from murmur_wsgi.manifest import ManifestError, load_manifest_file
 from murmur_wsgi.planes.files import check_root
 from murmur_wsgi.session import records
@@ -127,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", help="the session id (default: the only running session)")
     p.add_argument("--credential", help="a declared credential (default: operator)")
     p.set_defaults(func=token)
+    # card, send, get, tasks/ps, watch, cancel, stop: the client's commands.
+    client_commands.add_commands(sub)
     return parser
 
 

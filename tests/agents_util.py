@@ -79,13 +79,16 @@ def assert_gone(door, pid: int) -> int | None:
 
 
 def events_of(door, task_id: str) -> list[dict]:
-    """Every held event of a task, parsed (A2A events and murmur frames)."""
-    reader = door.session.ring.reader(task_id=task_id, replay=True, replay_from=0)
-    try:
-        items, _ = reader.next(0)
-    finally:
-        reader.close()
-    return [json.loads(item.payload) for item in items if hasattr(item, "payload")]
+    """Every held event of a task, parsed (A2A events and murmur frames), oldest first.
+
+    NOTE: reads the ring's slots without its lock, so it also serves as a
+    ``wait_until`` predicate, which runs with that lock held.
+    """
+    ring = door.session.ring
+    held = [event for event in list(ring._slots)
+            if event is not None and event.task_id == task_id]
+    held.sort(key=lambda event: event.id)
+    return [json.loads(event.payload) for event in held]
 
 
 def frames_of(door, task_id: str) -> list[dict]:

@@ -9,14 +9,19 @@ capsule-closed frames; numbered ones are everything else, ids rising.
 """
 from __future__ import annotations
 
+import itertools
 import json
+import threading
 import time
 from dataclasses import dataclass
 
 from a2a.types import a2a_pb2
 from google.protobuf import json_format
 
+from murmur_wsgi import create_app
+from murmur_wsgi.agents.demo import demo_agent
 from murmur_wsgi.uris import STREAM_URI
+from tests.conftest import make_door
 
 KINDS = ("task", "message", "statusUpdate", "artifactUpdate")
 UNNUMBERED_FRAMES = frozenset({"connection-ack", "gap", "lagged", "capsule-closed"})
@@ -201,3 +206,74 @@ class SseStream:
 
     def close(self) -> None:
         self.response.close()
+
+
+# --- doors and requests for stream tests ------------------------------------
+
+TEST_HEARTBEAT = 0.2       # every read wakes at least this often to check its deadline
+EXT = {"A2A-Extensions": STREAM_URI}
+SUBMITTED, WORKING, INPUT_REQUIRED = ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING",
+                                      "TASK_STATE_INPUT_REQUIRED")
+COMPLETED, CANCELED, REJECTED = ("TASK_STATE_COMPLETED", "TASK_STATE_CANCELED",
+                                 "TASK_STATE_REJECTED")
+_ids = itertools.count(1)
+
+
+def stream_door(agent=None, **overrides):
+    """A door with a short heartbeat; ``agent`` replaces the demo agent."""
+    stream = dict(overrides.pop("stream", {}))
+    stream.setdefault("heartbeat_secs", TEST_HEARTBEAT)
+    if agent is None:
+        return make_door(stream=stream, **overrides)
+    manifest = {"name": "test-agent", "version": "0.1.0", "stream": stream, **overrides}
+    return create_app(manifest, agent)
+
+
+def msg(text, **extra):
+    """SendMessage params with one text part (a fresh messageId each time)."""
+    message = {"messageId": f"m-{next(_ids)}", "role": "ROLE_USER", "parts": [{"text": text}]}
+    message.update(extra)
+    return {"message": message}
+
+
+def open_stream(rpc, method, params, headers=None) -> SseStream:
+    """Call a streaming method and check that the answer is a stream."""
+    response = rpc.call(method, params, headers)
+    assert response.status_code == 200, response.get_data()
+    assert response.mimetype == "text/event-stream", response.get_data()
+    assert "Content-Length" not in response.headers
+    return SseStream(response, rpc.next_id)
+
+
+def is_state(*states):
+    return lambda event: event.kind == "statusUpdate" and event.state in states
+
+
+def shape(events):
+    """A readable summary: task/<state>, status/<state>, artifact/<id>, or the frame name."""
+    out = []
+    for e in events:
+        if e.kind == "task":
+            out.append(f"task/{e.state}")
+        elif e.kind == "statusUpdate":
+            out.append(f"status/{e.state}")
+        elif e.kind == "artifactUpdate":
+            out.append(f"artifact/{e.body['artifact']['artifactId']}")
+        else:
+            out.append(e.frame_name)
+    return out
+
+
+class GateAgent:
+    """The demo agent, except that ``/gate`` works until the test opens the gate."""
+
+    def __init__(self):
+        self.gate = threading.Event()
+        self.started = threading.Event()
+
+    def __call__(self, ctx):
+        if "/gate" in ctx.text:
+            self.started.set()
+            self.gate.wait(DEADLINE)
+            return "released"
+        return demo_agent(ctx)

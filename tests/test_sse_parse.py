@@ -209,3 +209,9 @@ def test_a_real_ring_heartbeat_on_a_short_interval():
     next(stream)
     assert next(stream) == HEARTBEAT
     stream.close()
+
+
+def test_a_lone_surrogate_is_written_as_its_json_escape():
+    stream = EventStream("\ud800x", [(None, '{"task":{"id":"a\ud800b"}}')])
+    assert next(stream) == (b'data: {"jsonrpc":"2.0","id":"\\ud800x",'
+                            b'"result":{"task":{"id":"a\\ud800b"}}}\n\n')

@@ -8,83 +8,14 @@ deadline; nothing sleeps.
 """
 from __future__ import annotations
 
-import itertools
 import threading
 
 import pytest
 
-from murmur_wsgi import create_app
-from murmur_wsgi.agents.demo import demo_agent
 from murmur_wsgi.uris import DOOR_URI, STREAM_URI
-from tests.conftest import Rpc, make_door
-from tests.sse_util import SseStream
-
-DEADLINE = 10.0
-HEARTBEAT = 0.2
-EXT = {"A2A-Extensions": STREAM_URI}
-SUBMITTED, WORKING, INPUT_REQUIRED = ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING",
-                                      "TASK_STATE_INPUT_REQUIRED")
-COMPLETED, CANCELED, REJECTED = ("TASK_STATE_COMPLETED", "TASK_STATE_CANCELED",
-                                 "TASK_STATE_REJECTED")
-_ids = itertools.count(1)
-
-
-def stream_door(agent=None, **overrides):
-    stream = dict(overrides.pop("stream", {}))
-    stream.setdefault("heartbeat_secs", HEARTBEAT)
-    if agent is None:
-        return make_door(stream=stream, **overrides)
-    manifest = {"name": "test-agent", "version": "0.1.0", "stream": stream, **overrides}
-    return create_app(manifest, agent)
-
-
-def msg(text, **extra):
-    message = {"messageId": f"m-{next(_ids)}", "role": "ROLE_USER", "parts": [{"text": text}]}
-    message.update(extra)
-    return {"message": message}
-
-
-def open_stream(rpc, method, params, headers=None) -> SseStream:
-    response = rpc.call(method, params, headers)
-    assert response.status_code == 200, response.get_data()
-    assert response.mimetype == "text/event-stream", response.get_data()
-    assert "Content-Length" not in response.headers
-    return SseStream(response, rpc.next_id)
-
-
-def is_state(*states):
-    return lambda event: event.kind == "statusUpdate" and event.state in states
-
-
-def shape(events):
-    """A readable summary: task/<state>, status/<state>, artifact/<id>, or the frame name."""
-    out = []
-    for e in events:
-        if e.kind == "task":
-            out.append(f"task/{e.state}")
-        elif e.kind == "statusUpdate":
-            out.append(f"status/{e.state}")
-        elif e.kind == "artifactUpdate":
-            out.append(f"artifact/{e.body['artifact']['artifactId']}")
-        else:
-            out.append(e.frame_name)
-    return out
-
-
-class GateAgent:
-    """The demo agent, except that ``/gate`` works until the test opens the gate."""
-
-    def __init__(self):
-        self.gate = threading.Event()
-        self.started = threading.Event()
-
-    def __call__(self, ctx):
-        if "/gate" in ctx.text:
-            self.started.set()
-            self.gate.wait(DEADLINE)
-            return "released"
-        return demo_agent(ctx)
-
+from tests.conftest import Rpc
+from tests.sse_util import (CANCELED, COMPLETED, DEADLINE, EXT, INPUT_REQUIRED, SUBMITTED,
+                            GateAgent, is_state, msg, open_stream, shape, stream_door)
 
 # --- SendStreamingMessage ----------------------------------------------------
 
@@ -215,6 +146,25 @@ def test_the_stream_stays_open_through_input_required_and_a_reply_continues_it()
     assert shape(tail) == ["status/TASK_STATE_WORKING", "artifact/response",
                            "status/TASK_STATE_COMPLETED"]
     assert tail[1].body["artifact"]["parts"][0]["text"] == "blue"
+
+
+def test_last_event_id_on_a_new_task_is_ignored_and_on_a_reply_replays():
+    rpc = Rpc(stream_door())
+    rpc.result("SendMessage", msg("hi"))                                   # events 1..4
+    first = open_stream(rpc, "SendStreamingMessage", msg("/ask Which colour?"),
+                        {"Last-Event-ID": "2"})
+    head = first.until(is_state(INPUT_REQUIRED))
+    assert shape(head) == ["task/TASK_STATE_SUBMITTED", "status/TASK_STATE_WORKING",
+                           "artifact/prompt", "status/TASK_STATE_INPUT_REQUIRED"]
+    assert [e.id for e in head[1:]] == [6, 7, 8]
+    reply = open_stream(rpc, "SendStreamingMessage", msg("red", taskId=head[0].task_id),
+                        {"Last-Event-ID": "6"})
+    events = reply.rest()
+    assert shape(events) == ["task/TASK_STATE_WORKING", "artifact/prompt",
+                             "status/TASK_STATE_INPUT_REQUIRED", "status/TASK_STATE_WORKING",
+                             "artifact/response", "status/TASK_STATE_COMPLETED"]
+    assert [e.id for e in events[1:]] == [7, 8, 9, 10, 11]
+    assert [e.id for e in first.rest()] == [9, 10, 11]
 
 
 # --- SubscribeToTask -----------------------------------------------------------

@@ -16,12 +16,14 @@ Concurrency:
 """
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
 import signal
 import threading
 import time
+import weakref
 from collections import OrderedDict
 
 from murmur_wsgi.agents.base import TaskCanceled, TaskContext, TaskFailed
@@ -75,6 +77,7 @@ class HarnessAgent:
         self._sessions: OrderedDict[str, str] = OrderedDict()   # guarded by _cond
         self._live: dict[int, HarnessProcess] = {}               # guarded by _cond
         self._exits: OrderedDict[int, int | None] = OrderedDict()  # guarded by _cond
+        _AGENTS.add(self)
 
     # --- the harness session of a context ----------------------------------
 
@@ -257,6 +260,8 @@ class HarnessAgent:
         """The session ends: SIGTERM every harness, SIGKILL what outlives the grace."""
         with self._cond:
             procs = list(self._live.values())
+        if not procs:
+            return
         for proc in procs:
             proc.signal_group(signal.SIGTERM)
         with self._cond:
@@ -264,6 +269,17 @@ class HarnessAgent:
             procs = list(self._live.values())
         for proc in procs:
             proc.signal_group(signal.SIGKILL)
+
+
+# NOTE: a worker that exits without closing its door (gunicorn's SIGTERM) must not leave
+# harnesses behind: they run in their own sessions, so nothing else would end them.
+_AGENTS: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for agent in list(_AGENTS):
+        agent.close()
 
 
 _HANDLERS = {"session": HarnessAgent._on_session, "text": HarnessAgent._on_text,

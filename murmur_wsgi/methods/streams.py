@@ -14,6 +14,7 @@ from murmur_wsgi.errors import UnsupportedOperationError
 from murmur_wsgi.methods import messages, tasks
 from murmur_wsgi.streams import frames
 from murmur_wsgi.streams.sse import EventStream
+from murmur_wsgi.tasks.record import SUBMITTED
 from murmur_wsgi.uris import DOOR_URI, STREAM_URI
 
 logger = logging.getLogger(__name__)
@@ -45,7 +46,13 @@ def _task_opening(door, snapshot: str, frames_on: bool) -> list:
 
 
 class _TaskCut:
-    """Opens a task's reader under the store's lock, with the snapshot it follows."""
+    """Opens a task's reader under the store's lock, with the snapshot it follows.
+
+    ``replay_from`` (the request's Last-Event-ID) replays the task's held events
+    after that id, between the opening and the live events. A task that is being
+    accepted right now (SUBMITTED) has no event the snapshot does not carry, so
+    the header is ignored for it.
+    """
 
     def __init__(self, ring, frames_on: bool, replay_from: int | None):
         self.ring = ring
@@ -57,9 +64,9 @@ class _TaskCut:
     def __call__(self, record) -> None:
         # NOTE: runs under the store's lock (TaskManager.accepting, or below).
         self.snapshot = record.to_json()
+        replay = self.replay_from is not None and record.state != SUBMITTED
         self.reader = self.ring.reader(task_id=record.id, frames=self.frames_on,
-                                       replay=self.replay_from is not None,
-                                       replay_from=self.replay_from)
+                                       replay=replay, replay_from=self.replay_from)
 
 
 def send_streaming_message(door, call):

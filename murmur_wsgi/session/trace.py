@@ -8,8 +8,8 @@ name ``session_start``. A refused message writes nothing: only a started
 task reaches ``task_start``. No record carries a token or a task's text.
 
 Concurrency:
-    One ``Lock`` (``_lock``) guards the open file and the task table, so
-    lines from the agents' threads and the request threads never interleave.
+    One ``Lock`` (``_lock``) guards the file's appends and the task table,
+    so lines from the agents' threads and the request threads never interleave.
     Writing never fails a task or a request: an I/O error is logged once
     and the trace turns itself off.
 """
@@ -60,7 +60,7 @@ class Trace:
         self.enabled = enabled
         self.path = trace_path(session_id) if enabled else None
         self._lock = threading.Lock()
-        self._file = None                       # guarded by _lock; opened on the first line
+        self._ready = False                     # guarded by _lock: the folder exists
         self._tasks: dict[str, tuple] = {}      # guarded by _lock: task_id -> (event_id, ms)
         self.session_event = self.write("session_start", None)
 
@@ -82,15 +82,15 @@ class Trace:
             self._tasks[record.id] = (event_id, now_ms())
         return event_id
 
-    def task_end(self, record) -> None:
-        """A task that had a ``task_start`` ended: its exit status and duration."""
+    def task_end(self, record, state: str) -> None:
+        """A task that had a ``task_start`` ends in ``state``: exit status and duration."""
         with self._lock:
             started = self._tasks.pop(record.id, None)
         if started is None:
             return
         event_id, started_ms = started
         self.write("task_end", event_id, task_id=record.id,
-                   exit_status=EXIT_STATUS.get(record.state, record.state),
+                   exit_status=EXIT_STATUS.get(state, state),
                    duration_ms=max(0, now_ms() - started_ms))
 
     def task_event(self, task_id: str, event_type: str, **fields) -> str:
@@ -114,43 +114,34 @@ class Trace:
         head = {"event_type": event_type, "event_id": event_id, "parent_id": parent_id,
                 "session_id": self.session_id, "timestamp": now_ms()}
         head.update(fields)
-        line = _dumps(head) + "\n"
+        data = (_dumps(head) + "\n").encode("utf-8")
         with self._lock:
             if not self.enabled:
                 return event_id
             try:
-                if self._file is None:
-                    self._file = self._open()
-                self._file.write(line)
-                self._file.flush()
+                self._append(data)
             except OSError as ex:
                 # NOTE: the trace is a record, not a gate: it never fails the work it records.
                 logger.warning("the session trace is off: cannot write %s: %s", self.path,
                                ex.strerror)
                 self.enabled = False
-                self._close_locked()
         return event_id
 
-    def _open(self):
-        folder = os.path.dirname(self.path)
-        os.makedirs(folder, mode=records.DIR_MODE, exist_ok=True)
-        for path in (os.path.dirname(folder), folder):
-            os.chmod(path, records.DIR_MODE)
+    def _append(self, data: bytes) -> None:
+        """Append one line. PERF: a record is a few per task; open-append-close holds no fd."""
+        if not self._ready:
+            folder = os.path.dirname(self.path)
+            os.makedirs(folder, mode=records.DIR_MODE, exist_ok=True)
+            for path in (os.path.dirname(folder), folder):
+                os.chmod(path, records.DIR_MODE)
+            self._ready = True
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
-        return os.fdopen(fd, "a", encoding="utf-8")
-
-    def close(self) -> None:
-        """Close the file; later records reopen it."""
-        with self._lock:
-            self._close_locked()
-
-    def _close_locked(self) -> None:
-        if self._file is not None:
-            try:
-                self._file.close()
-            except OSError:
-                pass
-            self._file = None
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
 
 
 def read_trace(session_id: str) -> list[dict]:

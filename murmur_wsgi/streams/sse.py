@@ -26,6 +26,14 @@ HEARTBEAT = b":heartbeat\n\n"
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
+
+def _utf8(text: str) -> bytes:
+    """Encode JSON text; a lone surrogate (legal in a JSON string) becomes its escape."""
+    # NOTE: UTF-8 fails only on surrogates; backslashreplace writes one as
+    # \udXXX, which is exactly its JSON escape.
+    return text.encode("utf-8", "backslashreplace")
+
+
 # The murmur frame each reader marker is written as (only with the extension).
 _MARKERS = {Gap: lambda item: frames.gap(item.first_available_id),
             Lagged: lambda item: frames.lagged(item.missed)}
@@ -37,8 +45,8 @@ class EventStream:
     Args:
         request_id: the JSON-RPC id every event's envelope echoes.
         opening: ``[(event_id or None, payload JSON), …]`` written at once, in
-            the first chunk (the test client and proxies pull it before the
-            body goes on).
+            the first chunk, followed there by what the reader already holds
+            (its replay): the test client pulls that chunk before it returns.
         reader: the ring cursor to read after the opening; None ends the
             stream after it (a rejected task).
         follow_task: end after this task's terminal event (a task's stream);
@@ -53,7 +61,7 @@ class EventStream:
 
     def __init__(self, request_id, opening, reader=None, *, follow_task: str | None = None,
                  heartbeat_secs: float = 15.0, clock=time.monotonic):
-        self._prefix = b'{"jsonrpc":"2.0","id":' + _dumps(request_id).encode() + b',"result":'
+        self._prefix = b'{"jsonrpc":"2.0","id":' + _utf8(_dumps(request_id)) + b',"result":'
         self._opening = list(opening)
         self._reader = reader
         self._follow = follow_task
@@ -84,7 +92,7 @@ class EventStream:
 
     def event(self, event_id: int | None, payload: str) -> bytes:
         """One SSE event: ``id: n`` for a numbered event, then its ``data:`` line."""
-        data = self._prefix + payload.encode() + b"}"
+        data = self._prefix + _utf8(payload) + b"}"
         if event_id is None:
             return b"data: " + data + b"\n\n"
         return b"id: %d\ndata: %s\n\n" % (event_id, data)

@@ -232,12 +232,13 @@ class TaskManager:
 
     def _end_locked(self, record: TaskRecord, state: str, text: str | None, **fields) -> None:
         running = [w.running_command(now_ms()) for w in self.works.running(record.id)]
+        # NOTE: before the change, so whoever sees the task ended also finds its task_end.
+        self.session.trace.task_end(record, state)
         self.store.change_locked(record, state=state, status_text=text, prompt=None,
                                  running=running or None, **fields)
         runtime, record.runtime = record.runtime, None
         if runtime is not None:
             runtime.cond.notify_all()
-        self.session.trace.task_end(record)
         for artifact in record.artifacts():
             self._publish(record, frames.artifact_update(record, artifact))
         self._publish(record, frames.status_update(record, from_record=True), terminal=True)

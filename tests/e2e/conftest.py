@@ -91,6 +91,7 @@ class DoorProcess:
     manifest_path: Path
     proc: subprocess.Popen
     log_path: Path
+    home: Path | None = None            # $MURMUR_WSGI_HOME: running record, session trace
     card: dict | None = None
     session_id: str | None = None
     stop_seconds: float | None = None
@@ -185,9 +186,11 @@ def launch(where, manifest: dict | None = None, *, host: str = "127.0.0.1") -> D
         manifest["network"] = network
         manifest_path = write_manifest(directory, manifest)
         log_path = directory / f"door-{port}.log"
-        proc = spawn(serve_argv(manifest_path, f"{host}:{port}"), log_path)
+        home = directory / f"home-{port}"        # running record and trace, not in ~
+        proc = spawn(serve_argv(manifest_path, f"{host}:{port}"), log_path,
+                     child_env(MURMUR_WSGI_HOME=str(home)))
         door = DoorProcess(url=f"http://{host}:{port}", manifest_path=manifest_path, proc=proc,
-                           log_path=log_path)
+                           log_path=log_path, home=home)
         try:
             door.card = wait_for_card(door, time.monotonic() + START_DEADLINE)
         except DoorStartError as ex:

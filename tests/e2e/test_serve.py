@@ -39,7 +39,10 @@ def test_card_over_http_is_the_test_clients_card(door_server):
     served = http_get(door_server.card_url)
     local_door = create_app(str(door_server.manifest_path),
                             listen=f"127.0.0.1:{door_server.port}")
-    local = Client(local_door).get(CARD_PATH)
+    try:
+        local = Client(local_door).get(CARD_PATH)
+    finally:
+        local_door.close()
 
     assert served.status_code == local.status_code == 200
     for name in ("Content-Type", "Cache-Control", "Content-Length"):
@@ -216,3 +219,14 @@ def test_sigterm_stops_within_graceful_timeout(tmp_path):
     assert seconds < gunicorn_conf.graceful_timeout
     assert door.proc.returncode == 0
     assert "Shutting down: Master" in door.log()
+
+
+def test_running_record_names_the_master_until_sigterm(tmp_path):
+    with start_door(tmp_path) as door:
+        path = door.home / "running" / f"{door.session_id}.json"
+        record = json.loads(path.read_text(encoding="utf-8"))
+        # `murmur-wsgi serve` execs gunicorn: the pid it records is the master's.
+        assert (record["session_id"], record["pid"], record["url"]) == \
+            (door.session_id, door.proc.pid, f"127.0.0.1:{door.port}")
+        door.stop()
+    assert not path.exists()

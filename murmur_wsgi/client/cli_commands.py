@@ -1,0 +1,278 @@
+"""The operator's commands on the client: card, send, get, ps/tasks, watch, cancel, stop.
+
+Each runs through ``cli_support.run``, which finds the door (``--url``/``--token``,
+``$MURMUR_DOOR_URL``/``$MURMUR_DOOR_TOKEN``, or the only running session's record) and
+turns every error into one line and an exit status: 0 done (a task completed), 1 a task
+failed, was canceled or rejected, or the door refused the request, 2 a usage or
+connection error, 3 a task waits for input. See docs/client.md.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import queue
+import sys
+import threading
+
+from murmur_wsgi.client import render
+from murmur_wsgi.client.cli_support import (EXIT_INPUT, EXIT_OK, EXIT_TASK, EXIT_USAGE,
+                                            TOKEN_ENV, URL_ENV, err, out, report, run)
+from murmur_wsgi.client.door import DoorClient
+from murmur_wsgi.client.errors import ProtocolError, UnsupportedOperation
+from murmur_wsgi.client.events import INPUT_REQUIRED, STATES, TERMINAL, state_word
+from murmur_wsgi.client.progress import Spinner
+
+logger = logging.getLogger(__name__)
+
+TICK = 0.1                      # the spinner's turn, seconds
+
+
+# --- the commands ---------------------------------------------------------------------
+
+
+def card(door: DoorClient, args) -> int:
+    """Print the door's card (the extended card when a token reaches it)."""
+    value = door.card()
+    if door.token and (value.get("capabilities") or {}).get("extendedAgentCard"):
+        value = door.extended_card()
+    if args.json:
+        out(render.dumps(value))
+    else:
+        for line in render.card_lines(value):
+            out(line)
+    return EXIT_OK
+
+
+def send(door: DoorClient, args) -> int:
+    """Send TEXT as a new task (or a reply with --task); print its outcome."""
+    if args.no_wait:
+        task = door.send(args.text, args.context, args.task, return_immediately=True)
+        if args.json:
+            out(render.dumps(task))
+        else:
+            out(task.get("id", ""))
+            err(f"task {task.get('id')} is {state_word((task.get('status') or {}).get('state'))}"
+                f" in context {task.get('contextId')}")
+        return EXIT_OK
+    if args.stream:
+        return _send_streaming(door, args)
+    spinner = Spinner(sys.stderr)
+    if spinner.enabled and not args.json:
+        task = _send_with_spinner(door, args, spinner)
+    else:
+        task = door.send(args.text, args.context, args.task)
+    return report(task, args.json)
+
+
+def _send_streaming(door: DoorClient, args) -> int:
+    stream = door.stream(args.text, args.context, args.task)
+    with stream:
+        for event in stream:
+            if args.json:
+                out(render.event_json(event))
+            elif event.frame != "connection-ack":
+                out(render.event_line(event, False))
+            if event.task_id == stream.task_id and event.state == INPUT_REQUIRED:
+                break
+    if stream.task_id is None:
+        err(f"the door at {door.url} ended the stream before naming a task")
+        return EXIT_TASK
+    if stream.state not in TERMINAL and stream.state != INPUT_REQUIRED:
+        err(f"the door at {door.url} closed before task {stream.task_id} ended "
+            f"(murmur-wsgi get {stream.task_id} follows it)")
+        return EXIT_TASK
+    return report(door.get(stream.task_id), as_json=False, show=False)
+
+
+def _send_with_spinner(door: DoorClient, args, spinner: Spinner) -> dict:
+    """Follow the task on a stream (no frames) in a thread; turn the spinner meanwhile."""
+    try:
+        stream = door.stream(args.text, args.context, args.task, frames=False)
+        events: queue.Queue = queue.Queue()
+
+        def pump():
+            try:
+                for event in stream:
+                    events.put(event)
+                    if event.state == INPUT_REQUIRED and event.task_id == stream.task_id:
+                        break
+            except BaseException as ex:  # noqa: BLE001 - handed to the main thread
+                events.put(ex)
+            finally:
+                stream.close()
+            events.put(None)
+
+        reader = threading.Thread(target=pump, name="murmur-wsgi-send", daemon=True)
+        spinner.update("sending…")
+        reader.start()
+        while True:
+            try:
+                item = events.get(timeout=TICK)
+            except queue.Empty:
+                spinner.tick()
+                continue
+            if item is None:
+                break
+            if isinstance(item, BaseException):
+                if isinstance(item, UnsupportedOperation) and stream.task_id is None:
+                    spinner.clear()
+                    return door.send(args.text, args.context, args.task)   # no streaming
+                raise item
+            said = item.text if item.kind != "artifactUpdate" else ""
+            where = f"{stream.task_id or ''} [{state_word(stream.state)}]"
+            spinner.update(f"{where} {said}".strip())
+        reader.join(timeout=door._connect_timeout())
+    finally:
+        spinner.clear()
+    if stream.task_id is None:
+        raise ProtocolError(f"the door at {door.url} ended the stream before naming a task",
+                            url=door.url)
+    return door.get(stream.task_id)
+
+
+def get(door: DoorClient, args) -> int:
+    """Print one task; the exit status says how it stands."""
+    task = door.get(args.id)
+    if args.json:
+        out(render.dumps(task))
+    else:
+        for line in render.task_lines(task):
+            out(line)
+    state = (task.get("status") or {}).get("state")
+    if state in TERMINAL and state != "TASK_STATE_COMPLETED":
+        return EXIT_TASK
+    return EXIT_INPUT if state == INPUT_REQUIRED else EXIT_OK
+
+
+def tasks(door: DoorClient, args) -> int:
+    """Print a table of the tasks the caller sees, most recently changed first."""
+    found = []
+    for task in door.list(context_id=args.context, state=args.state):
+        found.append(task)
+        if args.limit and len(found) >= args.limit:
+            break
+    if args.json:
+        for task in found:
+            out(render.dumps(task))
+        return EXIT_OK
+    if not found:
+        out("no tasks")
+        return EXIT_OK
+    for line in render.table([render.task_row(t) for t in found], render.TASK_HEADER):
+        out(line)
+    return EXIT_OK
+
+
+def watch(door: DoorClient, args) -> int:
+    """Print every task's events as they happen, until the door closes."""
+    stream = door.watch(last_event_id=args.last_event_id)
+    with stream:
+        for event in stream:
+            if args.json:
+                out(render.event_json(event))
+            elif event.frame == "connection-ack":
+                err(f"watching the door at {door.url} "
+                    f"({event.fields.get('role')}, {event.fields.get('conversationMode')})")
+            else:
+                out(render.event_line(event))
+    return EXIT_OK if stream.ended == "capsule-closed" else EXIT_USAGE
+
+
+def cancel(door: DoorClient, args) -> int:
+    """Cancel a task; print it and what the session still runs."""
+    task = door.cancel(args.id)
+    if args.json:
+        out(render.dumps(task))
+        return EXIT_OK
+    out(f"task:     {task.get('id')}")
+    out(f"state:    {state_word((task.get('status') or {}).get('state'))}")
+    for artifact in task.get("artifacts") or []:
+        if artifact.get("artifactId") == "residue":
+            for line in render.residue_lines([p.get("data") for p in artifact.get("parts")
+                                              or []]):
+                out(line)
+    return EXIT_OK
+
+
+def stop(door: DoorClient, args) -> int:
+    """Cancel every live task of the session (murmur.StopSession); the door keeps serving."""
+    answer = door.stop()
+    if args.json:
+        out(render.dumps(answer))
+        return EXIT_OK
+    out(f"stopped:  {answer.get('session_id')} at {door.url}")
+    canceled = answer.get("canceled") or []
+    out(f"canceled: {', '.join(canceled) if canceled else 'nothing was running'}")
+    residue = answer.get("residue") or []
+    for line in render.residue_lines(residue):
+        out(line)
+    if not residue:
+        out("residue:  nothing else was left running")
+    return EXIT_OK
+
+
+# --- the parser -----------------------------------------------------------------------
+
+
+def task_state(value: str) -> str:
+    """``--state``: a state's word (``input-required``) or its ``TASK_STATE_*`` name."""
+    if value in STATES:
+        return STATES[value]
+    if value.upper() in STATES.values():
+        return value.upper()
+    raise argparse.ArgumentTypeError(f"'{value}' is not a task state; use one of "
+                                     + ", ".join(STATES))
+
+
+def _door_options(parser) -> None:
+    group = parser.add_argument_group("the door")
+    group.add_argument("--url", help=f"the door's address (default: ${URL_ENV}, or the only "
+                       "running session's record)")
+    group.add_argument("--token", help=f"a bearer token (default: ${TOKEN_ENV} with --url, or "
+                       "the record's operator token)")
+    group.add_argument("--session", help="a running session's id, to read its record")
+    group.add_argument("--timeout", type=float, default=10.0,
+                       help="seconds to wait for an answer (default 10; a held send waits "
+                       "for its task)")
+    group.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def add_commands(sub) -> None:
+    """Register the client's subcommands on ``murmur-wsgi``'s subparsers."""
+    p = sub.add_parser("card", help="print the door's agent card")
+    p.set_defaults(func=run(card))
+    _door_options(p)
+    p = sub.add_parser("send", help="send TEXT as a task and print its outcome")
+    p.add_argument("text", metavar="TEXT")
+    p.add_argument("--stream", action="store_true", help="print the task's events as they come")
+    p.add_argument("--context", help="the contextId to send in")
+    p.add_argument("--task", help="reply to this task, which waits for input")
+    p.add_argument("--no-wait", action="store_true",
+                   help="return once the task is accepted (returnImmediately)")
+    p.set_defaults(func=run(send))
+    _door_options(p)
+    p = sub.add_parser("get", help="print one task")
+    p.add_argument("id", metavar="ID")
+    p.set_defaults(func=run(get))
+    _door_options(p)
+    for name in ("tasks", "ps"):
+        p = sub.add_parser(name, help="a table of the tasks you see")
+        p.add_argument("--context", help="only this contextId")
+        p.add_argument("--state", type=task_state,
+                       help="only this state: completed, failed, input-required, ... "
+                       "or a TASK_STATE_* name")
+        p.add_argument("--limit", type=int, help="at most this many tasks")
+        p.set_defaults(func=run(tasks))
+        _door_options(p)
+    p = sub.add_parser("watch", help="print the session's live events until the door closes")
+    p.add_argument("--last-event-id", type=int, help="replay the events after this id")
+    p.set_defaults(func=run(watch))
+    _door_options(p)
+    p = sub.add_parser("cancel", help="cancel a task")
+    p.add_argument("id", metavar="ID")
+    p.set_defaults(func=run(cancel))
+    _door_options(p)
+    p = sub.add_parser("stop", help="cancel every live task of the session")
+    p.set_defaults(func=run(stop))
+    _door_options(p)
+

@@ -1,0 +1,326 @@
+"""``DoorClient``: every door method over one pooled ``requests.Session``.
+
+Every JSON-RPC request is ``POST /`` with ``A2A-Version: 1.0`` and, when a
+token is given, ``Authorization: Bearer <token>``. Every call passes
+``timeout=``: ``timeout`` for ordinary calls; a held SendMessage waits
+``hold_timeout`` (None: as long as the task takes, since the door sets no
+deadline on it) and a stream waits ``stream_timeout`` between two bytes (the
+door writes a heartbeat every 15 s, so silence beyond it means the
+connection is dead, and the stream reconnects).
+
+Concurrency: the ``requests.Session`` is shared by every call of one
+client. Calls from several threads work (each takes its own pooled
+connection), as ``requests`` sessions are commonly used; a client that
+must be strictly thread-safe makes one DoorClient per thread.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import uuid
+from typing import Iterator
+
+import requests
+
+from murmur_wsgi import __version__
+from murmur_wsgi.client.errors import (ConnectionFailed, ConnectTimeout, DoorError,
+                                       HttpRefusal, ProtocolError, ReadTimeout, RpcError)
+from murmur_wsgi.client.streams import SUBSCRIBE, WATCH, EventStream
+from murmur_wsgi.uris import CARD_PATH, STREAM_URI
+
+logger = logging.getLogger(__name__)
+
+A2A_VERSION = "1.0"
+DEFAULT_TIMEOUT = 10.0
+STREAM_READ_TIMEOUT = 45.0       # three heartbeats (DECISIONS §3: one every 15 s)
+
+# ListTasks filters by their Python names; any other keyword is sent as given.
+LIST_FILTERS = {"context_id": "contextId", "state": "status", "status": "status",
+                "page_size": "pageSize", "page_token": "pageToken",
+                "status_timestamp_after": "statusTimestampAfter",
+                "include_artifacts": "includeArtifacts", "history_length": "historyLength"}
+
+
+def door_url(address: str) -> str:
+    """``host:port`` (a running record's form) or a URL, as ``http://host:port``."""
+    address = address.strip().rstrip("/")
+    if "://" not in address:
+        address = "http://" + address
+    return address
+
+
+def new_message_id() -> str:
+    return "msg-" + uuid.uuid4().hex
+
+
+def user_message(text_or_message, context_id: str | None = None,
+                 task_id: str | None = None) -> dict:
+    """A ROLE_USER message: ``text`` as one text part, or a message dict completed."""
+    if isinstance(text_or_message, str):
+        message = {"messageId": new_message_id(), "role": "ROLE_USER",
+                   "parts": [{"text": text_or_message}]}
+    elif isinstance(text_or_message, dict):
+        message = dict(text_or_message)
+        message.setdefault("messageId", new_message_id())
+        message.setdefault("role", "ROLE_USER")
+    else:
+        raise TypeError("send() takes a text or a message dict, "
+                        f"not {type(text_or_message).__name__}")
+    if context_id is not None:
+        message["contextId"] = context_id
+    if task_id is not None:
+        message["taskId"] = task_id
+    return message
+
+
+def _reason(ex: Exception) -> str:
+    """A short reason for a connection failure (no traceback, no URL repeated)."""
+    text = str(ex)
+    for needle, reason in (("Connection refused", "connection refused"),
+                           ("Name or service not known", "unknown host"),
+                           ("nodename nor servname", "unknown host"),
+                           ("Temporary failure in name resolution", "unknown host"),
+                           ("timed out", "timed out"),
+                           ("Connection reset", "connection reset"),
+                           ("RemoteDisconnected", "the door closed the connection"),
+                           ("No route to host", "no route to host")):
+        if needle in text:
+            return reason
+    return text.splitlines()[0][:200] if text else type(ex).__name__
+
+
+class DoorClient:
+    """A synchronous client of one door.
+
+    Args:
+        url: the door's address: ``http://host:port`` or ``host:port``.
+        token: a bearer token (an authenticated door), or None.
+        timeout: seconds (or ``(connect, read)``) for every ordinary call.
+        hold_timeout: seconds a held SendMessage waits; None waits for the task.
+        stream_timeout: seconds a stream waits between two bytes before it reconnects.
+        max_reconnects: attempts to resume a dropped stream before ``StreamBroken``.
+        reconnect_delay: the first back-off between two reconnect attempts.
+        session: a ``requests.Session`` to share; the client closes only its own.
+    """
+
+    def __init__(self, url: str, token: str | None = None, *, timeout=DEFAULT_TIMEOUT,
+                 hold_timeout: float | None = None,
+                 stream_timeout: float = STREAM_READ_TIMEOUT, max_reconnects: int = 5,
+                 reconnect_delay: float = 0.25, session: requests.Session | None = None,
+                 a2a_version: str = A2A_VERSION):
+        self.url = door_url(url)
+        self.endpoint = self.url + "/"
+        self.token = token
+        self.timeout = timeout
+        self.hold_timeout = hold_timeout
+        self.stream_timeout = stream_timeout
+        self.max_reconnects = max_reconnects
+        self.reconnect_delay = reconnect_delay
+        self._owns_session = session is None
+        self.session = session if session is not None else requests.Session()
+        self.headers = {"A2A-Version": a2a_version,
+                        "User-Agent": f"murmur-wsgi/{__version__} (+requests)"}
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+        self._ids = itertools.count(1)
+
+    def __repr__(self) -> str:
+        return f"<DoorClient {self.url}>"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        """Close the pooled connections (only of a session this client made)."""
+        if self._owns_session:
+            self.session.close()
+
+    # --- HTTP ------------------------------------------------------------------------
+
+    def _connect_timeout(self) -> float:
+        return self.timeout[0] if isinstance(self.timeout, tuple) else self.timeout
+
+    def _request(self, method: str, url: str, *, timeout, stream: bool = False, **kwargs):
+        try:
+            return self.session.request(method, url, timeout=timeout, stream=stream, **kwargs)
+        except requests.ConnectTimeout as ex:
+            raise ConnectTimeout(f"cannot reach the door at {self.url}: connect timed out",
+                                 request=ex.request, url=self.url) from ex
+        except requests.ReadTimeout as ex:
+            raise ReadTimeout(f"the door at {self.url} did not answer within the timeout",
+                              request=ex.request, url=self.url) from ex
+        except requests.ConnectionError as ex:
+            raise ConnectionFailed(f"cannot reach the door at {self.url}: {_reason(ex)}",
+                                   request=ex.request, url=self.url) from ex
+        except requests.RequestException as ex:
+            raise DoorError(f"the request to the door at {self.url} failed: {_reason(ex)}",
+                            request=ex.request, url=self.url) from ex
+
+    def _refusal(self, response) -> HttpRefusal:
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and isinstance(body.get("error"), str):
+            return HttpRefusal(response.status_code, body["error"], str(body.get("message", "")),
+                               response=response, url=self.url)
+        return HttpRefusal(response.status_code, "http_error",
+                           (response.text or response.reason or "")[:200],
+                           response=response, url=self.url)
+
+    def _answer(self, response):
+        """The result of a JSON-RPC answer, or the error it carries, raised."""
+        if response.status_code != 200:
+            raise self._refusal(response)
+        try:
+            body = response.json()
+        except ValueError as ex:
+            raise ProtocolError(f"the door at {self.url} answered something that is not JSON",
+                                response=response, url=self.url) from ex
+        if not isinstance(body, dict) or ("result" not in body and "error" not in body):
+            raise ProtocolError(f"the door at {self.url} answered something that is not a "
+                                "JSON-RPC response", response=response, url=self.url)
+        if "error" in body:
+            error = body["error"] if isinstance(body["error"], dict) else {"message": body}
+            raise RpcError.from_error(error, response=response, url=self.url)
+        return body["result"]
+
+    def _body(self, method: str, params) -> str:
+        body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
+        if params is not None:
+            body["params"] = params
+        return json.dumps(body)
+
+    def call(self, method: str, params: dict | None = None, *, timeout=None,
+             headers: dict | None = None):
+        """Call ``method`` and return its result; raise the error the door answers."""
+        hdrs = dict(self.headers, **{"Content-Type": "application/json"})
+        hdrs.update(headers or {})
+        response = self._request("POST", self.endpoint, data=self._body(method, params),
+                                 headers=hdrs,
+                                 timeout=self.timeout if timeout is None else timeout)
+        return self._answer(response)
+
+    def _open_stream(self, method: str, params: dict, *, frames: bool,
+                     last_event_id: int | None):
+        """POST a streaming method; return the open ``text/event-stream`` response."""
+        hdrs = dict(self.headers, **{"Content-Type": "application/json",
+                                     "Accept": "text/event-stream"})
+        if frames and method != WATCH:
+            hdrs["A2A-Extensions"] = STREAM_URI
+        if last_event_id is not None:
+            hdrs["Last-Event-ID"] = str(last_event_id)
+        response = self._request("POST", self.endpoint, data=self._body(method, params),
+                                 headers=hdrs, stream=True,
+                                 timeout=(self._connect_timeout(), self.stream_timeout))
+        if response.status_code == 200 and \
+                response.headers.get("Content-Type", "").startswith("text/event-stream"):
+            return response
+        try:
+            self._answer(response)          # a refusal is one JSON body: raise it
+        finally:
+            response.close()
+        raise ProtocolError(f"the door at {self.url} answered {method} without a stream",
+                            response=response, url=self.url)
+
+    # --- the door's methods ----------------------------------------------------------
+
+    def card(self) -> dict:
+        """The public agent card (GET /.well-known/agent-card.json)."""
+        response = self._request("GET", self.url + CARD_PATH, timeout=self.timeout,
+                                 headers=self.headers)
+        if response.status_code != 200:
+            raise self._refusal(response)
+        try:
+            return response.json()
+        except ValueError as ex:
+            raise ProtocolError(f"the card at {self.url} is not JSON", response=response,
+                                url=self.url) from ex
+
+    def extended_card(self) -> dict:
+        """GetExtendedAgentCard: the authenticated card (-32004 on a public door)."""
+        return self.call("GetExtendedAgentCard")
+
+    def send(self, text_or_message, context_id: str | None = None,
+             task_id: str | None = None, return_immediately: bool = False, *,
+             configuration: dict | None = None) -> dict:
+        """SendMessage: the task once it settles, or at once with ``return_immediately``.
+
+        ``text_or_message`` is a text or an A2A message dict; ``task_id`` makes
+        it the reply to a task waiting in TASK_STATE_INPUT_REQUIRED. Returns the
+        task (a completion's answer, a message, is returned as is).
+        """
+        config = dict(configuration or {})
+        if return_immediately:
+            config["returnImmediately"] = True
+        params = {"message": user_message(text_or_message, context_id, task_id)}
+        if config:
+            params["configuration"] = config
+        timeout = self.timeout if return_immediately else (self._connect_timeout(),
+                                                           self.hold_timeout)
+        result = self.call("SendMessage", params, timeout=timeout)
+        if isinstance(result, dict) and isinstance(result.get("task"), dict):
+            return result["task"]
+        if isinstance(result, dict) and isinstance(result.get("message"), dict):
+            return result["message"]
+        raise ProtocolError(f"the door at {self.url} answered SendMessage with neither a task "
+                            "nor a message", url=self.url)
+
+    def stream(self, text_or_message, context_id: str | None = None,
+               task_id: str | None = None, *, frames: bool = True,
+               last_event_id: int | None = None) -> EventStream:
+        """SendStreamingMessage: the task's events, murmur frames included with ``frames``."""
+        params = {"message": user_message(text_or_message, context_id, task_id)}
+        stream = EventStream(self, "SendStreamingMessage", params, frames=frames,
+                             last_event_id=last_event_id)
+        if task_id is not None:
+            stream.task_id = task_id
+        return stream
+
+    def subscribe(self, task_id: str, *, frames: bool = True,
+                  last_event_id: int | None = None) -> EventStream:
+        """SubscribeToTask: the rest of a live task's events."""
+        return EventStream(self, SUBSCRIBE, {"id": task_id}, frames=frames,
+                           last_event_id=last_event_id)
+
+    def watch(self, *, last_event_id: int | None = None) -> EventStream:
+        """murmur.WatchSession: every task's events, until the door closes."""
+        return EventStream(self, WATCH, {}, last_event_id=last_event_id)
+
+    def get(self, task_id: str) -> dict:
+        """GetTask."""
+        return self.call("GetTask", {"id": task_id})
+
+    def list_page(self, **filters) -> dict:
+        """ListTasks: one page, ``{tasks, nextPageToken, pageSize, totalSize}``."""
+        params = {}
+        for name, value in filters.items():
+            if value is not None:
+                params[LIST_FILTERS.get(name, name)] = value
+        return self.call("ListTasks", params)
+
+    def list(self, **filters) -> Iterator[dict]:
+        """ListTasks: every task the filters match, page after page, newest change first.
+
+        Filters: ``context_id``, ``state`` (a TASK_STATE_* name), ``page_size``,
+        ``status_timestamp_after``, ``include_artifacts``.
+        """
+        token = filters.pop("page_token", None) or ""
+        while True:
+            page = self.list_page(page_token=token or None, **filters)
+            yield from page.get("tasks") or []
+            token = page.get("nextPageToken") or ""
+            if not token:
+                return
+
+    def cancel(self, task_id: str) -> dict:
+        """CancelTask: the task, canceled (-32002 when it had already ended)."""
+        return self.call("CancelTask", {"id": task_id})
+
+    def stop(self) -> dict:
+        """murmur.StopSession: ``{canceled, residue, session_id}``; the door keeps serving."""
+        return self.call("murmur.StopSession", {})

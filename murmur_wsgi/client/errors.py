@@ -1,0 +1,179 @@
+"""The client's errors: one hierarchy, shaped after ``requests.exceptions``.
+
+Every error carries ``.request`` and ``.response`` (the ``requests`` objects,
+``None`` when there was none) and ``.url``, the door's address, so a caller
+can always say which door refused or could not be reached::
+
+    DoorError                      base of everything the client raises
+    ├── ConnectionFailed           the door could not be reached, or hung up
+    │   └── ConnectTimeout         ... within the connect timeout (also a Timeout)
+    ├── Timeout                    no answer within the timeout
+    │   └── ReadTimeout
+    ├── StreamBroken               a stream dropped and could not be resumed
+    ├── ProtocolError              the answer is not what the door writes
+    ├── HttpRefusal                an HTTP status with {"error", "message"} (401, 403, 404)
+    └── RpcError                   a JSON-RPC error: code, message, reason, metadata
+        ├── ParseError -32700 · InvalidRequest -32600 · MethodNotFound -32601
+        ├── InvalidParams -32602 · InternalError -32603
+        ├── TaskNotFound -32001 · TaskNotCancelable -32002 · PushNotSupported -32003
+        ├── UnsupportedOperation -32004 · ContentTypeNotSupported -32005
+        ├── VersionError -32009
+        └── CompletionMisaddressed -31001 · CompletionNotAwaited -31002
+
+Each ``RpcError`` subclass names its ``code`` once, on the class; ``RpcError.
+from_error`` finds the class from the code the door answered.
+"""
+from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger(__name__)
+
+ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
+
+
+class DoorError(IOError):
+    """Base of every error the client raises (like ``requests.RequestException``)."""
+
+    def __init__(self, *args, request=None, response=None, url: str | None = None):
+        super().__init__(*args)
+        self.request = request
+        self.response = response
+        if request is None and response is not None:
+            self.request = getattr(response, "request", None)
+        self.url = url
+
+
+class ConnectionFailed(DoorError):
+    """The door could not be reached, or the connection broke before an answer."""
+
+
+class Timeout(DoorError):
+    """The door did not answer within the timeout."""
+
+
+class ConnectTimeout(ConnectionFailed, Timeout):
+    """No connection within the connect timeout."""
+
+
+class ReadTimeout(Timeout):
+    """Connected, but no byte arrived within the read timeout."""
+
+
+class StreamBroken(ConnectionFailed):
+    """A stream dropped and every attempt to resume it failed."""
+
+
+class ProtocolError(DoorError):
+    """The answer is not JSON-RPC, or not the shape the door writes."""
+
+
+class HttpRefusal(DoorError):
+    """An HTTP refusal (steps 2-5 and 11): a status and ``{"error", "message"}``."""
+
+    def __init__(self, status: int, error: str, message: str, **kwargs):
+        super().__init__(f"HTTP {status} {error}: {message}", **kwargs)
+        self.status = status
+        self.error = error
+        self.message = message
+
+
+class RpcError(DoorError):
+    """A JSON-RPC error answer; A2A errors add ``reason``, ``domain`` and ``metadata``."""
+
+    code: int | None = None
+    _by_code: dict[int, type[RpcError]] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("code") is not None:
+            RpcError._by_code[cls.code] = cls
+
+    def __init__(self, code: int, message: str, reason: str | None = None,
+                 metadata: dict | None = None, domain: str | None = None,
+                 data=None, **kwargs):
+        super().__init__(f"{code} {message}", **kwargs)
+        self.code = code
+        self.message = message
+        self.reason = reason
+        self.metadata = metadata or {}
+        self.domain = domain
+        self.data = data
+
+    @classmethod
+    def from_error(cls, error: dict, **kwargs) -> RpcError:
+        """The error a JSON-RPC ``error`` object names, as its subclass when known."""
+        code = error.get("code")
+        message = error.get("message")
+        data = error.get("data")
+        info = {}
+        if isinstance(data, list):
+            info = next((d for d in data if isinstance(d, dict)
+                         and d.get("@type") == ERROR_INFO_TYPE), {})
+        klass = cls._by_code.get(code, RpcError) if isinstance(code, int) else RpcError
+        metadata = info.get("metadata") if isinstance(info.get("metadata"), dict) else {}
+        return klass(code, message if isinstance(message, str) else str(message),
+                     reason=info.get("reason"), metadata=metadata, domain=info.get("domain"),
+                     data=data, **kwargs)
+
+
+class ParseError(RpcError):
+    code = -32700
+
+
+class InvalidRequest(RpcError):
+    code = -32600
+
+
+class MethodNotFound(RpcError):
+    code = -32601
+
+
+class InvalidParams(RpcError):
+    code = -32602
+
+
+class InternalError(RpcError):
+    code = -32603
+
+
+class TaskNotFound(RpcError):
+    code = -32001
+
+
+class TaskNotCancelable(RpcError):
+    code = -32002
+
+
+class PushNotSupported(RpcError):
+    code = -32003
+
+
+class UnsupportedOperation(RpcError):
+    code = -32004
+
+
+class ContentTypeNotSupported(RpcError):
+    code = -32005
+
+
+class VersionError(RpcError):
+    """-32009: the door does not serve the A2A-Version this request named."""
+
+    code = -32009
+
+    @property
+    def requested_version(self) -> str:
+        return self.metadata.get("requestedVersion", "")
+
+    @property
+    def supported_versions(self) -> str:
+        return self.metadata.get("supportedVersions", "")
+
+
+class CompletionMisaddressed(RpcError):
+    code = -31001
+
+
+class CompletionNotAwaited(RpcError):
+    code = -31002

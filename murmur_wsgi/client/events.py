@@ -1,0 +1,141 @@
+"""A stream's events, parsed: what a door's ``data:`` line says, in one object.
+
+Every event the door writes is a JSON-RPC response whose result is an A2A
+v1.0 StreamResponse with one member: ``task``, ``message``, ``statusUpdate``
+or ``artifactUpdate``. A murmur frame is a ``message`` whose metadata holds
+``{"frame": name, ...}`` under the stream extension's URI (DECISIONS §3).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from murmur_wsgi.uris import STREAM_URI
+
+logger = logging.getLogger(__name__)
+
+KINDS = ("task", "message", "statusUpdate", "artifactUpdate")
+TERMINAL = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED",
+                      "TASK_STATE_REJECTED"})
+INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
+
+# murmur's word for each state: what a person reads.
+WORDS = {"TASK_STATE_SUBMITTED": "submitted", "TASK_STATE_WORKING": "working",
+         "TASK_STATE_INPUT_REQUIRED": "input-required", "TASK_STATE_COMPLETED": "completed",
+         "TASK_STATE_FAILED": "failed", "TASK_STATE_CANCELED": "canceled",
+         "TASK_STATE_REJECTED": "rejected", "TASK_STATE_AUTH_REQUIRED": "auth-required"}
+STATES = {word: state for state, word in WORDS.items()}
+
+
+def state_word(state: str | None) -> str:
+    """``TASK_STATE_INPUT_REQUIRED`` -> ``input-required``."""
+    return WORDS.get(state or "", (state or "unknown").lower())
+
+
+def parts_text(parts) -> str:
+    """The text parts of ``parts`` joined by newlines."""
+    if not isinstance(parts, list):
+        return ""
+    return "\n".join(p["text"] for p in parts if isinstance(p, dict)
+                     and isinstance(p.get("text"), str))
+
+
+def artifact_text(task: dict, artifact_id: str) -> str | None:
+    """The text of the task's artifact ``artifact_id`` (response, prompt), or None."""
+    for artifact in task.get("artifacts") or []:
+        if artifact.get("artifactId") == artifact_id:
+            return parts_text(artifact.get("parts"))
+    return None
+
+
+def status_text(status: dict | None) -> str:
+    """The text of a status's message, "" when it says nothing."""
+    if not isinstance(status, dict) or not isinstance(status.get("message"), dict):
+        return ""
+    return parts_text(status["message"].get("parts"))
+
+
+@dataclass
+class StreamEvent:
+    """One event of a stream.
+
+    ``kind`` is the StreamResponse member (``task``, ``message``,
+    ``statusUpdate``, ``artifactUpdate``); ``payload`` its value; ``id`` the
+    SSE id (None for unnumbered events: connection-ack, gap, lagged,
+    capsule-closed, a rejected task). ``frame`` names a murmur frame and
+    ``fields`` holds its fields. ``synthetic`` is true for an event the
+    client made up to report what it saw (a gap it detected, the final task
+    it fetched after a reconnect found the task ended).
+    """
+
+    kind: str
+    payload: dict
+    id: int | None = None
+    frame: str | None = None
+    fields: dict = field(default_factory=dict)
+    synthetic: bool = False
+
+    @classmethod
+    def from_result(cls, result: dict, event_id: int | None = None) -> StreamEvent:
+        kind = next((k for k in KINDS if k in result), None)
+        if kind is None or not isinstance(result[kind], dict):
+            raise ValueError(f"a StreamResponse with none of {', '.join(KINDS)}: {result!r}")
+        payload = result[kind]
+        frame, fields = None, {}
+        if kind == "message":
+            meta = (payload.get("metadata") or {}).get(STREAM_URI)
+            if isinstance(meta, dict) and isinstance(meta.get("frame"), str):
+                frame = meta["frame"]
+                fields = {k: v for k, v in meta.items() if k != "frame"}
+        return cls(kind, payload, event_id, frame, fields)
+
+    @property
+    def task_id(self) -> str | None:
+        if self.kind == "task":
+            return self.payload.get("id")
+        return self.payload.get("taskId")
+
+    @property
+    def context_id(self) -> str | None:
+        return self.payload.get("contextId")
+
+    @property
+    def status(self) -> dict | None:
+        if self.kind in ("task", "statusUpdate"):
+            return self.payload.get("status")
+        return None
+
+    @property
+    def state(self) -> str | None:
+        """The task state this event reports, or None."""
+        status = self.status
+        return status.get("state") if isinstance(status, dict) else None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    @property
+    def text(self) -> str:
+        """What a person reads: a status's or frame's text, an artifact's parts."""
+        if self.kind == "message":
+            return parts_text(self.payload.get("parts"))
+        if self.kind == "artifactUpdate":
+            return parts_text((self.payload.get("artifact") or {}).get("parts"))
+        return status_text(self.status)
+
+    def as_result(self) -> dict:
+        """The StreamResponse, as the door wrote it."""
+        return {self.kind: self.payload}
+
+
+def gap_event(first_available_id: int | None, after_id: int | None) -> StreamEvent:
+    """A gap the client detected: events after ``after_id`` up to the given id are lost."""
+    if first_available_id is None:
+        text = f"gap: events after {after_id} may be lost"
+    else:
+        text = f"gap: events before {first_available_id} are no longer held"
+    payload = {"role": "ROLE_AGENT", "parts": [{"text": text, "mediaType": "text/plain"}]}
+    return StreamEvent("message", payload, None, "gap",
+                       {"firstAvailableId": first_available_id, "afterId": after_id},
+                       synthetic=True)

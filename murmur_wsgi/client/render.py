@@ -1,0 +1,175 @@
+"""What the command line prints: cards, tasks, tables, stream events and residue."""
+from __future__ import annotations
+
+import json
+import logging
+
+from murmur_wsgi.client.events import (StreamEvent, artifact_text, parts_text, state_word,
+                                       status_text)
+from murmur_wsgi.uris import CAPSULE_URI, DOOR_URI, STREAM_URI
+
+logger = logging.getLogger(__name__)
+
+
+def dumps(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def extension(card: dict, uri: str) -> dict | None:
+    """The params of the card's extension ``uri`` (found by uri, never by position)."""
+    for ext in (card.get("capabilities") or {}).get("extensions") or []:
+        if isinstance(ext, dict) and ext.get("uri") == uri:
+            return ext.get("params") or {}
+    return None
+
+
+def card_lines(card: dict) -> list[str]:
+    """A card, as a person reads it."""
+    lines = [f"{card.get('name', '?')} {card.get('version', '')}".rstrip()]
+    for iface in card.get("supportedInterfaces") or []:
+        lines.append(f"url:       {iface.get('url')} ({iface.get('protocolBinding')}, "
+                     f"A2A {iface.get('protocolVersion')})")
+    capsule = extension(card, CAPSULE_URI)
+    if capsule is not None:
+        lines.append(f"session:   {capsule.get('sessionId')}")
+    caps = card.get("capabilities") or {}
+    schemes = card.get("securitySchemes") or {}
+    door = "bearer token" if schemes else "public"
+    if caps.get("extendedAgentCard"):
+        door += " (extended card: GetExtendedAgentCard)"
+    lines.append(f"door:      {door}")
+    lines.append(f"streaming: {'yes' if caps.get('streaming') else 'no'}")
+    methods = extension(card, DOOR_URI)
+    if methods is not None:
+        lines.append(f"methods:   {', '.join(methods.get('methods') or [])}")
+        lines.append(f"peers:     {'accepted' if methods.get('peerTasks') else 'refused'}")
+    stream = extension(card, STREAM_URI)
+    if stream is not None:
+        lines.append(f"frames:    {', '.join(stream.get('frames') or [])}")
+    if capsule is not None:
+        tools = ", ".join(capsule.get("tools") or []) or "none"
+        lines.append(f"tools:     {tools}; shell {'yes' if capsule.get('shell') else 'no'}, "
+                     f"network {'yes' if capsule.get('network') else 'no'}, "
+                     f"planes: {', '.join(capsule.get('planes') or []) or 'none'}")
+    skills = [f"{s.get('id')} ({s.get('name')})" for s in card.get("skills") or []]
+    lines.append(f"skills:    {', '.join(skills) or 'none'}")
+    return lines
+
+
+def task_lines(task: dict) -> list[str]:
+    """A task (GetTask's answer), as a person reads it."""
+    status = task.get("status") or {}
+    lines = [f"task:     {task.get('id')}",
+             f"context:  {task.get('contextId')}",
+             f"state:    {state_word(status.get('state'))}",
+             f"updated:  {status.get('timestamp', '')}"]
+    said = status_text(status)
+    if said:
+        lines.append(f"status:   {said}")
+    for artifact in task.get("artifacts") or []:
+        name = artifact.get("artifactId") or artifact.get("name") or "artifact"
+        if name == "residue":
+            lines.extend(residue_lines([p.get("data") for p in artifact.get("parts") or []
+                                        if isinstance(p, dict)]))
+            continue
+        lines.append(f"{name + ':':<9} {indent(parts_text(artifact.get('parts')), 10)}")
+    murmur = (task.get("metadata") or {}).get("murmur") or {}
+    for cmd in murmur.get("runningCommands") or []:
+        lines.append(f"running:  {cmd.get('workId')} {cmd.get('binary')} {cmd.get('command')} "
+                     f"({cmd.get('runningMs')} ms)")
+    for member in murmur.get("noAnswerBelow") or []:
+        lines.append(f"no answer: {member.get('member')} ({member.get('status')})")
+    return lines
+
+
+def residue_lines(items) -> list[str]:
+    """mur cancel / mur stop's lines for residue items: ``running:`` and ``ended:``."""
+    lines = []
+    for item in items or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("kind") == "detached_shell":
+            lines.append(f"running:  {item.get('work_id')} detached shell {item.get('command')}")
+        elif item.get("kind") == "delegation":
+            lines.append(f"ended:    {item.get('delegation_id')} delegation "
+                         f"{item.get('capsule')}@{item.get('version')}")
+        else:
+            lines.append(f"residue:  {dumps(item)}")
+    return lines
+
+
+def indent(text: str, width: int) -> str:
+    return text.replace("\n", "\n" + " " * width)
+
+
+def table(rows: list[list[str]], header: list[str]) -> list[str]:
+    """Columns padded to their widest cell; the last column is never padded."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    out = []
+    for row in [header, *rows]:
+        cells = [str(c).ljust(w) for c, w in zip(row[:-1], widths[:-1])] + [str(row[-1])]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def task_row(task: dict) -> list[str]:
+    status = task.get("status") or {}
+    said = " ".join(status_text(status).split())
+    if len(said) > 60:
+        said = said[:59] + "…"
+    return [task.get("id", ""), state_word(status.get("state")), status.get("timestamp", ""),
+            task.get("contextId", ""), said]
+
+
+TASK_HEADER = ["TASK", "STATE", "UPDATED", "CONTEXT", "STATUS"]
+
+
+def describe(event: StreamEvent) -> tuple[str, str]:
+    """``(tag, text)``: what a person reads of one event, as ``[tag]  text``."""
+    if event.frame is not None:
+        fields = event.fields
+        if event.frame == "text":
+            return "text", fields.get("text") if isinstance(fields.get("text"), str) \
+                else event.text
+        if event.frame == "tool-call-started":
+            return "tool", f"{fields.get('toolName')} started ({fields.get('toolCallId')})"
+        if event.frame == "tool-call-progress":
+            return "tool", str(fields.get("text") or event.text)
+        if event.frame == "artifact":
+            return "artifact", f"{fields.get('toolName')}: {fields.get('content') or ''}".rstrip()
+        if event.frame == "capsule-closed":
+            return "capsule-closed", "the door closed"
+        return event.frame, event.text
+    if event.kind == "artifactUpdate":
+        artifact = event.payload.get("artifact") or {}
+        return "artifact", f"{artifact.get('artifactId')}: {event.text}"
+    if event.kind == "message":
+        return "message", event.text
+    return state_word(event.state), event.text
+
+
+def event_line(event: StreamEvent, with_task: bool = True) -> str:
+    """``tsk_…  [working]  slept 1s of 3s``: one event, a person's way."""
+    tag, text = describe(event)
+    head = f"[{tag}]"
+    line = f"{head:<13} {text}".rstrip() if text else head
+    if with_task and event.task_id:
+        return f"{event.task_id}  {indent(line, len(event.task_id) + 16)}"
+    return indent(line, 14)
+
+
+def event_json(event: StreamEvent) -> str:
+    """One event as a JSON line: ``{"id", "synthetic"?, "result": StreamResponse}``."""
+    record = {"id": event.id}
+    if event.synthetic:
+        record["synthetic"] = True
+    record["result"] = event.as_result()
+    return dumps(record)
+
+
+def prompt_of(task: dict) -> str:
+    return artifact_text(task, "prompt") or ""
+
+
+def response_of(task: dict) -> str | None:
+    return artifact_text(task, "response")

@@ -1,0 +1,228 @@
+"""A stream from the door, followed to its end across dropped connections.
+
+``EventStream`` yields ``StreamEvent``s. When the connection drops before
+the stream's end (a task stream's terminal status, or ``capsule-closed``),
+it reconnects with ``Last-Event-ID``: a task stream through SubscribeToTask
+(a SendStreamingMessage is never sent twice), a session stream through
+murmur.WatchSession again. Numbered events it already handed over are
+skipped; a ``gap`` the door reports is handed over and recorded in
+``gaps``; on a session stream, numbers that jump with no gap or lagged frame
+before them are reported as a synthetic ``gap`` event. A task that ended
+while the stream was away is fetched with GetTask and handed over as a
+synthetic ``task`` event, which ends the stream.
+
+Concurrency: one EventStream is read by one thread; ``close()`` may be
+called from another, and makes the reader's next read fail and stop.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import requests
+
+from murmur_wsgi.client.errors import (ConnectionFailed, ProtocolError, RpcError, StreamBroken,
+                                       Timeout, UnsupportedOperation)
+from murmur_wsgi.client.events import TERMINAL, StreamEvent, gap_event
+from murmur_wsgi.client.sse import iter_events
+
+if TYPE_CHECKING:
+    from murmur_wsgi.client.door import DoorClient
+
+logger = logging.getLogger(__name__)
+
+WATCH = "murmur.WatchSession"
+SUBSCRIBE = "SubscribeToTask"
+
+
+class EventStream:
+    """An iterator of ``StreamEvent``s that survives dropped connections.
+
+    Attributes read while or after iterating: ``task_id`` (the task a task
+    stream follows, once named), ``state`` (its latest state),
+    ``last_event_id``, ``reconnects``, ``gaps`` (``(after_id,
+    first_available_id)`` pairs), ``heartbeats``, and ``ended`` (why it
+    ended: ``terminal``, ``capsule-closed``, ``closed``).
+    """
+
+    def __init__(self, door: DoorClient, method: str, params: dict, *, frames: bool = True,
+                 last_event_id: int | None = None, max_reconnects: int | None = None,
+                 reconnect_delay: float | None = None):
+        self._door = door
+        self.method = method
+        self._params = params
+        self._frames = frames or method == WATCH
+        self.session_stream = method == WATCH
+        self.task_id: str | None = params.get("id") if method == SUBSCRIBE else None
+        self.state: str | None = None
+        self.last_event_id = last_event_id
+        self.max_reconnects = door.max_reconnects if max_reconnects is None else max_reconnects
+        self.reconnect_delay = (door.reconnect_delay if reconnect_delay is None
+                                else reconnect_delay)
+        self.reconnects = 0
+        self.gaps: list[tuple[int | None, int | None]] = []
+        self.heartbeats = 0
+        self.ended: str | None = None
+        self._response = None
+        self._closed = False
+        self._gen = self._run()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> StreamEvent:
+        return next(self._gen)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        """Stop reading and release the connection; iteration ends."""
+        self._closed = True
+        if self.ended is None:
+            self.ended = "closed"
+        response = self._response
+        if response is not None:
+            response.close()
+        try:
+            self._gen.close()
+        except ValueError:          # the generator is running in another thread
+            pass
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def _run(self):
+        method, params, resuming, failures = self.method, self._params, False, 0
+        while not self._closed:
+            try:
+                response = self._door._open_stream(method, params, frames=self._frames,
+                                                   last_event_id=self.last_event_id)
+            except (ConnectionFailed, Timeout) as ex:
+                if not resuming:
+                    raise
+                failures += 1
+                if failures > self.max_reconnects:
+                    raise StreamBroken(f"the stream from the door at {self._door.url} dropped "
+                                       f"and {failures - 1} reconnects failed: {ex}",
+                                       url=self._door.url) from ex
+                self._pause(failures)
+                continue
+            except UnsupportedOperation as ex:
+                if resuming and self.task_id and ex.metadata.get("state") in TERMINAL:
+                    yield self._final_task()
+                    return
+                raise
+            self._response = response
+            try:
+                for event in self._read(response):
+                    failures = 0
+                    yield event
+                    if self._ends(event):
+                        return
+            except requests.RequestException as ex:
+                logger.debug("stream from %s dropped: %s", self._door.url, ex)
+            finally:
+                self._response = None
+                response.close()
+            if self._closed:
+                return
+            # NOTE: the connection ended before the stream did: resume it.
+            failures += 1
+            if failures > self.max_reconnects:
+                raise StreamBroken(f"the stream from the door at {self._door.url} dropped "
+                                   f"{failures} times without an event between",
+                                   url=self._door.url)
+            method, params = self._resume_request()
+            resuming = True
+            self.reconnects += 1
+            self._pause(failures)
+
+    def _pause(self, failures: int) -> None:
+        """Back off before a reconnect: nothing the first time, then doubling, at most 5 s."""
+        if failures > 1 and self.reconnect_delay > 0:
+            time.sleep(min(5.0, self.reconnect_delay * 2 ** (failures - 2)))
+
+    def _resume_request(self) -> tuple[str, dict]:
+        if self.session_stream:
+            return WATCH, {}
+        if self.task_id is None:
+            raise StreamBroken(f"the stream from the door at {self._door.url} dropped before "
+                               "it named its task; ListTasks by the message's contextId finds "
+                               "it", url=self._door.url)
+        return SUBSCRIBE, {"id": self.task_id}
+
+    def _final_task(self) -> StreamEvent:
+        task = self._door.get(self.task_id)
+        event = StreamEvent("task", task, synthetic=True)
+        self.state = event.state
+        self.ended = "terminal"
+        return event
+
+    def _ends(self, event: StreamEvent) -> bool:
+        if event.frame == "capsule-closed":
+            self.ended = "capsule-closed"
+            return True
+        if not self.session_stream and event.task_id == self.task_id and event.terminal:
+            self.ended = "terminal"
+            return True
+        return False
+
+    # --- reading one connection ----------------------------------------------------------
+
+    def _read(self, response):
+        chunks = response.iter_content(chunk_size=None)
+        after_marker = False        # the last event was a gap or lagged frame
+        for sse in iter_events(chunks):
+            if sse.comment is not None:
+                self.heartbeats += 1
+                continue
+            if not sse.data:
+                continue
+            event = self._parse(sse.data, sse.id)
+            if event.id is not None:
+                last = self.last_event_id
+                if last is not None and event.id <= last:
+                    continue                            # replayed: handed over already
+                if (self.session_stream and last is not None and event.id > last + 1
+                        and not after_marker):
+                    self.gaps.append((last, event.id))
+                    yield gap_event(event.id, last)
+                self.last_event_id = event.id
+            if event.frame == "gap":
+                self.gaps.append((self.last_event_id, event.fields.get("firstAvailableId")))
+            after_marker = event.frame in ("gap", "lagged")
+            if self.task_id is None and not self.session_stream and event.task_id:
+                self.task_id = event.task_id
+            if event.state and (self.session_stream or event.task_id == self.task_id):
+                self.state = event.state
+            yield event
+
+    def _parse(self, data: str, sse_id: str | None) -> StreamEvent:
+        try:
+            body = json.loads(data)
+        except ValueError as ex:
+            raise ProtocolError(f"the door at {self._door.url} wrote an event that is not "
+                                f"JSON: {data[:80]!r}", url=self._door.url) from ex
+        if not isinstance(body, dict):
+            raise ProtocolError(f"the door at {self._door.url} wrote an event that is not a "
+                                "JSON-RPC response", url=self._door.url)
+        if isinstance(body.get("error"), dict):
+            raise RpcError.from_error(body["error"], url=self._door.url)
+        result = body.get("result")
+        if not isinstance(result, dict):
+            raise ProtocolError(f"the door at {self._door.url} wrote an event without a "
+                                "result", url=self._door.url)
+        try:
+            event_id = int(sse_id) if sse_id not in (None, "") else None
+        except ValueError:
+            event_id = None
+        try:
+            return StreamEvent.from_result(result, event_id)
+        except ValueError as ex:
+            raise ProtocolError(str(ex), url=self._door.url) from ex
+

@@ -1,0 +1,239 @@
+"""The process harness: real harness processes (the examples and tests/harness_faults.py).
+
+Every failure test shows the task's final status and that its process is gone.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+
+import pytest
+
+from murmur_wsgi.agents.harness import HarnessAgent
+from tests.agents_util import (FAULTS, UPPER_PY, UPPER_SH, assert_gone, frames_of,  # noqa: F401
+                               harness_pid, harness_rpc, murmur_home, records_of,
+                               response_of, status_text)
+from tests.tasks_util import DEADLINE, NOW, send_params, wait_state, wait_until
+
+COMPLETED = "TASK_STATE_COMPLETED"
+FAILED = "TASK_STATE_FAILED"
+CANCELED = "TASK_STATE_CANCELED"
+INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
+
+
+@pytest.fixture
+def doors():
+    opened = []
+
+    def open_door(argv, lifecycle=None, **agent):
+        rpc = harness_rpc(argv, lifecycle, **agent)
+        opened.append(rpc.door)
+        return rpc
+
+    yield open_door
+    for door in opened:
+        door.close()
+        assert door.session.agent.live_pids() == []
+
+
+def frame_seen(door, task_id, name, text=None):
+    return lambda: any(f["frame"] == name and (text is None or f.get("text") == text)
+                       for f in frames_of(door, task_id))
+
+
+# --- the examples ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv", [UPPER_PY, UPPER_SH], ids=["python", "sh"])
+def test_example_harness_upper_cases_the_text(doors, argv):
+    rpc = doors(argv)
+    task = rpc.result("SendMessage", send_params("hello, harness"))["task"]
+    assert task["status"]["state"] == COMPLETED
+    assert response_of(task) == "HELLO, HARNESS"
+    assert assert_gone(rpc.door, harness_pid(rpc.door, task["id"])) == 0
+
+
+def test_python_example_writes_every_frame_kind(doors):
+    rpc = doors(UPPER_PY)
+    task = rpc.result("SendMessage", send_params("abc"))["task"]
+    frames = frames_of(rpc.door, task["id"])
+    assert [f["frame"] for f in frames] == ["thinking", "tool-call-started",
+                                            "tool-call-progress", "text", "quota",
+                                            "suggested-prompt"]
+    assert frames[1] == {"frame": "tool-call-started", "toolCallId": "call_upper",
+                         "toolName": "upper", "input": {"chars": 3}}
+    assert frames[3] == {"frame": "text", "text": "ABC", "final": True}
+    assert frames[4] == {"frame": "quota", "used": 3, "limit": 100000}
+    assert frames[5] == {"frame": "suggested-prompt", "text": "Now shout something else"}
+
+
+def test_card_lists_quota_and_suggested_prompt_under_process(doors):
+    rpc = doors(UPPER_PY)
+    card = rpc.client.get("/.well-known/agent-card.json").get_json()
+    (stream,) = [e for e in card["capabilities"]["extensions"]
+                 if "streaming-protocol" in e["uri"]]
+    assert "quota" in stream["params"]["frames"]
+    assert "suggested-prompt" in stream["params"]["frames"]
+
+
+def test_ask_pauses_input_required_and_the_reply_completes(doors):
+    rpc = doors(UPPER_PY)
+    task = rpc.result("SendMessage", send_params("?"))["task"]
+    assert task["status"]["state"] == INPUT_REQUIRED
+    (prompt,) = [a for a in task["artifacts"] if a["artifactId"] == "prompt"]
+    assert prompt["parts"][0]["text"] == "What should I upper-case?"
+    reply = send_params("quiet please", taskId=task["id"], contextId=task["contextId"])
+    done = rpc.result("SendMessage", reply)["task"]
+    assert done["status"]["state"] == COMPLETED
+    assert response_of(done) == "QUIET PLEASE"
+    assert assert_gone(rpc.door, harness_pid(rpc.door, task["id"])) == 0
+
+
+def test_the_task_line_is_what_the_door_documents(doors):
+    rpc = doors(FAULTS + ["echo-task"])
+    task = rpc.result("SendMessage", send_params("hi", contextId="ctx-a"))["task"]
+    line = json.loads(response_of(task))
+    assert list(line) == ["type", "task_id", "context_id", "text", "session"]
+    assert line["type"] == "task" and line["task_id"] == task["id"]
+    assert line["context_id"] == "ctx-a"
+    assert line["session"] == {"mode": "new", "id": None}
+    assert "hi" in line["text"]
+
+
+# --- every way a harness can fail ---------------------------------------------------
+
+FAILURES = [
+    pytest.param("malformed", "harness: line 1 is not JSON", id="malformed"),
+    pytest.param("not-object", "harness: line 1 is not a JSON object with a string type",
+                 id="not-an-object"),
+    pytest.param("bad-field", "harness: line 1 (text): text must be a string", id="bad-field"),
+    pytest.param("unknown", 'harness: line 1 has an unknown type "telepathy"', id="unknown"),
+    pytest.param("exit3", "harness: exited with status 3 without a response", id="early-exit"),
+    pytest.param("crash", "harness: was killed by SIGSEGV without a response", id="crash"),
+    pytest.param("hang", "harness: no output for 0.5s (idle_timeout_secs)", id="hang"),
+    pytest.param("oversized", "harness: line 1 is longer than max_line_bytes (1024 bytes)",
+                 id="oversized"),
+    pytest.param("stderr-flood", "harness: wrote more than 1048576 bytes to stderr",
+                 id="stderr-flood"),
+    pytest.param("fail", "the model said no", id="fail-line"),
+]
+
+
+@pytest.mark.parametrize("mode, message", FAILURES)
+def test_a_failing_harness_fails_the_task_and_leaves_no_process(doors, mode, message):
+    rpc = doors(FAULTS + [mode])
+    task = rpc.result("SendMessage", send_params("go"))["task"]
+    assert task["status"]["state"] == FAILED
+    assert status_text(task) == message
+    assert rpc.result("GetTask", {"id": task["id"]})["status"]["state"] == FAILED
+    assert_gone(rpc.door, harness_pid(rpc.door, task["id"]))
+    (end,) = [r for r in records_of(rpc.door, "task_end") if r["task_id"] == task["id"]]
+    assert end["exit_status"] == "failed"
+
+
+def test_a_harness_that_cannot_start_fails_the_task(doors, tmp_path):
+    rpc = doors([str(tmp_path / "no-such-harness")])
+    task = rpc.result("SendMessage", send_params("go"))["task"]
+    assert task["status"]["state"] == FAILED
+    assert status_text(task) == (f"harness: cannot start {tmp_path / 'no-such-harness'}: "
+                                 "No such file or directory")
+    assert records_of(rpc.door, "harness_start") == []
+
+
+def test_the_group_dies_with_the_harness(doors):
+    rpc = doors(FAULTS + ["grandchild"])
+    task = rpc.result("SendMessage", send_params("go", configuration=NOW))["task"]
+    door = rpc.door
+    wait_until(door, lambda: any(f["frame"] == "thinking" for f in frames_of(door, task["id"])))
+    (note,) = [f["text"] for f in frames_of(door, task["id"])]
+    child = int(note.split()[1])
+    pid = harness_pid(door, task["id"])
+    assert os.getpgid(child) == pid                       # the harness's own process group
+    record = wait_state(door, task["id"], FAILED)
+    assert record.status_text == "harness: no output for 0.5s (idle_timeout_secs)"
+    assert_gone(door, pid)
+    # The child is killed too: it exits (a zombie until init reaps it, or gone).
+    assert _exits_within(child, DEADLINE)
+
+
+def _exits_within(pid, timeout):
+    """Wait on the process's pidfd, which turns readable when it exits."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        readable, _, _ = select.select([fd], [], [], timeout)
+        return bool(readable)
+    finally:
+        os.close(fd)
+
+
+def test_input_timeout_fails_the_task_and_kills_the_harness(doors):
+    rpc = doors(FAULTS + ["ask"], lifecycle={"input_timeout_secs": 0.2})
+    task = rpc.result("SendMessage", send_params("go"))["task"]
+    assert task["status"]["state"] == INPUT_REQUIRED
+    record = wait_state(rpc.door, task["id"], FAILED)
+    assert record.status_text == "input-timeout"
+    assert_gone(rpc.door, harness_pid(rpc.door, task["id"]))
+
+
+# --- cancel ----------------------------------------------------------------------------
+
+def _started(rpc, mode):
+    task = rpc.result("SendMessage", send_params("go", configuration=NOW))["task"]
+    wait_until(rpc.door, frame_seen(rpc.door, task["id"], "thinking", "ready"))
+    return task["id"], harness_pid(rpc.door, task["id"])
+
+
+def test_cancel_ends_the_harness_with_sigterm(doors):
+    rpc = doors(FAULTS + ["wait"])
+    task_id, pid = _started(rpc, "wait")
+    canceled = rpc.result("CancelTask", {"id": task_id})
+    assert canceled["status"]["state"] == CANCELED
+    assert assert_gone(rpc.door, pid) == -signal.SIGTERM
+    assert rpc.result("GetTask", {"id": task_id})["status"]["state"] == CANCELED
+    (end,) = [r for r in records_of(rpc.door, "task_end") if r["task_id"] == task_id]
+    assert end["exit_status"] == "canceled"
+
+
+def test_cancel_sends_sigkill_after_the_grace_to_a_harness_ignoring_sigterm(doors):
+    rpc = doors(FAULTS + ["ignore-term"])
+    task_id, pid = _started(rpc, "ignore-term")
+    assert rpc.result("CancelTask", {"id": task_id})["status"]["state"] == CANCELED
+    assert assert_gone(rpc.door, pid) == -signal.SIGKILL
+    assert rpc.result("GetTask", {"id": task_id})["status"]["state"] == CANCELED
+
+
+def test_cancel_while_the_harness_asks(doors):
+    rpc = doors(FAULTS + ["ask"])
+    task = rpc.result("SendMessage", send_params("go"))["task"]
+    assert task["status"]["state"] == INPUT_REQUIRED
+    assert rpc.result("CancelTask", {"id": task["id"]})["status"]["state"] == CANCELED
+    assert assert_gone(rpc.door, harness_pid(rpc.door, task["id"])) == -signal.SIGTERM
+
+
+def test_closing_the_door_ends_a_running_harness(doors):
+    rpc = doors(FAULTS + ["ignore-term"])
+    task_id, pid = _started(rpc, "ignore-term")
+    rpc.door.close()
+    assert assert_gone(rpc.door, pid) == -signal.SIGKILL
+    record = wait_state(rpc.door, task_id, CANCELED)
+    assert record.terminal
+
+
+def test_a_harness_agent_can_be_embedded_without_yaml(murmur_home):
+    from murmur_wsgi import create_app
+    from tests.agents_util import process_manifest
+    from tests.conftest import Rpc
+
+    agent = HarnessAgent({"process": UPPER_PY, "idle_timeout_secs": 5})
+    door = create_app(process_manifest(UPPER_PY), agent=agent, trace=False)
+    try:
+        task = Rpc(door).result("SendMessage", send_params("embedded"))["task"]
+        assert response_of(task) == "EMBEDDED"
+        assert agent.live_pids() == []
+    finally:
+        door.close()
+    assert not (murmur_home / "records").exists()

@@ -1,0 +1,203 @@
+"""The session trace: trace.jsonl's lines, its records, who writes them and when not."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from murmur_wsgi import create_app
+from murmur_wsgi.session import records
+from murmur_wsgi.session.trace import Trace, read_trace, trace_path
+from tests.agents_util import murmur_home, records_of, trace_of  # noqa: F401
+from tests.conftest import Rpc
+from tests.tasks_util import NOW, send_params, wait_state
+
+HEAD = ["event_type", "event_id", "parent_id", "session_id", "timestamp"]
+EVENT_ID = re.compile(r"^evt_[0-9a-f]{12}7[0-9a-f]{3}[89ab][0-9a-f]{15}$")
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 8
+AUTHENTICATION = {"scheme": "bearer",
+                  "credentials": {"watcher": {"scopes": ["GetTask"]}}}
+
+
+def traced(**manifest):
+    base = {"name": "traced", "version": "0.1.0",
+            "capabilities": {"shell": {"allow": ["sleep"]}}}
+    base.update(manifest)
+    return Rpc(create_app(base, listen="127.0.0.1:41873", trace=True))
+
+
+@pytest.fixture
+def rpc():
+    rpc = traced()
+    yield rpc
+    rpc.door.close()
+
+
+def test_every_line_starts_with_the_five_keys(rpc):
+    rpc.result("SendMessage", send_params("hello"))
+    lines = Path(trace_path(rpc.door.session.id)).read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 3
+    session_id = rpc.door.session.id
+    for line in lines:
+        keys = list(json.loads(line, object_pairs_hook=lambda kv: dict(kv)))
+        assert keys[:5] == HEAD, keys
+    first, *rest = [json.loads(line) for line in lines]
+    assert first["event_type"] == "session_start" and first["parent_id"] is None
+    for record in [first] + rest:
+        assert EVENT_ID.match(record["event_id"]), record["event_id"]
+        assert record["session_id"] == session_id
+        assert isinstance(record["timestamp"], int) and record["timestamp"] > 1_600_000_000_000
+    assert all(record["parent_id"] is not None for record in rest)
+
+
+def test_task_start_and_task_end_of_a_completed_task(rpc):
+    task = rpc.result("SendMessage", send_params("four", contextId="ctx-t"))["task"]
+    session_start, start, end = trace_of(rpc.door)
+    assert {k: v for k, v in start.items() if k not in HEAD} == {
+        "task_id": task["id"], "context_id": "ctx-t", "source": "a2a", "origin": "event",
+        "trust": "untrusted", "message_parts_bytes": 4, "attachments": [],
+        "referenced_tasks": []}
+    assert start["parent_id"] == session_start["event_id"]
+    assert end["event_type"] == "task_end" and end["parent_id"] == start["event_id"]
+    assert end["task_id"] == task["id"] and end["exit_status"] == "ok"
+    assert isinstance(end["duration_ms"], int) and end["duration_ms"] >= 0
+
+
+def test_task_start_lists_attachments_and_referenced_tasks(rpc):
+    earlier = rpc.result("SendMessage", send_params("one"))["task"]
+    parts = [{"text": "look"}, {"raw": base64.b64encode(PNG).decode(), "mediaType": "image/png"}]
+    message = {"messageId": "m", "role": "ROLE_USER", "parts": parts,
+               "referenceTaskIds": [earlier["id"], "tsk_unknown", earlier["id"]]}
+    task = rpc.result("SendMessage", {"message": message})["task"]
+    (start,) = [r for r in records_of(rpc.door, "task_start") if r["task_id"] == task["id"]]
+    assert start["attachments"] == [{"media_type": "image/png", "bytes": len(PNG)}]
+    assert start["referenced_tasks"] == [earlier["id"], "tsk_unknown"]
+
+
+@pytest.mark.parametrize("text, state, exit_status", [
+    ("/fail no", "TASK_STATE_FAILED", "failed"),
+    ("/sleep 30", "TASK_STATE_CANCELED", "canceled"),
+])
+def test_task_end_says_how_the_task_ended(rpc, text, state, exit_status):
+    task = rpc.result("SendMessage", send_params(text, NOW))["task"]
+    if state == "TASK_STATE_CANCELED":
+        wait_state(rpc.door, task["id"], "TASK_STATE_WORKING")
+        rpc.result("CancelTask", {"id": task["id"]})
+    wait_state(rpc.door, task["id"], state)
+    (end,) = records_of(rpc.door, "task_end")
+    assert end["task_id"] == task["id"] and end["exit_status"] == exit_status
+
+
+@pytest.mark.parametrize("params", [
+    pytest.param({"message": {"messageId": "m", "role": "ROLE_USER"}}, id="no-parts"),
+    pytest.param({"message": {"messageId": "m", "role": "ROLE_USER",
+                              "parts": [{"url": "http://x"}]}}, id="url-part"),
+])
+def test_a_refused_message_writes_nothing(rpc, params):
+    assert "error" in rpc.call("SendMessage", params).get_json()
+    assert [r["event_type"] for r in trace_of(rpc.door)] == ["session_start"]
+
+
+def test_a_busy_rejection_writes_no_task_start():
+    rpc = traced()
+    try:
+        running = rpc.result("SendMessage", send_params("/sleep 30", NOW))["task"]
+        rejected = rpc.result("SendMessage", send_params("x"))["task"]
+        assert rejected["status"]["state"] == "TASK_STATE_REJECTED"
+        starts = [r["task_id"] for r in records_of(rpc.door, "task_start")]
+        assert starts == [running["id"]]
+        rpc.result("CancelTask", {"id": running["id"]})
+    finally:
+        rpc.door.close()
+
+
+def test_the_folder_is_0700_and_the_file_0600(rpc, murmur_home):
+    rpc.result("SendMessage", send_params("x"))
+    path = trace_path(rpc.door.session.id)
+    assert path == str(murmur_home / "records" / rpc.door.session.id / "trace.jsonl")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    for folder in (os.path.dirname(path), os.path.dirname(os.path.dirname(path))):
+        assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+
+
+def test_auth_refusals_are_traced_without_the_token():
+    rpc = traced(network={"authentication": AUTHENTICATION})
+    try:
+        watcher = rpc.door.tokens.tokens["watcher"]
+        assert rpc.call("GetTask", {"id": "tsk_x"}).status_code == 401
+        assert rpc.call("GetTask", {"id": "tsk_x"},
+                        headers={"Authorization": "Bearer not-a-token"}).status_code == 401
+        assert rpc.call("ListTasks", {},
+                        headers={"Authorization": f"Bearer {watcher}"}).status_code == 403
+        refused = [{k: r[k] for k in ("status", "error")}
+                   for r in records_of(rpc.door, "auth_refused")]
+        assert refused == [{"status": 401, "error": "unauthenticated"},
+                           {"status": 401, "error": "invalid_token"},
+                           {"status": 403, "error": "insufficient_scope"}]
+        text = Path(trace_path(rpc.door.session.id)).read_text(encoding="utf-8")
+        for token in rpc.door.tokens.tokens.values():
+            assert token not in text
+        assert "not-a-token" not in text
+    finally:
+        rpc.door.close()
+
+
+def test_an_embedded_door_does_not_trace_unless_asked(murmur_home, monkeypatch):
+    monkeypatch.delenv(records.RECORD_ENV, raising=False)
+    door = create_app({"name": "quiet", "version": "1"})
+    try:
+        Rpc(door).result("SendMessage", send_params("x"))
+        assert door.session.trace.enabled is False
+        assert not (murmur_home / "records").exists()
+    finally:
+        door.close()
+
+
+def test_a_served_door_traces_by_default(murmur_home, monkeypatch):
+    monkeypatch.setenv(records.RECORD_ENV, str(os.getpid()))
+    door = create_app({"name": "served", "version": "1"}, listen="127.0.0.1:41873")
+    try:
+        Rpc(door).result("SendMessage", send_params("x"))
+        assert [r["event_type"] for r in read_trace(door.session.id)] == [
+            "session_start", "task_start", "task_end"]
+    finally:
+        door.close()
+
+
+def test_a_trace_that_cannot_be_written_turns_off_and_fails_nothing(murmur_home, monkeypatch):
+    murmur_home.parent.mkdir(exist_ok=True)
+    murmur_home.write_text("a file where the home folder should be")
+    rpc = traced()
+    try:
+        task = rpc.result("SendMessage", send_params("still served"))["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert rpc.door.session.trace.enabled is False
+    finally:
+        rpc.door.close()
+
+
+def test_concurrent_writers_never_interleave_lines(murmur_home):
+    trace = Trace("ses_" + "0" * 32, enabled=True)
+    barrier = threading.Barrier(8)
+
+    def write(n):
+        barrier.wait(5)
+        for i in range(50):
+            trace.write("probe", trace.session_event, writer=n, i=i, pad="x" * 3000)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+        assert not thread.is_alive()
+    lines = read_trace(trace.session_id)
+    assert len(lines) == 1 + 8 * 50
+    assert sorted((r["writer"], r["i"]) for r in lines[1:]) == [
+        (n, i) for n in range(8) for i in range(50)]
