@@ -4,11 +4,14 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import threading
+import weakref
 
 from murmur_wsgi.agents import resolve_agent
 from murmur_wsgi.card import CardCache
 from murmur_wsgi.dispatch import dispatch
 from murmur_wsgi.manifest import Manifest, load_manifest, load_manifest_file
+from murmur_wsgi import metrics
 from murmur_wsgi.metrics import Metrics
 from murmur_wsgi.middleware.auth import TokenTable
 from murmur_wsgi.planes.files import FilesPlane, check_root, finished_tasks
@@ -18,6 +21,66 @@ from murmur_wsgi.session.core import Session
 logger = logging.getLogger(__name__)
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+# Every door of this process not yet closed: what a server closes when it stops
+# (the gunicorn conf's worker hooks, ``murmur-wsgi serve --dev``). Weak: a door
+# nobody holds is not kept alive by it.
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+def live_doors() -> list[Door]:
+    """The doors of this process that are not closed, oldest first."""
+    return sorted(_LIVE, key=lambda door: door.session.started_at)
+
+
+class _Active:
+    """Requests the door is answering, until their body is closed (streams included).
+
+    Concurrency: ``_cond`` guards ``count``; ``leave()`` notifies it, so
+    ``wait_idle()`` returns as the last answer is written.
+    """
+
+    def __init__(self):
+        self._cond = threading.Condition(threading.Lock())
+        self.count = 0                          # guarded by _cond
+
+    def enter(self) -> None:
+        with self._cond:
+            self.count += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self.count -= 1
+            if self.count <= 0:
+                self._cond.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no request is being answered; False past ``timeout`` seconds."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.count <= 0, timeout)
+
+
+class _Body:
+    """The WSGI body, passed through; ``close()`` closes it, then counts the request done."""
+
+    __slots__ = ("_body", "_done")
+
+    def __init__(self, body, done):
+        self._body = body
+        self._done = done
+
+    def __iter__(self):
+        return iter(self._body)
+
+    def close(self) -> None:
+        done, self._done = self._done, None
+        try:
+            close = getattr(self._body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            if done is not None:
+                done()
 
 
 class Door:
@@ -36,7 +99,13 @@ class Door:
         self.session = Session(manifest, resolve_agent(manifest, agent), trace=trace)
         self.tokens = TokenTable(manifest.authentication, manifest.name)
         self.cards = CardCache(manifest, self.session.id)
-        self.metrics = Metrics(log_requests=False)
+        observability = manifest.observability
+        self.metrics = Metrics(access_log=observability.get("access_log", True))
+        self.serves_metrics = bool(observability.get("metrics"))
+        self.active = _Active()
+        # How the server running this door is asked to stop: set by the gunicorn conf
+        # (SIGTERM to the arbiter) and by ``serve --dev``; after_task: exit calls it.
+        self.stop_server = None
         self.files_plane = (FilesPlane(files, self.workdir, lambda: finished_tasks(self.session))
                             if files else None)
         self.listen = listen
@@ -48,6 +117,17 @@ class Door:
             self._base_url = f"http://{host}:{port}"
         self.record_path = None
         self._record(record)
+        _LIVE.add(self)
+        if manifest.lifecycle["after_task"] == "exit":
+            self.session.when_first_task_ends(self._after_task_exit)
+
+    def _after_task_exit(self) -> None:
+        """``after_task: exit``: the first task has ended; close, then stop the server."""
+        logger.info("after_task: exit: the first task has ended; closing the door")
+        self.close()
+        stop = self.stop_server
+        if stop is not None:
+            stop()
 
     def _record(self, record: bool | None) -> None:
         """Write the running record when served by ``murmur-wsgi serve`` (or asked to)."""
@@ -75,10 +155,25 @@ class Door:
         return f"{scheme}://{host}{environ.get('SCRIPT_NAME', '').rstrip('/')}"
 
     def __call__(self, environ, start_response):
-        return dispatch(self, environ, start_response)
+        self.active.enter()
+        try:
+            if self.serves_metrics and environ.get("PATH_INFO") == metrics.METRICS_PATH \
+                    and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
+                body = metrics.serve(self, environ, start_response)
+            else:
+                body = dispatch(self, environ, start_response)
+        except BaseException:
+            self.active.leave()
+            raise
+        return _Body(body, self.active.leave)
 
     def close(self) -> None:
-        """Close the session: answer held requests, end streams, kill background work."""
+        """Close the session: answer held requests, end streams, kill background work.
+
+        Idempotent. The door goes on answering: a new task is rejected as
+        closing, every stream it opens ends at once.
+        """
+        _LIVE.discard(self)
         self.session.close()
         if self.record_path is not None:
             records.remove_record(self.session.id)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import socket
 import sys
 
@@ -47,15 +46,13 @@ def serve(args) -> int:
     # The door records itself under this pid: this process, which becomes gunicorn's master.
     os.environ[records.RECORD_ENV] = str(os.getpid())
     if args.dev:
-        from werkzeug.serving import run_simple
-
+        from murmur_wsgi import devserver, logs
         from murmur_wsgi.app import create_app
+        logs.configure()                   # the door's logs as JSON lines on stderr
         host, _, port = listen.rpartition(":")
-        # SIGTERM ends the process through SystemExit, so the running record is removed.
-        signal.signal(signal.SIGTERM, _exit_on_signal)
-        run_simple(host.strip("[]"), int(port), create_app(manifest, listen=listen),
-                   threaded=True)
-        return 0
+        # SIGTERM or SIGINT closes the door (answers held requests, ends streams), then
+        # the server stops; the door removes its running record as it closes.
+        return devserver.run(create_app(manifest, listen=listen), host.strip("[]"), int(port))
     conf = args.gunicorn_conf
     if conf is None:
         conf = "conf/gunicorn.conf.py" if os.path.exists("conf/gunicorn.conf.py") else \
@@ -64,10 +61,6 @@ def serve(args) -> int:
     sys.stdout.flush()
     os.execv(sys.executable, argv)
     return 0  # pragma: no cover - execv does not return
-
-
-def _exit_on_signal(signum, frame):
-    raise SystemExit(0)
 
 
 class TokenError(Exception):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from murmur_wsgi import methods
 from murmur_wsgi.context import CallContext, RpcCall
 from murmur_wsgi.errors import DoorError, InternalError, Refusal, RpcError
+from murmur_wsgi.metrics import METHOD_KEY
 from murmur_wsgi.middleware import (auth, body, completion, envelope, params, peer, planes,
                                     public, tenant, version)
 from murmur_wsgi.session.trace import AUTH_REFUSALS
@@ -55,6 +56,7 @@ def rpc_tier(door: Door, environ: dict, ctx: CallContext, raw: bytes):
     """Steps 6-14: read the JSON-RPC request and call its handler."""
     payload = envelope.parse_json(raw)                                    # step 6
     request_id, name, raw_params = envelope.check_envelope(payload)       # step 7
+    environ[METHOD_KEY] = name                    # for the access log and the metrics
     call = RpcCall(request_id, name, None, ctx, environ)
     try:
         version.check(environ)                                            # step 8
@@ -66,7 +68,8 @@ def rpc_tier(door: Door, environ: dict, ctx: CallContext, raw: bytes):
         auth.check_scope(call, door.tokens)                               # step 11
         call.params = params.check(raw_params)                            # step 12
         tenant.check(call.params)                                         # step 13
-        return call, method.handler(door, call)                           # step 14
+        with door.metrics.held_request():
+            return call, method.handler(door, call)                       # step 14
     except DoorError as ex:
         ex.request_id = request_id
         raise
@@ -112,6 +115,7 @@ def dispatch(door: Door, environ: dict, start_response):
         if isinstance(answer, tuple):
             status, headers, data = answer
             start_response(status, headers)
+            door.metrics.request(environ, None, "ok", int(status[:3]), started)
             return [data]
         call, result = rpc_tier(door, environ, ctx, answer)
         if isinstance(result, EventStream):
@@ -119,30 +123,31 @@ def dispatch(door: Door, environ: dict, start_response):
             if call.used_extensions:
                 headers.append(("A2A-Extensions", ", ".join(call.used_extensions)))
             start_response("200 OK", headers)
-            door.metrics.request(call.method, "stream", started)
+            door.metrics.request(environ, call, "stream", 200, started, result)
             return result
         data = rpc_response(call.id, result)
         headers = [JSON_HEADERS, ("Content-Length", str(len(data)))]
         if call.used_extensions:
             headers.append(("A2A-Extensions", ", ".join(call.used_extensions)))
         start_response("200 OK", headers)
-        door.metrics.request(call.method, "ok", started)
+        door.metrics.request(environ, call, "ok", 200, started, result)
         return [data]
     except Refusal as ex:
         if ex.error in AUTH_REFUSALS:
             door.session.trace.auth_refused(ex.status, ex.error)     # never the token
         status, headers, data = refusal_response(ex)
-        door.metrics.request(call.method if call else None, ex.error, started)
+        door.metrics.request(environ, call, ex.error, ex.status, started)
         start_response(status, headers)
         return [data]
     except RpcError as ex:
         data = rpc_error(getattr(ex, "request_id", None), ex)
-        door.metrics.request(call.method if call else None, str(ex.code), started)
+        door.metrics.request(environ, call, str(ex.code), 200, started, ex)
         start_response("200 OK", [JSON_HEADERS, ("Content-Length", str(len(data)))])
         return [data]
     except Exception:  # noqa: BLE001 - the one place every failure is caught
         logger.exception("request failed inside the door")
         request_id = call.id if call is not None else None
         data = rpc_error(request_id, InternalError())
+        door.metrics.request(environ, call, str(InternalError.code), 200, started)
         start_response("200 OK", [JSON_HEADERS, ("Content-Length", str(len(data)))])
         return [data]

@@ -1,26 +1,255 @@
-"""Counters the door keeps about itself (the /metrics writer reads them)."""
+"""What the door counts about itself, its access log, and the Prometheus ``/metrics`` page.
+
+``Metrics.request()`` runs once per request (dispatch.py): a counter by
+method and outcome, a latency histogram by method, and the access record
+(``logs.py``) when that logger is enabled. ``render()`` writes the text
+exposition format (0.0.4) without a client library. ``serve()`` answers
+``GET /metrics`` when the manifest says ``observability.metrics: true``; on
+an authenticated door it takes the operator's token only.
+
+Concurrency:
+    ``_lock`` guards the counters, the histograms and ``held``; each
+    update is a few dict operations under it. The gauges read from the
+    session (tasks, streams, events) are read when the page is rendered.
+"""
 from __future__ import annotations
 
-import logging
+import bisect
+import math
+import re
 import threading
 import time
+from collections import Counter
+from typing import TYPE_CHECKING
 
-logger = logging.getLogger(__name__)
-access_log = logging.getLogger("murmur_wsgi.access")
+from murmur_wsgi import logs
+from murmur_wsgi.context import CallContext
+from murmur_wsgi.errors import InsufficientScope, Refusal
+from murmur_wsgi.methods import METHODS, PUSH_METHODS
+from murmur_wsgi.middleware import auth
+from murmur_wsgi.tasks.record import ALL_STATES
+from murmur_wsgi.uris import CARD_PATH
+
+if TYPE_CHECKING:
+    from murmur_wsgi.app import Door
+
+METRICS_PATH = "/metrics"
+METHOD_KEY = "murmur_wsgi.method"       # environ: the JSON-RPC method, once the envelope is read
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Seconds. Held requests and long tasks need the upper buckets.
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+           30.0, 60.0, 120.0, 300.0, 600.0)
+# The label values of ``method``: a served method's name, or one of these; never what a
+# client sent otherwise (an unknown name would be a new series per request).
+KNOWN_METHODS = frozenset(METHODS) | PUSH_METHODS
+NONE, OTHER = "none", "other"
+_TASK_ID = re.compile(r'\{"task":\{"id":"([^"\\]{1,80})"')
+LOGGED_NAME = 80                        # a method name is logged up to this many characters
+
+
+def method_label(environ: dict, name: str | None) -> str:
+    """The ``method`` label: the JSON-RPC method, or the HTTP route it was answered on."""
+    if name is not None:
+        return name if name in KNOWN_METHODS else OTHER
+    path = environ.get("PATH_INFO") or "/"
+    if path == CARD_PATH:
+        return "agent-card"
+    if path == METRICS_PATH:
+        return "metrics"
+    if path.startswith("/resources/"):
+        return "resources"
+    return NONE
+
+
+def task_id_of(call, result) -> str | None:
+    """The task a request was about, when the request or its answer names one."""
+    if call is None:
+        # An error answer: an A2A error names its task in its metadata (-32001, -32002, …).
+        found = (getattr(result, "metadata", None) or {}).get("taskId")
+        return found if isinstance(found, str) else None
+    params = call.params if isinstance(call.params, dict) else {}
+    found = params.get("id")
+    message = params.get("message")
+    if found is None and isinstance(message, dict):
+        found = message.get("taskId")
+    if found is None and isinstance(result, str):
+        match = _TASK_ID.match(result)
+        found = match.group(1) if match else None
+    if found is None:
+        found = getattr(result, "_follow", None)     # an EventStream that follows a task
+    return found if isinstance(found, str) else None
+
+
+class _Histogram:
+    __slots__ = ("counts", "total", "count")
+
+    def __init__(self):
+        self.counts = [0] * (len(BUCKETS) + 1)        # per bucket, the last one +Inf
+        self.total = 0.0
+        self.count = 0
+
+
+class _Held:
+    """``with metrics.held_request():`` counts a request waiting inside its method."""
+
+    __slots__ = ("_metrics",)
+
+    def __init__(self, metrics: Metrics):
+        self._metrics = metrics
+
+    def __enter__(self):
+        with self._metrics._lock:
+            self._metrics.held += 1
+
+    def __exit__(self, *exc):
+        with self._metrics._lock:
+            self._metrics.held -= 1
+        return False
 
 
 class Metrics:
-    """Request counts by method and outcome; cheap enough for every request."""
+    """Request counts, latencies and held requests of one door; its access log switch."""
 
-    def __init__(self, log_requests: bool = False):
+    def __init__(self, access_log: bool = True):
         self._lock = threading.Lock()
-        self.requests: dict[tuple, int] = {}         # guarded by _lock
-        self.log_requests = log_requests
+        self.requests: dict[tuple[str, str], int] = {}     # guarded by _lock
+        self.latency: dict[str, _Histogram] = {}           # guarded by _lock
+        self.held = 0                                      # guarded by _lock
+        self.access_log = access_log
+        self._held = _Held(self)
 
-    def request(self, method: str | None, outcome: str, started: float) -> None:
-        key = (method, outcome)
+    def held_request(self) -> _Held:
+        """A context manager around a method's handler (a held SendMessage waits there)."""
+        return self._held
+
+    def request(self, environ: dict, call, outcome: str, status: int, started: float,
+                result=None) -> None:
+        """Count one answered request (a stream: once its headers are written), and log it."""
+        seconds = time.perf_counter() - started
+        name = environ.get(METHOD_KEY)
+        label = method_label(environ, name)
+        slot = bisect.bisect_left(BUCKETS, seconds)
+        key = (label, outcome)
         with self._lock:
             self.requests[key] = self.requests.get(key, 0) + 1
-        if self.log_requests:
-            access_log.info("%s %s %.1fms", method, outcome,
-                            (time.perf_counter() - started) * 1000)
+            hist = self.latency.get(label)
+            if hist is None:
+                hist = self.latency[label] = _Histogram()
+            hist.counts[slot] += 1
+            hist.total += seconds
+            hist.count += 1
+        if self.access_log and logs.access_enabled():
+            logs.log_access({
+                "method": name[:LOGGED_NAME] if isinstance(name, str) else label,
+                "task_id": task_id_of(call, result), "status": status, "outcome": outcome,
+                "duration_ms": round(seconds * 1000, 3),
+                "path": environ.get("SCRIPT_NAME", "") + (environ.get("PATH_INFO") or ""),
+                "remote_addr": environ.get("REMOTE_ADDR")})
+
+    def snapshot(self) -> tuple[dict, dict, int]:
+        """Copies of (requests, latency histograms, held) taken under the lock."""
+        with self._lock:
+            latency = {label: (list(h.counts), h.total, h.count)
+                       for label, h in self.latency.items()}
+            return dict(self.requests), latency, self.held
+
+
+# --- the exposition format -------------------------------------------------------------
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(**labels) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items()) + "}"
+
+
+def _number(value: float) -> str:
+    if value == math.inf:
+        return "+Inf"
+    if isinstance(value, int) or float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
+class _Page:
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def family(self, name: str, kind: str, text: str) -> None:
+        self.lines.append(f"# HELP {name} {text}")
+        self.lines.append(f"# TYPE {name} {kind}")
+
+    def sample(self, name: str, value: float, **labels) -> None:
+        self.lines.append(f"{name}{_labels(**labels)} {_number(value)}")
+
+
+def render(door: Door) -> str:
+    """The door's metrics in the Prometheus text format."""
+    session = door.session
+    requests, latency, held = door.metrics.snapshot()
+    states = Counter(record.state for record in session.store.snapshot())
+    page = _Page()
+    page.family("murmur_tasks", "gauge", "Tasks the session holds, by state.")
+    for state in sorted(ALL_STATES):
+        page.sample("murmur_tasks", states.get(state, 0), state=state)
+    page.family("murmur_tasks_evicted_total", "counter",
+                "Finished tasks dropped to tasks.keep_finished or keep_finished_secs.")
+    page.sample("murmur_tasks_evicted_total", session.store.evicted)
+    page.family("murmur_open_streams", "gauge",
+                "Open event streams (SendStreamingMessage, SubscribeToTask, WatchSession).")
+    page.sample("murmur_open_streams", session.open_streams())
+    page.family("murmur_held_requests", "gauge",
+                "Requests waiting inside their method: held SendMessage calls.")
+    page.sample("murmur_held_requests", held)
+    page.family("murmur_background_commands", "gauge", "Background commands still running.")
+    page.sample("murmur_background_commands", len(session.works.running()))
+    page.family("murmur_events_published_total", "counter",
+                "Events written to the session's event log.")
+    page.sample("murmur_events_published_total", session.ring.published)
+    page.family("murmur_events_dropped_total", "counter",
+                "Events slow stream readers missed (each reported to them as lagged).")
+    page.sample("murmur_events_dropped_total", session.ring.dropped)
+    page.family("murmur_session_closing", "gauge", "1 once the session is closing.")
+    page.sample("murmur_session_closing", int(bool(session.closing)))
+    page.family("murmur_requests_total", "counter", "Requests answered, by method and outcome.")
+    for (label, outcome), count in sorted(requests.items()):
+        page.sample("murmur_requests_total", count, method=label, outcome=outcome)
+    page.family("murmur_request_duration_seconds", "histogram",
+                "Seconds to answer, by method; a stream counts until its headers are written.")
+    for label, (counts, total, count) in sorted(latency.items()):
+        running = 0
+        for bound, hits in zip(BUCKETS + (math.inf,), counts):
+            running += hits
+            page.sample("murmur_request_duration_seconds_bucket", running, method=label,
+                        le=_number(bound))
+        page.sample("murmur_request_duration_seconds_sum", total, method=label)
+        page.sample("murmur_request_duration_seconds_count", count, method=label)
+    return "\n".join(page.lines) + "\n"
+
+
+def serve(door: Door, environ: dict, start_response):
+    """``GET /metrics``: the page; on an authenticated door, for the operator's token only."""
+    from murmur_wsgi.dispatch import refusal_response     # dispatch imports this module
+
+    started = time.perf_counter()
+    try:
+        if door.tokens.enabled:
+            ctx = CallContext()
+            auth.check_token(environ, ctx, door.tokens)
+            if not ctx.credential.sees_all:
+                # NOTE: the page counts every credential's tasks: only the operator reads it.
+                raise InsufficientScope(ctx.credential.name, "metrics", door.tokens.realm)
+    except Refusal as ex:
+        status, headers, data = refusal_response(ex)
+        door.metrics.request(environ, None, ex.error, ex.status, started)
+        start_response(status, headers)
+        return [data]
+    data = render(door).encode()
+    start_response("200 OK", [("Content-Type", CONTENT_TYPE), ("Cache-Control", "no-store"),
+                              ("Content-Length", str(len(data)))])
+    door.metrics.request(environ, None, "ok", 200, started)
+    return [b"" if environ.get("REQUEST_METHOD") == "HEAD" else data]

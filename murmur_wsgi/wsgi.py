@@ -1,4 +1,10 @@
-"""The gunicorn target: ``murmur_wsgi.wsgi:app``, built from $MURMUR_WSGI_CONFIG."""
+"""The gunicorn target: ``murmur_wsgi.wsgi:app``, built from $MURMUR_WSGI_CONFIG.
+
+The door (its session, tokens and locks) is built when this module is
+imported. With ``preload_app`` off (``gunicorn_conf.py``) that happens in
+the worker, after gevent has patched threading; never import it in the
+master, or in a process that forks workers afterwards.
+"""
 from __future__ import annotations
 
 import os

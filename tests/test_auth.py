@@ -112,6 +112,24 @@ def test_tokens_never_reach_a_log_or_repr(caplog):
         assert token not in repr(door.tokens)
 
 
+def test_tokens_never_reach_the_trace(tmp_path, monkeypatch):
+    monkeypatch.setenv("MURMUR_WSGI_HOME", str(tmp_path))
+    door = create_app({"name": "test-agent", "version": "0.1.0",
+                       "network": {"authentication": AUTH}}, trace=True)
+    rpc = Rpc(door)
+    try:
+        for name in ("operator", "alpha", "beta"):
+            rpc.call("GetTask", {"id": MISSING}, headers=bearer(door, name))
+            rpc.call("SendMessage", {}, headers=bearer(door, name))
+        rpc.call("GetTask", {"id": MISSING}, headers={"Authorization": "Bearer nope"})
+    finally:
+        door.close()
+    written = [p.read_text() for p in tmp_path.rglob("*") if p.is_file()]
+    assert written, "the trace wrote nothing"
+    for token in door.tokens.tokens.values():
+        assert not any(token in text for text in written)
+
+
 # --- step 2: the four refusals, exactly --------------------------------------------------
 
 

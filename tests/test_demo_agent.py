@@ -5,12 +5,16 @@ import threading
 
 import pytest
 
-from tests.agents_util import frames_of, murmur_home, response_of, statuses_of  # noqa: F401
-from tests.agents_util import status_text
+from tests.agents_util import frames_of, response_of, status_text, statuses_of, tmp_home
 from tests.conftest import Rpc, make_door
 from tests.tasks_util import DEADLINE, NOW, send_params, wait_state
 
 WORKING = "TASK_STATE_WORKING"
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    return tmp_home(tmp_path, monkeypatch)
 
 
 @pytest.fixture

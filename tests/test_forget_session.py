@@ -4,13 +4,18 @@ from __future__ import annotations
 import pytest
 
 from murmur_wsgi.uris import DOOR_URI
-from tests.agents_util import (FAULTS, harness_rpc, murmur_home, records_of,  # noqa: F401
-                               response_of, task_records, trace_of)
-from tests.conftest import make_door, Rpc
+from tests.agents_util import (FAULTS, harness_rpc, records_of, response_of, task_records,
+                               tmp_home, trace_of)
+from tests.conftest import Rpc, make_door
 from tests.tasks_util import send_params
 
 THREADED = {"conversation": "threaded"}
 META = f'message.metadata["{DOOR_URI}"]'
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    return tmp_home(tmp_path, monkeypatch)
 
 
 def forget(value=True):
@@ -117,7 +122,7 @@ def test_a_refused_forget_starts_nothing_and_writes_nothing(threaded, extra, mes
     assert [r["event_type"] for r in trace_of(threaded.door)] == ["session_start"]
 
 
-def test_forget_to_a_capsule_not_on_process_is_refused(murmur_home):
+def test_forget_to_a_capsule_not_on_process_is_refused():
     door = make_door()
     try:
         error = Rpc(door).error("SendMessage", send_params("go", **forget()))

@@ -11,16 +11,23 @@ import signal
 
 import pytest
 
+from murmur_wsgi import create_app
 from murmur_wsgi.agents.harness import HarnessAgent
-from tests.agents_util import (FAULTS, UPPER_PY, UPPER_SH, assert_gone, frames_of,  # noqa: F401
-                               harness_pid, harness_rpc, murmur_home, records_of,
-                               response_of, status_text)
+from tests.agents_util import (FAULTS, IDLE, UPPER_PY, UPPER_SH, assert_gone, frames_of,
+                               harness_pid, harness_rpc, process_manifest, records_of,
+                               response_of, status_text, tmp_home)
+from tests.conftest import Rpc
 from tests.tasks_util import DEADLINE, NOW, send_params, wait_state, wait_until
 
 COMPLETED = "TASK_STATE_COMPLETED"
 FAILED = "TASK_STATE_FAILED"
 CANCELED = "TASK_STATE_CANCELED"
 INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    return tmp_home(tmp_path, monkeypatch)
 
 
 @pytest.fixture
@@ -122,7 +129,7 @@ FAILURES = [
 
 @pytest.mark.parametrize("mode, message", FAILURES)
 def test_a_failing_harness_fails_the_task_and_leaves_no_process(doors, mode, message):
-    rpc = doors(FAULTS + [mode])
+    rpc = doors(FAULTS + [mode], idle_timeout_secs=IDLE if mode == "hang" else 5)
     task = rpc.result("SendMessage", send_params("go"))["task"]
     assert task["status"]["state"] == FAILED
     assert status_text(task) == message
@@ -142,7 +149,7 @@ def test_a_harness_that_cannot_start_fails_the_task(doors, tmp_path):
 
 
 def test_the_group_dies_with_the_harness(doors):
-    rpc = doors(FAULTS + ["grandchild"])
+    rpc = doors(FAULTS + ["grandchild"], idle_timeout_secs=IDLE)
     task = rpc.result("SendMessage", send_params("go", configuration=NOW))["task"]
     door = rpc.door
     wait_until(door, lambda: any(f["frame"] == "thinking" for f in frames_of(door, task["id"])))
@@ -223,11 +230,7 @@ def test_closing_the_door_ends_a_running_harness(doors):
     assert record.terminal
 
 
-def test_a_harness_agent_can_be_embedded_without_yaml(murmur_home):
-    from murmur_wsgi import create_app
-    from tests.agents_util import process_manifest
-    from tests.conftest import Rpc
-
+def test_a_harness_agent_can_be_embedded_without_yaml(home):
     agent = HarnessAgent({"process": UPPER_PY, "idle_timeout_secs": 5})
     door = create_app(process_manifest(UPPER_PY), agent=agent, trace=False)
     try:
@@ -236,4 +239,4 @@ def test_a_harness_agent_can_be_embedded_without_yaml(murmur_home):
         assert agent.live_pids() == []
     finally:
         door.close()
-    assert not (murmur_home / "records").exists()
+    assert not (home / "records").exists()

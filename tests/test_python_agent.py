@@ -10,13 +10,18 @@ import pytest
 from murmur_wsgi import create_app
 from murmur_wsgi.agents import AgentLoadError
 from murmur_wsgi.agents.base import TaskCanceled, TaskContext, TaskFailed
-from tests.agents_util import frames_of, murmur_home, response_of, status_text  # noqa: F401
+from tests.agents_util import frames_of, response_of, status_text, tmp_home
 from tests.conftest import Rpc
 from tests.tasks_util import DEADLINE, NOW, send_params, wait_state
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 8
 MANIFEST = {"name": "py-agent", "version": "0.1.0",
             "capabilities": {"shell": {"allow": ["sleep"]}}}
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    return tmp_home(tmp_path, monkeypatch)
 
 
 def serve(agent, **manifest):

@@ -14,7 +14,7 @@ import pytest
 from murmur_wsgi import create_app
 from murmur_wsgi.session import records
 from murmur_wsgi.session.trace import Trace, read_trace, trace_path
-from tests.agents_util import murmur_home, records_of, trace_of  # noqa: F401
+from tests.agents_util import records_of, tmp_home, trace_of
 from tests.conftest import Rpc
 from tests.tasks_util import NOW, send_params, wait_state
 
@@ -23,6 +23,11 @@ EVENT_ID = re.compile(r"^evt_[0-9a-f]{12}7[0-9a-f]{3}[89ab][0-9a-f]{15}$")
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 8
 AUTHENTICATION = {"scheme": "bearer",
                   "credentials": {"watcher": {"scopes": ["GetTask"]}}}
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    return tmp_home(tmp_path, monkeypatch)
 
 
 def traced(**manifest):
@@ -117,10 +122,10 @@ def test_a_busy_rejection_writes_no_task_start():
         rpc.door.close()
 
 
-def test_the_folder_is_0700_and_the_file_0600(rpc, murmur_home):
+def test_the_folder_is_0700_and_the_file_0600(rpc, home):
     rpc.result("SendMessage", send_params("x"))
     path = trace_path(rpc.door.session.id)
-    assert path == str(murmur_home / "records" / rpc.door.session.id / "trace.jsonl")
+    assert path == str(home / "records" / rpc.door.session.id / "trace.jsonl")
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     for folder in (os.path.dirname(path), os.path.dirname(os.path.dirname(path))):
         assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
@@ -148,18 +153,18 @@ def test_auth_refusals_are_traced_without_the_token():
         rpc.door.close()
 
 
-def test_an_embedded_door_does_not_trace_unless_asked(murmur_home, monkeypatch):
+def test_an_embedded_door_does_not_trace_unless_asked(home, monkeypatch):
     monkeypatch.delenv(records.RECORD_ENV, raising=False)
     door = create_app({"name": "quiet", "version": "1"})
     try:
         Rpc(door).result("SendMessage", send_params("x"))
         assert door.session.trace.enabled is False
-        assert not (murmur_home / "records").exists()
+        assert not (home / "records").exists()
     finally:
         door.close()
 
 
-def test_a_served_door_traces_by_default(murmur_home, monkeypatch):
+def test_a_served_door_traces_by_default(monkeypatch):
     monkeypatch.setenv(records.RECORD_ENV, str(os.getpid()))
     door = create_app({"name": "served", "version": "1"}, listen="127.0.0.1:41873")
     try:
@@ -170,9 +175,9 @@ def test_a_served_door_traces_by_default(murmur_home, monkeypatch):
         door.close()
 
 
-def test_a_trace_that_cannot_be_written_turns_off_and_fails_nothing(murmur_home, monkeypatch):
-    murmur_home.parent.mkdir(exist_ok=True)
-    murmur_home.write_text("a file where the home folder should be")
+def test_a_trace_that_cannot_be_written_turns_off_and_fails_nothing(home):
+    home.parent.mkdir(exist_ok=True)
+    home.write_text("a file where the home folder should be")
     rpc = traced()
     try:
         task = rpc.result("SendMessage", send_params("still served"))["task"]
@@ -182,7 +187,7 @@ def test_a_trace_that_cannot_be_written_turns_off_and_fails_nothing(murmur_home,
         rpc.door.close()
 
 
-def test_concurrent_writers_never_interleave_lines(murmur_home):
+def test_concurrent_writers_never_interleave_lines():
     trace = Trace("ses_" + "0" * 32, enabled=True)
     barrier = threading.Barrier(8)
 

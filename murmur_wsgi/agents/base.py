@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Agent = Callable[["TaskContext"], str]
+Agent = Callable[["TaskContext"], "str | None"]
 
 
 class TaskFailed(Exception):

@@ -9,10 +9,12 @@ from murmur_wsgi.session.ids import new_id
 from murmur_wsgi.session.trace import Trace
 from murmur_wsgi.session.works import BackgroundWorks
 from murmur_wsgi.tasks.manager import TaskManager
-from murmur_wsgi.tasks.ring import EventRing
+from murmur_wsgi.tasks.ring import Event, EventRing, Lagged
 from murmur_wsgi.tasks.store import TaskStore
 
 logger = logging.getLogger(__name__)
+
+WATCH_WAKE_SECS = 60.0       # the after_task watcher's wait; publish() and close() wake it sooner
 
 
 class Delegations:
@@ -47,6 +49,39 @@ class Session:
         self.works = BackgroundWorks(manifest.capabilities["shell"]["allow"])
         self.delegations = Delegations()
         self.manager = TaskManager(self, agent, self.ring, self.works)
+        self._watching = False      # the after_task watcher holds a ring reader (not a stream)
+
+    def open_streams(self) -> int:
+        """Streams open on the event log right now (the door's own watcher not counted)."""
+        return max(0, self.ring.subscribers - (1 if self._watching else 0))
+
+    def when_first_task_ends(self, callback) -> None:
+        """Call ``callback()`` once, on its own thread, after the first task ends.
+
+        ``lifecycle.after_task: exit``. The thread reads the event log until
+        the first terminal status (a rejected task never ran, so has none);
+        it ends without calling back when the session closes first.
+        """
+        reader = self.ring.reader(frames=False)
+        self._watching = True
+
+        def watch():
+            ended = False
+            try:
+                while not ended:
+                    items, closed = reader.next(WATCH_WAKE_SECS)
+                    ended = any(type(item) is Event and item.terminal for item in items)
+                    if not ended and any(type(item) is Lagged for item in items):
+                        # The terminal event may be among those missed: ask the store.
+                        ended = any(record.terminal for record in self.store.snapshot())
+                    if closed and not ended:
+                        return
+            finally:
+                self._watching = False
+                reader.close()
+            callback()
+
+        threading.Thread(target=watch, daemon=True, name=f"after-task-{self.id}").start()
 
     def close(self) -> None:
         """End the session: wake held requests, close every stream, kill background work."""

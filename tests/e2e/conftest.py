@@ -184,7 +184,7 @@ def launch(where, manifest: dict | None = None, *, host: str = "127.0.0.1") -> D
         network = dict(manifest.get("network") or {})
         network["internal_port"] = port
         manifest["network"] = network
-        manifest_path = write_manifest(directory, manifest)
+        manifest_path = write_manifest(directory, manifest, f"murmur-{port}.yaml")
         log_path = directory / f"door-{port}.log"
         home = directory / f"home-{port}"        # running record and trace, not in ~
         proc = spawn(serve_argv(manifest_path, f"{host}:{port}"), log_path,

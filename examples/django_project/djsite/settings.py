@@ -1,0 +1,12 @@
+"""Settings of the example site: no database, no apps, two views."""
+import os
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "example-only-not-a-secret")
+DEBUG = False
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]", "testserver"]
+INSTALLED_APPS = []
+MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]
+ROOT_URLCONF = "djsite.urls"
+WSGI_APPLICATION = "djsite.wsgi.application"
+DATABASES = {}
+USE_TZ = True

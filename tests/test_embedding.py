@@ -1,0 +1,219 @@
+"""The door mounted in Flask and Django (examples/), driven through their own test clients.
+
+Also what an embedding host sees when it closes the door, and ``after_task: exit``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from werkzeug.middleware.dispatcher import DispatcherMiddleware
+from werkzeug.test import Client
+
+from murmur_wsgi import create_app
+from murmur_wsgi.app import live_doors
+from murmur_wsgi.uris import CARD_PATH
+from tests.conftest import V1
+from tests.sse_util import DEADLINE, EXT, GateAgent, SseStream, msg, parse_body, shape
+
+REPO = Path(__file__).resolve().parents[1]
+DJANGO_DIR = REPO / "examples" / "django_project"
+MANIFEST = {"name": "mounted", "version": "0.1.0", "stream": {"heartbeat_secs": 0.2}}
+
+
+def rpc_body(method: str, params: dict, request_id=1) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def interface_url(card: dict) -> str:
+    [interface] = card["supportedInterfaces"]
+    return interface["url"]
+
+
+# --- Flask -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def flask_site():
+    from examples.flask_app import create_app as create_site
+
+    site = create_site(dict(MANIFEST))
+    yield site
+    site.extensions["murmur_door"].close()
+
+
+def test_flask_serves_its_routes_and_the_door_under_the_prefix(flask_site):
+    client = flask_site.test_client()
+    assert client.get("/").get_json() == {"site": "flask example", "a2a": "/a2a"}
+    card = client.get("/a2a" + CARD_PATH)
+    assert card.status_code == 200
+    assert interface_url(card.get_json()) == "http://localhost/a2a"
+    # Flask's own 404 outside the mount, the door's JSON 404 inside it.
+    assert client.get("/nope").mimetype == "text/html"
+    inside = client.get("/a2a/nope")
+    assert inside.status_code == 404 and inside.get_json()["error"] == "not_found"
+
+
+@pytest.mark.parametrize("path", ["/a2a", "/a2a/"])
+def test_flask_posts_json_rpc_at_the_cards_url(flask_site, path):
+    client = flask_site.test_client()
+    response = client.post(path, json=rpc_body("SendMessage", msg("hello")), headers=V1)
+    task = response.get_json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert task["artifacts"][0]["parts"][0]["text"] == "hello"
+
+
+def test_flask_streams_through_the_mount(flask_site):
+    client = flask_site.test_client()
+    response = client.post("/a2a", json=rpc_body("SendStreamingMessage", msg("/stream 2")),
+                           headers={**V1, **EXT})
+    assert response.mimetype == "text/event-stream"
+    events, _ = parse_body(response.get_data(), 1)
+    assert shape(events) == ["task/TASK_STATE_SUBMITTED", "connection-ack",
+                             "status/TASK_STATE_WORKING", "text", "text", "artifact/response",
+                             "status/TASK_STATE_COMPLETED"]
+
+
+def test_the_card_names_the_hosts_scheme_and_host():
+    from examples.flask_app import create_app as create_site
+
+    site = create_site(dict(MANIFEST))
+    client = site.test_client()
+    card = client.get("/a2a" + CARD_PATH, base_url="https://site.example/").get_json()
+    site.extensions["murmur_door"].close()
+    assert interface_url(card) == "https://site.example/a2a"
+
+
+def test_public_url_wins_over_the_mount():
+    from examples.flask_app import create_app as create_site
+
+    manifest = dict(MANIFEST, network={"public_url": "https://agents.example.com/a2a"})
+    site = create_site(manifest)
+    card = site.test_client().get("/a2a" + CARD_PATH).get_json()
+    site.extensions["murmur_door"].close()
+    assert interface_url(card) == "https://agents.example.com/a2a"
+
+
+# --- Django ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def django_application():
+    sys.path.insert(0, str(DJANGO_DIR))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "djsite.settings")
+    try:
+        from djsite.a2a import build_application
+
+        application = build_application(dict(MANIFEST))
+        yield application
+        application.door.close()
+    finally:
+        sys.path.remove(str(DJANGO_DIR))
+
+
+def test_django_test_client_reaches_the_django_views(django_application):
+    from django.test import Client as DjangoClient
+
+    client = DjangoClient()
+    assert client.get("/").json() == {"site": "django example", "a2a": "/a2a"}
+    assert client.get("/health").json() == {"ok": True}
+
+
+def test_django_wrapper_sends_the_prefix_to_the_door(django_application):
+    client = Client(django_application)
+    card = client.get("/a2a" + CARD_PATH)
+    assert interface_url(card.get_json()) == "http://localhost/a2a"
+    assert client.get("/").get_json() == {"site": "django example", "a2a": "/a2a"}
+    # Only a whole path segment is the mount: /a2ax is Django's (and its 404).
+    assert client.get("/a2ax").status_code == 404
+    assert "error" not in (client.get("/a2ax").get_data(as_text=True))
+    response = client.post("/a2a", json=rpc_body("SendMessage", msg("hi django")), headers=V1)
+    assert response.get_json()["result"]["task"]["artifacts"][0]["parts"][0]["text"] == \
+        "hi django"
+
+
+def test_django_site_mounted_itself_under_a_script_name(django_application):
+    outer = DispatcherMiddleware(lambda e, s: [], {"/site": django_application})
+    card = Client(outer).get("/site/a2a" + CARD_PATH).get_json()
+    assert interface_url(card) == "http://localhost/site/a2a"
+
+
+# --- the host closes the door, after_task: exit ----------------------------------------
+
+
+def test_closing_an_embedded_door_answers_held_requests_and_ends_streams():
+    from examples.flask_app import create_app as create_site
+
+    agent = GateAgent()                       # the demo agent, but /gate holds the task
+    flask_site = create_site(dict(MANIFEST), agent)
+    door = flask_site.extensions["murmur_door"]
+    answers = []
+
+    def held():
+        with flask_site.test_client().post(
+                "/a2a", json=rpc_body("SendMessage", msg("/gate")), headers=V1) as response:
+            answers.append(response.get_json())
+
+    thread = threading.Thread(target=held)
+    thread.start()
+    try:
+        assert agent.started.wait(DEADLINE)
+        watch_response = Client(flask_site).post(
+            "/a2a", json=rpc_body("murmur.WatchSession", {}), headers=V1)
+        watch = SseStream(watch_response, 1)
+        assert watch.next().frame_name == "connection-ack"
+        door.close()
+        thread.join(DEADLINE)
+        assert not thread.is_alive()
+        events = watch.rest()
+        watch.close()
+    finally:
+        agent.gate.set()
+    task = answers[0]["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_WORKING"      # as it stood when it closed
+    assert events[-1].frame_name == "capsule-closed"
+    assert door.active.wait_idle(DEADLINE)
+    assert door not in live_doors()
+
+
+def test_after_task_exit_closes_after_the_first_task_ends():
+    agent = GateAgent()
+    door = create_app(dict(MANIFEST, lifecycle={"after_task": "exit"}), agent)
+    stopped = threading.Event()
+    door.stop_server = stopped.set
+    client = Client(door)
+    answers = []
+    thread = threading.Thread(target=lambda: answers.append(
+        Client(door).post("/", json=rpc_body("SendMessage", msg("/gate")),
+                          headers=V1).get_json()))
+    thread.start()
+    try:
+        assert agent.started.wait(DEADLINE)
+        # A task rejected while the first runs never ran: it does not end the session.
+        busy = client.post("/", json=rpc_body("SendMessage", msg("second")), headers=V1)
+        assert busy.get_json()["result"]["task"]["status"]["state"] == "TASK_STATE_REJECTED"
+        assert not stopped.is_set() and not door.session.closing
+    finally:
+        agent.gate.set()
+    thread.join(DEADLINE)
+    assert stopped.wait(DEADLINE)
+    assert answers[0]["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert door.session.closing and door.session.ring.closed
+    after = client.post("/", json=rpc_body("SendMessage", msg("third")), headers=V1)
+    status = after.get_json()["result"]["task"]["status"]
+    assert status["state"] == "TASK_STATE_REJECTED"
+    assert status["message"]["parts"][0]["text"] == "task rejected: the session is closing"
+    assert door.session.open_streams() == 0
+
+
+def test_after_task_sleep_keeps_the_door_open():
+    door = create_app(dict(MANIFEST))
+    response = Client(door).post("/", json=rpc_body("SendMessage", msg("hello")), headers=V1)
+    assert response.get_json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert not door.session.closing and door in live_doors()
+    door.close()
+    door.close()                                  # idempotent
+    assert door not in live_doors()

@@ -1,0 +1,129 @@
+"""Structured logs: JSON lines through ``logging``, one access record per request, no token."""
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+from werkzeug.test import Client
+
+from murmur_wsgi import create_app, logs
+from tests.conftest import Rpc
+from tests.sse_util import EXT, msg, open_stream
+
+AUTH = {"scheme": "bearer", "credentials": {"watcher": {"scopes": ["GetTask"]}}}
+
+
+@pytest.fixture
+def log_lines():
+    """JSON logging to a buffer (as ``murmur-wsgi serve`` configures it); restored after."""
+    root = logging.getLogger(logs.ROOT)
+    saved = (root.handlers[:], root.level, root.propagate)
+    buffer = io.StringIO()
+    logs.configure("info", buffer)
+    yield lambda: [json.loads(line) for line in buffer.getvalue().splitlines()]
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+    root.propagate = saved[2]
+
+
+def access(lines) -> list[dict]:
+    return [line for line in lines if line["logger"] == logs.ACCESS]
+
+
+def door(**overrides):
+    manifest = {"name": "logged", "version": "0.1.0", "stream": {"heartbeat_secs": 0.2}}
+    manifest.update(overrides)
+    return create_app(manifest, listen="127.0.0.1:41873")
+
+
+def test_one_json_line_per_request_with_its_fields(log_lines):
+    rpc = Rpc(door())
+    task = rpc.result("SendMessage", msg("hello"))["task"]
+    rpc.error("GetTask", {"id": "tsk_missing"})
+    lines = access(log_lines())
+    assert len(lines) == 2
+    sent, missing = lines
+    assert {k: sent[k] for k in ("level", "method", "task_id", "status", "outcome", "path")} \
+        == {"level": "info", "method": "SendMessage", "task_id": task["id"], "status": 200,
+            "outcome": "ok", "path": "/"}
+    assert isinstance(sent["duration_ms"], float) and sent["duration_ms"] >= 0
+    assert sent["msg"].startswith("SendMessage 200 ok ")
+    assert sent["ts"].endswith("Z")
+    assert (missing["method"], missing["task_id"], missing["outcome"]) == \
+        ("GetTask", "tsk_missing", "-32001")
+
+
+def test_a_stream_is_logged_once_as_it_opens_with_its_task(log_lines):
+    rpc = Rpc(door())
+    stream = open_stream(rpc, "SendStreamingMessage", msg("/stream 2"), EXT)
+    events = stream.rest()
+    lines = access(log_lines())
+    assert [(line["method"], line["outcome"]) for line in lines] == \
+        [("SendStreamingMessage", "stream")]
+    assert lines[0]["task_id"] == events[0].task_id
+
+
+def test_http_routes_and_refusals_are_logged_without_the_token(log_lines):
+    served = door(network={"authentication": AUTH})
+    client = Client(served)
+    token = served.tokens.tokens["operator"]
+    client.get("/.well-known/agent-card.json")
+    client.post("/", data=b"{}", headers={"Authorization": "Bearer not-a-token"})
+    client.post("/", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                           "params": {"id": "tsk_x"}},
+                headers={"Authorization": f"Bearer {token}", "A2A-Version": "1.0"})
+    lines = access(log_lines())
+    assert [(line["method"], line["status"], line["outcome"]) for line in lines] == [
+        ("agent-card", 200, "ok"), ("none", 401, "invalid_token"),
+        ("GetTask", 200, "-32001")]
+    text = json.dumps(log_lines())
+    assert token not in text and "not-a-token" not in text
+    assert "Bearer" not in text and "uthorization" not in text
+
+
+def test_access_log_off_in_the_manifest(log_lines):
+    rpc = Rpc(door(observability={"access_log": False}))
+    rpc.result("SendMessage", msg("hello"))
+    assert access(log_lines()) == []
+
+
+def test_other_records_are_json_lines_too_with_their_traceback(log_lines):
+    logger = logging.getLogger("murmur_wsgi.something")
+    try:
+        raise ValueError("bad\nthing")
+    except ValueError:
+        logger.exception("it failed: %s", "here")
+    [line] = log_lines()
+    assert (line["level"], line["logger"], line["msg"]) == \
+        ("error", "murmur_wsgi.something", "it failed: here")
+    assert "ValueError: bad" in line["exc"]
+
+
+def test_configure_is_idempotent_and_stops_propagation():
+    root = logging.getLogger(logs.ROOT)
+    saved = (root.handlers[:], root.level, root.propagate)
+    try:
+        first, second = io.StringIO(), io.StringIO()
+        logs.configure("debug", first)
+        logs.configure("warning", second)
+        assert len([h for h in root.handlers if isinstance(h, logs._JsonHandler)]) == 1
+        assert root.level == logging.WARNING and root.propagate is False
+        logging.getLogger("murmur_wsgi.x").warning("once")
+        assert first.getvalue() == "" and json.loads(second.getvalue())["msg"] == "once"
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+        root.propagate = saved[2]
+
+
+@pytest.mark.parametrize("value, level", [
+    pytest.param("debug", logging.DEBUG, id="debug"),
+    pytest.param("WARNING", logging.WARNING, id="upper"),
+    pytest.param("nonsense", logging.INFO, id="unknown"),
+    pytest.param("", logging.INFO, id="empty"),
+])
+def test_level_from_env(monkeypatch, value, level):
+    monkeypatch.setenv(logs.LEVEL_ENV, value)
+    assert logs.level_from_env() == level
