@@ -1,7 +1,6 @@
 """The demo agent (``agent: demo``): the echo and every directive of docs/demo-agent.md."""
 from __future__ import annotations
 
-import threading
 
 import pytest
 
@@ -59,15 +58,10 @@ def test_sleep_writes_a_progress_status_each_second(rpc):
 def test_sleep_is_cancellable_at_any_moment(rpc):
     task = run(rpc, "/sleep 30", configuration=NOW)
     wait_state(rpc.door, task["id"], WORKING)
-    thread = _agent_thread(task["id"])
+    manager = rpc.door.session.manager
+    assert manager.agent_running(task["id"])
     assert rpc.result("CancelTask", {"id": task["id"]})["status"]["state"] == "TASK_STATE_CANCELED"
-    thread.join(DEADLINE)
-    assert not thread.is_alive()                  # the agent saw the cancel and returned
-
-
-def _agent_thread(task_id):
-    (thread,) = [t for t in threading.enumerate() if t.name == f"agent-{task_id}"]
-    return thread
+    assert manager.wait_agent_returned(task["id"], DEADLINE)   # it saw the cancel and returned
 
 
 @pytest.mark.parametrize("arg", ["abc", "-1", "nan"])

@@ -51,24 +51,35 @@ def task_result(snapshot: str) -> RawJSON:
     return RawJSON(f'{{"task":{snapshot}}}')
 
 
-def accept(door, call, params: dict):
-    """Read and route a message; return (record, snapshot JSON, message) without waiting."""
+def accept(door, call, params: dict, on_accept=None):
+    """Read and route a message without waiting; return (record, snapshot, message).
+
+    ``on_accept(record)`` runs under the store's lock as the task takes the
+    message (see ``TaskManager.submit``). Without one, the snapshot — the task
+    as GetTask answers it at that moment — is taken there when the answer is
+    given at once (returnImmediately), and is None for a held request.
+    """
     message = read_message(params, door.manifest)
     if message.door_extension:
         call.used_extensions.append(DOOR_URI)
     manager = door.session.manager
+    taken = []
+    if on_accept is None and message.return_immediately:
+        on_accept = lambda record: taken.append(record.to_json())  # noqa: E731
     if message.task_id is not None:
         record = continued_task(door, call, message)
         reply = render.agent_text(message, [], untrusted=False, origin=None)
-        if not manager.deliver_reply(record, reply):
-            record = continued_task(door, call, message)   # it moved on: answer why
-        return record, record.to_json(), message
-    text = render.agent_text(message, references(door, call, message.reference_task_ids),
-                             untrusted=call.ctx.trust != "trusted", origin=call.ctx.origin)
-    data = [part[1] for part in message.parts if part[0] == "data"]
-    record, snapshot = manager.submit(call.ctx, message.context_id,
-                                      (text, list(message.images), data), message)
-    return record, snapshot, message
+        while not manager.deliver_reply(record, reply, on_accept):
+            record = continued_task(door, call, message)   # it moved on: this raises why
+    else:
+        text = render.agent_text(message, references(door, call, message.reference_task_ids),
+                                 untrusted=call.ctx.trust != "trusted", origin=call.ctx.origin)
+        data = [part[1] for part in message.parts if part[0] == "data"]
+        record = manager.submit(call.ctx, message.context_id,
+                                (text, list(message.images), data), message, on_accept)
+        if record.state == REJECTED:
+            return record, record.to_json(), message
+    return record, (taken[0] if taken else None), message
 
 
 def send_message(door, call):

@@ -62,7 +62,7 @@ class _TaskCut:
         self.snapshot = None
 
     def __call__(self, record) -> None:
-        # NOTE: runs under the store's lock (TaskManager.accepting, or below).
+        # NOTE: runs under the store's lock (TaskManager.submit's on_accept, or below).
         self.snapshot = record.to_json()
         replay = self.replay_from is not None and record.state != SUBMITTED
         self.reader = self.ring.reader(task_id=record.id, frames=self.frames_on,
@@ -75,8 +75,7 @@ def send_streaming_message(door, call):
     frames_on = STREAM_URI in call.ctx.extensions
     cut = _TaskCut(session.ring, frames_on, last_event_id(call.environ))
     try:
-        with session.manager.accepting(cut):
-            record, snapshot, _message = messages.accept(door, call, call.params)
+        record, snapshot, _message = messages.accept(door, call, call.params, cut)
     except BaseException:
         if cut.reader is not None:
             cut.reader.close()

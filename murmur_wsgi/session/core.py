@@ -93,3 +93,4 @@ class Session:
         close_agent = getattr(self.agent, "close", None)
         if close_agent is not None:
             close_agent()          # a HarnessAgent ends the harness processes still running
+        self.trace.close()

@@ -29,16 +29,66 @@ def status_update(record, text: str | None = None, *, from_record: bool = False)
     Otherwise a status as it happens, carrying ``text`` when given, stamped now.
     """
     if from_record:
-        status = record.status()
-    else:
-        status = {"state": record.state}
-        if text is not None:
-            status["message"] = {"messageId": new_id("msg"), "contextId": record.context_id,
-                                  "taskId": record.id, "role": "ROLE_AGENT",
-                                  "parts": [stream_part(text)]}
-        status["timestamp"] = rfc3339(now_ms())
-    return _dumps({"statusUpdate": {"taskId": record.id, "contextId": record.context_id,
+        return _dumps({"statusUpdate": {"taskId": record.id, "contextId": record.context_id,
+                                        "status": record.status()}})
+    return _status_at(record.id, record.context_id, record.state, text, now_ms())
+
+
+def _status_at(task_id: str, context_id: str, state: str, text: str | None, ms: int) -> str:
+    status = {"state": state}
+    if text is not None:
+        status["message"] = {"messageId": new_id("msg"), "contextId": context_id,
+                             "taskId": task_id, "role": "ROLE_AGENT",
+                             "parts": [stream_part(text)]}
+    status["timestamp"] = rfc3339(ms)
+    return _dumps({"statusUpdate": {"taskId": task_id, "contextId": context_id,
                                     "status": status}})
+
+
+class Deferred:
+    """A payload serialized when a reader first needs it (most events are never read).
+
+    It holds the values of the moment it was made, so it reads the same whenever
+    it is built. ``EventRing`` calls it once and keeps the text.
+    """
+
+    __slots__ = ("_build", "_args")
+
+    def __init__(self, build, *args):
+        self._build = build
+        self._args = args
+
+    def __call__(self) -> str:
+        return self._build(*self._args)
+
+
+def status_later(record, text: str | None = None) -> Deferred:
+    """``status_update(record, text)`` as of now, built on first read."""
+    return Deferred(_status_at, record.id, record.context_id, record.state, text, now_ms())
+
+
+def recorded_status_later(record) -> Deferred:
+    """The task's recorded status (GetTask's), built on first read.
+
+    NOTE: a terminal task never changes again, so it is read when built; a
+    paused task's status carries no message, so it is taken as of now.
+    """
+    if record.terminal:
+        return Deferred(_recorded_status, record)
+    return Deferred(_status_at, record.id, record.context_id, record.state, None,
+                    record.changed_ms)
+
+
+def _recorded_status(record) -> str:
+    return status_update(record, from_record=True)
+
+
+def artifact_later(record, artifact: dict) -> Deferred:
+    return Deferred(artifact_update, record, artifact)
+
+
+def frame_later(name: str, text: str, fields: dict | None, record) -> Deferred:
+    return Deferred(frame, name, text, fields, record)
 
 
 def artifact_update(record, artifact: dict) -> str:

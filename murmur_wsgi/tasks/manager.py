@@ -7,15 +7,14 @@ Concurrency:
     are numbered in the order the task changed. Agent threads are started
     after the lock is released. Each wait has a timeout or a wake-up:
     ``runtime.cond`` is notified by every change, by a reply, by cancel and
-    by ``close()``. ``accepting()`` keeps its hook in a ``threading.local``
-    (greenlet-local under gevent): only the request that set it runs it.
+    by ``close()``.
 """
 from __future__ import annotations
 
 import logging
+import _thread
 import threading
 from collections import deque
-from contextlib import contextmanager
 
 from murmur_wsgi.agents.base import TaskCanceled, TaskContext, TaskFailed
 from murmur_wsgi.session.ids import new_id
@@ -59,38 +58,20 @@ class TaskManager:
         self.input_timeout = lifecycle["input_timeout_secs"]
         self._live: set[str] = set()            # guarded by store.lock: started, not ended
         self._queue: deque[TaskRecord] = deque()  # guarded by store.lock: waiting to start
-        self._hooks = threading.local()           # per request: see accepting()
+        self._agents: set[str] = set()            # guarded by store.lock: agents not returned
+        self._agents_done = self.store.condition()  # notified as each agent returns
 
     # --- the request side -------------------------------------------------
 
-    @contextmanager
-    def accepting(self, hook):
-        """Run ``hook(record)`` under the store's lock when this request's task is taken.
-
-        Called once, by ``submit()`` as a new task is accepted (not when it is
-        rejected) or by ``deliver_reply()`` as a waiting task takes its reply,
-        right after the event of that change is published. SendStreamingMessage
-        opens its ring reader there, so its snapshot of the task and the
-        reader's first event meet exactly: nothing is lost or doubled between.
-        """
-        self._hooks.hook = hook
-        try:
-            yield
-        finally:
-            self._hooks.hook = None
-
-    def _accepted_locked(self, record: TaskRecord) -> None:
-        hook = getattr(self._hooks, "hook", None)
-        if hook is not None:
-            self._hooks.hook = None
-            hook(record)
-
-    def submit(self, ctx, context_id: str | None, start,
-               message=None) -> tuple[TaskRecord, str]:
-        """Accept a new task (or reject it); return the record and its snapshot JSON.
+    def submit(self, ctx, context_id: str | None, start, message=None,
+               on_accept=None) -> TaskRecord:
+        """Accept a new task (or reject it: the record comes back REJECTED, unstored).
 
         ``message`` (the IncomingMessage, optional) gives the trace's task_start
         its attachments and references, and the agent its forgetSession.
+        ``on_accept(record)`` runs under the store's lock right after the task is
+        taken and its event published: a caller takes its snapshot there, and a
+        stream opens its ring reader there, so nothing is lost or doubled between.
         """
         record = TaskRecord(new_id("tsk"), context_id or new_id("ctx"), ctx.owner,
                             ctx.trust, ctx.origin)
@@ -100,23 +81,23 @@ class TaskManager:
             if reason is not None:
                 record.state = REJECTED
                 record.status_text = reason
-                return record, record.to_json()
+                return record
             record.runtime = Runtime(self.store.condition(), start,
                                      forget=bool(message is not None and message.forget_session))
             self.store.add_locked(record)
             # NOTE: under the lock, so task_start precedes every other record of the task.
             self.session.trace.task_start(record, message)
-            self._publish(record, frames.status_update(record))
-            self._accepted_locked(record)
+            self._publish(record, frames.status_later(record))
+            if on_accept is not None:
+                on_accept(record)
             if self._live:
                 self._queue.append(record)
             else:
                 self._live.add(record.id)
                 to_start = record
-            snapshot = record.to_json()
         if to_start is not None:
             self._spawn(to_start)
-        return record, snapshot
+        return record
 
     def _refusal_locked(self) -> str | None:
         if self.session.closing:
@@ -127,16 +108,20 @@ class TaskManager:
             return BUSY
         return None
 
-    def deliver_reply(self, record: TaskRecord, text: str) -> bool:
-        """Hand a reply to a task waiting in INPUT_REQUIRED; False if it no longer waits."""
+    def deliver_reply(self, record: TaskRecord, text: str, on_accept=None) -> bool:
+        """Hand a reply to a task waiting in INPUT_REQUIRED; False if it no longer waits.
+
+        ``on_accept(record)`` runs under the store's lock once the task took it.
+        """
         with self.store.lock:
             runtime = record.runtime
             if record.state != INPUT_REQUIRED or runtime is None:
                 return False
             runtime.reply = text
             self.store.change_locked(record, state=WORKING, prompt=None)
-            self._publish(record, frames.status_update(record))
-            self._accepted_locked(record)
+            self._publish(record, frames.status_later(record))
+            if on_accept is not None:
+                on_accept(record)
             return True
 
     def cancel(self, record: TaskRecord) -> bool:
@@ -192,9 +177,9 @@ class TaskManager:
     # --- the agent side ---------------------------------------------------
 
     def _spawn(self, record: TaskRecord) -> None:
-        thread = threading.Thread(target=self._run, args=(record,), daemon=True,
-                                  name=f"agent-{record.id}")
-        thread.start()
+        # PERF: the bare thread primitive (a greenlet under gevent): threading.Thread
+        # would also build and wait on a start-up Event for every task.
+        _thread.start_new_thread(self._run, (record,))
 
     def _run(self, record: TaskRecord) -> None:
         with self.store.lock:
@@ -205,7 +190,8 @@ class TaskManager:
             runtime.start = None
             forget = runtime.forget
             self.store.change_locked(record, state=WORKING)
-            self._publish(record, frames.status_update(record))
+            self._publish(record, frames.status_later(record))
+            self._agents.add(record.id)
         ctx = TaskContext(self, record, text, images, data, forget_session=forget)
         try:
             response = self.agent(ctx)
@@ -219,6 +205,19 @@ class TaskManager:
         else:
             self.end(record, COMPLETED, COMPLETED_TEXT,
                      response="" if response is None else str(response))
+        finally:
+            with self.store.lock:
+                self._agents.discard(record.id)
+                self._agents_done.notify_all()
+
+    def agent_running(self, task_id: str) -> bool:
+        """True while the agent of ``task_id`` has not returned (introspection)."""
+        return task_id in self._agents
+
+    def wait_agent_returned(self, task_id: str, timeout: float) -> bool:
+        """Wait until the agent of ``task_id`` has returned; False on timeout."""
+        with self.store.lock:
+            return self._agents_done.wait_for(lambda: task_id not in self._agents, timeout)
 
     def end(self, record: TaskRecord, state: str, text: str | None, **fields) -> None:
         """End a task (once: a task that already ended is left as it is)."""
@@ -240,8 +239,8 @@ class TaskManager:
         if runtime is not None:
             runtime.cond.notify_all()
         for artifact in record.artifacts():
-            self._publish(record, frames.artifact_update(record, artifact))
-        self._publish(record, frames.status_update(record, from_record=True), terminal=True)
+            self._publish(record, frames.artifact_later(record, artifact))
+        self._publish(record, frames.recorded_status_later(record), terminal=True)
 
     def _next_locked(self, record: TaskRecord) -> TaskRecord | None:
         self._live.discard(record.id)
@@ -271,10 +270,10 @@ class TaskManager:
         with self.store.lock:
             if self.is_cancelled(record):
                 raise TaskCanceled(record.id)
-            self._publish(record, frames.status_update(record, text))
+            self._publish(record, frames.status_later(record, text))
 
     def frame(self, record: TaskRecord, name: str, text: str, fields: dict) -> None:
-        self.ring.publish(record.id, frames.frame(name, text, fields, record), frame=True)
+        self.ring.publish(record.id, frames.frame_later(name, text, fields, record), frame=True)
 
     def ask(self, record: TaskRecord, question: str) -> str:
         """Pause the task in INPUT_REQUIRED until a reply, a cancel, a timeout or close."""
@@ -285,8 +284,8 @@ class TaskManager:
             runtime.reply = None
             self.store.change_locked(record, state=INPUT_REQUIRED, prompt=question)
             for artifact in record.artifacts():
-                self._publish(record, frames.artifact_update(record, artifact))
-            self._publish(record, frames.status_update(record, from_record=True))
+                self._publish(record, frames.artifact_later(record, artifact))
+            self._publish(record, frames.recorded_status_later(record))
             session = self.session
             got = runtime.cond.wait_for(
                 lambda: runtime.reply is not None or runtime.cancelled or session.closing,

@@ -29,10 +29,17 @@ WORDS = {SUBMITTED: "submitted", WORKING: "working", INPUT_REQUIRED: "input-requ
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
+_second: tuple = (None, "")   # PERF: the last second formatted; most stamps share it
+
+
 def rfc3339(ms: int) -> str:
     """Format epoch milliseconds as RFC 3339 UTC with milliseconds and Z."""
+    global _second
     secs, millis = divmod(ms, 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{millis:03d}Z"
+    cached = _second                # NOTE: one tuple, swapped whole: safe across threads
+    if cached[0] != secs:
+        cached = _second = (secs, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)))
+    return f"{cached[1]}.{millis:03d}Z"
 
 
 def now_ms() -> int:

@@ -18,15 +18,24 @@ logger = logging.getLogger(__name__)
 class Event:
     """One numbered event: a StreamResponse result, already serialized."""
 
-    __slots__ = ("id", "task_id", "frame", "terminal", "payload")
+    __slots__ = ("id", "task_id", "frame", "terminal", "_payload")
 
-    def __init__(self, event_id: int | None, task_id: str | None, payload: str,
+    def __init__(self, event_id: int | None, task_id: str | None, payload,
                  frame: bool = False, terminal: bool = False):
         self.id = event_id
         self.task_id = task_id
-        self.payload = payload        # JSON text of the result: {"statusUpdate": …} etc.
+        self._payload = payload       # JSON text, or a callable that builds it on first read
         self.frame = frame            # a murmur frame: only for readers with the extension
         self.terminal = terminal      # the task's terminal status: a task stream ends after it
+
+    @property
+    def payload(self) -> str:
+        """The JSON text of the result: ``{"statusUpdate": …}`` etc."""
+        payload = self._payload
+        if not isinstance(payload, str):
+            # NOTE: two readers may build it at once; both get the same text.
+            payload = self._payload = payload()
+        return payload
 
     def __repr__(self):
         return f"<Event {self.id} {self.task_id} {'frame' if self.frame else 'a2a'}>"
@@ -56,7 +65,7 @@ class EventRing:
     def __init__(self, capacity: int = 512, reader_queue: int = 128):
         self.capacity = capacity
         self.reader_queue = reader_queue
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()   # PERF: Condition on an RLock checks ownership without a trial acquire (which yields under gevent)
         self._cond = threading.Condition(self._lock)   # notified by publish() and close()
         self._slots: list[Event | None] = [None] * capacity   # guarded by _lock
         self._last_id = 0                                      # guarded by _lock
