@@ -88,4 +88,4 @@ def send_message(door, call):
     if record.state == REJECTED or message.return_immediately:
         return task_result(snapshot)
     door.session.manager.wait_settled(record)
-    return task_result(record.to_json())
+    return task_result(record.to_json(cache=False))

@@ -69,13 +69,7 @@ def check_root(files: dict | None, workdir: str) -> None:
 
 def finished_tasks(session) -> int:
     """The generation: tasks that reached a terminal state in this process."""
-    store = session.store
-    total = getattr(store, "finished_total", None)
-    if total is not None:
-        return total
-    # NOTE: TaskStore notes each task once as it turns terminal, and counts evictions.
-    with store.lock:
-        return len(store._finished) + store.evicted
+    return session.store.finished_total
 
 
 def _header(value: str) -> str:

@@ -136,9 +136,15 @@ class TaskRecord:
             task["metadata"] = {"murmur": {"runningCommands": self.running}}
         return task
 
-    def to_json(self, artifacts: bool = True) -> str:
-        """Return the task as GetTask answers it (cached until the next change)."""
+    def to_json(self, artifacts: bool = True, cache: bool = True) -> str:
+        """Return the task as GetTask answers it (cached until the next change).
+
+        ``cache=False`` serializes without keeping the text: for the one answer
+        a held request gets, so a finished task nobody reads holds no copy.
+        """
         # PERF: a read of an unchanged task costs one attribute lookup.
+        if not cache and self._json is None:
+            return _dumps(self.to_dict(artifacts))
         if artifacts:
             if self._json is None:
                 self._json = _dumps(self.to_dict(True))

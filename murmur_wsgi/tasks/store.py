@@ -33,8 +33,10 @@ class TaskStore:
         self._seqs: list[int] = []                     # guarded by _lock; ascending
         self._ids: list[str] = []                      # guarded by _lock; parallel to _seqs
         self._seq = 0                                  # guarded by _lock
-        self._finished: deque = deque()                # guarded by _lock; (finished_at, id)
-        self._by_context: dict[str, set] = {}          # guarded by _lock
+        self._finished: deque = deque()                # guarded by _lock; records, oldest first
+        # guarded by _lock: context id -> its one task's id, or a set of ids once it has more
+        # PERF: most contexts hold one task; a set per context cost ~220 bytes a task.
+        self._by_context: dict[str, str | set] = {}
         self.evicted = 0
 
     @property
@@ -43,6 +45,11 @@ class TaskStore:
 
     def __len__(self) -> int:
         return len(self._tasks)
+
+    @property
+    def finished_total(self) -> int:
+        """How many tasks reached a terminal state in this session (held or evicted)."""
+        return len(self._finished) + self.evicted
 
     def condition(self) -> threading.Condition:
         """A new Condition on the store's lock (one per live task)."""
@@ -59,7 +66,13 @@ class TaskStore:
     def add_locked(self, record: TaskRecord) -> None:
         """``add()`` for a caller that already holds ``lock``."""
         self._tasks[record.id] = record
-        self._by_context.setdefault(record.context_id, set()).add(record.id)
+        held = self._by_context.get(record.context_id)
+        if held is None:
+            self._by_context[record.context_id] = record.id
+        elif isinstance(held, set):
+            held.add(record.id)
+        else:
+            self._by_context[record.context_id] = {held, record.id}
         self._bump(record)
         if record.state in TERMINAL:
             self._finish(record)
@@ -101,21 +114,23 @@ class TaskStore:
 
     def _finish(self, record: TaskRecord) -> None:
         record.finished_at = self._clock()
-        self._finished.append((record.finished_at, record.id))
+        self._finished.append(record)
         if len(self._finished) > self._keep:
             self._evict()
 
     def _evict(self) -> None:
         cutoff = self._clock() - self._keep_secs
         finished = self._finished
-        while finished and (len(finished) > self._keep or finished[0][0] < cutoff):
-            _, task_id = finished.popleft()
-            record = self._tasks.pop(task_id, None)
-            if record is not None:
-                ids = self._by_context.get(record.context_id)
-                if ids is not None:
-                    ids.discard(task_id)
-                    if not ids:
+        while finished and (len(finished) > self._keep or finished[0].finished_at < cutoff):
+            record = finished.popleft()
+            task_id = record.id
+            if self._tasks.pop(task_id, None) is not None:
+                held = self._by_context.get(record.context_id)
+                if held == task_id:
+                    del self._by_context[record.context_id]
+                elif isinstance(held, set):
+                    held.discard(task_id)
+                    if not held:
                         del self._by_context[record.context_id]
                 self.evicted += 1
 
@@ -148,7 +163,8 @@ class TaskStore:
         with self._lock:
             self._evict()
             if context_id:
-                pool = [self._tasks[t] for t in self._by_context.get(context_id, ())]
+                held = self._by_context.get(context_id, ())
+                pool = [self._tasks[t] for t in ((held,) if isinstance(held, str) else held)]
                 total = sum(1 for rec in pool if match(rec))
                 ordered = sorted((rec for rec in pool if after_seq is None or rec.seq < after_seq),
                                  key=lambda r: r.seq, reverse=True)
