@@ -41,8 +41,10 @@ class _Active:
     """
 
     def __init__(self):
-        self._cond = threading.Condition(threading.Lock())
+        # NOTE: on an RLock, as the store's: no trial acquire (a yield under gevent) to notify.
+        self._cond = threading.Condition(threading.RLock())
         self.count = 0                          # guarded by _cond
+        self._waiters = 0                       # guarded by _cond: callers in wait_idle()
 
     def enter(self) -> None:
         with self._cond:
@@ -51,13 +53,17 @@ class _Active:
     def leave(self) -> None:
         with self._cond:
             self.count -= 1
-            if self.count <= 0:
+            if self.count <= 0 and self._waiters:
                 self._cond.notify_all()
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no request is being answered; False past ``timeout`` seconds."""
         with self._cond:
-            return self._cond.wait_for(lambda: self.count <= 0, timeout)
+            self._waiters += 1
+            try:
+                return self._cond.wait_for(lambda: self.count <= 0, timeout)
+            finally:
+                self._waiters -= 1
 
 
 class _Body:

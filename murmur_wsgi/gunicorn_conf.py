@@ -126,8 +126,14 @@ class _WorkerStop:
         for door in live_doors():
             if door.stop_server is None:
                 door.stop_server = self.stop_arbiter      # lifecycle.after_task: exit
-        self._handle, worker.handle = worker.handle, self.handle
-        self._handle_request, worker.handle_request = worker.handle_request, self.handle_request
+        from gunicorn.workers.base_async import AsyncWorker
+
+        if isinstance(worker, AsyncWorker):
+            # gevent's (and eventlet's) worker: one handle() per connection, one
+            # handle_request() per request. Other workers only get the doors closed.
+            self._handle, worker.handle = worker.handle, self.handle
+            self._handle_request, worker.handle_request = (worker.handle_request,
+                                                           self.handle_request)
         self._notify, worker.notify = worker.notify, self.notify
         self._run, worker.run = worker.run, self.run
 

@@ -40,8 +40,9 @@ IMPORTED_IN = os.getpid()
 def worker_facts(ctx) -> str:
     """An agent (``tests.e2e.test_shutdown:worker_facts``): where its session was built."""
     lock = ctx._manager.store.lock
+    inner = getattr(lock, "_block", lock)      # a Python RLock wraps the lock it was given
     return json.dumps({"imported_in": IMPORTED_IN, "pid": os.getpid(), "ppid": os.getppid(),
-                       "lock": type(lock).__module__})
+                       "lock": type(inner).__module__})
 
 
 def rpc(method: str, params: dict, request_id=1) -> str:
@@ -87,6 +88,16 @@ class HttpStream:
         return self.events
 
 
+def next_submitted(watch: HttpStream, seen: set) -> str:
+    """Read the watch until a task not in ``seen`` is submitted; return its id."""
+    while True:
+        event = watch.next()
+        assert event is not None, "the watch ended"
+        if event.state == "TASK_STATE_SUBMITTED" and event.task_id not in seen:
+            seen.add(event.task_id)
+            return event.task_id
+
+
 def children(pid: int) -> list[int]:
     with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as fh:
         return [int(p) for p in fh.read().split()]
@@ -125,8 +136,10 @@ def test_sigterm_answers_held_requests_ends_streams_and_exits_fast(tmp_path):
         assert watch.next().frame_name == "connection-ack"
         started = requests.post(door.url + "/", data=rpc("SendMessage", message(
             "/background " + " ".join(BACKGROUND))), headers={**HEADERS, **CLOSE}, timeout=SETTLE)
-        assert started.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        background_task = started.json()["result"]["task"]
+        assert background_task["status"]["state"] == "TASK_STATE_COMPLETED"
         [background] = pids_running(BACKGROUND)
+        seen = {background_task["id"]}
 
         answers = {}
 
@@ -136,17 +149,14 @@ def test_sigterm_answers_held_requests_ends_streams_and_exits_fast(tmp_path):
             answers[name] = response.json()["result"]["task"]
 
         threads = [threading.Thread(target=held, args=(name,)) for name in ("running", "queued")]
-        threads[0].start()
         # Each task's first event on the watch says it was accepted (and its request held).
-        assert watch.next().state == "TASK_STATE_SUBMITTED"
+        threads[0].start()
+        running = next_submitted(watch, seen)
         threads[1].start()
+        queued = next_submitted(watch, seen)
         stream = HttpStream(door.url, "SendStreamingMessage", message("/sleep 60"), EXT)
         assert [stream.next().kind, stream.next().frame_name] == ["task", "connection-ack"]
-        seen = set()
-        while len(seen) < 3:                   # the watch has the three held tasks
-            event = watch.next()
-            if event.state == "TASK_STATE_SUBMITTED":
-                seen.add(event.task_id)
+        assert next_submitted(watch, seen) == stream.events[0].task_id
         idle = requests.Session()              # a keep-alive connection left idle
         assert idle.get(door.card_url, timeout=SETTLE).status_code == 200
 
@@ -165,11 +175,13 @@ def test_sigterm_answers_held_requests_ends_streams_and_exits_fast(tmp_path):
     assert door.proc.returncode == 0
     assert seconds < STOP_WITHIN, door.log()
     assert "graceful timeout" not in door.log()
+    # Each held request is answered with its own task, as it stood when the door closed.
+    assert answers["running"]["id"] == running
     assert answers["running"]["status"]["state"] in ("TASK_STATE_WORKING", "TASK_STATE_CANCELED")
+    assert answers["queued"]["id"] == queued
     assert answers["queued"]["status"]["state"] == "TASK_STATE_SUBMITTED"
     assert watched[-1].frame_name == "capsule-closed"
     assert streamed[-1].frame_name == "capsule-closed"
-    assert streamed[0].task_id not in (answers["running"]["id"], answers["queued"]["id"])
     assert not alive(worker) and not alive(background)
     assert pids_running(BACKGROUND) == []
     assert not (door.home / "running" / f"{door.session_id}.json").exists()
