@@ -106,7 +106,7 @@ class Door:
         self.tokens = TokenTable(manifest.authentication, manifest.name)
         self.cards = CardCache(manifest, self.session.id)
         observability = manifest.observability
-        self.metrics = Metrics(access_log=observability.get("access_log", True))
+        self.metrics = Metrics(access_log=observability.get("access_log", False))
         self.serves_metrics = bool(observability.get("metrics"))
         self.active = _Active()
         # How the server running this door is asked to stop: set by the gunicorn conf

@@ -80,6 +80,10 @@ def rpc_tier(door: Door, environ: dict, ctx: CallContext, raw: bytes):
         raise err from None
 
 
+class StreamNotStarted(RuntimeError):
+    """The server's start_response refused a stream's headers (the stream is closed)."""
+
+
 def rpc_response(request_id, result) -> bytes:
     """Serialize a JSON-RPC success, reusing a result that is already JSON."""
     text = result if isinstance(result, RawJSON) else _dumps(result)
@@ -122,7 +126,11 @@ def dispatch(door: Door, environ: dict, start_response):
             headers = list(result.headers)
             if call.used_extensions:
                 headers.append(("A2A-Extensions", ", ".join(call.used_extensions)))
-            start_response("200 OK", headers)
+            try:
+                start_response("200 OK", headers)
+            except BaseException:
+                result.close()          # release its ring reader; the server answers the failure
+                raise StreamNotStarted() from None
             door.metrics.request(environ, call, "stream", 200, started, result)
             return result
         data = rpc_response(call.id, result)
@@ -144,6 +152,8 @@ def dispatch(door: Door, environ: dict, start_response):
         door.metrics.request(environ, call, str(ex.code), 200, started, ex)
         start_response("200 OK", [JSON_HEADERS, ("Content-Length", str(len(data)))])
         return [data]
+    except StreamNotStarted:
+        raise                   # the server refused the stream's headers: nothing to answer
     except Exception:  # noqa: BLE001 - the one place every failure is caught
         logger.exception("request failed inside the door")
         request_id = call.id if call is not None else None

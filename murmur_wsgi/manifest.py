@@ -229,7 +229,7 @@ class AgentField(fields.Field):
 
 class ObservabilitySchema(_Block):
     metrics = fields.Boolean(load_default=False)
-    access_log = fields.Boolean(load_default=True)
+    access_log = fields.Boolean(load_default=False)   # opt-in, like gunicorn's access log
 
 
 class ManifestSchema(_Block):

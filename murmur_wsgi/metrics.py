@@ -110,7 +110,7 @@ class _Held:
 class Metrics:
     """Request counts, latencies and held requests of one door; its access log switch."""
 
-    def __init__(self, access_log: bool = True):
+    def __init__(self, access_log: bool = False):
         self._lock = threading.Lock()
         self.requests: dict[tuple[str, str], int] = {}     # guarded by _lock
         self.latency: dict[str, _Histogram] = {}           # guarded by _lock

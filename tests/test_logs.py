@@ -33,7 +33,8 @@ def access(lines) -> list[dict]:
 
 
 def door(**overrides):
-    manifest = {"name": "logged", "version": "0.1.0", "stream": {"heartbeat_secs": 0.2}}
+    manifest = {"name": "logged", "version": "0.1.0", "stream": {"heartbeat_secs": 0.2},
+                "observability": {"access_log": True}}
     manifest.update(overrides)
     return create_app(manifest, listen="127.0.0.1:41873")
 
@@ -83,8 +84,8 @@ def test_http_routes_and_refusals_are_logged_without_the_token(log_lines):
     assert "Bearer" not in text and "uthorization" not in text
 
 
-def test_access_log_off_in_the_manifest(log_lines):
-    rpc = Rpc(door(observability={"access_log": False}))
+def test_access_log_is_off_unless_the_manifest_asks(log_lines):
+    rpc = Rpc(create_app({"name": "quiet", "version": "0.1.0"}))
     rpc.result("SendMessage", msg("hello"))
     assert access(log_lines()) == []
 

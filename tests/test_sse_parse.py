@@ -115,8 +115,7 @@ def test_every_frame_builder_parses():
 
 def test_headers_and_framing():
     assert dict(SSE_HEADERS) == {"Content-Type": "text/event-stream",
-                                 "Cache-Control": "no-cache", "Connection": "keep-alive",
-                                 "X-Accel-Buffering": "no"}
+                                 "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     stream = EventStream("req-1", [(None, TASK)])
     assert stream.event(5, "{}") == b'id: 5\ndata: {"jsonrpc":"2.0","id":"req-1","result":{}}\n\n'
     assert stream.event(None, "{}") == b'data: {"jsonrpc":"2.0","id":"req-1","result":{}}\n\n'

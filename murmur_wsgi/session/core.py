@@ -45,7 +45,8 @@ class Session:
         self.trace = Trace(self.id, enabled=trace)     # trace.jsonl; a no-op when disabled
         tasks, stream = manifest.tasks, manifest.stream
         self.store = TaskStore(tasks["keep_finished"], tasks["keep_finished_secs"])
-        self.ring = EventRing(stream["replay_events"], stream["reader_queue"])
+        self.ring = EventRing(stream["replay_events"], stream["reader_queue"],
+                              lock=self.store.lock)
         self.works = BackgroundWorks(manifest.capabilities["shell"]["allow"])
         self.delegations = Delegations()
         self.manager = TaskManager(self, agent, self.ring, self.works)

@@ -20,8 +20,10 @@ from murmur_wsgi.tasks.ring import Event, Gap, Lagged
 
 logger = logging.getLogger(__name__)
 
+# NOTE: no Connection header: it is hop-by-hop, which PEP 3333 leaves to the server
+# (wsgiref refuses it); gunicorn answers HTTP/1.1 with its own "Connection: keep-alive".
 SSE_HEADERS = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
-               ("Connection", "keep-alive"), ("X-Accel-Buffering", "no"))
+               ("X-Accel-Buffering", "no"))
 HEARTBEAT = b":heartbeat\n\n"
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode

@@ -62,10 +62,14 @@ class Lagged:
 class EventRing:
     """The last ``capacity`` events of the session, numbered from 1 across every task."""
 
-    def __init__(self, capacity: int = 512, reader_queue: int = 128):
+    def __init__(self, capacity: int = 512, reader_queue: int = 128, lock=None):
         self.capacity = capacity
         self.reader_queue = reader_queue
-        self._lock = threading.RLock()   # PERF: Condition on an RLock checks ownership without a trial acquire (which yields under gevent)
+        # NOTE: the session passes the store's RLock: every event is published while the
+        # store's lock is held, so publishing re-enters it instead of taking a second lock.
+        # PERF: an RLock, since a Condition on a plain Lock checks ownership with a trial
+        # acquire, which yields to the hub under gevent.
+        self._lock = lock if lock is not None else threading.RLock()
         self._cond = threading.Condition(self._lock)   # notified by publish() and close()
         self._slots: list[Event | None] = [None] * capacity   # guarded by _lock
         self._last_id = 0                                      # guarded by _lock

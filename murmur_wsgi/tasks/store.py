@@ -25,7 +25,9 @@ class TaskStore:
 
     def __init__(self, keep_finished: int = 10_000, keep_finished_secs: float = 86_400.0,
                  clock=time.monotonic):
-        self._lock = threading.RLock()   # PERF: Condition on an RLock checks ownership without a trial acquire (which yields under gevent)
+        # PERF: an RLock: a Condition on a plain Lock checks ownership with a trial
+        # acquire, which yields to the hub under gevent. The session's ring shares it.
+        self._lock = threading.RLock()
         self._clock = clock
         self._keep = keep_finished
         self._keep_secs = keep_finished_secs

@@ -86,7 +86,7 @@ def threads_of(pid: int) -> int:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_the_whole_door_on_the_dev_server(tmp_path):
     manifest = dict(default_manifest(), lifecycle={"task_acceptance": "queue", "queue_depth": 4},
-                    stream={"heartbeat_secs": 1})
+                    stream={"heartbeat_secs": 1}, observability={"access_log": True})
     with dev_door(tmp_path, manifest) as door:
         assert door.card["supportedInterfaces"][0]["url"] == f"http://localhost:{door.port}"
         watch = HttpStream(door.url, "murmur.WatchSession", {})
