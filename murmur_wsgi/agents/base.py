@@ -136,6 +136,19 @@ class TaskContext:
         """Pause in TASK_STATE_INPUT_REQUIRED with ``question``; return the reply."""
         return self._manager.ask(self._record, question)
 
+    def delegate(self) -> str:
+        """Open a delegation this task will wait on; return its ``dlg_…`` id.
+
+        Hand the id to the sub-capsule: its completion, a SendMessage carrying
+        ``x-murmur-task-origin: completion``, ``x-murmur-completion-session: <this
+        session>`` and ``x-murmur-delegation-id: <id>``, is delivered here.
+        """
+        return self._manager.session.delegations.expect(self._record)
+
+    def wait_completion(self, delegation_id: str, timeout: float | None = None) -> str | None:
+        """Wait for a delegation's completion; return its text (None past ``timeout``)."""
+        return self._manager.session.delegations.wait(self._record, delegation_id, timeout)
+
     def background(self, command: str) -> str:
         """Start ``command`` detached (its binary must be allowed); return its ``wrk_…``."""
         self.check_cancelled()

@@ -5,6 +5,7 @@ import logging
 import threading
 import time
 
+from murmur_wsgi.session.delegations import Delegations
 from murmur_wsgi.session.ids import new_id
 from murmur_wsgi.session.trace import Trace
 from murmur_wsgi.session.works import BackgroundWorks
@@ -15,22 +16,6 @@ from murmur_wsgi.tasks.store import TaskStore
 logger = logging.getLogger(__name__)
 
 WATCH_WAKE_SECS = 60.0       # the after_task watcher's wait; publish() and close() wake it sooner
-
-
-class Delegations:
-    """Delegations a task of this session waits on (filled by the completions work)."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._waiting: dict[str, object] = {}       # guarded by _lock
-
-    def awaits(self, delegation_id: str) -> bool:
-        with self._lock:
-            return delegation_id in self._waiting
-
-    def complete(self, call):
-        from murmur_wsgi.errors import CompletionNotAwaitedError
-        raise CompletionNotAwaitedError(call.environ.get("HTTP_X_MURMUR_DELEGATION_ID"))
 
 
 class Session:
@@ -48,7 +33,7 @@ class Session:
         self.ring = EventRing(stream["replay_events"], stream["reader_queue"],
                               lock=self.store.lock)
         self.works = BackgroundWorks(manifest.capabilities["shell"]["allow"])
-        self.delegations = Delegations()
+        self.delegations = Delegations(self)
         self.manager = TaskManager(self, agent, self.ring, self.works)
         self._watching = False      # the after_task watcher holds a ring reader (not a stream)
 
