@@ -69,6 +69,20 @@ def main(mode):
         block()
     elif mode == "fail":
         send(type="fail", message="the model\nsaid no")
+    elif mode in ("respond-linger", "fail-linger"):
+        # Ends its task, then lingers with a child in its group: deaf to stdin's end, so
+        # only the door's SIGTERM or SIGKILL ends it.
+        child = subprocess.Popen(["sleep", "30"])
+        send(type="thinking", text=f"child {child.pid}")
+        if mode == "respond-linger":
+            send(type="response", text="done")
+        else:
+            send(type="fail", message="no")
+        block()
+    elif mode == "close-stdout":               # closes its stdout, then keeps running
+        ready()
+        os.close(1)
+        block()
     elif mode == "ask":
         send(type="ask", text="Which colour?")
         reply = json.loads(sys.stdin.readline())

@@ -114,6 +114,10 @@ def test_a_task_that_changes_moves_ahead_of_the_cursor():
     pytest.param({"contextId": 5}, "Invalid params: contextId must be a string", id="contextId"),
     pytest.param({"status": "completed"}, "Invalid params: status must be a TASK_STATE_* name",
                  id="status"),
+    pytest.param({"status": []}, "Invalid params: status must be a TASK_STATE_* name",
+                 id="status-list"),
+    pytest.param({"status": {"a": 1}}, "Invalid params: status must be a TASK_STATE_* name",
+                 id="status-object"),
     pytest.param({"pageSize": 0}, "Invalid params: pageSize must be an integer from 1",
                  id="pageSize-0"),
     pytest.param({"pageSize": 2.5}, "Invalid params: pageSize must be an integer from 1",
@@ -150,3 +154,13 @@ def test_a_token_of_another_door_is_refused(filled):
     token = rpc.result("ListTasks", {"pageSize": 1})["nextPageToken"]
     other = Rpc(make_door())
     assert other.error("ListTasks", {"pageToken": token})["code"] == -32602
+
+
+def test_a_forged_token_with_unicode_digits_is_refused(filled):
+    import base64
+    rpc, _ = filled
+    token = rpc.result("ListTasks", {"pageSize": 1})["nextPageToken"]
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    tag = raw.partition(":")[2]
+    forged = base64.urlsafe_b64encode(f"\u00b2:{tag}".encode()).decode().rstrip("=")
+    assert rpc.error("ListTasks", {"pageToken": forged})["code"] == -32602

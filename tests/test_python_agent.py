@@ -149,7 +149,9 @@ def test_ask_pauses_input_required_and_returns_the_reply(doors):
                                   "parts": [{"text": "Which colour?",
                                              "mediaType": "text/plain"}]}]
     done = run(rpc, "blue", taskId=task["id"])
-    assert response_of(done) == "you said blue"
+    # A plain A2A client is untrusted: its reply comes fenced, as its first message did.
+    assert response_of(done) == ("you said <untrusted-content source=task:event>\nblue\n"
+                                 "</untrusted-content>")
 
 
 def test_input_timeout_fails_the_task(doors):

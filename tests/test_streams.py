@@ -294,6 +294,7 @@ def test_watch_follows_every_task_with_frames_and_stays_open():
     pytest.param("7", None, [], id="up-to-date"),
     pytest.param("x", None, range(1, 8), id="non-numeric-from-0"),
     pytest.param("8", 1, range(1, 8), id="never-issued"),
+    pytest.param("9" * 5000, 1, range(1, 8), id="never-issued-too-long-for-int"),
 ])
 def test_watch_replay_without_wrap(last_event_id, gap, replayed):
     door = stream_door()

@@ -309,3 +309,26 @@ def test_finished_tasks_are_evicted_oldest_first():
     for task_id in ids[2:]:
         assert rpc.result("GetTask", {"id": task_id})["id"] == task_id
     assert len(rpc.door.session.store) == 3
+
+
+def test_background_refuses_a_path_that_ends_in_an_allowed_name(live_rpc, tmp_path):
+    fake = tmp_path / "sleep"
+    fake.write_text("#!/bin/sh\ntouch \"$0.ran\"\n")
+    fake.chmod(0o755)
+    task = live_rpc.result("SendMessage", send_params(f"/background {fake} 1"))["task"]
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert "not in capabilities.shell.allow" in task["status"]["message"]["parts"][0]["text"]
+    assert not (tmp_path / "sleep.ran").exists()
+
+
+def test_a_reply_reaches_the_agent_fenced_as_its_sender_is_untrusted():
+    seen = []
+
+    def agent(ctx):
+        seen.append(ctx.ask("which?"))
+        return "ok"
+
+    rpc = Rpc(__import__("murmur_wsgi").create_app({"name": "a", "version": "1"}, agent=agent))
+    task = rpc.result("SendMessage", send_params("go"))["task"]
+    rpc.result("SendMessage", send_params("main", taskId=task["id"]))
+    assert seen == ["<untrusted-content source=task:event>\nmain\n</untrusted-content>"]

@@ -68,7 +68,9 @@ def accept(door, call, params: dict, on_accept=None):
         on_accept = lambda record: taken.append(record.to_json())  # noqa: E731
     if message.task_id is not None:
         record = continued_task(door, call, message)
-        reply = render.agent_text(message, [], untrusted=False, origin=None)
+        # NOTE: the reply reads as its sender's text: fenced unless the sender is trusted.
+        reply = render.agent_text(message, [], untrusted=call.ctx.trust != "trusted",
+                                  origin=call.ctx.origin)
         while not manager.deliver_reply(record, reply, on_accept):
             record = continued_task(door, call, message)   # it moved on: this raises why
     else:

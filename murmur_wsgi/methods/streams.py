@@ -20,6 +20,7 @@ from murmur_wsgi.uris import DOOR_URI, STREAM_URI
 logger = logging.getLogger(__name__)
 
 _NUMBER = re.compile(r"[0-9]+\Z")
+NEVER_ISSUED = 10 ** 18
 
 
 def last_event_id(environ: dict) -> int | None:
@@ -28,7 +29,10 @@ def last_event_id(environ: dict) -> int | None:
     if raw is None:
         return None
     raw = raw.strip()
-    return int(raw) if _NUMBER.match(raw) else 0
+    if not _NUMBER.match(raw):
+        return 0
+    # NOTE: a number longer than any id the session can issue names an id never issued.
+    return int(raw) if len(raw) <= 18 else NEVER_ISSUED
 
 
 def _stream(door, call, opening, reader=None, follow_task=None) -> EventStream:

@@ -64,7 +64,8 @@ def read_list_params(params: dict, session_id: str) -> tuple:
     if not isinstance(context_id, str):
         raise InvalidParamsError("Invalid params: contextId must be a string")
     status = params.get("status", "TASK_STATE_UNSPECIFIED")
-    if status not in ALL_STATES and status != "TASK_STATE_UNSPECIFIED":
+    if not isinstance(status, str) or (status not in ALL_STATES
+                                        and status != "TASK_STATE_UNSPECIFIED"):
         raise InvalidParamsError("Invalid params: status must be a TASK_STATE_* name")
     page_size = params.get("pageSize", PAGE_DEFAULT)
     if not isinstance(page_size, int) or isinstance(page_size, bool) or page_size < 1:

@@ -65,12 +65,13 @@ class BackgroundWorks:
             raise CommandRefused(f"cannot parse the command: {ex}") from None
         if not argv:
             raise CommandRefused("the command is empty")
-        binary = os.path.basename(argv[0])
-        if binary not in self._allow:
+        binary = argv[0]
+        # NOTE: a bare name, looked up on PATH: "/tmp/x/sleep" must not pass for "sleep".
+        if "/" in binary or binary not in self._allow:
             raise CommandRefused(f"{binary} is not in capabilities.shell.allow")
-        path = shutil.which(argv[0])
+        path = shutil.which(binary)
         if path is None:
-            raise CommandRefused(f"{argv[0]} is not installed")
+            raise CommandRefused(f"{binary} is not installed")
         try:
             proc = subprocess.Popen([path] + argv[1:], stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

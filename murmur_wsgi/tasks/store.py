@@ -202,6 +202,6 @@ def decode_token(token: str, session_id: str) -> int | None:
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return None
     seq, _, tag = raw.partition(":")
-    if tag != session_id[-12:] or not seq.isdigit():
+    if tag != session_id[-12:] or not (seq.isascii() and seq.isdigit()) or len(seq) > 18:
         return None
     return int(seq)
