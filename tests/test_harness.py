@@ -124,12 +124,16 @@ FAILURES = [
     pytest.param("stderr-flood", "harness: wrote more than 1048576 bytes to stderr",
                  id="stderr-flood"),
     pytest.param("fail", "the model said no", id="fail-line"),
+    pytest.param("close-stdout", "harness: closed its stdout without a response",
+                 id="closed-stdout"),
 ]
+
+IDLE_MODES = ("hang", "close-stdout")      # modes that fail only once the idle limit passes
 
 
 @pytest.mark.parametrize("mode, message", FAILURES)
 def test_a_failing_harness_fails_the_task_and_leaves_no_process(doors, mode, message):
-    rpc = doors(FAULTS + [mode], idle_timeout_secs=IDLE if mode == "hang" else 5)
+    rpc = doors(FAULTS + [mode], idle_timeout_secs=IDLE if mode in IDLE_MODES else 5)
     task = rpc.result("SendMessage", send_params("go"))["task"]
     assert task["status"]["state"] == FAILED
     assert status_text(task) == message
@@ -162,6 +166,46 @@ def test_the_group_dies_with_the_harness(doors):
     assert_gone(door, pid)
     # The child is killed too: it exits (a zombie until init reaps it, or gone).
     assert _exits_within(child, DEADLINE)
+
+
+@pytest.mark.parametrize("mode, state", [("respond-linger", COMPLETED),
+                                         ("fail-linger", FAILED)])
+def test_the_task_ends_at_its_last_line_not_when_the_harness_exits(doors, mode, state):
+    # The harness lingers after its response (or fail); a 5 s grace must not hold the task.
+    rpc = doors(FAULTS + [mode], cancel_grace_secs=5)
+    door = rpc.door
+    task = rpc.result("SendMessage", send_params("go", configuration=NOW))["task"]
+    wait_until(door, frame_seen(door, task["id"], "thinking"))   # its last line follows at once
+    child = _child_of(door, task["id"])
+    pid = harness_pid(door, task["id"])
+    wait_state(door, task["id"], state, timeout=2)                # well before the grace ends
+    assert rpc.result("GetTask", {"id": task["id"]})["status"]["state"] == state
+    # Under task_acceptance single the capsule takes the next task at once.
+    nxt = rpc.result("SendMessage", send_params("again", configuration=NOW))["task"]
+    assert nxt["status"]["state"] != "TASK_STATE_REJECTED"
+    wait_until(door, frame_seen(door, nxt["id"], "thinking"))
+    assert pid in door.session.agent.live_pids()                  # still within its grace
+    # Closing the session ends the harnesses still being reaped, well before the grace.
+    door.close()
+    assert door.session.agent.live_pids() == []
+    assert assert_gone(door, pid) == -signal.SIGTERM
+    assert _exits_within(child, DEADLINE)
+
+
+def test_a_harness_lingering_after_its_response_is_killed_after_the_grace(doors):
+    rpc = doors(FAULTS + ["respond-linger"])                      # cancel_grace_secs 0.3
+    task = rpc.result("SendMessage", send_params("go"))["task"]
+    assert task["status"]["state"] == COMPLETED
+    assert response_of(task) == "done"
+    child = _child_of(rpc.door, task["id"])
+    assert assert_gone(rpc.door, harness_pid(rpc.door, task["id"])) == -signal.SIGKILL
+    assert _exits_within(child, DEADLINE)                          # its group died with it
+
+
+def _child_of(door, task_id):
+    """The pid a harness announced with a ``child N`` thinking line."""
+    (note,) = [f["text"] for f in frames_of(door, task_id) if f["frame"] == "thinking"]
+    return int(note.split()[1])
 
 
 def _exits_within(pid, timeout):
@@ -211,6 +255,17 @@ def test_cancel_sends_sigkill_after_the_grace_to_a_harness_ignoring_sigterm(door
     assert rpc.result("CancelTask", {"id": task_id})["status"]["state"] == CANCELED
     assert assert_gone(rpc.door, pid) == -signal.SIGKILL
     assert rpc.result("GetTask", {"id": task_id})["status"]["state"] == CANCELED
+
+
+def test_cancel_ends_a_harness_that_closed_its_stdout(doors):
+    # Only a cancel can end it before the idle limit: the door must not wait that out.
+    grace = 0.3
+    rpc = doors(FAULTS + ["close-stdout"], idle_timeout_secs=60, cancel_grace_secs=grace)
+    task_id, pid = _started(rpc, "close-stdout")
+    assert rpc.result("CancelTask", {"id": task_id})["status"]["state"] == CANCELED
+    gone, returncode = rpc.door.session.agent.wait_gone(pid, grace + 3)
+    assert gone, f"harness {pid} still running after the cancel"
+    assert returncode == -signal.SIGTERM
 
 
 def test_cancel_while_the_harness_asks(doors):

@@ -141,14 +141,14 @@ def test_lagged_counts_events_no_longer_held():
     assert ring.dropped == 16
 
 
-def test_lagged_counts_only_the_readers_own_held_events():
+def test_a_readers_queue_holds_its_own_events_only():
     ring = EventRing(64, reader_queue=4)
     reader = ring.reader(task_id="tsk_a")
     for i in range(10):
         ring.publish("tsk_a" if i % 2 else "tsk_b", "{}")
     items, _ = reader.next(0)
-    assert items[0].missed == 3            # tsk_a's 2, 4, 6 fell out of the last four
-    assert ids(items) == [8, 10]
+    assert items[0].missed == 1            # tsk_a's five events: the oldest, 2, fell out
+    assert ids(items) == [4, 6, 8, 10]     # other tasks' events take no room in its queue
 
 
 def test_writers_never_wait_and_memory_stays_bounded():

@@ -468,3 +468,23 @@ def test_a_hundred_clients_that_leave_mid_stream_leave_no_subscriber():
     rpc.result("SendMessage", msg("done", taskId=task["id"]))
     assert ring.subscribers == 0
     door.close()
+
+
+@pytest.mark.parametrize("headers", [None, {"A2A-Extensions": STREAM_URI}],
+                         ids=["plain", "extension"])
+def test_a_task_stream_ends_even_when_its_terminal_event_was_lost(headers):
+    door = stream_door(stream={"replay_events": 16, "reader_queue": 4},
+                       lifecycle={"task_acceptance": "queue", "queue_depth": 4})
+    rpc = Rpc(door)
+    task = rpc.result("SendMessage", msg("/ask Which?"))["task"]
+    stream = open_stream(rpc, "SubscribeToTask", {"id": task["id"]}, headers)
+    rpc.result("SendMessage", msg("red", taskId=task["id"]))    # completes, unread
+    run(rpc, "/stream 40")                                       # the ring wraps past it
+    events = stream.rest()
+    assert stream.ended
+    # Its terminal status fell out of the reader's queue: the stream ends with the
+    # ended task, unnumbered, as GetTask answers it.
+    assert events[-1].kind == "task" and events[-1].id is None
+    assert events[-1].body == rpc.result("GetTask", {"id": task["id"]})
+    assert events[-1].body["status"]["state"] == COMPLETED
+    assert door.session.ring.subscribers == 0

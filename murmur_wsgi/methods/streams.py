@@ -36,7 +36,19 @@ def last_event_id(environ: dict) -> int | None:
 
 
 def _stream(door, call, opening, reader=None, follow_task=None) -> EventStream:
-    return EventStream(call.id, opening, reader, follow_task=follow_task,
+    recover = None
+    if follow_task is not None:
+        store = door.session.store
+        record = store.get(follow_task)
+
+        def recover():
+            with store.lock:
+                if record is None or not record.terminal:
+                    return None
+                # NOTE: the ended task as GetTask answers it, unnumbered like the opening:
+                # the lost events' ids are gone, and a task event carries its end whole.
+                return [frames.task_event(record)]
+    return EventStream(call.id, opening, reader, follow_task=follow_task, recover=recover,
                        heartbeat_secs=door.manifest.stream["heartbeat_secs"])
 
 

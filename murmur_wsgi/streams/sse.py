@@ -53,6 +53,10 @@ class EventStream:
             stream after it (a rejected task).
         follow_task: end after this task's terminal event (a task's stream);
             None reads until the ring closes (murmur.WatchSession).
+        recover: for a task's stream, ``recover()`` returns the payloads of the
+            task's end (the ended task, as GetTask answers it) once it has
+            ended, else None: asked when the reader lost events, so a stream
+            whose terminal event was dropped still ends with the task's end.
         heartbeat_secs: ``:heartbeat`` every this many seconds from when the
             stream opened; events do not reset it.
         clock: monotonic seconds; tests inject a fake one together with a fake
@@ -62,11 +66,12 @@ class EventStream:
     headers = SSE_HEADERS
 
     def __init__(self, request_id, opening, reader=None, *, follow_task: str | None = None,
-                 heartbeat_secs: float = 15.0, clock=time.monotonic):
+                 recover=None, heartbeat_secs: float = 15.0, clock=time.monotonic):
         self._prefix = b'{"jsonrpc":"2.0","id":' + _utf8(_dumps(request_id)) + b',"result":'
         self._opening = list(opening)
         self._reader = reader
         self._follow = follow_task
+        self._recover = recover
         self._frames = reader is not None and reader.frames
         self._interval = heartbeat_secs
         self._clock = clock
@@ -130,13 +135,23 @@ class EventStream:
         A task's stream ends after its terminal event; every stream ends when
         the ring closed, with ``capsule-closed`` when frames are on.
         """
+        lost = False
         for item in items:
             if type(item) is Event:
                 out.append(self.event(item.id, item.payload))
                 if item.terminal and self._follow is not None and item.task_id == self._follow:
                     return True
-            elif self._frames:
-                out.append(self.event(None, _MARKERS[type(item)](item)))
+            else:
+                lost = True
+                if self._frames:
+                    out.append(self.event(None, _MARKERS[type(item)](item)))
+        if lost and self._recover is not None:
+            ending = self._recover()
+            if ending is not None:
+                # NOTE: the task's terminal event was among the lost: write its end
+                # from the record, then end.
+                out.extend(self.event(None, payload) for payload in ending)
+                return True
         if closed and self._frames:
             out.append(self.event(None, frames.capsule_closed()))
         return closed

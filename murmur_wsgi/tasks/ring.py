@@ -171,30 +171,31 @@ class Reader:
             return self._collect_locked(), ring._closed
 
     def _collect_locked(self) -> list:
+        """The events this reader wants since its cursor, through its bounded queue.
+
+        The queue holds ``reader_queue`` of this reader's own events: when more
+        than that are waiting, the oldest are dropped and counted in a Lagged.
+        Events the ring no longer holds count as missed whatever they were (an
+        upper bound for a reader that follows one task).
+        """
         ring = self._ring
         last = ring._last_id
         if last == self.cursor:
             return []
-        out: list = []
-        limit = min(ring.reader_queue, ring.capacity)
-        if last - self.cursor > limit:
-            keep_from = last - limit + 1
-            oldest = ring._oldest_id()
-            # Events no longer held count as missed whatever they were.
-            missed = max(0, oldest - self.cursor - 1)
-            for event_id in range(max(self.cursor + 1, oldest), keep_from):
-                if self.wants(ring._slots[event_id % ring.capacity]):
-                    missed += 1
-            self.cursor = keep_from - 1
-            ring.dropped += missed
-            if missed:
-                out.append(Lagged(missed))
-        for event_id in range(self.cursor + 1, last + 1):
-            event = ring._slots[event_id % ring.capacity]
-            if self.wants(event):
-                out.append(event)
+        oldest = ring._oldest_id()
+        missed = max(0, oldest - self.cursor - 1)
+        slots, capacity = ring._slots, ring.capacity
+        wanted = [event for event_id in range(max(self.cursor + 1, oldest), last + 1)
+                  if self.wants(event := slots[event_id % capacity])]
+        limit = ring.reader_queue
+        if len(wanted) > limit:
+            missed += len(wanted) - limit
+            wanted = wanted[-limit:]
         self.cursor = last
-        return out
+        if not missed:
+            return wanted
+        ring.dropped += missed
+        return [Lagged(missed)] + wanted
 
     @property
     def open(self) -> bool:
