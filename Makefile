@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CONFIG ?= conf/murmur.yaml
 
-.PHONY: run test bench clean
+.PHONY: run test bench bench-streams clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ test: $(VENV)/.installed-test
 bench: $(VENV)/.installed
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 	$(BIN)/python bench/memory.py
+
+# Idle murmur.WatchSession streams (RSS per stream) and fan-out latency to subscribers.
+# BENCH_STREAMS_ARGS passes options to bench/streams.py, e.g. "-n 2000 -s 500 -r 20 --bare".
+bench-streams: $(VENV)/.installed
+	$(BIN)/python bench/streams.py $(BENCH_STREAMS_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
