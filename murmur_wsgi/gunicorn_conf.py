@@ -23,7 +23,7 @@ worker_class = "gevent"
 workers = 1
 # Each held request and each open stream keeps one connection (and one file
 # descriptor: raise `ulimit -n` above this) for as long as it lasts.
-worker_connections = 4096
+worker_connections = 10000
 # The gevent worker's heartbeat runs on its own greenlet, so held requests and
 # open streams do not trip this timeout; it only catches a blocked worker.
 timeout = 60

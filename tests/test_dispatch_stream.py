@@ -23,3 +23,31 @@ def test_refused_stream_headers_release_the_reader():
     with pytest.raises(StreamNotStarted):
         door(environ, start_response)
     assert door.session.ring.subscribers == 0
+
+
+def test_a_stream_ends_at_the_first_heartbeat_after_its_client_left():
+    import socket
+
+    from werkzeug.test import Client
+
+    from murmur_wsgi.methods.streams import peer_gone
+    from tests.sse_util import SseStream, stream_door
+
+    server, client = socket.socketpair()
+    try:
+        door = stream_door()
+        gone = peer_gone({"gunicorn.socket": server})
+        assert gone() is False
+        body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "murmur.WatchSession"})
+        response = Client(door).post("/", data=body, content_type="application/json",
+                                     headers={"A2A-Version": "1.0"},
+                                     environ_overrides={"gunicorn.socket": server})
+        watch = SseStream(response, 7)
+        assert watch.next().frame_name == "connection-ack"
+        client.close()
+        assert gone() is True
+        watch.rest()                      # ends at the next heartbeat, without writing it
+        assert watch.ended
+        assert door.session.ring.subscribers == 0
+    finally:
+        server.close()

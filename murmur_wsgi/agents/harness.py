@@ -9,10 +9,18 @@ and kills its process group; see ``docs/harness.md`` for the protocol.
 Concurrency:
     ``HarnessAgent`` is shared by the session's tasks. ``_cond`` (a
     ``Condition``) guards ``_sessions`` (contextId -> harness session id),
-    ``_live`` (pid -> HarnessProcess) and ``_exits``; it is notified when a
-    process is reaped. Each task's process is driven from the task's own
-    thread, which reads with a timeout of at most ``POLL_SECS`` so a cancel,
-    the idle deadline, a stderr flood or the session closing is seen promptly.
+    ``_live`` (pid -> HarnessProcess), ``_starting`` and ``_exits``; it is
+    notified when a process is registered or reaped. Each task's process is
+    driven from the task's own thread, which waits (for a line, or for the
+    harness to exit after it closed its stdout) at most ``POLL_SECS`` at a
+    time, so a cancel, the idle deadline, a stderr flood or the session
+    closing is seen promptly.
+
+    Ending a process never holds up its task: once the task's outcome is
+    known, a short-lived reaper thread (``_reap``) ends the process group
+    (close stdin or SIGTERM, up to ``cancel_grace_secs``, then always
+    SIGKILL) while the task's thread returns. A process stays in ``_live``
+    until it is reaped, so ``close()`` also ends the ones being reaped.
 """
 from __future__ import annotations
 
@@ -27,7 +35,7 @@ import weakref
 from collections import OrderedDict
 
 from murmur_wsgi.agents.base import TaskCanceled, TaskContext, TaskFailed
-from murmur_wsgi.agents.process import HarnessProcess, exit_text
+from murmur_wsgi.agents.process import REAP_SECS, HarnessProcess, exit_text
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +84,7 @@ class HarnessAgent:
         self._cond = threading.Condition()
         self._sessions: OrderedDict[str, str] = OrderedDict()   # guarded by _cond
         self._live: dict[int, HarnessProcess] = {}               # guarded by _cond
+        self._starting = 0                                       # guarded by _cond
         self._exits: OrderedDict[int, int | None] = OrderedDict()  # guarded by _cond
         _AGENTS.add(self)
 
@@ -113,17 +122,11 @@ class HarnessAgent:
     def __call__(self, ctx: TaskContext) -> str:
         ctx.check_cancelled()
         mode, session_id = self._start_session(ctx)
-        try:
-            proc = HarnessProcess(self.argv, self.max_line_bytes, self.stderr_limit)
-        except OSError as ex:
-            raise TaskFailed(f"harness: cannot start {self.argv[0]}: "
-                             f"{ex.strerror or ex}") from None
-        with self._cond:
-            self._live[proc.pid] = proc
-        ctx.record_event("harness_start", binary=os.path.basename(self.argv[0]), pid=proc.pid,
-                         harness_session_id=session_id, session_mode=mode)
+        proc = self._spawn(ctx)
         ending = "kill"
         try:
+            ctx.record_event("harness_start", binary=os.path.basename(self.argv[0]),
+                             pid=proc.pid, harness_session_id=session_id, session_mode=mode)
             proc.send({"type": "task", "task_id": ctx.task_id, "context_id": ctx.context_id,
                        "text": ctx.text, "session": {"mode": mode, "id": session_id}})
             response = self._converse(ctx, proc)
@@ -141,8 +144,54 @@ class HarnessAgent:
                                proc.pid, ctx.task_id, ex, proc.stderr_tail)
             raise TaskFailed(str(ex)) from None
         finally:
+            # NOTE: not here: waiting out the grace would hold the task WORKING (and the
+            # capsule busy) until the harness exits; the task ends as this returns.
+            self._release(proc, ending)
+
+    def _spawn(self, ctx: TaskContext) -> HarnessProcess:
+        """Start the task's harness and register it in ``_live``.
+
+        ``_starting`` counts the starts under way, which ``close()`` waits out; a start
+        that counts itself after the session began closing gives up instead, so every
+        harness started is one ``close()`` sees.
+        """
+        with self._cond:
+            self._starting += 1
+        try:
+            if ctx.wait(0):                     # canceled, or the session is closing
+                raise TaskCanceled(ctx.task_id)
+            try:
+                proc = HarnessProcess(self.argv, self.max_line_bytes, self.stderr_limit)
+            except OSError as ex:
+                raise TaskFailed(f"harness: cannot start {self.argv[0]}: "
+                                 f"{ex.strerror or ex}") from None
+            with self._cond:
+                self._live[proc.pid] = proc
+            return proc
+        finally:
+            with self._cond:
+                self._starting -= 1
+                self._cond.notify_all()
+
+    def _release(self, proc: HarnessProcess, ending: str) -> None:
+        """Hand the ending of ``proc`` to a reaper thread (here, if none can start)."""
+        try:
+            threading.Thread(target=self._reap, args=(proc, ending), daemon=True,
+                             name=f"harness-{proc.pid}-reap").start()
+        except RuntimeError:                    # no thread to be had (interpreter exit)
+            self._reap(proc, ending)
+
+    def _reap(self, proc: HarnessProcess, ending: str) -> None:
+        """End ``proc``'s group (``ending``: close, term or kill); then drop it from ``_live``."""
+        returncode = None
+        try:
             returncode = proc.end(self.cancel_grace, term=ending == "term",
                                   close_first=ending == "close")
+        except BaseException:
+            logger.exception("harness %s: ending its process group failed", proc.pid)
+            proc.signal_group(signal.SIGKILL)
+            returncode = proc.wait_exit(REAP_SECS)
+        finally:
             with self._cond:
                 self._live.pop(proc.pid, None)
                 self._exits[proc.pid] = returncode
@@ -151,8 +200,14 @@ class HarnessAgent:
                 self._cond.notify_all()
 
     def _converse(self, ctx: TaskContext, proc: HarnessProcess) -> str:
-        """Read the harness's lines until ``response``; raise on anything else."""
+        """Read the harness's lines until ``response``; raise on anything else.
+
+        Every wait is a slice of at most ``POLL_SECS``, also once stdout has closed
+        (then the harness is given the rest of the idle deadline to exit), so a cancel
+        or the session closing ends the task's harness promptly.
+        """
         deadline = time.monotonic() + self.idle_timeout
+        stdout_closed = False
         while True:
             if ctx.wait(0):                     # canceled, or the session is closing
                 raise TaskCanceled(ctx.task_id)
@@ -160,6 +215,13 @@ class HarnessAgent:
                 raise HarnessFault(f"harness: wrote more than {self.stderr_limit} bytes "
                                    "to stderr")
             remaining = deadline - time.monotonic()
+            if stdout_closed:
+                returncode = proc.wait_exit(min(POLL_SECS, max(0.0, remaining)))
+                if returncode is not None:
+                    raise HarnessFault(f"harness: {exit_text(returncode)} without a response")
+                if remaining <= 0:
+                    raise HarnessFault("harness: closed its stdout without a response")
+                continue
             if remaining <= 0:
                 raise HarnessFault(f"harness: no output for {self.idle_timeout:g}s "
                                    "(idle_timeout_secs)")
@@ -171,10 +233,8 @@ class HarnessAgent:
                 raise HarnessFault(f"harness: line {value} is longer than max_line_bytes "
                                    f"({self.max_line_bytes} bytes)")
             if kind == "eof":
-                returncode = proc.wait_exit(deadline - time.monotonic())
-                if returncode is None:
-                    raise HarnessFault("harness: closed its stdout without a response")
-                raise HarnessFault(f"harness: {exit_text(returncode)} without a response")
+                stdout_closed = True
+                continue
             number, raw = value
             if not raw.strip():
                 continue
@@ -257,8 +317,14 @@ class HarnessAgent:
             return gone, self._exits.get(pid)
 
     def close(self) -> None:
-        """The session ends: SIGTERM every harness, SIGKILL what outlives the grace."""
+        """The session ends: SIGTERM every harness, SIGKILL what outlives the grace.
+
+        Every harness counts, also one whose task has ended and that is being reaped.
+        Returns once each was reaped (or ``REAP_SECS`` after the SIGKILL).
+        """
         with self._cond:
+            # NOTE: the session is closing already, so no start begins after these end.
+            self._cond.wait_for(lambda: not self._starting, self.cancel_grace)
             procs = list(self._live.values())
         if not procs:
             return
@@ -267,8 +333,15 @@ class HarnessAgent:
         with self._cond:
             self._cond.wait_for(lambda: not self._live, self.cancel_grace)
             procs = list(self._live.values())
+        if not procs:
+            return
         for proc in procs:
             proc.signal_group(signal.SIGKILL)
+        # NOTE: each reaper SIGKILLs its group again once the leader is reaped, so what a
+        # harness started is gone too when this returns.
+        with self._cond:
+            if not self._cond.wait_for(lambda: not self._live, REAP_SECS):
+                logger.error("harnesses %s did not end after SIGKILL", sorted(self._live))
 
 
 # NOTE: a worker that exits without closing its door (gunicorn's SIGTERM) must not leave

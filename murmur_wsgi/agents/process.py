@@ -1,7 +1,9 @@
 """One harness process: its process group, its three pipes and the threads that drain them.
 
 Concurrency:
-    The task's agent thread owns a ``HarnessProcess``. Three helper threads
+    The task's agent thread owns a ``HarnessProcess`` until the task's outcome is
+    known; then a reaper thread of the HarnessAgent takes it over to ``end()`` it,
+    which only that thread calls. Three helper threads
     (greenlets under gunicorn's gevent worker) do the blocking I/O so the
     agent thread never blocks without a timeout:
 
@@ -75,10 +77,15 @@ class HarnessProcess:
         self._tail = b""                       # written by the drainer only
         self._stop = threading.Event()
         self._outbox: queue.Queue = queue.Queue()
-        for target, name in ((self._read_stdout, "out"), (self._drain_stderr, "err"),
-                             (self._write_stdin, "in")):
-            threading.Thread(target=target, daemon=True,
-                             name=f"harness-{self.pid}-{name}").start()
+        try:
+            for target, name in ((self._read_stdout, "out"), (self._drain_stderr, "err"),
+                                 (self._write_stdin, "in")):
+                threading.Thread(target=target, daemon=True,
+                                 name=f"harness-{self.pid}-{name}").start()
+        except BaseException:
+            # NOTE: no one else knows this process yet: end it before giving up.
+            self.end(0.0, term=False)
+            raise
 
     # --- the agent thread's side ------------------------------------------
 
@@ -113,6 +120,9 @@ class HarnessProcess:
 
     def end(self, grace: float, *, term: bool, close_first: bool = False) -> int | None:
         """End the process group; return the leader's return code once reaped.
+
+        Blocks up to ``grace`` + ``REAP_SECS``: the HarnessAgent calls it from a
+        reaper thread, never from the task's thread. The group always gets SIGKILL.
 
         Args:
             grace: seconds the leader has to exit before SIGKILL.

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import re
+import select
+import socket
 
 from murmur_wsgi.errors import UnsupportedOperationError
 from murmur_wsgi.methods import messages, tasks
@@ -35,21 +37,42 @@ def last_event_id(environ: dict) -> int | None:
     return int(raw) if len(raw) <= 18 else NEVER_ISSUED
 
 
+def _ended(store, record):
+    """``EventStream``'s recover: the ended task, or None while it is live."""
+    def recover():
+        with store.lock:
+            if record is None or not record.terminal:
+                return None
+            # NOTE: the ended task as GetTask answers it, unnumbered like the opening:
+            # the lost events' ids are gone, and a task event carries its end whole.
+            return [frames.task_event(record)]
+    return recover
+
+
 def _stream(door, call, opening, reader=None, follow_task=None) -> EventStream:
     recover = None
     if follow_task is not None:
         store = door.session.store
-        record = store.get(follow_task)
-
-        def recover():
-            with store.lock:
-                if record is None or not record.terminal:
-                    return None
-                # NOTE: the ended task as GetTask answers it, unnumbered like the opening:
-                # the lost events' ids are gone, and a task event carries its end whole.
-                return [frames.task_event(record)]
+        recover = _ended(store, store.get(follow_task))
     return EventStream(call.id, opening, reader, follow_task=follow_task, recover=recover,
+                       peer_gone=peer_gone(call.environ),
                        heartbeat_secs=door.manifest.stream["heartbeat_secs"])
+
+
+def peer_gone(environ: dict):
+    """A check that the client closed its end, where the server exposes the socket."""
+    sock = environ.get("gunicorn.socket")
+    if sock is None:
+        return None
+
+    def gone() -> bool:
+        # NOTE: select with no wait, then a peek: never blocks, and reads nothing.
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+            return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+    return gone
 
 
 def _task_opening(door, snapshot: str, frames_on: bool) -> list:

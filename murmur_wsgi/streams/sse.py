@@ -59,6 +59,9 @@ class EventStream:
             whose terminal event was dropped still ends with the task's end.
         heartbeat_secs: ``:heartbeat`` every this many seconds from when the
             stream opened; events do not reset it.
+        peer_gone: ``peer_gone()`` is True once the client closed its end; asked
+            at each heartbeat, so a closed client's stream ends at the first beat
+            after it left rather than when a later write fails.
         clock: monotonic seconds; tests inject a fake one together with a fake
             reader whose ``next(timeout)`` moves it.
     """
@@ -66,12 +69,14 @@ class EventStream:
     headers = SSE_HEADERS
 
     def __init__(self, request_id, opening, reader=None, *, follow_task: str | None = None,
-                 recover=None, heartbeat_secs: float = 15.0, clock=time.monotonic):
+                 recover=None, peer_gone=None, heartbeat_secs: float = 15.0,
+                 clock=time.monotonic):
         self._prefix = b'{"jsonrpc":"2.0","id":' + _utf8(_dumps(request_id)) + b',"result":'
         self._opening = list(opening)
         self._reader = reader
         self._follow = follow_task
         self._recover = recover
+        self._peer_gone = peer_gone
         self._frames = reader is not None and reader.frames
         self._interval = heartbeat_secs
         self._clock = clock
@@ -117,6 +122,8 @@ class EventStream:
             while not ended and reader.open:
                 now = self._clock()
                 if now >= due:
+                    if self._peer_gone is not None and self._peer_gone():
+                        return                  # the client left: release the reader now
                     # A write that blocked past several beats owes only one.
                     due += interval * ((now - due) // interval + 1)
                     yield HEARTBEAT
