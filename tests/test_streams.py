@@ -432,7 +432,10 @@ def test_close_writes_capsule_closed_on_every_stream_and_answers_held_requests()
     for thread in (closer, holder):
         thread.join(DEADLINE)
         assert not thread.is_alive()
-    assert held["task"]["status"]["state"] == SUBMITTED
+    # The queued task never started: it ends rejected, and its held request says so.
+    assert held["task"]["status"]["state"] == "TASK_STATE_REJECTED"
+    assert held["task"]["status"]["message"]["parts"][0]["text"] == \
+        "task rejected: the session ended before this task started"
     assert door.session.ring.subscribers == 0
     agent.gate.set()
 

@@ -332,3 +332,50 @@ def test_a_reply_reaches_the_agent_fenced_as_its_sender_is_untrusted():
     task = rpc.result("SendMessage", send_params("go"))["task"]
     rpc.result("SendMessage", send_params("main", taskId=task["id"]))
     assert seen == ["<untrusted-content source=task:event>\nmain\n</untrusted-content>"]
+
+
+def test_an_agent_stopped_by_a_base_exception_still_ends_its_task():
+    def stopped(ctx):
+        raise SystemExit(3)
+
+    rpc = Rpc(__import__("murmur_wsgi").create_app({"name": "a", "version": "1"}, agent=stopped))
+    task = rpc.result("SendMessage", send_params("x"))["task"]
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert task["status"]["message"]["parts"][0]["text"] == "the agent was stopped"
+    # The capsule is not left busy.
+    assert rpc.result("SendMessage", send_params("y"))["task"]["status"]["state"] == \
+        "TASK_STATE_FAILED"
+
+
+def test_an_agent_writes_only_frames_the_card_lists():
+    def agent(ctx):
+        ctx.frame("quota", "quota", {"left": 1})        # process transport only
+        return "unreachable"
+
+    rpc = Rpc(__import__("murmur_wsgi").create_app({"name": "a", "version": "1"}, agent=agent))
+    task = rpc.result("SendMessage", send_params("x"))["task"]
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert task["status"]["message"]["parts"][0]["text"] == "the agent failed: ValueError"
+
+
+def test_close_rejects_tasks_that_never_started(queue_rpc):
+    first = queue_rpc.result("SendMessage", send_params("/sleep 30", NOW))["task"]
+    second = queue_rpc.result("SendMessage", send_params("second", NOW))["task"]
+    wait_state(queue_rpc.door, first["id"], "TASK_STATE_WORKING")
+    queue_rpc.door.close()
+    queued = queue_rpc.result("GetTask", {"id": second["id"]})
+    assert queued["status"]["state"] == "TASK_STATE_REJECTED"
+    assert queued["status"]["message"]["parts"][0]["text"] == \
+        "task rejected: the session ended before this task started"
+    assert queue_rpc.result("GetTask", {"id": first["id"]})["status"]["state"] in (
+        "TASK_STATE_WORKING", "TASK_STATE_CANCELED")
+
+
+def test_a_status_event_carries_the_tasks_own_timestamp(rpc):
+    reader = rpc.door.session.ring.reader()
+    task = rpc.result("SendMessage", send_params("/ask Which?"))["task"]
+    events = [json.loads(e.payload) for e in reader.next(0)[0]]
+    paused = [e["statusUpdate"]["status"] for e in events if "statusUpdate" in e]
+    assert paused[-1]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert paused[-1]["timestamp"] == task["status"]["timestamp"]
+    reader.close()

@@ -17,6 +17,7 @@ import threading
 from collections import deque
 
 from murmur_wsgi.agents.base import TaskCanceled, TaskContext, TaskFailed
+from murmur_wsgi.card import HTTP_FRAMES, PROCESS_FRAMES
 from murmur_wsgi.session.ids import new_id
 from murmur_wsgi.session.works import CommandRefused
 from murmur_wsgi.streams import frames
@@ -27,6 +28,8 @@ logger = logging.getLogger(__name__)
 
 BUSY = "task rejected: capsule is busy"
 CLOSING = "task rejected: the session is closing"
+NEVER_STARTED = "task rejected: the session ended before this task started"
+DOOR_FRAMES = frozenset({"gap", "lagged", "connection-ack", "capsule-closed"})
 COMPLETED_TEXT = "task completed"
 
 
@@ -60,6 +63,9 @@ class TaskManager:
         self._queue: deque[TaskRecord] = deque()  # guarded by store.lock: waiting to start
         self._agents: set[str] = set()            # guarded by store.lock: agents not returned
         self._agents_done = self.store.condition()  # notified as each agent returns
+        # The frames an agent may write: the card's, less those only the door writes.
+        listed = PROCESS_FRAMES if session.manifest.transport == "process" else HTTP_FRAMES
+        self.frame_names = frozenset(listed) - DOOR_FRAMES
 
     # --- the request side -------------------------------------------------
 
@@ -87,7 +93,7 @@ class TaskManager:
             self.store.add_locked(record)
             # NOTE: under the lock, so task_start precedes every other record of the task.
             self.session.trace.task_start(record, message)
-            self._publish(record, frames.status_later(record))
+            self._publish(record, frames.recorded_status_later(record))
             if on_accept is not None:
                 on_accept(record)
             if self._live:
@@ -119,7 +125,7 @@ class TaskManager:
                 return False
             runtime.reply = text
             self.store.change_locked(record, state=WORKING, prompt=None)
-            self._publish(record, frames.status_later(record))
+            self._publish(record, frames.recorded_status_later(record))
             if on_accept is not None:
                 on_accept(record)
             return True
@@ -160,10 +166,14 @@ class TaskManager:
         return sorted(canceled)
 
     def close(self) -> None:
-        """The session is closing: wake every waiter; new tasks are rejected."""
+        """The session is closing: queued tasks end rejected, every waiter wakes."""
         with self.store.lock:
             self.session.closing = True
-            for record in list(self._queue) + [self.store.get(t) for t in self._live]:
+            for record in self._queue:
+                if not record.terminal:
+                    self._end_locked(record, REJECTED, NEVER_STARTED)
+            self._queue.clear()
+            for record in [self.store.get(t) for t in self._live]:
                 if record is not None and record.runtime is not None:
                     record.runtime.cond.notify_all()
 
@@ -190,7 +200,7 @@ class TaskManager:
             runtime.start = None
             forget = runtime.forget
             self.store.change_locked(record, state=WORKING)
-            self._publish(record, frames.status_later(record))
+            self._publish(record, frames.recorded_status_later(record))
             self._agents.add(record.id)
         ctx = TaskContext(self, record, text, images, data, forget_session=forget)
         try:
@@ -202,6 +212,12 @@ class TaskManager:
         except Exception as ex:  # noqa: BLE001 - an agent's bug fails its task, never the door
             logger.exception("agent failed on task %s", record.id)
             self.end(record, FAILED, f"the agent failed: {type(ex).__name__}")
+        except BaseException:
+            # NOTE: SystemExit, KeyboardInterrupt, a killed greenlet: the task still ends,
+            # so no held request waits on it and the capsule is not busy forever.
+            logger.exception("agent of task %s was stopped", record.id)
+            self.end(record, FAILED, "the agent was stopped")
+            raise
         else:
             self.end(record, COMPLETED, COMPLETED_TEXT,
                      response="" if response is None else str(response))
@@ -273,7 +289,13 @@ class TaskManager:
             self._publish(record, frames.status_later(record, text))
 
     def frame(self, record: TaskRecord, name: str, text: str, fields: dict) -> None:
-        self.ring.publish(record.id, frames.frame_later(name, text, fields, record), frame=True)
+        """Publish an agent's frame; never after the task's end, never one the card omits."""
+        if name not in self.frame_names:
+            raise ValueError(f"'{name}' is not a frame this capsule's card lists")
+        with self.store.lock:
+            if self.is_cancelled(record):
+                raise TaskCanceled(record.id)
+            self._publish(record, frames.frame_later(name, text, fields, record), frame=True)
 
     def ask(self, record: TaskRecord, question: str) -> str:
         """Pause the task in INPUT_REQUIRED until a reply, a cancel, a timeout or close."""

@@ -67,6 +67,8 @@ class TaskStore:
 
     def add_locked(self, record: TaskRecord) -> None:
         """``add()`` for a caller that already holds ``lock``."""
+        # NOTE: stamped here, with its place in the order: timestamps follow the order.
+        record.changed_ms = now_ms()
         self._tasks[record.id] = record
         held = self._by_context.get(record.context_id)
         if held is None:
