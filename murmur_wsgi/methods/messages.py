@@ -43,7 +43,8 @@ def references(door, call, ids: list[str]) -> list:
         if record is None or not call.ctx.sees(record.owner):
             out.append((task_id, None))
             continue
-        out.append((task_id, render.RefView.from_record(record)))
+        with store.lock:                # NOTE: one consistent view of a task that may change
+            out.append((task_id, render.RefView.from_record(record)))
     return out
 
 
@@ -90,4 +91,4 @@ def send_message(door, call):
     if record.state == REJECTED or message.return_immediately:
         return task_result(snapshot)
     door.session.manager.wait_settled(record)
-    return task_result(record.to_json(cache=False))
+    return task_result(door.session.store.wire(record, cache=False))

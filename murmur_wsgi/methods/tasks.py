@@ -37,7 +37,7 @@ def visible(door, call, task_id: str):
 
 def get_task(door, call):
     """GetTask: the task as it stands (historyLength is accepted and ignored)."""
-    return RawJSON(visible(door, call, required_id(call)).to_json())
+    return RawJSON(door.session.store.wire(visible(door, call, required_id(call))))
 
 
 def cancel_task(door, call):
@@ -45,7 +45,7 @@ def cancel_task(door, call):
     record = visible(door, call, required_id(call))
     if not door.session.manager.cancel(record):
         raise TaskNotCancelableError(record.id, record.state)
-    return RawJSON(record.to_json())
+    return RawJSON(door.session.store.wire(record))
 
 
 def _timestamp_us(value) -> int:
@@ -92,14 +92,12 @@ def list_tasks(door, call):
     session = door.session
     context_id, state, page_size, after, cutoff_us, include = read_list_params(
         call.params, session.id)
-    sees = call.ctx.sees
-
-    def match(record) -> bool:
-        return (sees(record.owner) and (state is None or record.state == state)
-                and (cutoff_us is None or record.changed_ms * 1000 >= cutoff_us))
-
-    tasks, next_seq, total = session.store.page(match, page_size, after, context_id)
-    body = ",".join(_listed(record, include) for record in tasks)
+    # A cutoff with microseconds compares with a task's milliseconds exactly.
+    cutoff_ms = None if cutoff_us is None else cutoff_us / 1000
+    rendered, next_seq, total = session.store.page(
+        call.ctx.sees, state, cutoff_ms, context_id, page_size, after,
+        lambda record: _listed(record, include))
+    body = ",".join(rendered)
     token = "" if next_seq is None else encode_token(next_seq, session.id)
     return RawJSON(f'{{"tasks":[{body}],"nextPageToken":"{token}","pageSize":{page_size},'
                    f'"totalSize":{total}}}')

@@ -35,7 +35,10 @@ class TaskStore:
         self._seqs: list[int] = []                     # guarded by _lock; ascending
         self._ids: list[str] = []                      # guarded by _lock; parallel to _seqs
         self._seq = 0                                  # guarded by _lock
+        self._last_ms = 0                              # guarded by _lock: the last stamp
         self._finished: deque = deque()                # guarded by _lock; records, oldest first
+        # guarded by _lock: (owner, state) -> how many tasks; ListTasks' totalSize without a scan
+        self._counts: dict[tuple, int] = {}
         # guarded by _lock: context id -> its one task's id, or a set of ids once it has more
         # PERF: most contexts hold one task; a set per context cost ~220 bytes a task.
         self._by_context: dict[str, str | set] = {}
@@ -68,8 +71,9 @@ class TaskStore:
     def add_locked(self, record: TaskRecord) -> None:
         """``add()`` for a caller that already holds ``lock``."""
         # NOTE: stamped here, with its place in the order: timestamps follow the order.
-        record.changed_ms = now_ms()
+        record.changed_ms = self._stamp()
         self._tasks[record.id] = record
+        self._count(record.owner, record.state, 1)
         held = self._by_context.get(record.context_id)
         if held is None:
             self._by_context[record.context_id] = record.id
@@ -91,9 +95,13 @@ class TaskStore:
     def change_locked(self, record: TaskRecord, **fields) -> None:
         """``change()`` for a caller that already holds ``lock``."""
         was_terminal = record.state in TERMINAL
+        before = record.state
         for name, value in fields.items():
             setattr(record, name, value)
-        record.changed_ms = now_ms()
+        if record.state != before:
+            self._count(record.owner, before, -1)
+            self._count(record.owner, record.state, 1)
+        record.changed_ms = self._stamp()
         record.touch()
         self._bump(record)
         if record.state in TERMINAL and not was_terminal:
@@ -101,6 +109,19 @@ class TaskStore:
         runtime = record.runtime
         if runtime is not None:
             runtime.cond.notify_all()
+
+    def _stamp(self) -> int:
+        """Now, in ms, never before the last stamp: the order by change is the order by time."""
+        stamp = self._last_ms = max(now_ms(), self._last_ms)
+        return stamp
+
+    def _count(self, owner, state: str, delta: int) -> None:
+        key = (owner, state)
+        count = self._counts.get(key, 0) + delta
+        if count:
+            self._counts[key] = count
+        else:
+            self._counts.pop(key, None)
 
     def _bump(self, record: TaskRecord) -> None:
         self._seq += 1
@@ -129,6 +150,7 @@ class TaskStore:
             record = finished.popleft()
             task_id = record.id
             if self._tasks.pop(task_id, None) is not None:
+                self._count(record.owner, record.state, -1)
                 held = self._by_context.get(record.context_id)
                 if held == task_id:
                     del self._by_context[record.context_id]
@@ -142,6 +164,18 @@ class TaskStore:
 
     def get(self, task_id: str) -> TaskRecord | None:
         return self._tasks.get(task_id)
+
+    def wire(self, record: TaskRecord, artifacts: bool = True, cache: bool = True) -> str:
+        """The task as GetTask answers it: the cached text, or built under the lock.
+
+        NOTE: built under the lock so that, on OS threads, no half-changed task is
+        read, nor stored in the cache after the change that should have cleared it.
+        """
+        cached = record._json if artifacts else record._json_bare
+        if cached is not None:
+            return cached
+        with self._lock:
+            return record.to_json(artifacts, cache)
 
     def wait_settled(self, record: TaskRecord, timeout: float | None,
                      wake=lambda: False) -> bool:
@@ -158,37 +192,61 @@ class TaskStore:
         with self._lock:
             return sorted(self._tasks.values(), key=lambda r: r.seq, reverse=True)
 
-    def page(self, match, page_size: int, after_seq: int | None,
-             context_id: str | None = None) -> tuple[list[TaskRecord], int | None, int]:
-        """Return (tasks, next seq or None, total) of one ListTasks page.
+    def page(self, sees, state: str | None, cutoff_ms: float | None, context_id: str | None,
+             page_size: int, after_seq: int | None, render) -> tuple[list[str], int | None, int]:
+        """One ListTasks page: (rendered tasks, next seq or None, total matching).
 
-        ``match(record)`` applies the filters and who sees a task afresh.
+        The filters and who sees a task (``sees(owner)``) apply afresh to every
+        page. ``render(record)`` runs under the lock, so a page shows each task as
+        it stood at one moment. PERF: ``totalSize`` comes from the per-(owner,
+        state) counts; a contextId scans that context's tasks; a timestamp cutoff
+        walks only the tasks changed since it (changes are stamped in order).
         """
+        def match(rec) -> bool:
+            return (sees(rec.owner) and (state is None or rec.state == state)
+                    and (cutoff_ms is None or rec.changed_ms >= cutoff_ms))
+
         with self._lock:
             self._evict()
             if context_id:
                 held = self._by_context.get(context_id, ())
                 pool = [self._tasks[t] for t in ((held,) if isinstance(held, str) else held)]
-                total = sum(1 for rec in pool if match(rec))
-                ordered = sorted((rec for rec in pool if after_seq is None or rec.seq < after_seq),
-                                 key=lambda r: r.seq, reverse=True)
-                hits = [rec for rec in ordered if match(rec)]
+                hits = sorted((rec for rec in pool if match(rec)), key=lambda r: r.seq,
+                              reverse=True)
+                total = len(hits)
+                if after_seq is not None:
+                    hits = [rec for rec in hits if rec.seq < after_seq]
                 tasks = hits[:page_size]
                 more = len(hits) > page_size
-                return tasks, (tasks[-1].seq if more else None), total
-            total = sum(1 for rec in self._tasks.values() if match(rec))
+                return [render(rec) for rec in tasks], (tasks[-1].seq if more else None), total
+            if cutoff_ms is None:
+                total = sum(count for (owner, st), count in self._counts.items()
+                            if sees(owner) and (state is None or st == state))
+            else:
+                total = 0
+                for i in range(len(self._seqs) - 1, -1, -1):
+                    rec = self._tasks.get(self._ids[i])
+                    if rec is None or rec.seq != self._seqs[i]:
+                        continue
+                    if rec.changed_ms < cutoff_ms:
+                        break
+                    total += match(rec)
             end = len(self._seqs) if after_seq is None else bisect.bisect_left(self._seqs, after_seq)
             tasks: list[TaskRecord] = []
             more = False
             for i in range(end - 1, -1, -1):
                 rec = self._tasks.get(self._ids[i])
-                if rec is None or rec.seq != self._seqs[i] or not match(rec):
+                if rec is None or rec.seq != self._seqs[i]:
+                    continue
+                if cutoff_ms is not None and rec.changed_ms < cutoff_ms:
+                    break
+                if not match(rec):
                     continue
                 if len(tasks) == page_size:
                     more = True
                     break
                 tasks.append(rec)
-            return tasks, (tasks[-1].seq if more else None), total
+            return [render(rec) for rec in tasks], (tasks[-1].seq if more else None), total
 
 
 def encode_token(seq: int, session_id: str) -> str:
