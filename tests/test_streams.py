@@ -14,7 +14,7 @@ import pytest
 
 from murmur_wsgi.uris import DOOR_URI, STREAM_URI
 from tests.conftest import Rpc
-from tests.sse_util import (CANCELED, COMPLETED, DEADLINE, EXT, INPUT_REQUIRED, SUBMITTED,
+from tests.sse_util import (CANCELED, COMPLETED, DEADLINE, EXT, INPUT_REQUIRED, SUBMITTED, WORKING,
                             GateAgent, is_state, msg, open_stream, shape, stream_door)
 
 # --- SendStreamingMessage ----------------------------------------------------
@@ -148,7 +148,7 @@ def test_the_stream_stays_open_through_input_required_and_a_reply_continues_it()
     assert tail[1].body["artifact"]["parts"][0]["text"] == "blue"
 
 
-def test_last_event_id_on_a_new_task_is_ignored_and_on_a_reply_replays():
+def test_last_event_id_on_a_new_task_is_ignored_and_on_a_reply_replays_only_frames():
     rpc = Rpc(stream_door())
     rpc.result("SendMessage", msg("hi"))                                   # events 1..4
     first = open_stream(rpc, "SendStreamingMessage", msg("/ask Which colour?"),
@@ -160,10 +160,10 @@ def test_last_event_id_on_a_new_task_is_ignored_and_on_a_reply_replays():
     reply = open_stream(rpc, "SendStreamingMessage", msg("red", taskId=head[0].task_id),
                         {"Last-Event-ID": "6"})
     events = reply.rest()
-    assert shape(events) == ["task/TASK_STATE_WORKING", "artifact/prompt",
-                             "status/TASK_STATE_INPUT_REQUIRED", "status/TASK_STATE_WORKING",
-                             "artifact/response", "status/TASK_STATE_COMPLETED"]
-    assert [e.id for e in events[1:]] == [7, 8, 9, 10, 11]
+    # Events 7..9 are older than the opening snapshot (and no frames): not replayed.
+    assert shape(events) == ["task/TASK_STATE_WORKING", "artifact/response",
+                             "status/TASK_STATE_COMPLETED"]
+    assert [e.id for e in events[1:]] == [10, 11]
     assert [e.id for e in first.rest()] == [9, 10, 11]
 
 
@@ -234,21 +234,34 @@ def test_subscribe_opens_with_the_task_and_follows_it_to_its_end():
     assert door.session.ring.subscribers == 0
 
 
-@pytest.mark.parametrize("last_event_id, replayed", [
-    pytest.param("2", [3, 4], id="after-2"),
-    pytest.param("not-a-number", [1, 2, 3, 4], id="non-numeric"),
-    pytest.param(" 0 ", [1, 2, 3, 4], id="zero"),
+def _frames_then_ask(ctx):
+    ctx.write("a")
+    ctx.write("b")
+    return ctx.ask("Which colour?")
+
+
+@pytest.mark.parametrize("last_event_id, headers, replayed", [
+    pytest.param("3", EXT, [4], id="after-3"),
+    pytest.param("not-a-number", EXT, [3, 4], id="non-numeric"),
+    pytest.param(" 0 ", EXT, [3, 4], id="zero"),
+    pytest.param("0", None, [], id="no-extension-no-frames"),
 ])
-def test_subscribe_with_last_event_id_replays_the_tasks_events(last_event_id, replayed):
-    door = stream_door()
+def test_subscribe_with_last_event_id_replays_the_tasks_frames(last_event_id, headers,
+                                                               replayed):
+    door = stream_door(_frames_then_ask)
     rpc = Rpc(door)
-    task = rpc.result("SendMessage", msg("/ask Which colour?"))["task"]   # events 1..4
+    # events: 1 SUBMITTED, 2 WORKING, 3 and 4 text frames, 5 prompt, 6 INPUT_REQUIRED
+    task = rpc.result("SendMessage", msg("go"))["task"]
     stream = open_stream(rpc, "SubscribeToTask", {"id": task["id"]},
-                         {"Last-Event-ID": last_event_id})
-    head = stream.until(lambda e: e.id == 4)
-    assert head[0].kind == "task" and [e.id for e in head[1:]] == replayed
+                         {"Last-Event-ID": last_event_id, **(headers or {})})
+    first = stream.next()
+    assert first.kind == "task" and first.state == INPUT_REQUIRED
     rpc.result("SendMessage", msg("red", taskId=task["id"]))
-    assert [e.id for e in stream.rest()] == [5, 6, 7]
+    rest = stream.rest()
+    numbered = [e.id for e in rest if e.id is not None]
+    # The replay holds frames only: no status older than the opening snapshot.
+    assert numbered == replayed + [7, 8, 9]
+    assert [e.state for e in rest if e.kind == "statusUpdate"] == [WORKING, COMPLETED]
 
 
 # --- murmur.WatchSession -------------------------------------------------------

@@ -87,10 +87,11 @@ def _task_opening(door, snapshot: str, frames_on: bool) -> list:
 class _TaskCut:
     """Opens a task's reader under the store's lock, with the snapshot it follows.
 
-    ``replay_from`` (the request's Last-Event-ID) replays the task's held events
-    after that id, between the opening and the live events. A task that is being
-    accepted right now (SUBMITTED) has no event the snapshot does not carry, so
-    the header is ignored for it.
+    ``replay_from`` (the request's Last-Event-ID) replays the task's held frames
+    after that id, between the opening and the live events: its older status and
+    artifact events are not replayed, since the snapshot that opens the stream
+    already carries what they said (a client applying events in order never sees
+    the task go back). A task being accepted right now has nothing to replay.
     """
 
     def __init__(self, ring, frames_on: bool, replay_from: int | None):
@@ -105,7 +106,8 @@ class _TaskCut:
         self.snapshot = record.to_json()
         replay = self.replay_from is not None and record.state != SUBMITTED
         self.reader = self.ring.reader(task_id=record.id, frames=self.frames_on,
-                                       replay=replay, replay_from=self.replay_from)
+                                       replay=replay, replay_from=self.replay_from,
+                                       replay_frames_only=True)
 
 
 def send_streaming_message(door, call):

@@ -107,13 +107,22 @@ class EventRing:
             self._cond.notify_all()
 
     def reader(self, *, task_id: str | None = None, frames: bool = True,
-               replay_from: int | None = None, replay: bool = False) -> Reader:
-        """Open a cursor: live from now, or replaying after ``replay_from`` (0: all held)."""
+               replay_from: int | None = None, replay: bool = False,
+               replay_frames_only: bool = False) -> Reader:
+        """Open a cursor: live from now, or replaying after ``replay_from`` (0: all held).
+
+        ``replay_frames_only`` replays murmur frames (and a gap) but no A2A event:
+        for a task's stream, whose opening snapshot already says everything its
+        older status and artifact events said.
+        """
         with self._lock:
             self.subscribers += 1
             reader = Reader(self, task_id, frames, self._last_id)
             if replay:
-                reader._pending = self._replay_locked(reader, replay_from or 0)
+                pending = self._replay_locked(reader, replay_from or 0)
+                if replay_frames_only:
+                    pending = [item for item in pending if type(item) is not Event or item.frame]
+                reader._pending = pending
         return reader
 
     def _replay_locked(self, reader: Reader, after: int) -> list:
