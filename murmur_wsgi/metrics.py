@@ -26,7 +26,7 @@ from murmur_wsgi import logs
 from murmur_wsgi.context import CallContext
 from murmur_wsgi.errors import InsufficientScope, Refusal
 from murmur_wsgi.methods import METHODS, PUSH_METHODS
-from murmur_wsgi.middleware import auth
+from murmur_wsgi.middleware import auth, peer
 from murmur_wsgi.tasks.record import ALL_STATES
 from murmur_wsgi.uris import CARD_PATH
 
@@ -237,9 +237,10 @@ def serve(door: Door, environ: dict, start_response):
 
     started = time.perf_counter()
     try:
+        ctx = CallContext()
+        auth.check_token(environ, ctx, door.tokens)                          # step 2
+        peer.check_consent(environ, ctx, door.manifest.peer_accept)          # step 3
         if door.tokens.enabled:
-            ctx = CallContext()
-            auth.check_token(environ, ctx, door.tokens)
             if not ctx.credential.sees_all:
                 # NOTE: the page counts every credential's tasks: only the operator reads it.
                 raise InsufficientScope(ctx.credential.name, "metrics", door.tokens.realm)

@@ -194,3 +194,16 @@ def test_method_labels_are_bounded(environ, name, label):
 
 def test_label_values_are_escaped():
     assert _labels(method='a"b\\c\nd') == '{method="a\\"b\\\\c\\nd"}'
+
+
+def test_a_peer_is_refused_metrics_as_every_other_request():
+    from murmur_wsgi import create_app
+    from werkzeug.test import Client
+
+    door = create_app({"name": "m", "version": "1", "observability": {"metrics": True}})
+    client = Client(door)
+    refused = client.get("/metrics", headers={"x-murmur-task-origin": "peer"})
+    other = client.get("/nope", headers={"x-murmur-task-origin": "peer"})
+    assert refused.status_code == 403
+    assert refused.get_data() == other.get_data()
+    assert client.get("/metrics").status_code == 200

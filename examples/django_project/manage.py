@@ -4,9 +4,8 @@
     python manage.py check
     gunicorn -c ../../conf/gunicorn.conf.py -b 127.0.0.1:8000 djsite.wsgi:application
 
-``manage.py runserver`` serves Django alone: its server is wsgiref's, which
-refuses the door's streams (see docs/deploy.md); serve the mounted door with
-gunicorn as above.
+``manage.py runserver`` (wsgiref) serves the mounted door too, for a try; serve it
+with gunicorn as above (see docs/deploy.md).
 """
 import os
 import sys

@@ -61,6 +61,7 @@ class Trace:
         self.path = trace_path(session_id) if enabled else None
         self._lock = threading.Lock()
         self._fd: int | None = None             # guarded by _lock: the open trace file
+        self._refusals: dict[tuple, tuple] = {}  # guarded by _lock: kind -> (second, suppressed)
         self._tasks: dict[str, tuple] = {}      # guarded by _lock: task_id -> (event_id, ms)
         self.session_event = self.write("session_start", None)
 
@@ -100,9 +101,23 @@ class Trace:
         parent = started[0] if started is not None else self.session_event
         return self.write(event_type, parent, **fields)
 
-    def auth_refused(self, status: int, error: str) -> str:
-        """A request the door refused at step 2 or 11; never the token."""
-        return self.write("auth_refused", self.session_event, status=status, error=error)
+    def auth_refused(self, status: int, error: str) -> str | None:
+        """A request the door refused at step 2 or 11; never the token.
+
+        At most one record per kind of refusal a second: anyone who reaches the
+        port can send refusals, and the trace must not grow with them. The next
+        record of that kind says how many were not written (``suppressed``).
+        """
+        key = (status, error)
+        second = int(time.monotonic())
+        with self._lock:
+            last, suppressed = self._refusals.get(key, (None, 0))
+            if last == second:
+                self._refusals[key] = (second, suppressed + 1)
+                return None
+            self._refusals[key] = (second, 0)
+        return self.write("auth_refused", self.session_event, status=status, error=error,
+                          suppressed=suppressed)
 
     # --- the writer ------------------------------------------------------
 
