@@ -56,6 +56,7 @@ def _stream(door, call, opening, reader=None, follow_task=None) -> EventStream:
         recover = _ended(store, store.get(follow_task))
     return EventStream(call.id, opening, reader, follow_task=follow_task, recover=recover,
                        peer_gone=peer_gone(call.environ),
+                       closing=lambda: door.session.closing,
                        heartbeat_secs=door.manifest.stream["heartbeat_secs"])
 
 

@@ -59,6 +59,9 @@ class EventStream:
             whose terminal event was dropped still ends with the task's end.
         heartbeat_secs: ``:heartbeat`` every this many seconds from when the
             stream opened; events do not reset it.
+        closing: ``closing()`` is True once the door is closing: a task's stream
+            that ends on its terminal status then (a queued task rejected as the
+            session ends) still writes ``capsule-closed`` after it.
         peer_gone: ``peer_gone()`` is True once the client closed its end; asked
             at each heartbeat, so a closed client's stream ends at the first beat
             after it left rather than when a later write fails.
@@ -69,7 +72,7 @@ class EventStream:
     headers = SSE_HEADERS
 
     def __init__(self, request_id, opening, reader=None, *, follow_task: str | None = None,
-                 recover=None, peer_gone=None, heartbeat_secs: float = 15.0,
+                 recover=None, peer_gone=None, closing=None, heartbeat_secs: float = 15.0,
                  clock=time.monotonic):
         self._prefix = b'{"jsonrpc":"2.0","id":' + _utf8(_dumps(request_id)) + b',"result":'
         self._opening = list(opening)
@@ -77,6 +80,7 @@ class EventStream:
         self._follow = follow_task
         self._recover = recover
         self._peer_gone = peer_gone
+        self._closing = closing
         self._frames = reader is not None and reader.frames
         self._interval = heartbeat_secs
         self._clock = clock
@@ -147,6 +151,8 @@ class EventStream:
             if type(item) is Event:
                 out.append(self.event(item.id, item.payload))
                 if item.terminal and self._follow is not None and item.task_id == self._follow:
+                    if self._frames and self._closing is not None and self._closing():
+                        out.append(self.event(None, frames.capsule_closed()))
                     return True
             else:
                 lost = True

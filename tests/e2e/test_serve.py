@@ -180,6 +180,18 @@ def test_two_workers_are_refused(tmp_path):
     assert "Booting worker" not in done.stderr
 
 
+def test_two_workers_are_refused_without_the_doors_conf_too(tmp_path):
+    path = write_manifest(tmp_path, default_manifest())
+    argv = [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", "2",
+            "-b", f"127.0.0.1:{free_port()}", "murmur_wsgi.wsgi:app"]
+    done = subprocess.run(argv, cwd=REPO, env=child_env(MURMUR_WSGI_CONFIG=str(path),
+                                                        MURMUR_WSGI_HOME=str(tmp_path)),
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0
+    assert "another worker of this gunicorn master already serves the session" in done.stderr
+    assert "Worker failed to boot" in done.stderr
+
+
 def worker_pids(pid: int) -> list[int]:
     with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as fh:
         return [int(p) for p in fh.read().split()]

@@ -179,7 +179,10 @@ def test_sigterm_answers_held_requests_ends_streams_and_exits_fast(tmp_path):
     assert answers["running"]["id"] == running
     assert answers["running"]["status"]["state"] in ("TASK_STATE_WORKING", "TASK_STATE_CANCELED")
     assert answers["queued"]["id"] == queued
-    assert answers["queued"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    # The queued task never started: it ended rejected as the session closed.
+    assert answers["queued"]["status"]["state"] == "TASK_STATE_REJECTED"
+    assert answers["queued"]["status"]["message"]["parts"][0]["text"] == \
+        "task rejected: the session ended before this task started"
     assert watched[-1].frame_name == "capsule-closed"
     assert streamed[-1].frame_name == "capsule-closed"
     assert not alive(worker) and not alive(background)
