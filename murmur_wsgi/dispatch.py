@@ -68,8 +68,7 @@ def rpc_tier(door: Door, environ: dict, ctx: CallContext, raw: bytes):
         auth.check_scope(call, door.tokens)                               # step 11
         call.params = params.check(raw_params)                            # step 12
         tenant.check(call.params)                                         # step 13
-        with door.metrics.held_request():
-            return call, method.handler(door, call)                       # step 14
+        return call, method.handler(door, call)                           # step 14
     except DoorError as ex:
         ex.request_id = request_id
         raise

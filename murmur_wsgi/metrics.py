@@ -89,38 +89,17 @@ class _Histogram:
         self.count = 0
 
 
-class _Held:
-    """``with metrics.held_request():`` counts a request waiting inside its method."""
-
-    __slots__ = ("_metrics",)
-
-    def __init__(self, metrics: Metrics):
-        self._metrics = metrics
-
-    def __enter__(self):
-        with self._metrics._lock:
-            self._metrics.held += 1
-
-    def __exit__(self, *exc):
-        with self._metrics._lock:
-            self._metrics.held -= 1
-        return False
-
-
 class Metrics:
-    """Request counts, latencies and held requests of one door; its access log switch."""
+    """Request counts and latencies of one door; its access log switch.
+
+    Held requests are counted by the task manager, under the lock they wait on.
+    """
 
     def __init__(self, access_log: bool = False):
         self._lock = threading.Lock()
         self.requests: dict[tuple[str, str], int] = {}     # guarded by _lock
         self.latency: dict[str, _Histogram] = {}           # guarded by _lock
-        self.held = 0                                      # guarded by _lock
         self.access_log = access_log
-        self._held = _Held(self)
-
-    def held_request(self) -> _Held:
-        """A context manager around a method's handler (a held SendMessage waits there)."""
-        return self._held
 
     def request(self, environ: dict, call, outcome: str, status: int, started: float,
                 result=None) -> None:
@@ -146,12 +125,12 @@ class Metrics:
                 "path": environ.get("SCRIPT_NAME", "") + (environ.get("PATH_INFO") or ""),
                 "remote_addr": environ.get("REMOTE_ADDR")})
 
-    def snapshot(self) -> tuple[dict, dict, int]:
-        """Copies of (requests, latency histograms, held) taken under the lock."""
+    def snapshot(self) -> tuple[dict, dict]:
+        """Copies of (requests, latency histograms) taken under the lock."""
         with self._lock:
             latency = {label: (list(h.counts), h.total, h.count)
                        for label, h in self.latency.items()}
-            return dict(self.requests), latency, self.held
+            return dict(self.requests), latency
 
 
 # --- the exposition format -------------------------------------------------------------
@@ -190,7 +169,8 @@ class _Page:
 def render(door: Door) -> str:
     """The door's metrics in the Prometheus text format."""
     session = door.session
-    requests, latency, held = door.metrics.snapshot()
+    requests, latency = door.metrics.snapshot()
+    held = door.session.manager.held
     states = Counter(record.state for record in session.store.snapshot())
     page = _Page()
     page.family("murmur_tasks", "gauge", "Tasks the session holds, by state.")

@@ -63,6 +63,7 @@ class TaskManager:
         self._queue: deque[TaskRecord] = deque()  # guarded by store.lock: waiting to start
         self._agents: set[str] = set()            # guarded by store.lock: agents not returned
         self._agents_done = self.store.condition()  # notified as each agent returns
+        self.held = 0                             # guarded by store.lock: held SendMessages
         # The frames an agent may write: the card's, less those only the door writes.
         listed = PROCESS_FRAMES if session.manifest.transport == "process" else HTTP_FRAMES
         self.frame_names = frozenset(listed) - DOOR_FRAMES
@@ -178,11 +179,16 @@ class TaskManager:
                     record.runtime.cond.notify_all()
 
     def wait_settled(self, record: TaskRecord) -> None:
-        """Hold until the task settles or the session closes."""
-        closing = self.session
-        while not self.store.wait_settled(record, 30.0, wake=lambda: closing.closing):
-            if closing.closing:
-                return
+        """Hold until the task settles or the session closes (counted in ``held``)."""
+        session = self.session
+        with self.store.lock:
+            self.held += 1                      # PERF: under a lock the wait takes anyway
+            try:
+                while not self.store.wait_settled(record, 30.0, wake=lambda: session.closing):
+                    if session.closing:
+                        return
+            finally:
+                self.held -= 1
 
     # --- the agent side ---------------------------------------------------
 
@@ -206,25 +212,21 @@ class TaskManager:
         try:
             response = self.agent(ctx)
         except TaskCanceled:
-            self.end(record, CANCELED, None)
+            self.end(record, CANCELED, None, returned=True)
         except TaskFailed as ex:
-            self.end(record, FAILED, ex.message or "the agent failed")
+            self.end(record, FAILED, ex.message or "the agent failed", returned=True)
         except Exception as ex:  # noqa: BLE001 - an agent's bug fails its task, never the door
             logger.exception("agent failed on task %s", record.id)
-            self.end(record, FAILED, f"the agent failed: {type(ex).__name__}")
+            self.end(record, FAILED, f"the agent failed: {type(ex).__name__}", returned=True)
         except BaseException:
             # NOTE: SystemExit, KeyboardInterrupt, a killed greenlet: the task still ends,
             # so no held request waits on it and the capsule is not busy forever.
             logger.exception("agent of task %s was stopped", record.id)
-            self.end(record, FAILED, "the agent was stopped")
+            self.end(record, FAILED, "the agent was stopped", returned=True)
             raise
         else:
-            self.end(record, COMPLETED, COMPLETED_TEXT,
+            self.end(record, COMPLETED, COMPLETED_TEXT, returned=True,
                      response="" if response is None else str(response))
-        finally:
-            with self.store.lock:
-                self._agents.discard(record.id)
-                self._agents_done.notify_all()
 
     def agent_running(self, task_id: str) -> bool:
         """True while the agent of ``task_id`` has not returned (introspection)."""
@@ -235,9 +237,16 @@ class TaskManager:
         with self.store.lock:
             return self._agents_done.wait_for(lambda: task_id not in self._agents, timeout)
 
-    def end(self, record: TaskRecord, state: str, text: str | None, **fields) -> None:
-        """End a task (once: a task that already ended is left as it is)."""
+    def end(self, record: TaskRecord, state: str, text: str | None, returned: bool = False,
+            **fields) -> None:
+        """End a task (once: a task that already ended is left as it is).
+
+        ``returned``: called as its agent returned (one lock for both).
+        """
         with self.store.lock:
+            if returned:
+                self._agents.discard(record.id)
+                self._agents_done.notify_all()
             if record.terminal:
                 return
             self._end_locked(record, state, text, **fields)
