@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import threading
@@ -36,24 +37,31 @@ def live_doors() -> list[Door]:
 class _Active:
     """Requests the door is answering, until their body is closed (streams included).
 
-    Concurrency: ``_cond`` guards ``count``; ``leave()`` notifies it, so
-    ``wait_idle()`` returns as the last answer is written.
+    Concurrency: ``enter``/``leave`` add and discard a token in a set (single
+    operations, atomic under the GIL; nothing switches inside them under gevent),
+    so a request takes no lock. ``leave()`` takes ``_cond`` only while somebody
+    waits in ``wait_idle()``, and then notifies it.
     """
 
     def __init__(self):
-        # NOTE: on an RLock, as the store's: no trial acquire (a yield under gevent) to notify.
         self._cond = threading.Condition(threading.RLock())
-        self.count = 0                          # guarded by _cond
+        self._open: set = set()
         self._waiters = 0                       # guarded by _cond: callers in wait_idle()
 
-    def enter(self) -> None:
-        with self._cond:
-            self.count += 1
+    @property
+    def count(self) -> int:
+        """How many requests are being answered now."""
+        return len(self._open)
 
-    def leave(self) -> None:
-        with self._cond:
-            self.count -= 1
-            if self.count <= 0 and self._waiters:
+    def enter(self) -> object:
+        token = object()
+        self._open.add(token)
+        return token
+
+    def leave(self, token: object) -> None:
+        self._open.discard(token)
+        if self._waiters:
+            with self._cond:
                 self._cond.notify_all()
 
     def wait_idle(self, timeout: float) -> bool:
@@ -61,7 +69,7 @@ class _Active:
         with self._cond:
             self._waiters += 1
             try:
-                return self._cond.wait_for(lambda: self.count <= 0, timeout)
+                return self._cond.wait_for(lambda: not self._open, timeout)
             finally:
                 self._waiters -= 1
 
@@ -106,8 +114,9 @@ class Door:
         self.tokens = TokenTable(manifest.authentication, manifest.name)
         self.cards = CardCache(manifest, self.session.id)
         observability = manifest.observability
-        self.metrics = Metrics(access_log=observability.get("access_log", False))
         self.serves_metrics = bool(observability.get("metrics"))
+        self.metrics = Metrics(access_log=observability.get("access_log", False),
+                               counting=self.serves_metrics)
         self.active = _Active()
         # How the server running this door is asked to stop: set by the gunicorn conf
         # (SIGTERM to the arbiter) and by ``serve --dev``; after_task: exit calls it.
@@ -161,7 +170,7 @@ class Door:
         return f"{scheme}://{host}{environ.get('SCRIPT_NAME', '').rstrip('/')}"
 
     def __call__(self, environ, start_response):
-        self.active.enter()
+        token = self.active.enter()
         try:
             if self.serves_metrics and environ.get("PATH_INFO") == metrics.METRICS_PATH \
                     and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
@@ -169,9 +178,9 @@ class Door:
             else:
                 body = dispatch(self, environ, start_response)
         except BaseException:
-            self.active.leave()
+            self.active.leave(token)
             raise
-        return _Body(body, self.active.leave)
+        return _Body(body, functools.partial(self.active.leave, token))
 
     def close(self) -> None:
         """Close the session: answer held requests, end streams, kill background work.

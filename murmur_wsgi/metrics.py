@@ -95,7 +95,8 @@ class Metrics:
     Held requests are counted by the task manager, under the lock they wait on.
     """
 
-    def __init__(self, access_log: bool = False):
+    def __init__(self, access_log: bool = False, counting: bool = True):
+        self.counting = counting            # PERF: off when no /metrics page reads the counts
         self._lock = threading.Lock()
         self.requests: dict[tuple[str, str], int] = {}     # guarded by _lock
         self.latency: dict[str, _Histogram] = {}           # guarded by _lock
@@ -104,9 +105,22 @@ class Metrics:
     def request(self, environ: dict, call, outcome: str, status: int, started: float,
                 result=None) -> None:
         """Count one answered request (a stream: once its headers are written), and log it."""
+        if not (self.counting or self.access_log):
+            return
         seconds = time.perf_counter() - started
         name = environ.get(METHOD_KEY)
         label = method_label(environ, name)
+        if self.counting:
+            self._count(label, outcome, seconds)
+        if self.access_log and logs.access_enabled():
+            logs.log_access({
+                "method": name[:LOGGED_NAME] if isinstance(name, str) else label,
+                "task_id": task_id_of(call, result), "status": status, "outcome": outcome,
+                "duration_ms": round(seconds * 1000, 3),
+                "path": environ.get("SCRIPT_NAME", "") + (environ.get("PATH_INFO") or ""),
+                "remote_addr": environ.get("REMOTE_ADDR")})
+
+    def _count(self, label: str, outcome: str, seconds: float) -> None:
         slot = bisect.bisect_left(BUCKETS, seconds)
         key = (label, outcome)
         with self._lock:
@@ -117,13 +131,6 @@ class Metrics:
             hist.counts[slot] += 1
             hist.total += seconds
             hist.count += 1
-        if self.access_log and logs.access_enabled():
-            logs.log_access({
-                "method": name[:LOGGED_NAME] if isinstance(name, str) else label,
-                "task_id": task_id_of(call, result), "status": status, "outcome": outcome,
-                "duration_ms": round(seconds * 1000, 3),
-                "path": environ.get("SCRIPT_NAME", "") + (environ.get("PATH_INFO") or ""),
-                "remote_addr": environ.get("REMOTE_ADDR")})
 
     def snapshot(self) -> tuple[dict, dict]:
         """Copies of (requests, latency histograms) taken under the lock."""
