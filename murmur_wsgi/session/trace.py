@@ -67,8 +67,10 @@ class Trace:
 
     # --- the records -----------------------------------------------------
 
-    def task_start(self, record, message=None) -> str:
+    def task_start(self, record, message=None) -> str | None:
         """A task the door accepted: who sent it, its attachments and references."""
+        if not self.enabled:
+            return None
         images = list(message.images) if message is not None else []
         fields = {
             "task_id": record.id, "context_id": record.context_id, "source": "a2a",
@@ -78,15 +80,14 @@ class Trace:
                             for media_type, data in images],
             "referenced_tasks": list(message.reference_task_ids) if message is not None else [],
         }
-        event_id = self.write("task_start", self.session_event, **fields)
-        with self._lock:
-            self._tasks[record.id] = (event_id, now_ms())
+        event_id = self.write("task_start", self.session_event, record.id, **fields)
         return event_id
 
     def task_end(self, record, state: str) -> None:
         """A task that had a ``task_start`` ends in ``state``: exit status and duration."""
-        with self._lock:
-            started = self._tasks.pop(record.id, None)
+        if not self.enabled:
+            return
+        started = self._tasks.pop(record.id, None)     # NOTE: one pop: atomic under the GIL
         if started is None:
             return
         event_id, started_ms = started
@@ -121,16 +122,24 @@ class Trace:
 
     # --- the writer ------------------------------------------------------
 
-    def write(self, event_type: str, parent_id: str | None, **fields) -> str:
-        """Append one record; return its event id (also when disabled)."""
-        event_id = new_id("evt")
+    def write(self, event_type: str, parent_id: str | None, starts_task: str | None = None,
+              **fields) -> str | None:
+        """Append one record; return its event id (None when the trace is off).
+
+        ``starts_task``: the record is that task's ``task_start``, noted for its
+        later records under the same lock as the write.
+        """
         if not self.enabled:
-            return event_id
+            return None
+        event_id = new_id("evt")
+        stamp = now_ms()
         head = {"event_type": event_type, "event_id": event_id, "parent_id": parent_id,
-                "session_id": self.session_id, "timestamp": now_ms()}
+                "session_id": self.session_id, "timestamp": stamp}
         head.update(fields)
         data = (_dumps(head) + "\n").encode("utf-8")
         with self._lock:
+            if starts_task is not None:
+                self._tasks[starts_task] = (event_id, stamp)
             if not self.enabled:
                 return event_id
             try:
