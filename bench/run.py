@@ -27,13 +27,15 @@ import sys
 import tempfile
 import time
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 import requests
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from bench.report import git_commit, versions  # noqa: E402
 RESULTS = REPO / "bench" / "results"
 LUA = REPO / "bench" / "post.lua"
 CARD_PATH = "/.well-known/agent-card.json"
@@ -308,25 +310,6 @@ def stop_and_report(server: Server) -> None:
     server.stop()
     if server.proc.returncode not in (0, -signal.SIGTERM):
         log(f"{server.name} exited with {server.proc.returncode}:\n{server.log()[-2000:]}")
-
-
-def versions() -> dict:
-    found = {}
-    for dist in ("gunicorn", "gevent", "werkzeug", "murmur-wsgi"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            found[dist] = metadata.version(dist)
-    return found
-
-
-def git_commit() -> str | None:
-    with contextlib.suppress(OSError):
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True,
-                              capture_output=True, check=False).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=REPO, text=True, capture_output=True,
-                               check=False).stdout.strip()
-        return f"{head}{'-dirty' if dirty else ''}" if head else None
-    return None
 
 
 def wrk_version(wrk: str) -> str:

@@ -47,6 +47,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from bench.report import git_commit, versions  # noqa: E402
 RESULTS = REPO / "bench" / "results"
 HOST = "127.0.0.1"
 START_DEADLINE = 30.0
@@ -838,26 +841,6 @@ def run_round(client: Client, stats: FanOut, n: int, text: str, counted: bool) -
 
 
 # --- report ------------------------------------------------------------------------------
-
-
-def versions() -> dict:
-    from importlib import metadata
-    found = {}
-    for dist in ("gunicorn", "gevent", "greenlet", "murmur-wsgi"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            found[dist] = metadata.version(dist)
-    return found
-
-
-def git_commit() -> str | None:
-    with contextlib.suppress(OSError):
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True,
-                              capture_output=True, check=False).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=REPO, text=True, capture_output=True,
-                               check=False).stdout.strip()
-        return f"{head}{'-dirty' if dirty else ''}" if head else None
-    return None
 
 
 def fmt(value, spec=".1f", unit="") -> str:
