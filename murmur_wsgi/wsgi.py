@@ -12,6 +12,7 @@ takes an exclusive lock named for its master, and a second one cannot.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import sys
 import time
@@ -63,7 +64,11 @@ def one_worker(master_pid: int, wait: float = TAKEOVER_SECS) -> int:
 
 
 if "gunicorn" in sys.modules:
-    _held.append(one_worker(os.getppid()))
+    try:
+        _held.append(one_worker(os.getppid()))
+    except OSError as ex:
+        # NOTE: no writable home for the lock: the conf's own check still stands.
+        logging.getLogger(__name__).warning("cannot take the one-worker lock: %s", ex)
 
 app = create_app(os.environ.get("MURMUR_WSGI_CONFIG", "conf/murmur.yaml"),
                  listen=os.environ.get("MURMUR_WSGI_LISTEN"))
