@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -28,3 +29,12 @@ def git_commit() -> str | None:
                                check=False).stdout.strip()
         return f"{head}{'-dirty' if dirty else ''}" if head else None
     return None
+
+
+def save(report: dict, name: str, log) -> None:
+    """Write a run's report to ``bench/results/<name>.json`` and say where."""
+    results = REPO / "bench" / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    out = results / f"{name}.json"
+    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    log(f"wrote {out.relative_to(REPO)}")

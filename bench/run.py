@@ -35,8 +35,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-from bench.report import git_commit, versions  # noqa: E402
-RESULTS = REPO / "bench" / "results"
+from bench.report import git_commit, save, versions  # noqa: E402
 LUA = REPO / "bench" / "post.lua"
 CARD_PATH = "/.well-known/agent-card.json"
 START_DEADLINE = 20.0
@@ -408,10 +407,7 @@ def main(argv=None) -> int:
     table = markdown(results)
     print(table)
     if not args.no_save:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        out = RESULTS / f"{started.strftime('%Y%m%dT%H%M%SZ')}.json"
-        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        log(f"wrote {out.relative_to(REPO)}")
+        save(report, started.strftime('%Y%m%dT%H%M%SZ'), log)
     return 0
 
 

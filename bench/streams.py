@@ -49,8 +49,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-from bench.report import git_commit, versions  # noqa: E402
-RESULTS = REPO / "bench" / "results"
+from bench.report import git_commit, save, versions  # noqa: E402
 HOST = "127.0.0.1"
 START_DEADLINE = 30.0
 STOP_TIMEOUT = 40.0            # gunicorn_conf.graceful_timeout (30 s) plus margin
@@ -959,10 +958,7 @@ def main(argv=None) -> int:
     table = markdown(report)
     print(table)
     if not args.no_save:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        out = RESULTS / f"streams-{started.strftime('%Y%m%dT%H%M%SZ')}.json"
-        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        log(f"wrote {out.relative_to(REPO)}")
+        save(report, f"streams-{started.strftime('%Y%m%dT%H%M%SZ')}", log)
     idle = report.get("idle") or {}
     if idle.get("released") is False or idle.get("metrics_ok") is False:
         failed = True
