@@ -4,8 +4,9 @@ from __future__ import annotations
 import pytest
 
 from murmur_wsgi.uris import DOOR_URI
-from tests.agents_util import (FAULTS, harness_rpc, records_of, response_of, task_records,
-                               tmp_home, trace_of)
+from murmur_wsgi import create_app
+from tests.agents_util import (FAULTS, harness_rpc, process_manifest, records_of, response_of,
+                               task_records, tmp_home, trace_of)
 from tests.conftest import Rpc, make_door
 from tests.tasks_util import send_params
 
@@ -29,9 +30,10 @@ def threaded():
     rpc.door.close()
 
 
-def send(rpc, context_id, **extra):
+def send(rpc, context_id, headers=None, **extra):
     """One task in ``context_id``; return (task, what the harness was told of its session)."""
-    response = rpc.call("SendMessage", send_params("go", contextId=context_id, **extra))
+    response = rpc.call("SendMessage", send_params("go", contextId=context_id, **extra),
+                        headers)
     task = response.get_json()["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
     return task, response_of(task), response
@@ -53,6 +55,30 @@ def test_a_context_resumes_the_session_its_harness_announced(threaded):
     assert harness_start(threaded, second) == ("resume", announced)
     other, told, _ = send(threaded, "ctx-b")
     assert told == "new None"
+
+
+def test_a_context_id_resumes_only_its_own_credentials_session():
+    # Two credentials sending one contextId hold two conversations: the second never
+    # resumes the first's harness session (and so its model conversation).
+    manifest = process_manifest(FAULTS + ["session"], THREADED)
+    manifest["network"] = {"authentication": {"scheme": "bearer", "credentials": {
+        "alpha": {"scopes": ["SendMessage"]}, "beta": {"scopes": ["SendMessage"]}}}}
+    rpc = Rpc(create_app(manifest, listen="127.0.0.1:41873", trace=True))
+    bearer = {name: {"Authorization": f"Bearer {token}"}
+              for name, token in rpc.door.tokens.tokens.items()}
+    try:
+        first, told, _ = send(rpc, "ctx-shared", bearer["alpha"])
+        assert told == "new None"
+        _, told, _ = send(rpc, "ctx-shared", bearer["beta"])
+        assert told == "new None"
+        again, told, _ = send(rpc, "ctx-shared", bearer["alpha"])
+        assert told == f"resume s-{first['id']}"
+        assert harness_start(rpc, again) == ("resume", f"s-{first['id']}")
+        agent = rpc.door.session.agent
+        assert agent.harness_session("ctx-shared", "alpha") == f"s-{first['id']}"
+        assert agent.harness_session("ctx-shared") is None        # nor the operator's
+    finally:
+        rpc.door.close()
 
 
 def test_forget_drops_the_session_then_the_next_message_resumes_the_new_one(threaded):

@@ -45,6 +45,8 @@ class TaskContext:
         images: ``[(media_type, bytes), …]`` in part order.
         data: the values of the message's data parts, in order.
         trust: ``"trusted"`` or ``"untrusted"``.
+        owner: the credential that started the task; None for the caller of a
+            public door and for the operator (the session's own tasks).
         forget_session: the message asked to forget the context's harness
             session (``forgetSession``; only on ``inference.transport: process``).
         conversation: ``lifecycle.conversation``, ``"stateless"`` or ``"threaded"``.
@@ -61,6 +63,7 @@ class TaskContext:
         self.images = images
         self.data = data
         self.trust = record.trust
+        self.owner = record.owner
         self.session_key = session_key
         self.forget_session = forget_session
         self.conversation = manager.session.manifest.lifecycle["conversation"]

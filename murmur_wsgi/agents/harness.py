@@ -8,7 +8,8 @@ and kills its process group; see ``docs/harness.md`` for the protocol.
 
 Concurrency:
     ``HarnessAgent`` is shared by the session's tasks. ``_cond`` (a
-    ``Condition``) guards ``_sessions`` (contextId -> harness session id),
+    ``Condition``) guards ``_sessions`` ((owner, contextId) -> harness session
+    id: a context id names a conversation of its owner only),
     ``_live`` (pid -> HarnessProcess), ``_starting`` and ``_exits``; it is
     notified when a process is registered or reaped. Each task's process is
     driven from the task's own thread, which waits (for a line, or for the
@@ -82,7 +83,7 @@ class HarnessAgent:
         self.max_line_bytes = int(spec.get("max_line_bytes", 1024 ** 2))
         self.stderr_limit = int(spec.get("max_stderr_bytes", STDERR_LIMIT))
         self._cond = threading.Condition()
-        self._sessions: OrderedDict[str, str] = OrderedDict()   # guarded by _cond
+        self._sessions: OrderedDict[tuple, str] = OrderedDict()  # guarded by _cond
         self._live: dict[int, HarnessProcess] = {}               # guarded by _cond
         self._starting = 0                                       # guarded by _cond
         self._exits: OrderedDict[int, int | None] = OrderedDict()  # guarded by _cond
@@ -90,16 +91,22 @@ class HarnessAgent:
 
     # --- the harness session of a context ----------------------------------
 
-    def harness_session(self, context_id: str) -> str | None:
-        """The harness session id a context names, or None."""
+    def harness_session(self, context_id: str, owner: str | None = None) -> str | None:
+        """The harness session id ``owner``'s context names, or None.
+
+        ``owner``: the credential that started the context's tasks (None: a public
+        door's caller, or the operator). Another owner's same context id is another
+        conversation: it never resumes this one.
+        """
         with self._cond:
-            return self._sessions.get(context_id)
+            return self._sessions.get((owner, context_id))
 
     def _start_session(self, ctx: TaskContext) -> tuple[str, str | None]:
         """Apply forgetSession, then choose ``("new", None)`` or ``("resume", id)``."""
+        key = (ctx.owner, ctx.context_id)
         with self._cond:
-            dropped = self._sessions.pop(ctx.context_id, None) if ctx.forget_session else None
-            current = self._sessions.get(ctx.context_id)
+            dropped = self._sessions.pop(key, None) if ctx.forget_session else None
+            current = self._sessions.get(key)
         if dropped is not None:
             ctx.record_event("harness_session_forgotten", context_id=ctx.context_id,
                              harness_session_id=dropped, requested_by="a2a")
@@ -111,9 +118,10 @@ class HarnessAgent:
         # NOTE: only a threaded conversation resumes, so only there does a context name one.
         if ctx.conversation != "threaded":
             return
+        key = (ctx.owner, ctx.context_id)
         with self._cond:
-            self._sessions[ctx.context_id] = session_id
-            self._sessions.move_to_end(ctx.context_id)
+            self._sessions[key] = session_id
+            self._sessions.move_to_end(key)
             while len(self._sessions) > MAX_SESSIONS:
                 self._sessions.popitem(last=False)
 
