@@ -37,7 +37,7 @@ def build(n: int):
     manifest = {"name": "memory-probe", "version": "0.1.0", "agent": "demo",
                 "lifecycle": {"task_acceptance": "queue", "queue_depth": 1000,
                               "after_task": "sleep"},
-                "tasks": {"keep_finished": n + 1000}}
+                "tasks": {"keep_finished": n + 1000, "keep_finished_total": n + 1000}}
     door = create_app(manifest, listen="127.0.0.1:41873")
     return door, Client(door)
 

@@ -197,7 +197,8 @@ class StreamSchema(_Block):
 
 
 class TasksSchema(_Block):
-    keep_finished = StrictInt(load_default=10_000, validate=validate.Range(min=1))
+    keep_finished = StrictInt(load_default=10_000, validate=validate.Range(min=1))  # per owner
+    keep_finished_total = StrictInt(load_default=50_000, validate=validate.Range(min=1))
     keep_finished_secs = fields.Float(load_default=86_400.0,
                                       validate=validate.Range(min=0, min_inclusive=False))
 

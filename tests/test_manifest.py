@@ -56,6 +56,8 @@ BAD = {
                         ["context.images.max_bytes:"]),
     "bad files size": (GOOD + "exports:\n  files: {root: out/, max_bytes: lots}\n",
                        ["exports.files.max_bytes:"]),
+    "zero finished ceiling": (GOOD + "tasks:\n  keep_finished_total: 0\n",
+                              ["tasks.keep_finished_total:"]),
     "unknown key": (GOOD + "colour: blue\n", ["colour: is not a key this door reads"]),
     "unknown nested key": (GOOD + "lifecycle:\n  task_accept: single\n",
                            ["lifecycle.task_accept:"]),
@@ -156,6 +158,8 @@ def test_load_manifest_defaults():
     assert manifest.context == {"images": {"max_bytes": 5 * 1024 ** 2, "max_per_turn": 8}}
     assert manifest.stream["replay_events"] == 512
     assert manifest.stream["heartbeat_secs"] == 15
+    assert manifest.tasks == {"keep_finished": 10_000, "keep_finished_total": 50_000,
+                              "keep_finished_secs": 86_400.0}
     assert manifest.inference == {"transport": "http"}
     assert manifest.agent == "demo"
     assert manifest.acceptance == "single"

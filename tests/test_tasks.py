@@ -311,6 +311,49 @@ def test_finished_tasks_are_evicted_oldest_first():
     assert len(rpc.door.session.store) == 3
 
 
+def _owners_door(tasks, *names):
+    auth = {"scheme": "bearer",
+            "credentials": {name: {"scopes": ["SendMessage", "GetTask"]} for name in names}}
+    rpc = Rpc(make_door(tasks=tasks, network={"authentication": auth}))
+    bearer = {name: {"Authorization": f"Bearer {rpc.door.tokens.tokens[name]}"}
+              for name in names}
+    return rpc, bearer
+
+
+def _held(rpc, headers, task_id):
+    response = rpc.call("GetTask", {"id": task_id}, headers).get_json()
+    return "result" in response
+
+
+def test_a_credential_flooding_tiny_tasks_evicts_only_its_own():
+    rpc, bearer = _owners_door({"keep_finished": 3}, "alpha", "beta")
+    try:
+        kept = rpc.result("SendMessage", send_params("mine"), bearer["beta"])["task"]["id"]
+        flood = [rpc.result("SendMessage", send_params(f"t{i}"), bearer["alpha"])["task"]["id"]
+                 for i in range(10)]
+        assert _held(rpc, bearer["beta"], kept)
+        held = [_held(rpc, bearer["alpha"], task_id) for task_id in flood]
+        assert held == [False] * 7 + [True] * 3            # its own oldest went
+        assert len(rpc.door.session.store) == 4
+    finally:
+        rpc.door.close()
+
+
+def test_the_finished_ceiling_evicts_from_the_owner_holding_most():
+    rpc, bearer = _owners_door({"keep_finished": 4, "keep_finished_total": 5}, "alpha", "beta")
+    try:
+        first = rpc.result("SendMessage", send_params("b0"), bearer["beta"])["task"]["id"]
+        many = [rpc.result("SendMessage", send_params(f"a{i}"), bearer["alpha"])["task"]["id"]
+                for i in range(4)]
+        second = rpc.result("SendMessage", send_params("b1"), bearer["beta"])["task"]["id"]
+        # Six finished, a ceiling of five: alpha holds the most, so alpha loses its oldest.
+        assert _held(rpc, bearer["beta"], first) and _held(rpc, bearer["beta"], second)
+        assert [_held(rpc, bearer["alpha"], task_id) for task_id in many] == [False] + [True] * 3
+        assert rpc.door.session.store.evicted == 1
+    finally:
+        rpc.door.close()
+
+
 def test_background_refuses_a_path_that_ends_in_an_allowed_name(live_rpc, tmp_path):
     fake = tmp_path / "sleep"
     fake.write_text("#!/bin/sh\ntouch \"$0.ran\"\n")

@@ -1,5 +1,11 @@
 """The session's tasks: a dict, an index by last change, and a bound on finished ones.
 
+Retention is per owner: each owner (a credential, or None for the session's own
+tasks) keeps its ``keep_finished`` most recent finished tasks, and all owners
+together at most ``keep_finished_total``; past that ceiling the owner holding the
+most finished tasks loses its oldest. So a credential flooding the door with
+tasks evicts its own results, never another's.
+
 Concurrency:
     ``_lock`` guards every field below. Each live task's ``runtime.cond`` is a
     ``Condition`` on that same lock; ``change()`` notifies it, so a held
@@ -24,19 +30,22 @@ class TaskStore:
     """Every task the session holds, most recently changed first."""
 
     def __init__(self, keep_finished: int = 10_000, keep_finished_secs: float = 86_400.0,
-                 clock=time.monotonic):
+                 clock=time.monotonic, keep_finished_total: int = 50_000):
         # PERF: an RLock: a Condition on a plain Lock checks ownership with a trial
         # acquire, which yields to the hub under gevent. The session's ring shares it.
         self._lock = threading.RLock()
         self._clock = clock
-        self._keep = keep_finished
+        self._keep = keep_finished                     # per owner
+        self._keep_total = keep_finished_total         # every owner together
         self._keep_secs = keep_finished_secs
         self._tasks: dict[str, TaskRecord] = {}       # guarded by _lock
         self._seqs: list[int] = []                     # guarded by _lock; ascending
         self._ids: list[str] = []                      # guarded by _lock; parallel to _seqs
         self._seq = 0                                  # guarded by _lock
         self._last_ms = 0                              # guarded by _lock: the last stamp
-        self._finished: deque = deque()                # guarded by _lock; records, oldest first
+        # guarded by _lock: owner -> its finished records, oldest first (no empty deque)
+        self._finished: dict[str | None, deque] = {}
+        self._finished_count = 0                       # guarded by _lock: records in _finished
         # guarded by _lock: (owner, state) -> how many tasks; ListTasks' totalSize without a scan
         self._counts: dict[tuple, int] = {}
         # guarded by _lock: context id -> its one task's id, or a set of ids once it has more
@@ -54,7 +63,7 @@ class TaskStore:
     @property
     def finished_total(self) -> int:
         """How many tasks reached a terminal state in this session (held or evicted)."""
-        return len(self._finished) + self.evicted
+        return self._finished_count + self.evicted
 
     def condition(self) -> threading.Condition:
         """A new Condition on the store's lock (one per live task)."""
@@ -139,26 +148,48 @@ class TaskStore:
 
     def _finish(self, record: TaskRecord) -> None:
         record.finished_at = self._clock()
-        self._finished.append(record)
-        if len(self._finished) > self._keep:
+        queue = self._finished.get(record.owner)
+        if queue is None:
+            queue = self._finished[record.owner] = deque()
+        queue.append(record)
+        self._finished_count += 1
+        if len(queue) > self._keep or self._finished_count > self._keep_total:
             self._evict()
 
     def _evict(self) -> None:
+        """Drop finished tasks past their owner's bound, their age, or the ceiling."""
         cutoff = self._clock() - self._keep_secs
-        finished = self._finished
-        while finished and (len(finished) > self._keep or finished[0].finished_at < cutoff):
-            record = finished.popleft()
-            task_id = record.id
-            if self._tasks.pop(task_id, None) is not None:
-                self._count(record.owner, record.state, -1)
-                held = self._by_context.get(record.context_id)
-                if held == task_id:
+        keep = self._keep
+        stale = [owner for owner, queue in self._finished.items()
+                 if len(queue) > keep or queue[0].finished_at < cutoff]
+        for owner in stale:
+            queue = self._finished[owner]
+            while queue and (len(queue) > keep or queue[0].finished_at < cutoff):
+                self._drop(queue.popleft())
+            if not queue:
+                del self._finished[owner]
+        while self._finished_count > self._keep_total:
+            # NOTE: the owner holding the most pays, its oldest first: a flood evicts itself.
+            owner, queue = max(self._finished.items(),
+                               key=lambda item: (len(item[1]), -item[1][0].finished_at))
+            self._drop(queue.popleft())
+            if not queue:
+                del self._finished[owner]
+
+    def _drop(self, record: TaskRecord) -> None:
+        """Forget a finished task taken off its owner's queue."""
+        self._finished_count -= 1
+        task_id = record.id
+        if self._tasks.pop(task_id, None) is not None:
+            self._count(record.owner, record.state, -1)
+            held = self._by_context.get(record.context_id)
+            if held == task_id:
+                del self._by_context[record.context_id]
+            elif isinstance(held, set):
+                held.discard(task_id)
+                if not held:
                     del self._by_context[record.context_id]
-                elif isinstance(held, set):
-                    held.discard(task_id)
-                    if not held:
-                        del self._by_context[record.context_id]
-                self.evicted += 1
+            self.evicted += 1
 
     # --- reads -----------------------------------------------------------
 
