@@ -37,6 +37,10 @@ def main(mode):
         sys.stdout.write("[1, 2]\n")
         sys.stdout.flush()
         block()
+    elif mode == "nan":                          # Python's json writes NaN; JSON has none
+        sys.stdout.write('{"type": "tool-call-started", "toolName": "x", "input": NaN}\n')
+        sys.stdout.flush()
+        block()
     elif mode == "bad-field":
         send(type="text", text=42)
         block()

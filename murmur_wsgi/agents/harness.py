@@ -47,6 +47,10 @@ EXITS_KEPT = 64
 SHOWN_TEXT = 200
 
 
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")        # NaN, Infinity: Python's, not JSON's
+
+
 class HarnessFault(Exception):
     """The harness broke the protocol or ended badly; ``str()`` is the status message."""
 
@@ -255,7 +259,7 @@ class HarnessAgent:
                 raw: bytes) -> str | None:
         """Act on one line; return the response when it is one."""
         try:
-            msg = json.loads(raw)
+            msg = json.loads(raw, parse_constant=_no_constant)
         except ValueError:
             raise HarnessFault(f"harness: line {line} is not JSON") from None
         if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):

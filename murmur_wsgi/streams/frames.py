@@ -34,10 +34,11 @@ def status_update(record, text: str | None = None, *, from_record: bool = False)
     return _status_at(record.id, record.context_id, record.state, text, now_ms())
 
 
-def _status_at(task_id: str, context_id: str, state: str, text: str | None, ms: int) -> str:
+def _status_at(task_id: str, context_id: str, state: str, text: str | None, ms: int,
+               message_id: str | None = None) -> str:
     status = {"state": state}
     if text is not None:
-        status["message"] = {"messageId": new_id("msg"), "contextId": context_id,
+        status["message"] = {"messageId": message_id or new_id("msg"), "contextId": context_id,
                              "taskId": task_id, "role": "ROLE_AGENT",
                              "parts": [stream_part(text)]}
     status["timestamp"] = rfc3339(ms)
@@ -48,8 +49,10 @@ def _status_at(task_id: str, context_id: str, state: str, text: str | None, ms: 
 class Deferred:
     """A payload serialized when a reader first needs it (most events are never read).
 
-    It holds the values of the moment it was made, so it reads the same whenever
-    it is built. ``EventRing`` calls it once and keeps the text.
+    It holds the values of the moment it was made, its messageId included (given
+    when the event is published), so it reads the same whenever, and however
+    often, it is built: two readers building it at once get the same text.
+    ``EventRing`` keeps the text.
     """
 
     __slots__ = ("_build", "_args")
@@ -64,7 +67,8 @@ class Deferred:
 
 def status_later(record, text: str | None = None) -> Deferred:
     """``status_update(record, text)`` as of now, built on first read."""
-    return Deferred(_status_at, record.id, record.context_id, record.state, text, now_ms())
+    return Deferred(_status_at, record.id, record.context_id, record.state, text, now_ms(),
+                    None if text is None else new_id("msg"))
 
 
 def recorded_status_later(record) -> Deferred:
@@ -88,7 +92,8 @@ def artifact_later(record, artifact: dict) -> Deferred:
 
 
 def frame_later(name: str, text: str, fields: dict | None, record) -> Deferred:
-    return Deferred(frame, name, text, fields, record)
+    """An agent's frame, its messageId fixed now; ``fields`` must be the door's own copy."""
+    return Deferred(frame, name, text, fields, record, new_id("msg"))
 
 
 def artifact_update(record, artifact: dict) -> str:
@@ -98,12 +103,13 @@ def artifact_update(record, artifact: dict) -> str:
                                       "lastChunk": True}})
 
 
-def frame(name: str, text: str, fields: dict | None = None, record=None) -> str:
+def frame(name: str, text: str, fields: dict | None = None, record=None,
+          message_id: str | None = None) -> str:
     """A murmur frame: a ROLE_AGENT message whose metadata carries the frame under the URI."""
     meta = {"frame": name}
     if fields:
         meta.update(fields)
-    message = {"messageId": new_id("msg")}
+    message = {"messageId": message_id or new_id("msg")}
     if record is not None:
         message["contextId"] = record.context_id
         message["taskId"] = record.id
@@ -111,6 +117,34 @@ def frame(name: str, text: str, fields: dict | None = None, record=None) -> str:
     message["parts"] = [stream_part(text)]
     message["metadata"] = {STREAM_URI: meta}
     return _dumps({"message": message})
+
+
+_SCALARS = (str, int, bool, type(None))
+_strict_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
+def own_fields(name: str, fields: dict) -> dict:
+    """A copy of an agent's frame fields that nothing the agent holds can change.
+
+    Each value must be JSON (no NaN or infinity, string keys): a value that is not
+    raises TypeError or ValueError naming the frame and its key, in the agent's own
+    call, so no stream ever meets it. Strings, integers, booleans and None are kept
+    as they are (immutable); any other value is copied through a JSON round trip.
+    """
+    if not isinstance(fields, dict):
+        raise TypeError(f"frame '{name}': fields must be a dict, not {type(fields).__name__}")
+    owned = {}
+    for key, value in fields.items():
+        if not isinstance(key, str):
+            raise TypeError(f"frame '{name}': key {key!r} is not a string")
+        if type(value) not in _SCALARS:
+            try:
+                value = json.loads(_strict_dumps(value))
+            except (TypeError, ValueError, RecursionError) as ex:
+                kind = TypeError if isinstance(ex, TypeError) else ValueError
+                raise kind(f"frame '{name}': '{key}' is not a JSON value: {ex}") from None
+        owned[key] = value
+    return owned
 
 
 def connection_ack(role: str, conversation_mode: str) -> str:

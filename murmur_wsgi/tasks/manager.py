@@ -292,15 +292,25 @@ class TaskManager:
             return runtime.cond.wait_for(lambda: runtime.cancelled or session.closing, seconds)
 
     def progress(self, record: TaskRecord, text: str) -> None:
+        if not isinstance(text, str):
+            raise TypeError(f"progress: text must be a string, not {type(text).__name__}")
         with self.store.lock:
             if self.is_cancelled(record):
                 raise TaskCanceled(record.id)
             self._publish(record, frames.status_later(record, text))
 
     def frame(self, record: TaskRecord, name: str, text: str, fields: dict) -> None:
-        """Publish an agent's frame; never after the task's end, never one the card omits."""
+        """Publish an agent's frame; never after the task's end, never one the card omits.
+
+        Raises TypeError or ValueError (naming the key) for a value that is not JSON.
+        """
         if name not in self.frame_names:
             raise ValueError(f"'{name}' is not a frame this capsule's card lists")
+        if not isinstance(text, str):
+            raise TypeError(f"frame '{name}': text must be a string, not {type(text).__name__}")
+        # NOTE: copied and checked now: the event is immutable once published, and a
+        # value that is not JSON fails this call rather than every stream that meets it.
+        fields = frames.own_fields(name, fields)
         with self.store.lock:
             if self.is_cancelled(record):
                 raise TaskCanceled(record.id)
