@@ -12,7 +12,6 @@ from murmur_wsgi.agents import resolve_agent
 from murmur_wsgi.card import CardCache
 from murmur_wsgi.dispatch import dispatch
 from murmur_wsgi.manifest import Manifest, load_manifest, load_manifest_file
-from murmur_wsgi import metrics
 from murmur_wsgi.metrics import Metrics
 from murmur_wsgi.middleware.auth import TokenTable
 from murmur_wsgi.planes.files import FilesPlane, check_root, finished_tasks
@@ -172,11 +171,7 @@ class Door:
     def __call__(self, environ, start_response):
         token = self.active.enter()
         try:
-            if self.serves_metrics and environ.get("PATH_INFO") == metrics.METRICS_PATH \
-                    and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
-                body = metrics.serve(self, environ, start_response)
-            else:
-                body = dispatch(self, environ, start_response)
+            body = dispatch(self, environ, start_response)
         except BaseException:
             self.active.leave(token)
             raise

@@ -10,7 +10,7 @@ import sys
 from murmur_wsgi.client import cli_commands as client_commands
 from murmur_wsgi.manifest import ManifestError, load_manifest_file
 from murmur_wsgi.planes.files import check_root
-from murmur_wsgi.session import records
+from murmur_wsgi import running
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def serve(args) -> int:
     os.environ["MURMUR_WSGI_CONFIG"] = os.path.abspath(args.config)
     os.environ["MURMUR_WSGI_LISTEN"] = listen
     # The door records itself under this pid: this process, which becomes gunicorn's master.
-    os.environ[records.RECORD_ENV] = str(os.getpid())
+    os.environ[running.RECORD_ENV] = str(os.getpid())
     if args.dev:
         from murmur_wsgi import devserver, logs
         from murmur_wsgi.app import create_app
@@ -70,17 +70,17 @@ class TokenError(Exception):
 def find_token(session_id: str | None, credential: str | None) -> str:
     """The token ``credential`` (default: the operator's) of a running session's record."""
     if session_id is None:
-        running = records.running_records()
-        if not running:
+        live = running.running_records()
+        if not live:
             raise TokenError("no session is running: no record under "
-                             f"{records.running_dir()}")
-        if len(running) > 1:
-            names = ", ".join(record["session_id"] for record in running)
-            raise TokenError(f"{len(running)} sessions are running; name one with "
+                             f"{running.running_dir()}")
+        if len(live) > 1:
+            names = ", ".join(record["session_id"] for record in live)
+            raise TokenError(f"{len(live)} sessions are running; name one with "
                              f"--session: {names}")
-        record = running[0]
+        record = live[0]
     else:
-        record = records.find_record(session_id)
+        record = running.find_record(session_id)
         if record is None:
             raise TokenError(f"no running session {session_id}")
     sid = record["session_id"]

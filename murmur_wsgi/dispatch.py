@@ -9,20 +9,14 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import TYPE_CHECKING
-
-from murmur_wsgi import methods
+from murmur_wsgi import methods, metrics
 from murmur_wsgi.context import CallContext, RpcCall
 from murmur_wsgi.errors import DoorError, InternalError, Refusal, RpcError
-from murmur_wsgi.metrics import METHOD_KEY
 from murmur_wsgi.middleware import (auth, body, completion, envelope, params, peer, planes,
                                     public, tenant, version)
 from murmur_wsgi.session.trace import AUTH_REFUSALS
 from murmur_wsgi.streams.sse import EventStream
 from murmur_wsgi.wire.raw import RawJSON
-
-if TYPE_CHECKING:
-    from murmur_wsgi.app import Door
 
 logger = logging.getLogger(__name__)
 access_log = logging.getLogger("murmur_wsgi.access")
@@ -38,7 +32,7 @@ def _extensions(environ: dict) -> frozenset:
     return frozenset(part.strip() for part in raw.split(",") if part.strip())
 
 
-def http_tier(door: Door, environ: dict) -> tuple[CallContext, bytes | tuple]:
+def http_tier(door, environ: dict) -> tuple[CallContext, bytes | tuple]:
     """Steps 1-5: answer a public route or a plane, or return the JSON-RPC body."""
     answer = public.route(environ, door)                                  # step 1
     if answer is not None:
@@ -46,17 +40,20 @@ def http_tier(door: Door, environ: dict) -> tuple[CallContext, bytes | tuple]:
     ctx = CallContext()
     auth.check_token(environ, ctx, door.tokens)                           # step 2
     peer.check_consent(environ, ctx, door.manifest.peer_accept)           # step 3
+    answer = metrics.route(environ, ctx, door)                            # GET /metrics
+    if answer is not None:
+        return ctx, answer
     answer = planes.route(environ, ctx, door)                             # step 4
     if answer is not None:
         return ctx, answer
     return ctx, body.read_body(environ)                                   # step 5
 
 
-def rpc_tier(door: Door, environ: dict, ctx: CallContext, raw: bytes):
+def rpc_tier(door, environ: dict, ctx: CallContext, raw: bytes):
     """Steps 6-14: read the JSON-RPC request and call its handler."""
     payload = envelope.parse_json(raw)                                    # step 6
     request_id, name, raw_params = envelope.check_envelope(payload)       # step 7
-    environ[METHOD_KEY] = name                    # for the access log and the metrics
+    environ[metrics.METHOD_KEY] = name                    # for the access log and the metrics
     call = RpcCall(request_id, name, None, ctx, environ)
     try:
         version.check(environ)                                            # step 8
@@ -109,7 +106,7 @@ _REASONS = {200: "OK", 304: "Not Modified", 400: "Bad Request", 401: "Unauthoriz
             413: "Content Too Large", 500: "Internal Server Error"}
 
 
-def dispatch(door: Door, environ: dict, start_response):
+def dispatch(door, environ: dict, start_response):
     """The WSGI entry: run the tiers and write one answer."""
     started = time.perf_counter()
     call = None

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import logging
 
-logger = logging.getLogger(__name__)
+from murmur_wsgi.wire import codes
+from murmur_wsgi.wire.codes import A2A_DOMAIN, ERROR_INFO_TYPE, MURMUR_DOMAIN  # noqa: F401
 
-ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
-A2A_DOMAIN = "a2a-protocol.org"
-MURMUR_DOMAIN = "murmur.nexus"
+logger = logging.getLogger(__name__)
 
 
 class DoorError(Exception):
@@ -94,37 +93,51 @@ class PlaneRefusal(Refusal):
 
 
 class RpcError(DoorError):
-    """A standard JSON-RPC error: HTTP 200, ``error`` without ``data``."""
+    """A standard JSON-RPC error: HTTP 200, ``error`` without ``data``.
 
-    code = -32603
+    A subclass names its entry of ``wire/codes.py`` as ``wire``; its ``code``
+    (and an A2A error's ``reason`` and ``domain``) are read from there.
+    """
+
+    wire = codes.INTERNAL_ERROR
+    code = wire.code
     message = "Internal error"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        entry = cls.__dict__.get("wire")
+        if entry is not None:
+            cls.code = entry.code
+            if entry.reason is not None:
+                cls.reason = entry.reason
+                cls.domain = entry.domain
 
     def error_object(self) -> dict:
         return {"code": self.code, "message": self.message}
 
 
 class ParseError(RpcError):
-    code = -32700
+    wire = codes.PARSE_ERROR
     message = "Invalid JSON payload"
 
 
 class InvalidRequestError(RpcError):
-    code = -32600
+    wire = codes.INVALID_REQUEST
     message = "Request payload validation error"
 
 
 class MethodNotFoundError(RpcError):
-    code = -32601
+    wire = codes.METHOD_NOT_FOUND
     message = "Method not found"
 
 
 class InvalidParamsError(RpcError):
-    code = -32602
+    wire = codes.INVALID_PARAMS
     message = "Invalid params"
 
 
 class InternalError(RpcError):
-    code = -32603
+    wire = codes.INTERNAL_ERROR
     message = "Internal error: the door could not hand the request to the session"
 
 
@@ -145,8 +158,7 @@ class A2AError(RpcError):
 
 
 class TaskNotFoundError(A2AError):
-    code = -32001
-    reason = "TASK_NOT_FOUND"
+    wire = codes.TASK_NOT_FOUND
     message = "Task not found"
 
     def __init__(self, task_id: str):
@@ -154,8 +166,7 @@ class TaskNotFoundError(A2AError):
 
 
 class TaskNotCancelableError(A2AError):
-    code = -32002
-    reason = "TASK_NOT_CANCELABLE"
+    wire = codes.TASK_NOT_CANCELABLE
 
     def __init__(self, task_id: str, state: str):
         super().__init__(f"Task cannot be canceled: it is already {state}",
@@ -163,43 +174,36 @@ class TaskNotCancelableError(A2AError):
 
 
 class PushNotificationNotSupportedError(A2AError):
-    code = -32003
-    reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
+    wire = codes.PUSH_NOT_SUPPORTED
     message = "push notifications are not supported by this agent"
 
 
 class UnsupportedOperationError(A2AError):
-    code = -32004
-    reason = "UNSUPPORTED_OPERATION"
+    wire = codes.UNSUPPORTED_OPERATION
     message = "This operation is not supported by this agent"
 
 
 class ContentTypeNotSupportedError(A2AError):
-    code = -32005
-    reason = "CONTENT_TYPE_NOT_SUPPORTED"
+    wire = codes.CONTENT_TYPE_NOT_SUPPORTED
 
 
 class InvalidAgentResponseError(A2AError):
-    code = -32006
-    reason = "INVALID_AGENT_RESPONSE"
+    wire = codes.INVALID_AGENT_RESPONSE
     message = "Invalid agent response"
 
 
 class ExtendedAgentCardNotConfiguredError(A2AError):
-    code = -32007
-    reason = "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
+    wire = codes.EXTENDED_CARD_NOT_CONFIGURED
     message = "Extended agent card not configured"
 
 
 class ExtensionSupportRequiredError(A2AError):
-    code = -32008
-    reason = "EXTENSION_SUPPORT_REQUIRED"
+    wire = codes.EXTENSION_SUPPORT_REQUIRED
     message = "Extension support required"
 
 
 class VersionNotSupportedError(A2AError):
-    code = -32009
-    reason = "VERSION_NOT_SUPPORTED"
+    wire = codes.VERSION_NOT_SUPPORTED
 
     def __init__(self, requested: str):
         super().__init__(f"A2A version '{requested}' is not supported; this agent speaks 1.0",
@@ -213,8 +217,7 @@ class MurmurError(A2AError):
 
 
 class CompletionMisaddressedError(MurmurError):
-    code = -31001
-    reason = "COMPLETION_MISADDRESSED"
+    wire = codes.COMPLETION_MISADDRESSED
 
     def __init__(self, addressed: str):
         shown = addressed or "no session"
@@ -223,8 +226,7 @@ class CompletionMisaddressedError(MurmurError):
 
 
 class CompletionNotAwaitedError(MurmurError):
-    code = -31002
-    reason = "COMPLETION_NOT_AWAITED"
+    wire = codes.COMPLETION_NOT_AWAITED
 
     def __init__(self, delegation_id: str | None):
         if delegation_id:

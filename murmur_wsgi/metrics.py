@@ -3,9 +3,10 @@
 ``Metrics.request()`` runs once per request (dispatch.py): a counter by
 method and outcome, a latency histogram by method, and the access record
 (``logs.py``) when that logger is enabled. ``render()`` writes the text
-exposition format (0.0.4) without a client library. ``serve()`` answers
-``GET /metrics`` when the manifest says ``observability.metrics: true``; on
-an authenticated door it takes the operator's token only.
+exposition format (0.0.4) without a client library. ``route()`` answers
+``GET /metrics`` in the HTTP tier (``dispatch.http_tier``, after the token and
+peer steps) when the manifest says ``observability.metrics: true``; on an
+authenticated door it takes the operator's token only.
 
 Concurrency:
     ``_lock`` guards the counters, the histograms and ``held``; each
@@ -20,18 +21,13 @@ import re
 import threading
 import time
 from collections import Counter
-from typing import TYPE_CHECKING
 
 from murmur_wsgi import logs
 from murmur_wsgi.context import CallContext
-from murmur_wsgi.errors import InsufficientScope, Refusal
+from murmur_wsgi.errors import InsufficientScope
 from murmur_wsgi.methods import METHODS, PUSH_METHODS
-from murmur_wsgi.middleware import auth, peer
 from murmur_wsgi.tasks.record import ALL_STATES
 from murmur_wsgi.uris import CARD_PATH
-
-if TYPE_CHECKING:
-    from murmur_wsgi.app import Door
 
 METRICS_PATH = "/metrics"
 METHOD_KEY = "murmur_wsgi.method"       # environ: the JSON-RPC method, once the envelope is read
@@ -173,7 +169,7 @@ class _Page:
         self.lines.append(f"{name}{_labels(**labels)} {_number(value)}")
 
 
-def render(door: Door) -> str:
+def render(door) -> str:
     """The door's metrics in the Prometheus text format."""
     session = door.session
     requests, latency = door.metrics.snapshot()
@@ -218,26 +214,19 @@ def render(door: Door) -> str:
     return "\n".join(page.lines) + "\n"
 
 
-def serve(door: Door, environ: dict, start_response):
-    """``GET /metrics``: the page; on an authenticated door, for the operator's token only."""
-    from murmur_wsgi.dispatch import refusal_response     # dispatch imports this module
+def route(environ: dict, ctx: CallContext, door) -> tuple | None:
+    """``GET /metrics`` (HTTP tier, after steps 2 and 3): the page, or None to go on.
 
-    started = time.perf_counter()
-    try:
-        ctx = CallContext()
-        auth.check_token(environ, ctx, door.tokens)                          # step 2
-        peer.check_consent(environ, ctx, door.manifest.peer_accept)          # step 3
-        if door.tokens.enabled:
-            if not ctx.credential.sees_all:
-                # NOTE: the page counts every credential's tasks: only the operator reads it.
-                raise InsufficientScope(ctx.credential.name, "metrics", door.tokens.realm)
-    except Refusal as ex:
-        status, headers, data = refusal_response(ex)
-        door.metrics.request(environ, None, ex.error, ex.status, started)
-        start_response(status, headers)
-        return [data]
+    Served when the manifest says ``observability.metrics: true``; on an
+    authenticated door, to the operator's token only.
+    """
+    if not door.serves_metrics or environ.get("PATH_INFO") != METRICS_PATH \
+            or environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+        return None
+    if door.tokens.enabled and not ctx.credential.sees_all:
+        # NOTE: the page counts every credential's tasks: only the operator reads it.
+        raise InsufficientScope(ctx.credential.name, "metrics", door.tokens.realm)
     data = render(door).encode()
-    start_response("200 OK", [("Content-Type", CONTENT_TYPE), ("Cache-Control", "no-store"),
-                              ("Content-Length", str(len(data)))])
-    door.metrics.request(environ, None, "ok", 200, started)
-    return [b"" if environ.get("REQUEST_METHOD") == "HEAD" else data]
+    headers = [("Content-Type", CONTENT_TYPE), ("Cache-Control", "no-store"),
+               ("Content-Length", str(len(data)))]
+    return "200 OK", headers, b"" if environ.get("REQUEST_METHOD") == "HEAD" else data

@@ -18,7 +18,7 @@ import sys
 import time
 
 from murmur_wsgi.app import create_app
-from murmur_wsgi.session import records
+from murmur_wsgi import running
 
 # A worker replacing one that is stopping (SIGHUP, a killed worker) waits this long for
 # the old one's lock; the door closes within a few seconds of SIGTERM.
@@ -44,7 +44,7 @@ def _prune(folder: str) -> None:
 
 def one_worker(master_pid: int, wait: float = TAKEOVER_SECS) -> int:
     """Take the lock of ``master_pid``'s one worker, or raise RuntimeError."""
-    folder = records.running_dir(create=True)
+    folder = running.running_dir(create=True)
     _prune(folder)
     path = os.path.join(folder, f".worker-of-{master_pid}.lock")
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)

@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any, Callable
-
-if TYPE_CHECKING:
-    from murmur_wsgi.tasks.manager import TaskManager
-    from murmur_wsgi.tasks.record import TaskRecord
+from typing import Any, Callable
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +48,9 @@ class TaskContext:
         conversation: ``lifecycle.conversation``, ``"stateless"`` or ``"threaded"``.
     """
 
-    def __init__(self, manager: TaskManager, record: TaskRecord, text: str,
+    # NOTE: ``manager`` is the session's TaskManager and ``record`` the task's TaskRecord;
+    # not imported here, since the manager imports this contract (no import cycle).
+    def __init__(self, manager, record, text: str,
                  images: list[tuple[str, bytes]], data: list[Any], session_key: str | None = None,
                  forget_session: bool = False):
         self._manager = manager

@@ -13,8 +13,9 @@ from __future__ import annotations
 from murmur_wsgi.client.door import DoorClient, door_url, user_message
 from murmur_wsgi.client.errors import (CompletionMisaddressed, CompletionNotAwaited,
                                        ConnectionFailed, ConnectTimeout,
-                                       ContentTypeNotSupported, DoorError, HttpRefusal,
-                                       InternalError, InvalidParams, InvalidRequest,
+                                       ContentTypeNotSupported, DoorError,
+                                       ExtendedCardNotConfigured, ExtensionSupportRequired,
+                                       HttpRefusal, InternalError, InvalidAgentResponse, InvalidParams, InvalidRequest,
                                        MethodNotFound, ParseError, ProtocolError,
                                        PushNotSupported, ReadTimeout, RpcError, StreamBroken,
                                        TaskNotCancelable, TaskNotFound, Timeout,
@@ -29,6 +30,7 @@ __all__ = [
     "StreamBroken", "ProtocolError", "HttpRefusal", "RpcError", "ParseError",
     "InvalidRequest", "MethodNotFound", "InvalidParams", "InternalError", "TaskNotFound",
     "TaskNotCancelable", "PushNotSupported", "UnsupportedOperation",
-    "ContentTypeNotSupported", "VersionError", "CompletionMisaddressed",
+    "ContentTypeNotSupported", "InvalidAgentResponse", "ExtendedCardNotConfigured",
+    "ExtensionSupportRequired", "VersionError", "CompletionMisaddressed",
     "CompletionNotAwaited",
 ]

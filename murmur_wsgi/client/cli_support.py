@@ -15,7 +15,7 @@ from murmur_wsgi.client.door import DoorClient
 from murmur_wsgi.client.errors import (ConnectionFailed, DoorError, HttpRefusal, ProtocolError,
                                        RpcError, Timeout, VersionError)
 from murmur_wsgi.client.events import INPUT_REQUIRED, TERMINAL, state_word
-from murmur_wsgi.session import records
+from murmur_wsgi import running
 
 logger = logging.getLogger(__name__)
 
@@ -49,20 +49,20 @@ def find_door(args) -> DoorClient:
         token = token or os.environ.get(TOKEN_ENV) or None
     else:
         if args.session:
-            record = records.find_record(args.session)
+            record = running.find_record(args.session)
             if record is None:
                 raise UsageError(f"no running session {args.session} under "
-                                 f"{records.running_dir()}")
+                                 f"{running.running_dir()}")
         else:
-            running = records.running_records()
-            if not running:
+            live = running.running_records()
+            if not live:
                 raise UsageError(f"no door to talk to: give --url URL or set {URL_ENV} "
-                                 f"(no running session under {records.running_dir()})")
-            if len(running) > 1:
-                names = ", ".join(f"{r['session_id']} ({r.get('url')})" for r in running)
-                raise UsageError(f"{len(running)} sessions are running; name one with "
+                                 f"(no running session under {running.running_dir()})")
+            if len(live) > 1:
+                names = ", ".join(f"{r['session_id']} ({r.get('url')})" for r in live)
+                raise UsageError(f"{len(live)} sessions are running; name one with "
                                  f"--session or --url: {names}")
-            record = running[0]
+            record = live[0]
         url = record["url"]
         token = token or record.get("door_token")
     return DoorClient(url, token, timeout=args.timeout)

@@ -17,19 +17,22 @@ can always say which door refused or could not be reached::
         ├── InvalidParams -32602 · InternalError -32603
         ├── TaskNotFound -32001 · TaskNotCancelable -32002 · PushNotSupported -32003
         ├── UnsupportedOperation -32004 · ContentTypeNotSupported -32005
-        ├── VersionError -32009
+        ├── InvalidAgentResponse -32006 · ExtendedCardNotConfigured -32007
+        ├── ExtensionSupportRequired -32008 · VersionError -32009
         └── CompletionMisaddressed -31001 · CompletionNotAwaited -31002
 
-Each ``RpcError`` subclass names its ``code`` once, on the class; ``RpcError.
-from_error`` finds the class from the code the door answered.
+Each ``RpcError`` subclass names its entry of ``murmur_wsgi/wire/codes.py``, the
+table the door's catalogue is built on too; ``RpcError.from_error`` finds the
+class from the code the door answered.
 """
 from __future__ import annotations
 
 import logging
 
-logger = logging.getLogger(__name__)
+from murmur_wsgi.wire import codes
+from murmur_wsgi.wire.codes import ERROR_INFO_TYPE
 
-ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
+logger = logging.getLogger(__name__)
 
 
 class DoorError(IOError):
@@ -82,12 +85,15 @@ class RpcError(DoorError):
     """A JSON-RPC error answer; A2A errors add ``reason``, ``domain`` and ``metadata``."""
 
     code: int | None = None
+    wire: codes.ErrorCode | None = None        # the class's entry in wire/codes.py
     _by_code: dict[int, type[RpcError]] = {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if cls.__dict__.get("code") is not None:
-            RpcError._by_code[cls.code] = cls
+        entry = cls.__dict__.get("wire")
+        if entry is not None:
+            cls.code = entry.code
+            RpcError._by_code[entry.code] = cls
 
     def __init__(self, code: int, message: str, reason: str | None = None,
                  metadata: dict | None = None, domain: str | None = None,
@@ -118,49 +124,61 @@ class RpcError(DoorError):
 
 
 class ParseError(RpcError):
-    code = -32700
+    wire = codes.PARSE_ERROR
 
 
 class InvalidRequest(RpcError):
-    code = -32600
+    wire = codes.INVALID_REQUEST
 
 
 class MethodNotFound(RpcError):
-    code = -32601
+    wire = codes.METHOD_NOT_FOUND
 
 
 class InvalidParams(RpcError):
-    code = -32602
+    wire = codes.INVALID_PARAMS
 
 
 class InternalError(RpcError):
-    code = -32603
+    wire = codes.INTERNAL_ERROR
 
 
 class TaskNotFound(RpcError):
-    code = -32001
+    wire = codes.TASK_NOT_FOUND
 
 
 class TaskNotCancelable(RpcError):
-    code = -32002
+    wire = codes.TASK_NOT_CANCELABLE
 
 
 class PushNotSupported(RpcError):
-    code = -32003
+    wire = codes.PUSH_NOT_SUPPORTED
 
 
 class UnsupportedOperation(RpcError):
-    code = -32004
+    wire = codes.UNSUPPORTED_OPERATION
 
 
 class ContentTypeNotSupported(RpcError):
-    code = -32005
+    wire = codes.CONTENT_TYPE_NOT_SUPPORTED
+
+
+class InvalidAgentResponse(RpcError):
+    wire = codes.INVALID_AGENT_RESPONSE
+
+
+class ExtendedCardNotConfigured(RpcError):
+    wire = codes.EXTENDED_CARD_NOT_CONFIGURED
+
+
+class ExtensionSupportRequired(RpcError):
+    wire = codes.EXTENSION_SUPPORT_REQUIRED
 
 
 class VersionError(RpcError):
     """-32009: the door does not serve the A2A-Version this request named."""
 
-    code = -32009
+    wire = codes.VERSION_NOT_SUPPORTED
 
     @property
     def requested_version(self) -> str:
@@ -172,8 +190,8 @@ class VersionError(RpcError):
 
 
 class CompletionMisaddressed(RpcError):
-    code = -31001
+    wire = codes.COMPLETION_MISADDRESSED
 
 
 class CompletionNotAwaited(RpcError):
-    code = -31002
+    wire = codes.COMPLETION_NOT_AWAITED

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import TYPE_CHECKING
 
 import requests
 
@@ -27,9 +26,6 @@ from murmur_wsgi.client.errors import (ConnectionFailed, ProtocolError, RpcError
                                        Timeout, UnsupportedOperation)
 from murmur_wsgi.client.events import TERMINAL, StreamEvent, gap_event
 from murmur_wsgi.client.sse import iter_events
-
-if TYPE_CHECKING:
-    from murmur_wsgi.client.door import DoorClient
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +43,9 @@ class EventStream:
     ended: ``terminal``, ``capsule-closed``, ``closed``).
     """
 
-    def __init__(self, door: DoorClient, method: str, params: dict, *, frames: bool = True,
+    # NOTE: ``door`` is the DoorClient that opened the stream (client/door.py imports
+    # this module, so it is not imported back).
+    def __init__(self, door, method: str, params: dict, *, frames: bool = True,
                  last_event_id: int | None = None, max_reconnects: int | None = None,
                  reconnect_delay: float | None = None):
         self._door = door

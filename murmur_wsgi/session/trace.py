@@ -21,7 +21,7 @@ import os
 import threading
 import time
 
-from murmur_wsgi.session import records
+from murmur_wsgi import running
 from murmur_wsgi.session.ids import new_id
 
 logger = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ def now_ms() -> int:
 
 def trace_path(session_id: str) -> str:
     """``<home>/records/<session_id>/trace.jsonl`` (home: ``$MURMUR_WSGI_HOME``)."""
-    return os.path.join(records.home(), "records", session_id, FILE_NAME)
+    return os.path.join(running.home(), "records", session_id, FILE_NAME)
 
 
 class Trace:
@@ -156,9 +156,9 @@ class Trace:
         # PERF: a few records per task; reopening the file for each cost ~20 µs a task.
         if self._fd is None:
             folder = os.path.dirname(self.path)
-            os.makedirs(folder, mode=records.DIR_MODE, exist_ok=True)
+            os.makedirs(folder, mode=running.DIR_MODE, exist_ok=True)
             for path in (os.path.dirname(folder), folder):
-                os.chmod(path, records.DIR_MODE)
+                os.chmod(path, running.DIR_MODE)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
         view = memoryview(data)
         while view:

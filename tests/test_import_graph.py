@@ -1,0 +1,139 @@
+"""The package's import graph: no cycle between modules, and a client apart from the server.
+
+Every ``import`` counts, wherever it is written (module level, inside a
+function, under ``TYPE_CHECKING``): a cycle hidden in a function or a type
+hint is still two modules that cannot be read, or moved, one without the other.
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+import murmur_wsgi
+
+PACKAGE = pathlib.Path(murmur_wsgi.__file__).parent
+NAME = "murmur_wsgi"
+
+# What the client package may reach: itself, and the shared rooms both sides use.
+CLIENT_MAY_IMPORT = ("murmur_wsgi.client", "murmur_wsgi.wire.codes", "murmur_wsgi.running",
+                     "murmur_wsgi.uris")
+# ``murmur_wsgi`` itself (``__version__``) is shared too, but its create_app() imports
+# the app inside a function: the package is a leaf for the client's closure.
+PACKAGE_LEAF = NAME
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(module: str) -> set[str]:
+    path = MODULES[module]
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(_resolve(alias.name) for alias in node.names
+                         if alias.name.split(".")[0] == NAME)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                here = module.split(".") if is_package else module.split(".")[:-1]
+                here = here[:len(here) - node.level + 1]
+                base = ".".join(here + ([base] if base else []))
+            if base.split(".")[0] != NAME:
+                continue
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.add(full if full in MODULES else _resolve(base))
+    found.discard(None)
+    found.discard(module)
+    return found
+
+
+GRAPH = {module: _imports(module) for module in MODULES}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                other = stack.pop()
+                on_stack.discard(other)
+                component.append(other)
+                if other == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_graph_sees_the_package():
+    assert len(GRAPH) > 40
+    assert "murmur_wsgi.tasks.store" in GRAPH["murmur_wsgi.tasks.manager"] or \
+        "murmur_wsgi.tasks.record" in GRAPH["murmur_wsgi.tasks.manager"]
+
+
+@pytest.mark.parametrize("graph, expected", [
+    pytest.param({"a": {"b"}, "b": {"a"}, "c": {"a"}}, [["a", "b"]], id="two"),
+    pytest.param({"a": {"b"}, "b": {"c"}, "c": set()}, [], id="chain"),
+    pytest.param({"a": {"b"}, "b": {"c"}, "c": {"a"}}, [["a", "b", "c"]], id="three"),
+])
+def test_cycles_finds_cycles(graph, expected):
+    assert _cycles(graph) == expected
+
+
+def test_no_import_cycle_between_modules():
+    assert _cycles(GRAPH) == []
+
+
+def test_client_imports_nothing_from_the_server_side():
+    reached, todo = set(), ["murmur_wsgi.client"] + [m for m in MODULES
+                                                    if m.startswith("murmur_wsgi.client.")]
+    while todo:
+        module = todo.pop()
+        if module in reached:
+            continue
+        reached.add(module)
+        if module != PACKAGE_LEAF:
+            todo.extend(GRAPH[module])
+    outside = sorted(m for m in reached - {PACKAGE_LEAF}
+                     if not any(m == ok or m.startswith(ok + ".") for ok in CLIENT_MAY_IMPORT))
+    assert outside == []
