@@ -46,7 +46,7 @@ def http_tier(door, environ: dict) -> tuple[CallContext, bytes | tuple]:
     answer = planes.route(environ, ctx, door)                             # step 4
     if answer is not None:
         return ctx, answer
-    return ctx, body.read_body(environ)                                   # step 5
+    return ctx, body.read_body(environ, door.manifest.limits["max_body_bytes"])  # step 5
 
 
 def rpc_tier(door, environ: dict, ctx: CallContext, raw: bytes):
@@ -145,8 +145,10 @@ def dispatch(door, environ: dict, start_response):
         return [data]
     except RpcError as ex:
         data = rpc_error(getattr(ex, "request_id", None), ex)
-        door.metrics.request(environ, call, str(ex.code), 200, started, ex)
-        start_response("200 OK", [JSON_HEADERS, ("Content-Length", str(len(data)))])
+        status = ex.http_status
+        door.metrics.request(environ, call, str(ex.code), status, started, ex)
+        start_response(f"{status} {_REASONS.get(status, 'Error')}",
+                       [JSON_HEADERS, ("Content-Length", str(len(data)))])
         return [data]
     except StreamNotStarted:
         raise                   # the server refused the stream's headers: nothing to answer

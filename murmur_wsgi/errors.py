@@ -102,6 +102,7 @@ class RpcError(DoorError):
     wire = codes.INTERNAL_ERROR
     code = wire.code
     message = "Internal error"
+    http_status = 200
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -124,6 +125,12 @@ class ParseError(RpcError):
 class InvalidRequestError(RpcError):
     wire = codes.INVALID_REQUEST
     message = "Request payload validation error"
+
+
+class BodyTooLargeError(InvalidRequestError):
+    """A body over ``limits.max_body_bytes``: -32600 with id null, answered with HTTP 413."""
+
+    http_status = 413
 
 
 class MethodNotFoundError(RpcError):

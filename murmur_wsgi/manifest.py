@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from marshmallow import (EXCLUDE, RAISE, Schema, ValidationError, fields, pre_load,
+from marshmallow import (EXCLUDE, RAISE, Schema, ValidationError, fields, post_load, pre_load,
                          validate, validates_schema)
 
 logger = logging.getLogger(__name__)
@@ -203,6 +203,26 @@ class TasksSchema(_Block):
                                       validate=validate.Range(min=0, min_inclusive=False))
 
 
+class LimitsSchema(_Block):
+    """What one request may ask of the door; each is refused before the work it bounds."""
+
+    max_body_bytes = Size(load_default=None)        # None: BODY_BYTES, or more (see below)
+    max_parts = StrictInt(load_default=1_000, validate=validate.Range(min=1))
+    # NOTE: a SendMessage's parts sit at depth 5 (envelope, params, message, parts, a part).
+    max_json_depth = StrictInt(load_default=64, validate=validate.Range(
+        min=5, error="must be at least 5: a message's parts sit at depth 5"))
+    reference_bytes = Size(load_default=64 * 1024)
+
+
+BODY_BYTES = 64 * 1024 ** 2           # limits.max_body_bytes when unset
+BODY_ROOM = 1024 ** 2                 # beyond the images: the envelope, text and data parts
+
+
+def image_payload_bytes(images: dict) -> int:
+    """The base64 bytes of the largest image payload ``context.images`` lets one message carry."""
+    return -(-images["max_bytes"] // 3) * 4 * images["max_per_turn"]
+
+
 class InferenceSchema(Schema):
     class Meta:
         unknown = EXCLUDE          # model, max_turns, command: the runtime's, not the door's
@@ -244,6 +264,7 @@ class ManifestSchema(_Block):
     context = fields.Nested(ContextSchema, load_default=dict)
     stream = fields.Nested(StreamSchema, load_default=dict)
     tasks = fields.Nested(TasksSchema, load_default=dict)
+    limits = fields.Nested(LimitsSchema, load_default=dict)
     inference = fields.Nested(InferenceSchema, load_default=dict)
     agent = AgentField(load_default="demo")
     observability = fields.Nested(ObservabilitySchema, load_default=dict)
@@ -257,6 +278,26 @@ class ManifestSchema(_Block):
         if transport == "process" and not process:
             raise ValidationError("inference.transport: process needs agent: {process: [cmd, ...]}",
                                   "agent")
+
+    @validates_schema
+    def _images_fit_the_body(self, data, **kwargs):
+        limits, images = data.get("limits"), data.get("context", {}).get("images")
+        if not (limits and images) or limits["max_body_bytes"] is None:
+            return
+        payload = image_payload_bytes(images)
+        if payload > limits["max_body_bytes"]:
+            raise ValidationError({"max_body_bytes": [
+                f"is smaller than the {payload} bytes of base64 that context.images lets one "
+                "message carry"]}, "limits")
+
+    @post_load
+    def _body_default(self, data, **kwargs):
+        """Unset, the body limit is 64 MiB, or what context.images needs when that is more."""
+        limits = data["limits"]
+        if limits["max_body_bytes"] is None:
+            payload = image_payload_bytes(data["context"]["images"])
+            limits["max_body_bytes"] = max(BODY_BYTES, payload + BODY_ROOM)
+        return data
 
 
 @dataclass
@@ -273,6 +314,7 @@ class Manifest:
     context: dict = field(default_factory=dict)
     stream: dict = field(default_factory=dict)
     tasks: dict = field(default_factory=dict)
+    limits: dict = field(default_factory=dict)
     inference: dict = field(default_factory=dict)
     agent: Any = "demo"
     observability: dict = field(default_factory=dict)

@@ -58,6 +58,13 @@ BAD = {
                        ["exports.files.max_bytes:"]),
     "zero finished ceiling": (GOOD + "tasks:\n  keep_finished_total: 0\n",
                               ["tasks.keep_finished_total:"]),
+    "body smaller than images": (GOOD + "limits:\n  max_body_bytes: 1Mi\n",
+                                 ["limits.max_body_bytes:", "context.images"]),
+    "bad max_parts": (GOOD + "limits:\n  max_parts: 0\n", ["limits.max_parts:"]),
+    "bad max_json_depth": (GOOD + "limits:\n  max_json_depth: many\n",
+                           ["limits.max_json_depth:"]),
+    "bad reference_bytes": (GOOD + "limits:\n  reference_bytes: -1\n",
+                            ["limits.reference_bytes:"]),
     "unknown key": (GOOD + "colour: blue\n", ["colour: is not a key this door reads"]),
     "unknown nested key": (GOOD + "lifecycle:\n  task_accept: single\n",
                            ["lifecycle.task_accept:"]),
@@ -160,6 +167,8 @@ def test_load_manifest_defaults():
     assert manifest.stream["heartbeat_secs"] == 15
     assert manifest.tasks == {"keep_finished": 10_000, "keep_finished_total": 50_000,
                               "keep_finished_secs": 86_400.0}
+    assert manifest.limits == {"max_body_bytes": 64 * 1024 ** 2, "max_parts": 1_000,
+                               "max_json_depth": 64, "reference_bytes": 64 * 1024}
     assert manifest.inference == {"transport": "http"}
     assert manifest.agent == "demo"
     assert manifest.acceptance == "single"
