@@ -4,8 +4,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
+from murmur_wsgi.middleware import envelope
 from tests.conftest import V1, Rpc, make_door
 
 SMALL = {"limits": {"max_body_bytes": 4096},
@@ -92,3 +95,89 @@ def test_the_largest_image_payload_fits_the_default_body():
     images = door.manifest.context["images"]
     payload = -(-images["max_bytes"] // 3) * 4 * images["max_per_turn"]
     assert payload + 1024 ** 2 < door.manifest.limits["max_body_bytes"] == 64 * 1024 ** 2
+
+
+# --- limits.max_parts ------------------------------------------------------------------
+
+
+def send(parts, **message):
+    return {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": parts, **message},
+            "configuration": {"returnImmediately": True}}
+
+
+def test_more_parts_than_the_limit_is_refused_before_any_part_is_read():
+    rpc = Rpc(make_door())
+    # Part 0 is not even an object: the count answers first.
+    error = rpc.error("SendMessage", send([5] + [{"text": "x"}] * 1_000))
+    assert error == {"code": -32602, "message": "Invalid params: message.parts holds 1001 "
+                                                "parts, more than limits.max_parts (1000)"}
+
+
+def test_as_many_parts_as_the_limit_are_read():
+    rpc = Rpc(make_door(limits={"max_parts": 3}))
+    assert rpc.result("SendMessage", send([{"text": "x"}] * 3))["task"]["id"].startswith("tsk_")
+    assert rpc.error("SendMessage", send([{"text": "x"}] * 4))["message"] == (
+        "Invalid params: message.parts holds 4 parts, more than limits.max_parts (3)")
+
+
+# --- limits.max_json_depth -------------------------------------------------------------
+
+PARSE_ERROR = {"jsonrpc": "2.0", "id": None,
+               "error": {"code": -32700, "message": "Invalid JSON payload"}}
+
+
+def nested_request(depth: int) -> bytes:
+    """A SendMessage whose body nests exactly ``depth`` deep (its data part holds the rest)."""
+    inner = depth - 5                 # envelope, params, message, parts, a part: 5
+    data = "[" * inner + "]" * inner if inner else "0"
+    return (b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":'
+            b'{"messageId":"m","role":"ROLE_USER","parts":[{"data":' + data.encode()
+            + b'}]},"configuration":{"returnImmediately":true}}}')
+
+
+def test_a_body_as_deep_as_the_limit_is_read():
+    payload = Rpc(make_door()).post(nested_request(64)).get_json()
+    assert payload["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+
+
+def test_a_body_one_level_deeper_than_the_limit_is_a_parse_error():
+    response = Rpc(make_door()).post(nested_request(65))
+    assert response.status_code == 200
+    assert response.get_json() == PARSE_ERROR
+
+
+@pytest.mark.parametrize("opening, closing", [(b"[", b"]"), (b'{"a":', b"}")],
+                         ids=["arrays", "objects"])
+def test_a_body_nested_100_000_deep_is_a_parse_error_at_once(opening, closing):
+    body = opening * 100_000 + b"0" + closing * 100_000
+    response = Rpc(make_door()).post(body)
+    assert response.status_code == 200
+    assert response.get_json() == PARSE_ERROR
+
+
+def test_the_depth_limit_is_the_manifests():
+    rpc = Rpc(make_door(limits={"max_json_depth": 8}))
+    assert "result" in rpc.post(nested_request(8)).get_json()
+    assert rpc.post(nested_request(9)).get_json() == PARSE_ERROR
+
+
+def depth_of(value) -> int:
+    """The nesting depth of a parsed JSON value, objects and arrays counted (a scalar is 0)."""
+    if isinstance(value, dict):
+        return 1 + max(map(depth_of, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(depth_of, value), default=0)
+    return 0
+
+
+TRICKY = st.text(alphabet='[]{}"\\\\ab\u00e9', max_size=6)
+JSON = st.recursive(st.none() | st.integers() | TRICKY,
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(TRICKY, inner, max_size=3), max_leaves=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON, st.integers(min_value=1, max_value=12), st.booleans())
+def test_too_deep_reads_the_depth_of_any_json(value, limit, ascii_only):
+    body = json.dumps(value, ensure_ascii=ascii_only).encode()
+    assert envelope.too_deep(body, limit) == (depth_of(value) > limit)

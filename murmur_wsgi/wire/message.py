@@ -127,6 +127,10 @@ def read_message(params: dict, manifest) -> IncomingMessage:
         raise _invalid("message.parts is required")
     if not isinstance(parts, list) or not parts:
         raise _invalid("message.parts must be a non-empty array of parts")
+    max_parts = manifest.limits["max_parts"]
+    if len(parts) > max_parts:                          # before any part is looked at
+        raise _invalid(f"message.parts holds {len(parts)} parts, more than "
+                       f"limits.max_parts ({max_parts})")
     for i, part in enumerate(parts):
         if not isinstance(part, dict):
             raise _invalid(f"message.parts[{i}] must be an object")
