@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CONFIG ?= conf/murmur.yaml
 
-.PHONY: run test bench bench-streams clean
+.PHONY: run hub test bench bench-streams clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,11 @@ $(VENV)/.installed-test: setup.py setup.cfg | $(BIN)/python
 
 run: $(VENV)/.installed
 	$(BIN)/murmur-wsgi serve --config $(CONFIG)
+
+# The hub (docs/hub.md): conf/hub.yaml's tenants and agents on http://127.0.0.1:41880.
+HUB_CONFIG ?= conf/hub.yaml
+hub: $(VENV)/.installed
+	$(BIN)/murmur-wsgi hub --config $(HUB_CONFIG)
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)

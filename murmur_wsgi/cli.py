@@ -63,6 +63,13 @@ def serve(args) -> int:
     return 0  # pragma: no cover - execv does not return
 
 
+def hub(args) -> int:
+    """``murmur-wsgi hub``: validate hub.yaml, then serve it (or mint a key with ``key``)."""
+    from murmur_wsgi.hub import cli as hub_cli
+
+    return hub_cli.main(args)
+
+
 class TokenError(Exception):
     """``murmur-wsgi token`` cannot print a token; ``str()`` is the one line to print."""
 
@@ -117,6 +124,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dev", action="store_true", help="Werkzeug's threaded development server")
     p.add_argument("--gunicorn-conf", help="a gunicorn config file")
     p.set_defaults(func=serve)
+    p = sub.add_parser("hub", help="serve a hub (hub.yaml) under gunicorn -k gevent; "
+                                   "'hub key TENANT' mints an API key")
+    p.add_argument("action", nargs="?", choices=["key"], help="key: mint an API key")
+    p.add_argument("tenant", nargs="?", help="the tenant a new key belongs to")
+    p.add_argument("--config", default="conf/hub.yaml", help="the hub's hub.yaml")
+    p.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:41880)")
+    p.add_argument("--dev", action="store_true", help="Werkzeug's threaded development server")
+    p.add_argument("--gunicorn-conf", help="a gunicorn config file")
+    p.set_defaults(func=hub)
     p = sub.add_parser("token", help="print a running session's door token")
     p.add_argument("--session", help="the session id (default: the only running session)")
     p.add_argument("--credential", help="a declared credential (default: operator)")

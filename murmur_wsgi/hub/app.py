@@ -1,0 +1,111 @@
+"""``create_hub()``: many agents of many tenants behind one address, as a WSGI callable."""
+from __future__ import annotations
+
+import logging
+import threading
+import types
+import weakref
+
+from murmur_wsgi.agents import AgentLoadError, resolve_agent
+from murmur_wsgi.hub.admission import Admission
+from murmur_wsgi.hub.auth import Credentials
+from murmur_wsgi.hub.cards import card_bodies
+from murmur_wsgi.hub.config import ConfigError, HubConfig, load_config, load_config_file
+from murmur_wsgi.hub.routes import handle
+from murmur_wsgi.hub.runs import Runs
+from murmur_wsgi.hub.store import open_store
+
+logger = logging.getLogger(__name__)
+
+# Every hub of this process not yet closed: what the gunicorn hooks close on SIGTERM.
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+def live_hubs() -> list:
+    return list(_LIVE)
+
+
+def load_agents(config: HubConfig) -> dict:
+    """``(tenant, name) -> callable`` of every configured agent (published or not)."""
+    agents = {}
+    for tenant, block in config.tenants.items():
+        for name, spec in block["agents"].items():
+            try:
+                agents[(tenant, name)] = resolve_agent(types.SimpleNamespace(agent=spec["agent"]))
+            except AgentLoadError as ex:
+                raise ConfigError(f"tenants.{tenant}.agents.{name}.{ex}") from None
+    return agents
+
+
+class Hub:
+    """The hub as a WSGI application; no module globals, so it embeds like the door.
+
+    Concurrency:
+        ``_subs_lock`` guards ``_subscriptions`` (open SubscribeToTask streams per
+        tenant). Everything else that changes lives in the store and ``Runs``.
+    """
+
+    def __init__(self, config: HubConfig):
+        self.config = config
+        if not config.public_url:
+            logger.warning("public_url is empty: every /a2a/v1 path answers 404 until it is set")
+        self.credentials = Credentials(config)
+        self.cards = card_bodies(config)
+        self.agents = load_agents(config)
+        self.store = open_store(config)
+        self.admission = Admission(config)
+        self.runs = Runs(self.store, self.admission, config.pricing,
+                         config.events["merge_secs"])
+        self.closing = False
+        self._subs_lock = threading.Lock()
+        self._subscriptions: dict[str, int] = {}        # guarded by _subs_lock
+        _LIVE.add(self)
+
+    def published(self, tenant: str, name: str) -> bool:
+        return (tenant, name) in self.cards
+
+    def limits(self, tenant: str) -> dict:
+        return self.config.tenant_limits(tenant)
+
+    def subscribe(self, tenant: str) -> bool:
+        """Take one of the tenant's subscription slots; False when all are taken."""
+        limit = self.limits(tenant)["max_subscriptions"]
+        with self._subs_lock:
+            if self._subscriptions.get(tenant, 0) >= limit:
+                return False
+            self._subscriptions[tenant] = self._subscriptions.get(tenant, 0) + 1
+            return True
+
+    def unsubscribe(self, tenant: str) -> None:
+        with self._subs_lock:
+            self._subscriptions[tenant] = max(0, self._subscriptions.get(tenant, 0) - 1)
+
+    def __call__(self, environ, start_response):
+        return handle(self, environ, start_response)
+
+    def close(self, drain_timeout: float | None = None) -> int:
+        """Drain: refuse new runs, wait for those in flight, end the rest FAILED.
+
+        Returns how many runs were interrupted. Idempotent.
+        """
+        _LIVE.discard(self)
+        self.closing = True
+        timeout = self.config.drain_timeout_secs if drain_timeout is None else drain_timeout
+        interrupted = self.runs.drain(timeout)
+        if interrupted:
+            logger.warning("shutdown: %d runs interrupted after %g s", interrupted, timeout)
+        self.store.close()
+        return interrupted
+
+
+def create_hub(config) -> Hub:
+    """Build a hub from a HubConfig, a mapping, or a path to ``hub.yaml``.
+
+    Raises:
+        ConfigError: the configuration cannot be served (one line naming the key).
+    """
+    if isinstance(config, str):
+        config = load_config_file(config)
+    else:
+        config = load_config(config)
+    return Hub(config)

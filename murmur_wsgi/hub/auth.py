@@ -1,0 +1,122 @@
+"""Credentials: an API key (X-API-Key) or a Bearer JWT with X-Tenant-ID; the tenant they give.
+
+A key is never stored: hub.yaml lists SHA-256 hex digests, and a presented
+key's digest is compared with ``hmac.compare_digest``. A JWT is verified with
+PyJWT against the configured key and algorithms only (``alg: none`` and any
+other algorithm are refused), with its issuer, audience and expiry. Tokens
+are never logged.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+
+import jwt
+
+logger = logging.getLogger(__name__)
+
+KEY_PREFIX = "mhk_"
+_DECOY = "0" * 64
+CHALLENGE = 'Bearer realm="murmur-hub"'
+
+
+class HubRefusal(Exception):
+    """An HTTP refusal of the hub: status and a ``{"error": …}`` body."""
+
+    status = 401
+    error = "unauthenticated"
+
+    def __init__(self, error: str | None = None, status: int | None = None):
+        super().__init__(error or self.error)
+        if error is not None:
+            self.error = error
+        if status is not None:
+            self.status = status
+
+    @property
+    def challenge(self) -> str | None:
+        return CHALLENGE if self.status == 401 else None
+
+
+class Unauthenticated(HubRefusal):
+    pass
+
+
+class NoTenant(HubRefusal):
+    error = "no tenant in context"
+
+
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def mint_key() -> tuple[str, str]:
+    """A new API key ``mhk_<random>`` and its digest (what hub.yaml records)."""
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    return key, digest(key)
+
+
+class Credentials:
+    """Who a request is: its tenant, from an API key or a JWT (never from the request)."""
+
+    def __init__(self, config):
+        self._keys: dict[str, str] = {}                  # digest -> tenant
+        for tenant, block in config.tenants.items():
+            for known in block["api_keys"]:
+                self._keys[known] = tenant
+        self._tenants = frozenset(config.tenants)
+        block = (config.auth or {}).get("jwt")
+        self._jwt = None
+        if block:
+            key = block["secret"] or block["public_key"]
+            algorithms = block["algorithms"] or (["HS256"] if block["secret"]
+                                                 else ["RS256", "ES256"])
+            self._jwt = (key, list(algorithms), block["issuer"], block["audience"],
+                         block["leeway_secs"])
+
+    def tenant_of(self, environ: dict) -> tuple[str, str]:
+        """Return ``(tenant, subject)`` of the request's credential, or raise a HubRefusal."""
+        key = environ.get("HTTP_X_API_KEY")
+        if key is not None:
+            return self._by_key(key), "api-key"
+        header = environ.get("HTTP_AUTHORIZATION", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() == "bearer" and token.strip() and self._jwt is not None:
+            return self._by_jwt(token.strip(), environ)
+        raise Unauthenticated()
+
+    def _by_key(self, key: str) -> str:
+        presented = digest(key)
+        # NOTE: the lookup is by digest, which tells a caller nothing about the keys; the
+        # comparison that decides is constant-time (against a decoy when none matched).
+        tenant = self._keys.get(presented)
+        known = presented if tenant is not None else _DECOY
+        if not hmac.compare_digest(presented, known) or tenant is None:
+            raise Unauthenticated()
+        return tenant
+
+    def _by_jwt(self, token: str, environ: dict) -> tuple[str, str]:
+        key, algorithms, issuer, audience, leeway = self._jwt
+        options = {"require": ["exp"] + (["iss"] if issuer else []) + (["aud"] if audience
+                                                                       else [])}
+        try:
+            claims = jwt.decode(token, key, algorithms=algorithms, issuer=issuer,
+                                audience=audience, leeway=leeway, options=options)
+        except jwt.PyJWTError as ex:
+            logger.info("a JWT was refused: %s", type(ex).__name__)
+            raise Unauthenticated() from None
+        except Exception:  # noqa: BLE001 - a malformed key or token must stay a 401
+            logger.info("a JWT could not be verified")
+            raise Unauthenticated() from None
+        tenant = environ.get("HTTP_X_TENANT_ID")
+        if not tenant:
+            raise NoTenant()
+        if tenant not in self._tenants:
+            raise Unauthenticated()
+        allowed = claims.get("tenants")
+        operator = claims.get("role") == "operator"
+        if not operator and not (isinstance(allowed, list) and tenant in allowed):
+            raise Unauthenticated()
+        return tenant, str(claims.get("sub", ""))

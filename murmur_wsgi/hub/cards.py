@@ -1,0 +1,73 @@
+"""The hub's agent cards: one per published agent, its URL from ``public_url`` only."""
+from __future__ import annotations
+
+import json
+import logging
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "/a2a/v1/agents/"
+CARD_SUFFIX = "/.well-known/agent-card.json"
+MODES = ["text/plain", "application/json"]
+SECURITY_SCHEMES = {
+    "apiKey": {"apiKeySecurityScheme": {
+        "description": "An API key of the tenant, as X-API-Key", "location": "header",
+        "name": "X-API-Key"}},
+    "bearer": {"httpAuthSecurityScheme": {
+        "description": "A JWT naming the tenant in X-Tenant-ID", "scheme": "Bearer",
+        "bearerFormat": "JWT"}},
+}
+SECURITY_REQUIREMENTS = [{"schemes": {"apiKey": {"list": []}}},
+                         {"schemes": {"bearer": {"list": []}}}]
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def card_skills(tenant: str, agent: str, skills: list) -> list:
+    """The card's skills: entries with id, name and description (strings), others dropped."""
+    out = []
+    for i, skill in enumerate(skills):
+        if not all(isinstance(skill.get(key), str) and skill.get(key)
+                   for key in ("id", "name", "description")):
+            logger.warning("tenants.%s.agents.%s.skills[%d] lacks id, name or description: "
+                           "left out of the card", tenant, agent, i)
+            continue
+        entry = {"id": skill["id"], "name": skill["name"], "description": skill["description"]}
+        tags = skill.get("tags")
+        entry["tags"] = [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else []
+        for key in ("examples", "inputModes", "outputModes"):
+            value = skill.get(key)
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                entry[key] = value
+        out.append(entry)
+    return out
+
+
+def build_card(public_url: str, tenant: str, name: str, spec: dict, push: bool) -> dict:
+    return {
+        "name": name,
+        "description": spec["description"],
+        "supportedInterfaces": [{"url": f"{public_url}{PREFIX}{name}",
+                                 "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "version": spec["version"],
+        "capabilities": {"streaming": True, "pushNotifications": push},
+        "securitySchemes": SECURITY_SCHEMES,
+        "securityRequirements": SECURITY_REQUIREMENTS,
+        "defaultInputModes": MODES,
+        "defaultOutputModes": MODES,
+        "skills": card_skills(tenant, name, spec["skills"]),
+    }
+
+
+def card_bodies(config) -> dict[tuple[str, str], bytes]:
+    """Every published agent's card, serialized once: ``(tenant, agent) -> bytes``."""
+    if not config.public_url:
+        return {}
+    push = bool(config.push.get("enabled"))
+    out = {}
+    for tenant, block in config.tenants.items():
+        for name, spec in block["agents"].items():
+            if spec["publish"]:
+                out[(tenant, name)] = _dumps(
+                    build_card(config.public_url, tenant, name, spec, push)).encode()
+    return out

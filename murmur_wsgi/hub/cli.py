@@ -1,0 +1,113 @@
+"""``murmur-wsgi hub``: serve hub.yaml under gunicorn -k gevent (or --dev); ``hub key``."""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+
+import yaml
+
+from murmur_wsgi.hub.auth import mint_key
+from murmur_wsgi.hub.config import CONFIG_ENV, ConfigError, load_config_file
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LISTEN = "127.0.0.1:41880"
+
+
+def _listen(value: str | None) -> str:
+    listen = value or DEFAULT_LISTEN
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"--listen: '{listen}' is not HOST:PORT")
+    return listen
+
+
+def main(args) -> int:
+    if args.action == "key":
+        return mint(args)
+    # NOTE: agents and hooks are imported from the current directory, as gunicorn does.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        config = load_config_file(args.config)
+        listen = _listen(args.listen)
+        if args.dev:
+            # NOTE: validated in full (agents and hooks imported) before anything listens.
+            from murmur_wsgi.hub.app import Hub
+
+            hub = Hub(config)
+        else:
+            from murmur_wsgi.hub.app import load_agents
+            from murmur_wsgi.hub.admission import Admission
+
+            load_agents(config)
+            Admission(config)
+    except ConfigError as ex:
+        print(f"murmur-wsgi: {ex}", file=sys.stderr)
+        return 2
+    if args.dev:
+        from murmur_wsgi import logs
+
+        logs.configure()
+        host, _, port = listen.rpartition(":")
+        return serve_dev(hub, host.strip("[]"), int(port))
+    os.environ[CONFIG_ENV] = os.path.abspath(args.config)
+    os.environ["MURMUR_WSGI_LISTEN"] = listen
+    conf = args.gunicorn_conf or "python:murmur_wsgi.hub.gunicorn_conf"
+    argv = [sys.executable, "-m", "gunicorn", "-c", conf, "-b", listen,
+            "murmur_wsgi.hub.wsgi:make_app()"]
+    sys.stdout.flush()
+    os.execv(sys.executable, argv)
+    return 0  # pragma: no cover - execv does not return
+
+
+def serve_dev(hub, host: str, port: int) -> int:
+    """Werkzeug's threaded server; SIGTERM/SIGINT drain the hub, then stop serving."""
+    from werkzeug.serving import make_server
+
+    server = make_server(host, port, hub, threaded=True)
+
+    def stop(signum, frame):
+        logger.info("%s: draining the hub", signal.Signals(signum).name)
+        threading.Thread(target=lambda: (hub.close(), server.shutdown()), daemon=True).start()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    logger.info("serving the hub on http://%s:%d (Werkzeug, threaded)", host, server.port)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+    return 0
+
+
+def mint(args) -> int:
+    """Mint ``mhk_…`` for a tenant: print the key once, record its digest in hub.yaml."""
+    tenant = args.tenant
+    if not tenant:
+        print("murmur-wsgi: hub key needs a TENANT", file=sys.stderr)
+        return 2
+    try:
+        config = load_config_file(args.config)
+    except ConfigError as ex:
+        print(f"murmur-wsgi: {ex}", file=sys.stderr)
+        return 2
+    if tenant not in config.tenants:
+        print(f"murmur-wsgi: {args.config}: tenants.{tenant}: no such tenant", file=sys.stderr)
+        return 2
+    key, digest = mint_key()
+    with open(args.config, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh) or {}
+    block = data.setdefault("tenants", {}).setdefault(tenant, {}) or {}
+    data["tenants"][tenant] = block
+    block["api_keys"] = list(block.get("api_keys") or []) + [digest]
+    # NOTE: rewritten whole: comments of hub.yaml are not kept (docs/hub.md says so).
+    tmp = args.config + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(data, fh, sort_keys=False)
+    os.replace(tmp, args.config)
+    sys.stdout.write(key + "\n")
+    return 0

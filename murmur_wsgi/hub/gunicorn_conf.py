@@ -1,0 +1,62 @@
+"""gunicorn settings for the hub: the door's (one gevent worker, clean stop), closing hubs.
+
+On SIGTERM the worker stops accepting; the hook below drains the hub on a
+thread of its own (``drain_timeout_secs`` for runs in flight, background ones
+included, then FAILED "interrupted"), so held requests get their answer and
+every stream its final event while gunicorn waits for the connections, and
+the worker's exit waits for the drain to finish.
+"""
+import os
+import threading
+
+from murmur_wsgi.gunicorn_conf import *  # noqa: F401,F403 - the door's settings and hooks
+from murmur_wsgi.gunicorn_conf import _WorkerStop
+
+bind = [os.environ.get("MURMUR_WSGI_LISTEN", "127.0.0.1:41880")]
+
+
+class _HubStop(_WorkerStop):
+    """Closes the worker's hubs (not doors) as the worker stops."""
+
+    drain = None
+
+    def close_doors(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        from murmur_wsgi.hub.app import live_hubs
+
+        def drain():
+            for hub in live_hubs():
+                try:
+                    hub.close()
+                except Exception:  # noqa: BLE001 - one hub failing must not keep the rest
+                    self.worker.log.exception("murmur-wsgi: closing the hub failed")
+        self.drain = threading.Thread(target=drain, name="hub-drain", daemon=True)
+        self.drain.start()
+
+    def run(self):
+        try:
+            self._run()
+        finally:
+            self.close_doors()
+            if self.drain is not None:
+                self.drain.join(60)
+
+
+def post_worker_init(worker):  # noqa: F811 - replaces the door's hook
+    _HubStop(worker).install()
+
+
+def on_starting(server):  # noqa: F811 - the hub's own message
+    """Refuse more than one worker: the memory store lives in one process."""
+    if server.cfg.workers != 1:
+        raise SystemExit("murmur-wsgi: the hub's memory store lives in one process; run "
+                         f"gunicorn with workers = 1 (got {server.cfg.workers})")
+
+
+def nworkers_changed(server, new_value, old_value):  # noqa: F811
+    if old_value is not None and new_value > 1:
+        server.log.error("murmur-wsgi: the hub's memory store lives in one process; "
+                         "staying at 1 worker")
+        server.num_workers = 1

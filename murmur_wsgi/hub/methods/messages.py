@@ -1,0 +1,141 @@
+"""SendMessage and SendStreamingMessage: idempotency, admission, the run, its answer."""
+from __future__ import annotations
+
+import logging
+import uuid
+
+from murmur_wsgi.errors import InvalidRequestError
+from murmur_wsgi.hub.context import Caller, HubContext, Turn
+from murmur_wsgi.hub.message import read_message, stored_message
+from murmur_wsgi.hub.runs import Run
+from murmur_wsgi.hub.sse import HubStream
+from murmur_wsgi.hub.store import PENDING
+from murmur_wsgi.hub.task import COMPLETED, REJECTED, HubTask
+from murmur_wsgi.methods.streams import peer_gone
+from murmur_wsgi.wire.raw import RawJSON
+
+logger = logging.getLogger(__name__)
+
+HISTORY_TURNS = 50             # earlier tasks of a context a run is handed (ctx.history)
+CLOSING = "the hub is shutting down; send the message again later"
+PEER_CHECK_SECS = 1.0          # a held SendMessage looks at its client this often
+
+
+def _text_of(message: dict) -> str:
+    return "\n".join(p["text"] for p in message.get("parts", [])
+                     if isinstance(p, dict) and isinstance(p.get("text"), str))
+
+
+def context_history(hub, tenant: str, agent: str, context_id: str) -> list[Turn]:
+    """The earlier turns of a context: each task's message, then its answer when completed."""
+    turns = []
+    for task in hub.store.context_tasks(tenant, agent, context_id, HISTORY_TURNS):
+        turns.append(Turn("user", _text_of(task.history[0])))
+        if task.state == COMPLETED and task.artifacts:
+            turns.append(Turn("agent", task.artifacts[0]["parts"][0].get("text", "")))
+    return turns
+
+
+class Accepted:
+    """What ``accept`` decided: an existing task, a rejection, or a new run."""
+
+    __slots__ = ("task", "run", "snapshot", "existing")
+
+    def __init__(self, task, run=None, snapshot: str = "", existing: bool = False):
+        self.task = task
+        self.run = run
+        self.snapshot = snapshot
+        self.existing = existing
+
+
+def accept(hub, call, live: bool):
+    """Read the message, apply idempotency and admission; start the run when admitted."""
+    msg = read_message(call.params)                       # the request limits, first
+    store = hub.store
+    found = store.claim_message(call.tenant, call.agent, msg.message_id)
+    if found == PENDING:
+        raise InvalidRequestError("a message with this messageId is still being started; "
+                                  "ask again in a moment")
+    if found is not None:
+        task = store.get(call.tenant, call.agent, found)
+        return msg, Accepted(task, snapshot=store.render(task, msg.history_length),
+                             existing=True)
+    try:
+        task_id = str(uuid.uuid4())
+        context_id = msg.context_id or str(uuid.uuid4())
+        history = context_history(hub, call.tenant, call.agent, context_id) \
+            if msg.context_id else []
+        task = HubTask(task_id, context_id, call.tenant, call.agent, msg.message_id,
+                       stored_message(msg.message, task_id, context_id))
+        reason = CLOSING if hub.closing else hub.admission.admit(call.tenant, call.agent,
+                                                                 msg.text)
+        if reason is not None:
+            task.set_state(REJECTED, reason)
+            store.create(task, task.task_event())
+            store.release_message(call.tenant, call.agent, msg.message_id)
+            return msg, Accepted(task, snapshot=store.render(task, msg.history_length))
+        run = Run(hub.runs, task, hub.agents[(call.tenant, call.agent)],
+                  hub.limits(call.tenant), live)
+        first = task.task_event()
+        snapshot = task.to_json(msg.history_length)
+        store.create(task, first)
+    except BaseException:
+        store.release_message(call.tenant, call.agent, msg.message_id)
+        raise
+    hub.runs.add(run)
+    ctx = HubContext(run, msg.text, msg.data, task.history[0],
+                     Caller(call.tenant, call.subject, call.agent), history)
+    run.start(ctx)
+    return msg, Accepted(task, run, snapshot)
+
+
+def send_message(hub, call):
+    """SendMessage: blocking by default; SUBMITTED at once with returnImmediately."""
+    msg, accepted = accept(hub, call, live=False)
+    run = accepted.run
+    if run is None or msg.return_immediately:
+        return RawJSON(accepted.snapshot)
+    gone = peer_gone(call.environ)
+    runs = hub.runs
+    while not runs.wait(lambda: run.ended, PEER_CHECK_SECS):
+        if gone is not None and gone():
+            logger.info("task %s: the client left a blocking SendMessage; canceling", run.task_id)
+            run.request_stop(cancel=True)
+            break
+    return RawJSON(hub.store.render(accepted.task, msg.history_length))
+
+
+def live_source(hub, run):
+    """The run's own events, every token, until its final status."""
+    read = 0
+    runs = hub.runs
+
+    def source(timeout: float):
+        nonlocal read
+        with runs.changed:
+            runs.changed.wait_for(lambda: len(run.live) > read or run.ended, timeout)
+            batch = run.live[read:]
+            read += len(batch)
+            done = run.ended and read >= len(run.live)
+        return batch, done
+    return source
+
+
+def send_streaming_message(hub, call):
+    """SendStreamingMessage: the Task (SUBMITTED), WORKING, the answer's chunks, the end."""
+    msg, accepted = accept(hub, call, live=True)
+    stream = hub.config.stream
+    if accepted.existing:
+        from murmur_wsgi.hub.methods.streams import subscription
+
+        return subscription(hub, call, accepted.task)
+    opening = [f'{{"task":{accepted.snapshot}}}']
+    run = accepted.run
+    if run is None:
+        return HubStream(call.id, opening, lambda timeout: ([], True), environ=call.environ,
+                         keepalive=stream["keepalive_secs"],
+                         write_timeout=stream["write_timeout_secs"])
+    return HubStream(call.id, opening, live_source(hub, run), environ=call.environ,
+                     keepalive=stream["keepalive_secs"],
+                     write_timeout=stream["write_timeout_secs"],
+                     on_abort=lambda: run.request_stop(cancel=True))

@@ -1,0 +1,52 @@
+"""SubscribeToTask: a task's stored events from the start, then live until its end."""
+from __future__ import annotations
+
+import logging
+
+from murmur_wsgi.errors import InvalidRequestError
+from murmur_wsgi.hub.errors import SubscriptionExpiredError
+from murmur_wsgi.hub.methods.tasks import find
+from murmur_wsgi.hub.sse import HubStream
+
+logger = logging.getLogger(__name__)
+
+EXTRA_LIFETIME_SECS = 2.0         # a subscription lives run timeout + this
+
+
+def event_source(store, task):
+    """Replay the task's log from its first event; once expired, the stored Task."""
+    read = 0
+
+    def source(timeout: float):
+        nonlocal read
+        events, available = store.events(task.id, read, timeout)
+        if not available:
+            if read == 0:
+                return [f'{{"task":{store.render(task)}}}'], True
+            return [], True
+        read += len(events)
+        return [e.payload for e in events], any(e.terminal for e in events)
+    return source
+
+
+def subscription(hub, call, task) -> HubStream:
+    """A SubscribeToTask stream of ``task``, or -32600 past the tenant's limit."""
+    if not hub.subscribe(call.tenant):
+        limit = hub.limits(call.tenant)["max_subscriptions"]
+        raise InvalidRequestError(f"this tenant already has {limit} SubscribeToTask streams "
+                                  "open on this replica; close one, or poll with GetTask")
+    stream = hub.config.stream
+    lifetime = hub.limits(call.tenant)["run_timeout_secs"] + EXTRA_LIFETIME_SECS
+    try:
+        return HubStream(call.id, [], event_source(hub.store, task), environ=call.environ,
+                         keepalive=stream["keepalive_secs"],
+                         write_timeout=stream["write_timeout_secs"], lifetime=lifetime,
+                         expired=SubscriptionExpiredError(lifetime).error_object(),
+                         on_close=lambda: hub.unsubscribe(call.tenant))
+    except BaseException:
+        hub.unsubscribe(call.tenant)
+        raise
+
+
+def subscribe_to_task(hub, call):
+    return subscription(hub, call, find(hub, call))

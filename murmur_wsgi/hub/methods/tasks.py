@@ -1,0 +1,90 @@
+"""GetTask, ListTasks, CancelTask: a tenant's tasks of the agent in the path."""
+from __future__ import annotations
+
+import logging
+
+from murmur_wsgi.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
+from murmur_wsgi.hub.message import history_length
+from murmur_wsgi.methods.tasks import _timestamp_us, required_id
+from murmur_wsgi.tasks.record import ALL_STATES
+from murmur_wsgi.wire.raw import RawJSON
+
+logger = logging.getLogger(__name__)
+
+PAGE_DEFAULT = 50
+PAGE_MAX = 100
+LIST_HISTORY_DEFAULT = 100
+
+
+def find(hub, call):
+    """The task params.id names, of this tenant's agent in the path; else -32001."""
+    task_id = required_id(call)
+    task = hub.store.get(call.tenant, call.agent, task_id)
+    if task is None:
+        raise TaskNotFoundError(task_id)
+    return task
+
+
+def get_task(hub, call):
+    """GetTask: the task as it stands, its history trimmed by historyLength."""
+    task = find(hub, call)
+    return RawJSON(hub.store.render(task, history_length(call.params)))
+
+
+def cancel_task(hub, call):
+    """CancelTask: cut the run; CANCELED with what it produced, or -32002."""
+    task = find(hub, call)
+    run = hub.runs.get(task.id)
+    if task.terminal or run is None or run.ended:
+        raise TaskNotCancelableError(task.id, task.state)
+    run.request_stop(cancel=True)
+    hub.store.mark_cancel(task.id)
+    if not hub.runs.wait(lambda: run.ended, hub.config.cancel_timeout_secs):
+        raise TaskNotCancelableError(task.id, task.state)
+    if task.state != "TASK_STATE_CANCELED":
+        raise TaskNotCancelableError(task.id, task.state)
+    return RawJSON(hub.store.render(task))
+
+
+def _read_list(params: dict):
+    context_id = params.get("contextId", "")
+    if not isinstance(context_id, str):
+        raise InvalidParamsError("Invalid params: contextId must be a string")
+    status = params.get("status", "TASK_STATE_UNSPECIFIED")
+    if not isinstance(status, str) or (status not in ALL_STATES
+                                        and status != "TASK_STATE_UNSPECIFIED"):
+        raise InvalidParamsError("Invalid params: status must be a TASK_STATE_* name")
+    page_size = params.get("pageSize", PAGE_DEFAULT)
+    if page_size is None:
+        page_size = PAGE_DEFAULT
+    if not isinstance(page_size, int) or isinstance(page_size, bool) \
+            or not 1 <= page_size <= PAGE_MAX:
+        raise InvalidParamsError(f"Invalid params: pageSize must be from 1 to {PAGE_MAX}")
+    token = params.get("pageToken", "") or ""
+    if not isinstance(token, str):
+        raise InvalidParamsError("Invalid params: pageToken must be a string")
+    cutoff = params.get("statusTimestampAfter")
+    cutoff_ms = None if cutoff is None else _timestamp_us(cutoff) / 1000
+    include = params.get("includeArtifacts", False)
+    if include is None:
+        include = False
+    if not isinstance(include, bool):
+        raise InvalidParamsError("Invalid params: includeArtifacts must be a boolean")
+    length = history_length(params)
+    state = None if status == "TASK_STATE_UNSPECIFIED" else status
+    return (context_id or None, state, page_size, token or None, cutoff_ms, include,
+            LIST_HISTORY_DEFAULT if length is None else length)
+
+
+def list_tasks(hub, call):
+    """ListTasks: newest first, scoped to the tenant and the agent in the path."""
+    context_id, state, page_size, token, cutoff_ms, include, length = _read_list(call.params)
+    try:
+        page = hub.store.list(call.tenant, call.agent, context_id=context_id, state=state,
+                              after_ms=cutoff_ms, page_size=page_size, token=token)
+    except ValueError:
+        raise InvalidParamsError("Invalid params: pageToken is not a nextPageToken this hub "
+                                 "answered") from None
+    body = ",".join(hub.store.render(task, length, include) for task in page.tasks)
+    return RawJSON(f'{{"tasks":[{body}],"nextPageToken":"{page.next_token}",'
+                   f'"pageSize":{page_size},"totalSize":{page.total}}}')

@@ -1,0 +1,287 @@
+"""Runs: a hosted agent working on one task, from admission to its one final state.
+
+A run's agent works on its own thread (a greenlet under gevent). What it
+streams goes two ways: every token to the run's own SendStreamingMessage
+(``live``), and merged (at most one stored event every ``events.merge_secs``)
+to the store's event log, which SubscribeToTask replays. The run ends once:
+COMPLETED with its answer and usage part, FAILED (the agent failed, the run
+timeout, the drain's "interrupted"), CANCELED (CancelTask, the client left)
+or REJECTED; whatever comes after the first end is dropped.
+
+Concurrency:
+    ``Runs.lock`` (an RLock) guards every run's fields; ``Runs.changed`` (on
+    it) is notified by every live event, every stop request and every end,
+    and wakes the run's own stream, held SendMessage requests, CancelTask
+    and an agent in ``ctx.wait``. Lock order: ``Runs.lock``, then the store's.
+    Timers (the run timeout, the merge flush) are ``threading.Timer``s,
+    cancelled when the run ends.
+"""
+from __future__ import annotations
+
+import _thread
+import logging
+import threading
+import time
+
+from murmur_wsgi.agents.base import TaskCanceled, TaskFailed
+from murmur_wsgi.hub.context import HubContext
+from murmur_wsgi.hub.task import (CANCELED, COMPLETED, FAILED, REJECTED, WORKING,
+                                  answer_artifact, artifact_update, data_part, status_update)
+from murmur_wsgi.hub.usage import Usage
+from murmur_wsgi.tasks.record import now_ms, rfc3339, text_part
+
+logger = logging.getLogger(__name__)
+
+FAILED_PUBLIC = "the agent failed; the details are in the hub's log"
+INTERRUPTED = "interrupted: the hub shut down before the run ended"
+
+
+def _rejection_reason(ex) -> str | None:
+    """The public reason of an agent's TaskRejected (from the agent API), else None."""
+    if type(ex).__name__ == "TaskRejected":
+        return str(getattr(ex, "reason", None) or ex)
+    return None
+
+
+class Run:
+    """One task's run. Fields are guarded by ``Runs.lock``."""
+
+    def __init__(self, runs: Runs, task, agent, limits: dict, live: bool):
+        self.runs = runs
+        self.task_id = task.id
+        self.context_id = task.context_id
+        self.tenant = task.tenant
+        self.agent_name = task.agent
+        self.agent = agent
+        self.timeout = limits["run_timeout_secs"]
+        self.live: list[str] | None = [] if live else None
+        self.ended = False           # the task has its final state
+        self.returned = False        # the agent's call returned (or raised)
+        self.stopping = False        # the agent should stop (cancel, timeout, drain)
+        self.cancel_requested = False
+        self.tokens: list[str] = []
+        self.stored = 0              # tokens already in the store's log
+        self.stored_any = False
+        self.live_any = False
+        self.last_flush = 0.0
+        self.usage = Usage()
+        self._timers: list[threading.Timer] = []
+        self._flush_timer = None
+
+    # --- the agent's side ----------------------------------------------------
+
+    def wait_stop(self, seconds: float) -> bool:
+        with self.runs.changed:
+            return self.runs.changed.wait_for(lambda: self.stopping, seconds)
+
+    def token(self, text: str) -> None:
+        if not isinstance(text, str) or not text:
+            return
+        runs = self.runs
+        with runs.changed:
+            if self.ended:
+                raise TaskCanceled(self.task_id)
+            self.tokens.append(text)
+            if self.live is not None:
+                self.live.append(artifact_update(self.task_id, self.context_id,
+                                                 [text_part(text)], append=self.live_any,
+                                                 last=False))
+                self.live_any = True
+            due = self.last_flush + runs.merge_secs - time.monotonic()
+            if due <= 0:
+                self._flush_locked()
+            elif self._flush_timer is None:
+                self._flush_timer = runs.timer(due, self._flush)
+            runs.changed.notify_all()
+
+    def progress(self, text: str) -> None:
+        with self.runs.changed:
+            if self.ended:
+                raise TaskCanceled(self.task_id)
+            self._flush_locked()
+            status = {"state": WORKING, "message": {
+                "messageId": f"{self.task_id}-progress-{now_ms()}", "contextId": self.context_id,
+                "taskId": self.task_id, "role": "ROLE_AGENT", "parts": [text_part(text)]},
+                "timestamp": rfc3339(now_ms())}
+            payload = status_update(self.task_id, self.context_id, status)
+            self.runs.store.append(self.task_id, payload)
+            self._live(payload)
+
+    def _live(self, payload: str) -> None:
+        if self.live is not None:
+            self.live.append(payload)
+        self.runs.changed.notify_all()
+
+    def _flush(self) -> None:
+        with self.runs.changed:
+            self._flush_timer = None
+            if not self.ended:
+                self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        """Store the tokens not yet stored as one artifactUpdate."""
+        if self.stored < len(self.tokens):
+            text = "".join(self.tokens[self.stored:])
+            self.runs.store.append(self.task_id, artifact_update(
+                self.task_id, self.context_id, [text_part(text)], append=self.stored_any,
+                last=False))
+            self.stored_any = True
+            self.stored = len(self.tokens)
+        self.last_flush = time.monotonic()
+
+    # --- ending ----------------------------------------------------------------
+
+    def finish(self, state: str, text: str | None = None, *, answer: str | None = None,
+               data=None, status_message: str | None = None) -> bool:
+        """End the task ``state``; False when it had ended already (nothing changes)."""
+        runs = self.runs
+        with runs.changed:
+            if self.ended:
+                return False
+            self._flush_locked()
+            streamed = "".join(self.tokens)
+            events: list[str] = []
+            artifacts = None
+            if state == COMPLETED:
+                answer = answer if answer is not None else ""
+                parts = [text_part(answer)]
+                if data is not None:
+                    parts.append(data_part(data))
+                parts.append(data_part(self.usage.part(runs.pricing)))
+                artifacts = [answer_artifact(parts)]
+                if self.tokens and streamed == answer:
+                    events.append(artifact_update(self.task_id, self.context_id, parts[1:],
+                                                  append=True, last=True))
+                else:
+                    events.append(artifact_update(self.task_id, self.context_id, parts,
+                                                  append=False, last=True))
+                text = status_message
+            elif state == CANCELED and streamed:
+                artifacts = [answer_artifact([text_part(streamed)])]
+            written = runs.store.end(self.task_id, state, text, artifacts, events)
+            self.ended = True
+            self.stopping = True
+            for timer in self._timers:
+                timer.cancel()
+            if self._flush_timer is not None:
+                self._flush_timer.cancel()
+            if written is None:
+                runs.changed.notify_all()
+                return False
+            if self.live is not None:
+                # NOTE: the live stream saw every token: its last chunk is relative to them.
+                self.live.extend(written)
+            runs.changed.notify_all()
+        runs.ended(self)
+        return True
+
+    def request_stop(self, cancel: bool) -> None:
+        with self.runs.changed:
+            self.stopping = True
+            if cancel:
+                self.cancel_requested = True
+            self.runs.changed.notify_all()
+
+    def _timed_out(self) -> None:
+        self.request_stop(cancel=False)
+        if self.finish(FAILED, f"the run took longer than {self.timeout:g} s and was stopped"):
+            logger.info("task %s: run timeout (%g s)", self.task_id, self.timeout)
+
+    # --- the thread -----------------------------------------------------------
+
+    def start(self, ctx: HubContext) -> None:
+        with self.runs.changed:
+            self._timers.append(self.runs.timer(self.timeout, self._timed_out))
+        _thread.start_new_thread(self._work, (ctx,))
+
+    def _work(self, ctx: HubContext) -> None:
+        try:
+            payload = self.runs.store.start(self.task_id)
+            if payload is not None:
+                with self.runs.changed:
+                    self._live(payload)
+            if self.stopping:
+                raise TaskCanceled(self.task_id)
+            result = self.agent(ctx)
+        except TaskCanceled:
+            self.finish(CANCELED)
+        except TaskFailed as ex:
+            self.finish(CANCELED if self.cancel_requested else FAILED, ex.message)
+        except Exception as ex:  # noqa: BLE001 - an agent's failure is logged, answered public
+            reason = _rejection_reason(ex)
+            if reason is not None:
+                self.finish(REJECTED, reason)
+            else:
+                if not self.stopping:
+                    logger.exception("task %s: the agent of %s/%s failed", self.task_id,
+                                     self.tenant, self.agent_name)
+                self.finish(CANCELED if self.cancel_requested else FAILED, FAILED_PUBLIC)
+        else:
+            if self.cancel_requested:
+                self.finish(CANCELED)
+            else:
+                answer, data, status_message = _outcome(result)
+                self.finish(COMPLETED, answer=answer, data=data, status_message=status_message)
+        finally:
+            with self.runs.changed:
+                self.returned = True
+                self.runs.changed.notify_all()
+
+
+def _outcome(result) -> tuple[str | None, object, str | None]:
+    """(answer text, data, status message) of what an agent returned."""
+    if result is None or isinstance(result, str):
+        return result, None, None
+    if isinstance(result, (dict, list)):
+        return None, result, None
+    text = getattr(result, "text", None)
+    return (text if isinstance(text, str) else None, getattr(result, "data", None),
+            getattr(result, "status_message", None))
+
+
+class Runs:
+    """The runs of this replica, by task id."""
+
+    def __init__(self, store, admission, pricing: dict, merge_secs: float):
+        self.store = store
+        self.admission = admission
+        self.pricing = pricing
+        self.merge_secs = merge_secs
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)  # see the module's Concurrency
+        self._runs: dict[str, Run] = {}                # guarded by lock
+
+    def timer(self, seconds: float, fn) -> threading.Timer:
+        timer = threading.Timer(seconds, fn)
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    def add(self, run: Run) -> None:
+        with self.lock:
+            self._runs[run.task_id] = run
+
+    def get(self, task_id: str) -> Run | None:
+        return self._runs.get(task_id)
+
+    def ended(self, run: Run) -> None:
+        with self.lock:
+            self._runs.pop(run.task_id, None)
+        self.admission.release(run.tenant)
+
+    def in_flight(self) -> list[Run]:
+        with self.lock:
+            return list(self._runs.values())
+
+    def wait(self, predicate, timeout: float) -> bool:
+        with self.changed:
+            return self.changed.wait_for(predicate, timeout)
+
+    def drain(self, timeout: float) -> int:
+        """Wait up to ``timeout`` for the runs in flight; end the rest FAILED (interrupted)."""
+        self.wait(lambda: not self._runs, timeout)
+        left = self.in_flight()
+        for run in left:
+            run.request_stop(cancel=False)
+            run.finish(FAILED, INTERRUPTED)
+        return len(left)

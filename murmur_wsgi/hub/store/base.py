@@ -1,0 +1,128 @@
+"""The store interface: what a hub replica keeps and shares about tasks.
+
+Every method is one atomic step, so a store shared by replicas (Redis) can
+implement each as one transaction or script: the idempotency claim is a
+set-if-absent, a task's end is a compare-and-set on its state (exactly one
+final state), the per-tenant+agent index is ordered by creation (a sorted
+set), each task's events are an append-only log read from an offset (a
+stream) that expires ``retention_secs`` after the task ended, and cancel
+marks let one replica ask the replica running a task to stop it.
+
+Records (``HubTask``) come out of a store as values: a caller never changes
+one in place, it asks the store (``start``, ``end``, ``set_artifacts``).
+"""
+from __future__ import annotations
+
+import abc
+import logging
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+PENDING = "pending"          # claim_message: the first message with this id has no task yet
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One event of a task's log: its position, its StreamResponse JSON, and whether it ends it."""
+
+    seq: int
+    payload: str
+    terminal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    tasks: list                 # HubTask, newest first
+    next_token: str             # "" on the last page
+    total: int                  # every task matching the filters
+
+
+class Store(abc.ABC):
+    """What the hub needs from a store; ``memory.MemoryStore`` is the reference."""
+
+    # --- idempotency -------------------------------------------------------
+
+    @abc.abstractmethod
+    def claim_message(self, tenant: str, agent: str, message_id: str) -> str | None:
+        """Claim ``message_id``: None when claimed now, else PENDING or the task id it made."""
+
+    @abc.abstractmethod
+    def release_message(self, tenant: str, agent: str, message_id: str) -> None:
+        """Forget a claim that made no task (a refused admission, a failed start)."""
+
+    # --- tasks -----------------------------------------------------------
+
+    @abc.abstractmethod
+    def create(self, task, event: str) -> None:
+        """Store a new task (binding its message id) and its first event, ``{"task": …}``."""
+
+    @abc.abstractmethod
+    def get(self, tenant: str, agent: str, task_id: str):
+        """The task of this tenant's agent, or None (another tenant's or agent's is None too)."""
+
+    @abc.abstractmethod
+    def start(self, task_id: str) -> str | None:
+        """SUBMITTED → WORKING; return the statusUpdate written, None if no longer SUBMITTED."""
+
+    @abc.abstractmethod
+    def append(self, task_id: str, event: str) -> bool:
+        """Append a non-final event (an artifactUpdate); False once the task has ended."""
+
+    @abc.abstractmethod
+    def end(self, task_id: str, state: str, text: str | None, artifacts: list | None,
+            events: list[str]) -> list[str] | None:
+        """End a live task: its final state, status text, artifacts, events, final status.
+
+        Atomic compare-and-set: None (and nothing written) when the task has
+        already ended, so a task has exactly one final state. Otherwise the
+        payloads written: ``events`` then the final statusUpdate.
+        """
+
+    @abc.abstractmethod
+    def render(self, task, history_length: int | None = None, artifacts: bool = True) -> str:
+        """The task's JSON as it stands (consistent with concurrent changes)."""
+
+    @abc.abstractmethod
+    def list(self, tenant: str, agent: str, *, context_id: str | None = None,
+             state: str | None = None, after_ms: int | None = None, page_size: int = 50,
+             token: str | None = None) -> Page:
+        """One page of the tasks of ``tenant``'s ``agent``, newest first.
+
+        Raises:
+            ValueError: ``token`` is not one this store issued.
+        """
+
+    @abc.abstractmethod
+    def context_tasks(self, tenant: str, agent: str, context_id: str, limit: int) -> list:
+        """The last ``limit`` tasks of a context, oldest first (the conversation's turns)."""
+
+    # --- events ----------------------------------------------------------
+
+    @abc.abstractmethod
+    def events(self, task_id: str, after: int, timeout: float) -> tuple[list, bool]:
+        """Events after position ``after`` (waiting up to ``timeout`` for one).
+
+        Returns ``(events, available)``: ``available`` is False when the task's
+        log has expired (or the store closed), and the caller should end.
+        """
+
+    @abc.abstractmethod
+    def has_events(self, task_id: str) -> bool:
+        """False once the task's log has expired (the task itself stays)."""
+
+    # --- cancel marks ----------------------------------------------------
+
+    @abc.abstractmethod
+    def mark_cancel(self, task_id: str) -> None:
+        """Ask whichever replica runs the task to cancel it."""
+
+    @abc.abstractmethod
+    def cancel_marked(self, task_id: str) -> bool:
+        """True once the task was marked for cancelling."""
+
+    # --- lifetime --------------------------------------------------------
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Wake every waiter; later waits return at once."""

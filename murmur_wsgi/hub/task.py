@@ -1,0 +1,115 @@
+"""A hub task: its record, its states and its wire forms (Task, statusUpdate, artifactUpdate)."""
+from __future__ import annotations
+
+import json
+import logging
+
+from murmur_wsgi.tasks.record import (CANCELED, COMPLETED, FAILED, REJECTED, SUBMITTED,
+                                      TERMINAL, WORKING, now_ms, rfc3339, text_part)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["HubTask", "SUBMITTED", "WORKING", "COMPLETED", "FAILED", "CANCELED", "REJECTED",
+           "TERMINAL", "ANSWER", "data_part", "status_update", "artifact_update"]
+
+ANSWER = "answer"                # the answer artifact's id and name (HUB.md)
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def data_part(value) -> dict:
+    return {"data": value, "mediaType": "application/json"}
+
+
+def answer_artifact(parts: list) -> dict:
+    return {"artifactId": ANSWER, "name": ANSWER, "parts": parts}
+
+
+class HubTask:
+    """One task of one tenant's agent: the record a store keeps.
+
+    A store hands out the record and changes it only under its own lock;
+    readers outside the store use ``to_dict``/``to_json`` (also under it for
+    the memory store, see ``MemoryStore.render``).
+    """
+
+    __slots__ = ("id", "context_id", "tenant", "agent", "message_id", "state", "status_text",
+                 "status_ms", "created_ms", "seq", "history", "artifacts", "_json")
+
+    def __init__(self, task_id: str, context_id: str, tenant: str, agent: str,
+                 message_id: str, message: dict):
+        self.id = task_id
+        self.context_id = context_id
+        self.tenant = tenant
+        self.agent = agent
+        self.message_id = message_id
+        self.state = SUBMITTED
+        self.status_text: str | None = None
+        self.created_ms = self.status_ms = now_ms()
+        self.seq = 0                          # creation order in its tenant + agent (the store's)
+        self.history = [message]              # the message that created it
+        self.artifacts: list = []
+        self._json: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    def set_state(self, state: str, text: str | None = None) -> None:
+        self.state = state
+        self.status_text = text
+        self.status_ms = now_ms()
+        self._json = None
+
+    def set_artifacts(self, artifacts: list) -> None:
+        self.artifacts = artifacts
+        self._json = None
+
+    def status(self) -> dict:
+        status = {"state": self.state}
+        if self.status_text is not None:
+            status["message"] = {"messageId": f"{self.id}-status", "contextId": self.context_id,
+                                 "taskId": self.id, "role": "ROLE_AGENT",
+                                 "parts": [text_part(self.status_text)]}
+        status["timestamp"] = rfc3339(self.status_ms)
+        return status
+
+    def to_dict(self, history_length: int | None = None, artifacts: bool = True) -> dict:
+        task = {"id": self.id, "contextId": self.context_id, "status": self.status()}
+        if artifacts and self.artifacts:
+            task["artifacts"] = self.artifacts
+        history = self.history
+        if history_length is not None:
+            history = history[len(history) - history_length:] if history_length else []
+        if history:
+            task["history"] = history
+        return task
+
+    def to_json(self, history_length: int | None = None, artifacts: bool = True) -> str:
+        """The task as GetTask answers it; the full form is cached until it changes."""
+        if history_length is None and artifacts:
+            if self._json is None:
+                self._json = _dumps(self.to_dict())
+            return self._json
+        return _dumps(self.to_dict(history_length, artifacts))
+
+    def task_event(self) -> str:
+        return f'{{"task":{self.to_json()}}}'
+
+    def status_event(self) -> str:
+        return status_update(self.id, self.context_id, self.status())
+
+
+def status_update(task_id: str, context_id: str, status: dict) -> str:
+    return _dumps({"statusUpdate": {"taskId": task_id, "contextId": context_id,
+                                    "status": status}})
+
+
+def artifact_update(task_id: str, context_id: str, parts: list, *, append: bool,
+                    last: bool) -> str:
+    return _dumps({"artifactUpdate": {"taskId": task_id, "contextId": context_id,
+                                      "artifact": answer_artifact(parts), "append": append,
+                                      "lastChunk": last}})
+
+
+def dumps(value) -> str:
+    return _dumps(value)

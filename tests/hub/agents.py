@@ -1,0 +1,75 @@
+"""Agents the hub's tests host (by "tests.hub.agents:<name>")."""
+from __future__ import annotations
+
+import threading
+
+from murmur_wsgi.agents.base import TaskCanceled, TaskFailed
+
+GATES: dict[str, threading.Event] = {}
+SEEN: list = []
+
+
+def gate(name: str) -> threading.Event:
+    return GATES.setdefault(name, threading.Event())
+
+
+def echo(ctx):
+    """Answer the text; remember the context it got."""
+    SEEN.append(ctx)
+    return ctx.text
+
+
+def tokens(ctx):
+    """Stream the words of the text; answer them joined (or upper-cased after '!')."""
+    words = ctx.text.split()
+    shout = words and words[0] == "!"
+    words = words[1:] if shout else words
+    for i, word in enumerate(words):
+        ctx.write(word if i == 0 else " " + word)
+    ctx.usage(input_tokens=1500, output_tokens=500, cached_tokens=100, model="gpt-4o")
+    answer = " ".join(words)
+    return answer.upper() if shout else answer
+
+
+def held(ctx):
+    """Wait until the gate named by the text opens (or the run must stop)."""
+    SEEN.append(ctx)
+    event = gate(ctx.text.strip())
+    while not event.is_set():
+        if ctx.wait(0.02):
+            raise TaskCanceled(ctx.task_id)
+    return "released"
+
+
+def stubborn(ctx):
+    """Ignore cancellation until the gate named by the text opens."""
+    gate(ctx.text.strip()).wait(30)
+    return "done at last"
+
+
+def fails(ctx):
+    raise TaskFailed("public reason")
+
+
+def crashes(ctx):
+    raise RuntimeError("secret internal detail")
+
+
+def models(ctx):
+    ctx.usage(input_tokens=10, output_tokens=5, model="small")
+    ctx.usage(input_tokens=1000, output_tokens=500, model="big")
+    ctx.usage(input_tokens=1, output_tokens=1, model="big")
+    return "two models"
+
+
+def history(ctx):
+    return " | ".join(f"{t.role}:{t.text}" for t in ctx.history) or "(none)"
+
+
+def with_data(ctx):
+    return {"answer": 42}
+
+
+def refuse_beta(tenant, agent, text):
+    """An admission hook: refuse messages asking for beta."""
+    return "beta is closed for this tenant" if "beta" in text else None

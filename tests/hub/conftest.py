@@ -1,0 +1,169 @@
+"""A hub on Werkzeug's test client: two tenants, keys, a JWT secret, hosted test agents."""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import jwt
+import pytest
+from werkzeug.test import Client
+
+from murmur_wsgi.hub import create_hub
+
+KEY_A = "mhk_tenant-a-key"
+KEY_A2 = "mhk_tenant-a-second"
+KEY_B = "mhk_tenant-b-key"
+SECRET = "a-test-secret-long-enough-for-hs512-" + "s" * 40
+ISSUER = "https://issuer.example"
+AUDIENCE = "murmur-hub"
+PUBLIC = "https://hub.example.com"
+V1 = {"A2A-Version": "1.0"}
+
+
+def sha(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def agent(ref: str, **extra) -> dict:
+    return {"agent": ref, "publish": True, "description": f"{ref} for tests",
+            "version": "2.1.0", **extra}
+
+
+def hub_config(**overrides) -> dict:
+    config = {
+        "public_url": PUBLIC,
+        "auth": {"jwt": {"secret": SECRET, "issuer": ISSUER, "audience": AUDIENCE}},
+        "limits": {"run_timeout_secs": 30},
+        "cancel_timeout_secs": 5,
+        "pricing": {"gpt-4o": {"input": 1_000_000, "output": 2_000_000, "cached": 1_000_000},
+                    "big": {"input": 1000, "output": 2000}},
+        "tenants": {
+            "acme": {"api_keys": [sha(KEY_A), sha(KEY_A2)], "agents": {
+                "echo": agent("demo", skills=[
+                    {"id": "echo", "name": "Echo", "description": "Echoes.", "tags": ["t"]},
+                    {"id": "broken", "name": "No description"}]),
+                "tokens": agent("tests.hub.agents:tokens"),
+                "held": agent("tests.hub.agents:held"),
+                "stubborn": agent("tests.hub.agents:stubborn"),
+                "fails": agent("tests.hub.agents:fails"),
+                "crashes": agent("tests.hub.agents:crashes"),
+                "models": agent("tests.hub.agents:models"),
+                "history": agent("tests.hub.agents:history"),
+                "data": agent("tests.hub.agents:with_data"),
+                "hidden": {"agent": "demo", "publish": False},
+            }},
+            "globex": {"api_keys": [sha(KEY_B)], "admission": "tests.hub.agents:refuse_beta",
+                       "limits": {"concurrency": 1, "rate_per_minute": 3,
+                                  "max_subscriptions": 1},
+                       "agents": {"echo": agent("demo"),
+                                  "held": agent("tests.hub.agents:held")}},
+        },
+    }
+    for key, value in overrides.items():
+        config[key] = value
+    return config
+
+
+def token(tenants=("acme",), *, exp_in=300, **claims) -> str:
+    body = {"sub": "someone", "iss": ISSUER, "aud": AUDIENCE, "exp": int(time.time()) + exp_in,
+            "tenants": list(tenants), **claims}
+    return jwt.encode(body, SECRET, algorithm="HS256")
+
+
+class HubClient:
+    """JSON-RPC to one hub agent with one credential."""
+
+    def __init__(self, hub, agent: str = "echo", headers: dict | None = None):
+        self.hub = hub
+        self.client = Client(hub)
+        self.agent = agent
+        self.headers = {"X-API-Key": KEY_A} if headers is None else headers
+        self.next_id = 0
+
+    @property
+    def path(self) -> str:
+        return f"/a2a/v1/agents/{self.agent}"
+
+    def post(self, body, headers=None, agent=None, **kwargs):
+        data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+        hdrs = {**V1, **self.headers, **(headers or {})}
+        hdrs = {k: v for k, v in hdrs.items() if v is not None}
+        path = f"/a2a/v1/agents/{agent}" if agent else self.path
+        return self.client.post(path, data=data, headers=hdrs, content_type="application/json",
+                                **kwargs)
+
+    def call(self, method, params=None, headers=None, agent=None, **kwargs):
+        self.next_id += 1
+        body = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            body["params"] = params
+        return self.post(body, headers, agent, **kwargs)
+
+    def result(self, method, params=None, **kwargs):
+        payload = self.call(method, params, **kwargs).get_json()
+        assert "result" in payload, payload
+        return payload["result"]
+
+    def error(self, method, params=None, **kwargs):
+        response = self.call(method, params, **kwargs)
+        assert response.status_code == 200
+        payload = response.get_json()
+        assert "error" in payload, payload
+        return payload["error"]
+
+    def card(self, headers=None, agent=None):
+        hdrs = {**self.headers, **(headers or {})}
+        hdrs = {k: v for k, v in hdrs.items() if v is not None}
+        return self.client.get(f"/a2a/v1/agents/{agent or self.agent}"
+                               "/.well-known/agent-card.json", headers=hdrs)
+
+    def send(self, text, *, message_id=None, context_id=None, configuration=None, **kwargs):
+        return self.result("SendMessage", send_params(text, message_id=message_id,
+                                                      context_id=context_id,
+                                                      configuration=configuration), **kwargs)
+
+
+_counter = [0]
+
+
+def send_params(text, *, message_id=None, context_id=None, configuration=None, parts=None):
+    _counter[0] += 1
+    msg = {"messageId": message_id or f"m-{time.monotonic_ns()}-{_counter[0]}",
+           "role": "ROLE_USER", "parts": parts if parts is not None else [{"text": text}]}
+    if context_id is not None:
+        msg["contextId"] = context_id
+    params = {"message": msg}
+    if configuration is not None:
+        params["configuration"] = configuration
+    return params
+
+
+def sse_events(response) -> list[dict]:
+    """Every data: line's JSON of a (finished) SSE response."""
+    text = response.get_data(as_text=True)
+    return [json.loads(line[len("data: "):]) for line in text.split("\n")
+            if line.startswith("data: ")]
+
+
+def wait_until(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met before the deadline"
+        time.sleep(0.005)  # wait-ok: polling a condition with a deadline
+
+
+@pytest.fixture
+def hub():
+    h = create_hub(hub_config())
+    yield h
+    from tests.hub.agents import GATES
+    for event in GATES.values():
+        event.set()
+    GATES.clear()
+    h.close(drain_timeout=5)
+
+
+@pytest.fixture
+def rpc(hub):
+    return HubClient(hub)

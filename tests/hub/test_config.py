@@ -1,0 +1,161 @@
+"""hub.yaml: defaults, the environment, and bad values (exit 2, one line naming the key)."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+import yaml
+
+from murmur_wsgi.cli import main
+from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.config import ConfigError, env_settings, load_config
+
+from tests.hub.conftest import HubClient, hub_config, sha
+
+
+def test_defaults():
+    config = load_config({}, environ={})
+    assert config.public_url is None and config.store == "memory"
+    assert config.drain_timeout_secs == 20 and config.cancel_timeout_secs == 10
+    assert config.limits == {"concurrency": 4, "rate_per_minute": 120, "run_timeout_secs": 300,
+                             "max_subscriptions": 20, "max_body_bytes": 1024 ** 2}
+    assert config.events == {"retention_secs": 86400, "merge_secs": 0.25}
+    assert config.stream == {"keepalive_secs": 15, "write_timeout_secs": 10}
+    assert config.push == {"enabled": False, "secret": None, "ports": [443]}
+    # The text's default and floor: the larger of 300 s and run timeout + 60 s.
+    assert config.sweep_max_age_secs == 360
+
+
+def test_sweep_floor_raised(caplog):
+    with caplog.at_level(logging.WARNING):
+        config = load_config({"sweep_max_age_secs": 10, "limits": {"run_timeout_secs": 600}},
+                             environ={})
+    assert config.sweep_max_age_secs == 660
+    assert "raised" in caplog.text
+
+
+def test_tenant_limits_override_the_defaults():
+    config = load_config(hub_config(), environ={})
+    assert config.tenant_limits("globex")["concurrency"] == 1
+    assert config.tenant_limits("globex")["run_timeout_secs"] == 30
+    assert config.tenant_limits("acme")["concurrency"] == 4
+
+
+def test_every_setting_has_its_variable():
+    names = {name for name, _, _ in env_settings()}
+    for expected in ("MURMUR_HUB_PUBLIC_URL", "MURMUR_HUB_STORE", "MURMUR_HUB_DRAIN_TIMEOUT_SECS",
+                     "MURMUR_HUB_SWEEP_MAX_AGE_SECS", "MURMUR_HUB_LIMITS_RUN_TIMEOUT_SECS",
+                     "MURMUR_HUB_LIMITS_MAX_SUBSCRIPTIONS", "MURMUR_HUB_EVENTS_RETENTION_SECS",
+                     "MURMUR_HUB_AUTH_JWT_SECRET", "MURMUR_HUB_AUTH_JWT_ALGORITHMS",
+                     "MURMUR_HUB_PUSH_ENABLED", "MURMUR_HUB_PUSH_SECRET", "MURMUR_HUB_PUSH_PORTS",
+                     "MURMUR_HUB_TENANTS", "MURMUR_HUB_PRICING"):
+        assert expected in names
+
+
+def test_the_variable_wins():
+    env = {"MURMUR_HUB_LIMITS_RUN_TIMEOUT_SECS": "60", "MURMUR_HUB_PUBLIC_URL": "https://x.io",
+           "MURMUR_HUB_AUTH_JWT_ALGORITHMS": "HS256,HS512",
+           "MURMUR_HUB_PRICING": '{"m": {"input": 1, "output": 2}}'}
+    config = load_config(hub_config(), environ=env)
+    assert config.limits["run_timeout_secs"] == 60
+    assert config.public_url == "https://x.io"
+    assert config.auth["jwt"]["algorithms"] == ["HS256", "HS512"]
+    assert config.pricing == {"m": {"input": 1, "output": 2, "cached": None}}
+
+
+@pytest.mark.parametrize("data, env, line", [
+    pytest.param({"limits": {"concurrency": 0}}, {}, "limits.concurrency: Must be greater",
+                 id="concurrency"),
+    pytest.param({}, {"MURMUR_HUB_LIMITS_CONCURRENCY": "many"},
+                 "MURMUR_HUB_LIMITS_CONCURRENCY (limits.concurrency): Not a valid integer",
+                 id="env-concurrency"),
+    pytest.param({"public_url": "ftp://x"}, {}, "public_url: 'ftp://x' must be", id="scheme"),
+    pytest.param({"public_url": "https://x.io/a2a"}, {}, "public_url: 'https://x.io/a2a' must "
+                 "be a host only", id="path"),
+    pytest.param({"public_url": "https://x.io?q"}, {}, "public_url:", id="query"),
+    pytest.param({"public_url": "https://u:p@x.io"}, {}, "public_url:", id="credentials"),
+    pytest.param({}, {"MURMUR_HUB_PUBLIC_URL": "nope"}, "MURMUR_HUB_PUBLIC_URL (public_url):",
+                 id="env-url"),
+    pytest.param({"store": "redis://localhost:6379/0"}, {}, "store: must be memory",
+                 id="store"),
+    pytest.param({"push": {"enabled": True, "secret": "x" * 40}}, {},
+                 "push.enabled: must be false", id="push"),
+    pytest.param({"auth": {"jwt": {"issuer": "x"}}}, {}, "auth.jwt.secret: set exactly one",
+                 id="jwt-key"),
+    pytest.param({"auth": {"jwt": {"secret": "s", "algorithms": ["RS256"]}}}, {},
+                 "auth.jwt.algorithms: 'RS256' does not verify with a secret", id="jwt-alg"),
+    pytest.param({"auth": {"jwt": {"secret": "s", "algorithms": ["none"]}}}, {},
+                 "auth.jwt.algorithms[0]: Must be one of", id="alg-none"),
+    pytest.param({"tenants": {"t": {"api_keys": ["mhk_plain"]}}}, {},
+                 "tenants.t.api_keys[0]: must be the SHA-256 hex digest", id="plain-key"),
+    pytest.param({"tenants": {"t": {"agents": {"a": {"agent": "nope"}}}}}, {},
+                 "tenants.t.agents.a.agent: must be demo", id="agent"),
+    pytest.param({"tenants": {"t": {"admission": "not a callable"}}}, {},
+                 "tenants.t.admission: must be", id="admission"),
+    pytest.param({"pricing": {"m": {"input": -1, "output": 1}}}, {},
+                 "pricing.m.input: Must be greater than or equal to 0", id="price"),
+    pytest.param({"limits": {"run_timeout": 5}}, {}, "limits.run_timeout: is not a key this "
+                 "hub reads", id="unknown"),
+    pytest.param({"tenants": {"a": {"api_keys": [sha("k")]}, "b": {"api_keys": [sha("k")]}}},
+                 {}, "tenants.b.api_keys: a key of tenant a cannot belong to b too",
+                 id="shared-key"),
+])
+def test_bad_values_name_the_key(data, env, line):
+    with pytest.raises(ConfigError) as info:
+        load_config(data, environ=env)
+    assert str(info.value).startswith(line), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_cli_bad_config_exits_2_with_one_line(tmp_path, capsys):
+    path = tmp_path / "hub.yaml"
+    path.write_text(yaml.safe_dump({"limits": {"rate_per_minute": "fast"}}))
+    assert main(["hub", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"murmur-wsgi: {path}: limits.rate_per_minute: Not a valid integer.\n"
+
+
+def test_cli_unloadable_agent_exits_2(tmp_path, capsys):
+    path = tmp_path / "hub.yaml"
+    path.write_text(yaml.safe_dump({"tenants": {"t": {"agents": {
+        "a": {"agent": "no_such_module_here:agent"}}}}}))
+    assert main(["hub", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("murmur-wsgi: tenants.t.agents.a.agent: cannot import "
+                          "no_such_module_here") and err.count("\n") == 1
+
+
+def test_cli_hook_that_does_not_load_exits_2(tmp_path, capsys):
+    path = tmp_path / "hub.yaml"
+    path.write_text(yaml.safe_dump({"tenants": {"t": {"admission": "tests.hub.agents:nothing"}}}))
+    assert main(["hub", "--config", str(path)]) == 2
+    assert capsys.readouterr().err == ("murmur-wsgi: tenants.t.admission: tests.hub.agents has "
+                                       "no nothing\n")
+
+
+def test_cli_key_mints_and_records_a_digest(tmp_path, capsys):
+    path = tmp_path / "hub.yaml"
+    path.write_text(yaml.safe_dump({"public_url": "https://h.io", "tenants": {
+        "t": {"agents": {"a": {"agent": "demo", "publish": True}}}}}))
+    assert main(["hub", "key", "t", "--config", str(path)]) == 0
+    key = capsys.readouterr().out.strip()
+    assert key.startswith("mhk_") and len(key) > 40
+    data = yaml.safe_load(path.read_text())
+    assert data["tenants"]["t"]["api_keys"] == [sha(key)]
+    assert key not in path.read_text()
+    client = HubClient(create_hub(str(path)), "a", {"X-API-Key": key})
+    assert client.card().status_code == 200
+    assert main(["hub", "key", "nobody", "--config", str(path)]) == 2
+
+
+def test_empty_public_url_answers_404_everywhere_and_warns(caplog):
+    with caplog.at_level(logging.WARNING):
+        hub = create_hub(hub_config(public_url=""))
+    assert "public_url is empty" in caplog.text
+    client = HubClient(hub)
+    for response in (client.card(), client.call("GetTask", {"id": "x"}),
+                     client.client.get("/a2a/v1/anything")):
+        assert response.status_code == 404
+        assert response.get_json() == {"error": "not found"}
+        assert response.headers["Cache-Control"] == "private, no-store"
+    hub.close(0)
