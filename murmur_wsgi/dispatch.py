@@ -116,7 +116,7 @@ def dispatch(door, environ: dict, start_response):
             status, headers, data = answer
             start_response(status, headers)
             door.metrics.request(environ, None, "ok", int(status[:3]), started)
-            return [data]
+            return [data] if isinstance(data, bytes) else data    # a plane's streamed file
         call, result = rpc_tier(door, environ, ctx, answer)
         if isinstance(result, EventStream):
             headers = list(result.headers)

@@ -119,6 +119,8 @@ class FilesSchema(_Block):
     root = fields.String(required=True, validate=validate.Length(min=1))
     mode = fields.String(load_default="read-only", validate=validate.OneOf(["read-only"]))
     max_bytes = Size(load_default=10 * 1024 ** 2)
+    max_depth = StrictInt(load_default=64, validate=validate.Range(min=1, max=256))
+    max_entries = StrictInt(load_default=10_000, validate=validate.Range(min=1, max=1_000_000))
 
     @validates_schema
     def _relative(self, data, **kwargs):

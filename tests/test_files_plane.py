@@ -105,7 +105,7 @@ def test_listing_is_recursive_sorted_and_regular_files_only(client):
     body = _compact({"root": "out/", "mode": "read-only", "max_bytes": 32, "generation": 0,
                      "containment_achieved": "advisory", "entries": [
                          entry("b.txt", b"bee"),
-                         entry("big.bin", b"x" * 64),        # over max_bytes: still listed
+                         {**entry("big.bin", b"x" * 64), "sha256": None},   # over max_bytes
                          entry("report.md", b"# report\n"),
                          entry("sub/a.txt", b"a"),
                          entry("sub/deep/z.bin", b"\x00\x01\x02"),
@@ -256,10 +256,10 @@ def test_an_undeclared_plane_refuses_every_request(tree, method, path):
 
 
 def test_a_read_error_is_io_error(client, monkeypatch):
-    def failing(fd, n):
+    def failing(fd, n, offset):
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(files_mod.os, "read", failing)
+    monkeypatch.setattr(files_mod.os, "pread", failing)
     assert wire(client.get("/resources/files/report.md")) == IO_ERROR
     assert wire(client.get("/resources/files")) == IO_ERROR
 

@@ -198,7 +198,8 @@ def test_load_manifest_reads_the_decisions_example():
     assert manifest.acceptance == "queue"
     assert manifest.lifecycle["queue_depth"] == 3
     assert manifest.exports["files"] == {"root": "out/", "mode": "read-only",
-                                         "max_bytes": 10 * 1024 ** 2}
+                                         "max_bytes": 10 * 1024 ** 2, "max_depth": 64,
+                                         "max_entries": 10_000}
     assert manifest.peer_accept is True
     assert manifest.authentication == {"scheme": "bearer", "credentials": {
         "watcher": {"scopes": ["murmur.WatchSession", "GetTask", "ListTasks"]}}}

@@ -7,28 +7,34 @@ that would leave the root is refused, never normalised into something
 servable. The door applies no kernel containment to its agent, so it
 reports the class ``advisory``, and holds symlinks to the strict rule murmur
 gives ``scoped``: a symlink on the path is refused, and omitted from a listing.
+
+Nothing here holds the gevent hub for long: a listing's walk and a file's
+first digest run off it (``digests.off_hub``), a digest is hashed once per
+version of a file, and a read is streamed from its descriptor in chunks.
 """
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import logging
 import os
 import stat
 from typing import Callable
 
+from werkzeug.http import parse_etags
+
 from murmur_wsgi.errors import PlaneRefusal
 from murmur_wsgi.manifest import ManifestError
+from murmur_wsgi.planes.digests import DigestCache, file_key, off_hub
+from murmur_wsgi.planes.walk import DIR_FLAGS, FILE_FLAGS, Bounds, scan
 from murmur_wsgi.uris import FILES_PLANE
 
 logger = logging.getLogger(__name__)
 
 CONTAINMENT = "advisory"
-CHUNK = 1 << 20
+SEND_CHUNK = 256 * 1024         # bytes of a read per write to the client
+READ_ATTEMPTS = 2               # hashings of a file that changes meanwhile, before io_error
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
-FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 REFUSALS = {
@@ -106,23 +112,6 @@ def _enter(dir_fd: int, name: str) -> int | None:
         raise refuse("io_error") from None
 
 
-def _read_all(fd: int, limit: int | None) -> tuple[bytes | None, str, int]:
-    """Read a descriptor to its end: (bytes or None past ``limit``, sha256 hex, size)."""
-    digest = hashlib.sha256()
-    chunks, size = [], 0
-    while True:
-        chunk = os.read(fd, CHUNK)
-        if not chunk:
-            break
-        digest.update(chunk)
-        size += len(chunk)
-        if limit is not None:
-            if size > limit:
-                return None, "", size
-            chunks.append(chunk)
-    return (b"".join(chunks) if limit is not None else None), digest.hexdigest(), size
-
-
 def split_path(rel: str) -> list[str]:
     """The components of a request's path, or ``outside_root`` for one that may not be served."""
     try:
@@ -142,11 +131,13 @@ class FilesPlane:
         self.root = files["root"]
         self.mode = files["mode"]
         self.max_bytes = files["max_bytes"]
+        self.bounds = Bounds(files["max_bytes"], files["max_depth"], files["max_entries"])
         self.workdir = workdir
+        self.digests = DigestCache(files["max_entries"])
         self._parts = root_parts(self.root)
         self._generation = generation
 
-    def serve(self, environ: dict) -> tuple[str, list, bytes]:
+    def serve(self, environ: dict) -> tuple[str, list, bytes | FileBody]:
         """Answer one request under /resources/ as (status, headers, body)."""
         if environ.get("REQUEST_METHOD") != "GET":
             raise refuse("method_not_allowed")
@@ -155,7 +146,7 @@ class FilesPlane:
             return self.listing()
         if not path.startswith(FILES_PLANE + "/"):
             raise refuse("not_found")
-        return self.read(path[len(FILES_PLANE) + 1:])
+        return self.read(path[len(FILES_PLANE) + 1:], environ.get("HTTP_IF_NONE_MATCH"))
 
     # --- the root ----------------------------------------------------------
 
@@ -179,57 +170,38 @@ class FilesPlane:
     # --- the listing -------------------------------------------------------
 
     def listing(self) -> tuple[str, list, bytes]:
-        entries: list[dict] = []
+        """Every regular file under the root, sorted by path, within ``self.bounds``."""
         fd = self._open_root()
-        if fd is not None:
+        if fd is None:
+            entries, truncated = [], False
+        else:
             try:
-                self._walk(fd, "", entries)
+                found = off_hub(scan, fd, self.bounds, self.digests)     # scan closes fd
             except OSError as ex:
                 logger.warning("operator plane: listing failed: %s", ex.strerror)
                 raise refuse("io_error") from None
-            finally:
-                os.close(fd)
+            self.digests.remember(found.fresh, found.used)
+            if found.not_utf8:
+                logger.warning("operator plane: %d file names that are not UTF-8 are not "
+                               "listed", found.not_utf8)
+            if found.truncated:
+                logger.info("operator plane: the listing stopped at its bounds (%d entries "
+                            "examined)", found.examined)
+            entries, truncated = found.entries, found.truncated
         entries.sort(key=lambda entry: entry["path"])
-        body = _dumps({"root": self.root, "mode": self.mode, "max_bytes": self.max_bytes,
-                       "generation": self._generation(), "containment_achieved": CONTAINMENT,
-                       "entries": entries}).encode()
+        listing = {"root": self.root, "mode": self.mode, "max_bytes": self.max_bytes,
+                   "generation": self._generation(), "containment_achieved": CONTAINMENT}
+        if truncated:
+            listing["truncated"] = True
+        listing["entries"] = entries
+        body = _dumps(listing).encode()
         return "200 OK", [("Content-Type", "application/json"),
                           ("Content-Length", str(len(body)))], body
 
-    def _walk(self, dir_fd: int, prefix: str, out: list) -> None:
-        """Append every regular file under ``dir_fd``; symlinks and specials are left out."""
-        for name in os.listdir(dir_fd):
-            try:
-                name.encode("utf-8")
-            except UnicodeEncodeError:
-                logger.warning("operator plane: a file name that is not UTF-8 is not listed")
-                continue
-            st = _lstat(name, dir_fd)
-            if st is None:
-                continue                            # removed while we listed
-            if stat.S_ISDIR(st.st_mode):
-                child = _open_quiet(name, DIR_FLAGS, dir_fd)
-                if child is not None:
-                    try:
-                        self._walk(child, f"{prefix}{name}/", out)
-                    finally:
-                        os.close(child)
-            elif stat.S_ISREG(st.st_mode):
-                fd = _open_quiet(name, FILE_FLAGS, dir_fd)
-                if fd is None:
-                    continue
-                try:
-                    fst = os.fstat(fd)
-                    if stat.S_ISREG(fst.st_mode):
-                        _, sha, size = _read_all(fd, None)
-                        out.append({"path": prefix + name, "size_bytes": size,
-                                    "mtime_ms": fst.st_mtime_ns // 1_000_000, "sha256": sha})
-                finally:
-                    os.close(fd)
-
     # --- one file ----------------------------------------------------------
 
-    def read(self, rel: str) -> tuple[str, list, bytes]:
+    def read(self, rel: str, if_none_match: str | None = None) -> tuple[str, list, FileBody]:
+        """One file's bytes, streamed; ``304`` when ``if_none_match`` names its ETag."""
         parts = split_path(rel)
         fd = self._open_root()
         if fd is None:
@@ -241,21 +213,29 @@ class FilesPlane:
                 fd = child
                 if fd is None:
                     raise refuse("not_found")
-            data, sha, mtime_ms = self._read_file(fd, parts[-1])
+            file_fd = self._open_file(fd, parts[-1])
         finally:
             if fd is not None:
                 os.close(fd)
-        headers = [("Content-Type", "application/octet-stream"),
-                   ("Content-Length", str(len(data))),
-                   ("ETag", f'"sha256:{sha}"'),
-                   ("X-Murmur-Mtime-Ms", str(mtime_ms)),
+        body = FileBody(file_fd)
+        try:
+            sha = self._digest(body)
+        except BaseException:
+            body.close()
+            raise
+        headers = [("ETag", f'"sha256:{sha}"'),
+                   ("X-Murmur-Mtime-Ms", str(body.key[3] // 1_000_000)),
                    ("X-Murmur-Generation", str(self._generation())),
                    ("X-Murmur-Containment", CONTAINMENT),
                    ("X-Murmur-Export-Root", _header(self.root))]
-        return "200 OK", headers, data
+        if if_none_match and parse_etags(if_none_match).contains_weak(f"sha256:{sha}"):
+            body.close()
+            return "304 Not Modified", headers, b""
+        return "200 OK", [("Content-Type", "application/octet-stream"),
+                          ("Content-Length", str(body.size)), *headers], body
 
-    def _read_file(self, dir_fd: int, name: str) -> tuple[bytes, str, int]:
-        """Open ``name`` with O_NOFOLLOW and read it whole from that one descriptor."""
+    def _open_file(self, dir_fd: int, name: str) -> int:
+        """Open the regular file ``name`` with O_NOFOLLOW; one over max_bytes is never opened."""
         st = _lstat(name, dir_fd)
         if st is None:
             raise refuse("not_found")
@@ -263,6 +243,8 @@ class FilesPlane:
             raise refuse("symlink_refused")
         if not stat.S_ISREG(st.st_mode):
             raise refuse("not_a_regular_file")
+        if st.st_size > self.max_bytes:
+            raise refuse("too_large")
         try:
             fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
         except OSError as ex:
@@ -273,27 +255,66 @@ class FilesPlane:
             logger.warning("operator plane: cannot open a file: %s", ex.strerror)
             raise refuse("io_error") from None
         try:
-            fst = os.fstat(fd)
-            if not stat.S_ISREG(fst.st_mode):
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise refuse("not_a_regular_file")
-            if fst.st_size > self.max_bytes:
-                raise refuse("too_large")
-            data, sha, _ = _read_all(fd, self.max_bytes)
-        except OSError as ex:
-            logger.warning("operator plane: cannot read a file: %s", ex.strerror)
-            raise refuse("io_error") from None
-        finally:
+        except BaseException:
             os.close(fd)
-        if data is None:
-            raise refuse("too_large")               # it grew past the limit as we read
-        return data, sha, fst.st_mtime_ns // 1_000_000
+            raise
+        return fd
+
+    def _digest(self, body: FileBody) -> str:
+        """The sha256 of ``body``'s file as it stands; it is served only if it stays so."""
+        for _ in range(READ_ATTEMPTS):
+            try:
+                fst = os.fstat(body.fd)
+                if fst.st_size > self.max_bytes:
+                    raise refuse("too_large")           # it grew past the limit
+                sha, read = self.digests.digest(body.fd, fst, self.max_bytes)
+                if sha is None:
+                    raise refuse("too_large")
+                body.key = file_key(fst)
+                if read == fst.st_size and file_key(os.fstat(body.fd)) == body.key:
+                    return sha
+            except OSError as ex:
+                logger.warning("operator plane: cannot read a file: %s", ex.strerror)
+                raise refuse("io_error") from None
+        logger.warning("operator plane: a file kept changing while it was hashed")
+        raise refuse("io_error")
 
 
-def _open_quiet(name: str, flags: int, dir_fd: int) -> int | None:
-    """Open for the listing; an entry that vanished or turned into a symlink is skipped."""
-    try:
-        return os.open(name, flags, dir_fd=dir_fd)
-    except OSError as ex:
-        if ex.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EMLINK):
-            return None
-        raise
+class FileChanged(OSError):
+    """A file changed while it was sent: its response is cut, never finished with other bytes."""
+
+
+class FileBody:
+    """A WSGI body: an open regular file's bytes, in chunks, up to the size it was hashed at.
+
+    Each chunk is read with ``pread`` and checked against the file's key (its
+    ``fstat``): a file that changes while it is sent ends the response with
+    ``FileChanged``, so a client never takes other bytes for the ETag it was sent.
+    The server calls ``close()``, which closes the descriptor, sent or not.
+    """
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.key: tuple = ()
+
+    @property
+    def size(self) -> int:
+        return self.key[2]
+
+    def __iter__(self):
+        offset = 0
+        while offset < self.size:
+            chunk = os.pread(self.fd, min(SEND_CHUNK, self.size - offset), offset)
+            if not chunk or file_key(os.fstat(self.fd)) != self.key:
+                logger.warning("operator plane: a file changed while it was sent; "
+                               "its response is cut")
+                raise FileChanged(errno.ESTALE, "the file changed while it was sent")
+            offset += len(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None

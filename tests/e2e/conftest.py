@@ -133,10 +133,12 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def spawn(argv: list[str], log_path: Path, env: dict | None = None) -> subprocess.Popen:
-    """Start ``argv`` from the repository root, output to ``log_path``, in its own group."""
+def spawn(argv: list[str], log_path: Path, env: dict | None = None,
+          cwd: Path | None = None) -> subprocess.Popen:
+    """Start ``argv`` from ``cwd`` (the repository root), output to ``log_path``, in its own group."""
     with open(log_path, "wb") as log:
-        return subprocess.Popen(argv, cwd=REPO, env=env or child_env(), stdin=subprocess.DEVNULL,
+        return subprocess.Popen(argv, cwd=cwd or REPO, env=env or child_env(),
+                                stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -174,8 +176,10 @@ def _base_dir(where) -> Path:
     return Path(where)
 
 
-def launch(where, manifest: dict | None = None, *, host: str = "127.0.0.1") -> DoorProcess:
-    """Start a door and wait for its card; the caller must ``stop()`` it."""
+def launch(where, manifest: dict | None = None, *, host: str = "127.0.0.1",
+           cwd: Path | None = None) -> DoorProcess:
+    """Start a door (working directory ``cwd``, default the repository root) and wait for
+    its card; the caller must ``stop()`` it."""
     directory = _base_dir(where)
     manifest = dict(default_manifest() if manifest is None else manifest)
     last_error = None
@@ -188,7 +192,7 @@ def launch(where, manifest: dict | None = None, *, host: str = "127.0.0.1") -> D
         log_path = directory / f"door-{port}.log"
         home = directory / f"home-{port}"        # running record and trace, not in ~
         proc = spawn(serve_argv(manifest_path, f"{host}:{port}"), log_path,
-                     child_env(MURMUR_WSGI_HOME=str(home)))
+                     child_env(MURMUR_WSGI_HOME=str(home)), cwd=cwd)
         door = DoorProcess(url=f"http://{host}:{port}", manifest_path=manifest_path, proc=proc,
                            log_path=log_path, home=home)
         try:
@@ -208,13 +212,15 @@ def launch(where, manifest: dict | None = None, *, host: str = "127.0.0.1") -> D
 
 
 @contextlib.contextmanager
-def start_door(where, manifest: dict | None = None, *, host: str = "127.0.0.1"):
+def start_door(where, manifest: dict | None = None, *, host: str = "127.0.0.1",
+               cwd: Path | None = None):
     """Serve ``manifest`` (default: conf/murmur.yaml's) as a real process; yield a DoorProcess.
 
     ``where`` is a directory (``tmp_path``) or a ``TempPathFactory``; the
-    manifest, written as YAML, and the server's log go there.
+    manifest, written as YAML, and the server's log go there. ``cwd`` is the door's
+    working directory, which ``exports.files.root`` is relative to (default: the repository).
     """
-    door = launch(where, manifest, host=host)
+    door = launch(where, manifest, host=host, cwd=cwd)
     try:
         yield door
     finally:

@@ -1,0 +1,83 @@
+"""The operator plane under gunicorn -k gevent: a listing that hashes a large file stalls nobody."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from tests.e2e.conftest import CLOSE, http_get, http_post, start_door
+
+pytestmark = pytest.mark.e2e
+
+SPARSE_BYTES = 2 * 1024 ** 3
+ZEROS_SHA256 = "a7c744c13cc101ed66c29f672f92455547889cc586ce6d44fe76ae824958ea51"  # 2 GiB of 0
+STALL_BOUND = 0.5               # seconds another client may wait while the listing hashes
+LISTING_TIMEOUT = 60.0
+PACE = 0.05                     # between GetTasks: the join below returns early when it ends
+RPC = {"Content-Type": "application/json", "A2A-Version": "1.0", **CLOSE}
+GET_TASK = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                       "params": {"id": "tsk_" + "0" * 32}})
+
+
+def test_a_listing_hashing_a_large_file_does_not_stall_another_client(tmp_path):
+    work = tmp_path / "work"
+    (work / "out").mkdir(parents=True)
+    with open(work / "out" / "sparse.bin", "wb") as fh:
+        fh.truncate(SPARSE_BYTES)               # sparse: no disk used, 2 GiB of zeros to hash
+    note = os.urandom(600_000)                  # a few chunks of a streamed read
+    (work / "out" / "note.bin").write_bytes(note)
+    manifest = {"name": "files-agent", "version": "0.1.0", "agent": "demo",
+                "network": {"host": "127.0.0.1"},
+                "exports": {"files": {"root": "out/", "max_bytes": "3Gi"}}}
+    with start_door(tmp_path, manifest, cwd=work) as door:
+        listed = {}
+
+        def list_files():
+            started = time.monotonic()
+            listed["response"] = http_get(door.url + "/resources/files", timeout=LISTING_TIMEOUT)
+            listed["seconds"] = time.monotonic() - started
+
+        lister = threading.Thread(target=list_files, daemon=True)
+        lister.start()
+        waits = []
+        while lister.is_alive():
+            started = time.monotonic()
+            response = http_post(door.url + "/", GET_TASK, RPC, timeout=LISTING_TIMEOUT)
+            waits.append(time.monotonic() - started)
+            assert response.json()["error"]["code"] == -32001
+            lister.join(timeout=PACE)
+        lister.join(timeout=LISTING_TIMEOUT)
+        assert not lister.is_alive()
+
+        listing = listed["response"].json()
+        assert [(e["path"], e["size_bytes"], e["sha256"]) for e in listing["entries"]] == [
+            ("note.bin", len(note), hashlib.sha256(note).hexdigest()),
+            ("sparse.bin", SPARSE_BYTES, ZEROS_SHA256)]
+        print(f"\nlisting {listed['seconds']:.2f} s; {len(waits)} GetTasks meanwhile, "
+              f"longest {max(waits) * 1000:.0f} ms")
+        assert max(waits) < STALL_BOUND, (f"a GetTask waited {max(waits):.2f} s while the "
+                                          f"listing ({listed['seconds']:.2f} s) hashed")
+        assert len(waits) >= 3, f"the listing took {listed['seconds']:.2f} s: too quick to overlap"
+        assert http_get(door.card_url).status_code == 200
+
+
+def test_a_read_is_streamed_through_gunicorn_and_answers_if_none_match(tmp_path):
+    work = tmp_path / "work"
+    (work / "out").mkdir(parents=True)
+    note = os.urandom(600_000)
+    (work / "out" / "note.bin").write_bytes(note)
+    manifest = {"name": "files-agent", "version": "0.1.0", "agent": "demo",
+                "network": {"host": "127.0.0.1"}, "exports": {"files": {"root": "out/"}}}
+    with start_door(tmp_path, manifest, cwd=work) as door:
+        url = door.url + "/resources/files/note.bin"
+        response = http_get(url)
+        etag = f'"sha256:{hashlib.sha256(note).hexdigest()}"'
+        assert (response.status_code, response.headers["ETag"], response.content) == (
+            200, etag, note)
+        again = http_get(url, headers={"If-None-Match": etag})
+        assert (again.status_code, again.headers["ETag"], again.content) == (304, etag, b"")
+        assert http_get(door.card_url).status_code == 200
