@@ -12,12 +12,9 @@ from __future__ import annotations
 import itertools
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from murmur_wsgi.agents.base import TaskCanceled, TaskFailed
-
-if TYPE_CHECKING:
-    from murmur_wsgi.hub.runs import Run
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +39,7 @@ class Turn:
 
 
 class HubContext:
-    """One run's view for its agent.
+    """One run's view for its agent (``run`` is its ``runs.Run``).
 
     Attributes:
         task_id, context_id: the task's ids.
@@ -60,7 +57,7 @@ class HubContext:
     session_key = None
     images: list = []
 
-    def __init__(self, run: Run, text: str, data: list, message: dict, caller: Caller,
+    def __init__(self, run, text: str, data: list, message: dict, caller: Caller,
                  history: list):
         self._run = run
         self.task_id = run.task_id
