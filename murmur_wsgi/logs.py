@@ -11,6 +11,10 @@ An access record carries ``method``, ``task_id`` (when known), ``status``,
 ``outcome``, ``duration_ms``, ``path`` and ``remote_addr`` as fields of the
 record (``extra={"murmur": {...}}``): never the query string, a header, a
 token or the message.
+
+Every field of a record, and every string put into its message, is cut to
+``FIELD_CHARS`` characters and marked (``…[cut: <n> chars]``): a caller's
+50 MB id makes a line of a few hundred bytes. A traceback is kept whole.
 """
 from __future__ import annotations
 
@@ -27,7 +31,40 @@ ACCESS = "murmur_wsgi.access"
 LEVEL_ENV = "MURMUR_WSGI_LOGLEVEL"
 FIELDS = "murmur"              # the record attribute holding a record's structured fields
 
+FIELD_CHARS = 256             # a logged field, or a value in a message, is cut past this
+MESSAGE_CHARS = 4 * FIELD_CHARS
+
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
+_SCALARS = (int, float, bool, type(None))
+
+
+def cut(value, limit: int = FIELD_CHARS):
+    """``value`` as it is logged: a string (or the JSON of a structure) of at most ``limit``."""
+    if isinstance(value, _SCALARS):
+        return value
+    if not isinstance(value, str):
+        text = _dumps(value)
+        if len(text) <= limit:
+            return value
+        value = text
+    if len(value) <= limit:
+        return value
+    mark = f"…[cut: {len(value)} chars]"
+    return value[:max(0, limit - len(mark))] + mark     # at most ``limit``: cut once only
+
+
+def _message(record: logging.LogRecord) -> str:
+    """The record's message, each string argument cut first, then the whole."""
+    args = record.args
+    if isinstance(args, tuple) and args:
+        record.args = tuple(cut(a) if isinstance(a, str) else a for a in args)
+        try:
+            text = record.getMessage()
+        finally:
+            record.args = args
+    else:
+        text = record.getMessage()
+    return cut(text, MESSAGE_CHARS)
 
 
 class JsonFormatter(logging.Formatter):
@@ -44,11 +81,11 @@ class JsonFormatter(logging.Formatter):
             self._second = (secs, text)
         out = {"ts": f"{text}.{millis:03d}Z",
                "level": record.levelname.lower(), "logger": record.name,
-               "msg": record.getMessage()}
+               "msg": _message(record)}
         fields = getattr(record, FIELDS, None)
         if isinstance(fields, dict):
             for key, value in fields.items():
-                out.setdefault(key, value)
+                out.setdefault(cut(str(key)), cut(value))
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         elif record.exc_text:
@@ -99,7 +136,11 @@ def access_enabled() -> bool:
 
 
 def log_access(fields: dict) -> None:
-    """Write one access record: ``<method> <status> <outcome> <ms>ms`` and its fields."""
+    """Write one access record: ``<method> <status> <outcome> <ms>ms`` and its fields.
+
+    Each field is cut here (see ``cut``), so a host's own handlers get them bounded too.
+    """
+    fields = {key: cut(value) for key, value in fields.items()}
     # PERF: a record built here skips logging's search of the caller's frame.
     record = access_log.makeRecord(
         ACCESS, logging.INFO, __file__, 0, "%s %s %s %.1fms",

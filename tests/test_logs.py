@@ -128,3 +128,39 @@ def test_configure_is_idempotent_and_stops_propagation():
 def test_level_from_env(monkeypatch, value, level):
     monkeypatch.setenv(logs.LEVEL_ENV, value)
     assert logs.level_from_env() == level
+
+
+def test_every_logged_field_is_cut(log_lines):
+    rpc = Rpc(door())
+    huge = "t" * 5_000_000
+    rpc.error("GetTask", {"id": huge})
+    rpc.post({"jsonrpc": "2.0", "id": 1, "method": "m" * 100_000})
+    logging.getLogger("murmur_wsgi.test").warning("asked for %s of %d", "x" * 10_000, 3,
+                                                  extra={"murmur": {"big": ["y" * 9_000]}})
+    lines = log_lines()
+    got, unknown = access(lines)
+    assert got["task_id"].endswith("t…[cut: 5000000 chars]")
+    assert len(got["task_id"]) == logs.FIELD_CHARS
+    assert got["method"] == "GetTask"
+    assert len(unknown["method"]) <= logs.FIELD_CHARS
+    other = [line for line in lines if line["logger"] == "murmur_wsgi.test"][0]
+    assert other["msg"] == f"asked for {'x' * (logs.FIELD_CHARS - 19)}…[cut: 10000 chars] of 3"
+    assert other["big"].endswith("…[cut: 9004 chars]")
+    assert max(len(json.dumps(line)) for line in lines) < 4 * logs.FIELD_CHARS
+
+
+def test_a_host_handler_gets_the_access_fields_cut():
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    log = logging.getLogger(logs.ACCESS)
+    log.addHandler(handler)
+    saved = log.level
+    log.setLevel(logging.INFO)
+    try:
+        Rpc(door()).error("GetTask", {"id": "t" * 1_000_000})
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(saved)
+    fields = getattr(records[0], logs.FIELDS)
+    assert len(fields["task_id"]) < 2 * logs.FIELD_CHARS
