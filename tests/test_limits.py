@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from murmur_wsgi.middleware import envelope
+from murmur_wsgi.tasks import render
 from tests.conftest import V1, Rpc, make_door
 
 SMALL = {"limits": {"max_body_bytes": 4096},
@@ -181,3 +182,81 @@ JSON = st.recursive(st.none() | st.integers() | TRICKY,
 def test_too_deep_reads_the_depth_of_any_json(value, limit, ascii_only):
     body = json.dumps(value, ensure_ascii=ascii_only).encode()
     assert envelope.too_deep(body, limit) == (depth_of(value) > limit)
+
+
+# --- limits.reference_bytes: referenced tasks cannot amplify -------------------------
+
+
+def response_of(task: dict) -> str:
+    return task["artifacts"][0]["parts"][0]["text"]
+
+
+def test_a_chain_of_references_grows_by_each_tasks_own_text():
+    rpc = Rpc(make_door(lifecycle={"task_acceptance": "queue", "queue_depth": 1}))
+    own = 1_000
+    ids, sizes = [], []
+    for level in range(10):          # each level references every level before it
+        message = {"messageId": f"m{level}", "role": "ROLE_USER",
+                   "parts": [{"text": f"level {level} " + "x" * own}],
+                   "referenceTaskIds": list(ids)}
+        task = rpc.result("SendMessage", {"message": message})["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        ids.append(task["id"])
+        sizes.append(len(response_of(task).encode()))
+    # The demo agent echoes its text: each level quotes the levels before it, each quote
+    # that level's own text only (not the block it was given), so growth is linear.
+    line = 80                         # a reference's line and fence, at most
+    for level, size in enumerate(sizes):
+        assert size <= (level + 1) * (own + 20) + level * line, sizes
+    assert sizes[-1] < 12 * 1024, sizes     # doubling per level would be about 512 KiB
+    last = response_of(rpc.result("GetTask", {"id": ids[-1]}))
+    assert last.count("Referenced tasks:") == 1
+    assert last.count("```response references=omitted\n") == 8      # levels 1-8 echoed theirs
+
+
+def test_a_referenced_response_is_quoted_up_to_the_limit_and_marked():
+    rpc = Rpc(make_door(limits={"reference_bytes": 1000},
+                        lifecycle={"task_acceptance": "queue", "queue_depth": 1}))
+    body = "é" * 600 + "`" * 10 + "z" * 5000          # 1200 bytes of é, then the rest
+    first = rpc.result("SendMessage", {"message": {
+        "messageId": "a", "role": "ROLE_USER", "parts": [{"text": body}]}})["task"]
+    second = rpc.result("SendMessage", {"message": {
+        "messageId": "b", "role": "ROLE_USER", "parts": [{"text": "see"}],
+        "referenceTaskIds": [first["id"]]}})["task"]
+    text = response_of(second)
+    total = len(body.encode())
+    assert f"- {first['id']}: completed\n```response shown-bytes=1000 total-bytes={total}\n" \
+        + "é" * 500 + "\n```" in text
+
+
+@pytest.mark.parametrize("response, limit", [
+    pytest.param("`" * 5000, 1000, id="a backtick run cut"),
+    pytest.param("a\n```\n" + "`" * 2000 + "\n```", 2003, id="a fence cut open"),
+    pytest.param("\U0001f600" * 100, 10, id="4-byte characters"),
+    pytest.param("\ud800" * 100, 10, id="lone surrogates"),
+])
+def test_a_cut_never_breaks_the_fence(response, limit):
+    line = render.reference_line("t", render.RefView("completed", None, response), limit)
+    head, _, rest = line.partition("\n")
+    assert head == "- t: completed"
+    opening, _, rest = rest.partition("\n")
+    ticks = opening[:len(opening) - len(opening.lstrip("`"))]
+    assert opening[len(ticks):].startswith("response shown-bytes=")
+    content, _, closing = rest.rpartition("\n")
+    assert closing == ticks and ticks not in content
+    assert len(content.encode("utf-8", "surrogatepass")) <= limit
+    assert response.startswith(content)
+
+
+def test_an_echo_is_left_out_only_when_it_is_the_block_the_task_was_given():
+    block = "Referenced tasks:\n- tsk_a: completed\n```response\nfour\n```"
+    echoes = render.echo_marks(block)
+    view = render.RefView("completed", None, f"hello\n\n{block}", echoes)
+    assert render.reference_line("t", view) == (
+        "- t: completed\n```response references=omitted\nhello\n```")
+    faked = render.RefView("completed", None, "hello\n\nReferenced tasks:\n- tsk_a: x", echoes)
+    assert render.reference_line("t", faked) == (
+        "- t: completed\n```response\nhello\n\nReferenced tasks:\n- tsk_a: x\n```")
+    at_start = render.RefView("completed", None, block + "\n\nbye", echoes)
+    assert render.reference_line("t", at_start) == (
+        "- t: completed\n```response references=omitted\n\n\nbye\n```")

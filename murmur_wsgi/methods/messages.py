@@ -75,11 +75,14 @@ def accept(door, call, params: dict, on_accept=None):
         while not manager.deliver_reply(record, reply, on_accept):
             record = continued_task(door, call, message)   # it moved on: this raises why
     else:
-        text = render.agent_text(message, references(door, call, message.reference_task_ids),
-                                 untrusted=call.ctx.trust != "trusted", origin=call.ctx.origin)
+        text, echoes = render.start_text(
+            message, references(door, call, message.reference_task_ids),
+            untrusted=call.ctx.trust != "trusted", origin=call.ctx.origin,
+            reference_bytes=door.manifest.limits["reference_bytes"])
         data = [part[1] for part in message.parts if part[0] == "data"]
         record = manager.submit(call.ctx, message.context_id,
-                                (text, list(message.images), data), message, on_accept)
+                                (text, list(message.images), data), message, on_accept,
+                                echoes=echoes)
         if record.state == REJECTED:
             return record, record.to_json(), message
     return record, (taken[0] if taken else None), message

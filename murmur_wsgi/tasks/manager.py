@@ -71,7 +71,7 @@ class TaskManager:
     # --- the request side -------------------------------------------------
 
     def submit(self, ctx, context_id: str | None, start, message=None,
-               on_accept=None) -> TaskRecord:
+               on_accept=None, echoes: tuple = ()) -> TaskRecord:
         """Accept a new task (or reject it: the record comes back REJECTED, unstored).
 
         ``message`` (the IncomingMessage, optional) gives the trace's task_start
@@ -82,6 +82,7 @@ class TaskManager:
         """
         record = TaskRecord(new_id("tsk"), context_id or new_id("ctx"), ctx.owner,
                             ctx.trust, ctx.origin)
+        record.echoes = echoes             # see render.echo_marks
         to_start = None
         with self.store.lock:
             reason = self._refusal_locked()

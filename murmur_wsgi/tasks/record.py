@@ -69,7 +69,7 @@ class TaskRecord:
 
     __slots__ = ("id", "context_id", "owner", "trust", "origin", "state", "status_text",
                  "changed_ms", "response", "prompt", "residue", "running", "seq",
-                 "_json", "_json_bare", "runtime", "finished_at")
+                 "_json", "_json_bare", "runtime", "finished_at", "echoes")
 
     def __init__(self, task_id: str, context_id: str, owner: str | None = None,
                  trust: str = "untrusted", origin: str | None = None):
@@ -90,6 +90,7 @@ class TaskRecord:
         self._json_bare: str | None = None
         self.runtime = None                # the live task's runtime; None once it ended
         self.finished_at: float | None = None
+        self.echoes: tuple = ()            # render.echo_marks of the references block it got
 
     @property
     def terminal(self) -> bool:
