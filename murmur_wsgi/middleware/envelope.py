@@ -1,6 +1,7 @@
 """Steps 6 and 7: the body is JSON, and a JSON-RPC 2.0 request."""
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import re
@@ -63,10 +64,18 @@ def parse_json(body: bytes, max_depth: int = 64):
     if too_deep(body, max_depth):
         logger.info("refused a body nested deeper than limits.max_json_depth (%d)", max_depth)
         raise ParseError()
+    # PERF: the cyclic GC runs every 700 containers the parser makes, over all that
+    # survive: on a body of many small arrays it took 6 times the parse itself. Nothing
+    # the parser makes is a cycle; the next collection still sees it all.
+    enabled = gc.isenabled()
+    gc.disable()
     try:
         return _strict_decode(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise ParseError() from None
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def valid_id(value) -> bool:

@@ -1,0 +1,116 @@
+"""Parse + validate cost of the worst bodies the door accepts, in µs per MiB.
+
+Times what the door does with a SendMessage body before any task exists: the
+depth scan and JSON parse (step 6), the envelope (step 7) and ``read_message``
+(step 14's checks), on the shapes that cost the most per byte and are still
+accepted under the default limits (1,000 parts, depth 64). Run it from the
+repository root:
+
+    .venv/bin/python bench/parse.py [--mib 8] [--repeat 3]
+
+``tests/test_linear_time.py`` times the same shapes at two sizes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from murmur_wsgi.manifest import load_manifest                    # noqa: E402
+from murmur_wsgi.middleware.envelope import check_envelope, parse_json  # noqa: E402
+from murmur_wsgi.wire.message import read_message                  # noqa: E402
+
+MANIFEST = load_manifest({"name": "bench", "version": "0"})
+PARTS = MANIFEST.limits["max_parts"]
+DEPTH = MANIFEST.limits["max_json_depth"]
+DATA_DEPTH = DEPTH - 5                  # the envelope, params, message, parts and a part
+
+
+def _envelope(parts: list[str]) -> bytes:
+    return ('{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":'
+            '{"messageId":"m","role":"ROLE_USER","parts":[' + ",".join(parts) + "]}}}").encode()
+
+
+def _fill(unit: str, size: int) -> str:
+    """``unit`` repeated, comma-separated, to about ``size`` bytes."""
+    return ",".join([unit] * max(1, size // (len(unit) + 1)))
+
+
+def text_parts(size: int) -> bytes:
+    """The most parts, each one text part of plain ASCII."""
+    return _envelope(['{"text":"%s"}' % ("x" * max(1, size // PARTS - 11))] * PARTS)
+
+
+def escaped_text(size: int) -> bytes:
+    """One text part, every character an escape (\\u00e9 and \\")."""
+    return _envelope(['{"text":"%s"}' % ("\\u00e9\\\"" * (size // 8))])
+
+
+def data_parts_wide(size: int) -> bytes:
+    """The most data parts, each an array of the smallest objects."""
+    per_part = size // PARTS
+    return _envelope(['{"data":[%s]}' % _fill('{"a":0}', per_part)] * PARTS)
+
+
+def data_deep(size: int) -> bytes:
+    """Data parts of arrays nested as deep as the limit allows, side by side."""
+    chain = "[" * (DATA_DEPTH - 1) + "]" * (DATA_DEPTH - 1)
+    per_part = size // PARTS
+    return _envelope(['{"data":[%s]}' % _fill(chain, per_part)] * PARTS)
+
+
+def data_strings(size: int) -> bytes:
+    """Data parts of short strings holding brackets and quotes (the depth scan's worst)."""
+    per_part = size // PARTS
+    return _envelope(['{"data":[%s]}' % _fill('"[\\"{"', per_part)] * PARTS)
+
+
+SHAPES = {"text-parts": text_parts, "escaped-text": escaped_text,
+          "data-wide": data_parts_wide, "data-deep": data_deep, "data-strings": data_strings}
+
+
+def accept(body: bytes):
+    """What the door does with the body before a task exists; the message it reads."""
+    payload = parse_json(body, DEPTH)
+    _, _, params = check_envelope(payload)
+    return read_message(params, MANIFEST)
+
+
+def cpu_seconds(body: bytes, repeat: int = 3) -> float:
+    """The least CPU time of ``repeat`` runs of ``accept(body)`` (CPU: steady under load)."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.process_time()
+        accept(body)
+        best = min(best, time.process_time() - started)
+    return best
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=float, default=8.0, help="body size (MiB)")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    size = int(args.mib * 1024 ** 2)
+    results = {}
+    for name, build in SHAPES.items():
+        body = build(size)
+        seconds = cpu_seconds(body, args.repeat)
+        results[name] = seconds * 1e6 / (len(body) / 1024 ** 2)
+        print(f"{name:>14}: {len(body) / 1024 ** 2:6.2f} MiB  "
+              f"{seconds * 1000:8.1f} ms  {results[name]:10.0f} µs/MiB")
+    worst = max(results, key=results.get)
+    print(json.dumps({"bench": "parse", "mib": args.mib, "worst": worst,
+                      "us_per_mib": round(results[worst]),
+                      "shapes": {k: round(v) for k, v in results.items()}}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
