@@ -29,6 +29,7 @@ class CallContext:
     trust: str = "untrusted"                  # x-murmur-task-trust, recorded on the task
     extensions: frozenset = frozenset()       # URIs named by the request's A2A-Extensions
     last_event_id: str | None = None
+    delegation_id: str | None = None          # a completion's x-murmur-delegation-id (step 9)
 
     @property
     def owner(self) -> str | None:

@@ -8,7 +8,7 @@ from murmur_wsgi.wire.raw import RawJSON
 logger = logging.getLogger(__name__)
 
 
-def get_extended_agent_card(door, call):
+def get_extended_agent_card(door, call, params: None):
     """Return the extended card (params are not read)."""
     body, _, _ = door.cards.get(door.base_url(call.environ), extended=True)
     return RawJSON(body.decode())

@@ -7,7 +7,7 @@ from murmur_wsgi.errors import InvalidParamsError, TaskNotFoundError, Unsupporte
 from murmur_wsgi.tasks import render
 from murmur_wsgi.tasks.record import INPUT_REQUIRED, REJECTED, TERMINAL
 from murmur_wsgi.uris import DOOR_URI
-from murmur_wsgi.wire.message import read_message
+from murmur_wsgi.wire.message import IncomingMessage, read_message
 from murmur_wsgi.wire.raw import RawJSON
 
 logger = logging.getLogger(__name__)
@@ -52,15 +52,19 @@ def task_result(snapshot: str) -> RawJSON:
     return RawJSON(f'{{"task":{snapshot}}}')
 
 
-def accept(door, call, params: dict, on_accept=None):
-    """Read and route a message without waiting; return (record, snapshot, message).
+def message_params(door, call) -> IncomingMessage:
+    """The params of SendMessage and SendStreamingMessage: the message, read in full."""
+    return read_message(call.params, door.manifest)
+
+
+def accept(door, call, message: IncomingMessage, on_accept=None):
+    """Route a message that was read, without waiting; return (record, snapshot, message).
 
     ``on_accept(record)`` runs under the store's lock as the task takes the
     message (see ``TaskManager.submit``). Without one, the snapshot — the task
     as GetTask answers it at that moment — is taken there when the answer is
     given at once (returnImmediately), and is None for a held request.
     """
-    message = read_message(params, door.manifest)
     if message.door_extension:
         call.used_extensions.append(DOOR_URI)
     manager = door.session.manager
@@ -88,9 +92,9 @@ def accept(door, call, params: dict, on_accept=None):
     return record, (taken[0] if taken else None), message
 
 
-def send_message(door, call):
+def send_message(door, call, message: IncomingMessage):
     """SendMessage: held until the task settles, unless returnImmediately is true."""
-    record, snapshot, message = accept(door, call, call.params)
+    record, snapshot, message = accept(door, call, message)
     if record.state == REJECTED or message.return_immediately:
         return task_result(snapshot)
     door.session.manager.wait_settled(record)

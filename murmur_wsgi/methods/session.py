@@ -8,7 +8,7 @@ from murmur_wsgi.uris import DOOR_URI
 logger = logging.getLogger(__name__)
 
 
-def stop_session(door, call):
+def stop_session(door, call, params: None):
     """Cancel every live task; answer {canceled, residue, session_id}. The door keeps serving."""
     session = door.session
     canceled = session.manager.stop_all()

@@ -111,13 +111,13 @@ class _TaskCut:
                                        replay_frames_only=True)
 
 
-def send_streaming_message(door, call):
+def send_streaming_message(door, call, message):
     """SendStreamingMessage: the task, then its events until its terminal status."""
     session = door.session
     frames_on = STREAM_URI in call.ctx.extensions
     cut = _TaskCut(session.ring, frames_on, last_event_id(call.environ))
     try:
-        record, snapshot, _message = messages.accept(door, call, call.params, cut)
+        record, snapshot, _message = messages.accept(door, call, message, cut)
     except BaseException:
         if cut.reader is not None:
             cut.reader.close()
@@ -131,9 +131,9 @@ def send_streaming_message(door, call):
                    follow_task=record.id)
 
 
-def subscribe_to_task(door, call):
+def subscribe_to_task(door, call, params):
     """SubscribeToTask: a live task's snapshot, then its events until its end."""
-    record = tasks.visible(door, call, tasks.required_id(call))
+    record = tasks.visible(door, call, params.id)
     session = door.session
     frames_on = STREAM_URI in call.ctx.extensions
     cut = _TaskCut(session.ring, frames_on, last_event_id(call.environ))
@@ -151,7 +151,7 @@ def subscribe_to_task(door, call):
                    follow_task=record.id)
 
 
-def watch_session(door, call):
+def watch_session(door, call, params: None):
     """murmur.WatchSession: connection-ack, the replay, then every task's events."""
     session = door.session
     after = last_event_id(call.environ)

@@ -22,4 +22,5 @@ def check(call: RpcCall, session) -> bool:
     delegation = call.environ.get("HTTP_X_MURMUR_DELEGATION_ID", "").strip()
     if not delegation or not session.delegations.awaits(delegation):
         raise CompletionNotAwaitedError(delegation or None)
+    call.ctx.delegation_id = delegation
     return True

@@ -1,5 +1,8 @@
 """Delegations (``dlg_…``): a live task waits on one; a completion delivers its payload.
 
+The completion itself is a method (``methods/completions.py``): this module
+holds only who waits on what.
+
 Concurrency:
     Guarded by the store's lock. A waiting agent waits on its task's
     ``runtime.cond`` (on that lock), which a completion, a cancel, a change
@@ -12,8 +15,6 @@ import logging
 from murmur_wsgi.agents.base import TaskCanceled
 from murmur_wsgi.errors import CompletionNotAwaitedError
 from murmur_wsgi.session.ids import new_id
-from murmur_wsgi.tasks import render
-from murmur_wsgi.wire.message import read_message
 
 logger = logging.getLogger(__name__)
 
@@ -55,23 +56,19 @@ class Delegations:
         with self._lock:
             return self._awaited_locked(delegation_id) is not None
 
-    def complete(self, call) -> dict:
-        """Deliver a completion (a SendMessage the door accepted at step 9); answer its message."""
-        delegation_id = call.environ.get("HTTP_X_MURMUR_DELEGATION_ID", "").strip()
-        message = read_message(call.params, self._session.manifest)
-        payload = render.agent_text(message, [], untrusted=call.ctx.trust != "trusted",
-                                    origin="completion")
+    def deliver(self, delegation_id: str, payload: str) -> str:
+        """Hand a completion's text to the task waiting on it; return the task's context.
+
+        Raises:
+            CompletionNotAwaitedError: the task ended, or was answered, meanwhile.
+        """
         with self._lock:
             record = self._awaited_locked(delegation_id)
-            if record is None:                      # it ended, or was answered, meanwhile
+            if record is None:
                 raise CompletionNotAwaitedError(delegation_id)
             self._arrived[delegation_id] = payload
             record.runtime.cond.notify_all()
-            context_id = record.context_id
-        return {"message": {"messageId": f"msg_{delegation_id}_received", "contextId": context_id,
-                            "role": "ROLE_AGENT",
-                            "parts": [{"data": {"delegation_id": delegation_id, "received": True},
-                                       "mediaType": "application/json"}]}}
+            return record.context_id
 
     def wait(self, record, delegation_id: str, timeout: float | None) -> str | None:
         """Wait for the completion's payload; None past ``timeout``; TaskCanceled on cancel."""

@@ -274,3 +274,11 @@ def read_message(params: dict, manifest) -> IncomingMessage:
             normal.append(("image", data, media_type))
     return IncomingMessage(message_id, task_id, context_id, normal, references, forget_session,
                            return_immediately, images, text_bytes, door_extension)
+
+
+def completion_received(delegation_id: str, context_id: str) -> dict:
+    """The answer to a completion: a ROLE_AGENT message saying it was received."""
+    return {"message": {"messageId": f"msg_{delegation_id}_received", "contextId": context_id,
+                        "role": "ROLE_AGENT",
+                        "parts": [{"data": {"delegation_id": delegation_id, "received": True},
+                                   "mediaType": "application/json"}]}}

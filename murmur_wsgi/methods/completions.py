@@ -1,0 +1,22 @@
+"""A completion: the SendMessage a sub-capsule answers a delegation with (routed at step 9)."""
+from __future__ import annotations
+
+import logging
+
+from murmur_wsgi.tasks import render
+from murmur_wsgi.wire.message import IncomingMessage, completion_received
+
+logger = logging.getLogger(__name__)
+
+
+def complete(door, call, message: IncomingMessage) -> dict:
+    """Deliver the completion's text to the task waiting on it; answer that it was received.
+
+    Step 9 found the delegation awaited (``call.ctx.delegation_id``); if the task
+    ended or was answered meanwhile, the delivery is refused -31002.
+    """
+    delegation_id = call.ctx.delegation_id
+    payload = render.agent_text(message, [], untrusted=call.ctx.trust != "trusted",
+                                origin="completion")
+    context_id = door.session.delegations.deliver(delegation_id, payload)
+    return completion_received(delegation_id, context_id)
