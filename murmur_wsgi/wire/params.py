@@ -67,17 +67,33 @@ class ListTasksParams:
     include_artifacts: bool
 
 
+def rfc3339_us(value) -> int | None:
+    """An RFC 3339 timestamp with a zone as epoch microseconds; None when it is not one."""
+    if not isinstance(value, str) or not _RFC3339.match(value):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("z", "Z").replace("t", "T"))
+    except ValueError:
+        return None
+    return int(parsed.timestamp()) * 1_000_000 + parsed.microsecond
+
+
+def read_timestamp_us(value) -> int:
+    """statusTimestampAfter as epoch microseconds, or -32602 naming the format."""
+    found = rfc3339_us(value)
+    if found is None:
+        raise InvalidParamsError(TIMESTAMP_MESSAGE)
+    return found
+
+
 class _Timestamp(StrictString):
     """An RFC 3339 timestamp with a zone, read as epoch microseconds."""
 
     def _deserialize(self, value, attr, data, **kwargs):
-        if not isinstance(value, str) or not _RFC3339.match(value):
+        found = rfc3339_us(value)
+        if found is None:
             raise self.make_error("invalid")
-        try:
-            parsed = datetime.fromisoformat(value.replace("z", "Z").replace("t", "T"))
-        except ValueError:
-            raise self.make_error("invalid") from None
-        return int(parsed.timestamp()) * 1_000_000 + parsed.microsecond
+        return found
 
 
 class _PageToken(StrictString):

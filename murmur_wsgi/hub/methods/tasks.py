@@ -5,8 +5,8 @@ import logging
 
 from murmur_wsgi.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 from murmur_wsgi.hub.message import history_length
-from murmur_wsgi.methods.tasks import _timestamp_us, required_id
 from murmur_wsgi.tasks.record import ALL_STATES
+from murmur_wsgi.wire.params import read_task_id, read_timestamp_us
 from murmur_wsgi.wire.raw import RawJSON
 
 logger = logging.getLogger(__name__)
@@ -18,7 +18,7 @@ LIST_HISTORY_DEFAULT = 100
 
 def find(hub, call):
     """The task params.id names, of this tenant's agent in the path; else -32001."""
-    task_id = required_id(call)
+    task_id = read_task_id(call.params, call.method).id
     task = hub.store.get(call.tenant, call.agent, task_id)
     if task is None:
         raise TaskNotFoundError(task_id)
@@ -64,7 +64,7 @@ def _read_list(params: dict):
     if not isinstance(token, str):
         raise InvalidParamsError("Invalid params: pageToken must be a string")
     cutoff = params.get("statusTimestampAfter")
-    cutoff_ms = None if cutoff is None else _timestamp_us(cutoff) / 1000
+    cutoff_ms = None if cutoff is None else read_timestamp_us(cutoff) / 1000
     include = params.get("includeArtifacts", False)
     if include is None:
         include = False
