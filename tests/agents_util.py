@@ -52,6 +52,13 @@ def harness_rpc(argv, lifecycle=None, **agent) -> Rpc:
 
 
 def trace_of(door) -> list[dict]:
+    """The session's trace as the file holds it once every queued record is written.
+
+    NOTE: a record queued under the store's lock is written just after its release, by
+    the thread that queued it; a test that saw the change in the store (not in an
+    answer) flushes here rather than race that thread.
+    """
+    door.session.trace.flush()
     return read_trace(door.session.id)
 
 

@@ -5,8 +5,10 @@ import base64
 import json
 import os
 import re
+import select
 import stat
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from murmur_wsgi.session import records
 from murmur_wsgi.session.trace import Trace, read_trace, trace_path
 from tests.agents_util import records_of, tmp_home, trace_of
 from tests.conftest import Rpc
-from tests.tasks_util import NOW, send_params, wait_state
+from tests.tasks_util import DEADLINE, NOW, send_params, wait_state
 
 HEAD = ["event_type", "event_id", "parent_id", "session_id", "timestamp"]
 EVENT_ID = re.compile(r"^evt_[0-9a-f]{12}7[0-9a-f]{3}[89ab][0-9a-f]{15}$")
@@ -210,3 +212,60 @@ def test_concurrent_writers_never_interleave_lines():
     assert len(lines) == 1 + 8 * 50
     assert sorted((r["writer"], r["i"]) for r in lines[1:]) == [
         (n, i) for n in range(8) for i in range(50)]
+
+
+def _read_lines(fd, count, deadline):
+    """Read ``count`` JSON lines from a pipe, waiting on select up to ``deadline``."""
+    data = b""
+    while data.count(b"\n") < count:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"only {data!r} before the deadline"
+        if select.select([fd], [], [], remaining)[0]:
+            chunk = os.read(fd, 65536)
+            assert chunk, "the trace's writer closed early"
+            data += chunk
+    return [json.loads(line) for line in data.splitlines()]
+
+
+def test_records_are_written_after_the_store_lock_is_released_and_in_order():
+    # The trace file becomes a fifo nobody reads: opening it blocks, like a stalled disk.
+    ran = threading.Event()
+
+    def agent(ctx):
+        ran.set()
+        return "done"
+
+    door = create_app({"name": "traced", "version": "0.1.0"}, agent,
+                      listen="127.0.0.1:41873", trace=True)
+    rpc = Rpc(door)
+    trace = door.session.trace
+    trace.close()
+    path = trace_path(door.session.id)
+    os.unlink(path)
+    os.mkfifo(path, 0o600)
+    sender = Rpc(door)
+    answered = []
+    thread = threading.Thread(target=lambda: answered.append(
+        sender.result("SendMessage", send_params("go"))))
+    thread.start()
+    reader = None
+    try:
+        # task_start is queued and stuck on the disk: the task runs all the same ...
+        assert ran.wait(DEADLINE), "the agent did not start while the trace's disk stalled"
+        store_lock = door.session.store.lock
+        assert store_lock.acquire(timeout=DEADLINE), "the store's lock is held"
+        store_lock.release()
+        wait_state(door, rpc.result("ListTasks", {})["tasks"][0]["id"], "TASK_STATE_COMPLETED")
+        # ... and its records reach the file in order once the disk moves.
+        reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        start, end = _read_lines(reader, 2, time.monotonic() + DEADLINE)
+        assert [start["event_type"], end["event_type"]] == ["task_start", "task_end"]
+        assert end["parent_id"] == start["event_id"]
+        thread.join(DEADLINE)
+        assert answered and answered[0]["task"]["id"] == start["task_id"]
+    finally:
+        if reader is None:
+            reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)     # let a stuck writer go
+        thread.join(DEADLINE)
+        os.close(reader)
+        door.close()

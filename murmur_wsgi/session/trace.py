@@ -8,10 +8,16 @@ name ``session_start``. A refused message writes nothing: only a started
 task reaches ``task_start``. No record carries a token or a task's text.
 
 Concurrency:
-    One ``Lock`` (``_lock``) guards the file's appends and the task table,
-    so lines from the agents' threads and the request threads never interleave.
-    Writing never fails a task or a request: an I/O error is logged once
-    and the trace turns itself off.
+    A record is queued, then written. ``_lock`` guards the queue and the task
+    table: a record is queued in the order of the calls, and the task
+    manager queues ``task_start`` and ``task_end`` while it holds the store's
+    lock, so they follow the task's changes. The disk is written by
+    ``flush()`` only, never under the store's lock: the manager flushes once
+    it released it, and every other record is flushed by the call that wrote
+    it. ``_io`` (a ``Lock``) makes one flush at a time, taking the queue
+    whole, so lines reach the file in the queue's order and never
+    interleave. Writing never fails a task or a request: an I/O error is
+    logged once and the trace turns itself off.
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 
 from murmur_wsgi import running
 from murmur_wsgi.session.ids import new_id
@@ -60,15 +67,27 @@ class Trace:
         self.enabled = enabled
         self.path = trace_path(session_id) if enabled else None
         self._lock = threading.Lock()
-        self._fd: int | None = None             # guarded by _lock: the open trace file
+        self._io = threading.Lock()             # held by the one flush() writing the file
+        self._queue: deque[bytes] = deque()     # guarded by _lock: lines not written yet
+        self._queued = 0                        # guarded by _lock: lines ever queued
+        self._written = 0                       # guarded by _io: lines ever taken and written
+        self._fd: int | None = None             # guarded by _io: the open trace file
         self._refusals: dict[tuple, tuple] = {}  # guarded by _lock: kind -> (second, suppressed)
         self._tasks: dict[str, tuple] = {}      # guarded by _lock: task_id -> (event_id, ms)
         self.session_event = self.write("session_start", None)
 
+    @property
+    def pending(self) -> int:
+        """Records queued and not yet written."""
+        return self._queued - self._written
+
     # --- the records -----------------------------------------------------
 
     def task_start(self, record, message=None) -> str | None:
-        """A task the door accepted: who sent it, its attachments and references."""
+        """A task the door accepted: who sent it, its attachments and references.
+
+        Queued only: the caller holds the store's lock and ``flush()``es after.
+        """
         if not self.enabled:
             return None
         images = list(message.images) if message is not None else []
@@ -80,11 +99,13 @@ class Trace:
                             for media_type, data in images],
             "referenced_tasks": list(message.reference_task_ids) if message is not None else [],
         }
-        event_id = self.write("task_start", self.session_event, record.id, **fields)
-        return event_id
+        return self.write("task_start", self.session_event, record.id, flush=False, **fields)
 
     def task_end(self, record, state: str) -> None:
-        """A task that had a ``task_start`` ends in ``state``: exit status and duration."""
+        """A task that had a ``task_start`` ends in ``state``: exit status and duration.
+
+        Queued only, as ``task_start``.
+        """
         if not self.enabled:
             return
         started = self._tasks.pop(record.id, None)     # NOTE: one pop: atomic under the GIL
@@ -93,7 +114,7 @@ class Trace:
         event_id, started_ms = started
         self.write("task_end", event_id, task_id=record.id,
                    exit_status=EXIT_STATUS.get(state, state),
-                   duration_ms=max(0, now_ms() - started_ms))
+                   duration_ms=max(0, now_ms() - started_ms), flush=False)
 
     def task_event(self, task_id: str, event_type: str, **fields) -> str:
         """Write a record of a live task (``harness_start``, …) under its ``task_start``."""
@@ -123,11 +144,12 @@ class Trace:
     # --- the writer ------------------------------------------------------
 
     def write(self, event_type: str, parent_id: str | None, starts_task: str | None = None,
-              **fields) -> str | None:
-        """Append one record; return its event id (None when the trace is off).
+              flush: bool = True, **fields) -> str | None:
+        """Queue one record, and write the queue; return its event id (None when off).
 
         ``starts_task``: the record is that task's ``task_start``, noted for its
-        later records under the same lock as the write.
+        later records under the same lock as the queueing. ``flush=False``
+        only queues it: for a caller holding a lock the disk must not hold up.
         """
         if not self.enabled:
             return None
@@ -140,16 +162,38 @@ class Trace:
         with self._lock:
             if starts_task is not None:
                 self._tasks[starts_task] = (event_id, stamp)
-            if not self.enabled:
-                return event_id
+            if self.enabled:
+                self._queue.append(data)
+                self._queued += 1
+        if flush:
+            self.flush()
+        return event_id
+
+    def flush(self) -> None:
+        """Write every queued record, in order (returns at once when none is queued).
+
+        Never call it holding the store's lock: it waits for the disk, and for
+        another flush under way that took what was queued before this call.
+        """
+        target = self._queued
+        if self._written >= target:
+            return
+        with self._io:
+            if self._written >= target:
+                return                          # the flush before this one wrote them
+            with self._lock:
+                lines, self._queue = self._queue, deque()
+                upto = self._queued
             try:
-                self._append(data)
+                if self.enabled:
+                    self._append(b"".join(lines))
             except OSError as ex:
                 # NOTE: the trace is a record, not a gate: it never fails the work it records.
                 logger.warning("the session trace is off: cannot write %s: %s", self.path,
                                ex.strerror)
                 self.enabled = False
-        return event_id
+            finally:
+                self._written = upto
 
     def _append(self, data: bytes) -> None:
         """Append one line with one write on a descriptor kept open (O_APPEND)."""
@@ -165,8 +209,9 @@ class Trace:
             view = view[os.write(self._fd, view):]
 
     def close(self) -> None:
-        """Close the trace's file; a later record reopens it."""
-        with self._lock:
+        """Write what is queued and close the trace's file; a later record reopens it."""
+        self.flush()
+        with self._io:
             fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)

@@ -4,8 +4,9 @@ Concurrency:
     Every transition holds the store's lock, changes the record through
     ``store.change_locked`` (which notifies the task's ``runtime.cond``) and
     publishes its events to the ring before releasing the lock, so events
-    are numbered in the order the task changed. Agent threads are started
-    after the lock is released. Each wait has a timeout or a wake-up:
+    are numbered in the order the task changed. Agent threads are started,
+    and the trace records queued under the lock (``task_start``,
+    ``task_end``) are written (``trace.flush()``), after the lock is released. Each wait has a timeout or a wake-up:
     ``runtime.cond`` is notified by every change, by a reply, by cancel and
     by ``close()``.
 """
@@ -105,6 +106,7 @@ class TaskManager:
                 to_start = record
         if to_start is not None:
             self._spawn(to_start)
+        self.session.trace.flush()
         return record
 
     def _refusal_locked(self) -> str | None:
@@ -140,6 +142,7 @@ class TaskManager:
             to_start = self._cancel_locked(record)
         if to_start is not None:
             self._spawn(to_start)
+        self.session.trace.flush()
         return True
 
     def _cancel_locked(self, record: TaskRecord):
@@ -165,6 +168,7 @@ class TaskManager:
                     canceled.append(record.id)
             self._queue.clear()
             self._live.clear()
+        self.session.trace.flush()
         return sorted(canceled)
 
     def close(self) -> None:
@@ -178,6 +182,7 @@ class TaskManager:
             for record in [self.store.get(t) for t in self._live]:
                 if record is not None and record.runtime is not None:
                     record.runtime.cond.notify_all()
+        self.session.trace.flush()
 
     def wait_settled(self, record: TaskRecord) -> None:
         """Hold until the task settles or the session closes (counted in ``held``)."""
@@ -190,6 +195,8 @@ class TaskManager:
                         return
             finally:
                 self.held -= 1
+        # NOTE: the answer follows its task's task_end on disk, whichever thread queued it.
+        self.session.trace.flush()
 
     # --- the agent side ---------------------------------------------------
 
@@ -254,6 +261,7 @@ class TaskManager:
             to_start = self._next_locked(record)
         if to_start is not None:
             self._spawn(to_start)
+        self.session.trace.flush()
 
     def _end_locked(self, record: TaskRecord, state: str, text: str | None, **fields) -> None:
         running = [w.running_command(now_ms()) for w in self.works.running(record.id)]
