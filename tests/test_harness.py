@@ -258,6 +258,25 @@ def test_cancel_sends_sigkill_after_the_grace_to_a_harness_ignoring_sigterm(door
     assert rpc.result("GetTask", {"id": task_id})["status"]["state"] == CANCELED
 
 
+def test_a_canceled_harness_keeps_the_capsule_busy_until_it_is_gone(doors):
+    # Under single, the slot is free only once the canceled harness has ended: here it
+    # ignores SIGTERM and its grace is long, so only the test's own SIGKILL ends it.
+    rpc = doors(FAULTS + ["ignore-term"], cancel_grace_secs=DEADLINE)
+    task_id, pid = _started(rpc, "ignore-term")
+    assert rpc.result("CancelTask", {"id": task_id})["status"]["state"] == CANCELED
+    busy = rpc.result("SendMessage", send_params("again", configuration=NOW))["task"]
+    assert busy["status"]["state"] == "TASK_STATE_REJECTED"
+    assert status_text(busy) == "task rejected: capsule is busy"
+    os.kill(pid, signal.SIGKILL)
+    assert rpc.door.session.manager.wait_agent_returned(task_id, DEADLINE)
+    assert assert_gone(rpc.door, pid) == -signal.SIGKILL
+    nxt_id, nxt_pid = _started(rpc, "ignore-term")             # accepted now
+    os.kill(nxt_pid, signal.SIGKILL)
+    record = wait_state(rpc.door, nxt_id, FAILED)
+    assert record.status_text == "harness: was killed by SIGKILL without a response"
+    assert_gone(rpc.door, nxt_pid)
+
+
 def test_cancel_ends_a_harness_that_closed_its_stdout(doors):
     # Only a cancel can end it before the idle limit: the door must not wait that out.
     grace = 0.3

@@ -227,3 +227,58 @@ def test_cancel_is_seen_promptly_by_wait_and_by_the_frame_calls(doors):
     assert outcome == {"waited_out": True, "cancelled": True, "write_raised": True}
     assert rpc.result("GetTask", {"id": task["id"]})["status"]["state"] == \
         "TASK_STATE_CANCELED"
+
+
+def test_under_single_the_slot_is_free_only_once_the_canceled_agent_returned(doors):
+    started, release = threading.Event(), threading.Event()
+
+    def agent(ctx):
+        if "stubborn" in ctx.text:
+            started.set()
+            release.wait(DEADLINE)                      # deaf to the cancel for a while
+            return "late"
+        return "next"
+
+    rpc = doors(agent)                                  # task_acceptance: single
+    manager = rpc.door.session.manager
+    task = run(rpc, "stubborn", configuration=NOW)
+    assert started.wait(DEADLINE)
+    assert rpc.result("CancelTask", {"id": task["id"]})["status"]["state"] == \
+        "TASK_STATE_CANCELED"
+    busy = run(rpc, "meanwhile")
+    assert busy["status"]["state"] == "TASK_STATE_REJECTED"
+    assert status_text(busy) == "task rejected: capsule is busy"
+    assert manager.agent_running(task["id"])
+    release.set()
+    assert manager.wait_agent_returned(task["id"], DEADLINE)
+    accepted = run(rpc, "now")
+    assert accepted["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert response_of(accepted) == "next"
+    assert rpc.result("GetTask", {"id": task["id"]})["status"]["state"] == \
+        "TASK_STATE_CANCELED"                            # its late answer is dropped
+
+
+def test_under_queue_the_next_task_starts_once_the_canceled_agent_returned(doors):
+    started, release = threading.Event(), threading.Event()
+    overlapped = []
+
+    def agent(ctx):
+        if "stubborn" in ctx.text:
+            started.set()
+            release.wait(DEADLINE)
+            return "late"
+        overlapped.append(not release.is_set())         # started beside the stubborn one?
+        return "next"
+
+    rpc = doors(agent, lifecycle={"task_acceptance": "queue", "queue_depth": 1})
+    manager = rpc.door.session.manager
+    task = run(rpc, "stubborn", configuration=NOW)
+    assert started.wait(DEADLINE)
+    queued = run(rpc, "queued", configuration=NOW)
+    rpc.result("CancelTask", {"id": task["id"]})
+    assert rpc.result("GetTask", {"id": queued["id"]})["status"]["state"] == \
+        "TASK_STATE_SUBMITTED"
+    release.set()
+    assert manager.wait_agent_returned(task["id"], DEADLINE)
+    wait_state(rpc.door, queued["id"], "TASK_STATE_COMPLETED")
+    assert overlapped == [False]

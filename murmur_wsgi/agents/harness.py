@@ -19,8 +19,10 @@ Concurrency:
 
     Ending a process never holds up its task: once the task's outcome is
     known, a short-lived reaper thread (``_reap``) ends the process group
-    (close stdin or SIGTERM, up to ``cancel_grace_secs``, then always
-    SIGKILL) while the task's thread returns. A process stays in ``_live``
+    (close stdin, up to ``cancel_grace_secs``, then always SIGKILL) while the
+    task's thread returns. A canceled task has ended already: its thread
+    ends the group itself (SIGTERM, the grace, SIGKILL) before it returns, so
+    the capsule's slot stays taken until the harness is gone. A process stays in ``_live``
     until it is reaped, so ``close()`` also ends the ones being reaped.
 """
 from __future__ import annotations
@@ -156,9 +158,14 @@ class HarnessAgent:
                                proc.pid, ctx.task_id, ex, proc.stderr_tail)
             raise TaskFailed(str(ex)) from None
         finally:
-            # NOTE: not here: waiting out the grace would hold the task WORKING (and the
-            # capsule busy) until the harness exits; the task ends as this returns.
-            self._release(proc, ending)
+            if ending == "term":
+                # NOTE: here: the task is CANCELED already, and the capsule's slot is free
+                # only once this returns, so no next harness runs beside this one.
+                self._reap(proc, ending)
+            else:
+                # NOTE: not here: waiting out the grace would hold the task WORKING (and
+                # the capsule busy) until the harness exits; the task ends as this returns.
+                self._release(proc, ending)
 
     def _spawn(self, ctx: TaskContext) -> HarnessProcess:
         """Start the task's harness and register it in ``_live``.

@@ -99,7 +99,7 @@ class TaskManager:
             self._publish(record, frames.recorded_status_later(record))
             if on_accept is not None:
                 on_accept(record)
-            if self._live:
+            if self._busy_locked():
                 self._queue.append(record)
             else:
                 self._live.add(record.id)
@@ -109,12 +109,22 @@ class TaskManager:
         self.session.trace.flush()
         return record
 
+    def _busy_locked(self) -> bool:
+        """The capsule's slot is taken: a task is live, or an agent has not returned.
+
+        NOTE: a canceled task ends at once, but its agent (and a harness within its
+        grace) may run on: the slot is free only once every agent has returned, so
+        two agents never run at once.
+        """
+        return bool(self._live or self._agents)
+
     def _refusal_locked(self) -> str | None:
         if self.session.closing:
             return CLOSING
-        if self.acceptance == "single" and (self._live or self._queue):
+        if self.acceptance == "single" and (self._busy_locked() or self._queue):
             return BUSY
-        if self.acceptance == "queue" and self._live and len(self._queue) >= self.queue_depth:
+        if self.acceptance == "queue" and self._busy_locked() \
+                and len(self._queue) >= self.queue_depth:
             return BUSY
         return None
 
@@ -249,15 +259,19 @@ class TaskManager:
             **fields) -> None:
         """End a task (once: a task that already ended is left as it is).
 
-        ``returned``: called as its agent returned (one lock for both).
+        ``returned``: called as its agent returned (one lock for both); the slot
+        it held is free now, so a queued task may start even if this one had
+        ended before (canceled).
         """
         with self.store.lock:
             if returned:
                 self._agents.discard(record.id)
                 self._agents_done.notify_all()
             if record.terminal:
-                return
-            self._end_locked(record, state, text, **fields)
+                if not returned:
+                    return
+            else:
+                self._end_locked(record, state, text, **fields)
             to_start = self._next_locked(record)
         if to_start is not None:
             self._spawn(to_start)
@@ -278,7 +292,7 @@ class TaskManager:
 
     def _next_locked(self, record: TaskRecord) -> TaskRecord | None:
         self._live.discard(record.id)
-        if self._live or not self._queue or self.session.closing:
+        if self._busy_locked() or not self._queue or self.session.closing:
             return None
         nxt = self._queue.popleft()
         self._live.add(nxt.id)
