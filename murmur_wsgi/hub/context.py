@@ -68,6 +68,8 @@ class HubContext:
         self.caller = caller
         self.history = history
         self.origin = ORIGIN
+        # NOTE: what the harness keys its sessions by, with the context id.
+        self.owner = caller.tenant
         self._calls = itertools.count(1)
 
     # --- cancellation ----------------------------------------------------

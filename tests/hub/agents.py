@@ -73,3 +73,21 @@ def with_data(ctx):
 def refuse_beta(tenant, agent, text):
     """An admission hook: refuse messages asking for beta."""
     return "beta is closed for this tenant" if "beta" in text else None
+
+
+def partial(ctx):
+    """Stream a first piece, then wait to be canceled (or released by the gate)."""
+    ctx.write("partial answer")
+    event = gate(ctx.text.strip())
+    while not event.is_set():
+        if ctx.wait(0.02):
+            raise TaskCanceled(ctx.task_id)
+    return "partial answer, finished"
+
+
+def many(ctx):
+    """Stream 60 tokens over about 0.6 s."""
+    for i in range(60):
+        ctx.write(f"t{i} ")
+        ctx.wait(0.01)
+    return "".join(f"t{i} " for i in range(60))

@@ -51,6 +51,8 @@ def hub_config(**overrides) -> dict:
                 "models": agent("tests.hub.agents:models"),
                 "history": agent("tests.hub.agents:history"),
                 "data": agent("tests.hub.agents:with_data"),
+                "partial": agent("tests.hub.agents:partial"),
+                "many": agent("tests.hub.agents:many"),
                 "hidden": {"agent": "demo", "publish": False},
             }},
             "globex": {"api_keys": [sha(KEY_B)], "admission": "tests.hub.agents:refuse_beta",
@@ -118,10 +120,12 @@ class HubClient:
         return self.client.get(f"/a2a/v1/agents/{agent or self.agent}"
                                "/.well-known/agent-card.json", headers=hdrs)
 
-    def send(self, text, *, message_id=None, context_id=None, configuration=None, **kwargs):
+    def send(self, text, *, message_id=None, context_id=None, configuration=None, parts=None,
+             **kwargs):
         return self.result("SendMessage", send_params(text, message_id=message_id,
                                                       context_id=context_id,
-                                                      configuration=configuration), **kwargs)
+                                                      configuration=configuration,
+                                                      parts=parts), **kwargs)
 
 
 _counter = [0]

@@ -71,8 +71,7 @@ def accept(hub, call, live: bool):
                                                                  msg.text)
         if reason is not None:
             task.set_state(REJECTED, reason)
-            store.create(task, task.task_event())
-            store.release_message(call.tenant, call.agent, msg.message_id)
+            store.create(task, task.task_event(), bind=False)
             return msg, Accepted(task, snapshot=store.render(task, msg.history_length))
         run = Run(hub.runs, task, hub.agents[(call.tenant, call.agent)],
                   hub.limits(call.tenant), live)

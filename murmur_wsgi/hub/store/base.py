@@ -54,8 +54,12 @@ class Store(abc.ABC):
     # --- tasks -----------------------------------------------------------
 
     @abc.abstractmethod
-    def create(self, task, event: str) -> None:
-        """Store a new task (binding its message id) and its first event, ``{"task": …}``."""
+    def create(self, task, event: str, bind: bool = True) -> None:
+        """Store a new task and its first event, ``{"task": …}``.
+
+        ``bind``: the task's message id now names it; otherwise (a refused
+        admission) the claim is released in the same step.
+        """
 
     @abc.abstractmethod
     def get(self, tenant: str, agent: str, task_id: str):

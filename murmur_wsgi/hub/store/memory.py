@@ -70,7 +70,7 @@ class MemoryStore(Store):
 
     # --- tasks -----------------------------------------------------------
 
-    def create(self, task, event):
+    def create(self, task, event, bind=True):
         with self._changed:
             self._expire_locked()
             tasks = self._index.setdefault((task.tenant, task.agent), [])
@@ -78,7 +78,11 @@ class MemoryStore(Store):
             tasks.append(task)
             self._contexts.setdefault((task.tenant, task.agent, task.context_id), []).append(task)
             self._tasks[task.id] = task
-            self._claims[(task.tenant, task.agent, task.message_id)] = task.id
+            key = (task.tenant, task.agent, task.message_id)
+            if bind:
+                self._claims[key] = task.id
+            elif self._claims.get(key) == PENDING:
+                del self._claims[key]
             self._events[task.id] = [StoredEvent(1, event, task.terminal)]
             if task.terminal:
                 self._expiry.append((self._clock() + self._retention, task.id))
@@ -183,10 +187,12 @@ class MemoryStore(Store):
             while True:
                 self._expire_locked()
                 log = self._events.get(task_id)
-                if log is None or self._closed:
+                if log is None:
                     return [], False
                 if len(log) > after:
                     return log[after:], True
+                if self._closed:
+                    return [], False
                 left = deadline - self._clock()
                 if left <= 0:
                     return [], True

@@ -1,0 +1,274 @@
+"""The rules around a run: idempotency, request limits, conversation, admission, timeout,
+states and run usage."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from murmur_wsgi.hub import create_hub
+
+from tests.hub.agents import SEEN, gate
+from tests.hub.conftest import KEY_B, HubClient, hub_config, send_params, sse_events, wait_until
+
+
+def _usage(task):
+    return task["artifacts"][0]["parts"][-1]["data"]["usage"]
+
+
+# --- idempotency ----------------------------------------------------------------
+
+
+def test_repeated_message_id_returns_the_existing_task(rpc):
+    first = rpc.send("once", message_id="same-id")
+    again = rpc.send("twice?", message_id="same-id")
+    assert again == first
+    assert rpc.result("ListTasks", {})["totalSize"] == 1
+    # Streamed, the repeat replays the existing task.
+    events = [e["result"] for e in sse_events(rpc.call(
+        "SendStreamingMessage", send_params("thrice?", message_id="same-id")))]
+    assert events[0]["task"]["id"] == first["id"]
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_message_ids_are_per_tenant_and_agent(hub, rpc):
+    a = rpc.send("x", message_id="shared")
+    b = rpc.result("SendMessage", send_params("x", message_id="shared"), agent="tokens")
+    c = HubClient(hub, "echo", {"X-API-Key": KEY_B}).send("x", message_id="shared")
+    assert len({a["id"], b["id"], c["id"]}) == 3
+
+
+def test_repeat_while_the_first_has_no_task_yet(hub, rpc):
+    hub.store.claim_message("acme", "echo", "racing")     # the first is being started
+    error = rpc.error("SendMessage", send_params("x", message_id="racing"))
+    assert error["code"] == -32600
+
+
+def test_repeat_while_running_returns_the_task_as_it_stands(rpc):
+    rpc.agent = "held"
+    first = rpc.send("g-repeat", message_id="held-once",
+                     configuration={"returnImmediately": True})
+    wait_until(lambda: rpc.result("GetTask", {"id": first["id"]})["status"]["state"]
+               == "TASK_STATE_WORKING")
+    again = rpc.send("g-repeat", message_id="held-once")
+    assert again["id"] == first["id"] and again["status"]["state"] == "TASK_STATE_WORKING"
+    gate("g-repeat").set()
+
+
+def test_a_refused_admission_frees_the_message_id(hub):
+    client = HubClient(hub, "echo", {"X-API-Key": KEY_B})
+    refused = client.send("beta", message_id="retry-me")
+    assert refused["status"]["state"] == "TASK_STATE_REJECTED"
+    # NOTE: the hook refuses on the text; a retry is a new admission.
+    hub.admission._hooks.clear()
+    retried = client.send("beta", message_id="retry-me")
+    assert retried["id"] != refused["id"]
+    assert retried["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+# --- request limits ---------------------------------------------------------------
+
+
+def test_body_over_the_limit_is_413(rpc):
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                       "params": send_params("x" * (1024 ** 2))})
+    response = rpc.post(body)
+    assert response.status_code == 413
+    assert response.get_json() == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": "the JSON-RPC body is larger than 1048576 bytes"}}
+    assert response.headers["Cache-Control"] == "private, no-store"
+    assert rpc.result("ListTasks", {})["totalSize"] == 0
+
+
+def test_body_at_the_limit_is_read(hub):
+    hub = create_hub(hub_config(limits={"max_body_bytes": 300}))
+    client = HubClient(hub)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}})
+    body = body[:-1] + " " * (300 - len(body)) + "}"
+    assert len(body) == 300
+    assert client.post(body).get_json()["error"]["code"] == -32001
+    assert client.post(body + " ").status_code == 413
+    hub.close(0)
+
+
+@pytest.mark.parametrize("parts", [
+    pytest.param([], id="no-parts"),
+    pytest.param([{"text": ""}], id="empty-text"),
+    pytest.param([{"text": "  \n"}], id="blank-text"),
+    pytest.param([{"url": "https://x.io/f.pdf", "mediaType": "application/pdf"}], id="file-only"),
+    pytest.param([{"raw": "aGk=", "mediaType": "text/plain"}], id="raw-only"),
+    pytest.param([{"data": None}], id="null-data"),
+    pytest.param([{"text": "x", "data": {}}], id="two-kinds"),
+])
+def test_message_needs_text_or_data(rpc, parts):
+    error = rpc.error("SendMessage", send_params("", parts=parts))
+    assert error["code"] == -32602
+    assert rpc.result("ListTasks", {})["totalSize"] == 0
+
+
+def test_file_beside_text_is_ignored(rpc):
+    task = rpc.send("", parts=[{"url": "https://x.io/f.pdf"}, {"text": "read this"}])
+    assert task["artifacts"][0]["parts"][0]["text"] == "read this"
+
+
+def test_data_part_reaches_the_agent(rpc):
+    rpc.send("", parts=[{"data": {"k": 1}}], agent="echo")
+    task = rpc.result("ListTasks", {"includeArtifacts": True})["tasks"][0]
+    assert '"k": 1' in task["artifacts"][0]["parts"][0]["text"]
+
+
+def test_context_id_at_most_256_bytes(rpc):
+    assert rpc.send("x", context_id="c" * 256)["contextId"] == "c" * 256
+    error = rpc.error("SendMessage", send_params("x", context_id="é" * 129))
+    assert error["code"] == -32602 and "256 bytes" in error["message"]
+
+
+@pytest.mark.parametrize("params, what", [
+    ({"message": "hi"}, "message"), ({}, "message"),
+    ({"message": {"role": "ROLE_USER", "parts": [{"text": "x"}]}}, "messageId"),
+    ({"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}}, "role"),
+    ({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}],
+                  "contextId": 5}}, "contextId"),
+    ({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+      "configuration": {"returnImmediately": "yes"}}, "returnImmediately"),
+])
+def test_message_shape(rpc, params, what):
+    error = rpc.error("SendMessage", params)
+    assert error["code"] == -32602 and what in error["message"]
+
+
+# --- conversation -----------------------------------------------------------------
+
+
+def test_context_continues_the_conversation(rpc):
+    rpc.agent = "history"
+    first = rpc.send("hello")
+    assert first["artifacts"][0]["parts"][0]["text"] == "(none)"
+    second = rpc.send("again", context_id=first["contextId"])
+    assert second["contextId"] == first["contextId"] and second["id"] != first["id"]
+    assert second["artifacts"][0]["parts"][0]["text"] == "user:hello | agent:(none)"
+    third = rpc.send("third", context_id=first["contextId"])
+    assert third["artifacts"][0]["parts"][0]["text"] == (
+        "user:hello | agent:(none) | user:again | agent:user:hello | agent:(none)")
+    # Another agent's (or tenant's) context of the same id is another conversation.
+    other = rpc.send("elsewhere", context_id=first["contextId"], agent="echo")
+    assert other["contextId"] == first["contextId"]
+    assert rpc.send("fresh", context_id="new-one")["artifacts"][0]["parts"][0]["text"] == \
+        "(none)"
+
+
+def test_the_run_knows_its_caller_and_origin(rpc):
+    SEEN.clear()
+    rpc.agent = "held"
+    gate("g-ctx").set()
+    rpc.send("g-ctx")
+    ctx = SEEN[-1]
+    assert ctx.origin == "a2a"
+    assert (ctx.caller.tenant, ctx.caller.subject, ctx.caller.agent) == ("acme", "api-key",
+                                                                        "held")
+    assert ctx.message["parts"] == [{"text": "g-ctx"}]
+
+
+# --- admission ----------------------------------------------------------------------
+
+
+def test_concurrency_limit(hub):
+    client = HubClient(hub, "held", {"X-API-Key": KEY_B})        # globex: concurrency 1
+    first = client.send("g-conc", configuration={"returnImmediately": True})
+    second = client.send("g-conc", configuration={"returnImmediately": True})
+    assert first["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert second["status"]["state"] == "TASK_STATE_REJECTED"
+    assert second["status"]["message"]["parts"][0]["text"] == (
+        "concurrency limit reached: 1 runs at once for this tenant")
+    gate("g-conc").set()
+    wait_until(lambda: hub.admission.running("globex") == 0)
+    assert client.send("g-conc")["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_rate_limit(hub):
+    client = HubClient(hub, "echo", {"X-API-Key": KEY_B})        # globex: 3 per minute
+    states = [client.send(f"n{i}")["status"]["state"] for i in range(4)]
+    assert states == ["TASK_STATE_COMPLETED"] * 3 + ["TASK_STATE_REJECTED"]
+    last = client.result("ListTasks", {"pageSize": 1})["tasks"][0]
+    assert last["status"]["message"]["parts"][0]["text"] == (
+        "rate limit reached: 3 runs per minute for this tenant")
+
+
+def test_rate_bucket_refills():
+    from murmur_wsgi.hub.admission import Admission
+    from murmur_wsgi.hub.config import load_config
+
+    now = [0.0]
+    admission = Admission(load_config(hub_config(), environ={}), clock=lambda: now[0])
+    for _ in range(3):
+        assert admission.admit("globex", "echo", "x") is None
+        admission.release("globex")
+    assert admission.admit("globex", "echo", "x").startswith("rate limit")
+    now[0] += 20.0                         # 3 per minute: one token every 20 s
+    assert admission.admit("globex", "echo", "x") is None
+
+
+def test_a_failing_hook_refuses_and_logs(hub, caplog):
+    hub.admission._hooks["globex"] = lambda *args: 1 / 0
+    task = HubClient(hub, "echo", {"X-API-Key": KEY_B}).send("x")
+    assert task["status"]["state"] == "TASK_STATE_REJECTED"
+    assert task["status"]["message"]["parts"][0]["text"] == "admission is not available right now"
+    assert "ZeroDivisionError" in caplog.text
+
+
+# --- failures, timeout, one final state --------------------------------------------
+
+
+def test_failed_message_is_public_details_in_the_log(rpc, caplog):
+    task = rpc.send("x", agent="crashes")
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    text = task["status"]["message"]["parts"][0]["text"]
+    assert text == "the agent failed; the details are in the hub's log"
+    assert "secret internal detail" not in json.dumps(task)
+    assert "secret internal detail" in caplog.text
+    assert "artifacts" not in task
+    failed = rpc.send("x", agent="fails")
+    assert failed["status"]["message"]["parts"][0]["text"] == "public reason"
+
+
+def test_run_timeout_fails_the_task_once():
+    hub = create_hub(hub_config(limits={"run_timeout_secs": 0.2}))
+    client = HubClient(hub, "stubborn")
+    task = client.send("g-timeout")
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert task["status"]["message"]["parts"][0]["text"] == (
+        "the run took longer than 0.2 s and was stopped")
+    gate("g-timeout").set()            # the agent returns now: its answer is dropped
+    run_gone = lambda: not hub.runs.in_flight()   # noqa: E731
+    wait_until(run_gone)
+    events = sse_events(client.call("SubscribeToTask", {"id": task["id"]}))
+    states = [e["result"]["statusUpdate"]["status"]["state"] for e in events
+              if "statusUpdate" in e["result"]]
+    assert states == ["TASK_STATE_WORKING", "TASK_STATE_FAILED"]
+    assert client.result("GetTask", {"id": task["id"]})["status"]["state"] == "TASK_STATE_FAILED"
+    hub.close(0)
+
+
+# --- run usage ----------------------------------------------------------------------
+
+
+def test_usage_exactly_as_the_text(rpc):
+    usage = _usage(rpc.send("a b", agent="tokens"))
+    assert list(usage) == ["input_tokens", "output_tokens", "cached_tokens", "credits",
+                           "credits_micros", "pricing_status", "model"]
+    assert usage == {"input_tokens": 1500, "output_tokens": 500, "cached_tokens": 100,
+                     "credits": 0.0025, "credits_micros": 2500, "pricing_status": "priced",
+                     "model": "gpt-4o"}
+
+
+def test_usage_cached_absent_when_zero_and_models_when_several(rpc):
+    usage = _usage(rpc.send("x", agent="models"))
+    # "big": (1001 * 1000 + 501 * 2000) / 1e6 = 2.003 micros → 2; "small" has no price.
+    assert usage == {"input_tokens": 1011, "output_tokens": 506, "credits": 2e-06,
+                     "credits_micros": 2, "pricing_status": "unpriced", "model": "big",
+                     "models": 2}
+
+
+def test_usage_only_on_completed_tasks(rpc):
+    for agent in ("fails", "crashes"):
+        assert "artifacts" not in rpc.send("x", agent=agent)

@@ -1,0 +1,234 @@
+"""Streams and clients, events stored for replay, and the drain."""
+from __future__ import annotations
+
+import json
+import threading
+import tracemalloc
+
+from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.methods import streams as stream_methods
+
+from tests.hub.agents import gate
+from tests.hub.conftest import KEY_B, HubClient, hub_config, send_params, sse_events, wait_until
+
+
+def _payloads(chunk: bytes) -> list[dict]:
+    return [json.loads(line[6:]) for line in chunk.decode().split("\n")
+            if line.startswith("data: ")]
+
+
+class Reader:
+    """An SSE response read chunk by chunk (the test client keeps it open)."""
+
+    def __init__(self, response):
+        self.response = response
+        self.chunks = iter(response.response)
+        self.events: list[dict] = []
+        self.raw = b""
+
+    def read(self) -> list[dict]:
+        chunk = next(self.chunks)
+        self.raw += chunk
+        got = _payloads(chunk)
+        self.events.extend(got)
+        return got
+
+    def until_end(self) -> list[dict]:
+        for chunk in self.chunks:
+            self.raw += chunk
+            self.events.extend(_payloads(chunk))
+        return self.events
+
+    def close(self):
+        self.response.close()
+
+
+def _kinds(events):
+    return [next(iter(e["result"])) if "result" in e else "error" for e in events]
+
+
+def _state(event):
+    result = event["result"]
+    if "task" in result:
+        return result["task"]["status"]["state"]
+    return result["statusUpdate"]["status"]["state"]
+
+
+# --- SubscribeToTask ------------------------------------------------------------------
+
+
+def test_subscribe_replays_from_the_start_then_live(rpc):
+    rpc.agent = "partial"
+    task = rpc.send("g-sub", configuration={"returnImmediately": True})
+    wait_until(lambda: rpc.hub.runs.get(task["id"]).tokens)
+    wait_until(lambda: len(rpc.hub.store._events[task["id"]]) >= 3)
+    reader = Reader(rpc.call("SubscribeToTask", {"id": task["id"]}, buffered=False))
+    opening = reader.read()
+    assert _kinds(opening) == ["task", "statusUpdate", "artifactUpdate"]
+    assert opening[0]["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert opening[2]["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"] == \
+        "partial answer"
+    gate("g-sub").set()
+    events = reader.until_end()
+    assert _kinds(events) == ["task", "statusUpdate", "artifactUpdate", "artifactUpdate",
+                              "statusUpdate"]
+    assert _state(events[-1]) == "TASK_STATE_COMPLETED"
+    final_chunk = events[3]["result"]["artifactUpdate"]
+    assert final_chunk["append"] is False and final_chunk["lastChunk"] is True
+
+
+def test_subscribe_to_a_finished_task_replays_it_whole(rpc):
+    task = rpc.send("a b c", agent="tokens")
+    events = sse_events(rpc.call("SubscribeToTask", {"id": task["id"]}, agent="tokens"))
+    kinds = _kinds(events)
+    assert kinds[:2] == ["task", "statusUpdate"] and kinds[-1] == "statusUpdate"
+    chunks = [e["result"]["artifactUpdate"] for e in events[2:-1]]
+    # The first token is stored at once, the next ones merged; then the last chunk.
+    assert 2 <= len(chunks) <= 3 and chunks[-1]["lastChunk"]
+    assert "".join(c["artifact"]["parts"][0]["text"] for c in chunks[:-1]) == "a b c"
+    assert _state(events[-1]) == "TASK_STATE_COMPLETED"
+
+
+def test_subscribe_to_an_unknown_task(rpc):
+    assert rpc.error("SubscribeToTask", {"id": "nope"})["code"] == -32001
+
+
+def test_streamed_tokens_are_stored_merged(rpc):
+    live = sse_events(rpc.call("SendStreamingMessage", send_params("x"), agent="many"))
+    live_chunks = [e for e in live if "artifactUpdate" in e["result"]]
+    assert len(live_chunks) == 61                       # every token, then the last chunk
+    task_id = live[0]["result"]["task"]["id"]
+    stored = sse_events(rpc.call("SubscribeToTask", {"id": task_id}, agent="many"))
+    chunks = [e["result"]["artifactUpdate"] for e in stored if "artifactUpdate" in e["result"]]
+    # About 0.6 s of tokens, at most one stored event every 250 ms (and the last chunk).
+    assert 2 <= len(chunks) <= 5, len(chunks)
+    text = "".join(c["artifact"]["parts"][0]["text"] for c in chunks[:-1])
+    assert text == "".join(f"t{i} " for i in range(60))
+    assert [c["append"] for c in chunks] == [False] + [True] * (len(chunks) - 1)
+
+
+def test_events_expire_the_task_stays():
+    hub = create_hub(hub_config(events={"retention_secs": 0.05}))
+    client = HubClient(hub)
+    task = client.send("short-lived")
+    wait_until(lambda: not hub.store.has_events(task["id"]))
+    events = sse_events(client.call("SubscribeToTask", {"id": task["id"]}))
+    assert len(events) == 1
+    assert events[0]["result"]["task"] == client.result("GetTask", {"id": task["id"]})
+    assert client.result("ListTasks", {})["totalSize"] == 1
+    hub.close(0)
+
+
+def test_max_subscriptions_per_tenant(hub):
+    client = HubClient(hub, "held", {"X-API-Key": KEY_B})     # globex: 1 subscription
+    task = client.send("g-max", configuration={"returnImmediately": True})
+    first = Reader(client.call("SubscribeToTask", {"id": task["id"]}, buffered=False))
+    first.read()
+    error = client.error("SubscribeToTask", {"id": task["id"]})
+    assert error["code"] == -32600
+    # Another tenant's streams do not count.
+    acme = HubClient(hub, "echo")
+    done = acme.send("x")
+    assert sse_events(acme.call("SubscribeToTask", {"id": done["id"]}))
+    first.close()
+    gate("g-max").set()
+    assert sse_events(client.call("SubscribeToTask", {"id": task["id"]}))
+
+
+def test_subscription_lifetime_ends_with_32000(hub, monkeypatch):
+    monkeypatch.setattr(stream_methods, "EXTRA_LIFETIME_SECS", 0.15 - 30)   # run timeout 30 s
+    rpc = HubClient(hub, "held")
+    task = rpc.send("g-life", configuration={"returnImmediately": True})
+    events = sse_events(rpc.call("SubscribeToTask", {"id": task["id"]}))
+    assert events[-1] == {"jsonrpc": "2.0", "id": 2, "error": {
+        "code": -32000, "message": "this subscription has lived 0.15 s, its limit; subscribe "
+        "again or poll with GetTask"}}
+    gate("g-life").set()
+
+
+def test_keepalive():
+    hub = create_hub(hub_config(stream={"keepalive_secs": 0.02}))
+    client = HubClient(hub, "held")
+    reader = Reader(client.call("SendStreamingMessage", send_params("g-beat"), buffered=False))
+    reader.read()
+    while b":heartbeat\n\n" not in reader.raw:
+        reader.raw += next(reader.chunks)
+    gate("g-beat").set()
+    assert _state(reader.until_end()[-1]) == "TASK_STATE_COMPLETED"
+    hub.close(0)
+
+
+# --- clients that leave ---------------------------------------------------------------
+
+
+def test_a_streaming_client_that_leaves_cancels_the_run(rpc):
+    reader = Reader(rpc.call("SendStreamingMessage", send_params("g-leave"), agent="partial",
+                             buffered=False))
+    task_id = reader.read()[0]["result"]["task"]["id"]
+    wait_until(lambda: rpc.hub.runs.get(task_id) is not None and rpc.hub.runs.get(task_id).tokens)
+    reader.close()
+    wait_until(lambda: rpc.result("GetTask", {"id": task_id}, agent="partial")["status"]["state"]
+               == "TASK_STATE_CANCELED")
+
+
+def test_a_subscriber_that_leaves_does_not_cancel(rpc):
+    rpc.agent = "held"
+    task = rpc.send("g-stay", configuration={"returnImmediately": True})
+    reader = Reader(rpc.call("SubscribeToTask", {"id": task["id"]}, buffered=False))
+    reader.read()
+    reader.close()
+    gate("g-stay").set()
+    wait_until(lambda: rpc.result("GetTask", {"id": task["id"]})["status"]["state"]
+               == "TASK_STATE_COMPLETED")
+
+
+# --- the drain ---------------------------------------------------------------------------
+
+
+def test_drain_waits_then_interrupts():
+    hub = create_hub(hub_config())
+    client = HubClient(hub, "held")
+    background = client.send("g-drain-bg", configuration={"returnImmediately": True})
+    quick = client.send("g-drain-quick", configuration={"returnImmediately": True})
+    reader = Reader(client.call("SubscribeToTask", {"id": background["id"]}, buffered=False))
+    reader.read()
+    held = {}
+    thread = threading.Thread(target=lambda: held.update(task=client.send("g-drain-held")))
+    thread.start()
+    wait_until(lambda: len(hub.runs.in_flight()) == 3)
+    gate("g-drain-quick").set()                 # finishes within the drain
+    interrupted = hub.close(drain_timeout=0.3)
+    assert interrupted == 2
+    thread.join(5)
+    assert not thread.is_alive()
+    assert held["task"]["status"]["state"] == "TASK_STATE_FAILED"
+    assert held["task"]["status"]["message"]["parts"][0]["text"] == (
+        "interrupted: the hub shut down before the run ended")
+    states = {t["id"]: t["status"]["state"] for t in client.result("ListTasks", {})["tasks"]}
+    assert states[background["id"]] == "TASK_STATE_FAILED"
+    assert states[quick["id"]] == "TASK_STATE_COMPLETED"
+    events = reader.until_end()
+    assert _state(events[-1]) == "TASK_STATE_FAILED"
+    # A closed hub admits nothing.
+    assert client.send("g-after")["status"]["state"] == "TASK_STATE_REJECTED"
+
+
+# --- memory per finished task ---------------------------------------------------------------
+
+
+def test_memory_per_finished_task_is_bounded():
+    hub = create_hub(hub_config(limits={"rate_per_minute": 100_000}))
+    client = HubClient(hub)
+    for i in range(50):
+        client.send(f"warm {i}")
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    for i in range(300):
+        client.send(f"message number {i}")
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+    per_task = grown / 300
+    print(f"bytes per finished task: {per_task:.0f}")
+    assert per_task < 12_000, per_task
+    hub.close(0)

@@ -1,0 +1,134 @@
+"""ListTasks and CancelTask at the wire."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from murmur_wsgi.hub import create_hub
+
+from tests.hub.agents import gate
+from tests.hub.conftest import KEY_B, HubClient, hub_config, send_params, sse_events, wait_until
+
+
+def _ids(page):
+    return [t["id"] for t in page["tasks"]]
+
+
+def test_list_newest_first_paged_with_total(rpc):
+    sent = [rpc.send(f"n{i}")["id"] for i in range(5)]
+    page = rpc.result("ListTasks", {"pageSize": 2})
+    assert _ids(page) == sent[::-1][:2]
+    assert page["pageSize"] == 2 and page["totalSize"] == 5 and page["nextPageToken"]
+    second = rpc.result("ListTasks", {"pageSize": 2, "pageToken": page["nextPageToken"]})
+    assert _ids(second) == sent[::-1][2:4] and second["totalSize"] == 5
+    third = rpc.result("ListTasks", {"pageSize": 2, "pageToken": second["nextPageToken"]})
+    assert _ids(third) == sent[:1] and third["nextPageToken"] == ""
+    everything = rpc.result("ListTasks", {})
+    assert _ids(everything) == sent[::-1] and everything["pageSize"] == 50
+    assert everything["nextPageToken"] == ""
+
+
+def test_list_is_scoped_to_tenant_and_agent(hub, rpc):
+    mine = rpc.send("mine")["id"]
+    rpc.send("other agent", agent="tokens")
+    HubClient(hub, "echo", {"X-API-Key": KEY_B}).send("other tenant")
+    assert _ids(rpc.result("ListTasks", {})) == [mine]
+
+
+@pytest.mark.parametrize("params", [{"pageSize": 0}, {"pageSize": 101}, {"pageSize": "5"},
+                                    {"pageSize": True}, {"pageToken": "bogus"},
+                                    {"pageToken": 5}, {"status": "DONE"}, {"contextId": 1},
+                                    {"statusTimestampAfter": "yesterday"},
+                                    {"includeArtifacts": "yes"}, {"historyLength": -1}])
+def test_list_params_refused(rpc, params):
+    assert rpc.error("ListTasks", params)["code"] == -32602
+
+
+def test_list_page_size_bounds(rpc):
+    rpc.send("x")
+    assert rpc.result("ListTasks", {"pageSize": 1})["pageSize"] == 1
+    assert rpc.result("ListTasks", {"pageSize": 100})["pageSize"] == 100
+
+
+def test_list_filters(rpc):
+    a = rpc.send("a", context_id="ctx-a")
+    b = rpc.send("b", context_id="ctx-b")
+    failed = rpc.send("/fail no", context_id="ctx-a")
+    assert _ids(rpc.result("ListTasks", {"contextId": "ctx-a"})) == [failed["id"], a["id"]]
+    assert rpc.result("ListTasks", {"contextId": "ctx-a"})["totalSize"] == 2
+    page = rpc.result("ListTasks", {"status": "TASK_STATE_FAILED"})
+    assert _ids(page) == [failed["id"]] and page["totalSize"] == 1
+    page = rpc.result("ListTasks", {"statusTimestampAfter": a["status"]["timestamp"]})
+    assert a["id"] not in _ids(page)
+    assert rpc.result("ListTasks", {"statusTimestampAfter": "2000-01-01T00:00:00Z"}
+                      )["totalSize"] == 3
+    paged = rpc.result("ListTasks", {"contextId": "ctx-a", "pageSize": 1})
+    rest = rpc.result("ListTasks", {"contextId": "ctx-a", "pageSize": 1,
+                                    "pageToken": paged["nextPageToken"]})
+    assert _ids(paged) + _ids(rest) == [failed["id"], a["id"]]
+    assert b["id"] not in _ids(paged) + _ids(rest)
+
+
+def test_list_artifacts_and_history(rpc):
+    rpc.send("x")
+    plain = rpc.result("ListTasks", {})["tasks"][0]
+    assert "artifacts" not in plain and len(plain["history"]) == 1
+    full = rpc.result("ListTasks", {"includeArtifacts": True, "historyLength": 0})["tasks"][0]
+    assert full["artifacts"][0]["artifactId"] == "answer" and "history" not in full
+
+
+# --- CancelTask -------------------------------------------------------------------------
+
+
+def test_cancel_a_running_task_keeps_what_it_produced(rpc):
+    rpc.agent = "partial"
+    task = rpc.send("g-cancel", configuration={"returnImmediately": True})
+    wait_until(lambda: rpc.hub.runs.get(task["id"]) is not None
+               and rpc.hub.runs.get(task["id"]).tokens)
+    canceled = rpc.result("CancelTask", {"id": task["id"]})
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+    assert canceled["artifacts"] == [{"artifactId": "answer", "name": "answer", "parts": [
+        {"text": "partial answer", "mediaType": "text/plain"}]}]
+    assert rpc.result("GetTask", {"id": task["id"]}) == canceled
+    # Subscribers see the final CANCELED; a second cancel is -32002.
+    events = sse_events(rpc.call("SubscribeToTask", {"id": task["id"]}))
+    assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"
+    error = rpc.error("CancelTask", {"id": task["id"]})
+    assert error["code"] == -32002
+    assert error["data"][0]["metadata"] == {"taskId": task["id"],
+                                            "state": "TASK_STATE_CANCELED"}
+
+
+def test_cancel_a_finished_task(rpc):
+    task = rpc.send("done")
+    assert rpc.error("CancelTask", {"id": task["id"]})["code"] == -32002
+
+
+def test_cancel_a_blocking_send_from_another_request(rpc):
+    rpc.agent = "held"
+    out = {}
+    thread = threading.Thread(target=lambda: out.update(task=rpc.send("g-block")))
+    thread.start()
+    wait_until(lambda: rpc.hub.runs.in_flight())
+    task_id = rpc.hub.runs.in_flight()[0].task_id
+    other = HubClient(rpc.hub, "held")
+    assert other.result("CancelTask", {"id": task_id})["status"]["state"] == \
+        "TASK_STATE_CANCELED"
+    thread.join(5)
+    assert not thread.is_alive()
+    assert out["task"]["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+def test_cancel_a_run_that_does_not_stop():
+    hub = create_hub(hub_config(cancel_timeout_secs=0.1))
+    client = HubClient(hub, "stubborn")
+    task = client.send("g-stubborn", configuration={"returnImmediately": True})
+    wait_until(lambda: client.result("GetTask", {"id": task["id"]})["status"]["state"]
+               == "TASK_STATE_WORKING")
+    error = client.error("CancelTask", {"id": task["id"]})
+    assert error["code"] == -32002
+    assert error["data"][0]["metadata"]["state"] == "TASK_STATE_WORKING"
+    gate("g-stubborn").set()
+    wait_until(lambda: not hub.runs.in_flight())
+    hub.close(0)
