@@ -214,6 +214,7 @@ class LimitsSchema(_Block):
     max_json_depth = StrictInt(load_default=64, validate=validate.Range(
         min=5, error="must be at least 5: a message's parts sit at depth 5"))
     reference_bytes = Size(load_default=64 * 1024)
+    data_text_bytes = Size(load_default=16 * 1024 ** 2)
 
 
 BODY_BYTES = 64 * 1024 ** 2           # limits.max_body_bytes when unset

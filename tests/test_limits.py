@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import json
+import re
+import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
+from bench.parse import data_deep
 from murmur_wsgi.middleware import envelope
 from murmur_wsgi.tasks import render
 from tests.conftest import V1, Rpc, make_door
@@ -260,3 +263,31 @@ def test_an_echo_is_left_out_only_when_it_is_the_block_the_task_was_given():
     at_start = render.RefView("completed", None, block + "\n\nbye", echoes)
     assert render.reference_line("t", at_start) == (
         "- t: completed\n```response references=omitted\n\n\nbye\n```")
+
+
+# --- limits.data_text_bytes: data parts rendered for the agent ---------------------------
+
+
+def test_data_that_renders_past_the_limit_is_refused_early():
+    door = make_door(limits={"data_text_bytes": "1Mi"})
+    body = data_deep(2 * 1024 ** 2)       # pretty-printed, about 113 MiB: ~2 s of CPU
+    started = time.process_time()
+    payload = Rpc(door).post(body).get_json()
+    assert time.process_time() - started < 1.0
+    assert payload["error"]["code"] == -32602
+    assert re.fullmatch(r"Invalid params: message\.parts\[\d+\] is data that, pretty-printed "
+                        r"for the agent, makes the message's data parts more than "
+                        r"limits\.data_text_bytes \(1048576\) bytes", payload["error"]["message"])
+    assert Rpc(door).result("ListTasks", {})["tasks"] == []           # no task started
+
+
+def test_data_within_the_limit_is_rendered_as_before():
+    value = {"é": [1, {"b": None}], "s": "\ud800 `x`"}
+    assert render.pretty_json(value, 1_000) == json.dumps(value, indent=2, ensure_ascii=False)
+    with pytest.raises(render.OverBudget):
+        render.pretty_json(value, 10)
+    rpc = Rpc(make_door(limits={"data_text_bytes": 60}))
+    parts = [{"data": ["a" * 20]}, {"data": ["b" * 20]}]     # 40 bytes each, rendered
+    assert rpc.error("SendMessage", send(parts))["message"].startswith(
+        "Invalid params: message.parts[1] is data")
+    assert "result" in rpc.call("SendMessage", send(parts[:1])).get_json()

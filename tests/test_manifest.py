@@ -65,6 +65,8 @@ BAD = {
                            ["limits.max_json_depth:"]),
     "bad reference_bytes": (GOOD + "limits:\n  reference_bytes: -1\n",
                             ["limits.reference_bytes:"]),
+    "bad data_text_bytes": (GOOD + "limits:\n  data_text_bytes: 0\n",
+                            ["limits.data_text_bytes:"]),
     "unknown key": (GOOD + "colour: blue\n", ["colour: is not a key this door reads"]),
     "unknown nested key": (GOOD + "lifecycle:\n  task_accept: single\n",
                            ["lifecycle.task_accept:"]),
@@ -168,7 +170,8 @@ def test_load_manifest_defaults():
     assert manifest.tasks == {"keep_finished": 10_000, "keep_finished_total": 50_000,
                               "keep_finished_secs": 86_400.0}
     assert manifest.limits == {"max_body_bytes": 64 * 1024 ** 2, "max_parts": 1_000,
-                               "max_json_depth": 64, "reference_bytes": 64 * 1024}
+                               "max_json_depth": 64, "reference_bytes": 64 * 1024,
+                               "data_text_bytes": 16 * 1024 ** 2}
     assert manifest.inference == {"transport": "http"}
     assert manifest.agent == "demo"
     assert manifest.acceptance == "single"

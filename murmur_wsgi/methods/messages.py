@@ -75,14 +75,16 @@ def accept(door, call, message: IncomingMessage, on_accept=None):
         record = continued_task(door, call, message)
         # NOTE: the reply reads as its sender's text: fenced unless the sender is trusted.
         reply = render.agent_text(message, [], untrusted=call.ctx.trust != "trusted",
-                                  origin=call.ctx.origin)
+                                  origin=call.ctx.origin,
+                                  data_bytes=door.manifest.limits["data_text_bytes"])
         while not manager.deliver_reply(record, reply, on_accept):
             record = continued_task(door, call, message)   # it moved on: this raises why
     else:
         text, echoes = render.start_text(
             message, references(door, call, message.reference_task_ids),
             untrusted=call.ctx.trust != "trusted", origin=call.ctx.origin,
-            reference_bytes=door.manifest.limits["reference_bytes"])
+            reference_bytes=door.manifest.limits["reference_bytes"],
+            data_bytes=door.manifest.limits["data_text_bytes"])
         data = [part[1] for part in message.parts if part[0] == "data"]
         record = manager.submit(call.ctx, message.context_id,
                                 (text, list(message.images), data), message, on_accept,

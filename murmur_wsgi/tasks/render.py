@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from murmur_wsgi.errors import InvalidParamsError
 from murmur_wsgi.tasks.record import COMPLETED, WORDS
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ NOT_HELD = "not a task this capsule holds"
 REFERENCES_HEADER = "Referenced tasks:"
 REFERENCE_BYTES = 64 * 1024         # limits.reference_bytes: a response quoted up to this
 ECHO_CHECKS = 16                    # candidate echoes compared per quoted response, at most
+DATA_TEXT_BYTES = 16 * 1024 ** 2    # limits.data_text_bytes: a message's data parts, rendered
 
 FENCE_OPEN = "<untrusted-content source="
 FENCE_CLOSE = "</untrusted-content>"
@@ -121,14 +123,40 @@ def one_line(text: str) -> str:
     return " ".join(filter(None, (line.strip() for line in text.splitlines())))
 
 
-def data_block(value, media_type: str | None, filename: str | None) -> str:
+_PRETTY = json.JSONEncoder(indent=2, ensure_ascii=False)
+
+
+class OverBudget(Exception):
+    """A rendering passed the bytes it was allowed."""
+
+
+def pretty_json(value, budget: int | None = None) -> str:
+    """``value`` as ``json.dumps(value, indent=2, ensure_ascii=False)`` writes it.
+
+    With a ``budget``, stop as soon as the text passes that many UTF-8 bytes
+    (``OverBudget``): indentation makes deep data grow up to ~60 times, and the
+    pure-Python indenting encoder writes about 12-50 MiB a second.
+    """
+    if budget is None:
+        return _PRETTY.encode(value)
+    chunks, used = [], 0
+    for chunk in _PRETTY.iterencode(value):
+        used += len(chunk) if chunk.isascii() else len(chunk.encode("utf-8", "surrogatepass"))
+        if used > budget:
+            raise OverBudget()
+        chunks.append(chunk)
+    return "".join(chunks)
+
+
+def data_block(value, media_type: str | None, filename: str | None,
+               budget: int | None = None) -> str:
     """Render a data part: its value pretty-printed in a fence labelled data."""
     label = "data"
     if media_type:
         label += f" media-type={label_value(media_type)}"
     if filename:
         label += f" filename={label_value(filename)}"
-    return fence(label, json.dumps(value, indent=2, ensure_ascii=False))
+    return fence(label, pretty_json(value, budget))
 
 
 def quoted_response(view: RefView, limit: int) -> str:
@@ -197,7 +225,8 @@ def strip_untrusted_fence(text: str) -> str:
 
 
 def agent_text(message: IncomingMessage, references: list[tuple[str, RefView | None]],
-               untrusted: bool, origin: str | None, reference_bytes: int = REFERENCE_BYTES) -> str:
+               untrusted: bool, origin: str | None, reference_bytes: int = REFERENCE_BYTES,
+               data_bytes: int | None = None) -> str:
     """Render the text the agent receives for ``message``.
 
     Args:
@@ -209,21 +238,37 @@ def agent_text(message: IncomingMessage, references: list[tuple[str, RefView | N
         untrusted: the task's trust class is untrusted: wrap it all in the fence.
         origin: the task's origin; None (a plain A2A client) reads as event.
         reference_bytes: ``limits.reference_bytes``, each quoted response's bound.
+        data_bytes: ``limits.data_text_bytes``, the bound of the data parts'
+            rendered text (None: unbounded).
+
+    Raises:
+        InvalidParamsError: the data parts render to more than ``data_bytes``.
     """
-    return start_text(message, references, untrusted, origin, reference_bytes)[0]
+    return start_text(message, references, untrusted, origin, reference_bytes, data_bytes)[0]
 
 
 def start_text(message: IncomingMessage, references: list[tuple[str, RefView | None]],
-               untrusted: bool, origin: str | None,
-               reference_bytes: int = REFERENCE_BYTES) -> tuple[str, tuple]:
+               untrusted: bool, origin: str | None, reference_bytes: int = REFERENCE_BYTES,
+               data_bytes: int | None = None) -> tuple[str, tuple]:
     """``agent_text``, and the ``echo_marks`` of its references block (() without one)."""
     pieces = []
-    for part in message.parts:
+    left = data_bytes
+    for i, part in enumerate(message.parts):
         kind = part[0]
         if kind == "text":
             pieces.append(part[1])
         elif kind == "data":
-            pieces.append(data_block(part[1], part[2], part[3]))
+            try:
+                block = data_block(part[1], part[2], part[3], left)
+            except OverBudget:
+                raise InvalidParamsError(
+                    f"Invalid params: message.parts[{i}] is data that, pretty-printed for the "
+                    f"agent, makes the message's data parts more than limits.data_text_bytes "
+                    f"({data_bytes}) bytes") from None
+            if left is not None:
+                left -= len(block.encode("utf-8", "surrogatepass")) if not block.isascii() \
+                    else len(block)
+            pieces.append(block)
     text = "\n".join(pieces)
     echoes = ()
     if references:
