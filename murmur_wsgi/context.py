@@ -37,6 +37,12 @@ class CallContext:
         cred = self.credential
         return None if cred is None or cred.sees_all else cred.name
 
+    @property
+    def caller(self) -> str | None:
+        """The name of the credential calling (an agent's ``ctx.caller``); None: public door."""
+        cred = self.credential
+        return None if cred is None else cred.name
+
     def sees(self, task_owner: str | None) -> bool:
         """Apply "Who sees a task" to a task started under ``task_owner``."""
         cred = self.credential

@@ -1,10 +1,29 @@
-"""Agents: the contract (base), the demo agent, Python callables and harness processes."""
+"""Agents: the contract (base), the demo agent, Python callables and harness processes.
+
+The public agent API is importable from here: ``TaskContext``, the endings
+(``Completed``, ``TaskRejected``, ``TaskFailed``, ``TaskCanceled``), the typed
+message and parts (``Message``, ``TextPart``, ``DataPart``, ``FilePart``,
+``UrlPart``), the artifact writers and the run's usage (``RunUsage``).
+"""
 from __future__ import annotations
 
 import importlib
 import logging
 
+from murmur_wsgi.agents.artifacts import RESERVED as RESERVED_ARTIFACTS
+from murmur_wsgi.agents.artifacts import Artifacts, ArtifactStream
+from murmur_wsgi.agents.base import (Completed, TaskCanceled, TaskContext, TaskFailed,
+                                     TaskRejected)
+from murmur_wsgi.agents.parts import (DataPart, FilePart, Message, Part, TextPart, UrlPart,
+                                      as_part)
+from murmur_wsgi.agents.usage import RunUsage, TokenCounts
+
 logger = logging.getLogger(__name__)
+
+__all__ = ["AgentLoadError", "ArtifactStream", "Artifacts", "Completed", "DataPart",
+           "FilePart", "Message", "Part", "RESERVED_ARTIFACTS", "RunUsage", "TaskCanceled",
+           "TaskContext", "TaskFailed", "TaskRejected", "TextPart", "TokenCounts", "UrlPart",
+           "as_part", "resolve_agent"]
 
 
 class AgentLoadError(Exception):

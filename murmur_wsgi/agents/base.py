@@ -1,20 +1,48 @@
 """The agent contract: what an agent receives (``TaskContext``) and how it ends a task.
 
-An agent is a callable ``agent(ctx: TaskContext) -> str``. Its return value
-is the task's response; raising ``TaskFailed(message)`` ends the task
-TASK_STATE_FAILED with that status message. Any other exception fails the
-task too, is logged with its traceback server-side, and is never sent to
-the client. The agent runs on its own thread (a greenlet under gevent).
+An agent is a callable ``agent(ctx: TaskContext) -> str | Completed | None``.
+A returned ``str`` is the task's ``response`` artifact; ``Completed`` also sets
+the final status message; ``None`` completes the task without a response.
+Raising ``TaskRejected(reason)`` ends the task TASK_STATE_REJECTED, and
+``TaskFailed(message)`` TASK_STATE_FAILED, with that status message. Any other
+exception fails the task too, is logged with its traceback server-side, and
+is never sent to the client. The agent runs on its own thread (a greenlet
+under gevent).
 """
 from __future__ import annotations
 
 import itertools
 import logging
+from dataclasses import dataclass
 from typing import Any, Callable
+
+from murmur_wsgi.agents.artifacts import Artifacts
+from murmur_wsgi.agents.parts import Message
+from murmur_wsgi.agents.usage import RunUsage
 
 logger = logging.getLogger(__name__)
 
-Agent = Callable[["TaskContext"], "str | None"]
+Agent = Callable[["TaskContext"], "str | Completed | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """Return from an agent to complete its task: ``text`` is the ``response`` artifact.
+
+    ``text=None`` writes no ``response``; ``status_message`` is the final status's
+    message (``task completed`` when None).
+    """
+
+    text: str | None = None
+    status_message: str | None = None
+
+
+class TaskRejected(Exception):
+    """Raise from an agent to end its task TASK_STATE_REJECTED with ``reason``."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
 
 
 class TaskFailed(Exception):
@@ -33,6 +61,10 @@ class TaskContext:
     """What one task gives its agent: its input, and ways to report as it works.
 
     Attributes:
+        message: the message that started the task, typed (``parts.Message``).
+        caller: the name of the credential that started the task; None on a
+            public door.
+        artifacts: the task's named artifacts (``artifacts.Artifacts``).
         task_id: the task's ``tsk_…`` id.
         context_id: the task's ``ctx_…`` (or the caller's) context id.
         text: what the agent reads: the parts joined by newlines, data fenced,
@@ -52,7 +84,8 @@ class TaskContext:
     # not imported here, since the manager imports this contract (no import cycle).
     def __init__(self, manager, record, text: str,
                  images: list[tuple[str, bytes]], data: list[Any], session_key: str | None = None,
-                 forget_session: bool = False):
+                 forget_session: bool = False, message: Message | dict | None = None,
+                 caller: str | None = None):
         self._manager = manager
         self._record = record
         self.task_id = record.id
@@ -65,7 +98,20 @@ class TaskContext:
         self.session_key = session_key
         self.forget_session = forget_session
         self.conversation = manager.session.manifest.lifecycle["conversation"]
+        self.caller = caller
+        self._message = message        # the ProtoJSON message until first read
+        self._artifacts: Artifacts | None = None
         self._calls = itertools.count(1)
+
+    # --- the message ------------------------------------------------------
+
+    @property
+    def message(self) -> Message | None:
+        """The message that started the task, typed; built on first read."""
+        message = self._message
+        if isinstance(message, dict):
+            message = self._message = Message.from_wire(message)
+        return message
 
     # --- cancellation ----------------------------------------------------
 
@@ -118,6 +164,28 @@ class TaskContext:
             "toolName": tool_name, "content": content, "fenceSource": fence_source,
             "toolCallId": tool_call_id, "isError": is_error, "durationMs": duration_ms,
             "exitCode": exit_code, "truncated": truncated})
+
+    @property
+    def artifacts(self) -> Artifacts:
+        """The task's named artifacts: ``add(name, parts)`` and ``stream(name)``."""
+        if self._artifacts is None:
+            manager, record = self._manager, self._record
+            self._artifacts = Artifacts(
+                lambda artifact, append, last: manager.publish_artifact(record, artifact,
+                                                                        append, last))
+        return self._artifacts
+
+    def usage(self, input_tokens: int = 0, output_tokens: int = 0, cached_tokens: int = 0,
+              model: str | None = None) -> None:
+        """Report tokens this run consumed; reports add up, per model, on the task record.
+
+        The door writes none of it on the wire (``TaskRecord.usage``).
+
+        Raises:
+            ValueError: a count is not a non-negative integer, or ``model`` not a str.
+        """
+        report = RunUsage.check(input_tokens, output_tokens, cached_tokens, model)
+        self._manager.record_usage(self._record, report)
 
     def frame(self, name: str, text: str, fields: dict) -> None:
         """Write any murmur frame (``quota``, ``suggested-prompt`` from a harness)."""

@@ -87,8 +87,8 @@ def accept(door, call, message: IncomingMessage, on_accept=None):
             data_bytes=door.manifest.limits["data_text_bytes"])
         data = [part[1] for part in message.parts if part[0] == "data"]
         record = manager.submit(call.ctx, message.context_id,
-                                (text, list(message.images), data), message, on_accept,
-                                echoes=echoes)
+                                (text, list(message.images), data, call.params["message"],
+                                 call.ctx.caller), message, on_accept, echoes=echoes)
         if record.state == REJECTED:
             return record, record.to_json(), message
     return record, (taken[0] if taken else None), message

@@ -87,8 +87,9 @@ def _recorded_status(record) -> str:
     return status_update(record, from_record=True)
 
 
-def artifact_later(record, artifact: dict) -> Deferred:
-    return Deferred(artifact_update, record, artifact)
+def artifact_later(record, artifact: dict, *, append: bool = False,
+                   last_chunk: bool = True) -> Deferred:
+    return Deferred(artifact_update, record, artifact, append, last_chunk)
 
 
 def frame_later(name: str, text: str, fields: dict | None, record) -> Deferred:
@@ -96,11 +97,12 @@ def frame_later(name: str, text: str, fields: dict | None, record) -> Deferred:
     return Deferred(frame, name, text, fields, record, new_id("msg"))
 
 
-def artifact_update(record, artifact: dict) -> str:
-    """``{"artifactUpdate": …}``: one whole artifact (lastChunk true)."""
+def artifact_update(record, artifact: dict, append: bool = False,
+                    last_chunk: bool = True) -> str:
+    """``{"artifactUpdate": …}``: a whole artifact (the default), or one chunk of it."""
     return _dumps({"artifactUpdate": {"taskId": record.id, "contextId": record.context_id,
-                                      "artifact": artifact, "append": False,
-                                      "lastChunk": True}})
+                                      "artifact": artifact, "append": append,
+                                      "lastChunk": last_chunk}})
 
 
 def frame(name: str, text: str, fields: dict | None = None, record=None,

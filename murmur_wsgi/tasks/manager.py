@@ -17,7 +17,8 @@ import _thread
 import threading
 from collections import deque
 
-from murmur_wsgi.agents.base import TaskCanceled, TaskContext, TaskFailed
+from murmur_wsgi.agents.base import Completed, TaskCanceled, TaskContext, TaskFailed, TaskRejected
+from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.card import HTTP_FRAMES, PROCESS_FRAMES
 from murmur_wsgi.session.ids import new_id
 from murmur_wsgi.session.works import CommandRefused
@@ -43,7 +44,7 @@ class Runtime:
         self.cond = cond               # on the store's lock; notified by every change
         self.cancelled = False         # guarded by the store's lock
         self.reply: str | None = None  # guarded by the store's lock
-        self.start = start             # (text, images, data) for the agent's first call
+        self.start = start             # (text, images, data, message, caller): the first call
         self.forget = forget           # the message's forgetSession (TaskContext.forget_session)
 
 
@@ -220,17 +221,20 @@ class TaskManager:
             runtime = record.runtime
             if record.state != SUBMITTED or runtime is None:
                 return
-            text, images, data = runtime.start
+            text, images, data, message, caller = runtime.start
             runtime.start = None
             forget = runtime.forget
             self.store.change_locked(record, state=WORKING)
             self._publish(record, frames.recorded_status_later(record))
             self._agents.add(record.id)
-        ctx = TaskContext(self, record, text, images, data, forget_session=forget)
+        ctx = TaskContext(self, record, text, images, data, forget_session=forget,
+                          message=message, caller=caller)
         try:
             response = self.agent(ctx)
         except TaskCanceled:
             self.end(record, CANCELED, None, returned=True)
+        except TaskRejected as ex:
+            self.end(record, REJECTED, ex.reason or "task rejected", returned=True)
         except TaskFailed as ex:
             self.end(record, FAILED, ex.message or "the agent failed", returned=True)
         except Exception as ex:  # noqa: BLE001 - an agent's bug fails its task, never the door
@@ -243,8 +247,13 @@ class TaskManager:
             self.end(record, FAILED, "the agent was stopped", returned=True)
             raise
         else:
-            self.end(record, COMPLETED, COMPLETED_TEXT, returned=True,
-                     response="" if response is None else str(response))
+            if type(response) is Completed:
+                status = response.status_message or COMPLETED_TEXT
+                response = response.text
+            else:
+                status = COMPLETED_TEXT
+            self.end(record, COMPLETED, status, returned=True,
+                     response=None if response is None else str(response))
 
     def agent_running(self, task_id: str) -> bool:
         """True while the agent of ``task_id`` has not returned (introspection)."""
@@ -286,7 +295,7 @@ class TaskManager:
         runtime, record.runtime = record.runtime, None
         if runtime is not None:
             runtime.cond.notify_all()
-        for artifact in record.artifacts():
+        for artifact in record.door_artifacts():
             self._publish(record, frames.artifact_later(record, artifact))
         self._publish(record, frames.recorded_status_later(record), terminal=True)
 
@@ -339,6 +348,37 @@ class TaskManager:
                 raise TaskCanceled(record.id)
             self._publish(record, frames.frame_later(name, text, fields, record), frame=True)
 
+    def publish_artifact(self, record: TaskRecord, artifact: dict, append: bool,
+                         last_chunk: bool) -> None:
+        """Keep an agent's artifact (or chunk) on the task and publish its artifactUpdate.
+
+        A chunk with ``append`` adds its parts to the artifact of the same id.
+        """
+        with self.store.lock:
+            if self.is_cancelled(record):
+                raise TaskCanceled(record.id)
+            held = record.agent_artifacts
+            if held is None:
+                held = record.agent_artifacts = []
+            if append:
+                for i, kept in enumerate(held):
+                    if kept["artifactId"] == artifact["artifactId"]:
+                        # NOTE: a new dict: an event built later still shows its own chunk.
+                        held[i] = dict(kept, parts=kept["parts"] + artifact["parts"])
+                        break
+            else:
+                held.append(artifact)
+            self.store.change_locked(record)
+            self._publish(record, frames.artifact_later(record, artifact, append=append,
+                                                        last_chunk=last_chunk))
+
+    def record_usage(self, record: TaskRecord, report: tuple) -> None:
+        """Add a checked ``RunUsage.check`` report to the task's usage."""
+        with self.store.lock:
+            if record.usage is None:
+                record.usage = RunUsage()
+            record.usage.add(*report)
+
     def ask(self, record: TaskRecord, question: str) -> str:
         """Pause the task in INPUT_REQUIRED until a reply, a cancel, a timeout or close."""
         with self.store.lock:
@@ -347,7 +387,7 @@ class TaskManager:
                 raise TaskCanceled(record.id)
             runtime.reply = None
             self.store.change_locked(record, state=INPUT_REQUIRED, prompt=question)
-            for artifact in record.artifacts():
+            for artifact in record.door_artifacts():
                 self._publish(record, frames.artifact_later(record, artifact))
             self._publish(record, frames.recorded_status_later(record))
             session = self.session

@@ -69,7 +69,8 @@ class TaskRecord:
 
     __slots__ = ("id", "context_id", "owner", "trust", "origin", "state", "status_text",
                  "changed_ms", "response", "prompt", "residue", "running", "seq",
-                 "_json", "_json_bare", "runtime", "finished_at", "echoes")
+                 "_json", "_json_bare", "runtime", "finished_at", "echoes",
+                 "agent_artifacts", "usage")
 
     def __init__(self, task_id: str, context_id: str, owner: str | None = None,
                  trust: str = "untrusted", origin: str | None = None):
@@ -91,6 +92,8 @@ class TaskRecord:
         self.runtime = None                # the live task's runtime; None once it ended
         self.finished_at: float | None = None
         self.echoes: tuple = ()            # render.echo_marks of the references block it got
+        self.agent_artifacts: list | None = None  # the agent's named artifacts, in order
+        self.usage = None                  # agents.usage.RunUsage once the agent reported any
 
     @property
     def terminal(self) -> bool:
@@ -106,6 +109,13 @@ class TaskRecord:
         return agent_message(f"msg_{self.id}_status", self.context_id, self.id, self.status_text)
 
     def artifacts(self) -> list:
+        """Every artifact: the agent's named ones, then the door's (``door_artifacts``)."""
+        if self.agent_artifacts:
+            return self.agent_artifacts + self.door_artifacts()
+        return self.door_artifacts()
+
+    def door_artifacts(self) -> list:
+        """The reference's artifacts: ``response``, ``prompt``, ``residue``."""
         out = []
         if self.response is not None and self.state == COMPLETED:
             out.append({"artifactId": "response", "name": "response",
@@ -151,7 +161,8 @@ class TaskRecord:
                 self._json = _dumps(self.to_dict(True))
             return self._json
         if self._json_bare is None:
-            if self.response is None and self.prompt is None and not self.residue:
+            if (self.response is None and self.prompt is None and not self.residue
+                    and not self.agent_artifacts):
                 return self.to_json(True)
             self._json_bare = _dumps(self.to_dict(False))
         return self._json_bare
