@@ -8,6 +8,7 @@ import json
 import os
 import select
 import signal
+import threading
 
 import pytest
 
@@ -248,6 +249,25 @@ def test_cancel_ends_the_harness_with_sigterm(doors):
     assert rpc.result("GetTask", {"id": task_id})["status"]["state"] == CANCELED
     (end,) = [r for r in records_of(rpc.door, "task_end") if r["task_id"] == task_id]
     assert end["exit_status"] == "canceled"
+
+
+def test_a_waiting_harness_task_is_woken_by_its_cancel_not_by_a_poll(doors):
+    rpc = doors(FAULTS + ["wait"], idle_timeout_secs=60)
+    task_id, pid = _started(rpc, "wait")
+    proc = rpc.door.session.agent._live[pid]
+    waits, next_event = [], proc.next_event
+
+    def counted(timeout):
+        waits.append(timeout)
+        return next_event(timeout)
+
+    proc.next_event = counted
+    threading.Event().wait(0.3)     # wait-ok: a quiet spell in which a poll would turn
+    assert waits == []              # its one wait, begun before, still runs: no slices
+    assert rpc.result("CancelTask", {"id": task_id})["status"]["state"] == CANCELED
+    assert rpc.door.session.manager.wait_agent_returned(task_id, DEADLINE)
+    assert len(waits) <= 1          # woken once, by the cancel's own event
+    assert assert_gone(rpc.door, pid) == -signal.SIGTERM
 
 
 def test_cancel_sends_sigkill_after_the_grace_to_a_harness_ignoring_sigterm(doors):

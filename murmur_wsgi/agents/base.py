@@ -120,6 +120,15 @@ class TaskContext:
         """True once the task was canceled; the agent should return soon."""
         return self._manager.is_cancelled(self._record)
 
+    def on_cancel(self, waker: Callable[[], None]) -> None:
+        """Call ``waker()`` once when the task is canceled or the session closes.
+
+        At once if that happened already. It runs on the thread that cancels,
+        holding the door's lock: it must only wake the agent (set an Event, put
+        on a queue), never block nor call back into this context.
+        """
+        self._manager.on_cancel(self._record, waker)
+
     def check_cancelled(self) -> None:
         """Raise TaskCanceled when the task was canceled."""
         if self.cancelled:

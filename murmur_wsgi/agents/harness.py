@@ -12,10 +12,10 @@ Concurrency:
     id: a context id names a conversation of its owner only),
     ``_live`` (pid -> HarnessProcess), ``_starting`` and ``_exits``; it is
     notified when a process is registered or reaped. Each task's process is
-    driven from the task's own thread, which waits (for a line, or for the
-    harness to exit after it closed its stdout) at most ``POLL_SECS`` at a
-    time, so a cancel, the idle deadline, a stderr flood or the session
-    closing is seen promptly.
+    driven from the task's own thread, which waits on the process's events
+    alone (a line, the end of stdout, the exit), up to the idle deadline: a
+    cancel or the session closing (``ctx.on_cancel``) and a stderr flood
+    wake it with an event of their own, so nothing is polled.
 
     Ending a process never holds up its task: once the task's outcome is
     known, a short-lived reaper thread (``_reap``) ends the process group
@@ -42,7 +42,6 @@ from murmur_wsgi.agents.process import REAP_SECS, HarnessProcess, exit_text
 
 logger = logging.getLogger(__name__)
 
-POLL_SECS = 0.05              # how often the agent thread looks at cancel and the deadline
 STDERR_LIMIT = 1024 ** 2      # bytes of stderr a task's harness may write ("max_stderr_bytes")
 MAX_SESSIONS = 10_000         # contexts whose harness session is remembered, newest kept
 EXITS_KEPT = 64
@@ -221,12 +220,13 @@ class HarnessAgent:
     def _converse(self, ctx: TaskContext, proc: HarnessProcess) -> str:
         """Read the harness's lines until ``response``; raise on anything else.
 
-        Every wait is a slice of at most ``POLL_SECS``, also once stdout has closed
-        (then the harness is given the rest of the idle deadline to exit), so a cancel
-        or the session closing ends the task's harness promptly.
+        One wait on the process's events up to the idle deadline, also once stdout
+        has closed (then the harness is given the rest of it to exit); a cancel, the
+        session closing and a stderr flood each wake it with an event.
         """
         deadline = time.monotonic() + self.idle_timeout
         stdout_closed = False
+        ctx.on_cancel(proc.wake)
         while True:
             if ctx.wait(0):                     # canceled, or the session is closing
                 raise TaskCanceled(ctx.task_id)
@@ -234,20 +234,19 @@ class HarnessAgent:
                 raise HarnessFault(f"harness: wrote more than {self.stderr_limit} bytes "
                                    "to stderr")
             remaining = deadline - time.monotonic()
-            if stdout_closed:
-                returncode = proc.wait_exit(min(POLL_SECS, max(0.0, remaining)))
-                if returncode is not None:
-                    raise HarnessFault(f"harness: {exit_text(returncode)} without a response")
-                if remaining <= 0:
-                    raise HarnessFault("harness: closed its stdout without a response")
-                continue
             if remaining <= 0:
+                if stdout_closed:
+                    raise HarnessFault("harness: closed its stdout without a response")
                 raise HarnessFault(f"harness: no output for {self.idle_timeout:g}s "
                                    "(idle_timeout_secs)")
-            event = proc.next_event(min(POLL_SECS, remaining))
+            event = proc.next_event(remaining)
             if event is None:
                 continue
             kind, value = event
+            if kind == "wake":
+                continue
+            if kind == "exit":
+                raise HarnessFault(f"harness: {exit_text(value)} without a response")
             if kind == "oversized":
                 raise HarnessFault(f"harness: line {value} is longer than max_line_bytes "
                                    f"({self.max_line_bytes} bytes)")

@@ -8,12 +8,17 @@ Concurrency:
     agent thread never blocks without a timeout:
 
     * the stdout reader puts ``("line", (n, bytes))``, ``("oversized", n)``
-      or ``("eof", None)`` on ``events``, a bounded ``queue.Queue``;
+      or ``("eof", None)`` on ``events``, a bounded ``queue.Queue``; after
+      the end of stdout it waits for the leader to exit and puts
+      ``("exit", returncode)``;
     * the stderr drainer keeps the last ``STDERR_TAIL`` bytes and sets
-      ``flooded`` once more than the limit arrived;
+      ``flooded`` once more than the limit arrived, then ``wake()``s;
     * the stdin writer takes lines from ``_outbox`` (``None`` closes stdin),
       so a harness that stops reading cannot block the door.
 
+    ``wake()`` (from any thread, never blocking) puts ``("wake", None)``, so
+    the agent thread waits on ``events`` alone, with no polling: a cancel or
+    the session closing reaches it through ``TaskContext.on_cancel``.
     ``_stop`` (an Event) tells the reader to give up a full queue. Every
     helper thread ends at EOF or a pipe error, which killing the process
     group brings about.
@@ -100,6 +105,13 @@ class HarnessProcess:
         except queue.Empty:
             return None
 
+    def wake(self) -> None:
+        """Wake the agent thread waiting in ``next_event`` (never blocks)."""
+        try:
+            self.events.put_nowait(("wake", None))
+        except queue.Full:
+            pass                # events are waiting: the agent thread is awake anyway
+
     def wait_exit(self, timeout: float) -> int | None:
         """Wait up to ``timeout`` for the leader to exit; its return code, or None."""
         try:
@@ -176,7 +188,9 @@ class HarnessProcess:
             logger.debug("harness %s stdout: %s", self.pid, ex)
         finally:
             _close(stdout)
-        self._put(("eof", None))
+        if self._put(("eof", None)):
+            # NOTE: the leader may run on after closing its stdout: its exit is an event too.
+            self._put(("exit", self.proc.wait()))
 
     def _drain_stderr(self) -> None:
         stderr = self.proc.stderr
@@ -187,8 +201,9 @@ class HarnessProcess:
                     return
                 self.stderr_bytes += len(chunk)
                 self._tail = (self._tail + chunk)[-STDERR_TAIL:]
-                if self.stderr_bytes > self.stderr_limit:
+                if self.stderr_bytes > self.stderr_limit and not self.flooded.is_set():
                     self.flooded.set()
+                    self.wake()
         except (OSError, ValueError) as ex:
             logger.debug("harness %s stderr: %s", self.pid, ex)
         finally:

@@ -38,7 +38,7 @@ COMPLETED_TEXT = "task completed"
 class Runtime:
     """A live task's moving parts; dropped when the task ends."""
 
-    __slots__ = ("cond", "cancelled", "reply", "start", "forget")
+    __slots__ = ("cond", "cancelled", "reply", "start", "forget", "wakers")
 
     def __init__(self, cond: threading.Condition, start, forget: bool = False):
         self.cond = cond               # on the store's lock; notified by every change
@@ -46,6 +46,16 @@ class Runtime:
         self.reply: str | None = None  # guarded by the store's lock
         self.start = start             # (text, images, data, message, caller): the first call
         self.forget = forget           # the message's forgetSession (TaskContext.forget_session)
+        self.wakers: list | None = None  # guarded by the store's lock: TaskContext.on_cancel's
+
+    def wake(self) -> None:
+        """The task is canceled or the session closes: call each waker once (lock held)."""
+        wakers, self.wakers = self.wakers, None
+        for waker in wakers or ():
+            try:
+                waker()
+            except Exception:  # noqa: BLE001 - one agent's waker must not stop a cancel
+                logger.exception("a cancel waker failed")
 
 
 class TaskManager:
@@ -160,6 +170,7 @@ class TaskManager:
         runtime = record.runtime
         if runtime is not None:
             runtime.cancelled = True
+            runtime.wake()
         if record in self._queue:
             self._queue.remove(record)
         residue = [work.residue() for work in self.works.running()]
@@ -175,6 +186,7 @@ class TaskManager:
                     runtime = record.runtime
                     if runtime is not None:
                         runtime.cancelled = True
+                        runtime.wake()
                     self._end_locked(record, CANCELED, None)
                     canceled.append(record.id)
             self._queue.clear()
@@ -193,6 +205,7 @@ class TaskManager:
             for record in [self.store.get(t) for t in self._live]:
                 if record is not None and record.runtime is not None:
                     record.runtime.cond.notify_all()
+                    record.runtime.wake()
         self.session.trace.flush()
 
     def wait_settled(self, record: TaskRecord) -> None:
@@ -314,6 +327,17 @@ class TaskManager:
     def is_cancelled(self, record: TaskRecord) -> bool:
         runtime = record.runtime
         return runtime is None or runtime.cancelled
+
+    def on_cancel(self, record: TaskRecord, waker) -> None:
+        """Call ``waker()`` once the task is canceled or the session closes (now if so)."""
+        with self.store.lock:
+            runtime = record.runtime
+            if runtime is not None and not runtime.cancelled and not self.session.closing:
+                if runtime.wakers is None:
+                    runtime.wakers = []
+                runtime.wakers.append(waker)
+                return
+        waker()
 
     def wait_cancelled(self, record: TaskRecord, seconds: float) -> bool:
         with self.store.lock:
