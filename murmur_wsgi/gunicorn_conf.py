@@ -57,10 +57,52 @@ def nworkers_changed(server, new_value, old_value):
 
 
 def on_starting(server):
-    """Refuse a configuration that would split the in-memory session."""
+    """Refuse a configuration that would split the in-memory session; name the groups' folder.
+
+    ``$MURMUR_WSGI_GROUPS``, inherited by the worker, is where it records the
+    process groups it starts (``murmur_wsgi/session/groups.py``), so that
+    ``child_exit`` can end them when the worker is killed outright.
+    """
     if server.cfg.workers != 1:
         raise SystemExit("murmur-wsgi: the session lives in one process; run gunicorn with "
                          f"workers = 1 (got {server.cfg.workers})")
+    home = os.environ.get("MURMUR_WSGI_HOME") or os.path.join(os.path.expanduser("~"),
+                                                              ".murmur-wsgi")
+    os.environ["MURMUR_WSGI_GROUPS"] = os.path.join(home, "groups", str(os.getpid()))
+
+
+def child_exit(server, worker):
+    """In the master, a worker is gone: SIGKILL the process groups it left running.
+
+    A worker that stopped cleanly ended its own; one killed outright (SIGKILL,
+    a timeout, a crash) could not, and its harnesses and background commands
+    would run on into the next session.
+    """
+    from murmur_wsgi.session import groups
+
+    where = groups.folder()
+    ended = groups.end_recorded(where, worker.pid) if where else []
+    if ended:
+        server.log.warning("murmur-wsgi: worker %s left process groups %s; killed them",
+                           worker.pid, ended)
+
+
+def worker_abort(worker):
+    """In the worker, gunicorn's timeout (SIGABRT): end the process groups it started."""
+    from murmur_wsgi.session import groups
+
+    where = groups.folder()
+    if where:
+        groups.end_recorded(where, os.getpid())
+
+
+def on_exit(server):
+    """The master exits: its groups' folder goes with it."""
+    from murmur_wsgi.session import groups
+
+    where = groups.folder()
+    if where:
+        groups.remove_folder(where)
 
 
 def post_fork(server, worker):

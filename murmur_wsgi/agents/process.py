@@ -35,6 +35,8 @@ import subprocess
 import sys
 import threading
 
+from murmur_wsgi.session import groups
+
 logger = logging.getLogger(__name__)
 
 EVENTS_QUEUED = 16            # stdout lines read ahead of the agent thread
@@ -72,10 +74,13 @@ class HarnessProcess:
         self.argv = resolve_argv(argv)
         self.max_line_bytes = max_line_bytes
         self.stderr_limit = stderr_limit
-        # NOTE: its own session and process group: signals reach every process it starts.
+        # NOTE: its own session and process group: signals reach every process it starts;
+        # and it dies with the worker, even one killed outright (session/groups.py).
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, start_new_session=True)
+                                     stderr=subprocess.PIPE, start_new_session=True,
+                                     preexec_fn=groups.child_setup())
         self.pid = self.proc.pid
+        groups.record(self.pid)
         self.events: queue.Queue = queue.Queue(EVENTS_QUEUED)
         self.flooded = threading.Event()
         self.stderr_bytes = 0                  # written by the drainer only
@@ -154,6 +159,8 @@ class HarnessProcess:
         returncode = self.wait_exit(REAP_SECS)
         if returncode is None:
             logger.error("harness %s did not end after SIGKILL", self.pid)
+        else:
+            groups.forget(self.pid)
         self._stop.set()
         self._outbox.put(None)
         return returncode

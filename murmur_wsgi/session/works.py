@@ -1,4 +1,8 @@
-"""Background commands (``wrk_…``): detached shell commands the session kills when it ends."""
+"""Background commands (``wrk_…``): detached shell commands the session kills when it ends.
+
+Each runs in its own process group, recorded and started to die with the worker
+(``session/groups.py``), so a worker killed outright leaves none running.
+"""
 from __future__ import annotations
 
 import logging
@@ -10,6 +14,7 @@ import subprocess
 import threading
 import time
 
+from murmur_wsgi.session import groups
 from murmur_wsgi.session.ids import new_id
 
 logger = logging.getLogger(__name__)
@@ -75,9 +80,10 @@ class BackgroundWorks:
         try:
             proc = subprocess.Popen([path] + argv[1:], stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=groups.child_setup())
         except OSError as ex:
             raise CommandRefused(f"{binary} could not start: {ex.strerror}") from None
+        groups.record(proc.pid)
         work = Work(new_id("wrk"), binary, path, command, task_id, proc)
         with self._lock:
             self._works.append(work)
@@ -85,9 +91,13 @@ class BackgroundWorks:
 
     def running(self, task_id: str | None = None) -> list[Work]:
         """The works still running (of one task, or all), oldest first."""
+        alive, ended = [], []
         with self._lock:
-            alive = [w for w in self._works if w.running()]
+            for work in self._works:
+                (alive if work.running() else ended).append(work)
             self._works = alive
+        for work in ended:
+            groups.forget(work.proc.pid)
         return [w for w in alive if task_id is None or w.task_id == task_id]
 
     def kill_all(self) -> None:
@@ -99,5 +109,6 @@ class BackgroundWorks:
                 pass
             try:
                 work.proc.wait(timeout=5)
+                groups.forget(work.proc.pid)
             except subprocess.TimeoutExpired:
                 logger.warning("background command %s did not end", work.id)
