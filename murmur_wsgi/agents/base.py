@@ -73,8 +73,10 @@ class TaskContext:
         images: ``[(media_type, bytes), …]`` in part order.
         data: the values of the message's data parts, in order.
         trust: ``"trusted"`` or ``"untrusted"``.
-        owner: the credential that started the task; None for the caller of a
-            public door and for the operator (the session's own tasks).
+        owner: the owner the task is recorded under, which keys its harness
+            conversation and its retention: the credential that started it; None
+            for the caller of a public door and for the operator token (the
+            session's own tasks), unlike ``caller``.
         forget_session: the message asked to forget the context's harness
             session (``forgetSession``; only on ``inference.transport: process``).
         conversation: ``lifecycle.conversation``, ``"stateless"`` or ``"threaded"``.

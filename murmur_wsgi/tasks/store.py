@@ -93,7 +93,7 @@ class TaskStore:
         self._bump(record)
         if record.state in TERMINAL:
             self._finish(record)
-        self._evict()
+        self._evict_aged()
 
     def change(self, record: TaskRecord, **fields) -> TaskRecord:
         """Set fields of a task under the lock, move it to the front, wake its waiters."""
@@ -153,8 +153,18 @@ class TaskStore:
             queue = self._finished[record.owner] = deque()
         queue.append(record)
         self._finished_count += 1
-        if len(queue) > self._keep or self._finished_count > self._keep_total:
+        if len(queue) > self._keep:
+            self._drop(queue.popleft())        # PERF: the usual case past the bound
+        if self._finished_count > self._keep_total:
             self._evict()
+
+    def _evict_aged(self) -> None:
+        """``_evict()`` when some owner's oldest finished task is past its age."""
+        cutoff = self._clock() - self._keep_secs
+        for queue in self._finished.values():
+            if queue[0].finished_at < cutoff:
+                self._evict()
+                return
 
     def _evict(self) -> None:
         """Drop finished tasks past their owner's bound, their age, or the ceiling."""
