@@ -52,6 +52,16 @@ class Artifacts:
     def __init__(self, publish: Publish):
         self._publish = publish
         self._names: set[str] = set()
+        self._streams: dict[str, ArtifactStream] = {}
+
+    def open(self, name: str) -> ArtifactStream | None:
+        """The stream ``name`` if it is still open, else None."""
+        out = self._streams.get(name)
+        return out if out is not None and not out.closed else None
+
+    def open_streams(self) -> list[ArtifactStream]:
+        """The streams still open, in the order they were opened."""
+        return [out for out in self._streams.values() if not out.closed]
 
     @property
     def names(self) -> list[str]:
@@ -96,7 +106,8 @@ class Artifacts:
         """
         _check_extras(description, metadata)
         self._claim(name)
-        return ArtifactStream(self._publish, name, description, metadata)
+        out = self._streams[name] = ArtifactStream(self._publish, name, description, metadata)
+        return out
 
 
 class ArtifactStream:

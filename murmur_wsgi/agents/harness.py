@@ -37,7 +37,10 @@ import time
 import weakref
 from collections import OrderedDict
 
-from murmur_wsgi.agents.base import TaskCanceled, TaskContext, TaskFailed
+from murmur_wsgi.agents import harness_lines
+from murmur_wsgi.agents.base import Completed, TaskCanceled, TaskContext, TaskFailed, TaskRejected
+from murmur_wsgi.agents.harness_lines import HarnessFault
+from murmur_wsgi.agents.harness_lines import field as _field
 from murmur_wsgi.agents.process import REAP_SECS, HarnessProcess, exit_text
 
 logger = logging.getLogger(__name__)
@@ -52,22 +55,8 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON")        # NaN, Infinity: Python's, not JSON's
 
 
-class HarnessFault(Exception):
-    """The harness broke the protocol or ended badly; ``str()`` is the status message."""
-
-
 class HarnessDeclined(TaskFailed):
     """The harness wrote ``fail``: the task fails with its message."""
-
-
-def _field(msg: dict, key: str, kind, what: str, line: int, *, required: bool = True):
-    """``msg[key]``, which must be a ``kind``; absent is None when not ``required``."""
-    value = msg.get(key)
-    if value is None and not required:
-        return None
-    if not isinstance(value, kind):
-        raise HarnessFault(f"harness: line {line} ({msg['type']}): {key} must be {what}")
-    return value
 
 
 class HarnessAgent:
@@ -132,7 +121,7 @@ class HarnessAgent:
 
     # --- one task ----------------------------------------------------------
 
-    def __call__(self, ctx: TaskContext) -> str:
+    def __call__(self, ctx: TaskContext) -> str | Completed:
         ctx.check_cancelled()
         mode, session_id = self._start_session(ctx)
         proc = self._spawn(ctx)
@@ -140,15 +129,18 @@ class HarnessAgent:
         try:
             ctx.record_event("harness_start", binary=os.path.basename(self.argv[0]),
                              pid=proc.pid, harness_session_id=session_id, session_mode=mode)
+            message = ctx.message
             proc.send({"type": "task", "task_id": ctx.task_id, "context_id": ctx.context_id,
-                       "text": ctx.text, "session": {"mode": mode, "id": session_id}})
+                       "text": ctx.text, "session": {"mode": mode, "id": session_id},
+                       "message": None if message is None else message.to_wire(),
+                       "caller": ctx.caller})
             response = self._converse(ctx, proc)
             ending = "close"
             return response
         except TaskCanceled:
             ending = "term"
             raise
-        except HarnessDeclined:
+        except (HarnessDeclined, TaskRejected):
             ending = "close"
             raise
         except HarnessFault as ex:
@@ -217,8 +209,8 @@ class HarnessAgent:
                     self._exits.popitem(last=False)
                 self._cond.notify_all()
 
-    def _converse(self, ctx: TaskContext, proc: HarnessProcess) -> str:
-        """Read the harness's lines until ``response``; raise on anything else.
+    def _converse(self, ctx: TaskContext, proc: HarnessProcess) -> str | Completed:
+        """Read the harness's lines until ``response`` or ``complete``; raise on anything else.
 
         One wait on the process's events up to the idle deadline, also once stdout
         has closed (then the harness is given the rest of it to exit); a cancel, the
@@ -262,8 +254,8 @@ class HarnessAgent:
             deadline = time.monotonic() + self.idle_timeout
 
     def _handle(self, ctx: TaskContext, proc: HarnessProcess, line: int,
-                raw: bytes) -> str | None:
-        """Act on one line; return the response when it is one."""
+                raw: bytes) -> str | Completed | None:
+        """Act on one line; return the task's outcome when it is one."""
         try:
             msg = json.loads(raw, parse_constant=_no_constant)
         except ValueError:
@@ -315,7 +307,9 @@ class HarnessAgent:
         proc.send({"type": "reply", "text": reply})
 
     def _on_response(self, ctx, proc, msg, line):
-        return _field(msg, "text", str, "a string", line)
+        text = _field(msg, "text", str, "a string", line)
+        harness_lines.close_streams(ctx)
+        return text
 
     def _on_fail(self, ctx, proc, msg, line):
         message = _field(msg, "message", str, "a string", line)
@@ -380,4 +374,4 @@ _HANDLERS = {"session": HarnessAgent._on_session, "text": HarnessAgent._on_text,
              "quota": HarnessAgent._on_quota,
              "suggested-prompt": HarnessAgent._on_suggested_prompt,
              "ask": HarnessAgent._on_ask, "response": HarnessAgent._on_response,
-             "fail": HarnessAgent._on_fail}
+             "fail": HarnessAgent._on_fail, **harness_lines.HANDLERS}

@@ -143,6 +143,29 @@ def part_from_wire(part: dict) -> Part:
     raise ValueError("a part sets one of text, raw, url and data")
 
 
+_KINDS = ("text", "raw", "url", "data")
+_STRINGS = ("text", "raw", "url", "mediaType", "filename")
+
+
+def read_part(part) -> Part:
+    """Read one ProtoJSON part from an untrusted writer (a harness), checking its shape.
+
+    Raises:
+        ValueError: what is wrong with it, in a few words.
+    """
+    if not isinstance(part, dict):
+        raise ValueError("must be an object")
+    kinds = [key for key in _KINDS if key in part]
+    if len(kinds) != 1:
+        raise ValueError("must set exactly one of text, raw, url and data")
+    for key in _STRINGS:
+        if key in part and not isinstance(part[key], str):
+            raise ValueError(f"{key} must be a string")
+    if part.get("metadata") is not None and not isinstance(part["metadata"], dict):
+        raise ValueError("metadata must be an object")
+    return part_from_wire(part)
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
     """The message that started a task, as its agent reads it (``ctx.message``).
