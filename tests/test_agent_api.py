@@ -313,3 +313,43 @@ def test_usage_refuses_bad_counts_in_the_agents_call(doors, kwargs):
     task = run(rpc)
     assert len(raised) == 1 and raised[0].startswith("usage: ")
     assert rpc.door.session.store.get(task["id"]).usage is None
+
+
+def test_an_artifact_is_fixed_when_published(doors):
+    def agent(ctx):
+        data, meta = {"n": 1}, {"k": "v"}
+        ctx.artifacts.add("table", data, metadata=meta)
+        with ctx.artifacts.stream("rows") as out:
+            row = {"r": 1}
+            out.write(row)
+            row["r"] = 2                            # changes nothing published
+        data["n"], meta["k"] = 2, "changed"
+        return "ok"
+
+    rpc = doors(agent)
+    task = run(rpc)
+    table, rows, _ = task["artifacts"]
+    assert table["parts"][0]["data"] == {"n": 1} and table["metadata"] == {"k": "v"}
+    assert rows["parts"][0]["data"] == {"r": 1}
+    streamed = [e["artifactUpdate"]["artifact"] for e in events_of(rpc.door, task["id"])
+                if "artifactUpdate" in e]
+    assert streamed[0]["parts"][0]["data"] == {"n": 1}
+
+
+@pytest.mark.parametrize("value", [float("nan"), {"s": {1, 2}}, [object()]],
+                         ids=["nan", "set", "object"])
+def test_an_artifact_that_is_not_json_is_refused_in_the_call(doors, value):
+    raised = []
+
+    def agent(ctx):
+        try:
+            ctx.artifacts.add("bad", DataPart(value))
+        except (TypeError, ValueError) as ex:
+            raised.append(str(ex))
+        ctx.artifacts.add("bad", "the name is still free")
+        return None
+
+    task = run(doors(agent))
+    assert len(raised) == 1 and raised[0].startswith("artifact 'bad': not a JSON value")
+    assert task["artifacts"][0]["parts"] == [{"text": "the name is still free",
+                                              "mediaType": "text/plain"}]

@@ -13,6 +13,7 @@ Concurrency:
 """
 from __future__ import annotations
 
+import json
 import logging
 from typing import Callable
 
@@ -37,6 +38,26 @@ def artifact_wire(name: str, parts: list, description: str | None = None,
     if metadata is not None:
         artifact["metadata"] = metadata
     return artifact
+
+
+_strict_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
+def owned(artifact: dict) -> dict:
+    """The artifact, copied where the agent could still change it (data, metadata).
+
+    Raises:
+        TypeError, ValueError: a data value or metadata is not JSON (no NaN or
+            infinity, string keys), in the agent's own call: no stream meets it.
+    """
+    if "metadata" not in artifact and all(
+            "data" not in part and "metadata" not in part for part in artifact["parts"]):
+        return artifact                     # PERF: strings only, which nobody can change
+    try:
+        return json.loads(_strict_dumps(artifact))
+    except (TypeError, ValueError, RecursionError) as ex:
+        kind = TypeError if isinstance(ex, TypeError) else ValueError
+        raise kind(f"artifact {artifact['name']!r}: not a JSON value: {ex}") from None
 
 
 def _check_extras(description, metadata) -> None:
@@ -68,13 +89,16 @@ class Artifacts:
         """The names written so far (sorted)."""
         return sorted(self._names)
 
-    def _claim(self, name: str) -> None:
+    def _check_name(self, name: str) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("an artifact's name is a non-empty string")
         if name in RESERVED:
             raise ValueError(f"artifact name {name!r} is the door's own; choose another")
         if name in self._names:
             raise ValueError(f"artifact {name!r} was already written in this task")
+
+    def _claim(self, name: str) -> None:
+        self._check_name(name)
         self._names.add(name)
 
     def add(self, name: str, parts, *, description: str | None = None,
@@ -93,9 +117,10 @@ class Artifacts:
             TaskCanceled: the task was canceled.
         """
         _check_extras(description, metadata)
-        built = as_parts(parts)
+        self._check_name(name)
+        artifact = owned(artifact_wire(name, as_parts(parts), description, metadata))
         self._claim(name)
-        self._publish(artifact_wire(name, built, description, metadata), False, True)
+        self._publish(artifact, False, True)
 
     def stream(self, name: str, *, description: str | None = None,
                metadata: dict | None = None) -> ArtifactStream:
@@ -105,6 +130,8 @@ class Artifacts:
             ValueError: the name is empty, the door's own, or already written.
         """
         _check_extras(description, metadata)
+        if metadata is not None:
+            metadata = owned({"name": name, "parts": [], "metadata": metadata})["metadata"]
         self._claim(name)
         out = self._streams[name] = ArtifactStream(self._publish, name, description, metadata)
         return out
@@ -146,6 +173,7 @@ class ArtifactStream:
             artifact = artifact_wire(self.name, parts)
         else:
             artifact = artifact_wire(self.name, parts, self._description, self._metadata)
+        artifact = owned(artifact)
         append = self._started
         self._started = True
         if last:

@@ -2,7 +2,8 @@
 
 One process per task, in its own process group. The door writes a ``task``
 line (and a ``reply`` line for each ``ask``) to its stdin; the harness
-writes its frames and then ``response`` or ``fail`` to its stdout. Every
+writes its frames and then ``response``, ``complete``, ``reject`` or ``fail``
+to its stdout (the agent API's lines are in ``harness_lines.py``). Every
 way a harness can misbehave fails the task with a one-line status message
 and kills its process group; see ``docs/harness.md`` for the protocol.
 
