@@ -68,7 +68,10 @@ def on_starting(server):
                          f"workers = 1 (got {server.cfg.workers})")
     home = os.environ.get("MURMUR_WSGI_HOME") or os.path.join(os.path.expanduser("~"),
                                                               ".murmur-wsgi")
-    os.environ["MURMUR_WSGI_GROUPS"] = os.path.join(home, "groups", str(os.getpid()))
+    from murmur_wsgi.session import groups
+
+    groups.prune(os.path.join(home, "groups"))
+    os.environ[groups.GROUPS_ENV] = os.path.join(home, "groups", str(os.getpid()))
 
 
 def child_exit(server, worker):

@@ -137,6 +137,27 @@ def end_recorded(where: str, worker_pid: int) -> list[int]:
     return ended
 
 
+def prune(root: str) -> None:
+    """Remove the folders of masters that are gone (killed before their ``on_exit``).
+
+    Their records are stale: a group they name may be another's by now, so it
+    is left alone, only the record goes.
+    """
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            os.kill(int(name), 0)
+        except ProcessLookupError:
+            remove_folder(os.path.join(root, name))
+        except PermissionError:
+            pass
+
+
 def remove_folder(where: str) -> None:
     """The master exits: remove its folder (what is left in it is stale)."""
     try:
