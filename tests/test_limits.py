@@ -273,7 +273,7 @@ def test_data_that_renders_past_the_limit_is_refused_early():
     body = data_deep(2 * 1024 ** 2)       # pretty-printed, about 113 MiB: ~2 s of CPU
     started = time.process_time()
     payload = Rpc(door).post(body).get_json()
-    assert time.process_time() - started < 1.0
+    assert time.process_time() - started < 1.2      # refused: ~0.4 s; rendered whole: ~5 s
     assert payload["error"]["code"] == -32602
     assert re.fullmatch(r"Invalid params: message\.parts\[\d+\] is data that, pretty-printed "
                         r"for the agent, makes the message's data parts more than "
