@@ -291,3 +291,19 @@ def test_data_within_the_limit_is_rendered_as_before():
     assert rpc.error("SendMessage", send(parts))["message"].startswith(
         "Invalid params: message.parts[1] is data")
     assert "result" in rpc.call("SendMessage", send(parts[:1])).get_json()
+
+
+def test_a_referenced_failure_message_is_cut_too():
+    rpc = Rpc(make_door(limits={"reference_bytes": 100},
+                        lifecycle={"task_acceptance": "queue", "queue_depth": 1}))
+    failed = rpc.result("SendMessage", {"message": {
+        "messageId": "a", "role": "ROLE_USER",
+        "parts": [{"text": "/fail " + "why " * 10_000}]}})["task"]
+    assert failed["status"]["state"] == "TASK_STATE_FAILED"
+    second = rpc.result("SendMessage", {"message": {
+        "messageId": "b", "role": "ROLE_USER", "parts": [{"text": "see"}],
+        "referenceTaskIds": [failed["id"]]}})["task"]
+    line = response_of(second).split("\n")[-1]
+    assert line.startswith(f"- {failed['id']}: failed: why why")
+    assert line.endswith(" …[cut: 39999 bytes]")
+    assert len(line.encode()) < 100 + 80

@@ -185,7 +185,10 @@ def reference_line(task_id: str, view: RefView | None, limit: int = REFERENCE_BY
         return f"- {shown}: {view.state}"
     if view.state == WORDS[COMPLETED] and view.response is not None:
         return f"- {shown}: {view.state}\n" + quoted_response(view, limit)
-    message = one_line(view.status_text) if view.status_text else ""
+    text, total = cut_utf8(view.status_text or "", limit)     # an agent's words: bounded too
+    message = one_line(text) if text else ""
+    if message and total is not None:
+        return f"- {shown}: {view.state}: {message} …[cut: {total} bytes]"
     if message:
         return f"- {shown}: {view.state}: {message}"
     return f"- {shown}: {view.state}"
