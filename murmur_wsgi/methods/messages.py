@@ -43,8 +43,7 @@ def references(door, call, ids: list[str]) -> list:
         if record is None or not call.ctx.sees(record.owner):
             out.append((task_id, None))
             continue
-        with store.lock:                # NOTE: one consistent view of a task that may change
-            out.append((task_id, render.RefView.from_record(record)))
+        out.append((task_id, store.read(record, render.RefView.from_record)))
     return out
 
 
@@ -87,7 +86,7 @@ def accept(door, call, message: IncomingMessage, on_accept=None):
             data_bytes=door.manifest.limits["data_text_bytes"])
         data = [part[1] for part in message.parts if part[0] == "data"]
         record = manager.submit(call.ctx, message.context_id,
-                                (text, list(message.images), data, call.params["message"],
+                                (text, list(message.images), data, message.source,
                                  call.ctx.caller), message, on_accept, echoes=echoes)
         if record.state == REJECTED:
             return record, record.to_json(), message

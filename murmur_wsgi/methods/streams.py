@@ -37,15 +37,19 @@ def last_event_id(environ: dict) -> int | None:
     return int(raw) if len(raw) <= 18 else NEVER_ISSUED
 
 
+def _ended_event(record) -> list | None:
+    """The ended task as one unnumbered task event; None while it is live.
+
+    NOTE: as GetTask answers it, unnumbered like the opening: the lost events'
+    ids are gone, and a task event carries its end whole.
+    """
+    return [frames.task_event(record)] if record.terminal else None
+
+
 def _ended(store, record):
     """``EventStream``'s recover: the ended task, or None while it is live."""
     def recover():
-        with store.lock:
-            if record is None or not record.terminal:
-                return None
-            # NOTE: the ended task as GetTask answers it, unnumbered like the opening:
-            # the lost events' ids are gone, and a task event carries its end whole.
-            return [frames.task_event(record)]
+        return None if record is None else store.read(record, _ended_event)
     return recover
 
 
@@ -102,6 +106,12 @@ class _TaskCut:
         self.reader = None
         self.snapshot = None
 
+    def open_live(self, record) -> str:
+        """Open the reader if the task is live (under the store's lock); return its state."""
+        if not record.terminal:
+            self(record)
+        return record.state
+
     def __call__(self, record) -> None:
         # NOTE: runs under the store's lock (TaskManager.submit's on_accept, or below).
         self.snapshot = record.to_json()
@@ -137,10 +147,7 @@ def subscribe_to_task(door, call, params):
     session = door.session
     frames_on = STREAM_URI in call.ctx.extensions
     cut = _TaskCut(session.ring, frames_on, last_event_id(call.environ))
-    with session.store.lock:
-        state = record.state
-        if not record.terminal:
-            cut(record)
+    state = session.store.read(record, cut.open_live)
     if cut.reader is None:
         raise UnsupportedOperationError(
             f"Task {record.id} has ended in {state}; it has no more events to stream",

@@ -218,6 +218,15 @@ class TaskStore:
         with self._lock:
             return record.to_json(artifacts, cache)
 
+    def read(self, record: TaskRecord, view):
+        """``view(record)`` under the lock: one consistent view of a task that may change.
+
+        Handlers never take the lock themselves; what they read of a live task at
+        one instant, they read through here.
+        """
+        with self._lock:
+            return view(record)
+
     def wait_settled(self, record: TaskRecord, timeout: float | None,
                      wake=lambda: False) -> bool:
         """Block until the task settles (or ``wake()`` turns true); True when settled."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import binascii
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from marshmallow import Schema, ValidationError, fields, validate
 
@@ -54,6 +54,9 @@ class IncomingMessage:
     images: list[tuple[str, bytes]]     # (media_type, bytes), in part order
     text_parts_bytes: int               # UTF-8 bytes of the text parts
     door_extension: bool                # metadata holds the door URI: echo it in A2A-Extensions
+    # The message object as sent, read in full (the agent's typed ``ctx.message`` is built
+    # from it); not compared: two reads of one message are equal whatever object they read.
+    source: dict | None = field(default=None, compare=False, repr=False)
 
 
 class DoorExtensionSchema(WireSchema):
@@ -414,7 +417,7 @@ def read_steps(params: dict, manifest) -> IncomingMessage:
     normal, text_bytes = _normal_parts(r.parts, r.kinds, r.images)
     return IncomingMessage(r.message_id, r.task_id, r.context_id, normal, r.references,
                            r.forget_session, r.return_immediately, r.images, text_bytes,
-                           r.door_extension)
+                           r.door_extension, r.msg)
 
 
 _FAST_PART_STRINGS = ("text", "mediaType", "filename")
@@ -471,7 +474,7 @@ def _fast_read(params: dict, manifest) -> IncomingMessage | None:
             return None
     normal, text_bytes = _normal_parts(parts, kinds, ())
     return IncomingMessage(message_id, task_id or None, context_id or None, normal, [], False,
-                           return_immediately, [], text_bytes, False)
+                           return_immediately, [], text_bytes, False, msg)
 
 
 def read_message(params: dict, manifest) -> IncomingMessage:
