@@ -353,3 +353,16 @@ def test_an_artifact_that_is_not_json_is_refused_in_the_call(doors, value):
     assert len(raised) == 1 and raised[0].startswith("artifact 'bad': not a JSON value")
     assert task["artifacts"][0]["parts"] == [{"text": "the name is still free",
                                               "mediaType": "text/plain"}]
+
+
+def test_a_stream_left_open_is_closed_as_the_agent_returns(doors):
+    def agent(ctx):
+        ctx.artifacts.stream("notes").write("half")
+        return "done"
+
+    rpc = doors(agent)
+    task = run(rpc)
+    updates = [(e["artifactUpdate"]["artifact"]["artifactId"], e["artifactUpdate"]["append"],
+                e["artifactUpdate"]["lastChunk"])
+               for e in events_of(rpc.door, task["id"]) if "artifactUpdate" in e]
+    assert updates == [("notes", False, False), ("notes", True, True), ("response", False, True)]

@@ -186,6 +186,12 @@ class TaskContext:
                                                                         append, last))
         return self._artifacts
 
+    def close_artifacts(self) -> None:
+        """End every artifact stream still open; the door calls it as the agent returns."""
+        if self._artifacts is not None:
+            for out in self._artifacts.open_streams():
+                out.close()
+
     def usage(self, input_tokens: int = 0, output_tokens: int = 0, cached_tokens: int = 0,
               model: str | None = None) -> None:
         """Report tokens this run consumed; reports add up, per model, on the task record.

@@ -308,9 +308,7 @@ class HarnessAgent:
         proc.send({"type": "reply", "text": reply})
 
     def _on_response(self, ctx, proc, msg, line):
-        text = _field(msg, "text", str, "a string", line)
-        harness_lines.close_streams(ctx)
-        return text
+        return _field(msg, "text", str, "a string", line)
 
     def _on_fail(self, ctx, proc, msg, line):
         message = _field(msg, "message", str, "a string", line)

@@ -48,12 +48,6 @@ def _extras(msg: dict, line: int) -> dict:
             "metadata": field(msg, "metadata", dict, "an object", line, required=False)}
 
 
-def close_streams(ctx) -> None:
-    """Close the artifacts the harness left open (it answered: they are complete)."""
-    for out in ctx.artifacts.open_streams():
-        out.close()
-
-
 def on_artifact_add(agent, ctx, proc, msg, line):
     name = field(msg, "name", str, "a string", line)
     given = field(msg, "parts", list, "a non-empty array of parts", line)
@@ -102,7 +96,6 @@ def on_usage(agent, ctx, proc, msg, line):
 def on_complete(agent, ctx, proc, msg, line):
     text = field(msg, "text", str, "a string", line, required=False)
     status = field(msg, "statusMessage", str, "a string", line, required=False)
-    close_streams(ctx)
     return Completed(text=text, status_message=status)
 
 

@@ -260,6 +260,10 @@ class TaskManager:
             self.end(record, FAILED, "the agent was stopped", returned=True)
             raise
         else:
+            try:
+                ctx.close_artifacts()
+            except TaskCanceled:
+                pass                            # it ended meanwhile: end() below does nothing
             if type(response) is Completed:
                 status = response.status_message or COMPLETED_TEXT
                 response = response.text
