@@ -11,6 +11,7 @@ from murmur_wsgi.hub.admission import Admission
 from murmur_wsgi.hub.auth import Credentials
 from murmur_wsgi.hub.cards import card_bodies
 from murmur_wsgi.hub.config import ConfigError, HubConfig, load_config, load_config_file
+from murmur_wsgi.hub.methods import METHODS
 from murmur_wsgi.hub.routes import handle
 from murmur_wsgi.hub.runs import Runs
 from murmur_wsgi.hub.store import open_store
@@ -56,10 +57,25 @@ class Hub:
         self.admission = Admission(config)
         self.runs = Runs(self.store, self.admission, config.pricing,
                          config.events["merge_secs"])
+        self.push = None
+        self.methods = METHODS
+        if config.push["enabled"]:
+            self._start_push()
         self.closing = False
         self._subs_lock = threading.Lock()
         self._subscriptions: dict[str, int] = {}        # guarded by _subs_lock
         _LIVE.add(self)
+
+    def _start_push(self) -> None:
+        from murmur_wsgi.hub.push import Push, PushUnavailable
+        from murmur_wsgi.hub.push.methods import METHODS as PUSH_METHODS
+
+        try:
+            self.push = Push(self.config, self.store)
+        except PushUnavailable as ex:
+            raise ConfigError(str(ex)) from None
+        self.methods = {**METHODS, **PUSH_METHODS}
+        self.push.start()
 
     def published(self, tenant: str, name: str) -> bool:
         return (tenant, name) in self.cards
@@ -94,6 +110,8 @@ class Hub:
         interrupted = self.runs.drain(timeout)
         if interrupted:
             logger.warning("shutdown: %d runs interrupted after %g s", interrupted, timeout)
+        if self.push is not None:
+            self.push.close()
         self.store.close()
         return interrupted
 

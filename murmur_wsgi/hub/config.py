@@ -134,17 +134,20 @@ class AuthSchema(_Block):
 
 
 class PushSchema(_Block):
+    """``push``: off by default; the rules are push/settings.py's (one home)."""
+
     enabled = fields.Boolean(load_default=False, truthy={True}, falsy={False})
     secret = fields.String(load_default=None, allow_none=True)
     ports = fields.List(StrictInt(validate=validate.Range(min=1, max=65535)),
-                        load_default=lambda: [443])
+                        load_default=lambda: [443], validate=validate.Length(min=1))
+    allow_networks = fields.List(fields.String(), load_default=list)
+    ca_file = fields.String(load_default=None, allow_none=True)
 
     @validates_schema
-    def _off(self, data, **kwargs):
-        if data.get("enabled"):
-            # NOTE: push notifications are their own issue; until then only off is served.
-            raise ValidationError("must be false: this hub does not send push notifications "
-                                  "yet (its push methods answer -32004)", "enabled")
+    def _rules(self, data, **kwargs):
+        from murmur_wsgi.hub.push.settings import check_push
+
+        check_push(data)
 
 
 class PriceSchema(_Block):
@@ -335,6 +338,9 @@ def load_config(data, environ=None) -> HubConfig:
         logger.warning("sweep_max_age_secs %g is below run_timeout_secs + 60 s; raised to %g",
                        sweep, floor)
         loaded["sweep_max_age_secs"] = floor
+    if loaded["push"]["enabled"] and not loaded["public_url"]:
+        raise ConfigError("public_url: is required when push.enabled is true (the "
+                          "notifications' iss and the card's URL come from it)")
     return HubConfig(**loaded)
 
 

@@ -26,6 +26,7 @@ class HubMessage:
     message: dict                   # the message as sent (what the task's history holds)
     return_immediately: bool
     history_length: int | None
+    push_config: dict | None = None       # configuration.taskPushNotificationConfig, unread
 
 
 def _invalid(what: str) -> InvalidParamsError:
@@ -98,9 +99,8 @@ def read_message(params: dict) -> HubMessage:
     elif not isinstance(immediately, bool):
         raise _invalid("configuration.returnImmediately must be a boolean")
     length = history_length(config, "configuration.historyLength")
-    if config.get("taskPushNotificationConfig") is not None:
-        raise UnsupportedOperationError("push notifications are not enabled on this hub")
-    return HubMessage(message_id, context_id, "\n".join(pieces), data, msg, immediately, length)
+    return HubMessage(message_id, context_id, "\n".join(pieces), data, msg, immediately, length,
+                      config.get("taskPushNotificationConfig"))
 
 
 def stored_message(msg: dict, task_id: str, context_id: str) -> dict:

@@ -15,7 +15,6 @@ import logging
 from murmur_wsgi.errors import (ExtendedAgentCardNotConfiguredError, InternalError,
                                 InvalidParamsError, InvalidRequestError, MethodNotFoundError,
                                 RpcError, UnsupportedOperationError, VersionNotSupportedError)
-from murmur_wsgi.hub import methods
 from murmur_wsgi.hub.auth import HubRefusal
 from murmur_wsgi.hub.cards import CARD_SUFFIX, PREFIX
 from murmur_wsgi.hub.sse import HubStream
@@ -164,7 +163,7 @@ def check_version(environ: dict) -> None:
 
 def _call(hub, call: Call, raw_params):
     check_version(call.environ)
-    handler = methods.METHODS.get(call.method)
+    handler = hub.methods.get(call.method)
     if handler is None:
         if call.method in PUSH_METHODS:
             raise UnsupportedOperationError("push notifications are not enabled on this hub")

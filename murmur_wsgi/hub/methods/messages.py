@@ -7,6 +7,7 @@ import uuid
 from murmur_wsgi.errors import InvalidRequestError
 from murmur_wsgi.hub.context import Caller, HubContext, Turn
 from murmur_wsgi.hub.message import read_message, stored_message
+from murmur_wsgi.hub.push.methods import message_config, save_message_config
 from murmur_wsgi.hub.runs import Run
 from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.hub.store import PENDING
@@ -51,6 +52,7 @@ class Accepted:
 def accept(hub, call, live: bool):
     """Read the message, apply idempotency and admission; start the run when admitted."""
     msg = read_message(call.params)                       # the request limits, first
+    push = message_config(hub, msg.push_config)
     store = hub.store
     found = store.claim_message(call.tenant, call.agent, msg.message_id)
     if found == PENDING:
@@ -58,6 +60,8 @@ def accept(hub, call, live: bool):
                                   "ask again in a moment")
     if found is not None:
         task = store.get(call.tenant, call.agent, found)
+        if push is not None:
+            save_message_config(hub, call, push, task.id, from_start=False)
         return msg, Accepted(task, snapshot=store.render(task, msg.history_length),
                              existing=True)
     try:
@@ -72,12 +76,16 @@ def accept(hub, call, live: bool):
         if reason is not None:
             task.set_state(REJECTED, reason)
             store.create(task, task.task_event(), bind=False)
+            if push is not None:
+                save_message_config(hub, call, push, task.id, from_start=True)
             return msg, Accepted(task, snapshot=store.render(task, msg.history_length))
         run = Run(hub.runs, task, hub.agents[(call.tenant, call.agent)],
                   hub.limits(call.tenant), live)
         first = task.task_event()
         snapshot = task.to_json(msg.history_length)
         store.create(task, first)
+        if push is not None:
+            save_message_config(hub, call, push, task.id, from_start=True)
     except BaseException:
         store.release_message(call.tenant, call.agent, msg.message_id)
         raise

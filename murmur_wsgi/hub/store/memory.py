@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 
+from murmur_wsgi.hub.push.memory import MemoryPushStorage
 from murmur_wsgi.hub.store.base import PENDING, Page, Store, StoredEvent
 from murmur_wsgi.hub.task import SUBMITTED, TERMINAL, WORKING
 
@@ -36,7 +37,7 @@ def decode_token(token: str) -> int:
     return int(raw[1:])
 
 
-class MemoryStore(Store):
+class MemoryStore(MemoryPushStorage, Store):
     """Tasks, their index, their event logs and claims, in this process's memory."""
 
     def __init__(self, retention_secs: float = 86_400.0, clock=time.monotonic):
@@ -52,6 +53,7 @@ class MemoryStore(Store):
         self._expiry: collections.deque = collections.deque()   # (deadline, task id), in order
         self._marks: set[str] = set()
         self._closed = False
+        self._push_init()
 
     # --- idempotency -------------------------------------------------------
 

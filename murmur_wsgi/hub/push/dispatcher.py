@@ -1,0 +1,122 @@
+"""The dispatcher: off the request path, each config's events in order, under a lease.
+
+One loop per hub waits for configs with events past their cursor
+(``store.push_due``), takes each one's lease (one replica at a time, at
+most two configs of a tenant at once: the store's rule) and delivers it on
+a thread of its own (a greenlet under gevent) until it has caught up,
+advancing the cursor event by event. A dropped event is logged with the
+host only.
+
+Concurrency:
+    ``_lock`` guards ``_working`` (the configs this replica delivers now).
+    ``_stop`` (an Event) ends the loop and every retry wait at ``close()``.
+"""
+from __future__ import annotations
+
+import _thread
+import logging
+import threading
+import uuid
+from urllib.parse import urlsplit
+
+from murmur_wsgi.hub.push.body import event_body
+from murmur_wsgi.hub.push.storage import DELIVERED, DROPPED, SKIPPED
+
+logger = logging.getLogger(__name__)
+
+IDLE_WAIT_SECS = 1.0
+
+
+class Dispatcher:
+    def __init__(self, store, sender):
+        self.store = store
+        self.sender = sender
+        self.owner = f"replica-{uuid.uuid4()}"
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._working: set[tuple] = set()        # guarded by _lock
+        self._idle = threading.Condition(self._lock)
+
+    def start(self) -> None:
+        _thread.start_new_thread(self._loop, ())
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait ``seconds``; False at once when the hub closes."""
+        return not self._stop.wait(seconds)
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self.store.notify_push()
+        with self._idle:
+            self._idle.wait_for(lambda: not self._working, timeout)
+
+    def idle(self) -> bool:
+        with self._lock:
+            return not self._working
+
+    def _loop(self) -> None:
+        blocked: set[tuple] = set()
+        while not self._stop.is_set():
+            with self._lock:
+                skip = frozenset(self._working | blocked)
+            try:
+                due = self.store.push_due(self.owner, IDLE_WAIT_SECS, skip)
+            except Exception:  # noqa: BLE001 - the loop must outlive a store hiccup
+                logger.exception("push: the dispatcher could not read the store")
+                self._stop.wait(IDLE_WAIT_SECS)
+                continue
+            if not due:
+                blocked.clear()
+            for record in due:
+                if self._stop.is_set():
+                    break
+                if not self.store.push_lease(record, self.owner):
+                    blocked.add(record.key)
+                    continue
+                blocked.discard(record.key)
+                with self._lock:
+                    self._working.add(record.key)
+                _thread.start_new_thread(self._deliver, (record,))
+
+    def _deliver(self, record) -> None:
+        first = record
+        try:
+            self._catch_up(record)
+        except Exception:  # noqa: BLE001 - one config's failure never stops the others
+            logger.exception("push: delivering to config %s of task %s failed", record.id,
+                             record.task_id)
+        finally:
+            self.store.push_release(first, self.owner)
+            with self._idle:
+                self._working.discard(first.key)
+                self._idle.notify_all()
+
+    def _catch_up(self, record) -> None:
+        store = self.store
+        while record is not None and not self._stop.is_set():
+            task = store.get(record.tenant, record.agent, record.task_id)
+            events, available = store.events(record.task_id, record.cursor, 0)
+            if task is None or not available or not events:
+                return
+            for event in events:
+                if event.seq <= record.cursor:
+                    continue
+                body = event_body(store, task, event)
+                if body is None:
+                    record = store.push_advance(record, self.owner, event.seq, SKIPPED)
+                else:
+                    delivered, reason = self.sender.send(record, event.seq, body)
+                    if delivered is None:
+                        return
+                    if not delivered:
+                        logger.warning("push: event %d of task %s dropped for config %s "
+                                       "(host %s): %s", event.seq, record.task_id, record.id,
+                                       urlsplit(record.url).hostname, reason)
+                    record = store.push_advance(record, self.owner, event.seq,
+                                                DELIVERED if delivered else DROPPED, reason)
+                    if record is not None and record.disabled:
+                        logger.warning("push: config %s of task %s disabled after %d failed "
+                                       "events in a row", record.id, record.task_id,
+                                       record.failures)
+                if record is None or record.disabled or self._stop.is_set():
+                    return

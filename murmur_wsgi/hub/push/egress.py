@@ -1,0 +1,154 @@
+"""Egress that cannot be turned against the network: one checked POST to a webhook.
+
+Per connection the host is resolved once (``resolver``); if ANY address is
+outside the public internet (addresses.py), nothing is dialed. Otherwise the
+connection goes to an address that was checked (no second lookup, so no DNS
+rebinding), TLS verified against the URL's host name (SNI too), never
+through a proxy (http.client reads no ``HTTPS_PROXY``), never following a
+redirect (http.client does not), and only to the allowed ports. The whole
+attempt has ``timeout`` seconds.
+"""
+from __future__ import annotations
+
+import http.client
+import logging
+import socket
+import ssl
+import time
+from urllib.parse import urlsplit
+
+from murmur_wsgi.hub.push import addresses
+
+logger = logging.getLogger(__name__)
+
+MAX_ANSWER_BYTES = 64 * 1024        # what is read of a receiver's answer (then dropped)
+
+
+class Refused(Exception):
+    """The guard dialed nothing: the answer is final (``str()`` is the public reason)."""
+
+
+class NetworkError(Exception):
+    """The attempt failed on the way (resolution, connection, TLS, timeout): retried."""
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """Every address ``host`` resolves to (one lookup)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [info[4][0] for info in infos]
+
+
+def checked_addresses(host: str, port: int, resolver, allow: list) -> list:
+    """The addresses to dial, each checked; Refused when any is not public."""
+    literal = addresses.parse(host)
+    if literal is not None:
+        found = [literal]
+    else:
+        try:
+            raw = resolver(host, port)
+        except (OSError, UnicodeError) as ex:
+            raise NetworkError(f"the host does not resolve ({type(ex).__name__})") from None
+        found = []
+        for text in raw:
+            ip = addresses.parse(text)
+            if ip is None:
+                raise Refused("refused: the host resolved to something that is not an address")
+            found.append(ip)
+        if not found:
+            raise NetworkError("the host does not resolve")
+    for ip in found:
+        if not addresses.reachable(ip, allow):
+            raise Refused("refused: an address of the host is outside the public internet")
+    return found
+
+
+class PinnedConnection(http.client.HTTPSConnection):
+    """An HTTPS connection to one checked address, TLS checked against ``host``."""
+
+    def __init__(self, host: str, port: int, address, context: ssl.SSLContext,
+                 timeout: float):
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._address = address
+
+    def connect(self) -> None:
+        family = socket.AF_INET6 if self._address.version == 6 else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.timeout)
+            sock.connect((str(self._address), self.port))
+            self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+        except BaseException:
+            sock.close()
+            raise
+
+
+def tls_context(ca_file: str | None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=ca_file) if ca_file \
+        else ssl.create_default_context()
+    context.check_hostname = True
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+class Egress:
+    """POSTs to webhook URLs under the guard; ``resolver`` is a seam for tests."""
+
+    def __init__(self, ports, allow: list, ca_file: str | None = None):
+        self.ports = frozenset(ports)
+        self.allow = allow
+        self.context = tls_context(ca_file)
+        self.resolver = system_resolver
+
+    def post(self, url: str, body: bytes, headers: dict, timeout: float) -> int:
+        """The answer's status; Refused (nothing dialed) or NetworkError."""
+        deadline = time.monotonic() + timeout
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or 443
+        if parts.scheme != "https" or not host:
+            raise Refused("refused: not an https URL")
+        if port not in self.ports:
+            raise Refused("refused: the port is not allowed")
+        targets = checked_addresses(host, port, self.resolver, self.allow)
+        target = parts.path or "/"
+        if parts.query:
+            target += "?" + parts.query
+        conn, last = None, None
+        for address in targets:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            candidate = PinnedConnection(host, port, address, self.context, left)
+            try:
+                candidate.connect()
+            except ssl.SSLError as ex:
+                candidate.close()
+                raise NetworkError(f"TLS failed ({ex.reason or 'handshake'})") from None
+            except OSError as ex:
+                candidate.close()
+                last = ex
+                continue
+            conn = candidate
+            break
+        if conn is None:
+            raise NetworkError(_network_reason(last))
+        try:
+            conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
+            conn.request("POST", target, body=body, headers=headers)
+            conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
+            answer = conn.getresponse()
+            answer.read(MAX_ANSWER_BYTES)
+            return answer.status
+        except (OSError, http.client.HTTPException) as ex:
+            raise NetworkError(_network_reason(ex)) from None
+        finally:
+            conn.close()
+
+
+def _network_reason(ex) -> str:
+    if ex is None or isinstance(ex, (socket.timeout, TimeoutError)):
+        return "timed out"
+    if isinstance(ex, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(ex, http.client.HTTPException):
+        return f"bad HTTP answer ({type(ex).__name__})"
+    return f"network error ({type(ex).__name__})"

@@ -1,0 +1,150 @@
+"""Push configs and leases in the memory store (one process; see storage.py's contract).
+
+A mixin of ``MemoryStore``: it keeps its fields under the store's ``lock``
+and wakes ``push_due`` through the store's ``_changed`` condition, which
+every write of an event notifies.
+"""
+from __future__ import annotations
+
+import logging
+
+from murmur_wsgi.hub.push.storage import (DELIVERED, DROPPED, LEASE_SECS,
+                                          MAX_CONFIGS_PER_TASK, MAX_FAILURES,
+                                          TENANT_DELIVERIES, PushStorage)
+from murmur_wsgi.tasks.record import now_ms
+
+logger = logging.getLogger(__name__)
+
+
+class MemoryPushStorage(PushStorage):
+    """Fields (guarded by the store's ``lock``): configs by task, leases, the active set."""
+
+    def _push_init(self) -> None:
+        self._push: dict[str, dict] = {}              # task id -> {config id: PushRecord}
+        self._push_active: set[tuple] = set()          # keys that may have events to deliver
+        self._push_leases: dict[tuple, tuple] = {}     # key -> (owner, tenant, deadline)
+        self._push_created = 0
+
+    def _push_log(self, task_id: str) -> list | None:
+        return self._events.get(task_id)
+
+    def push_save(self, record, from_start):
+        with self._changed:
+            configs = self._push.setdefault(record.task_id, {})
+            old = configs.get(record.id)
+            if old is None and len(configs) >= MAX_CONFIGS_PER_TASK:
+                return None
+            log = self._push_log(record.task_id)
+            cursor = 0 if from_start else len(log or ())
+            self._push_created += 1
+            saved = record.but(cursor=cursor, failures=0, disabled=False, disabled_ms=None,
+                               last_error=None,
+                               generation=(old.generation + 1) if old else 1,
+                               created=old.created if old else self._push_created)
+            configs[record.id] = saved
+            self._push_active.add(saved.key)
+            self._changed.notify_all()
+            return saved
+
+    def _push_find(self, tenant, agent, task_id, config_id):
+        record = self._push.get(task_id, {}).get(config_id)
+        if record is None or record.tenant != tenant or record.agent != agent:
+            return None
+        return record
+
+    def push_get(self, tenant, agent, task_id, config_id):
+        with self.lock:
+            return self._push_find(tenant, agent, task_id, config_id)
+
+    def push_list(self, tenant, agent, task_id):
+        with self.lock:
+            records = [r for r in self._push.get(task_id, {}).values()
+                       if r.tenant == tenant and r.agent == agent]
+            return sorted(records, key=lambda r: r.created)
+
+    def push_delete(self, tenant, agent, task_id, config_id):
+        with self._changed:
+            if self._push_find(tenant, agent, task_id, config_id) is None:
+                return False
+            del self._push[task_id][config_id]
+            self._push_active.discard((task_id, config_id))
+            self._push_leases.pop((task_id, config_id), None)
+            self._changed.notify_all()
+            return True
+
+    def _push_due_locked(self, skip) -> list:
+        now = self._clock()
+        due, done = [], []
+        for key in self._push_active:
+            record = self._push.get(key[0], {}).get(key[1])
+            log = self._push_log(key[0])
+            if record is None or record.disabled or log is None:
+                done.append(key)
+                continue
+            if record.cursor >= len(log):
+                if log and log[-1].terminal:
+                    done.append(key)
+                continue
+            lease = self._push_leases.get(key)
+            if key in skip or (lease is not None and lease[2] > now):
+                continue
+            due.append(record)
+        for key in done:
+            self._push_active.discard(key)
+        return due
+
+    def push_due(self, owner, timeout, skip=frozenset()):
+        with self._changed:
+            self._expire_locked()
+            due = self._push_due_locked(skip)
+            if due or self._closed:
+                return due
+            self._changed.wait(timeout)
+            self._expire_locked()
+            return self._push_due_locked(skip)
+
+    def notify_push(self):
+        with self._changed:
+            self._changed.notify_all()
+
+    def push_lease(self, record, owner):
+        with self.lock:
+            now = self._clock()
+            lease = self._push_leases.get(record.key)
+            if lease is not None and lease[0] != owner and lease[2] > now:
+                return False
+            if lease is None or lease[2] <= now:
+                held = sum(1 for k, (o, tenant, deadline) in self._push_leases.items()
+                           if tenant == record.tenant and deadline > now and k != record.key)
+                if held >= TENANT_DELIVERIES:
+                    return False
+            self._push_leases[record.key] = (owner, record.tenant, now + LEASE_SECS)
+            return True
+
+    def push_release(self, record, owner):
+        with self._changed:
+            lease = self._push_leases.get(record.key)
+            if lease is not None and lease[0] == owner:
+                del self._push_leases[record.key]
+            self._changed.notify_all()
+
+    def push_advance(self, record, owner, seq, outcome, error=None):
+        with self._changed:
+            current = self._push.get(record.task_id, {}).get(record.id)
+            lease = self._push_leases.get(record.key)
+            if current is None or current.generation != record.generation or lease is None \
+                    or lease[0] != owner or lease[2] <= self._clock():
+                return None
+            changes = {"cursor": max(current.cursor, seq)}
+            if outcome == DROPPED:
+                failures = current.failures + 1
+                changes.update(failures=failures, last_error=error)
+                if failures >= MAX_FAILURES:
+                    changes.update(disabled=True, disabled_ms=now_ms())
+            elif outcome == DELIVERED:
+                changes["failures"] = 0
+            saved = current.but(**changes)
+            self._push[record.task_id][record.id] = saved
+            self._push_leases[record.key] = (owner, record.tenant, self._clock() + LEASE_SECS)
+            self._changed.notify_all()
+            return saved

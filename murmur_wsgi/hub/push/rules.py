@@ -1,0 +1,120 @@
+"""Which push configs the hub accepts; every refusal is -32602 (InvalidParamsError).
+
+A config is ``{taskId, id?, url, token?, authentication?}`` (A2A v1.0
+TaskPushNotificationConfig). The url is https on an allowed port (443, or
+``push.ports``), at most 2048 bytes, without credentials or fragment, and not
+an IP literal outside the public internet; the token is at most 512 bytes;
+authentication is only ``{"scheme": "Bearer"}``: Authorization always carries
+the hub's JWT. A config id is 1-128 of ``A-Z a-z 0-9 . _ ~ -`` (it is part of
+the notification's ``jti``, ``<taskId>/<configId>/<seq>``).
+"""
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from murmur_wsgi.errors import InvalidParamsError
+from murmur_wsgi.hub.push import addresses
+
+logger = logging.getLogger(__name__)
+
+MAX_URL_BYTES = 2048
+MAX_TOKEN_BYTES = 512
+# A host of numbers only ("2130706433", "127.1", "0x7f.0.0.1"): a resolver reads it as an
+# IPv4 address, so it is refused as one that is not written plainly.
+NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}\.?$", re.I)
+CONFIG_ID = re.compile(r"^[A-Za-z0-9._~-]{1,128}$")
+FIELDS = ("tenant", "id", "taskId", "url", "token", "authentication")
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRequest:
+    """An accepted config, before it is stored (``id`` generated when absent)."""
+
+    task_id: str
+    id: str
+    url: str
+    token: str | None
+
+
+def _invalid(where: str, what: str) -> InvalidParamsError:
+    return InvalidParamsError(f"Invalid params: {where}{what}")
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def check_url(url, ports, allow, where: str = "") -> str:
+    """The url if the hub may notify it; else -32602 naming the rule."""
+    if not isinstance(url, str) or not url:
+        raise _invalid(where, "url is required (an https URL)")
+    if _size(url) > MAX_URL_BYTES:
+        raise _invalid(where, f"url is longer than {MAX_URL_BYTES} bytes")
+    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7f for c in url):
+        raise _invalid(where, "url must not contain spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise _invalid(where, "url is not a URL") from None
+    if parts.scheme.lower() != "https":
+        raise _invalid(where, "url must be https")
+    if not parts.hostname:
+        raise _invalid(where, "url must name a host")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise _invalid(where, "url must not carry credentials")
+    if parts.fragment or "#" in url:
+        raise _invalid(where, "url must not have a fragment")
+    port = 443 if port is None else port
+    if port not in ports:
+        allowed = ", ".join(str(p) for p in sorted(ports))
+        raise _invalid(where, f"url's port must be one of {allowed}")
+    ip = addresses.parse(parts.hostname)
+    if ip is None and NUMERIC_HOST.match(parts.hostname):
+        raise _invalid(where, "url's host is not a valid address")
+    if ip is not None and not addresses.reachable(ip, allow):
+        raise _invalid(where, "url's host is an address outside the public internet")
+    return url
+
+
+def read_config(params, ports, allow, *, where: str = "", task_id=None) -> ConfigRequest:
+    """Read a TaskPushNotificationConfig; ``task_id`` given: it must be absent or that."""
+    if not isinstance(params, dict):
+        raise _invalid(where.rstrip("."), " must be an object")
+    for key in params:
+        if key not in FIELDS:
+            raise _invalid(where, f"{key} is not a field of TaskPushNotificationConfig")
+    tid = params.get("taskId")
+    if tid is not None and not isinstance(tid, str):
+        raise _invalid(where, "taskId must be a string")
+    if task_id is None:
+        if not tid:
+            raise _invalid(where, "taskId is required")
+        task_id = tid
+    elif tid:
+        raise _invalid(where, "taskId must be absent: the config is for this message's task")
+    config_id = params.get("id")
+    if config_id is None or config_id == "":
+        config_id = str(uuid.uuid4())
+    elif not isinstance(config_id, str) or not CONFIG_ID.match(config_id):
+        raise _invalid(where, "id must be 1 to 128 of A-Z a-z 0-9 . _ ~ -")
+    url = check_url(params.get("url"), ports, allow, where)
+    token = params.get("token")
+    if token is not None and not isinstance(token, str):
+        raise _invalid(where, "token must be a string")
+    if token is not None and _size(token) > MAX_TOKEN_BYTES:
+        raise _invalid(where, f"token is longer than {MAX_TOKEN_BYTES} bytes")
+    auth = params.get("authentication")
+    if auth is not None:
+        if not isinstance(auth, dict):
+            raise _invalid(where, "authentication must be an object")
+        if auth.get("credentials"):
+            raise _invalid(where, "authentication must not carry credentials: Authorization "
+                           "always carries the hub's JWT")
+        if auth.get("scheme") != "Bearer" or set(auth) - {"scheme", "credentials"}:
+            raise _invalid(where, 'authentication must be {"scheme": "Bearer"}')
+    return ConfigRequest(task_id, config_id, url, token or None)

@@ -1,0 +1,106 @@
+"""Push configs and delivery leases: the part of the store interface push needs.
+
+Every method is one atomic step, so a store shared by replicas (Redis) can
+do each as one script: a save checks the task's config count and sets the
+config's cursor (the event after which it is notified) in the same step; a
+lease is a set-if-absent with an expiry (``LEASE_SECS``), refused while the
+config's tenant already holds ``TENANT_DELIVERIES`` leases; an advance moves
+the cursor and the failure count only for the lease's holder and the
+config's current generation (a config replaced or deleted meanwhile is left
+alone). ``MemoryStore`` implements them (push/memory.py).
+"""
+from __future__ import annotations
+
+import abc
+import logging
+from dataclasses import dataclass, replace
+
+logger = logging.getLogger(__name__)
+
+MAX_CONFIGS_PER_TASK = 10
+LEASE_SECS = 60.0              # one replica at a time delivers a config
+TENANT_DELIVERIES = 2          # configs of one tenant being delivered at once
+MAX_FAILURES = 5               # failed events in a row that disable a config
+
+DELIVERED, DROPPED, SKIPPED = "delivered", "dropped", "skipped"    # push_advance's outcomes
+
+
+@dataclass(frozen=True, slots=True)
+class PushRecord:
+    """One stored config and its delivery state (a value: stores hand out copies)."""
+
+    tenant: str
+    agent: str
+    task_id: str
+    id: str
+    url: str
+    token: str | None
+    cursor: int = 0                    # the last event seq handled (delivered, dropped, skipped)
+    failures: int = 0                  # failed events in a row
+    disabled: bool = False
+    disabled_ms: int | None = None
+    last_error: str | None = None
+    generation: int = 0                # bumped by every save (a replace starts afresh)
+    created: int = 0                   # order of creation within its task
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.task_id, self.id)
+
+    def but(self, **changes) -> PushRecord:
+        return replace(self, **changes)
+
+
+class PushStorage(abc.ABC):
+    """What push needs from a store, beside the task's event log (``Store.events``)."""
+
+    @abc.abstractmethod
+    def push_save(self, record: PushRecord, from_start: bool) -> PushRecord | None:
+        """Save or replace (same task and id) a config, enabled, failures 0.
+
+        ``from_start``: notify from the task's first event (a config sent with
+        the message); otherwise only events after this call. None when the
+        task already has MAX_CONFIGS_PER_TASK other configs.
+        """
+
+    @abc.abstractmethod
+    def push_get(self, tenant: str, agent: str, task_id: str, config_id: str):
+        """The config, or None (another tenant's or agent's is None too)."""
+
+    @abc.abstractmethod
+    def push_list(self, tenant: str, agent: str, task_id: str) -> list:
+        """The task's configs, in creation order."""
+
+    @abc.abstractmethod
+    def push_delete(self, tenant: str, agent: str, task_id: str, config_id: str) -> bool:
+        """Forget the config; False when there was none."""
+
+    @abc.abstractmethod
+    def push_due(self, owner: str, timeout: float, skip=frozenset()) -> list:
+        """Configs with events past their cursor, enabled, under no live lease, not in
+        ``skip`` (keys). Waits up to ``timeout`` for one, a change, or ``notify_push``.
+        """
+
+    @abc.abstractmethod
+    def notify_push(self) -> None:
+        """Wake every ``push_due`` waiting in this process."""
+
+    @abc.abstractmethod
+    def push_lease(self, record: PushRecord, owner: str) -> bool:
+        """Take (or renew) the config's lease for LEASE_SECS; False when another holds it or
+        its tenant already has TENANT_DELIVERIES leases."""
+
+    @abc.abstractmethod
+    def push_release(self, record: PushRecord, owner: str) -> None:
+        """Give the lease back (only its holder can)."""
+
+    @abc.abstractmethod
+    def push_advance(self, record: PushRecord, owner: str, seq: int, outcome: str,
+                     error: str | None = None):
+        """Event ``seq`` is handled: DELIVERED, DROPPED (with ``error``) or SKIPPED (not sent).
+
+        A dropped event counts a failure; MAX_FAILURES in a row disable the
+        config; a delivery resets the count. Renews the lease. Returns the
+        record as saved, or None when ``owner`` lost the lease or the config
+        was replaced or deleted meanwhile.
+        """

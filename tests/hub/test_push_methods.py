@@ -1,0 +1,224 @@
+"""The *TaskPushNotificationConfig methods and SendMessage's config, at the wire."""
+from __future__ import annotations
+
+import base64
+import re
+
+import pytest
+from google.protobuf import json_format
+
+from a2a.types import a2a_pb2
+from murmur_wsgi.hub.push.keys import derive_key, encode_key
+from tests.hub.conftest import KEY_B, HubClient, send_params
+from tests.hub.push_util import SECRET, create, push_hub
+
+URL = "https://hooks.example.com/a2a"
+PUSH_METHODS = ["CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig",
+                "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"]
+
+
+@pytest.fixture
+def phub():
+    """Push on as in production: port 443 only, no allowed networks."""
+    h = push_hub()
+    yield h
+    h.close(drain_timeout=5)
+
+
+@pytest.fixture
+def prpc(phub):
+    return HubClient(phub)
+
+
+def a_task(rpc) -> str:
+    return rpc.send("hello")["id"]
+
+
+def expected_key(task_id: str, config_id: str, tenant="acme", agent="echo") -> str:
+    return encode_key(derive_key(SECRET.encode(), tenant, agent, task_id, config_id))
+
+
+def test_create_answers_the_config_with_its_key(prpc):
+    task_id = a_task(prpc)
+    result = create(prpc, task_id, URL, id="c1", token="tok-1",
+                    authentication={"scheme": "Bearer"})
+    key = expected_key(task_id, "c1")
+    assert result == {"id": "c1", "taskId": task_id, "url": URL, "token": "tok-1",
+                      "authentication": {"scheme": "Bearer", "credentials": key}}
+    assert re.fullmatch(r"[A-Za-z0-9_-]{43}", key)
+    assert len(base64.urlsafe_b64decode(key + "=")) == 32
+    json_format.ParseDict(result, a2a_pb2.TaskPushNotificationConfig(),
+                          ignore_unknown_fields=False)
+
+
+def test_create_without_id_generates_one_and_the_key_is_stable(prpc):
+    task_id = a_task(prpc)
+    first = create(prpc, task_id, URL)
+    assert re.fullmatch(r"[0-9a-f-]{36}", first["id"])
+    again = create(prpc, task_id, URL, id=first["id"])
+    assert again["authentication"]["credentials"] == first["authentication"]["credentials"]
+    other = create(prpc, task_id, URL, id="other")
+    assert other["authentication"]["credentials"] != first["authentication"]["credentials"]
+
+
+def test_key_differs_per_task_tenant_agent(prpc):
+    a, b = a_task(prpc), a_task(prpc)
+    assert create(prpc, a, URL, id="c")["authentication"]["credentials"] != \
+        create(prpc, b, URL, id="c")["authentication"]["credentials"]
+    assert expected_key(a, "c", tenant="acme") != expected_key(a, "c", tenant="acm")
+    # NOTE: the encoding is unambiguous: moving a character between fields changes the key.
+    assert expected_key("ab", "c") != expected_key("a", "bc")
+
+
+def test_get_and_list_carry_the_token_never_the_key(prpc):
+    task_id = a_task(prpc)
+    create(prpc, task_id, URL, id="c1", token="tok-1")
+    create(prpc, task_id, URL + "/2", id="c2")
+    status = {"failures": 0, "disabled": False}
+    got = prpc.result("GetTaskPushNotificationConfig", {"taskId": task_id, "id": "c1"})
+    assert got == {"id": "c1", "taskId": task_id, "url": URL, "token": "tok-1",
+                   "authentication": {"scheme": "Bearer"}, "deliveryStatus": status}
+    listed = prpc.result("ListTaskPushNotificationConfigs", {"taskId": task_id})
+    assert listed == {"configs": [got, {"id": "c2", "taskId": task_id, "url": URL + "/2",
+                                        "authentication": {"scheme": "Bearer"},
+                                        "deliveryStatus": status}],
+                      "nextPageToken": ""}
+    without = {**listed, "configs": [{k: v for k, v in c.items() if k != "deliveryStatus"}
+                                     for c in listed["configs"]]}
+    json_format.ParseDict(without, a2a_pb2.ListTaskPushNotificationConfigsResponse(),
+                          ignore_unknown_fields=False)
+
+
+def test_list_pages(prpc):
+    task_id = a_task(prpc)
+    for i in range(3):
+        create(prpc, task_id, URL, id=f"c{i}")
+    first = prpc.result("ListTaskPushNotificationConfigs", {"taskId": task_id, "pageSize": 2})
+    assert [c["id"] for c in first["configs"]] == ["c0", "c1"]
+    assert first["nextPageToken"]
+    rest = prpc.result("ListTaskPushNotificationConfigs",
+                       {"taskId": task_id, "pageSize": 2, "pageToken": first["nextPageToken"]})
+    assert [c["id"] for c in rest["configs"]] == ["c2"] and rest["nextPageToken"] == ""
+    assert prpc.error("ListTaskPushNotificationConfigs",
+                      {"taskId": task_id, "pageToken": "nope"})["code"] == -32602
+    assert prpc.error("ListTaskPushNotificationConfigs",
+                      {"taskId": task_id, "pageSize": -1})["code"] == -32602
+
+
+def test_delete_then_unknown_is_invalid_params(prpc):
+    task_id = a_task(prpc)
+    create(prpc, task_id, URL, id="c1")
+    assert prpc.result("DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": "c1"}) \
+        == {}
+    assert prpc.error("DeleteTaskPushNotificationConfig",
+                      {"taskId": task_id, "id": "c1"})["code"] == -32602
+    assert prpc.error("GetTaskPushNotificationConfig",
+                      {"taskId": task_id, "id": "c1"})["code"] == -32602
+    assert prpc.result("ListTaskPushNotificationConfigs", {"taskId": task_id})["configs"] == []
+
+
+@pytest.mark.parametrize("method", PUSH_METHODS)
+def test_another_tenants_or_agents_task_is_not_found(phub, prpc, method):
+    task_id = a_task(prpc)
+    create(prpc, task_id, URL, id="c1")
+    params = {"taskId": task_id, "id": "c1", "url": URL}
+    other = HubClient(phub, headers={"X-API-Key": KEY_B})
+    assert other.error(method, params)["code"] == -32001
+    assert prpc.error(method, params, agent="tokens")["code"] == -32001
+    assert prpc.error(method, {**params, "taskId": "no-such-task"})["code"] == -32001
+
+
+def test_at_most_ten_configs_per_task(prpc):
+    task_id = a_task(prpc)
+    for i in range(10):
+        create(prpc, task_id, URL, id=f"c{i}")
+    error = prpc.error("CreateTaskPushNotificationConfig",
+                       {"taskId": task_id, "url": URL, "id": "c10"})
+    assert error["code"] == -32602
+    assert "at most 10" in error["message"]
+    assert create(prpc, task_id, URL + "/new", id="c3")["url"] == URL + "/new"
+
+
+LONG = "https://hooks.example.com/" + "a" * 2020     # 2046 bytes
+REFUSED = [
+    pytest.param({"url": "http://hooks.example.com/a2a"}, "url must be https", id="http"),
+    pytest.param({"url": "https://hooks.example.com:8443/a2a"}, "url's port must be one of 443",
+                 id="port"),
+    pytest.param({"url": LONG + "aaa"}, "url is longer than 2048 bytes", id="long-url"),
+    pytest.param({"url": "https://user:pw@hooks.example.com/a2a"},
+                 "url must not carry credentials", id="credentials"),
+    pytest.param({"url": "https://user@hooks.example.com/a2a"},
+                 "url must not carry credentials", id="user"),
+    pytest.param({"url": "https://hooks.example.com/a2a#frag"}, "url must not have a fragment",
+                 id="fragment"),
+    pytest.param({"url": "https:///a2a"}, "url must name a host", id="no-host"),
+    pytest.param({"url": "not a url"}, "url must", id="garbage"),
+    pytest.param({"url": None}, "url is required", id="no-url"),
+    pytest.param({"token": "t" * 513}, "token is longer than 512 bytes", id="long-token"),
+    pytest.param({"token": 5}, "token must be a string", id="token-type"),
+    pytest.param({"authentication": {"scheme": "Basic"}}, 'authentication must be '
+                 '{"scheme": "Bearer"}', id="basic"),
+    pytest.param({"authentication": {"scheme": "Bearer", "credentials": "mine"}},
+                 "authentication must not carry credentials", id="own-credentials"),
+    pytest.param({"authentication": "Bearer"}, "authentication must be an object",
+                 id="auth-type"),
+    pytest.param({"id": "a/b"}, "id must be 1 to 128", id="id-slash"),
+    pytest.param({"id": "x" * 129}, "id must be 1 to 128", id="id-long"),
+    pytest.param({"secret": "x"}, "secret is not a field", id="unknown-field"),
+] + [pytest.param({"url": f"https://{host}/a2a"}, "url's host is", id=f"ip-{host}")
+     for host in ("127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254",
+                  "100.64.0.1", "192.0.2.7", "198.51.100.7", "203.0.113.7", "224.0.0.1",
+                  "240.0.0.1", "0.0.0.0", "[::1]", "[fe80::1]", "[fc00::1]", "[fd12::1]",
+                  "[::ffff:127.0.0.1]", "[::ffff:8.8.8.8]", "[64:ff9b::a00:1]",
+                  "[2001:0:4136:e378:8000:63bf:3fff:fdd2]", "[2002:c000:201::1]",
+                  "[2001:db8::1]", "[ff02::1]", "2130706433", "127.1", "0x7f.0.0.1")]
+
+
+@pytest.mark.parametrize("fields, message", REFUSED)
+def test_refused_configs_are_invalid_params(prpc, fields, message):
+    task_id = a_task(prpc)
+    params = {"taskId": task_id, "url": URL, **fields}
+    params = {k: v for k, v in params.items() if v is not None}
+    error = prpc.error("CreateTaskPushNotificationConfig", params)
+    assert error["code"] == -32602, error
+    assert message in error["message"], error["message"]
+    assert prpc.result("ListTaskPushNotificationConfigs", {"taskId": task_id})["configs"] == []
+
+
+def test_url_of_2048_bytes_and_a_public_ip_literal_are_accepted(prpc):
+    task_id = a_task(prpc)
+    assert len(LONG + "aa") == 2048
+    assert create(prpc, task_id, LONG + "aa")["url"] == LONG + "aa"
+    assert create(prpc, task_id, "https://8.8.8.8/h", id="ip")["url"] == "https://8.8.8.8/h"
+    assert create(prpc, task_id, URL, id="t", token="t" * 512)["token"] == "t" * 512
+
+
+def test_task_id_is_required(prpc):
+    assert prpc.error("CreateTaskPushNotificationConfig", {"url": URL})["code"] == -32602
+
+
+def test_send_message_saves_the_config_without_the_key(prpc):
+    config = {"id": "on-send", "url": URL, "token": "tk"}
+    result = prpc.send("hello", configuration={"taskPushNotificationConfig": config})
+    assert "credentials" not in str(result)
+    task_id = result["id"]
+    got = prpc.result("GetTaskPushNotificationConfig", {"taskId": task_id, "id": "on-send"})
+    assert got["url"] == URL and got["token"] == "tk"
+    key = create(prpc, task_id, URL, id="on-send", token="tk")["authentication"]["credentials"]
+    assert key == expected_key(task_id, "on-send")
+
+
+@pytest.mark.parametrize("method", ["SendMessage", "SendStreamingMessage"])
+def test_send_message_with_a_refused_config_runs_nothing(prpc, method):
+    params = send_params("hello", configuration={"taskPushNotificationConfig": {
+        "url": "https://10.0.0.1/h"}})
+    error = prpc.error(method, params)
+    assert error["code"] == -32602
+    assert "configuration.taskPushNotificationConfig.url's host" in error["message"]
+    assert prpc.result("ListTasks", {})["tasks"] == []
+
+
+def test_send_message_config_with_a_task_id_is_refused(prpc):
+    params = send_params("hello", configuration={"taskPushNotificationConfig": {
+        "url": URL, "taskId": "someone-elses"}})
+    assert prpc.error("SendMessage", params)["code"] == -32602
