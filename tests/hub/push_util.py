@@ -11,6 +11,7 @@ import json
 import socket
 import ssl
 import threading
+import time
 
 import jwt
 import pytest
@@ -52,6 +53,7 @@ def make_cert(directory) -> tuple[str, str]:
 
 class Received:
     def __init__(self, path, headers, body):
+        self.at = time.time()                # when it arrived (wall clock)
         self.path = path
         self.headers = headers
         self.body = body
@@ -93,7 +95,8 @@ class Receiver:
         context.load_cert_chain(cert_file, key_file)
         self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,),
+                                       daemon=True)
         self.thread.start()
 
     def url(self, host: str = "127.0.0.1", path: str = "/a2a/hook") -> str:

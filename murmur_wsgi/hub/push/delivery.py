@@ -32,6 +32,7 @@ class Sender:
         self.master = master
         self.issuer = issuer
         self.sleep = sleep
+        self.attempt_secs = ATTEMPT_SECS
 
     def key(self, record) -> bytes:
         return keys.derive_key(self.master, record.tenant, record.agent, record.task_id,
@@ -55,7 +56,7 @@ class Sender:
                 return None, None
             try:
                 status = self.egress.post(record.url, body, self.headers(record, seq, body),
-                                          ATTEMPT_SECS)
+                                          self.attempt_secs)
             except Refused as ex:
                 return False, str(ex)
             except NetworkError as ex:

@@ -1,0 +1,250 @@
+"""What push sends and how: a real HTTPS receiver on 127.0.0.1 (a certificate the test
+made, push.allow_networks for loopback: a test-only switch), retry waits recorded."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from murmur_wsgi.hub.push.delivery import RETRY_DELAYS
+from murmur_wsgi.hub.push.storage import MAX_FAILURES
+from tests.hub.agents import gate
+from tests.hub.conftest import send_params, sse_events, wait_until
+from tests.hub.push_util import (cert, create, phub, prpc, receiver,  # noqa: F401
+                                 status_of, stream_response, verify)
+
+COMPLETED = "TASK_STATE_COMPLETED"
+
+
+def settled(rpc, task_id, config_id, failures=None, disabled=None):
+    """Wait until the config's delivery status says so; return it."""
+    found = {}
+
+    def check():
+        found.update(status_of(rpc, task_id, config_id))
+        return (failures is None or found["failures"] == failures) and \
+            (disabled is None or found["disabled"] == disabled)
+    wait_until(check)
+    return found
+
+
+def streamed_with_config(rpc, receiver, text="one two three", agent="tokens", token="tk-1",
+                         config_id="c1"):
+    config = {"id": config_id, "url": receiver.url(), "token": token}
+    response = rpc.call("SendStreamingMessage", send_params(
+        text, configuration={"taskPushNotificationConfig": config}), agent=agent)
+    events = sse_events(response)
+    task_id = events[0]["result"]["task"]["id"]
+    key = create(rpc, task_id, receiver.url(), id=config_id, token=token,
+                 **({} if token is None else {}))["authentication"]["credentials"]
+    return task_id, key, events
+
+
+def test_a_streamed_run_notifies_submitted_working_and_the_final_task(prpc, receiver):
+    prpc.agent = "tokens"
+    config = {"id": "c1", "url": receiver.url(), "token": "tk-1"}
+    response = prpc.call("SendStreamingMessage", send_params(
+        "one two three", configuration={"taskPushNotificationConfig": config}))
+    events = sse_events(response)
+    task_id = events[0]["result"]["task"]["id"]
+    got = receiver.wait_for(3)
+    # NOTE: Create with the same id and url returns the key; it replaces the config, after
+    # the run's three events were delivered, so nothing more is sent.
+    settled(prpc, task_id, "c1")
+    wait_until(lambda: prpc.hub.push.dispatcher.idle())
+    key = create(prpc, task_id, receiver.url(), id="c1", token="tk-1")
+    key = key["authentication"]["credentials"]
+    bodies = [r.json for r in got]
+    assert bodies[0]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert bodies[0]["task"]["history"][0]["parts"] == [{"text": "one two three"}]
+    assert bodies[1]["statusUpdate"]["status"]["state"] == "TASK_STATE_WORKING"
+    final = bodies[2]["task"]
+    assert final["status"]["state"] == COMPLETED and "history" not in final
+    assert final["artifacts"][0]["parts"][0]["text"] == "one two three"
+    assert "usage" in final["artifacts"][0]["parts"][-1]["data"]
+    assert final == {k: v for k, v in prpc.result("GetTask", {"id": task_id}).items()
+                     if k != "history"}
+    jtis = []
+    for seq_index, received in enumerate(got):
+        stream_response(received)                        # strict a2a-sdk parse
+        assert received.path == "/a2a/hook"
+        assert received.headers["Content-Type"] == "application/json"
+        assert received.headers["A2A-Notification-Token"] == "tk-1"
+        claims = verify(received, key, receiver.url(), token="tk-1")
+        assert set(claims) == {"iss", "aud", "iat", "exp", "jti", "taskId", "configId",
+                               "bodySha256", "tokenSha256"}
+        assert claims["exp"] == claims["iat"] + 300
+        assert claims["taskId"] == task_id and claims["configId"] == "c1"
+        jtis.append(claims["jti"])
+    seqs = [int(j.rsplit("/", 1)[1]) for j in jtis]
+    assert all(j.startswith(f"{task_id}/c1/") for j in jtis)
+    assert seqs == sorted(seqs) and len(set(seqs)) == 3
+    assert len(receiver.requests) == 3                   # no artifact chunks
+    assert settled(prpc, task_id, "c1") == {"failures": 0, "disabled": False}
+
+
+def test_no_token_no_token_header_nor_claim(prpc, receiver):
+    result = prpc.send("hi", configuration={"taskPushNotificationConfig": {
+        "id": "c1", "url": receiver.url()}})
+    got = receiver.wait_for(3)
+    assert "A2A-Notification-Token" not in got[0].headers
+    wait_until(lambda: prpc.hub.push.dispatcher.idle())
+    key = create(prpc, result["id"], receiver.url(), id="c1")["authentication"]["credentials"]
+    claims = verify(got[0], key, receiver.url())
+    assert "tokenSha256" not in claims
+
+
+def test_only_later_events_are_notified(prpc, receiver):
+    prpc.agent = "held"
+    task = prpc.send("push-later", configuration={"returnImmediately": True})
+    wait_until(lambda: prpc.result("GetTask", {"id": task["id"]})["status"]["state"]
+               == "TASK_STATE_WORKING")
+    create(prpc, task["id"], receiver.url(), id="late")
+    gate("push-later").set()
+    got = receiver.wait_for(1)
+    assert [r.json["task"]["status"]["state"] for r in got] == [COMPLETED]
+
+
+def test_progress_statuses_each_notified_in_order(prpc, receiver):
+    prpc.agent = "steps"
+    prpc.send("3", configuration={"taskPushNotificationConfig": {"url": receiver.url()}})
+    got = receiver.wait_for(6)
+    kinds = [("task" if "task" in r.json else "statusUpdate") for r in got]
+    assert kinds == ["task", "statusUpdate", "statusUpdate", "statusUpdate", "statusUpdate",
+                     "task"]
+    texts = [r.json["statusUpdate"]["status"].get("message", {}).get("parts", [{}])[0]
+             .get("text") for r in got[1:5]]
+    assert texts == [None, "step 1", "step 2", "step 3"]
+
+
+def test_a_final_task_over_64_kib_goes_without_artifacts(prpc, receiver):
+    prpc.agent = "big"
+    prpc.send("x", configuration={"taskPushNotificationConfig": {"url": receiver.url()}})
+    got = receiver.wait_for(3)
+    final = got[2].json["task"]
+    assert len(got[2].body) <= 64 * 1024
+    assert "artifacts" not in final and "history" not in final
+    assert final["metadata"] == {"nexus.artifactsOmitted": True}
+    assert final["status"]["state"] == COMPLETED
+    stream_response(got[2])
+
+
+def test_rejected_at_admission_notifies_the_final_task(phub, receiver):
+    from tests.hub.conftest import KEY_B, HubClient
+
+    other = HubClient(phub, headers={"X-API-Key": KEY_B})
+    task = other.send("beta test", configuration={"taskPushNotificationConfig": {
+        "url": receiver.url()}})
+    assert task["status"]["state"] == "TASK_STATE_REJECTED"
+    got = receiver.wait_for(1)
+    assert got[0].json["task"]["status"]["state"] == "TASK_STATE_REJECTED"
+    assert "history" not in got[0].json["task"]
+
+
+@pytest.mark.parametrize("status", [503, 500, 408, 425, 429])
+def test_retried_answers_then_delivered(phub, prpc, receiver, status):
+    receiver.script[:] = [status]
+    task = prpc.send("hi", configuration={"taskPushNotificationConfig": {
+        "id": "c1", "url": receiver.url()}})
+    got = receiver.wait_for(4)
+    first, retry = got[0], got[1]
+    assert first.body == retry.body
+    wait_until(lambda: phub.push.dispatcher.idle())
+    key = create(prpc, task["id"], receiver.url(), id="c1")["authentication"]["credentials"]
+    assert verify(first, key, receiver.url())["jti"] == verify(retry, key, receiver.url())["jti"]
+    assert phub.sleeps.calls == [1.0]
+    assert status_of(prpc, task["id"], "c1")["failures"] == 0
+
+
+def test_five_hundreds_are_retried_three_times_then_dropped(phub, prpc, receiver, caplog):
+    receiver.script[:] = [500, 500, 500, 500, 404, 404]
+    with caplog.at_level(logging.WARNING, logger="murmur_wsgi.hub.push.dispatcher"):
+        task = prpc.send("hi", configuration={"taskPushNotificationConfig": {
+            "id": "c1", "url": receiver.url(path="/secret-path?q=1")}})
+        got = receiver.wait_for(6)
+        status = settled(prpc, task["id"], "c1", failures=3)
+    assert len({r.body for r in got[:4]}) == 1            # one event, four attempts
+    assert len({r.body for r in got[3:]}) == 3            # then one attempt per event
+    assert got[0].path == "/secret-path?q=1"
+    assert phub.sleeps.calls == list(RETRY_DELAYS) == [1.0, 2.0, 4.0]
+    assert status == {"failures": 3, "disabled": False, "lastError": "HTTP 404"}
+    dropped = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    assert len(dropped) == 3 and dropped[0].endswith("(host 127.0.0.1): HTTP 500")
+    assert "secret-path" not in caplog.text and str(receiver.port) not in caplog.text
+
+
+@pytest.mark.parametrize("status", [302, 404, 400, 301])
+def test_other_answers_are_final(phub, prpc, receiver, status):
+    receiver.script[:] = [status]
+    task = prpc.send("hi", configuration={"taskPushNotificationConfig": {
+        "id": "c1", "url": receiver.url()}})
+    got = receiver.wait_for(3)
+    assert got[0].json["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert "statusUpdate" in got[1].json                  # the redirect was not followed
+    assert all(r.path == "/a2a/hook" for r in got)
+    status_now = settled(prpc, task["id"], "c1")
+    assert status_now["lastError"] == f"HTTP {status}"
+    assert phub.sleeps.calls == []
+
+
+def test_five_failed_events_disable_and_create_re_enables(phub, prpc, receiver):
+    prpc.agent = "steps"
+    receiver.script[:] = [400] * 5
+    task = prpc.send("4", configuration={"taskPushNotificationConfig": {
+        "id": "c1", "url": receiver.url()}})
+    status = settled(prpc, task["id"], "c1", disabled=True)
+    assert status["failures"] == MAX_FAILURES
+    assert status["lastError"] == "HTTP 400"
+    assert status["disabledAt"].endswith("Z")
+    wait_until(lambda: phub.push.dispatcher.idle())
+    assert len(receiver.requests) == 5                    # 7 events; the last 2 never sent
+    create(prpc, task["id"], receiver.url(), id="c1")
+    assert status_of(prpc, task["id"], "c1") == {"failures": 0, "disabled": False}
+
+
+def test_a_delivery_resets_the_failure_count(phub, prpc, receiver):
+    receiver.script[:] = [404]
+    task = prpc.send("hi", configuration={"taskPushNotificationConfig": {
+        "id": "c1", "url": receiver.url()}})
+    receiver.wait_for(3)
+    wait_until(lambda: phub.push.dispatcher.idle())
+    assert status_of(prpc, task["id"], "c1") == {"failures": 0, "disabled": False,
+                                                 "lastError": "HTTP 404"}
+
+
+def allow_port(hub, port: int) -> None:
+    hub.push.ports = hub.push.egress.ports = frozenset(hub.push.ports | {port})
+
+
+def test_each_attempt_has_a_deadline(phub, prpc, receiver):
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)                      # accepts, never answers the TLS handshake
+    try:
+        port = silent.getsockname()[1]
+        allow_port(phub, port)
+        phub.push.sender.attempt_secs = 0.05
+        task = prpc.send("hi", configuration={"taskPushNotificationConfig": {
+            "id": "c1", "url": f"https://127.0.0.1:{port}/h"}})
+        status = settled(prpc, task["id"], "c1", failures=3)
+        assert status["lastError"] == "timed out"
+        assert phub.sleeps.calls[:3] == [1.0, 2.0, 4.0]
+    finally:
+        silent.close()
+
+
+def test_connection_refused_is_retried(phub, prpc, receiver):
+    import socket
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    allow_port(phub, port)
+    task = prpc.send("hi", configuration={"taskPushNotificationConfig": {
+        "id": "c1", "url": f"https://127.0.0.1:{port}/h"}})
+    status = settled(prpc, task["id"], "c1", failures=3)
+    assert status["lastError"] == "connection refused"
+    assert phub.sleeps.calls[:3] == [1.0, 2.0, 4.0]

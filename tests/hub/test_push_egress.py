@@ -1,0 +1,143 @@
+"""The egress guard: resolved-address tables (an injected resolver), rebinding, TLS against
+the host name, no proxy. Every connection made here goes to 127.0.0.1 only."""
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from murmur_wsgi.hub.push import addresses
+from murmur_wsgi.hub.push.egress import NetworkError, Refused, checked_addresses
+from tests.hub.conftest import wait_until
+from tests.hub.push_util import (HOOK_HOST, cert, phub, prpc, receiver,  # noqa: F401
+                                 status_of)
+
+NOT_PUBLIC = [
+    "0.0.0.0", "0.1.2.3", "10.0.0.1", "10.255.255.255", "100.64.0.1", "100.127.255.254",
+    "127.0.0.1", "127.255.0.1", "169.254.169.254", "169.254.0.1", "172.16.0.1",
+    "172.31.255.255", "192.0.0.8", "192.0.2.1", "192.88.99.1", "192.168.0.1",
+    "198.18.0.1", "198.19.255.1", "198.51.100.1", "203.0.113.1", "224.0.0.1",
+    "239.255.255.250", "240.0.0.1", "255.255.255.255",
+    "::", "::1", "::ffff:127.0.0.1", "::ffff:8.8.8.8", "::ffff:169.254.169.254",
+    "::127.0.0.1", "64:ff9b::a00:1", "64:ff9b::808:808", "64:ff9b:1::1",
+    "2001:0:4136:e378:8000:63bf:3fff:fdd2", "2001::1", "2002:c000:201::1",
+    "2002:808:808::1", "2001:db8::1", "3fff::1", "2001:2::1", "2001:10::1", "2001:20::1",
+    "100::1", "fc00::1", "fd12:3456::1", "fe80::1", "fe80::1%eth0", "fec0::1", "ff02::1",
+    "ff0e::1", "5f00::1",
+]
+PUBLIC_ADDRESSES = ["8.8.8.8", "1.1.1.1", "93.184.216.34", "100.128.0.1", "172.32.0.1",
+                    "2606:4700:4700::1111", "2001:4860:4860::8888", "2a00:1450:4001::1"]
+
+
+@pytest.mark.parametrize("address", NOT_PUBLIC)
+def test_outside_the_public_internet(address):
+    assert addresses.is_public(ipaddress.ip_address(address)) is False
+
+
+@pytest.mark.parametrize("address", PUBLIC_ADDRESSES)
+def test_public(address):
+    assert addresses.is_public(ipaddress.ip_address(address)) is True
+
+
+def table(answer):
+    calls = []
+
+    def resolve(host, port):
+        calls.append((host, port))
+        return answer
+    resolve.calls = calls
+    return resolve
+
+
+@pytest.mark.parametrize("answer", [
+    ["8.8.8.8", "10.0.0.1"], ["2606:4700:4700::1111", "::1"], ["1.1.1.1", "169.254.169.254"],
+    ["::ffff:10.0.0.1"], ["64:ff9b::a9fe:a9fe"], ["100.64.1.1"], ["fd00::53"],
+    ["2001:4860:4860::8888", "fe80::1"],
+])
+def test_any_address_outside_refuses_the_host(answer):
+    with pytest.raises(Refused) as info:
+        checked_addresses("hooks.example.com", 443, table(answer), [])
+    assert str(info.value) == "refused: an address of the host is outside the public internet"
+
+
+def test_all_public_addresses_are_kept_in_order():
+    found = checked_addresses("hooks.example.com", 443,
+                              table(["2606:4700:4700::1111", "8.8.8.8"]), [])
+    assert [str(a) for a in found] == ["2606:4700:4700::1111", "8.8.8.8"]
+
+
+def test_allow_networks_admits_only_those():
+    allow = [ipaddress.ip_network("127.0.0.0/8")]
+    assert [str(a) for a in checked_addresses("h", 443, table(["127.0.0.1"]), allow)] == \
+        ["127.0.0.1"]
+    with pytest.raises(Refused):
+        checked_addresses("h", 443, table(["127.0.0.1", "::1"]), allow)
+
+
+def test_an_ip_literal_is_not_resolved():
+    resolve = table(["8.8.8.8"])
+    with pytest.raises(Refused):
+        checked_addresses("10.0.0.1", 443, resolve, [])
+    assert resolve.calls == []
+
+
+def test_nothing_resolved_is_a_network_error():
+    with pytest.raises(NetworkError):
+        checked_addresses("h", 443, table([]), [])
+
+
+def settled(rpc, task_id, config_id, failures):
+    wait_until(lambda: status_of(rpc, task_id, config_id)["failures"] == failures)
+    return status_of(rpc, task_id, config_id)
+
+
+def test_a_host_with_one_private_address_is_never_dialed(phub, prpc, receiver):
+    phub.resolver.table[HOOK_HOST] = ["127.0.0.1", "10.0.0.5"]
+    task = prpc.send("hi", configuration={"taskPushNotificationConfig": {
+        "id": "c1", "url": receiver.url(HOOK_HOST)}})
+    status = settled(prpc, task["id"], "c1", 3)
+    assert status["lastError"] == \
+        "refused: an address of the host is outside the public internet"
+    assert receiver.requests == []
+    assert phub.sleeps.calls == []                       # refused is final: no retries
+    assert phub.resolver.calls == [HOOK_HOST] * 3        # one lookup per event
+
+
+def test_resolved_once_per_connection_and_rebinding_is_refused(phub, prpc, receiver):
+    answers = iter([["127.0.0.1"], ["169.254.169.254"], ["127.0.0.1"]])
+    phub.resolver.table[HOOK_HOST] = lambda: next(answers)
+    task = prpc.send("hi", configuration={"taskPushNotificationConfig": {
+        "id": "c1", "url": receiver.url(HOOK_HOST)}})
+    status = settled(prpc, task["id"], "c1", 0)
+    wait_until(lambda: len(receiver.requests) == 2 and phub.push.dispatcher.idle())
+    status = status_of(prpc, task["id"], "c1")
+    assert phub.resolver.calls == [HOOK_HOST] * 3
+    got = [r.json for r in receiver.requests]
+    assert "task" in got[0] and got[1]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert status["lastError"] == \
+        "refused: an address of the host is outside the public internet"
+    assert receiver.requests[0].headers["Host"] == f"{HOOK_HOST}:{receiver.port}"
+
+
+def test_tls_is_verified_against_the_host_name(phub, prpc, receiver):
+    phub.resolver.table["wrong.test"] = ["127.0.0.1"]
+    task = prpc.send("hi", configuration={"taskPushNotificationConfig": {
+        "id": "c1", "url": receiver.url("wrong.test")}})
+    status = settled(prpc, task["id"], "c1", 3)
+    assert status["lastError"] == "TLS failed (CERTIFICATE_VERIFY_FAILED)"
+    assert receiver.requests == []
+
+
+def test_no_proxy_is_used(phub, prpc, receiver, monkeypatch):
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    prpc.send("hi", configuration={"taskPushNotificationConfig": {"url": receiver.url()}})
+    assert len(receiver.wait_for(3)) == 3
+
+
+def test_the_system_resolver_on_an_ip_literal(phub, prpc, receiver):
+    from murmur_wsgi.hub.push.egress import system_resolver
+
+    phub.push.egress.resolver = system_resolver
+    prpc.send("hi", configuration={"taskPushNotificationConfig": {"url": receiver.url()}})
+    assert len(receiver.wait_for(3)) == 3
