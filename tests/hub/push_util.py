@@ -165,7 +165,8 @@ def push_hub(receiver=None, **push):
     return hub
 
 
-def verify(received: Received, key_from_create: str, audience: str, token=None) -> dict:
+def verify(received: Received, key_from_create: str, audience: str, token=None,
+           issuer: str = PUBLIC) -> dict:
     """The text's receiver snippet, exactly, plus its token check."""
     bearer = received.headers["Authorization"]
     assert bearer.startswith("Bearer ")
@@ -173,7 +174,7 @@ def verify(received: Received, key_from_create: str, audience: str, token=None) 
     raw_body = received.body
     key = base64.urlsafe_b64decode(key_from_create + "=" * (-len(key_from_create) % 4))
     claims = jwt.decode(bearer_token, key, algorithms=["HS256"],
-                        audience=audience, issuer=PUBLIC)
+                        audience=audience, issuer=issuer)
     assert claims["bodySha256"] == hashlib.sha256(raw_body).hexdigest()
     if token is not None:
         assert claims["tokenSha256"] == hashlib.sha256(

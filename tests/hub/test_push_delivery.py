@@ -248,3 +248,15 @@ def test_connection_refused_is_retried(phub, prpc, receiver):
     status = settled(prpc, task["id"], "c1", failures=3)
     assert status["lastError"] == "connection refused"
     assert phub.sleeps.calls[:3] == [1.0, 2.0, 4.0]
+
+
+def test_the_drain_still_notifies_the_final_failed(phub, prpc, receiver):
+    prpc.agent = "held"
+    prpc.send("push-drain", configuration={"returnImmediately": True,
+                                           "taskPushNotificationConfig": {"url": receiver.url()}})
+    receiver.wait_for(2)                                  # SUBMITTED, WORKING
+    assert phub.close(drain_timeout=0) == 1
+    got = receiver.wait_for(3)
+    final = got[2].json["task"]
+    assert final["status"]["state"] == "TASK_STATE_FAILED"
+    assert "interrupted" in final["status"]["message"]["parts"][0]["text"]

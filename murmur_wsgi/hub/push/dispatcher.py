@@ -16,6 +16,7 @@ from __future__ import annotations
 import _thread
 import logging
 import threading
+import time
 import uuid
 from urllib.parse import urlsplit
 
@@ -25,6 +26,7 @@ from murmur_wsgi.hub.push.storage import DELIVERED, DROPPED, SKIPPED
 logger = logging.getLogger(__name__)
 
 IDLE_WAIT_SECS = 1.0
+CLOSE_GRACE_SECS = 2.0         # how long close() lets due notifications go out
 
 
 class Dispatcher:
@@ -44,11 +46,22 @@ class Dispatcher:
         """Wait ``seconds``; False at once when the hub closes."""
         return not self._stop.wait(seconds)
 
-    def close(self, timeout: float = 5.0) -> None:
+    def close(self, grace: float = CLOSE_GRACE_SECS, timeout: float = 5.0) -> None:
+        """Deliver what is due for up to ``grace`` (the drain's final states), then stop."""
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and not self._caught_up():
+            with self._idle:
+                self._idle.wait(0.02)
         self._stop.set()
         self.store.notify_push()
         with self._idle:
             self._idle.wait_for(lambda: not self._working, timeout)
+
+    def _caught_up(self) -> bool:
+        with self._lock:
+            if self._working:
+                return False
+        return not self.store.push_due(self.owner, 0)
 
     def idle(self) -> bool:
         with self._lock:
