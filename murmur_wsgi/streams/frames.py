@@ -1,25 +1,23 @@
-"""The StreamResponse payloads the door writes: A2A events and murmur frames."""
+"""The door's StreamResponse payloads, from its records: A2A events and murmur frames.
+
+The shapes are built by ``wire/stream.py``; this module gives them the door's
+values (a record, a fresh message id) and defers them until a reader needs one.
+"""
 from __future__ import annotations
 
 import json
 import logging
 
 from murmur_wsgi.session.ids import new_id
-from murmur_wsgi.tasks.record import now_ms, rfc3339
-from murmur_wsgi.uris import STREAM_URI
+from murmur_wsgi.wire import stream as wire_stream
+from murmur_wsgi.wire.task import now_ms
 
 logger = logging.getLogger(__name__)
-
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
-
-
-def stream_part(text: str) -> dict:
-    return {"mediaType": "text/plain", "text": text}
 
 
 def task_event(record) -> str:
     """``{"task": …}``: the task as GetTask answers it."""
-    return f'{{"task":{record.to_json()}}}'
+    return wire_stream.task_event(record.to_json())
 
 
 def status_update(record, text: str | None = None, *, from_record: bool = False) -> str:
@@ -29,21 +27,14 @@ def status_update(record, text: str | None = None, *, from_record: bool = False)
     Otherwise a status as it happens, carrying ``text`` when given, stamped now.
     """
     if from_record:
-        return _dumps({"statusUpdate": {"taskId": record.id, "contextId": record.context_id,
-                                        "status": record.status()}})
+        return wire_stream.status_update(record.id, record.context_id, record.status())
     return _status_at(record.id, record.context_id, record.state, text, now_ms())
 
 
 def _status_at(task_id: str, context_id: str, state: str, text: str | None, ms: int,
                message_id: str | None = None) -> str:
-    status = {"state": state}
-    if text is not None:
-        status["message"] = {"messageId": message_id or new_id("msg"), "contextId": context_id,
-                             "taskId": task_id, "role": "ROLE_AGENT",
-                             "parts": [stream_part(text)]}
-    status["timestamp"] = rfc3339(ms)
-    return _dumps({"statusUpdate": {"taskId": task_id, "contextId": context_id,
-                                    "status": status}})
+    return wire_stream.status_now(task_id, context_id, state, text, ms,
+                                  message_id or (new_id("msg") if text is not None else None))
 
 
 class Deferred:
@@ -100,25 +91,17 @@ def frame_later(name: str, text: str, fields: dict | None, record) -> Deferred:
 def artifact_update(record, artifact: dict, append: bool = False,
                     last_chunk: bool = True) -> str:
     """``{"artifactUpdate": …}``: a whole artifact (the default), or one chunk of it."""
-    return _dumps({"artifactUpdate": {"taskId": record.id, "contextId": record.context_id,
-                                      "artifact": artifact, "append": append,
-                                      "lastChunk": last_chunk}})
+    return wire_stream.artifact_update(record.id, record.context_id, artifact, append,
+                                       last_chunk)
 
 
 def frame(name: str, text: str, fields: dict | None = None, record=None,
           message_id: str | None = None) -> str:
     """A murmur frame: a ROLE_AGENT message whose metadata carries the frame under the URI."""
-    meta = {"frame": name}
-    if fields:
-        meta.update(fields)
-    message = {"messageId": message_id or new_id("msg")}
-    if record is not None:
-        message["contextId"] = record.context_id
-        message["taskId"] = record.id
-    message["role"] = "ROLE_AGENT"
-    message["parts"] = [stream_part(text)]
-    message["metadata"] = {STREAM_URI: meta}
-    return _dumps({"message": message})
+    if record is None:
+        return wire_stream.frame(name, text, fields, message_id or new_id("msg"))
+    return wire_stream.frame(name, text, fields, message_id or new_id("msg"), record.id,
+                             record.context_id)
 
 
 _SCALARS = (str, int, bool, type(None))

@@ -1,63 +1,22 @@
-"""A task's record: its states, its fields, and its wire form (cached until it changes)."""
+"""A task's record: its fields, and its wire form (built by ``wire/task.py``, cached)."""
 from __future__ import annotations
 
 import json
 import logging
-import time
+
+from murmur_wsgi.wire import task as wire_task
+from murmur_wsgi.wire.task import (ALL_STATES, AUTH_REQUIRED, CANCELED, COMPLETED,  # noqa: F401
+                                   FAILED, INPUT_REQUIRED, REJECTED, SETTLED, SUBMITTED,
+                                   TERMINAL, WORKING, agent_message, now_ms, rfc3339,
+                                   text_part)
 
 logger = logging.getLogger(__name__)
-
-SUBMITTED = "TASK_STATE_SUBMITTED"
-WORKING = "TASK_STATE_WORKING"
-INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
-COMPLETED = "TASK_STATE_COMPLETED"
-FAILED = "TASK_STATE_FAILED"
-CANCELED = "TASK_STATE_CANCELED"
-REJECTED = "TASK_STATE_REJECTED"
-AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED"
-
-TERMINAL = frozenset({COMPLETED, FAILED, CANCELED, REJECTED})
-# A held SendMessage is answered once its task is in one of these.
-SETTLED = TERMINAL | {INPUT_REQUIRED}
-ALL_STATES = frozenset({SUBMITTED, WORKING, INPUT_REQUIRED, COMPLETED, FAILED, CANCELED,
-                        REJECTED, AUTH_REQUIRED})
 
 # murmur's word for each state: the spelling off the wire (trace, referenced tasks).
 WORDS = {SUBMITTED: "submitted", WORKING: "working", INPUT_REQUIRED: "input-required",
          COMPLETED: "completed", FAILED: "failed", CANCELED: "canceled", REJECTED: "rejected"}
 
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
-
-
-_second: tuple = (None, "")   # PERF: the last second formatted; most stamps share it
-
-
-def rfc3339(ms: int) -> str:
-    """Format epoch milliseconds as RFC 3339 UTC with milliseconds and Z."""
-    global _second
-    secs, millis = divmod(ms, 1000)
-    cached = _second                # NOTE: one tuple, swapped whole: safe across threads
-    if cached[0] != secs:
-        cached = _second = (secs, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)))
-    return f"{cached[1]}.{millis:03d}Z"
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def text_part(text: str) -> dict:
-    return {"text": text, "mediaType": "text/plain"}
-
-
-def agent_message(message_id: str, context_id: str, task_id: str | None, text: str) -> dict:
-    """A ROLE_AGENT message with one text part (a status message, a frame's carrier)."""
-    msg = {"messageId": message_id, "contextId": context_id}
-    if task_id is not None:
-        msg["taskId"] = task_id
-    msg["role"] = "ROLE_AGENT"
-    msg["parts"] = [text_part(text)]
-    return msg
 
 
 class TaskRecord:
@@ -118,34 +77,27 @@ class TaskRecord:
         """The reference's artifacts: ``response``, ``prompt``, ``residue``."""
         out = []
         if self.response is not None and self.state == COMPLETED:
-            out.append({"artifactId": "response", "name": "response",
-                        "parts": [text_part(self.response)]})
+            out.append(wire_task.artifact("response", [text_part(self.response)]))
         if self.prompt is not None and self.state == INPUT_REQUIRED:
-            out.append({"artifactId": "prompt", "name": "prompt",
-                        "parts": [text_part(self.prompt)]})
+            out.append(wire_task.artifact("prompt", [text_part(self.prompt)]))
         if self.residue:
-            out.append({"artifactId": "residue", "name": "residue",
-                        "parts": [{"data": item, "mediaType": "application/json"}
-                                  for item in self.residue]})
+            out.append(wire_task.artifact("residue", [wire_task.data_part(item)
+                                                      for item in self.residue]))
         return out
 
     def status(self) -> dict:
-        status = {"state": self.state}
-        message = self.status_message()
-        if message is not None:
-            status["message"] = message
-        status["timestamp"] = self.timestamp
-        return status
+        return wire_task.status(self.state, self.timestamp, self.status_message())
 
     def to_dict(self, artifacts: bool = True, empty_list: bool = False) -> dict:
-        task = {"id": self.id, "contextId": self.context_id, "status": self.status()}
+        found = None
         if artifacts:
             found = self.artifacts()
-            if found or empty_list:
-                task["artifacts"] = found
+            if not found and not empty_list:
+                found = None
+        metadata = None
         if self.running and self.terminal:
-            task["metadata"] = {"murmur": {"runningCommands": self.running}}
-        return task
+            metadata = {"murmur": {"runningCommands": self.running}}
+        return wire_task.task(self.id, self.context_id, self.status(), found, metadata)
 
     def to_json(self, artifacts: bool = True, cache: bool = True) -> str:
         """Return the task as GetTask answers it (cached until the next change).

@@ -16,7 +16,7 @@ from marshmallow import post_load, validate
 from marshmallow.experimental.context import Context
 
 from murmur_wsgi.errors import InvalidParamsError
-from murmur_wsgi.tasks.record import ALL_STATES
+from murmur_wsgi.wire.task import ALL_STATES
 from murmur_wsgi.wire.base import StrictBoolean, StrictInteger, StrictString, WireSchema, load
 
 logger = logging.getLogger(__name__)

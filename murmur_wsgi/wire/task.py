@@ -1,0 +1,86 @@
+"""Task and artifact: the task states and the builders of a Task's ProtoJSON form.
+
+Plain functions of plain values (no record, no session): the door's
+``TaskRecord`` and the hub's tasks build their Task JSON with them.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+logger = logging.getLogger(__name__)
+
+SUBMITTED = "TASK_STATE_SUBMITTED"
+WORKING = "TASK_STATE_WORKING"
+INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
+COMPLETED = "TASK_STATE_COMPLETED"
+FAILED = "TASK_STATE_FAILED"
+CANCELED = "TASK_STATE_CANCELED"
+REJECTED = "TASK_STATE_REJECTED"
+AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED"
+
+TERMINAL = frozenset({COMPLETED, FAILED, CANCELED, REJECTED})
+# A held SendMessage is answered once its task is in one of these.
+SETTLED = TERMINAL | {INPUT_REQUIRED}
+ALL_STATES = frozenset({SUBMITTED, WORKING, INPUT_REQUIRED, COMPLETED, FAILED, CANCELED,
+                        REJECTED, AUTH_REQUIRED})
+
+_second: tuple = (None, "")   # PERF: the last second formatted; most stamps share it
+
+
+def rfc3339(ms: int) -> str:
+    """Format epoch milliseconds as RFC 3339 UTC with milliseconds and Z."""
+    global _second
+    secs, millis = divmod(ms, 1000)
+    cached = _second                # NOTE: one tuple, swapped whole: safe across threads
+    if cached[0] != secs:
+        cached = _second = (secs, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)))
+    return f"{cached[1]}.{millis:03d}Z"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def text_part(text: str) -> dict:
+    return {"text": text, "mediaType": "text/plain"}
+
+
+def data_part(value) -> dict:
+    return {"data": value, "mediaType": "application/json"}
+
+
+def agent_message(message_id: str, context_id: str, task_id: str | None, text: str) -> dict:
+    """A ROLE_AGENT message with one text part (a status message, a frame's carrier)."""
+    msg = {"messageId": message_id, "contextId": context_id}
+    if task_id is not None:
+        msg["taskId"] = task_id
+    msg["role"] = "ROLE_AGENT"
+    msg["parts"] = [text_part(text)]
+    return msg
+
+
+def artifact(artifact_id: str, parts: list, name: str | None = None) -> dict:
+    """An Artifact: its id, its name (the id when not given), its parts."""
+    return {"artifactId": artifact_id, "name": artifact_id if name is None else name,
+            "parts": parts}
+
+
+def status(state: str, timestamp: str, message: dict | None = None) -> dict:
+    """A TaskStatus: the state, the status message when there is one, the timestamp."""
+    out = {"state": state}
+    if message is not None:
+        out["message"] = message
+    out["timestamp"] = timestamp
+    return out
+
+
+def task(task_id: str, context_id: str, task_status: dict, artifacts: list | None = None,
+         metadata: dict | None = None) -> dict:
+    """A Task as GetTask answers it; ``artifacts`` None leaves the key out."""
+    out = {"id": task_id, "contextId": context_id, "status": task_status}
+    if artifacts is not None:
+        out["artifacts"] = artifacts
+    if metadata is not None:
+        out["metadata"] = metadata
+    return out
