@@ -48,9 +48,9 @@ def test_a_value_changed_after_the_call_and_a_non_json_value_never_reach_a_strea
     try:
         task = rpc.result("SendMessage", msg("go"))["task"]
         assert task["status"]["state"] == COMPLETED
-        assert errors[0].startswith("frame 'tool-call-started': 'input' is not a JSON value")
+        assert errors[0].startswith("frame 'tool-call-started', key 'input': not a JSON value")
         assert "set" in errors[0]
-        assert errors[1].startswith("frame 'artifact': 'durationMs' is not a JSON value")
+        assert errors[1].startswith("frame 'artifact', key 'durationMs': not a JSON value")
         for events in (_watch_all(rpc), _watch_all(rpc)):          # replays, each whole
             calls = [e.frame for e in events if e.frame_name == "tool-call-started"]
             assert calls == [{"frame": "tool-call-started", "toolCallId": "call_ok",

@@ -13,11 +13,11 @@ Concurrency:
 """
 from __future__ import annotations
 
-import json
 import logging
 from typing import Callable
 
 from murmur_wsgi.agents.parts import as_part, as_parts
+from murmur_wsgi.streams.frames import json_copy
 
 logger = logging.getLogger(__name__)
 
@@ -40,9 +40,6 @@ def artifact_wire(name: str, parts: list, description: str | None = None,
     return artifact
 
 
-_strict_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-
-
 def owned(artifact: dict) -> dict:
     """The artifact, copied where the agent could still change it (data, metadata).
 
@@ -53,11 +50,7 @@ def owned(artifact: dict) -> dict:
     if "metadata" not in artifact and all(
             "data" not in part and "metadata" not in part for part in artifact["parts"]):
         return artifact                     # PERF: strings only, which nobody can change
-    try:
-        return json.loads(_strict_dumps(artifact))
-    except (TypeError, ValueError, RecursionError) as ex:
-        kind = TypeError if isinstance(ex, TypeError) else ValueError
-        raise kind(f"artifact {artifact['name']!r}: not a JSON value: {ex}") from None
+    return json_copy(artifact, f"artifact {artifact['name']!r}")
 
 
 def _check_extras(description, metadata) -> None:

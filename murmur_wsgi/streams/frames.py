@@ -108,6 +108,20 @@ _SCALARS = (str, int, bool, type(None))
 _strict_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 
+def json_copy(value, what: str):
+    """A copy of an agent's ``value`` through JSON, which nothing the agent holds can change.
+
+    Raises:
+        TypeError, ValueError: ``value`` is not JSON (a set, an object, NaN or
+            infinity, a key that is not a string): ``<what>: not a JSON value: …``.
+    """
+    try:
+        return json.loads(_strict_dumps(value))
+    except (TypeError, ValueError, RecursionError) as ex:
+        kind = TypeError if isinstance(ex, TypeError) else ValueError
+        raise kind(f"{what}: not a JSON value: {ex}") from None
+
+
 def own_fields(name: str, fields: dict) -> dict:
     """A copy of an agent's frame fields that nothing the agent holds can change.
 
@@ -123,11 +137,7 @@ def own_fields(name: str, fields: dict) -> dict:
         if not isinstance(key, str):
             raise TypeError(f"frame '{name}': key {key!r} is not a string")
         if type(value) not in _SCALARS:
-            try:
-                value = json.loads(_strict_dumps(value))
-            except (TypeError, ValueError, RecursionError) as ex:
-                kind = TypeError if isinstance(ex, TypeError) else ValueError
-                raise kind(f"frame '{name}': '{key}' is not a JSON value: {ex}") from None
+            value = json_copy(value, f"frame '{name}', key '{key}'")
         owned[key] = value
     return owned
 
