@@ -122,10 +122,12 @@ class HubClient:
 
     def send(self, text, *, message_id=None, context_id=None, configuration=None, parts=None,
              **kwargs):
-        return self.result("SendMessage", send_params(text, message_id=message_id,
-                                                      context_id=context_id,
-                                                      configuration=configuration,
-                                                      parts=parts), **kwargs)
+        result = self.result("SendMessage", send_params(text, message_id=message_id,
+                                                        context_id=context_id,
+                                                        configuration=configuration,
+                                                        parts=parts), **kwargs)
+        assert list(result) == ["task"], result          # SendMessageResponse: {"task": …}
+        return result["task"]
 
 
 _counter = [0]

@@ -221,7 +221,7 @@ def test_tenant_comes_from_the_credential(hub):
     b = HubClient(hub, "echo", {"X-API-Key": KEY_B})
     params = send_params("mine")
     params["tenant"] = "globex"
-    task = a.result("SendMessage", params)
+    task = a.result("SendMessage", params)["task"]
     # B's echo does not see A's task, whatever the request's tenant field says.
     error = b.error("GetTask", {"id": task["id"], "tenant": "acme"})
     assert error["code"] == -32001

@@ -27,7 +27,7 @@ def test_version_must_be_exactly_1_0(rpc, value):
 
 def test_blocking_send(rpc):
     params = send_params("hello, hub", context_id=None)
-    task = rpc.result("SendMessage", params)
+    task = rpc.result("SendMessage", params)["task"]
     message = params["message"]
     assert task == {
         "id": task["id"], "contextId": task["contextId"],
@@ -42,7 +42,7 @@ def test_blocking_send(rpc):
 
 
 def test_data_returned_is_a_data_part(rpc):
-    task = rpc.result("SendMessage", send_params("x"), agent="data")
+    task = rpc.result("SendMessage", send_params("x"), agent="data")["task"]
     assert task["artifacts"][0]["parts"][:2] == [{"text": "", "mediaType": "text/plain"},
                                                 _json({"answer": 42})]
 

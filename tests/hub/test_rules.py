@@ -33,7 +33,7 @@ def test_repeated_message_id_returns_the_existing_task(rpc):
 
 def test_message_ids_are_per_tenant_and_agent(hub, rpc):
     a = rpc.send("x", message_id="shared")
-    b = rpc.result("SendMessage", send_params("x", message_id="shared"), agent="tokens")
+    b = rpc.result("SendMessage", send_params("x", message_id="shared"), agent="tokens")["task"]
     c = HubClient(hub, "echo", {"X-API-Key": KEY_B}).send("x", message_id="shared")
     assert len({a["id"], b["id"], c["id"]}) == 3
 

@@ -97,11 +97,11 @@ def accept(hub, call, live: bool):
 
 
 def send_message(hub, call):
-    """SendMessage: blocking by default; SUBMITTED at once with returnImmediately."""
+    """SendMessage: ``{"task": …}``, blocking by default; SUBMITTED with returnImmediately."""
     msg, accepted = accept(hub, call, live=False)
     run = accepted.run
     if run is None or msg.return_immediately:
-        return RawJSON(accepted.snapshot)
+        return RawJSON(f'{{"task":{accepted.snapshot}}}')
     gone = peer_gone(call.environ)
     runs = hub.runs
     while not runs.wait(lambda: run.ended, PEER_CHECK_SECS):
@@ -109,7 +109,7 @@ def send_message(hub, call):
             logger.info("task %s: the client left a blocking SendMessage; canceling", run.task_id)
             run.request_stop(cancel=True)
             break
-    return RawJSON(hub.store.render(accepted.task, msg.history_length))
+    return RawJSON(f'{{"task":{hub.store.render(accepted.task, msg.history_length)}}}')
 
 
 def live_source(hub, run):
