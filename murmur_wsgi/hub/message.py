@@ -4,6 +4,7 @@ Checked before admission, so a refused message runs and costs nothing.
 """
 from __future__ import annotations
 
+import binascii
 import logging
 from dataclasses import dataclass
 
@@ -61,8 +62,14 @@ def read_message(params: dict) -> HubMessage:
         if not isinstance(part, dict) or sum(key in part for key in PART_KINDS) != 1:
             raise _invalid(f"message.parts[{i}] must be an object setting exactly one of "
                            "text, raw, url and data")
-        if "text" in part and not isinstance(part["text"], str):
-            raise _invalid(f"message.parts[{i}].text must be a string")
+        for key in ("text", "raw", "url", "mediaType", "filename"):
+            if key in part and not isinstance(part[key], str):
+                raise _invalid(f"message.parts[{i}].{key} must be a string")
+        if "raw" in part:
+            try:
+                binascii.a2b_base64(part["raw"], strict_mode=True)
+            except ValueError:
+                raise _invalid(f"message.parts[{i}].raw is not base64") from None
     task_id = msg.get("taskId")
     if task_id is not None and not isinstance(task_id, str):
         raise _invalid("message.taskId must be a string")

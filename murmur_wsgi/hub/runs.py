@@ -23,24 +23,19 @@ import logging
 import threading
 import time
 
-from murmur_wsgi.agents.base import TaskCanceled, TaskFailed
+from murmur_wsgi.agents.base import Completed, TaskCanceled, TaskFailed, TaskRejected
+from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.context import HubContext
-from murmur_wsgi.hub.task import (CANCELED, COMPLETED, FAILED, REJECTED, WORKING,
-                                  answer_artifact, artifact_update, data_part, status_update)
-from murmur_wsgi.hub.usage import Usage
+from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED, REJECTED, WORKING,
+                                  answer_artifact, artifact_update, data_part, dumps,
+                                  status_update)
+from murmur_wsgi.hub.usage import usage_part
 from murmur_wsgi.tasks.record import now_ms, rfc3339, text_part
 
 logger = logging.getLogger(__name__)
 
 FAILED_PUBLIC = "the agent failed; the details are in the hub's log"
 INTERRUPTED = "interrupted: the hub shut down before the run ended"
-
-
-def _rejection_reason(ex) -> str | None:
-    """The public reason of an agent's TaskRejected (from the agent API), else None."""
-    if type(ex).__name__ == "TaskRejected":
-        return str(getattr(ex, "reason", None) or ex)
-    return None
 
 
 class Run:
@@ -64,7 +59,9 @@ class Run:
         self.stored_any = False
         self.live_any = False
         self.last_flush = 0.0
-        self.usage = Usage()
+        self.usage = RunUsage()
+        self.artifacts: list[dict] = []     # the agent's named artifacts, as they stand
+        self._wakers: list = []
         self._timers: list[threading.Timer] = []
         self._flush_timer = None
 
@@ -73,6 +70,41 @@ class Run:
     def wait_stop(self, seconds: float) -> bool:
         with self.runs.changed:
             return self.runs.changed.wait_for(lambda: self.stopping, seconds)
+
+    def on_stop(self, waker) -> None:
+        """Call ``waker()`` once the run must stop (now if it must already)."""
+        with self.runs.changed:
+            if not self.stopping:
+                self._wakers.append(waker)
+                return
+        waker()
+
+    def add_usage(self, report: tuple) -> None:
+        with self.runs.changed:
+            self.usage.add(*report)
+
+    def publish_artifact(self, artifact: dict, append: bool, last: bool) -> None:
+        """One of the agent's named artifacts (``ctx.artifacts``): stored, streamed, kept."""
+        if artifact["artifactId"] == ANSWER:
+            raise ValueError(f"artifact name {ANSWER!r} is the hub's own; choose another")
+        with self.runs.changed:
+            if self.ended:
+                raise TaskCanceled(self.task_id)
+            self._flush_locked()
+            kept = next((a for a in self.artifacts if a["artifactId"] == artifact["artifactId"]),
+                        None)
+            if kept is None or not append:
+                if kept is not None:
+                    self.artifacts.remove(kept)
+                self.artifacts.append(dict(artifact, parts=list(artifact["parts"])))
+            else:
+                kept["parts"].extend(artifact["parts"])
+            payload = dumps({"artifactUpdate": {"taskId": self.task_id,
+                                                "contextId": self.context_id,
+                                                "artifact": artifact, "append": append,
+                                                "lastChunk": last}})
+            self.runs.store.append(self.task_id, payload)
+            self._live(payload)
 
     def token(self, text: str) -> None:
         if not isinstance(text, str) or not text:
@@ -147,8 +179,8 @@ class Run:
                 parts = [text_part(answer)]
                 if data is not None:
                     parts.append(data_part(data))
-                parts.append(data_part(self.usage.part(runs.pricing)))
-                artifacts = [answer_artifact(parts)]
+                parts.append(data_part(usage_part(self.usage, runs.pricing)))
+                artifacts = self.artifacts + [answer_artifact(parts)]
                 if self.tokens and streamed == answer:
                     events.append(artifact_update(self.task_id, self.context_id, parts[1:],
                                                   append=True, last=True))
@@ -156,11 +188,12 @@ class Run:
                     events.append(artifact_update(self.task_id, self.context_id, parts,
                                                   append=False, last=True))
                 text = status_message
-            elif state == CANCELED and streamed:
-                artifacts = [answer_artifact([text_part(streamed)])]
+            elif state == CANCELED:
+                artifacts = self.artifacts + ([answer_artifact([text_part(streamed)])]
+                                              if streamed else [])
             written = runs.store.end(self.task_id, state, text, artifacts, events)
             self.ended = True
-            self.stopping = True
+            self._stop_locked()
             for timer in self._timers:
                 timer.cancel()
             if self._flush_timer is not None:
@@ -177,10 +210,19 @@ class Run:
 
     def request_stop(self, cancel: bool) -> None:
         with self.runs.changed:
-            self.stopping = True
-            if cancel:
+            if cancel and not self.ended:
                 self.cancel_requested = True
+            self._stop_locked()
             self.runs.changed.notify_all()
+
+    def _stop_locked(self) -> None:
+        self.stopping = True
+        wakers, self._wakers = self._wakers, []
+        for waker in wakers:
+            try:
+                waker()
+            except Exception:  # noqa: BLE001 - an agent's waker must not stop the others
+                logger.exception("task %s: a stop waker failed", self.task_id)
 
     def _timed_out(self) -> None:
         self.request_stop(cancel=False)
@@ -207,15 +249,13 @@ class Run:
             self.finish(CANCELED)
         except TaskFailed as ex:
             self.finish(CANCELED if self.cancel_requested else FAILED, ex.message)
-        except Exception as ex:  # noqa: BLE001 - an agent's failure is logged, answered public
-            reason = _rejection_reason(ex)
-            if reason is not None:
-                self.finish(REJECTED, reason)
-            else:
-                if not self.stopping:
-                    logger.exception("task %s: the agent of %s/%s failed", self.task_id,
-                                     self.tenant, self.agent_name)
-                self.finish(CANCELED if self.cancel_requested else FAILED, FAILED_PUBLIC)
+        except TaskRejected as ex:
+            self.finish(CANCELED if self.cancel_requested else REJECTED, ex.reason)
+        except Exception:  # noqa: BLE001 - an agent's failure is logged, answered public
+            if not self.stopping:
+                logger.exception("task %s: the agent of %s/%s failed", self.task_id,
+                                 self.tenant, self.agent_name)
+            self.finish(CANCELED if self.cancel_requested else FAILED, FAILED_PUBLIC)
         else:
             if self.cancel_requested:
                 self.finish(CANCELED)
@@ -229,14 +269,16 @@ class Run:
 
 
 def _outcome(result) -> tuple[str | None, object, str | None]:
-    """(answer text, data, status message) of what an agent returned."""
-    if result is None or isinstance(result, str):
-        return result, None, None
+    """(answer text, data, status message) of what an agent returned.
+
+    A ``str`` is the answer; ``Completed(text, status_message)`` also sets the
+    final status message; a ``dict`` or ``list`` is the answer's data part.
+    """
+    if isinstance(result, Completed):
+        return result.text, None, result.status_message
     if isinstance(result, (dict, list)):
         return None, result, None
-    text = getattr(result, "text", None)
-    return (text if isinstance(text, str) else None, getattr(result, "data", None),
-            getattr(result, "status_message", None))
+    return (result if isinstance(result, str) else None), None, None
 
 
 class Runs:

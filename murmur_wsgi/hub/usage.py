@@ -1,4 +1,4 @@
-"""Run usage: the tokens a run reported per model, priced from ``pricing``.
+"""The usage part of a COMPLETED task: what its run reported (``ctx.usage``), priced.
 
 ``pricing.<model>`` gives micro-credits per million input, output and cached
 tokens. Cached tokens are part of the input tokens: they are charged at
@@ -9,57 +9,43 @@ from __future__ import annotations
 import logging
 from decimal import ROUND_HALF_UP, Decimal
 
+from murmur_wsgi.agents.usage import RunUsage
+
 logger = logging.getLogger(__name__)
 
 MILLION = Decimal(1_000_000)
 
 
-class Usage:
-    """Token totals per model; one per run (``ctx.usage(...)`` adds to it)."""
+def _price(value) -> Decimal:
+    return Decimal(str(value))
 
-    __slots__ = ("models",)
 
-    def __init__(self):
-        self.models: dict[str | None, list[int]] = {}    # model -> [input, output, cached]
-
-    def add(self, input_tokens: int = 0, output_tokens: int = 0, cached_tokens: int = 0,
-            model: str | None = None) -> None:
-        for value in (input_tokens, output_tokens, cached_tokens):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError("usage: token counts are whole numbers, 0 or more")
-        totals = self.models.setdefault(model, [0, 0, 0])
-        totals[0] += input_tokens
-        totals[1] += output_tokens
-        totals[2] += cached_tokens
-
-    def part(self, pricing: dict) -> dict:
-        """The usage data part's value: ``{"usage": {...}}`` as "Run usage" lists it."""
-        inp = sum(t[0] for t in self.models.values())
-        out = sum(t[1] for t in self.models.values())
-        cached = sum(t[2] for t in self.models.values())
-        micros = Decimal(0)
-        priced = True
-        for model, (m_in, m_out, m_cached) in self.models.items():
-            if not (m_in or m_out or m_cached):
-                continue
-            price = pricing.get(model) if model is not None else None
-            if price is None:
-                priced = False
-                continue
-            cached_price = price["cached"] if price["cached"] is not None else price["input"]
-            micros += (Decimal(max(0, m_in - m_cached)) * Decimal(str(price["input"]))
-                       + Decimal(m_cached) * Decimal(str(cached_price))
-                       + Decimal(m_out) * Decimal(str(price["output"]))) / MILLION
-        credits_micros = int(micros.quantize(Decimal(1), rounding=ROUND_HALF_UP))
-        usage = {"input_tokens": inp, "output_tokens": out}
-        if cached:
-            usage["cached_tokens"] = cached
-        usage["credits"] = credits_micros / 1_000_000
-        usage["credits_micros"] = credits_micros
-        usage["pricing_status"] = "priced" if priced else "unpriced"
-        named = {m: sum(t) for m, t in self.models.items() if m is not None}
-        if named:
-            usage["model"] = max(named, key=lambda m: named[m])
-            if len(named) > 1:
-                usage["models"] = len(named)
-        return {"usage": usage}
+def usage_part(usage: RunUsage, pricing: dict) -> dict:
+    """``{"usage": {...}}``, the keys in the order "Run usage" lists them."""
+    micros = Decimal(0)
+    priced = True
+    for model, counts in usage.by_model.items():
+        if not (counts.input_tokens or counts.output_tokens or counts.cached_tokens):
+            continue
+        price = pricing.get(model) if model is not None else None
+        if price is None:
+            priced = False
+            continue
+        cached = price["cached"] if price["cached"] is not None else price["input"]
+        uncached = max(0, counts.input_tokens - counts.cached_tokens)
+        micros += (uncached * _price(price["input"]) + counts.cached_tokens * _price(cached)
+                   + counts.output_tokens * _price(price["output"])) / MILLION
+    credits_micros = int(micros.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+    totals = usage.totals
+    out = {"input_tokens": totals.input_tokens, "output_tokens": totals.output_tokens}
+    if totals.cached_tokens:
+        out["cached_tokens"] = totals.cached_tokens
+    out["credits"] = credits_micros / 1_000_000
+    out["credits_micros"] = credits_micros
+    out["pricing_status"] = "priced" if priced else "unpriced"
+    model = usage.top_model
+    if model is not None:
+        out["model"] = model
+        if len(usage.models) > 1:
+            out["models"] = len(usage.models)
+    return {"usage": out}

@@ -91,3 +91,20 @@ def many(ctx):
         ctx.write(f"t{i} ")
         ctx.wait(0.01)
     return "".join(f"t{i} " for i in range(60))
+
+
+def named(ctx):
+    """Publish a whole artifact and a streamed one, then complete with a status message."""
+    from murmur_wsgi.agents.base import Completed
+
+    ctx.artifacts.add("notes", "a note")
+    with ctx.artifacts.stream("log") as out:
+        out.write("line 1")
+        out.write("line 2")
+    return Completed(text="with artifacts", status_message="all done")
+
+
+def rejects(ctx):
+    from murmur_wsgi.agents.base import TaskRejected
+
+    raise TaskRejected("not for this agent")

@@ -53,6 +53,8 @@ def hub_config(**overrides) -> dict:
                 "data": agent("tests.hub.agents:with_data"),
                 "partial": agent("tests.hub.agents:partial"),
                 "many": agent("tests.hub.agents:many"),
+                "named": agent("tests.hub.agents:named"),
+                "rejects": agent("tests.hub.agents:rejects"),
                 "hidden": {"agent": "demo", "publish": False},
             }},
             "globex": {"api_keys": [sha(KEY_B)], "admission": "tests.hub.agents:refuse_beta",

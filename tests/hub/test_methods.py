@@ -200,3 +200,33 @@ def test_streaming_rejected_is_one_task_event(hub):
     events = sse_events(client.call("SendStreamingMessage", send_params("beta please")))
     assert len(events) == 1
     assert events[0]["result"]["task"]["status"]["state"] == "TASK_STATE_REJECTED"
+
+
+def test_named_artifacts_and_a_status_message(rpc):
+    events = [e["result"] for e in sse_events(rpc.call("SendStreamingMessage", send_params("x"),
+                                                       agent="named"))]
+    updates = [(u["artifact"]["artifactId"], u["append"], u["lastChunk"],
+                [p.get("text") for p in u["artifact"]["parts"]])
+               for u in (e["artifactUpdate"] for e in events if "artifactUpdate" in e)]
+    assert updates == [("notes", False, True, ["a note"]), ("log", False, False, ["line 1"]),
+                       ("log", True, False, ["line 2"]), ("log", True, True, []),
+                       ("answer", False, True, ["with artifacts", None])]
+    final = events[-1]["statusUpdate"]["status"]
+    assert final["state"] == "TASK_STATE_COMPLETED"
+    assert final["message"]["parts"][0]["text"] == "all done"
+    task = rpc.result("GetTask", {"id": events[0]["task"]["id"]}, agent="named")
+    assert [(a["artifactId"], [p.get("text") for p in a["parts"]]) for a in task["artifacts"]] \
+        == [("notes", ["a note"]), ("log", ["line 1", "line 2"]),
+            ("answer", ["with artifacts", None])]
+
+
+def test_an_agent_that_rejects(rpc):
+    task = rpc.send("x", agent="rejects")
+    assert task["status"]["state"] == "TASK_STATE_REJECTED"
+    assert task["status"]["message"]["parts"][0]["text"] == "not for this agent"
+    assert "artifacts" not in task
+
+
+def test_raw_part_must_be_base64(rpc):
+    error = rpc.error("SendMessage", send_params("", parts=[{"text": "x"}, {"raw": "%%%"}]))
+    assert error["code"] == -32602 and "base64" in error["message"]

@@ -166,7 +166,8 @@ def test_the_run_knows_its_caller_and_origin(rpc):
     assert ctx.origin == "a2a"
     assert (ctx.caller.tenant, ctx.caller.subject, ctx.caller.agent) == ("acme", "api-key",
                                                                         "held")
-    assert ctx.message["parts"] == [{"text": "g-ctx"}]
+    assert ctx.message.text_parts == ["g-ctx"] and ctx.message.task_id is not None
+    assert str(ctx.caller) == "acme" and ctx.owner == "acme"
 
 
 # --- admission ----------------------------------------------------------------------
