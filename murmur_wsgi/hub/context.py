@@ -31,9 +31,6 @@ class Caller:
     subject: str
     agent: str
 
-    def __str__(self) -> str:
-        return self.tenant
-
 
 @dataclass(frozen=True, slots=True)
 class Turn:
@@ -119,7 +116,8 @@ class HubContext(TaskContext):
     """One run's view for its agent (``run`` is its ``runs.Run``).
 
     Attributes (beside TaskContext's):
-        caller: a ``Caller`` (``str(caller)`` is the tenant).
+        caller: the tenant the credential gave (a str, as the door's credential name).
+        identity: a ``Caller``: the tenant, the JWT's subject (or "api-key"), the agent.
         history: the context's earlier turns, oldest first (``Turn``s).
         origin: always ``"a2a"``.
     """
@@ -127,6 +125,8 @@ class HubContext(TaskContext):
     def __init__(self, run, text: str, data: list, message: dict, caller: Caller,
                  history: list):
         record = _RunRecord(run.task_id, run.context_id, caller.tenant)
-        super().__init__(_RunPort(run), record, text, [], data, message=message, caller=caller)
+        super().__init__(_RunPort(run), record, text, [], data, message=message,
+                         caller=caller.tenant)
+        self.identity = caller
         self.history = history
         self.origin = ORIGIN

@@ -164,10 +164,10 @@ def test_the_run_knows_its_caller_and_origin(rpc):
     rpc.send("g-ctx")
     ctx = SEEN[-1]
     assert ctx.origin == "a2a"
-    assert (ctx.caller.tenant, ctx.caller.subject, ctx.caller.agent) == ("acme", "api-key",
-                                                                        "held")
+    assert (ctx.identity.tenant, ctx.identity.subject, ctx.identity.agent) == (
+        "acme", "api-key", "held")
     assert ctx.message.text_parts == ["g-ctx"] and ctx.message.task_id is not None
-    assert str(ctx.caller) == "acme" and ctx.owner == "acme"
+    assert ctx.caller == "acme" and ctx.owner == "acme"
 
 
 # --- admission ----------------------------------------------------------------------
