@@ -3,6 +3,7 @@
 -- Environment (set by bench/run.py):
 --   WRK_BODY   the request body; each %ID% in it becomes a fresh token per request
 --   WRK_COUNT  "1": read each answer and count task states and JSON-RPC error codes
+--   WRK_PATH   the path to post to (default /); WRK_API_KEY: sent as X-API-Key (the hub)
 -- At the end, one line "WRKJSON {...}" carries the numbers bench/run.py reads.
 
 local template = os.getenv("WRK_BODY") or '{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"tsk_x"}}'
@@ -10,10 +11,14 @@ local count = os.getenv("WRK_COUNT") == "1"
 local prefix, suffix = template:match("^(.-)%%ID%%(.*)$")
 
 wrk.method = "POST"
-wrk.path = "/"
+wrk.path = os.getenv("WRK_PATH") or "/"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["A2A-Version"] = "1.0"
 wrk.body = template
+local api_key = os.getenv("WRK_API_KEY")
+if api_key then
+   wrk.headers["X-API-Key"] = api_key
+end
 
 local threads = {}
 local next_thread = 0

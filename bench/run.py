@@ -8,6 +8,8 @@ Scenarios (see docs/performance.md):
     door-gettask-unknown   GetTask on an id the door does not hold: the dispatch path, -32001
     door-gettask           GetTask on a finished task (created first with SendMessage)
     door-sendmessage       held SendMessage to the demo agent, which answers at once
+    hub-gettask            the hub (docs/hub.md): GetTask on a finished task, with an API key
+    hub-sendmessage        the hub: blocking SendMessage to the demo agent (echo), API key
 
 Results: a Markdown table on stdout, and JSON in bench/results/<timestamp>.json.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import platform
@@ -56,6 +59,18 @@ BENCH_MANIFEST = {
     "lifecycle": {"task_acceptance": "queue", "queue_depth": 1000, "after_task": "sleep"},
     "network": {"host": "127.0.0.1"},
     "agent": "demo",
+}
+
+
+# The hub under the benchmark: one tenant, one key, the demo agent; limits that admit the
+# whole load (every request a new run).
+HUB_KEY = "mhk_bench-key"
+HUB_PATH = "/a2a/v1/agents/echo"
+HUB_CONFIG = {
+    "store": "memory",
+    "limits": {"concurrency": 100_000, "rate_per_minute": 100_000_000},
+    "tenants": {"bench": {"api_keys": [hashlib.sha256(HUB_KEY.encode()).hexdigest()],
+                          "agents": {"echo": {"agent": "demo", "publish": True}}}},
 }
 
 
@@ -107,11 +122,13 @@ def ensure_wrk(install: bool) -> str:
 
 
 def run_wrk(wrk: str, url: str, body: str, *, threads: int, connections: int,
-            seconds: float, count: bool) -> dict:
+            seconds: float, count: bool, path: str = "/", api_key: str | None = None) -> dict:
     """Run wrk with bench/post.lua; return the numbers its done() prints."""
-    env = dict(os.environ, WRK_BODY=body, WRK_COUNT="1" if count else "0")
+    env = dict(os.environ, WRK_BODY=body, WRK_COUNT="1" if count else "0", WRK_PATH=path)
+    if api_key:
+        env["WRK_API_KEY"] = api_key
     argv = [wrk, f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "10s",
-            "-s", str(LUA), url + "/"]
+            "-s", str(LUA), url + path]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False,
                           timeout=seconds + 120)
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("WRKJSON ")), None)
@@ -204,6 +221,28 @@ def start_door(workdir: Path) -> Server:
     return start_server("door", argv, port, workdir, door_ready, env=env)
 
 
+def start_hub(workdir: Path) -> Server:
+    port = free_port()
+    config = json.loads(json.dumps(HUB_CONFIG))
+    config["public_url"] = f"http://127.0.0.1:{port}"
+    path = workdir / "hub.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    argv = [sys.executable, "-m", "murmur_wsgi.cli", "hub", "--config", str(path),
+            "--listen", f"127.0.0.1:{port}"]
+    env = {k: v for k, v in server_env().items() if not k.startswith("MURMUR_HUB_")}
+    return start_server("hub", argv, port, workdir, hub_ready, env=env)
+
+
+def hub_ready(url: str) -> bool:
+    return requests.get(url + HUB_PATH + CARD_PATH, headers={**CLOSE, "X-API-Key": HUB_KEY},
+                        timeout=0.5).status_code == 200
+
+
+def hub_rpc(url: str, body: dict) -> dict:
+    return requests.post(url + HUB_PATH, data=compact(body), headers={**V1, "X-API-Key": HUB_KEY},
+                         timeout=30).json()
+
+
 def door_ready(url: str) -> bool:
     return requests.get(url + CARD_PATH, headers=CLOSE, timeout=0.5).status_code == 200
 
@@ -252,6 +291,23 @@ def prepare_send(url: str) -> tuple[str, bool]:
     return compact(body), True
 
 
+def prepare_hub_get(url: str) -> tuple[str, bool]:
+    answer = hub_rpc(url, SEND)
+    task = answer.get("result", {}).get("task")
+    if not task or task.get("status", {}).get("state") != "TASK_STATE_COMPLETED":
+        raise Skip(f"the hub's SendMessage did not complete: {compact(answer)[:300]}")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task["id"]}}
+    if hub_rpc(url, body).get("result", {}).get("id") != task["id"]:
+        raise Skip("the hub's GetTask does not return the task")
+    return compact(body), False
+
+
+def prepare_hub_send(url: str) -> tuple[str, bool]:
+    body = json.loads(compact(SEND))
+    body["params"]["message"]["messageId"] = "bench-%ID%"     # a fresh id per request
+    return compact(body), True
+
+
 def prepare_bare(url: str) -> tuple[str, bool]:
     return compact(GET_UNKNOWN), False
 
@@ -259,9 +315,11 @@ def prepare_bare(url: str) -> tuple[str, bool]:
 @dataclasses.dataclass
 class Scenario:
     name: str
-    target: str                  # "bare" or "door"
+    target: str                  # "bare", "door" or "hub"
     what: str
     prepare: object              # url -> (body, count answers?)
+    path: str = "/"
+    api_key: str | None = None
 
 
 SCENARIOS = [
@@ -273,18 +331,23 @@ SCENARIOS = [
              prepare_get_existing),
     Scenario("door-sendmessage", "door", "held SendMessage to the demo agent (echo)",
              prepare_send),
+    Scenario("hub-gettask", "hub", "hub: GetTask on a finished task, X-API-Key",
+             prepare_hub_get, HUB_PATH, HUB_KEY),
+    Scenario("hub-sendmessage", "hub", "hub: blocking SendMessage to the demo agent, X-API-Key",
+             prepare_hub_send, HUB_PATH, HUB_KEY),
 ]
 
 
 def run_once(scenario: Scenario, server: Server, wrk: str, args) -> dict:
     """Prepare ``scenario`` (Skip if the door cannot yet), warm up, and run wrk once."""
     body, count = scenario.prepare(server.url)
+    where = {"path": scenario.path, "api_key": scenario.api_key}
     if args.warmup > 0:
         run_wrk(wrk, server.url, body, threads=args.threads, connections=args.connections,
-                seconds=args.warmup, count=False)
+                seconds=args.warmup, count=False, **where)
     log(f"{scenario.name}: wrk -t{args.threads} -c{args.connections} -d{args.duration:g}s")
     stats = run_wrk(wrk, server.url, body, threads=args.threads, connections=args.connections,
-                    seconds=args.duration, count=count)
+                    seconds=args.duration, count=count, **where)
     stats["body"] = body
     log(f"{scenario.name}: {stats['rps']:.0f} requests/s")
     return stats
@@ -368,7 +431,7 @@ def main(argv=None) -> int:
             contextlib.ExitStack() as stack:
         workdir = Path(tmp)
         servers = {}
-        for target, start in (("bare", start_bare), ("door", start_door)):
+        for target, start in (("bare", start_bare), ("door", start_door), ("hub", start_hub)):
             if any(s.target == target for s in chosen):
                 servers[target] = server = start(workdir)
                 stack.callback(stop_and_report, server)
@@ -398,6 +461,7 @@ def main(argv=None) -> int:
                 "connections": args.connections, "duration_s": args.duration,
                 "warmup_s": args.warmup, "rounds": args.rounds},
         "manifest": BENCH_MANIFEST,
+        "hub_config": HUB_CONFIG,
         "scenarios": results,
     }
     bare = next((r["rps"] for r in results if r["name"] == "bare-post" and "rps" in r), None)

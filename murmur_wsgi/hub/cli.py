@@ -100,14 +100,56 @@ def mint(args) -> int:
         return 2
     key, digest = mint_key()
     with open(args.config, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh) or {}
-    block = data.setdefault("tenants", {}).setdefault(tenant, {}) or {}
-    data["tenants"][tenant] = block
-    block["api_keys"] = list(block.get("api_keys") or []) + [digest]
-    # NOTE: rewritten whole: comments of hub.yaml are not kept (docs/hub.md says so).
+        text = fh.read()
+    updated = add_digest(text, tenant, digest)
     tmp = args.config + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        yaml.safe_dump(data, fh, sort_keys=False)
+        fh.write(updated)
     os.replace(tmp, args.config)
     sys.stdout.write(key + "\n")
     return 0
+
+
+def _child(mapping, key: str):
+    for k, v in mapping.value:
+        if isinstance(k, yaml.ScalarNode) and k.value == key:
+            return k, v
+    return None, None
+
+
+def add_digest(text: str, tenant: str, digest: str) -> str:
+    """``text`` (hub.yaml) with ``digest`` added to the tenant's api_keys, comments kept.
+
+    The file is edited where the list is (a block list gets a line, a flow list an
+    entry); a file laid out otherwise is rewritten whole, without its comments.
+    """
+    root = yaml.compose(text)
+    _, tenants = _child(root, "tenants")
+    _, block = _child(tenants, tenant)
+    lines = text.splitlines(keepends=True)
+    if isinstance(block, yaml.MappingNode):
+        key_node, keys = _child(block, "api_keys")
+        if isinstance(keys, yaml.SequenceNode) and keys.flow_style is False and keys.value:
+            first = keys.value[0]
+            last = keys.value[-1]
+            indent = first.start_mark.column - 2
+            line = " " * indent + f"- {digest}\n"
+            at = last.end_mark.line + 1
+            if not lines[at - 1].endswith("\n"):
+                lines[at - 1] += "\n"
+            lines.insert(at, line)
+            return "".join(lines)
+        if isinstance(keys, yaml.SequenceNode) and keys.flow_style:
+            start, end = keys.start_mark.index, keys.end_mark.index
+            entries = [node.value for node in keys.value] + [digest]
+            return text[:start] + "[" + ", ".join(entries) + "]" + text[end:]
+        if keys is None and block.value and block.flow_style is False:
+            first_key = block.value[0][0]
+            indent = " " * first_key.start_mark.column
+            lines.insert(first_key.start_mark.line, f"{indent}api_keys: [{digest}]\n")
+            return "".join(lines)
+    data = yaml.safe_load(text) or {}
+    entry = data["tenants"][tenant] or {}
+    data["tenants"][tenant] = entry
+    entry["api_keys"] = list(entry.get("api_keys") or []) + [digest]
+    return yaml.safe_dump(data, sort_keys=False)

@@ -15,6 +15,20 @@ from murmur_wsgi.gunicorn_conf import _WorkerStop
 bind = [os.environ.get("MURMUR_WSGI_LISTEN", "127.0.0.1:41880")]
 
 
+def _drain_secs() -> float:
+    """The served hub.yaml's drain_timeout_secs (20 when it cannot be read here)."""
+    from murmur_wsgi.hub.config import CONFIG_ENV, ConfigError, load_config_file
+
+    try:
+        return load_config_file(os.environ.get(CONFIG_ENV, "conf/hub.yaml")).drain_timeout_secs
+    except ConfigError:
+        return 20.0
+
+
+# NOTE: gunicorn's own bound on a stopping worker: the drain, plus time to answer and exit.
+graceful_timeout = max(30, int(_drain_secs()) + 10)
+
+
 class _HubStop(_WorkerStop):
     """Closes the worker's hubs (not doors) as the worker stops."""
 

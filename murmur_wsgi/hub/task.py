@@ -84,9 +84,14 @@ class HubTask:
             task["history"] = history
         return task
 
-    def to_json(self, history_length: int | None = None, artifacts: bool = True) -> str:
-        """The task as GetTask answers it; the full form is cached until it changes."""
-        if history_length is None and artifacts:
+    def to_json(self, history_length: int | None = None, artifacts: bool = True,
+                cache: bool = True) -> str:
+        """The task as GetTask answers it; the full form is cached until it changes.
+
+        ``cache=False``: serialized without keeping the text (a held request's one
+        answer), so a finished task nobody reads holds no copy.
+        """
+        if history_length is None and artifacts and (cache or self._json is not None):
             if self._json is None:
                 self._json = _dumps(self.to_dict())
             return self._json

@@ -265,3 +265,46 @@ def test_sigterm_drains_runs_and_ends_streams(tmp_path):
         assert took < 15, took
     finally:
         server.stop()
+
+
+def test_dev_server(tmp_path):
+    port = free_port()
+    path = tmp_path / "hub.yaml"
+    path.write_text(yaml.safe_dump(hub_yaml(port)), encoding="utf-8")
+    proc = spawn([sys.executable, "-m", "murmur_wsgi.cli", "hub", "--dev", "--config", str(path),
+                  "--listen", f"127.0.0.1:{port}"], tmp_path / "dev.log", child_env())
+    try:
+        deadline = time.monotonic() + WAIT
+        url = f"http://127.0.0.1:{port}{PREFIX}echo"
+        while True:
+            assert proc.poll() is None, (tmp_path / "dev.log").read_text()
+            with contextlib.suppress(requests.RequestException):
+                card = requests.get(url + "/.well-known/agent-card.json",
+                                    headers={**CLOSE, "X-API-Key": KEY}, timeout=0.5)
+                if card.status_code == 200:
+                    break
+            assert time.monotonic() < deadline
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.05)
+        answer = requests.post(url, headers={**CLOSE, "X-API-Key": KEY, "A2A-Version": "1.0"},
+                               json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                                     "params": {"message": {"messageId": "d1", "role": "ROLE_USER",
+                                                            "parts": [{"text": "dev"}]}}},
+                               timeout=WAIT).json()
+        assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        proc.terminate()
+        assert proc.wait(timeout=WAIT) == 0
+    finally:
+        if proc.poll() is None:
+            _kill_group(proc)
+            proc.wait(timeout=10)
+
+
+def test_bad_config_exits_2_before_listening(tmp_path):
+    path = tmp_path / "hub.yaml"
+    path.write_text(yaml.safe_dump({"public_url": "https://h.io/path"}), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "murmur_wsgi.cli", "hub", "--config", str(path)],
+                          capture_output=True, text=True, timeout=WAIT, env=child_env())
+    assert done.returncode == 2
+    assert done.stderr == (f"murmur-wsgi: {path}: public_url: 'https://h.io/path' must be a "
+                           "host only: no path, query or fragment\n")

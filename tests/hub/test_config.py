@@ -159,3 +159,22 @@ def test_empty_public_url_answers_404_everywhere_and_warns(caplog):
         assert response.get_json() == {"error": "not found"}
         assert response.headers["Cache-Control"] == "private, no-store"
     hub.close(0)
+
+
+@pytest.mark.parametrize("text", [
+    "# top\ntenants:\n  t:\n    # the keys\n    api_keys:\n      - " + "a" * 64 + "  # old\n"
+    "    agents: {a: {agent: demo, publish: true}}\n",
+    "tenants:\n  t:\n    api_keys: []   # none yet\n    agents:\n      a: {agent: demo}\n",
+    "tenants:\n  t:\n    agents:\n      a: {agent: demo}   # keep me\n",
+    "tenants: {t: {agents: {a: {agent: demo}}}}\n",
+])
+def test_key_keeps_the_file_as_written(tmp_path, capsys, text):
+    path = tmp_path / "hub.yaml"
+    path.write_text(text)
+    assert main(["hub", "key", "t", "--config", str(path)]) == 0
+    key = capsys.readouterr().out.strip()
+    written = path.read_text()
+    assert sha(key) in yaml.safe_load(written)["tenants"]["t"]["api_keys"]
+    for comment in ("# top", "# the keys", "# old", "# none yet", "# keep me"):
+        assert (comment in text) == (comment in written)
+    assert key not in written

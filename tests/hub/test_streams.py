@@ -236,3 +236,20 @@ def test_memory_per_finished_task_is_bounded():
     print(f"bytes per finished task: {per_task:.0f}")
     assert per_task < 12_000, per_task
     hub.close(0)
+
+
+def test_each_write_has_the_write_deadline(rpc):
+    """gunicorn's client socket gets stream.write_timeout_secs while a stream is written."""
+    import socket
+
+    here, there = socket.socketpair()
+    try:
+        reader = Reader(rpc.call("SendStreamingMessage", send_params("g-deadline"), agent="held",
+                                 buffered=False, environ_overrides={"gunicorn.socket": here}))
+        reader.read()
+        assert here.gettimeout() == 10.0
+        reader.close()
+        assert here.gettimeout() is None
+    finally:
+        here.close()
+        there.close()

@@ -109,7 +109,8 @@ def send_message(hub, call):
             logger.info("task %s: the client left a blocking SendMessage; canceling", run.task_id)
             run.request_stop(cancel=True)
             break
-    return RawJSON(f'{{"task":{hub.store.render(accepted.task, msg.history_length)}}}')
+    answer = hub.store.render(accepted.task, msg.history_length, cache=False)
+    return RawJSON(f'{{"task":{answer}}}')
 
 
 def live_source(hub, run):

@@ -84,8 +84,12 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    def render(self, task, history_length: int | None = None, artifacts: bool = True) -> str:
-        """The task's JSON as it stands (consistent with concurrent changes)."""
+    def render(self, task, history_length: int | None = None, artifacts: bool = True,
+               cache: bool = True) -> str:
+        """The task's JSON as it stands (consistent with concurrent changes).
+
+        ``cache=False``: for a one-off answer; the store keeps no copy of the text.
+        """
 
     @abc.abstractmethod
     def list(self, tenant: str, agent: str, *, context_id: str | None = None,

@@ -135,9 +135,9 @@ class MemoryStore(MemoryPushStorage, Store):
             self._changed.notify_all()
             return written
 
-    def render(self, task, history_length=None, artifacts=True):
+    def render(self, task, history_length=None, artifacts=True, cache=True):
         with self.lock:
-            return task.to_json(history_length, artifacts)
+            return task.to_json(history_length, artifacts, cache)
 
     def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
              token=None):
