@@ -307,8 +307,9 @@ class Runs:
         return self._runs.get(task_id)
 
     def ended(self, run: Run) -> None:
-        with self.lock:
+        with self.changed:
             self._runs.pop(run.task_id, None)
+            self.changed.notify_all()           # the drain waits for the last one
         self.admission.release(run.tenant)
 
     def in_flight(self) -> list[Run]:
