@@ -201,7 +201,7 @@ def test_drain_waits_then_interrupts():
     thread.start()
     wait_until(lambda: len(hub.runs.in_flight()) == 3)
     gate("g-drain-quick").set()                 # finishes within the drain
-    interrupted = hub.close(drain_timeout=0.3)
+    interrupted = hub.close(drain_timeout=1.0)
     assert interrupted == 2
     thread.join(5)
     assert not thread.is_alive()
