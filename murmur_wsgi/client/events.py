@@ -11,13 +11,11 @@ import logging
 from dataclasses import dataclass, field
 
 from murmur_wsgi.uris import STREAM_URI
+from murmur_wsgi.wire.task import INPUT_REQUIRED, TERMINAL  # noqa: F401 - re-exported for the client
 
 logger = logging.getLogger(__name__)
 
 KINDS = ("task", "message", "statusUpdate", "artifactUpdate")
-TERMINAL = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED",
-                      "TASK_STATE_REJECTED"})
-INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
 
 # murmur's word for each state: what a person reads.
 WORDS = {"TASK_STATE_SUBMITTED": "submitted", "TASK_STATE_WORKING": "working",

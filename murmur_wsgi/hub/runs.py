@@ -30,7 +30,7 @@ from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED, REJECTED,
                                   answer_artifact, artifact_update, data_part, dumps,
                                   status_update)
 from murmur_wsgi.hub.usage import usage_part
-from murmur_wsgi.tasks.record import now_ms, rfc3339, text_part
+from murmur_wsgi.wire.task import now_ms, rfc3339, text_part
 
 logger = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 import logging
 
-from murmur_wsgi.tasks.record import (CANCELED, COMPLETED, FAILED, REJECTED, SUBMITTED,
-                                      TERMINAL, WORKING, now_ms, rfc3339, text_part)
+from murmur_wsgi.wire.task import (CANCELED, COMPLETED, FAILED, REJECTED, SUBMITTED,
+                                   TERMINAL, WORKING, now_ms, rfc3339, text_part)
 
 logger = logging.getLogger(__name__)
 
