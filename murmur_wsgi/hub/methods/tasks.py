@@ -5,9 +5,9 @@ import logging
 
 from murmur_wsgi.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 from murmur_wsgi.hub.message import history_length
-from murmur_wsgi.tasks.record import ALL_STATES
 from murmur_wsgi.wire.params import read_task_id, read_timestamp_us
 from murmur_wsgi.wire.raw import RawJSON
+from murmur_wsgi.wire.task import ALL_STATES
 
 logger = logging.getLogger(__name__)
 

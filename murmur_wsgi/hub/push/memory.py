@@ -11,7 +11,7 @@ import logging
 from murmur_wsgi.hub.push.storage import (DELIVERED, DROPPED, LEASE_SECS,
                                           MAX_CONFIGS_PER_TASK, MAX_FAILURES,
                                           TENANT_DELIVERIES, PushStorage)
-from murmur_wsgi.tasks.record import now_ms
+from murmur_wsgi.wire.task import now_ms
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 from murmur_wsgi.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 from murmur_wsgi.hub.push.rules import read_config
 from murmur_wsgi.hub.push.storage import MAX_CONFIGS_PER_TASK, PushRecord
-from murmur_wsgi.tasks.record import rfc3339
+from murmur_wsgi.wire.task import rfc3339
 
 logger = logging.getLogger(__name__)
 
