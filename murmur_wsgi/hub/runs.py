@@ -256,7 +256,16 @@ class Run:
                 logger.exception("task %s: the agent of %s/%s failed", self.task_id,
                                  self.tenant, self.agent_name)
             self.finish(CANCELED if self.cancel_requested else FAILED, FAILED_PUBLIC)
+        except BaseException:
+            # NOTE: SystemExit, a killed greenlet: the task still ends, so nothing waits on it.
+            logger.exception("task %s: the agent was stopped", self.task_id)
+            self.finish(FAILED, FAILED_PUBLIC)
+            raise
         else:
+            try:
+                ctx.close_artifacts()           # a stream the agent left open gets its end
+            except TaskCanceled:
+                pass                            # it ended meanwhile: finish() does nothing
             if self.cancel_requested:
                 self.finish(CANCELED)
             else:

@@ -108,3 +108,9 @@ def rejects(ctx):
     from murmur_wsgi.agents.base import TaskRejected
 
     raise TaskRejected("not for this agent")
+
+
+def leaves_open(ctx):
+    out = ctx.artifacts.stream("draft")
+    out.write("half")
+    return "returned with draft open"

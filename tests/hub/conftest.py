@@ -55,6 +55,7 @@ def hub_config(**overrides) -> dict:
                 "many": agent("tests.hub.agents:many"),
                 "named": agent("tests.hub.agents:named"),
                 "rejects": agent("tests.hub.agents:rejects"),
+                "open": agent("tests.hub.agents:leaves_open"),
                 "hidden": {"agent": "demo", "publish": False},
             }},
             "globex": {"api_keys": [sha(KEY_B)], "admission": "tests.hub.agents:refuse_beta",

@@ -230,3 +230,14 @@ def test_an_agent_that_rejects(rpc):
 def test_raw_part_must_be_base64(rpc):
     error = rpc.error("SendMessage", send_params("", parts=[{"text": "x"}, {"raw": "%%%"}]))
     assert error["code"] == -32602 and "base64" in error["message"]
+
+
+def test_an_artifact_stream_left_open_is_closed_as_the_agent_returns(rpc):
+    events = [e["result"] for e in sse_events(rpc.call("SendStreamingMessage", send_params("x"),
+                                                       agent="open"))]
+    drafts = [(u["append"], u["lastChunk"], u["artifact"]["parts"])
+              for u in (e["artifactUpdate"] for e in events if "artifactUpdate" in e)
+              if u["artifact"]["artifactId"] == "draft"]
+    assert drafts == [(False, False, [{"text": "half", "mediaType": "text/plain"}]),
+                      (True, True, [])]
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
