@@ -70,6 +70,10 @@ class Receiver:
         self.requests: list[Received] = []
         self.script: list[int] = []
         self.cond = threading.Condition()
+        self.hold = threading.Event()        # cleared: every request waits until it is set
+        self.hold.set()
+        self.in_flight = 0
+        self.most_in_flight = 0
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -77,6 +81,12 @@ class Receiver:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(length)
                 with receiver.cond:
+                    receiver.in_flight += 1
+                    receiver.most_in_flight = max(receiver.most_in_flight, receiver.in_flight)
+                    receiver.cond.notify_all()
+                receiver.hold.wait(10)
+                with receiver.cond:
+                    receiver.in_flight -= 1
                     receiver.requests.append(Received(self.path, dict(self.headers), body))
                     status = receiver.script.pop(0) if receiver.script else 200
                     receiver.cond.notify_all()
@@ -109,6 +119,7 @@ class Receiver:
             return list(self.requests)
 
     def close(self):
+        self.hold.set()
         self.server.shutdown()
         self.server.server_close()
 

@@ -260,3 +260,22 @@ def test_the_drain_still_notifies_the_final_failed(phub, prpc, receiver):
     final = got[2].json["task"]
     assert final["status"]["state"] == "TASK_STATE_FAILED"
     assert "interrupted" in final["status"]["message"]["parts"][0]["text"]
+
+
+def test_at_most_two_configs_of_a_tenant_are_delivered_at_once(phub, prpc, receiver):
+    receiver.hold.clear()
+    for i in range(3):
+        prpc.send(f"t{i}", configuration={"returnImmediately": True,
+                                          "taskPushNotificationConfig": {"url": receiver.url()}})
+    with receiver.cond:
+        assert receiver.cond.wait_for(lambda: receiver.in_flight == 2, 10)
+    assert phub.push.dispatcher.idle() is False
+    receiver.hold.set()
+    got = receiver.wait_for(9)
+    assert receiver.most_in_flight == 2
+    per_task: dict = {}
+    for r in got:
+        body = r.json
+        task_id = body["task"]["id"] if "task" in body else body["statusUpdate"]["taskId"]
+        per_task.setdefault(task_id, []).append(r)
+    assert sorted(len(v) for v in per_task.values()) == [3, 3, 3]
