@@ -9,7 +9,7 @@ from google.protobuf import json_format
 
 from a2a.types import a2a_pb2
 from murmur_wsgi.hub.push.keys import derive_key, encode_key
-from tests.hub.conftest import KEY_B, HubClient, send_params
+from tests.hub.conftest import KEY_B, HubClient, send_params, wait_until
 from tests.hub.push_util import SECRET, create, push_hub
 
 URL = "https://hooks.example.com/a2a"
@@ -222,3 +222,15 @@ def test_send_message_config_with_a_task_id_is_refused(prpc):
     params = send_params("hello", configuration={"taskPushNotificationConfig": {
         "url": URL, "taskId": "someone-elses"}})
     assert prpc.error("SendMessage", params)["code"] == -32602
+
+
+def test_a_repeated_message_saves_its_config_for_later_events(prpc):
+    first = prpc.send("hello", message_id="same-id")
+    again = prpc.send("hello", message_id="same-id", configuration={
+        "taskPushNotificationConfig": {"id": "late", "url": URL}})
+    assert again["id"] == first["id"]
+    got = prpc.result("GetTaskPushNotificationConfig", {"taskId": first["id"], "id": "late"})
+    assert got["deliveryStatus"] == {"failures": 0, "disabled": False}
+    wait_until(lambda: prpc.hub.push.dispatcher.idle())
+    last = prpc.hub.store.events(first["id"], 0, 0)[0][-1].seq
+    assert prpc.hub.store.push_get("acme", "echo", first["id"], "late").cursor == last
