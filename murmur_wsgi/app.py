@@ -17,6 +17,7 @@ from murmur_wsgi.middleware.auth import TokenTable
 from murmur_wsgi.planes.files import FilesPlane, check_root, finished_tasks
 from murmur_wsgi.session import records
 from murmur_wsgi.session.core import Session
+from murmur_wsgi.writes import SOCKET_KEY, Body
 
 logger = logging.getLogger(__name__)
 
@@ -73,29 +74,6 @@ class _Active:
                 self._waiters -= 1
 
 
-class _Body:
-    """The WSGI body, passed through; ``close()`` closes it, then counts the request done."""
-
-    __slots__ = ("_body", "_done")
-
-    def __init__(self, body, done):
-        self._body = body
-        self._done = done
-
-    def __iter__(self):
-        return iter(self._body)
-
-    def close(self) -> None:
-        done, self._done = self._done, None
-        try:
-            close = getattr(self._body, "close", None)
-            if close is not None:
-                close()
-        finally:
-            if done is not None:
-                done()
-
-
 class Door:
     """The door as a WSGI application. Holds no module globals: embed as many as you like."""
 
@@ -117,6 +95,8 @@ class Door:
         self.metrics = Metrics(access_log=observability.get("access_log", False),
                                counting=self.serves_metrics)
         self.active = _Active()
+        self._write_timeout = manifest.stream["write_timeout_secs"]
+        self._write_budget = manifest.stream["pending_bytes"]
         # How the server running this door is asked to stop: set by the gunicorn conf
         # (SIGTERM to the arbiter) and by ``serve --dev``; after_task: exit calls it.
         self.stop_server = None
@@ -175,7 +155,9 @@ class Door:
         except BaseException:
             self.active.leave(token)
             raise
-        return _Body(body, functools.partial(self.active.leave, token))
+        return Body(body, functools.partial(self.active.leave, token),
+                    sock=environ.get(SOCKET_KEY), timeout=self._write_timeout,
+                    budget=self._write_budget)
 
     def close(self) -> None:
         """Close the session: answer held requests, end streams, kill background work.

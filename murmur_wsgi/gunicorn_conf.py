@@ -18,7 +18,9 @@ import os
 import signal
 import socket
 
-worker_class = "gevent"
+# gunicorn's gevent worker, with the door's deadlines on reading a request (limits.*), a
+# reserve of connections against a flood of idle ones, and write cuts counted: worker.py.
+worker_class = "murmur_wsgi.worker.DoorWorker"
 # NOTE: the session lives in memory in one process; more workers would split it.
 workers = 1
 # Each held request and each open stream keeps one connection (and one file

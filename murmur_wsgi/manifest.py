@@ -196,6 +196,12 @@ class StreamSchema(_Block):
     replay_events = StrictInt(load_default=512, validate=validate.Range(min=1))
     reader_queue = StrictInt(load_default=128, validate=validate.Range(min=1))
     heartbeat_secs = fields.Float(load_default=15.0, validate=validate.Range(min=0, min_inclusive=False))
+    # Every write of a response or a stream (at most pending_bytes) is taken by the
+    # client within this many seconds, or the connection is cut.
+    write_timeout_secs = fields.Float(load_default=10.0,
+                                      validate=validate.Range(min=0, min_inclusive=False))
+    # What one response or stream may have rendered but not yet written.
+    pending_bytes = Size(load_default=256 * 1024)
 
 
 class TasksSchema(_Block):
@@ -215,6 +221,12 @@ class LimitsSchema(_Block):
         min=5, error="must be at least 5: a message's parts sit at depth 5"))
     reference_bytes = Size(load_default=64 * 1024)
     data_text_bytes = Size(load_default=16 * 1024 ** 2)
+    # From a connection's accept (or the first byte of a later request) to its headers' end.
+    header_timeout_secs = fields.Float(load_default=10.0,
+                                       validate=validate.Range(min=0, min_inclusive=False))
+    # From the end of a request's headers to the end of its body.
+    body_timeout_secs = fields.Float(load_default=30.0,
+                                     validate=validate.Range(min=0, min_inclusive=False))
 
 
 BODY_BYTES = 64 * 1024 ** 2           # limits.max_body_bytes when unset

@@ -40,6 +40,7 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 KNOWN_METHODS = frozenset(METHODS) | PUSH_METHODS
 NONE, OTHER = "none", "other"
 _TASK_ID = re.compile(r'\{"task":\{"id":"([^"\\]{1,80})"')
+CUT_REASONS = ("header_timeout", "body_timeout", "write_timeout", "reserve")
 LOGGED_NAME = 80                        # a method name is logged up to this many characters
 
 
@@ -96,6 +97,7 @@ class Metrics:
         self._lock = threading.Lock()
         self.requests: dict[tuple[str, str], int] = {}     # guarded by _lock
         self.latency: dict[str, _Histogram] = {}           # guarded by _lock
+        self.cuts: Counter = Counter()                     # guarded by _lock
         self.access_log = access_log
 
     def request(self, environ: dict, call, outcome: str, status: int, started: float,
@@ -127,6 +129,11 @@ class Metrics:
             hist.counts[slot] += 1
             hist.total += seconds
             hist.count += 1
+
+    def cut(self, reason: str) -> None:
+        """Count a connection the server cut (a deadline, the reserve): ``worker.py``."""
+        with self._lock:
+            self.cuts[reason] += 1
 
     def snapshot(self) -> tuple[dict, dict]:
         """Copies of (requests, latency histograms) taken under the lock."""
@@ -198,6 +205,13 @@ def render(door) -> str:
     page.sample("murmur_events_dropped_total", session.ring.dropped)
     page.family("murmur_session_closing", "gauge", "1 once the session is closing.")
     page.sample("murmur_session_closing", int(bool(session.closing)))
+    page.family("murmur_connections_cut_total", "counter",
+                "Connections cut: a deadline passed (header_timeout, body_timeout, "
+                "write_timeout) or the reserve closed an idle one (reserve).")
+    with door.metrics._lock:
+        cuts = dict(door.metrics.cuts)
+    for reason in CUT_REASONS:
+        page.sample("murmur_connections_cut_total", cuts.get(reason, 0), reason=reason)
     page.family("murmur_requests_total", "counter", "Requests answered, by method and outcome.")
     for (label, outcome), count in sorted(requests.items()):
         page.sample("murmur_requests_total", count, method=label, outcome=outcome)

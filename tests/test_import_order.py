@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 # The modules gunicorn loads itself, or that build an app at import: not imported here.
-ENTRY_POINTS = {"murmur_wsgi.wsgi", "murmur_wsgi.gunicorn_conf"}
+ENTRY_POINTS = {"murmur_wsgi.wsgi", "murmur_wsgi.gunicorn_conf", "murmur_wsgi.worker"}
 
 ALL_MODULES = textwrap.dedent("""
     import pkgutil

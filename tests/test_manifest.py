@@ -67,6 +67,13 @@ BAD = {
                             ["limits.reference_bytes:"]),
     "bad data_text_bytes": (GOOD + "limits:\n  data_text_bytes: 0\n",
                             ["limits.data_text_bytes:"]),
+    "zero write timeout": (GOOD + "stream:\n  write_timeout_secs: 0\n",
+                           ["stream.write_timeout_secs:"]),
+    "bad pending bytes": (GOOD + "stream:\n  pending_bytes: lots\n", ["stream.pending_bytes:"]),
+    "negative header timeout": (GOOD + "limits:\n  header_timeout_secs: -1\n",
+                                ["limits.header_timeout_secs:"]),
+    "text body timeout": (GOOD + "limits:\n  body_timeout_secs: soon\n",
+                          ["limits.body_timeout_secs:"]),
     "unknown key": (GOOD + "colour: blue\n", ["colour: is not a key this door reads"]),
     "unknown nested key": (GOOD + "lifecycle:\n  task_accept: single\n",
                            ["lifecycle.task_accept:"]),
@@ -171,7 +178,10 @@ def test_load_manifest_defaults():
                               "keep_finished_secs": 86_400.0}
     assert manifest.limits == {"max_body_bytes": 64 * 1024 ** 2, "max_parts": 1_000,
                                "max_json_depth": 64, "reference_bytes": 64 * 1024,
-                               "data_text_bytes": 16 * 1024 ** 2}
+                               "data_text_bytes": 16 * 1024 ** 2,
+                               "header_timeout_secs": 10.0, "body_timeout_secs": 30.0}
+    assert manifest.stream["write_timeout_secs"] == 10
+    assert manifest.stream["pending_bytes"] == 256 * 1024
     assert manifest.inference == {"transport": "http"}
     assert manifest.agent == "demo"
     assert manifest.acceptance == "single"

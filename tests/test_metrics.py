@@ -17,7 +17,7 @@ SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-z_]+="(?:[^"\\\n]|\\.)*"
 FAMILIES = ("murmur_tasks", "murmur_tasks_evicted_total", "murmur_open_streams",
             "murmur_held_requests", "murmur_background_commands",
             "murmur_events_published_total", "murmur_events_dropped_total",
-            "murmur_session_closing", "murmur_requests_total",
+            "murmur_session_closing", "murmur_connections_cut_total", "murmur_requests_total",
             "murmur_request_duration_seconds")
 AUTH = {"scheme": "bearer", "credentials": {"watcher": {"scopes": ["GetTask"]}}}
 
@@ -77,6 +77,8 @@ def test_a_fresh_door_reports_zeros():
                  "murmur_events_dropped_total", "murmur_session_closing",
                  "murmur_background_commands"):
         assert samples[name] == 0, name
+    for reason in ("header_timeout", "body_timeout", "write_timeout", "reserve"):
+        assert samples[f'murmur_connections_cut_total{{reason="{reason}"}}'] == 0, reason
 
 
 def test_requests_tasks_and_latency_after_a_task():

@@ -61,7 +61,8 @@ def _stream(door, call, opening, reader=None, follow_task=None) -> EventStream:
     return EventStream(call.id, opening, reader, follow_task=follow_task, recover=recover,
                        peer_gone=peer_gone(call.environ),
                        closing=lambda: door.session.closing,
-                       heartbeat_secs=door.manifest.stream["heartbeat_secs"])
+                       heartbeat_secs=door.manifest.stream["heartbeat_secs"],
+                       pending_bytes=door.manifest.stream["pending_bytes"])
 
 
 def peer_gone(environ: dict):

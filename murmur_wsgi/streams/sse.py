@@ -8,6 +8,14 @@ Concurrency:
     the server's call when the body ended or a write failed (the client
     left): it closes the generator and releases the ring reader, also when
     the generator never started.
+
+Memory:
+    Events are encoded as they are written, in chunks of at most
+    ``pending_bytes``: a stream holds one such chunk while the server writes
+    it, whatever the size of its events. The payloads it reads are the
+    ring's (and the task's cached wire form), not copies; the opening is
+    dropped once written. The server's write deadline (``app.py``) cuts a
+    client that does not take a chunk in time, which releases the reader.
 """
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ logger = logging.getLogger(__name__)
 SSE_HEADERS = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
                ("X-Accel-Buffering", "no"))
 HEARTBEAT = b":heartbeat\n\n"
+PENDING_BYTES = 256 * 1024      # stream.pending_bytes' default
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
@@ -65,6 +74,9 @@ class EventStream:
         peer_gone: ``peer_gone()`` is True once the client closed its end; asked
             at each heartbeat, so a closed client's stream ends at the first beat
             after it left rather than when a later write fails.
+        pending_bytes: the largest chunk it renders before the server has
+            written the previous one (an event larger than this is written in
+            several chunks).
         clock: monotonic seconds; tests inject a fake one together with a fake
             reader whose ``next(timeout)`` moves it.
     """
@@ -73,7 +85,7 @@ class EventStream:
 
     def __init__(self, request_id, opening, reader=None, *, follow_task: str | None = None,
                  recover=None, peer_gone=None, closing=None, heartbeat_secs: float = 15.0,
-                 clock=time.monotonic):
+                 pending_bytes: int = PENDING_BYTES, clock=time.monotonic):
         self._prefix = b'{"jsonrpc":"2.0","id":' + _utf8(_dumps(request_id)) + b',"result":'
         self._opening = list(opening)
         self._reader = reader
@@ -83,6 +95,7 @@ class EventStream:
         self._closing = closing
         self._frames = reader is not None and reader.frames
         self._interval = heartbeat_secs
+        self._budget = max(1, pending_bytes)
         self._clock = clock
         self.opened_at = clock()
         self._body = self._generate()
@@ -108,19 +121,54 @@ class EventStream:
 
     def event(self, event_id: int | None, payload: str) -> bytes:
         """One SSE event: ``id: n`` for a numbered event, then its ``data:`` line."""
-        data = self._prefix + _utf8(payload) + b"}"
+        return b"".join(self._pieces(event_id, payload))
+
+    def _pieces(self, event_id: int | None, payload: str):
+        """One event's bytes, in pieces of at most the budget, encoded as they are asked."""
+        head = self._prefix if event_id is None else b"id: %d\n" % event_id
+        budget = self._budget
         if event_id is None:
-            return b"data: " + data + b"\n\n"
-        return b"id: %d\ndata: %s\n\n" % (event_id, data)
+            yield b"data: "
+        else:
+            yield head + b"data: "
+            head = self._prefix
+        for start in range(0, len(head), budget):
+            yield head[start:start + budget]
+        # NOTE: an ASCII character is one byte, any other at most four.
+        step = budget if payload.isascii() else max(1, budget // 4)
+        if len(payload) <= step:
+            yield _utf8(payload)
+        else:
+            for start in range(0, len(payload), step):
+                yield _utf8(payload[start:start + step])
+        yield b"}\n\n"
+
+    def _chunks(self, events: list):
+        """Write ``[(event_id, payload), …]`` as chunks of at most the budget, dropping each."""
+        budget = self._budget
+        events.reverse()
+        out: list = []
+        size = 0
+        while events:
+            event_id, payload = events.pop()
+            for piece in self._pieces(event_id, payload):
+                if size + len(piece) > budget and out:
+                    yield b"".join(out)
+                    out, size = [], 0
+                out.append(piece)
+                size += len(piece)
+            del payload
+        if out:
+            yield b"".join(out)
 
     def _generate(self):
         reader = self._reader
         try:
-            # The first chunk: the opening, then what the reader holds already
+            # The first chunk: the opening, then what the reader already holds
             # (the replay), so nothing can come between them.
-            chunk = [self.event(event_id, payload) for event_id, payload in self._opening]
+            chunk, self._opening = self._opening, None
             ended = reader is None or self._render(chunk, *reader.next(0))
-            yield b"".join(chunk)
+            yield from self._chunks(chunk)
             interval = self._interval
             due = self.opened_at + interval
             while not ended and reader.open:
@@ -135,13 +183,13 @@ class EventStream:
                 chunk = []
                 ended = self._render(chunk, *reader.next(due - now))
                 if chunk:
-                    yield b"".join(chunk)
+                    yield from self._chunks(chunk)
         finally:
             if reader is not None:
                 reader.close()
 
     def _render(self, out: list, items: list, closed: bool) -> bool:
-        """Encode a batch into ``out``; True when the stream ends with it.
+        """Queue a batch's ``(event_id, payload)`` into ``out``; True when the stream ends with it.
 
         A task's stream ends after its terminal event; every stream ends when
         the ring closed, with ``capsule-closed`` when frames are on.
@@ -149,22 +197,22 @@ class EventStream:
         lost = False
         for item in items:
             if type(item) is Event:
-                out.append(self.event(item.id, item.payload))
+                out.append((item.id, item.payload))
                 if item.terminal and self._follow is not None and item.task_id == self._follow:
                     if self._frames and self._closing is not None and self._closing():
-                        out.append(self.event(None, frames.capsule_closed()))
+                        out.append((None, frames.capsule_closed()))
                     return True
             else:
                 lost = True
                 if self._frames:
-                    out.append(self.event(None, _MARKERS[type(item)](item)))
+                    out.append((None, _MARKERS[type(item)](item)))
         if lost and self._recover is not None:
             ending = self._recover()
             if ending is not None:
                 # NOTE: the task's terminal event was among the lost: write its end
                 # from the record, then end.
-                out.extend(self.event(None, payload) for payload in ending)
+                out.extend((None, payload) for payload in ending)
                 return True
         if closed and self._frames:
-            out.append(self.event(None, frames.capsule_closed()))
+            out.append((None, frames.capsule_closed()))
         return closed

@@ -177,9 +177,12 @@ def _base_dir(where) -> Path:
 
 
 def launch(where, manifest: dict | None = None, *, host: str = "127.0.0.1",
-           cwd: Path | None = None) -> DoorProcess:
+           cwd: Path | None = None, env: dict | None = None) -> DoorProcess:
     """Start a door (working directory ``cwd``, default the repository root) and wait for
-    its card; the caller must ``stop()`` it."""
+    its card; the caller must ``stop()`` it.
+
+    ``env`` adds variables to the server's environment (e.g. ``GUNICORN_CMD_ARGS``).
+    """
     directory = _base_dir(where)
     manifest = dict(default_manifest() if manifest is None else manifest)
     last_error = None
@@ -192,7 +195,7 @@ def launch(where, manifest: dict | None = None, *, host: str = "127.0.0.1",
         log_path = directory / f"door-{port}.log"
         home = directory / f"home-{port}"        # running record and trace, not in ~
         proc = spawn(serve_argv(manifest_path, f"{host}:{port}"), log_path,
-                     child_env(MURMUR_WSGI_HOME=str(home)), cwd=cwd)
+                     child_env(MURMUR_WSGI_HOME=str(home), **(env or {})), cwd=cwd)
         door = DoorProcess(url=f"http://{host}:{port}", manifest_path=manifest_path, proc=proc,
                            log_path=log_path, home=home)
         try:
@@ -213,14 +216,14 @@ def launch(where, manifest: dict | None = None, *, host: str = "127.0.0.1",
 
 @contextlib.contextmanager
 def start_door(where, manifest: dict | None = None, *, host: str = "127.0.0.1",
-               cwd: Path | None = None):
+               cwd: Path | None = None, env: dict | None = None):
     """Serve ``manifest`` (default: conf/murmur.yaml's) as a real process; yield a DoorProcess.
 
     ``where`` is a directory (``tmp_path``) or a ``TempPathFactory``; the
     manifest, written as YAML, and the server's log go there. ``cwd`` is the door's
     working directory, which ``exports.files.root`` is relative to (default: the repository).
     """
-    door = launch(where, manifest, host=host, cwd=cwd)
+    door = launch(where, manifest, host=host, cwd=cwd, env=env)
     try:
         yield door
     finally:

@@ -1,0 +1,75 @@
+"""The write path: every response body as the server writes it, under a deadline.
+
+``Body`` wraps what the door returns to the WSGI server. It hands the server
+pieces of at most ``stream.pending_bytes`` (a larger item is cut), and, where
+the server exposes the client's socket (gunicorn's ``environ["gunicorn.socket"]``),
+sets that socket's timeout to ``stream.write_timeout_secs`` once the request
+body has been read: every ``sendall`` of a piece then has that deadline (gevent's
+and CPython's ``sendall`` count the timeout for the whole call). A client that
+does not take a piece in time makes the write raise ``TimeoutError``; the server
+closes the body, which releases a stream's ring reader, and the door's worker
+(``worker.py``) counts the cut. ``close()`` restores the socket's timeout, so a
+kept-alive connection waits for its next request as before.
+
+Without that socket (Werkzeug's development server, a test client) the pieces
+are still cut to the budget, with no deadline.
+
+Concurrency: one ``Body`` belongs to the request's own thread (greenlet).
+"""
+from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger(__name__)
+
+SOCKET_KEY = "gunicorn.socket"
+_UNSET = object()
+
+
+class Body:
+    """The WSGI body, passed through in pieces; ``close()`` closes it, then calls ``done``."""
+
+    __slots__ = ("_body", "_done", "_sock", "_timeout", "_budget", "_restore")
+
+    def __init__(self, body, done, *, sock=None, timeout: float | None = None,
+                 budget: int | None = None):
+        self._body = body
+        self._done = done
+        self._sock = sock if timeout else None
+        self._timeout = timeout
+        self._budget = budget
+        self._restore = _UNSET
+
+    def __iter__(self):
+        sock = self._sock
+        if sock is not None:
+            try:
+                self._restore = sock.gettimeout()
+                sock.settimeout(self._timeout)
+            except (OSError, AttributeError, ValueError):
+                self._sock = None               # not a socket we can time: no deadline
+        budget = self._budget
+        for item in self._body:
+            if budget is None or len(item) <= budget:
+                yield item
+            else:
+                view = memoryview(item)
+                for start in range(0, len(view), budget):
+                    yield bytes(view[start:start + budget])
+
+    def close(self) -> None:
+        done, self._done = self._done, None
+        try:
+            close = getattr(self._body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            sock, restore = self._sock, self._restore
+            if sock is not None and restore is not _UNSET:
+                self._restore = _UNSET
+                try:
+                    sock.settimeout(restore)
+                except OSError:
+                    pass                        # closed meanwhile
+            if done is not None:
+                done()

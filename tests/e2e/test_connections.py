@@ -1,0 +1,118 @@
+"""Connections against a real gunicorn: read deadlines, and a reserve against idle floods.
+
+The door runs with short deadlines (limits.header_timeout_secs 1.5, body 1.5) and
+``worker_connections`` lowered to 200 (GUNICORN_CMD_ARGS overrides the conf), so
+that a flood of a few hundred idle connections fills it.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+
+import pytest
+
+from tests.e2e.conftest import default_manifest, http_get, start_door
+
+pytestmark = pytest.mark.e2e
+
+HEADER_SECS = 1.5
+BODY_SECS = 1.5
+WORKER_CONNECTIONS = 200
+FLOOD = 320                     # idle connections: more than worker_connections
+MARGIN = 2.0                    # seconds of scheduling slack on a shared 2-core machine
+
+
+@pytest.fixture(scope="module")
+def door(tmp_path_factory):
+    manifest = default_manifest()
+    manifest["limits"] = {"header_timeout_secs": HEADER_SECS, "body_timeout_secs": BODY_SECS}
+    manifest["observability"] = {"metrics": True}
+    env = {"GUNICORN_CMD_ARGS": f"--worker-connections {WORKER_CONNECTIONS}"}
+    with start_door(tmp_path_factory, manifest, env=env) as running:
+        yield running
+
+
+def cuts(door) -> dict:
+    text = http_get(door.url + "/metrics").text
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("murmur_connections_cut_total{"):
+            reason = line.split('"')[1]
+            found[reason] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def connect(door, timeout: float) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", door.port), timeout=timeout)
+    return sock
+
+
+def until_closed(sock: socket.socket) -> bytes:
+    """Read until the server closes (or resets) the connection; what it sent before."""
+    got = b""
+    with contextlib.suppress(ConnectionResetError):
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                break
+            got += data
+    return got
+
+
+GET_TASK = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                       "params": {"id": "tsk_absent"}}).encode()
+
+
+def post(body: bytes, length: int | None = None) -> bytes:
+    length = len(body) if length is None else length
+    return (b"POST / HTTP/1.1\r\nHost: door\r\nContent-Type: application/json\r\n"
+            b"A2A-Version: 1.0\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % length
+            + body)
+
+
+def test_partial_headers_are_cut_at_the_header_deadline(door):
+    before = cuts(door).get("header_timeout", 0)
+    with connect(door, timeout=HEADER_SECS + MARGIN + 5) as sock:
+        started = time.monotonic()
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: door\r\n")
+        assert until_closed(sock) == b""
+        elapsed = time.monotonic() - started
+    assert HEADER_SECS - 0.3 <= elapsed <= HEADER_SECS + MARGIN, elapsed
+    assert cuts(door)["header_timeout"] >= before + 1
+
+
+def test_a_body_that_stops_is_cut_at_the_body_deadline(door):
+    before = cuts(door).get("body_timeout", 0)
+    with connect(door, timeout=BODY_SECS + MARGIN + 5) as sock:
+        started = time.monotonic()
+        sock.sendall(post(b'{"jsonrpc":', length=1000))      # 11 of 1,000 declared bytes
+        until_closed(sock)
+        elapsed = time.monotonic() - started
+    assert BODY_SECS - 0.3 <= elapsed <= BODY_SECS + MARGIN, elapsed
+    assert cuts(door)["body_timeout"] >= before + 1
+
+
+def test_a_request_is_answered_through_a_flood_of_idle_connections(door):
+    """More idle connections than worker_connections; a GetTask is still answered at once."""
+    before = cuts(door).get("reserve", 0)
+    flood = []
+    try:
+        for _ in range(FLOOD):
+            flood.append(connect(door, timeout=5))
+        # The flood is connected (the first ones accepted, the rest in the listen backlog);
+        # a ready request now comes after all of them.
+        with connect(door, timeout=HEADER_SECS + MARGIN) as sock:
+            started = time.monotonic()
+            sock.sendall(post(GET_TASK))
+            answer = until_closed(sock)
+            elapsed = time.monotonic() - started
+    finally:
+        for sock in flood:
+            sock.close()
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+    body = json.loads(answer.split(b"\r\n\r\n", 1)[1])
+    assert body["error"]["code"] == -32001
+    assert elapsed < HEADER_SECS, f"answered after {elapsed:.2f}s"
+    assert cuts(door)["reserve"] >= before + FLOOD - WORKER_CONNECTIONS
