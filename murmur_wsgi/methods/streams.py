@@ -43,7 +43,7 @@ def _ended_event(record) -> list | None:
     NOTE: as GetTask answers it, unnumbered like the opening: the lost events'
     ids are gone, and a task event carries its end whole.
     """
-    return [frames.task_event(record)] if record.terminal else None
+    return [frames.task_parts(record.to_json())] if record.terminal else None
 
 
 def _ended(store, record):
@@ -83,7 +83,7 @@ def peer_gone(environ: dict):
 
 def _task_opening(door, snapshot: str, frames_on: bool) -> list:
     """The task as GetTask answers it; then, with the extension, connection-ack."""
-    opening = [(None, f'{{"task":{snapshot}}}')]
+    opening = [(None, frames.task_parts(snapshot))]
     if frames_on:
         mode = door.manifest.lifecycle["conversation"]
         opening.append((None, frames.connection_ack("client", mode)))
@@ -137,7 +137,7 @@ def send_streaming_message(door, call, message):
         call.used_extensions.append(STREAM_URI)
     if cut.reader is None:
         # Rejected (busy or closing): one unnumbered task event, then the end.
-        return _stream(door, call, [(None, f'{{"task":{snapshot}}}')])
+        return _stream(door, call, [(None, frames.task_parts(snapshot))])
     return _stream(door, call, _task_opening(door, cut.snapshot, frames_on), cut.reader,
                    follow_task=record.id)
 

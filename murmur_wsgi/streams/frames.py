@@ -20,6 +20,11 @@ def task_event(record) -> str:
     return wire_stream.task_event(record.to_json())
 
 
+def task_parts(snapshot: str) -> tuple:
+    """``{"task": …}`` around a task's wire form, as parts: a stream writes them without a copy."""
+    return ('{"task":', snapshot, "}")
+
+
 def status_update(record, text: str | None = None, *, from_record: bool = False) -> str:
     """``{"statusUpdate": …}``: the task's recorded status, or a status written now.
 

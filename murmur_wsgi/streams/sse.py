@@ -55,7 +55,7 @@ class EventStream:
 
     Args:
         request_id: the JSON-RPC id every event's envelope echoes.
-        opening: ``[(event_id or None, payload JSON), …]`` written at once, in
+        opening: ``[(event_id or None, payload JSON or its parts), …]`` written at once, in
             the first chunk, followed there by what the reader already holds
             (its replay): the test client pulls that chunk before it returns.
         reader: the ring cursor to read after the opening; None ends the
@@ -119,8 +119,12 @@ class EventStream:
 
     # --- writing ---------------------------------------------------------
 
-    def event(self, event_id: int | None, payload: str) -> bytes:
-        """One SSE event: ``id: n`` for a numbered event, then its ``data:`` line."""
+    def event(self, event_id: int | None, payload: str | tuple) -> bytes:
+        """One SSE event: ``id: n`` for a numbered event, then its ``data:`` line.
+
+        ``payload`` is the result's JSON text, or a tuple of texts that make it
+        (a task's opening quotes the task's cached wire form, never a copy).
+        """
         return b"".join(self._pieces(event_id, payload))
 
     def _pieces(self, event_id: int | None, payload: str):
@@ -134,13 +138,14 @@ class EventStream:
             head = self._prefix
         for start in range(0, len(head), budget):
             yield head[start:start + budget]
-        # NOTE: an ASCII character is one byte, any other at most four.
-        step = budget if payload.isascii() else max(1, budget // 4)
-        if len(payload) <= step:
-            yield _utf8(payload)
-        else:
-            for start in range(0, len(payload), step):
-                yield _utf8(payload[start:start + step])
+        for part in (payload,) if isinstance(payload, str) else payload:
+            # NOTE: an ASCII character is one byte, any other at most four.
+            step = budget if part.isascii() else max(1, budget // 4)
+            if len(part) <= step:
+                yield _utf8(part)
+            else:
+                for start in range(0, len(part), step):
+                    yield _utf8(part[start:start + step])
         yield b"}\n\n"
 
     def _chunks(self, events: list):
