@@ -214,3 +214,25 @@ def test_a_lone_surrogate_is_written_as_its_json_escape():
     stream = EventStream("\ud800x", [(None, '{"task":{"id":"a\ud800b"}}')])
     assert next(stream) == (b'data: {"jsonrpc":"2.0","id":"\\ud800x",'
                             b'"result":{"task":{"id":"a\\ud800b"}}}\n\n')
+
+
+@pytest.mark.parametrize("char", ["x", "é", "\U0001f600"], ids=["ascii", "2-byte", "4-byte"])
+def test_an_event_larger_than_the_budget_is_written_in_chunks_within_it(char):
+    """What a stream renders before a write is taken is at most stream.pending_bytes."""
+    ring = EventRing(8)
+    big = '{"task":{"id":"' + char * 50_000 + '"}}'
+    stream = EventStream("r", [(None, ('{"task":', '{"id":"t"}', "}"))], ring.reader(),
+                         heartbeat_secs=60, pending_bytes=4096)
+    assert next(stream) == b'data: {"jsonrpc":"2.0","id":"r","result":{"task":{"id":"t"}}}\n\n'
+    ring.publish(RECORD.id, big)
+    ring.publish(RECORD.id, STATUS)
+    chunks = []
+    while True:
+        chunks.append(next(stream))
+        if chunks[-1].endswith(STATUS.encode() + b"}\n\n"):
+            break
+    stream.close()
+    assert max(len(chunk) for chunk in chunks) <= 4096
+    assert len(chunks) >= len(big.encode()) // 4096
+    assert b"".join(chunks) == stream.event(1, big) + stream.event(2, STATUS)
+    assert b"".join(chunks).decode().count(char * 50_000) == 1

@@ -83,6 +83,32 @@ def test_partial_headers_are_cut_at_the_header_deadline(door):
     assert cuts(door)["header_timeout"] >= before + 1
 
 
+def read_answer(sock: socket.socket) -> bytes:
+    """One HTTP answer with a Content-Length, read off a kept-alive connection."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:")))
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    return head + b"\r\n\r\n" + rest
+
+
+def test_a_kept_alive_connection_has_the_header_deadline_from_its_next_first_byte(door):
+    before = cuts(door).get("header_timeout", 0)
+    with connect(door, timeout=HEADER_SECS + MARGIN + 5) as sock:
+        sock.sendall(post(GET_TASK).replace(b"Connection: close\r\n", b""))
+        assert read_answer(sock).startswith(b"HTTP/1.1 200 ")
+        started = time.monotonic()
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: door\r\n")       # then nothing more
+        assert until_closed(sock) == b""
+        elapsed = time.monotonic() - started
+    assert HEADER_SECS - 0.3 <= elapsed <= HEADER_SECS + MARGIN, elapsed
+    assert cuts(door)["header_timeout"] >= before + 1
+
+
 def test_a_body_that_stops_is_cut_at_the_body_deadline(door):
     before = cuts(door).get("body_timeout", 0)
     with connect(door, timeout=BODY_SECS + MARGIN + 5) as sock:

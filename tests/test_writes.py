@@ -1,0 +1,71 @@
+"""The write path: a response body in pieces of at most the budget, under the socket's deadline."""
+from __future__ import annotations
+
+import socket
+
+from werkzeug.test import Client
+
+from murmur_wsgi import create_app
+from murmur_wsgi.writes import Body
+from tests.conftest import Rpc
+
+
+def test_pieces_are_cut_to_the_budget_and_closing_calls_done():
+    done = []
+    body = Body([b"a" * 10, b"bc"], lambda: done.append(True), budget=4)
+    assert list(body) == [b"aaaa", b"aaaa", b"aa", b"bc"]
+    body.close()
+    body.close()
+    assert done == [True]
+
+
+def test_the_socket_has_the_write_deadline_while_the_body_is_written_then_its_own():
+    left, right = socket.socketpair()
+    try:
+        left.settimeout(None)
+        body = Body([b"x"], lambda: None, sock=left, timeout=2.5, budget=1024)
+        pieces = iter(body)
+        assert next(pieces) == b"x"
+        assert left.gettimeout() == 2.5
+        body.close()
+        assert left.gettimeout() is None
+    finally:
+        left.close()
+        right.close()
+
+
+def test_a_client_that_does_not_take_a_write_times_out():
+    """The deadline is the socket's: a write the peer does not read raises TimeoutError."""
+    left, right = socket.socketpair()
+    try:
+        right.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        body = Body([b"y" * (8 * 1024 * 1024)], lambda: None, sock=left, timeout=0.2,
+                    budget=1024 * 1024)
+        try:
+            for piece in body:
+                left.sendall(piece)
+        except TimeoutError:
+            timed_out = True
+        else:
+            timed_out = False
+        body.close()
+        assert timed_out
+        assert left.gettimeout() is None
+    finally:
+        left.close()
+        right.close()
+
+
+def test_the_door_writes_a_large_answer_in_pieces():
+    door = create_app({"name": "a", "version": "1", "stream": {"pending_bytes": 1024}})
+    text = "/ask " + "q" * 10_000
+    rpc = Rpc(door)
+    task = rpc.result("SendMessage", {"message": {"role": "ROLE_USER", "messageId": "m",
+                                                  "parts": [{"text": text}]}})["task"]
+    response = Client(door).post("/", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                                            "params": {"id": task["id"]}},
+                                 headers={"A2A-Version": "1.0"}, buffered=False)
+    pieces = list(response.response)
+    response.close()
+    assert max(len(piece) for piece in pieces) <= 1024 and len(pieces) > 9
+    assert b"".join(pieces).count(b"q") == 10_000
