@@ -69,11 +69,6 @@ BAD = {
                             ["limits.data_text_bytes:"]),
     "zero write timeout": (GOOD + "stream:\n  write_timeout_secs: 0\n",
                            ["stream.write_timeout_secs:"]),
-    "bad pending bytes": (GOOD + "stream:\n  pending_bytes: lots\n", ["stream.pending_bytes:"]),
-    "negative header timeout": (GOOD + "limits:\n  header_timeout_secs: -1\n",
-                                ["limits.header_timeout_secs:"]),
-    "text body timeout": (GOOD + "limits:\n  body_timeout_secs: soon\n",
-                          ["limits.body_timeout_secs:"]),
     "unknown key": (GOOD + "colour: blue\n", ["colour: is not a key this door reads"]),
     "unknown nested key": (GOOD + "lifecycle:\n  task_accept: single\n",
                            ["lifecycle.task_accept:"]),
@@ -233,6 +228,18 @@ def test_bad_sizes(value):
     with pytest.raises(ManifestError) as info:
         load_manifest({"name": "a", "version": "1", "context": {"images": {"max_bytes": value}}})
     assert str(info.value).startswith("context.images.max_bytes: ")
+
+
+@pytest.mark.parametrize("block, key, value", [
+    ("stream", "write_timeout_secs", -1), ("stream", "write_timeout_secs", "soon"),
+    ("stream", "pending_bytes", 0), ("stream", "pending_bytes", "lots"),
+    ("limits", "header_timeout_secs", 0), ("limits", "header_timeout_secs", "soon"),
+    ("limits", "body_timeout_secs", -1), ("limits", "body_timeout_secs", None),
+])
+def test_bad_deadlines_and_budget_name_their_key(block, key, value):
+    with pytest.raises(ManifestError) as info:
+        load_manifest({"name": "a", "version": "1", block: {key: value}})
+    assert str(info.value).startswith(f"{block}.{key}: ")
 
 
 def test_process_agent():
