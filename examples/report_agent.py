@@ -9,6 +9,8 @@ table, or with a row that is not an object, is rejected (TASK_STATE_REJECTED).
     python examples/report_agent.py                        # Werkzeug, port 41874
     gunicorn -k gevent -w 1 -b 127.0.0.1:41874 'examples.report_agent:make_app()'
     # or in murmur.yaml: agent: "examples.report_agent:agent"
+    # or on the hub, under a tenant's agents in hub.yaml:
+    #   report: {agent: "examples.report_agent:agent"}
 """
 from __future__ import annotations
 
