@@ -26,7 +26,10 @@ HUB_CONFIG ?= conf/hub.yaml
 hub: $(VENV)/.installed
 	$(BIN)/murmur-wsgi hub --config $(HUB_CONFIG)
 
+# The hub's Redis tests start their own redis-server: tests/ensure_redis.sh installs it when
+# missing (root with apt-get), else says what to install and fails.
 test: $(VENV)/.installed-test
+	@sh tests/ensure_redis.sh
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # Requests/s of the door against a bare WSGI app (wrk), then bytes per finished task.

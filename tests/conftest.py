@@ -67,3 +67,13 @@ def door():
 @pytest.fixture
 def rpc(door):
     return Rpc(door)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    """One real redis-server for the session (tests/redis_util.py); flush it per test."""
+    from tests.redis_util import RedisServer
+
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()

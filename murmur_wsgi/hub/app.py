@@ -14,7 +14,7 @@ from murmur_wsgi.hub.config import ConfigError, HubConfig, load_config, load_con
 from murmur_wsgi.hub.methods import METHODS
 from murmur_wsgi.hub.routes import handle
 from murmur_wsgi.hub.runs import Runs
-from murmur_wsgi.hub.store import open_store
+from murmur_wsgi.hub.store import StoreError, open_store
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +62,12 @@ class Hub:
         if config.push["enabled"]:
             self._start_push()
         self.closing = False
+        self.replica = None
+        if self.store.shared:
+            from murmur_wsgi.hub.replica import Replica
+
+            self.replica = Replica(self)
+            self.replica.start()
         self._subs_lock = threading.Lock()
         self._subscriptions: dict[str, int] = {}        # guarded by _subs_lock
         _LIVE.add(self)
@@ -110,6 +116,13 @@ class Hub:
         interrupted = self.runs.drain(timeout)
         if interrupted:
             logger.warning("shutdown: %d runs interrupted after %g s", interrupted, timeout)
+        if self.replica is not None:
+            self.replica.stop()
+            try:
+                self.runs.retry_unwritten()
+            except StoreError:
+                logger.warning("shutdown: %d ends could not be written; the sweep of another "
+                               "replica ends those tasks", len(self.runs.unwritten))
         if self.push is not None:
             self.push.close()
         self.store.close()

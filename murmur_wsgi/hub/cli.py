@@ -34,6 +34,10 @@ def main(args) -> int:
     try:
         config = load_config_file(args.config)
         listen = _listen(args.listen)
+        workers = getattr(args, "workers", 1) or 1
+        if workers < 1 or (workers > 1 and not config.shared):
+            raise ConfigError(f"--workers: {workers}: the memory store lives in one process; "
+                              "more than 1 worker needs store: redis://host:port/db")
         if args.dev:
             # NOTE: validated in full (agents and hooks imported) before anything listens.
             from murmur_wsgi.hub.app import Hub
@@ -57,7 +61,7 @@ def main(args) -> int:
     os.environ[CONFIG_ENV] = os.path.abspath(args.config)
     os.environ["MURMUR_WSGI_LISTEN"] = listen
     conf = args.gunicorn_conf or "python:murmur_wsgi.hub.gunicorn_conf"
-    argv = [sys.executable, "-m", "gunicorn", "-c", conf, "-b", listen,
+    argv = [sys.executable, "-m", "gunicorn", "-c", conf, "-b", listen, "-w", str(workers),
             "murmur_wsgi.hub.wsgi:make_app()"]
     sys.stdout.flush()
     os.execv(sys.executable, argv)

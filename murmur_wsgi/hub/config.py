@@ -96,6 +96,50 @@ class EventsSchema(_Block):
     merge_secs = _positive(load_default=0.25)
 
 
+class StoreField(fields.String):
+    """``memory``, ``redis`` (the URL is ``redis.url``) or a ``redis://``/``rediss://`` URL."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        value = super()._deserialize(value, attr, data, **kwargs)
+        if value in ("memory", "redis"):
+            return value
+        _redis_url(value)
+        return value
+
+
+def _redis_url(value: str) -> str:
+    """Check a Redis URL (never echoing it: it may carry a password)."""
+    try:
+        parts = urlsplit(value)
+        parts.port
+    except ValueError:
+        raise ValidationError("is not a redis:// or rediss:// URL") from None
+    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+        raise ValidationError("must be memory, redis, or a redis://host:port/db or "
+                              "rediss:// URL")
+    db = parts.path.strip("/")
+    if db and not db.isdigit():
+        raise ValidationError("a Redis URL's path is its database number (redis://host:port/0)")
+    return value
+
+
+class RedisUrl(fields.String):
+    def _deserialize(self, value, attr, data, **kwargs):
+        if value is None or value == "":
+            return None
+        return _redis_url(super()._deserialize(value, attr, data, **kwargs))
+
+
+class RedisSchema(_Block):
+    """The Redis store's settings (``store: redis://…``, or ``store: redis`` and ``url``)."""
+
+    url = RedisUrl(load_default=None, allow_none=True)
+    timeout_secs = fields.Float(load_default=5.0, validate=validate.Range(min=0.05))
+    liveness_secs = fields.Float(load_default=10.0, validate=validate.Range(min=0.2))
+    sweep_interval_secs = _positive(load_default=5.0)
+    max_events_per_task = StrictInt(load_default=10_000, validate=validate.Range(min=100))
+
+
 class StreamSchema(_Block):
     keepalive_secs = _positive(load_default=15.0)
     write_timeout_secs = _positive(load_default=10.0)
@@ -195,8 +239,8 @@ class TenantSchema(_Block):
 
 class HubSchema(_Block):
     public_url = PublicUrl(load_default=None, allow_none=True)
-    store = fields.String(load_default="memory", validate=validate.OneOf(
-        ["memory"], error="must be memory (the Redis store is not part of this version)"))
+    store = StoreField(load_default="memory")
+    redis = fields.Nested(RedisSchema, load_default=dict)
     drain_timeout_secs = fields.Float(load_default=20.0, validate=validate.Range(min=0))
     sweep_max_age_secs = _positive(load_default=None, allow_none=True)
     cancel_timeout_secs = _positive(load_default=10.0)
@@ -209,6 +253,12 @@ class HubSchema(_Block):
     tenants = fields.Dict(keys=fields.String(), values=fields.Nested(TenantSchema),
                           load_default=dict)
     push = fields.Nested(PushSchema, load_default=dict)
+
+    @validates_schema
+    def _store(self, data, **kwargs):
+        if data.get("store") == "redis" and not (data.get("redis") or {}).get("url"):
+            raise ValidationError("redis needs redis.url (or MURMUR_HUB_REDIS_URL), or "
+                                  "store: redis://host:port/db", "store")
 
     @validates_schema
     def _unique_keys(self, data, **kwargs):
@@ -231,6 +281,7 @@ class HubConfig:
 
     public_url: str | None
     store: str
+    redis: dict
     drain_timeout_secs: float
     sweep_max_age_secs: float
     cancel_timeout_secs: float
@@ -241,6 +292,15 @@ class HubConfig:
     pricing: dict
     tenants: dict
     push: dict
+
+    @property
+    def shared(self) -> bool:
+        """The store is shared by processes (Redis): more than one worker may serve."""
+        return self.store != "memory"
+
+    def store_url(self) -> str:
+        """The Redis URL: ``redis.url`` (MURMUR_HUB_REDIS_URL) when set, else ``store``."""
+        return self.redis.get("url") or self.store
 
     def tenant_limits(self, tenant: str) -> dict:
         """The top-level limits with the tenant's overrides."""

@@ -62,15 +62,26 @@ def post_worker_init(worker):  # noqa: F811 - replaces the door's hook
     _HubStop(worker).install()
 
 
+def _shared_store() -> bool:
+    """The hub's store is shared by processes (Redis): any number of workers may serve."""
+    from murmur_wsgi.hub.config import CONFIG_ENV, ConfigError, load_config_file
+
+    try:
+        return load_config_file(os.environ.get(CONFIG_ENV, "conf/hub.yaml")).shared
+    except ConfigError:
+        return False                # the worker reports the bad file
+
+
 def on_starting(server):  # noqa: F811 - the hub's own message
-    """Refuse more than one worker: the memory store lives in one process."""
-    if server.cfg.workers != 1:
+    """Refuse more than one worker on the memory store, which lives in one process."""
+    if server.cfg.workers != 1 and not _shared_store():
         raise SystemExit("murmur-wsgi: the hub's memory store lives in one process; run "
-                         f"gunicorn with workers = 1 (got {server.cfg.workers})")
+                         f"gunicorn with workers = 1 (got {server.cfg.workers}), or set "
+                         "store: redis://host:port/db to serve with more")
 
 
 def nworkers_changed(server, new_value, old_value):  # noqa: F811
-    if old_value is not None and new_value > 1:
+    if old_value is not None and new_value > 1 and not _shared_store():
         server.log.error("murmur-wsgi: the hub's memory store lives in one process; "
                          "staying at 1 worker")
         server.num_workers = 1

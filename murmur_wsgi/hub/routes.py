@@ -18,6 +18,7 @@ from murmur_wsgi.errors import (ExtendedAgentCardNotConfiguredError, InternalErr
 from murmur_wsgi.hub.auth import HubRefusal
 from murmur_wsgi.hub.cards import CARD_SUFFIX, PREFIX
 from murmur_wsgi.hub.sse import HubStream
+from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.middleware.envelope import ABSENT, check_envelope, parse_json
 from murmur_wsgi.wire.raw import RawJSON
 
@@ -138,6 +139,10 @@ def handle(hub, environ, start_response):
     except RpcError as ex:
         request_id = getattr(ex, "request_id", request_id)
         return _rpc(start_response, rpc_error(request_id, ex))
+    except StoreError as ex:
+        # NOTE: logged where it failed (the store); the client gets the public message.
+        return _rpc(start_response, rpc_error(request_id, InternalError(
+            f"Internal error: {ex}")))
     except Exception:  # noqa: BLE001 - the one place every failure is caught
         logger.exception("a request to %s/%s failed inside the hub", tenant, name)
         return _rpc(start_response, rpc_error(request_id, InternalError(

@@ -26,6 +26,7 @@ import time
 from murmur_wsgi.agents.base import Completed, TaskCanceled, TaskFailed, TaskRejected
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.context import HubContext
+from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED, REJECTED, WORKING,
                                   answer_artifact, artifact_update, data_part, dumps,
                                   status_update)
@@ -54,6 +55,7 @@ class Run:
         self.returned = False        # the agent's call returned (or raised)
         self.stopping = False        # the agent should stop (cancel, timeout, drain)
         self.cancel_requested = False
+        self.store_failed = False    # the final write failed: Runs.unwritten retries it
         self.tokens: list[str] = []
         self.stored = 0              # tokens already in the store's log
         self.stored_any = False
@@ -191,7 +193,15 @@ class Run:
             elif state == CANCELED:
                 artifacts = self.artifacts + ([answer_artifact([text_part(streamed)])]
                                               if streamed else [])
-            written = runs.store.end(self.task_id, state, text, artifacts, events)
+            try:
+                written = runs.store.end(self.task_id, state, text, artifacts, events)
+            except StoreError:
+                # NOTE: the task stays in the store as it was; its end is written once the
+                # store answers again (Runs.retry_unwritten), or the sweep ends it.
+                logger.warning("task %s: its end could not be written; retrying", self.task_id)
+                runs.unwritten.append((self.task_id, state, text, artifacts, events))
+                self.store_failed = True
+                written = []
             self.ended = True
             self._stop_locked()
             for timer in self._timers:
@@ -301,6 +311,7 @@ class Runs:
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)  # see the module's Concurrency
         self._runs: dict[str, Run] = {}                # guarded by lock
+        self.unwritten: list[tuple] = []               # store.end args; guarded by lock
 
     def timer(self, seconds: float, fn) -> threading.Timer:
         timer = threading.Timer(seconds, fn)
@@ -320,6 +331,15 @@ class Runs:
             self._runs.pop(run.task_id, None)
             self.changed.notify_all()           # the drain waits for the last one
         self.admission.release(run.tenant)
+
+    def retry_unwritten(self) -> None:
+        """Write the ends the store refused, oldest first; stop at the first failure."""
+        with self.lock:
+            pending = list(self.unwritten)
+        for args in pending:
+            self.store.end(*args)               # StoreError: the next turn retries
+            with self.lock:
+                self.unwritten.remove(args)
 
     def in_flight(self) -> list[Run]:
         with self.lock:

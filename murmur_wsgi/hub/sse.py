@@ -16,6 +16,8 @@ import json
 import logging
 import time
 
+from murmur_wsgi.errors import InternalError
+from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.methods.streams import peer_gone
 from murmur_wsgi.streams.sse import HEARTBEAT
 
@@ -79,7 +81,11 @@ class HubStream:
                 pass
         opened = self._clock()
         end_at = opened + self._lifetime if self._lifetime is not None else None
-        payloads, done = self._source(0)
+        try:
+            payloads, done = self._source(0)
+        except StoreError as ex:
+            yield b"".join(self.event(p) for p in self._opening) + self._store_failed(ex)
+            return
         yield b"".join(self.event(p) for p in self._opening + payloads)
         due = opened + self._keepalive
         while not done:
@@ -95,10 +101,19 @@ class HubStream:
                 yield HEARTBEAT
                 continue
             wait = due - now if end_at is None else min(due, end_at) - now
-            payloads, done = self._source(wait)
+            try:
+                payloads, done = self._source(wait)
+            except StoreError as ex:
+                yield self._store_failed(ex)
+                return
             if payloads:
                 yield b"".join(self.event(p) for p in payloads)
         self.finished = True
+
+    def _store_failed(self, ex: StoreError) -> bytes:
+        """The stream's last event when the store fails: -32603 with its public message."""
+        self.finished = True
+        return self.error_event(InternalError(f"Internal error: {ex}").error_object())
 
     def close(self) -> None:
         """Stop the body (the WSGI server calls this); abort the run when unfinished."""

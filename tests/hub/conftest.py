@@ -162,9 +162,30 @@ def wait_until(predicate, timeout=10.0):
         time.sleep(0.005)  # wait-ok: polling a condition with a deadline
 
 
+# The modules whose tests of the fixture ``hub`` run on both stores (the others, credentials
+# and configuration, do not touch the store).
+BOTH_STORES = {"test_methods", "test_rules", "test_streams", "test_tasks"}
+
+
+def pytest_generate_tests(metafunc):
+    if "store" in metafunc.fixturenames and \
+            metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_STORES:
+        metafunc.parametrize("store", ["memory", "redis"], indirect=True)
+
+
 @pytest.fixture
-def hub():
-    h = create_hub(hub_config())
+def store(request):
+    """The ``store`` setting of the fixture ``hub``: "memory", or a flushed redis-server's URL."""
+    if getattr(request, "param", "memory") == "memory":
+        return "memory"
+    server = request.getfixturevalue("redis_server")
+    server.flush()
+    return server.url
+
+
+@pytest.fixture
+def hub(store):
+    h = create_hub(hub_config(store=store))
     yield h
     from tests.hub.agents import GATES
     for event in GATES.values():

@@ -77,8 +77,15 @@ def test_the_variable_wins():
     pytest.param({"public_url": "https://u:p@x.io"}, {}, "public_url:", id="credentials"),
     pytest.param({}, {"MURMUR_HUB_PUBLIC_URL": "nope"}, "MURMUR_HUB_PUBLIC_URL (public_url):",
                  id="env-url"),
-    pytest.param({"store": "redis://localhost:6379/0"}, {}, "store: must be memory",
-                 id="store"),
+    pytest.param({"store": "postgres://localhost/0"}, {}, "store: must be memory, redis, or a "
+                 "redis://", id="store"),
+    pytest.param({"store": "redis://localhost:6379/x"}, {}, "store: a Redis URL's path is its "
+                 "database number", id="store-db"),
+    pytest.param({"store": "redis"}, {}, "store: redis needs redis.url", id="store-no-url"),
+    pytest.param({}, {"MURMUR_HUB_REDIS_URL": "http://x"}, "MURMUR_HUB_REDIS_URL (redis.url): "
+                 "must be memory, redis", id="redis-url-env"),
+    pytest.param({"redis": {"liveness_secs": 0}}, {}, "redis.liveness_secs: Must be greater",
+                 id="liveness"),
     pytest.param({"push": {"enabled": True}}, {}, "push.secret: is required", id="push"),
     pytest.param({"auth": {"jwt": {"issuer": "x"}}}, {}, "auth.jwt.secret: set exactly one",
                  id="jwt-key"),

@@ -62,7 +62,7 @@ def test_subscribe_replays_from_the_start_then_live(rpc):
     rpc.agent = "partial"
     task = rpc.send("g-sub", configuration={"returnImmediately": True})
     wait_until(lambda: rpc.hub.runs.get(task["id"]).tokens)
-    wait_until(lambda: len(rpc.hub.store._events[task["id"]]) >= 3)
+    wait_until(lambda: len(rpc.hub.store.events(task["id"], 0, 0)[0]) >= 3)
     reader = Reader(rpc.call("SubscribeToTask", {"id": task["id"]}, buffered=False))
     opening = reader.read()
     assert _kinds(opening) == ["task", "statusUpdate", "artifactUpdate"]

@@ -10,7 +10,7 @@ from murmur_wsgi.hub.message import read_message, stored_message
 from murmur_wsgi.hub.push.methods import message_config, save_message_config
 from murmur_wsgi.hub.runs import Run
 from murmur_wsgi.hub.sse import HubStream
-from murmur_wsgi.hub.store import PENDING
+from murmur_wsgi.hub.store import PENDING, StoreError
 from murmur_wsgi.hub.task import COMPLETED, REJECTED, HubTask
 from murmur_wsgi.methods.streams import peer_gone
 from murmur_wsgi.wire.raw import RawJSON
@@ -87,7 +87,10 @@ def accept(hub, call, live: bool):
         if push is not None:
             save_message_config(hub, call, push, task.id, from_start=True)
     except BaseException:
-        store.release_message(call.tenant, call.agent, msg.message_id)
+        try:
+            store.release_message(call.tenant, call.agent, msg.message_id)
+        except StoreError:
+            pass                # the claim expires by itself (a shared store)
         raise
     hub.runs.add(run)
     ctx = HubContext(run, msg.text, msg.data, task.history[0],
@@ -125,6 +128,8 @@ def live_source(hub, run):
             batch = run.live[read:]
             read += len(batch)
             done = run.ended and read >= len(run.live)
+        if done and run.store_failed:
+            raise StoreError()
         return batch, done
     return source
 

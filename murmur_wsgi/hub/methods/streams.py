@@ -24,7 +24,8 @@ def event_source(store, task):
             if read == 0:
                 return [f'{{"task":{store.render(task)}}}'], True
             return [], True
-        read += len(events)
+        if events:
+            read = events[-1].seq           # a log's positions (a trimmed one starts later)
         return [e.payload for e in events], any(e.terminal for e in events)
     return source
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from murmur_wsgi.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 from murmur_wsgi.hub.message import history_length
@@ -32,18 +33,39 @@ def get_task(hub, call):
 
 
 def cancel_task(hub, call):
-    """CancelTask: cut the run; CANCELED with what it produced, or -32002."""
+    """CancelTask: cut the run, here or on the replica that runs it; CANCELED, or -32002."""
     task = find(hub, call)
     run = hub.runs.get(task.id)
-    if task.terminal or run is None or run.ended:
+    if task.terminal or (run is None and not hub.store.shared) or (run is not None
+                                                                    and run.ended):
         raise TaskNotCancelableError(task.id, task.state)
-    run.request_stop(cancel=True)
-    hub.store.mark_cancel(task.id)
-    if not hub.runs.wait(lambda: run.ended, hub.config.cancel_timeout_secs):
-        raise TaskNotCancelableError(task.id, task.state)
-    if task.state != "TASK_STATE_CANCELED":
+    if run is not None:
+        run.request_stop(cancel=True)
+    hub.store.mark_cancel(task.id)          # another replica's run learns it at once
+    timeout = hub.config.cancel_timeout_secs
+    if run is not None:
+        stopped = hub.runs.wait(lambda: run.ended, timeout)
+    else:
+        stopped = _ended_in_store(hub.store, task.id, timeout)
+    task = hub.store.get(call.tenant, call.agent, task.id)
+    if not stopped or task.state != "TASK_STATE_CANCELED":
         raise TaskNotCancelableError(task.id, task.state)
     return RawJSON(hub.store.render(task))
+
+
+def _ended_in_store(store, task_id: str, timeout: float) -> bool:
+    """Wait (reading the task's log) until its final event, at most ``timeout``."""
+    deadline = time.monotonic() + timeout
+    after = 0
+    while True:
+        left = deadline - time.monotonic()
+        events, available = store.events(task_id, after, max(0.0, left))
+        if any(event.terminal for event in events):
+            return True
+        if not available or left <= 0:
+            return False
+        if events:
+            after = events[-1].seq
 
 
 def _read_list(params: dict):

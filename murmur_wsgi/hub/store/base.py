@@ -20,6 +20,14 @@ from dataclasses import dataclass
 logger = logging.getLogger(__name__)
 
 PENDING = "pending"          # claim_message: the first message with this id has no task yet
+UNAVAILABLE = "the hub's task store is unavailable; try again shortly"
+
+
+class StoreError(Exception):
+    """The store cannot be reached in time (Redis down or slow); ``str()`` is public."""
+
+    def __init__(self, message: str = UNAVAILABLE):
+        super().__init__(message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +47,12 @@ class Page:
 
 
 class Store(abc.ABC):
-    """What the hub needs from a store; ``memory.MemoryStore`` is the reference."""
+    """What the hub needs from a store; ``memory.MemoryStore`` is the reference.
+
+    Every method may raise ``StoreError`` when a shared store cannot answer.
+    """
+
+    shared = False               # other processes (replicas) use the same store
 
     # --- idempotency -------------------------------------------------------
 
@@ -128,6 +141,23 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def cancel_marked(self, task_id: str) -> bool:
         """True once the task was marked for cancelling."""
+
+    # --- replicas (a shared store; the memory store has one process) ----------
+
+    def listen_cancels(self, callback) -> None:
+        """Call ``callback(task_id)`` when any replica marks a task (pub/sub)."""
+
+    def cancel_marks(self, task_ids: list) -> set:
+        """The ones of ``task_ids`` marked for cancelling (the once-a-second check)."""
+        return {task_id for task_id in task_ids if self.cancel_marked(task_id)}
+
+    def heartbeat(self) -> None:
+        """Renew this replica's liveness."""
+
+    def sweep(self, max_age_secs: float, text: str) -> list:
+        """End FAILED (``text``) the runs of dead replicas and runs older than
+        ``max_age_secs``; return the task ids ended."""
+        return []
 
     # --- lifetime --------------------------------------------------------
 

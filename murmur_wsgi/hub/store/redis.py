@@ -1,0 +1,401 @@
+"""The Redis store (``store: redis://host:port/db``): every replica of a hub shares it.
+
+The key layout (every key starts with ``murmur:hub:``) is in docs/hub.md;
+each step that must be atomic (create, start, append, end, the cancel mark,
+a claim's release) is one Lua script (``redis_scripts``), so a task has
+exactly one final state and no event follows it. Subscribers wait in a
+blocking ``XREAD`` (at most ``BLOCK_MAX_SECS`` at a time, so a closed store
+is noticed), never in a polling loop; cancel marks are also published on a
+pub/sub channel that one thread per store listens to.
+
+Failures: every ``redis.RedisError`` (down, slow past ``timeout_secs``, out
+of memory) is raised as ``StoreError``, whose message is public. Commands are
+retried once at once (a pooled connection can be stale after Redis restarts).
+
+Concurrency:
+    The redis-py client and its pool are thread-safe; nothing here is shared
+    between threads but ``_contexts`` (a cache of the context ids of the tasks
+    this replica created, guarded by the GIL's atomic dict operations) and
+    ``_closed`` (an Event).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+import uuid
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from murmur_wsgi.hub.store import redis_scripts as scripts
+from murmur_wsgi.hub.store.base import PENDING, Page, Store, StoreError, StoredEvent
+from murmur_wsgi.hub.store.memory import decode_token, encode_token
+from murmur_wsgi.hub.task import FAILED, WORKING, HubTask, status_update
+from murmur_wsgi.tasks.record import now_ms, rfc3339, text_part
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "murmur:hub:"
+CHANNEL = PREFIX + "cancel"
+CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task was created
+MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
+BLOCK_MAX_SECS = 1.0             # the longest single XREAD BLOCK
+MAX_ID_BYTES = 256               # a task id longer than this names no task
+SCAN_BATCH = 200                 # ListTasks with filters reads the index in batches
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def _guarded(method):
+    """Raise ``StoreError`` for any failure of Redis, logged once per method call."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except redis.RedisError as ex:
+            logger.warning("redis store: %s failed: %s", method.__name__, type(ex).__name__)
+            raise StoreError() from None
+    return guarded
+
+
+def public_url(url: str) -> str:
+    """The URL without its password, for logs."""
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest:
+        rest = "***@" + rest.rsplit("@", 1)[1]
+    return scheme + sep + rest
+
+
+class RedisStore(Store):
+    """Tasks, their index, events, claims, cancel marks and liveness, in one Redis."""
+
+    shared = True
+
+    def __init__(self, url: str, *, retention_secs: float = 86_400.0, timeout_secs: float = 5.0,
+                 liveness_secs: float = 10.0, max_events: int = 10_000,
+                 replica_id: str | None = None):
+        self.url = public_url(url)
+        self.replica = replica_id or uuid.uuid4().hex
+        self._retention_ms = int(retention_secs * 1000)
+        self._liveness_ms = max(1, int(liveness_secs * 1000))
+        self._max_events = max_events
+        self._block = min(BLOCK_MAX_SECS, timeout_secs / 2)
+        self._redis = redis.Redis.from_url(
+            url, decode_responses=True, socket_timeout=timeout_secs,
+            socket_connect_timeout=timeout_secs, retry=Retry(NoBackoff(), 1),
+            health_check_interval=30)
+        self._scripts = {name: self._redis.register_script(getattr(scripts, name))
+                         for name in ("CREATE", "START", "APPEND", "END", "RELEASE", "MARK")}
+        self._contexts: dict[str, str] = {}
+        self._closed = threading.Event()
+        self._listener: threading.Thread | None = None
+
+    # --- keys --------------------------------------------------------------
+
+    @staticmethod
+    def _task_key(task_id: str) -> str:
+        return f"{PREFIX}task:{task_id}"
+
+    @staticmethod
+    def _events_key(task_id: str) -> str:
+        return f"{PREFIX}ev:{task_id}"
+
+    @staticmethod
+    def _msg_key(tenant: str, agent: str, message_id: str) -> str:
+        return f"{PREFIX}msg:{tenant}:{agent}:{message_id}"
+
+    @staticmethod
+    def _index_key(tenant: str, agent: str, context_id: str | None = None) -> str:
+        if context_id is None:
+            return f"{PREFIX}idx:{tenant}:{agent}"
+        return f"{PREFIX}ctx:{tenant}:{agent}:{context_id}"
+
+    @staticmethod
+    def _runs_key(replica: str) -> str:
+        return f"{PREFIX}runs:{replica}"
+
+    @staticmethod
+    def _live_key(replica: str) -> str:
+        return f"{PREFIX}replica:{replica}"
+
+    # --- records -----------------------------------------------------------
+
+    @staticmethod
+    def _record(fields: dict) -> HubTask | None:
+        if not fields or "id" not in fields:
+            return None
+        task = HubTask(fields["id"], fields["ctx"], fields["tenant"], fields["agent"],
+                       fields["msg"], None)
+        task.history = json.loads(fields["hist"])
+        task.artifacts = json.loads(fields["arts"])
+        task.state = fields["state"]
+        task.status_text = json.loads(fields["text"])
+        task.status_ms = int(fields["ms"])
+        task.created_ms = int(fields["created"])
+        task.seq = int(fields["seq"])
+        return task
+
+    def _load(self, task_ids: list) -> list:
+        pipe = self._redis.pipeline(transaction=False)
+        for task_id in task_ids:
+            pipe.hgetall(self._task_key(task_id))
+        return [task for task in map(self._record, pipe.execute()) if task is not None]
+
+    def _context_of(self, task_id: str) -> str:
+        context_id = self._contexts.get(task_id)
+        if context_id is None:
+            context_id = self._redis.hget(self._task_key(task_id), "ctx") or ""
+        return context_id
+
+    # --- idempotency -------------------------------------------------------
+
+    @_guarded
+    def claim_message(self, tenant, agent, message_id):
+        key = self._msg_key(tenant, agent, message_id)
+        for _ in range(3):
+            if self._redis.set(key, PENDING, nx=True, px=CLAIM_TTL_MS):
+                return None
+            found = self._redis.get(key)
+            if found is not None:
+                return found
+        return PENDING        # claimed and released twice meanwhile: someone is at it
+
+    @_guarded
+    def release_message(self, tenant, agent, message_id):
+        self._scripts["RELEASE"](keys=[self._msg_key(tenant, agent, message_id)])
+
+    # --- tasks -----------------------------------------------------------
+
+    @_guarded
+    def create(self, task, event, bind=True):
+        keys = [self._task_key(task.id), self._index_key(task.tenant, task.agent),
+                self._index_key(task.tenant, task.agent, task.context_id),
+                f"{PREFIX}seq:{task.tenant}:{task.agent}",
+                self._msg_key(task.tenant, task.agent, task.message_id),
+                self._events_key(task.id), self._runs_key(self.replica), f"{PREFIX}replicas"]
+        args = [task.id, task.context_id, task.tenant, task.agent, task.message_id, task.state,
+                _dumps(task.status_text), task.status_ms, task.created_ms,
+                _dumps(task.history), _dumps(task.artifacts), self.replica,
+                "1" if bind else "0", event, "1" if task.terminal else "0",
+                self._retention_ms]
+        task.seq = int(self._scripts["CREATE"](keys=keys, args=args))
+        if not task.terminal:
+            self._contexts[task.id] = task.context_id
+
+    @_guarded
+    def get(self, tenant, agent, task_id):
+        if len(task_id) > MAX_ID_BYTES:
+            return None
+        task = self._record(self._redis.hgetall(self._task_key(task_id)))
+        if task is None or task.tenant != tenant or task.agent != agent:
+            return None
+        return task
+
+    @_guarded
+    def start(self, task_id):
+        ms = now_ms()
+        payload = status_update(task_id, self._context_of(task_id),
+                                {"state": WORKING, "timestamp": rfc3339(ms)})
+        done = self._scripts["START"](keys=[self._task_key(task_id), self._events_key(task_id)],
+                                      args=[ms, payload, self._max_events])
+        return payload if done else None
+
+    @_guarded
+    def append(self, task_id, event):
+        return bool(self._scripts["APPEND"](
+            keys=[self._task_key(task_id), self._events_key(task_id)],
+            args=[event, self._max_events]))
+
+    @_guarded
+    def end(self, task_id, state, text, artifacts, events):
+        ms = now_ms()
+        context_id = self._context_of(task_id)
+        status = {"state": state}
+        if text is not None:
+            status["message"] = {"messageId": f"{task_id}-status", "contextId": context_id,
+                                 "taskId": task_id, "role": "ROLE_AGENT",
+                                 "parts": [text_part(text)]}
+        status["timestamp"] = rfc3339(ms)
+        written = list(events) + [status_update(task_id, context_id, status)]
+        done = self._scripts["END"](
+            keys=[self._task_key(task_id), self._events_key(task_id)],
+            args=[state, _dumps(text), ms, "" if artifacts is None else _dumps(artifacts),
+                  self._retention_ms, self._max_events, f"{PREFIX}runs:", *written])
+        self._contexts.pop(task_id, None)
+        return written if done else None
+
+    @_guarded
+    def render(self, task, history_length=None, artifacts=True):
+        # NOTE: the record as it stands now: another replica may have changed it.
+        current = self._record(self._redis.hgetall(self._task_key(task.id))) or task
+        return current.to_json(history_length, artifacts)
+
+    @_guarded
+    def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
+             token=None):
+        before = decode_token(token) if token else None
+        key = self._index_key(tenant, agent, context_id)
+        top = f"({before}" if before is not None else "+inf"
+        if state is None and after_ms is None:
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.zrevrangebyscore(key, top, "-inf", start=0, num=page_size + 1)
+            pipe.zcard(key)
+            ids, total = pipe.execute()
+            page = self._load(ids[:page_size])
+            more = len(ids) > page_size
+            return Page(page, encode_token(page[-1].seq) if more and page else "", total)
+
+        def keep(task) -> bool:
+            return (state is None or task.state == state) and \
+                (after_ms is None or task.status_ms > after_ms)
+
+        page, total, more = [], 0, False
+        cursor = "+inf"
+        while True:
+            batch = self._redis.zrevrangebyscore(key, cursor, "-inf", start=0, num=SCAN_BATCH,
+                                                 withscores=True)
+            if not batch:
+                break
+            tasks = self._load([task_id for task_id, _ in batch])
+            for task in tasks:
+                if not keep(task):
+                    continue
+                total += 1
+                if before is None or task.seq < before:
+                    if len(page) < page_size:
+                        page.append(task)
+                    else:
+                        more = True
+            cursor = f"({int(batch[-1][1])}"
+        return Page(page, encode_token(page[-1].seq) if more else "", total)
+
+    @_guarded
+    def context_tasks(self, tenant, agent, context_id, limit):
+        ids = self._redis.zrange(self._index_key(tenant, agent, context_id), -limit, -1)
+        return self._load(ids)
+
+    # --- events ----------------------------------------------------------
+
+    @staticmethod
+    def _stored(entries) -> list:
+        return [StoredEvent(int(entry_id.split("-", 1)[0]), fields["p"], fields["t"] == "1")
+                for entry_id, fields in entries]
+
+    @_guarded
+    def events(self, task_id, after, timeout):
+        key = self._events_key(task_id)
+        if len(task_id) > MAX_ID_BYTES:
+            return [], False
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.xrange(key, f"{after + 1}-0", "+")
+        pipe.exists(key)
+        entries, exists = pipe.execute()
+        if entries:
+            return self._stored(entries), True
+        if not exists or self._closed.is_set():
+            return [], False
+        block = min(timeout, self._block)
+        if block <= 0:
+            return [], True
+        got = self._redis.xread({key: f"{after}-1"}, block=max(1, int(block * 1000)))
+        if isinstance(got, dict):                       # RESP3
+            got = list(got.items())
+        for _, entries in got or []:
+            return self._stored(entries), True
+        return [], True
+
+    @_guarded
+    def has_events(self, task_id):
+        return len(task_id) <= MAX_ID_BYTES and bool(self._redis.exists(self._events_key(task_id)))
+
+    # --- cancel marks ----------------------------------------------------
+
+    @_guarded
+    def mark_cancel(self, task_id):
+        self._scripts["MARK"](keys=[self._task_key(task_id), f"{PREFIX}cancel:{task_id}"],
+                              args=[CHANNEL, task_id, MARK_TTL_MS])
+
+    @_guarded
+    def cancel_marked(self, task_id):
+        return bool(self._redis.exists(f"{PREFIX}cancel:{task_id}"))
+
+    @_guarded
+    def cancel_marks(self, task_ids):
+        if not task_ids:
+            return set()
+        pipe = self._redis.pipeline(transaction=False)
+        for task_id in task_ids:
+            pipe.exists(f"{PREFIX}cancel:{task_id}")
+        return {task_id for task_id, hit in zip(task_ids, pipe.execute()) if hit}
+
+    def listen_cancels(self, callback):
+        """One thread: the channel's messages to ``callback``; reconnects while open."""
+        def listen():
+            while not self._closed.is_set():
+                pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+                try:
+                    pubsub.subscribe(CHANNEL)
+                    while not self._closed.is_set():
+                        message = pubsub.get_message(timeout=self._block)
+                        if message and message.get("type") == "message":
+                            callback(message["data"])
+                except (redis.RedisError, OSError, ValueError) as ex:
+                    if self._closed.is_set():
+                        break
+                    logger.warning("redis store: the cancel channel failed (%s); reconnecting",
+                                   type(ex).__name__)
+                    self._closed.wait(1.0)
+                finally:
+                    try:
+                        pubsub.close()
+                    except redis.RedisError:
+                        pass
+        self._listener = threading.Thread(target=listen, name="hub-cancels", daemon=True)
+        self._listener.start()
+
+    # --- replicas ----------------------------------------------------------
+
+    @_guarded
+    def heartbeat(self):
+        self._redis.set(self._live_key(self.replica), str(now_ms()), px=self._liveness_ms)
+
+    @_guarded
+    def sweep(self, max_age_secs, text):
+        replicas = sorted(self._redis.smembers(f"{PREFIX}replicas"))
+        if not replicas:
+            return []
+        pipe = self._redis.pipeline(transaction=False)
+        for replica in replicas:
+            pipe.exists(self._live_key(replica))
+        alive = pipe.execute()
+        oldest = now_ms() - int(max_age_secs * 1000)
+        ended = []
+        for replica, live in zip(replicas, alive):
+            runs = self._runs_key(replica)
+            ids = self._redis.zrangebyscore(runs, "-inf", oldest) if live else \
+                self._redis.zrange(runs, 0, -1)
+            for task_id in ids:
+                if self.end(task_id, FAILED, text, None, []) is not None:
+                    ended.append(task_id)
+                self._redis.zrem(runs, task_id)
+            if not live and not self._redis.zcard(runs):
+                self._redis.srem(f"{PREFIX}replicas", replica)
+        return ended
+
+    # --- lifetime --------------------------------------------------------
+
+    def close(self):
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        try:
+            self._redis.delete(self._live_key(self.replica))
+        except redis.RedisError:
+            pass
+        # NOTE: the listener is not joined: it ends within BLOCK_MAX_SECS by itself, or at
+        # once when the pool's disconnect below closes its connection.
+        self._redis.close()
+        self._redis.connection_pool.disconnect()
+

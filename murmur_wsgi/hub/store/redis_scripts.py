@@ -1,0 +1,90 @@
+"""The Redis store's Lua scripts: each store step that must be atomic is one script.
+
+A task's record is the hash ``task:{id}``; its events are the stream
+``ev:{id}`` whose entry ids are ``<n>-1`` (n = 1, 2, …: the event's position,
+counted in the hash's field ``nev``). Every script that writes an event checks
+the task's state first, so an event is never written after the final one.
+"""
+from __future__ import annotations
+
+from murmur_wsgi.hub.task import SUBMITTED, TERMINAL, WORKING
+
+_TERMINAL = "local T = {" + ", ".join(f"['{s}'] = 1" for s in sorted(TERMINAL)) + "}\n"
+
+# KEYS: task, idx, ctx, seq, msg, ev, runs, replicas
+# ARGV: id, ctx, tenant, agent, msg, state, text, ms, created, hist, arts, owner,
+#       bind ("1"/"0"), payload, terminal ("1"/"0"), retention ms
+CREATE = """
+local seq = redis.call('INCR', KEYS[4])
+redis.call('HSET', KEYS[1], 'id', ARGV[1], 'ctx', ARGV[2], 'tenant', ARGV[3], 'agent', ARGV[4],
+           'msg', ARGV[5], 'state', ARGV[6], 'text', ARGV[7], 'ms', ARGV[8],
+           'created', ARGV[9], 'seq', seq, 'hist', ARGV[10], 'arts', ARGV[11],
+           'owner', ARGV[12], 'nev', 1)
+redis.call('ZADD', KEYS[2], seq, ARGV[1])
+redis.call('ZADD', KEYS[3], seq, ARGV[1])
+if ARGV[13] == '1' then
+  redis.call('SET', KEYS[5], ARGV[1])
+elseif redis.call('GET', KEYS[5]) == 'pending' then
+  redis.call('DEL', KEYS[5])
+end
+redis.call('XADD', KEYS[6], '1-1', 'p', ARGV[14], 't', ARGV[15])
+if ARGV[15] == '1' then
+  redis.call('PEXPIRE', KEYS[6], ARGV[16])
+else
+  redis.call('ZADD', KEYS[7], ARGV[9], ARGV[1])
+  redis.call('SADD', KEYS[8], ARGV[12])
+end
+return seq
+"""
+
+# KEYS: task, ev   ARGV: ms, payload, maxlen
+START = f"""
+if redis.call('HGET', KEYS[1], 'state') ~= '{SUBMITTED}' then return 0 end
+redis.call('HSET', KEYS[1], 'state', '{WORKING}', 'ms', ARGV[1], 'text', 'null')
+local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], n .. '-1', 'p', ARGV[2], 't', '0')
+return 1
+"""
+
+# KEYS: task, ev   ARGV: payload, maxlen
+APPEND = _TERMINAL + """
+local s = redis.call('HGET', KEYS[1], 'state')
+if not s or T[s] then return 0 end
+local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], n .. '-1', 'p', ARGV[1], 't', '0')
+return 1
+"""
+
+# KEYS: task, ev   ARGV: state, text, ms, arts ('' keeps them), retention ms, maxlen,
+#                        runs key prefix, payloads… (the last one is the final event)
+END = _TERMINAL + """
+local s = redis.call('HGET', KEYS[1], 'state')
+if not s or T[s] then return 0 end
+redis.call('HSET', KEYS[1], 'state', ARGV[1], 'text', ARGV[2], 'ms', ARGV[3])
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'arts', ARGV[4]) end
+for i = 8, #ARGV do
+  local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
+  local final = '0'
+  if i == #ARGV then final = '1' end
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], n .. '-1', 'p', ARGV[i], 't', final)
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if owner then redis.call('ZREM', ARGV[7] .. owner, redis.call('HGET', KEYS[1], 'id')) end
+return 1
+"""
+
+# KEYS: msg
+RELEASE = """
+if redis.call('GET', KEYS[1]) == 'pending' then redis.call('DEL', KEYS[1]) end
+return 1
+"""
+
+# KEYS: task, mark   ARGV: channel, id, mark ttl ms
+MARK = _TERMINAL + """
+local s = redis.call('HGET', KEYS[1], 'state')
+if not s or T[s] then return 0 end
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
+redis.call('PUBLISH', ARGV[1], ARGV[2])
+return 1
+"""

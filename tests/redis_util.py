@@ -1,0 +1,92 @@
+"""A real ``redis-server`` for the hub's tests: on a free loopback port, no persistence.
+
+``RedisServer(directory).start()`` runs ``redis-server --port P --bind 127.0.0.1
+--save "" --appendonly no --dir DIRECTORY`` and waits (with a deadline) until it
+answers PING; ``stop()`` ends it. The fixture ``redis_server`` (tests/conftest.py)
+starts one per session. Missing ``redis-server`` fails the test with what to
+install: ``make test`` installs it (tests/ensure_redis.sh); it is never skipped.
+"""
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+START_DEADLINE = 10.0
+MISSING = ("redis-server is not installed: the hub's Redis tests need it. `make test` "
+           "installs it as root with apt-get; otherwise install it (Debian/Ubuntu: "
+           "apt-get install -y redis-server; macOS: brew install redis) and run again.")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    def __init__(self, directory: Path, port: int | None = None):
+        self.directory = Path(directory)
+        self.port = port or free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.fail(MISSING, pytrace=False)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        log = open(self.directory / f"redis-{self.port}.log", "wb")
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.directory), "--daemonize", "no"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        log.close()
+        client = redis.Redis(port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5)
+        deadline = time.monotonic() + START_DEADLINE
+        try:
+            while True:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("redis-server exited at start: "
+                                       + (self.directory / f"redis-{self.port}.log").read_text())
+                try:
+                    if client.ping():
+                        return self
+                except redis.RedisError:
+                    pass
+                assert time.monotonic() < deadline, "redis-server did not answer in time"
+                try:
+                    self.proc.wait(timeout=0.02)     # paced on the process itself
+                except subprocess.TimeoutExpired:
+                    pass
+        finally:
+            client.close()
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, decode_responses=True)
+
+    def flush(self) -> None:
+        client = self.client()
+        try:
+            client.flushall()
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self.proc = None
