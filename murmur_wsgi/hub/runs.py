@@ -209,14 +209,15 @@ class Run:
             if self._flush_timer is not None:
                 self._flush_timer.cancel()
             if written is None:
+                # NOTE: ended elsewhere (the sweep of another replica): the task keeps that
+                # end, and this run is over here too.
                 runs.changed.notify_all()
-                return False
-            if self.live is not None:
+            elif self.live is not None:
                 # NOTE: the live stream saw every token: its last chunk is relative to them.
                 self.live.extend(written)
             runs.changed.notify_all()
         runs.ended(self)
-        return True
+        return written is not None
 
     def request_stop(self, cancel: bool) -> None:
         with self.runs.changed:

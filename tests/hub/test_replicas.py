@@ -1,0 +1,170 @@
+"""Two replicas of one hub on one Redis (two Hub objects, each its own runs and replica id).
+
+What a client asks of any replica: a run on A seen, listed, subscribed to and
+canceled from B; one run per messageId raced on both; a replica that
+vanishes has its runs ended FAILED by the other's sweep, final event
+included; Redis down answers -32603 with a public message, and the hub
+recovers when it returns.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from murmur_wsgi.hub import create_hub
+
+from tests.hub.agents import GATES, gate
+from tests.hub.conftest import HubClient, hub_config, send_params, sse_events, wait_until
+from tests.redis_util import RedisServer
+
+FAST = {"liveness_secs": 0.3, "sweep_interval_secs": 0.1, "timeout_secs": 0.5}
+
+
+@pytest.fixture
+def pair(redis_server):
+    redis_server.flush()
+    hubs = [create_hub(hub_config(store=redis_server.url, redis=dict(FAST)))
+            for _ in range(2)]
+    yield [HubClient(h) for h in hubs]
+    for event in GATES.values():
+        event.set()
+    GATES.clear()
+    for h in hubs:
+        h.close(drain_timeout=5)
+
+
+def _state(rpc, task_id, agent=None):
+    return rpc.result("GetTask", {"id": task_id}, agent=agent)["status"]["state"]
+
+
+def test_a_run_on_a_is_seen_listed_and_followed_on_b(pair):
+    a, b = pair
+    a.agent = b.agent = "held"
+    task = a.send("g-ab", configuration={"returnImmediately": True})
+    wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_WORKING")
+    listed = b.result("ListTasks", {})
+    assert [t["id"] for t in listed["tasks"]] == [task["id"]] and listed["totalSize"] == 1
+    stream = b.call("SubscribeToTask", {"id": task["id"]}, buffered=False)
+    chunks = iter(stream.response)
+    assert b"TASK_STATE_WORKING" in next(chunks)           # the replay, then live
+    gate("g-ab").set()
+    rest = b"".join(chunks).decode()
+    assert "TASK_STATE_COMPLETED" in rest and "released" in rest
+    assert _state(b, task["id"]) == "TASK_STATE_COMPLETED"
+    assert a.result("GetTask", {"id": task["id"]}) == b.result("GetTask", {"id": task["id"]})
+
+
+def test_cancel_from_b_cuts_the_run_on_a(pair):
+    a, b = pair
+    a.agent = b.agent = "partial"
+    task = a.send("g-cancel", configuration={"returnImmediately": True})
+    wait_until(lambda: a.hub.runs.get(task["id"]).tokens)
+    canceled = b.result("CancelTask", {"id": task["id"]})
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+    assert canceled["artifacts"][0]["parts"][0]["text"] == "partial answer"
+    events = sse_events(a.call("SubscribeToTask", {"id": task["id"]}))
+    assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED"
+    assert b.error("CancelTask", {"id": task["id"]})["code"] == -32002
+
+
+def test_the_mark_check_cancels_without_pub_sub(pair):
+    a, b = pair
+    a.agent = b.agent = "held"
+    task = a.send("g-mark", configuration={"returnImmediately": True})
+    # The mark alone, as if its pub/sub message were lost: A's once-a-tick check finds it.
+    b.hub.store._redis.set(f"murmur:hub:cancel:{task['id']}", "1")
+    wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_CANCELED", timeout=5)
+
+
+def test_one_run_per_message_id_raced_on_both(pair):
+    a, b = pair
+    a.agent = b.agent = "held"
+    params = send_params("g-race", message_id="raced", configuration={"returnImmediately": True})
+    answers = [None, None]
+    start = threading.Barrier(2)
+
+    def send(i, rpc):
+        start.wait(5)
+        answers[i] = rpc.call("SendMessage", params).get_json()
+
+    threads = [threading.Thread(target=send, args=(i, rpc)) for i, rpc in enumerate(pair)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    ids = {ans["result"]["id"] for ans in answers if "result" in ans}
+    errors = [ans["error"]["code"] for ans in answers if "error" in ans]
+    assert len(ids) == 1 and errors in ([], [-32600])
+    assert len(a.hub.runs.in_flight()) + len(b.hub.runs.in_flight()) == 1
+    assert a.result("ListTasks", {})["totalSize"] == 1
+
+
+def test_a_vanished_replica_s_runs_end_failed_through_the_sweep(pair):
+    a, b = pair
+    a.agent = b.agent = "stubborn"
+    task = a.send("g-dead", configuration={"returnImmediately": True})
+    wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_WORKING")
+    stream = b.call("SubscribeToTask", {"id": task["id"]}, buffered=False)
+    chunks = iter(stream.response)
+    next(chunks)
+    # A vanishes: no more liveness renewals, its key gone (what SIGKILL leaves after the TTL).
+    a.hub.replica.stop()
+    a.hub.store._redis.delete(f"murmur:hub:replica:{a.hub.store.replica}")
+    rest = b"".join(chunks).decode()
+    assert "TASK_STATE_FAILED" in rest and "interrupted" in rest
+    # The run keeps going on A, and ends: the task keeps its one final state.
+    gate("g-dead").set()
+    wait_until(lambda: not a.hub.runs.in_flight())
+    assert _state(b, task["id"]) == "TASK_STATE_FAILED"
+    finals = [e for e in sse_events(b.call("SubscribeToTask", {"id": task["id"]}))
+              if "statusUpdate" in e["result"]
+              and e["result"]["statusUpdate"]["status"]["state"] != "TASK_STATE_WORKING"]
+    assert len(finals) == 1
+
+
+def test_the_drain_ends_the_rest_failed_and_b_sees_it(pair):
+    a, b = pair
+    a.agent = b.agent = "stubborn"
+    task = a.send("g-drain", configuration={"returnImmediately": True})
+    wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_WORKING")
+    assert a.hub.close(drain_timeout=0.1) == 1
+    got = b.result("GetTask", {"id": task["id"]})
+    assert got["status"]["state"] == "TASK_STATE_FAILED"
+    assert "interrupted" in got["status"]["message"]["parts"][0]["text"]
+
+
+# --- Redis misbehaves -------------------------------------------------------------------
+
+
+def test_redis_down_answers_32603_then_recovers(tmp_path):
+    server = restarted = RedisServer(tmp_path).start()
+    hub = create_hub(hub_config(store=server.url, redis=dict(FAST)))
+    rpc = HubClient(hub, "held")
+    try:
+        task = rpc.send("g-down", configuration={"returnImmediately": True})
+        stream = rpc.call("SubscribeToTask", {"id": task["id"]}, buffered=False)
+        chunks = iter(stream.response)
+        next(chunks)
+        server.stop()
+        rest = b"".join(chunks).decode()
+        assert '"code":-32603' in rest and "store is unavailable" in rest
+        started = time.monotonic()
+        error = rpc.error("GetTask", {"id": task["id"]})
+        assert time.monotonic() - started < 5
+        assert error == {"code": -32603, "message": "Internal error: the hub's task store is "
+                                                    "unavailable; try again shortly"}
+        error = rpc.error("SendMessage", send_params("g-x"))
+        assert error["code"] == -32603
+        restarted = RedisServer(tmp_path, port=server.port).start()
+        # NOTE: this Redis keeps nothing (--save ""): the hub answers again, the task is gone.
+        wait_until(lambda: "result" in rpc.call("ListTasks", {}).get_json(), timeout=10)
+        again = rpc.send("g-up", configuration={"returnImmediately": True})
+        assert _state(rpc, again["id"]) in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+    finally:
+        gate("g-down").set()
+        gate("g-up").set()
+        hub.close(drain_timeout=5)
+        server.stop()
+        restarted.stop()
