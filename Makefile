@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CONFIG ?= conf/murmur.yaml
 
-.PHONY: run hub test bench bench-streams clean
+.PHONY: run hub test bench bench-streams bench-hub clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ bench: $(VENV)/.installed
 # BENCH_STREAMS_ARGS passes options to bench/streams.py, e.g. "-n 2000 -s 500 -r 20 --bare".
 bench-streams: $(VENV)/.installed
 	$(BIN)/python bench/streams.py $(BENCH_STREAMS_ARGS)
+
+# The hub on Redis: cross-replica event latency and CancelTask from the other replica.
+# BENCH_HUB_ARGS passes options to bench/hub_replicas.py, e.g. "-r 10 -s 3 -c 50".
+bench-hub: $(VENV)/.installed-test
+	@sh tests/ensure_redis.sh
+	$(BIN)/python bench/hub_replicas.py $(BENCH_HUB_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

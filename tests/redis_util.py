@@ -30,9 +30,10 @@ def free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self, directory: Path, port: int | None = None):
+    def __init__(self, directory: Path, port: int | None = None, persist: bool = False):
         self.directory = Path(directory)
         self.port = port or free_port()
+        self.persist = persist          # an append-only file, fsynced on every write
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -47,7 +48,8 @@ class RedisServer:
         log = open(self.directory / f"redis-{self.port}.log", "wb")
         self.proc = subprocess.Popen(
             [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.directory), "--daemonize", "no"],
+             "--appendonly", "yes" if self.persist else "no", "--appendfsync", "always",
+             "--dir", str(self.directory), "--daemonize", "no"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
         log.close()

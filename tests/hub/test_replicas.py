@@ -12,11 +12,14 @@ import threading
 import time
 
 import pytest
+import yaml
 
+from murmur_wsgi.cli import main
 from murmur_wsgi.hub import create_hub
 
 from tests.hub.agents import GATES, gate
 from tests.hub.conftest import HubClient, hub_config, send_params, sse_events, wait_until
+from tests.hub.conftest import agent as hosted
 from tests.redis_util import RedisServer
 
 FAST = {"liveness_secs": 0.3, "sweep_interval_secs": 0.1, "timeout_secs": 0.5}
@@ -168,3 +171,54 @@ def test_redis_down_answers_32603_then_recovers(tmp_path):
         hub.close(drain_timeout=5)
         server.stop()
         restarted.stop()
+
+
+def test_redis_restarted_mid_load_loses_no_acknowledged_task(tmp_path):
+    server = RedisServer(tmp_path, persist=True).start()
+    hub = create_hub(hub_config(store=server.url, redis=dict(FAST)))
+    rpc = HubClient(hub, "echo")
+    acknowledged, statuses, codes = [], [], set()
+    stop = threading.Event()
+
+    def load():
+        while not stop.is_set():
+            response = rpc.call("SendMessage", send_params("hello"))
+            statuses.append(response.status_code)
+            payload = response.get_json()
+            if "result" in payload:
+                acknowledged.append(payload["result"].get("task", payload["result"])["id"])
+            else:
+                codes.add(payload["error"]["code"])
+
+    worker = threading.Thread(target=load)
+    worker.start()
+    restarted = None
+    try:
+        wait_until(lambda: len(acknowledged) >= 20)
+        server.stop()
+        wait_until(lambda: -32603 in codes)
+        restarted = RedisServer(tmp_path, port=server.port, persist=True).start()
+        count = len(acknowledged)
+        wait_until(lambda: len(acknowledged) >= count + 20)
+    finally:
+        stop.set()
+        worker.join(10)
+        try:
+            assert set(statuses) == {200} and codes == {-32603}
+            for task_id in acknowledged:
+                assert rpc.result("GetTask", {"id": task_id})["status"]["state"] == \
+                    "TASK_STATE_COMPLETED"
+        finally:
+            hub.close(drain_timeout=5)
+            server.stop()
+            if restarted is not None:
+                restarted.stop()
+
+
+def test_more_than_one_worker_needs_the_redis_store(tmp_path, capsys):
+    path = tmp_path / "hub.yaml"
+    path.write_text(yaml.safe_dump(hub_config(tenants={"t": {"agents": {"e": hosted("demo")}}})))
+    assert main(["hub", "--config", str(path), "--workers", "2"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "murmur-wsgi: --workers: 2: the memory store lives in one process; more than 1 worker "
+        "needs store: redis://host:port/db")
