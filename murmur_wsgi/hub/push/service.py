@@ -26,7 +26,9 @@ class Push:
 
     def __init__(self, config, store):
         if not isinstance(store, PushStorage):
-            raise PushUnavailable(f"push.enabled: the store '{config.store}' does not keep "
+            # NOTE: the scheme only: a Redis URL may carry a password.
+            kind = config.store.split(":", 1)[0]
+            raise PushUnavailable(f"push.enabled: the store '{kind}' does not keep "
                                   "push configs in this version")
         block = config.push
         self.store = store
