@@ -100,8 +100,8 @@ def send(replica: Replica, text: str, message_id: str | None = None) -> dict:
 
 
 def task_of(result: dict) -> dict:
-    """A SendMessage result: a SendMessageResponse ({"task": …}) or, before it, the Task."""
-    return result.get("task", result)
+    """The Task of a SendMessage result (a SendMessageResponse, ``{"task": …}``)."""
+    return result["task"]
 
 
 def state(replica: Replica, task_id: str) -> str:

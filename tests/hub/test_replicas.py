@@ -97,7 +97,7 @@ def test_one_run_per_message_id_raced_on_both(pair):
         t.start()
     for t in threads:
         t.join(10)
-    ids = {ans["result"]["id"] for ans in answers if "result" in ans}
+    ids = {ans["result"]["task"]["id"] for ans in answers if "result" in ans}
     errors = [ans["error"]["code"] for ans in answers if "error" in ans]
     assert len(ids) == 1 and errors in ([], [-32600])
     assert len(a.hub.runs.in_flight()) + len(b.hub.runs.in_flight()) == 1
@@ -186,7 +186,7 @@ def test_redis_restarted_mid_load_loses_no_acknowledged_task(tmp_path):
             statuses.append(response.status_code)
             payload = response.get_json()
             if "result" in payload:
-                acknowledged.append(payload["result"].get("task", payload["result"])["id"])
+                acknowledged.append(payload["result"]["task"]["id"])
             else:
                 codes.add(payload["error"]["code"])
 

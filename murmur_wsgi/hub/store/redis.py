@@ -227,10 +227,11 @@ class RedisStore(Store):
         return written if done else None
 
     @_guarded
-    def render(self, task, history_length=None, artifacts=True):
-        # NOTE: the record as it stands now: another replica may have changed it.
+    def render(self, task, history_length=None, artifacts=True, cache=True):
+        # NOTE: the record as it stands now (another replica may have changed it): a fresh
+        # copy each time, so nothing is kept whatever ``cache`` says.
         current = self._record(self._redis.hgetall(self._task_key(task.id))) or task
-        return current.to_json(history_length, artifacts)
+        return current.to_json(history_length, artifacts, cache=False)
 
     @_guarded
     def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
