@@ -34,7 +34,7 @@ from murmur_wsgi.hub.store import redis_scripts as scripts
 from murmur_wsgi.hub.store.base import PENDING, Page, Store, StoreError, StoredEvent
 from murmur_wsgi.hub.store.memory import decode_token, encode_token
 from murmur_wsgi.hub.task import FAILED, WORKING, HubTask, status_update
-from murmur_wsgi.tasks.record import now_ms, rfc3339, text_part
+from murmur_wsgi.wire.task import now_ms, rfc3339, text_part
 
 logger = logging.getLogger(__name__)
 
