@@ -33,6 +33,7 @@ import time
 
 import gevent
 from gevent import getcurrent
+from gevent.monkey import get_original
 from gunicorn.workers.ggevent import GeventWorker
 
 from murmur_wsgi.gunicorn_conf import _shut
@@ -40,6 +41,7 @@ from murmur_wsgi.gunicorn_conf import _shut
 HEADER_TIMEOUT, BODY_TIMEOUT = 10.0, 30.0       # the manifest's defaults, for an app not a door
 FD_MARGIN = 64                  # descriptors kept for files, pipes and agents' processes
 READ = 1                        # libev/libuv's read event
+_select = get_original("select", "select")       # the OS's: a poll that never yields
 
 
 def _body_pending(req) -> bool:
@@ -50,6 +52,12 @@ def _body_pending(req) -> bool:
     if hasattr(reader, "length"):
         return reader.length > 0                # Content-Length
     return getattr(reader, "parser", None) is not None     # chunked: None once at the end
+
+
+def _buffered(req) -> bool:
+    """True when the parser already holds bytes past this request (the next one's start)."""
+    buf = getattr(getattr(req, "unreader", None), "buf", None)
+    return buf is not None and buf.getbuffer().nbytes > 0
 
 
 class _Connection:
@@ -127,8 +135,8 @@ class DoorWorker(GeventWorker):
         if conn is not None:
             conn.disarm()
             self._waiting.pop(sock, None)
+            conn.req = req
             if _body_pending(req):
-                conn.req = req
                 self._arm(conn, self.body_timeout, self._body_late)
         try:
             return super().handle_request(listener_name, req, sock, addr)
@@ -141,8 +149,8 @@ class DoorWorker(GeventWorker):
         finally:
             if conn is not None:
                 conn.disarm()
-                conn.req = None
                 self._wait(conn, first=False)
+                conn.req = None
 
     # --- deadlines --------------------------------------------------------------------
 
@@ -158,12 +166,18 @@ class DoorWorker(GeventWorker):
         if first:
             self._arm(conn, self.header_timeout, self._headers_late)
             return
-        keepalive = self.cfg.keepalive or self.header_timeout
-        self._arm(conn, keepalive, self._idle_ended)
         try:
-            watcher = self._loop.io(conn.sock.fileno(), READ, ref=False)
+            fd = conn.sock.fileno()
+            # NOTE: bytes already read ahead, or waiting on the socket, would be read before
+            # the watcher below could see them: the next request's headers have begun.
+            arrived = _buffered(conn.req) or bool(_select([fd], [], [], 0)[0])
         except (OSError, ValueError):
             return                              # closed meanwhile: the read sees it
+        if arrived:
+            self._arm(conn, self.header_timeout, self._headers_late)
+            return
+        self._arm(conn, self.cfg.keepalive or self.header_timeout, self._idle_ended)
+        watcher = self._loop.io(fd, READ, ref=False)
         watcher.start(self._first_byte, conn)
         conn.watcher = watcher
 

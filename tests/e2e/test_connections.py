@@ -96,13 +96,22 @@ def read_answer(sock: socket.socket) -> bytes:
     return head + b"\r\n\r\n" + rest
 
 
-def test_a_kept_alive_connection_has_the_header_deadline_from_its_next_first_byte(door):
+@pytest.mark.parametrize("pipelined", [False, True], ids=["after-the-answer", "pipelined"])
+def test_a_kept_alive_connection_has_the_header_deadline_from_its_next_first_byte(door,
+                                                                                   pipelined):
     before = cuts(door).get("header_timeout", 0)
     with connect(door, timeout=HEADER_SECS + MARGIN + 5) as sock:
-        sock.sendall(post(GET_TASK).replace(b"Connection: close\r\n", b""))
-        assert read_answer(sock).startswith(b"HTTP/1.1 200 ")
+        first, partial = (post(GET_TASK).replace(b"Connection: close\r\n", b""),
+                          b"POST / HTTP/1.1\r\nHost: door\r\n")      # then nothing more
         started = time.monotonic()
-        sock.sendall(b"POST / HTTP/1.1\r\nHost: door\r\n")       # then nothing more
+        if pipelined:
+            sock.sendall(first + partial)           # the parser reads both at once
+            assert read_answer(sock).startswith(b"HTTP/1.1 200 ")
+        else:
+            sock.sendall(first)
+            assert read_answer(sock).startswith(b"HTTP/1.1 200 ")
+            started = time.monotonic()
+            sock.sendall(partial)
         assert until_closed(sock) == b""
         elapsed = time.monotonic() - started
     assert HEADER_SECS - 0.3 <= elapsed <= HEADER_SECS + MARGIN, elapsed
