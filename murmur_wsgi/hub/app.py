@@ -57,6 +57,11 @@ class Hub:
         self.admission = Admission(config)
         self.runs = Runs(self.store, self.admission, config.pricing,
                          config.events["merge_secs"])
+        self.metrics = None
+        if config.metrics["enabled"]:
+            from murmur_wsgi.hub.metrics import HubMetrics
+
+            self.metrics = self.runs.metrics = HubMetrics(METHODS)
         self.push = None
         self.methods = METHODS
         if config.push["enabled"]:

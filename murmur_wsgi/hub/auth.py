@@ -87,6 +87,32 @@ class Credentials:
             return self._by_jwt(token.strip(), environ)
         raise Unauthenticated()
 
+    def is_operator(self, environ: dict) -> bool:
+        """A bearer JWT that verifies and says ``role: operator`` (no tenant needed)."""
+        header = environ.get("HTTP_AUTHORIZATION", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip() or self._jwt is None:
+            return False
+        try:
+            claims = self._claims(token.strip())
+        except Unauthenticated:
+            return False
+        return claims.get("role") == "operator"
+
+    def _claims(self, token: str) -> dict:
+        key, algorithms, issuer, audience, leeway = self._jwt
+        options = {"require": ["exp"] + (["iss"] if issuer else []) + (["aud"] if audience
+                                                                       else [])}
+        try:
+            return jwt.decode(token, key, algorithms=algorithms, issuer=issuer,
+                              audience=audience, leeway=leeway, options=options)
+        except jwt.PyJWTError as ex:
+            logger.info("a JWT was refused: %s", type(ex).__name__)
+            raise Unauthenticated() from None
+        except Exception:  # noqa: BLE001 - a malformed key or token must stay a 401
+            logger.info("a JWT could not be verified")
+            raise Unauthenticated() from None
+
     def _by_key(self, key: str) -> str:
         presented = digest(key)
         # NOTE: the lookup is by digest, which tells a caller nothing about the keys; the
@@ -98,18 +124,7 @@ class Credentials:
         return tenant
 
     def _by_jwt(self, token: str, environ: dict) -> tuple[str, str]:
-        key, algorithms, issuer, audience, leeway = self._jwt
-        options = {"require": ["exp"] + (["iss"] if issuer else []) + (["aud"] if audience
-                                                                       else [])}
-        try:
-            claims = jwt.decode(token, key, algorithms=algorithms, issuer=issuer,
-                                audience=audience, leeway=leeway, options=options)
-        except jwt.PyJWTError as ex:
-            logger.info("a JWT was refused: %s", type(ex).__name__)
-            raise Unauthenticated() from None
-        except Exception:  # noqa: BLE001 - a malformed key or token must stay a 401
-            logger.info("a JWT could not be verified")
-            raise Unauthenticated() from None
+        claims = self._claims(token)
         tenant = environ.get("HTTP_X_TENANT_ID")
         if not tenant:
             raise NoTenant()

@@ -140,6 +140,10 @@ class RedisSchema(_Block):
     max_events_per_task = StrictInt(load_default=10_000, validate=validate.Range(min=100))
 
 
+class MetricsSchema(_Block):
+    enabled = fields.Boolean(load_default=False, truthy={True}, falsy={False})
+
+
 class StreamSchema(_Block):
     keepalive_secs = _positive(load_default=15.0)
     write_timeout_secs = _positive(load_default=10.0)
@@ -241,6 +245,7 @@ class HubSchema(_Block):
     public_url = PublicUrl(load_default=None, allow_none=True)
     store = StoreField(load_default="memory")
     redis = fields.Nested(RedisSchema, load_default=dict)
+    metrics = fields.Nested(MetricsSchema, load_default=dict)
     drain_timeout_secs = fields.Float(load_default=20.0, validate=validate.Range(min=0))
     sweep_max_age_secs = _positive(load_default=None, allow_none=True)
     cancel_timeout_secs = _positive(load_default=10.0)
@@ -282,6 +287,7 @@ class HubConfig:
     public_url: str | None
     store: str
     redis: dict
+    metrics: dict
     drain_timeout_secs: float
     sweep_max_age_secs: float
     cancel_timeout_secs: float

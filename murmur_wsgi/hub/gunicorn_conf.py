@@ -11,6 +11,8 @@ import threading
 
 from murmur_wsgi.gunicorn_conf import *  # noqa: F401,F403 - the door's settings and hooks
 from murmur_wsgi.gunicorn_conf import _WorkerStop
+from murmur_wsgi.gunicorn_conf import child_exit as _door_child_exit
+from murmur_wsgi.gunicorn_conf import on_exit as _door_on_exit
 
 bind = [os.environ.get("MURMUR_WSGI_LISTEN", "127.0.0.1:41880")]
 
@@ -62,22 +64,54 @@ def post_worker_init(worker):  # noqa: F811 - replaces the door's hook
     _HubStop(worker).install()
 
 
-def _shared_store() -> bool:
-    """The hub's store is shared by processes (Redis): any number of workers may serve."""
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"     # prometheus_client's multiprocess mode
+
+
+def _config():
     from murmur_wsgi.hub.config import CONFIG_ENV, ConfigError, load_config_file
 
     try:
-        return load_config_file(os.environ.get(CONFIG_ENV, "conf/hub.yaml")).shared
+        return load_config_file(os.environ.get(CONFIG_ENV, "conf/hub.yaml"))
     except ConfigError:
-        return False                # the worker reports the bad file
+        return None                 # the worker reports the bad file
+
+
+def _shared_store() -> bool:
+    """The hub's store is shared by processes (Redis): any number of workers may serve."""
+    config = _config()
+    return config is not None and config.shared
 
 
 def on_starting(server):  # noqa: F811 - the hub's own message
-    """Refuse more than one worker on the memory store, which lives in one process."""
-    if server.cfg.workers != 1 and not _shared_store():
+    """Refuse more than one worker on the memory store, which lives in one process; give
+    the workers one folder for their metrics (set before they fork and import the client)."""
+    config = _config()
+    if server.cfg.workers != 1 and not (config is not None and config.shared):
         raise SystemExit("murmur-wsgi: the hub's memory store lives in one process; run "
                          f"gunicorn with workers = 1 (got {server.cfg.workers}), or set "
                          "store: redis://host:port/db to serve with more")
+    if config is not None and config.metrics["enabled"] and not os.environ.get(MULTIPROC_ENV):
+        import tempfile
+
+        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="murmur-hub-metrics-")
+        server.metrics_folder = os.environ[MULTIPROC_ENV]
+
+
+def child_exit(server, worker):  # noqa: F811 - the door's, then the worker's metrics
+    _door_child_exit(server, worker)
+    if getattr(server, "metrics_folder", None):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):  # noqa: F811 - the door's, then the metrics folder
+    _door_on_exit(server)
+    folder = getattr(server, "metrics_folder", None)
+    if folder:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def nworkers_changed(server, new_value, old_value):  # noqa: F811

@@ -108,6 +108,8 @@ def _read_body(environ: dict, limit: int) -> bytes | None:
 def handle(hub, environ, start_response):
     """The WSGI entry: one answer per request."""
     path = environ.get("PATH_INFO", "")
+    if path == "/metrics" and hub.metrics is not None:
+        return _metrics_page(hub, environ, start_response)
     in_group = path == "/a2a/v1" or path.startswith("/a2a/v1/")
     if not in_group or not hub.config.public_url:
         return _plain(start_response, 404, {"error": "not found"}, a2a=in_group)
@@ -135,6 +137,8 @@ def handle(hub, environ, start_response):
     try:
         request_id, method, params = check_envelope(parse_json(raw))
         call = Call(request_id, method, tenant, subject, name, environ)
+        if hub.metrics is not None:
+            hub.metrics.request(method)
         result = _call(hub, call, params)
     except RpcError as ex:
         request_id = getattr(ex, "request_id", request_id)
@@ -157,6 +161,18 @@ def handle(hub, environ, start_response):
     text = result if isinstance(result, RawJSON) else _dumps(result)
     data = f'{{"jsonrpc":"2.0","id":{_dumps(request_id)},"result":{text}}}'.encode()
     return _rpc(start_response, data)
+
+
+def _metrics_page(hub, environ, start_response):
+    """``GET /metrics``: every worker's counts; an operator's JWT only (it counts every tenant)."""
+    if not hub.credentials.is_operator(environ):
+        return _plain(start_response, 401, {"error": "unauthenticated"},
+                      'Bearer realm="murmur-hub"', a2a=False)
+    data = hub.metrics.render()
+    start_response("200 OK", [("Content-Type", hub.metrics.content_type),
+                              ("Content-Length", str(len(data))),
+                              ("Cache-Control", "no-store")])
+    return [data]
 
 
 def check_version(environ: dict) -> None:

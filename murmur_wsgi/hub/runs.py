@@ -313,6 +313,7 @@ class Runs:
         self.changed = threading.Condition(self.lock)  # see the module's Concurrency
         self._runs: dict[str, Run] = {}                # guarded by lock
         self.unwritten: list[tuple] = []               # store.end args; guarded by lock
+        self.metrics = None                            # HubMetrics, when /metrics is served
 
     def timer(self, seconds: float, fn) -> threading.Timer:
         timer = threading.Timer(seconds, fn)
@@ -323,6 +324,8 @@ class Runs:
     def add(self, run: Run) -> None:
         with self.lock:
             self._runs[run.task_id] = run
+        if self.metrics is not None:
+            self.metrics.run_started()
 
     def get(self, task_id: str) -> Run | None:
         return self._runs.get(task_id)
@@ -332,6 +335,8 @@ class Runs:
             self._runs.pop(run.task_id, None)
             self.changed.notify_all()           # the drain waits for the last one
         self.admission.release(run.tenant)
+        if self.metrics is not None:
+            self.metrics.run_ended()
 
     def retry_unwritten(self) -> None:
         """Write the ends the store refused, oldest first; stop at the first failure."""

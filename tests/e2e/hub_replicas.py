@@ -22,6 +22,7 @@ from tests.e2e.conftest import CLOSE, _kill_group, child_env, free_port, spawn
 
 WAIT = 20.0
 KEY = "mhk_e2e-replicas-key"
+SECRET = "e2e-replicas-operator-secret-" + "x" * 20
 PREFIX = "/a2a/v1/agents/"
 
 
@@ -31,6 +32,8 @@ def hub_yaml(port: int, redis_url: str, **extra) -> dict:
         "store": redis_url,
         "drain_timeout_secs": 1,
         "redis": {"liveness_secs": 1, "sweep_interval_secs": 0.2},
+        "auth": {"jwt": {"secret": SECRET}},
+        "metrics": {"enabled": True},
         "tenants": {"acme": {
             "api_keys": [hashlib.sha256(KEY.encode()).hexdigest()],
             "agents": {"ticks": {"agent": "tests.e2e.hub_agents:ticks", "publish": True}}}},

@@ -7,13 +7,18 @@ tasks are still there. Short liveness and sweep settings keep it fast.
 """
 from __future__ import annotations
 
+import re
 import threading
+import time
 import uuid
 
+import jwt
 import pytest
+import requests
 
-from tests.e2e.hub_replicas import (WAIT, Replica, Subscriber, final_state, send, state,
-                                    task_of, until)
+from tests.e2e.conftest import CLOSE
+from tests.e2e.hub_replicas import (SECRET, WAIT, Replica, Subscriber, final_state, send,
+                                    state, task_of, until)
 
 pytestmark = pytest.mark.e2e
 
@@ -82,6 +87,27 @@ def test_one_run_for_a_message_id_raced_on_a_and_b(replicas):
     until(lambda: state(b, task_id) == "TASK_STATE_COMPLETED")
     listed = b.result("ListTasks", {"pageSize": 100})["tasks"]
     assert sum(1 for t in listed if t["history"][0]["messageId"] == message_id) == 1
+
+
+def test_metrics_add_up_every_worker(replicas):
+    _, b, _ = replicas                      # B: two workers
+    operator = jwt.encode({"sub": "ops", "role": "operator", "exp": int(time.time()) + 300},
+                          SECRET, algorithm="HS256")
+
+    def get_tasks() -> int:
+        page = requests.get(f"{b.url}/metrics", timeout=WAIT,
+                            headers={**CLOSE, "Authorization": f"Bearer {operator}"})
+        assert page.status_code == 200, page.text
+        found = re.search(r'^murmur_hub_requests_total\{method="GetTask"\} (\S+)$', page.text,
+                          re.M)
+        return int(float(found.group(1))) if found else 0
+
+    before = get_tasks()
+    for _ in range(20):
+        b.rpc("GetTask", {"id": "no-such-task"})
+    # Each page, whichever worker answers it, counts the requests of both.
+    assert [get_tasks() for _ in range(6)] == [before + 20] * 6
+    assert requests.get(f"{b.url}/metrics", headers=CLOSE, timeout=WAIT).status_code == 401
 
 
 def test_sigkill_a_mid_run_b_sweeps_and_restart_keeps_the_tasks(replicas, redis_url):

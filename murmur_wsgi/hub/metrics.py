@@ -1,0 +1,53 @@
+"""The hub's ``/metrics``: what every worker of this host counted, added up.
+
+prometheus_client's multiprocess mode: under ``murmur-wsgi hub`` the gunicorn
+master gives its workers one directory (``PROMETHEUS_MULTIPROC_DIR``, made
+before they fork, see hub/gunicorn_conf.py); each worker writes its values
+there and the page reads them all (``MultiProcessCollector``), so any worker
+answers for the host. Without that variable (one process, embedded, tests) a
+hub counts in its own registry. ``metrics.enabled`` (false) serves the page;
+it counts every tenant's requests, so it takes an operator's JWT only.
+
+Concurrency: prometheus_client's values take their own locks.
+"""
+from __future__ import annotations
+
+import os
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, \
+    generate_latest, multiprocess
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+METRICS_PATH = "/metrics"
+OTHER = "other"
+
+
+class HubMetrics:
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self, methods):
+        self.methods = frozenset(methods)
+        self.registry = CollectorRegistry()
+        self.requests = Counter("murmur_hub_requests", "JSON-RPC requests the hub answered, "
+                                "by method", ["method"], registry=self.registry)
+        self.runs = Counter("murmur_hub_runs", "Runs started", registry=self.registry)
+        self.in_flight = Gauge("murmur_hub_runs_in_flight", "Runs in flight",
+                               registry=self.registry, multiprocess_mode="livesum")
+
+    def request(self, method: str) -> None:
+        self.requests.labels(method if method in self.methods else OTHER).inc()
+
+    def run_started(self) -> None:
+        self.runs.inc()
+        self.in_flight.inc()
+
+    def run_ended(self) -> None:
+        self.in_flight.dec()
+
+    def render(self) -> bytes:
+        """The page: every worker's values when multiprocess, else this hub's."""
+        if os.environ.get(MULTIPROC_ENV):
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)
+            return generate_latest(registry)
+        return generate_latest(self.registry)
