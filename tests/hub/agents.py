@@ -114,3 +114,10 @@ def leaves_open(ctx):
     out = ctx.artifacts.stream("draft")
     out.write("half")
     return "returned with draft open"
+
+
+def flood(ctx):
+    """Stream 64 KiB tokens, 100 a second, until the run is cut (a reader that never reads)."""
+    chunk = "x" * 65536
+    while not ctx.wait(0.01):
+        ctx.write(chunk)

@@ -1,0 +1,60 @@
+"""The hub's SSE write deadline under a real gunicorn: a client that stops reading is cut
+and its run CANCELED ("each SSE write has a 10 s deadline", stream.write_timeout_secs)."""
+from __future__ import annotations
+
+import json
+import socket
+import time
+import uuid
+
+import pytest
+
+from tests.e2e.test_hub_e2e import KEY, WAIT, HubProcess, hub_yaml
+
+pytestmark = pytest.mark.e2e
+
+WRITE_SECS = 1.0
+
+
+def slow_yaml(port: int) -> dict:
+    config = hub_yaml(port)
+    config["stream"] = {"write_timeout_secs": WRITE_SECS}
+    config["tenants"]["acme"]["agents"]["flood"] = {
+        "agent": "tests.hub.agents:flood", "publish": True, "description": "floods"}
+    return config
+
+
+def test_a_streaming_client_that_stops_reading_is_cut_and_its_run_canceled(tmp_path):
+    server = HubProcess(tmp_path, config_for=slow_yaml)
+    try:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+                           "params": {"message": {"messageId": f"m-{uuid.uuid4().hex}",
+                                                  "role": "ROLE_USER",
+                                                  "parts": [{"text": "go"}]}}}).encode()
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(WAIT)
+        sock.connect(("127.0.0.1", server.port))
+        sock.sendall(b"POST /a2a/v1/agents/flood HTTP/1.1\r\nHost: x\r\n"
+                     b"X-API-Key: " + KEY.encode() + b"\r\nA2A-Version: 1.0\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: "
+                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+        deadline = time.monotonic() + WAIT
+
+        def newest() -> dict:
+            tasks = server.rpc("flood", "ListTasks", {"pageSize": 1}).json()["result"]["tasks"]
+            return tasks[0] if tasks else {"status": {"state": ""}}
+
+        # The client never reads: the run goes on until a write misses its deadline.
+        while newest()["status"]["state"] != "TASK_STATE_WORKING":
+            assert time.monotonic() < deadline, server.log()
+        working_at = time.monotonic()
+        while newest()["status"]["state"] != "TASK_STATE_CANCELED":
+            assert time.monotonic() < deadline, (newest()["status"], server.log())
+        # Cut within the write deadline plus the time to fill the socket buffers, not WAIT.
+        assert time.monotonic() - working_at < WRITE_SECS + 8
+        # The hub still serves everyone else.
+        assert server.rpc("echo", "ListTasks", {"pageSize": 1}).status_code == 200
+        sock.close()
+    finally:
+        server.stop()
