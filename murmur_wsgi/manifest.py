@@ -10,9 +10,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from marshmallow import (EXCLUDE, RAISE, Schema, ValidationError, fields, post_load, pre_load,
                          validate, validates_schema)
+
+from murmur_wsgi.loading import read_yaml
 
 logger = logging.getLogger(__name__)
 
@@ -388,17 +389,7 @@ def load_manifest(data: dict | Manifest) -> Manifest:
 
 def load_manifest_file(path: str) -> Manifest:
     """Read and validate ``murmur.yaml``; every failure is one line."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except OSError as ex:
-        raise ManifestError(f"{path}: cannot be read: {ex.strerror}") from None
-    except UnicodeDecodeError as ex:
-        raise ManifestError(f"{path}: is not UTF-8 text (byte {ex.start})") from None
-    except yaml.YAMLError as ex:
-        mark = getattr(ex, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ManifestError(f"{path}: is not valid YAML{where}") from None
+    data = read_yaml(path, ManifestError)
     try:
         return load_manifest(data)
     except ManifestError as ex:

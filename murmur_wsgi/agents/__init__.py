@@ -7,7 +7,6 @@ message and parts (``Message``, ``TextPart``, ``DataPart``, ``FilePart``,
 """
 from __future__ import annotations
 
-import importlib
 import logging
 
 from murmur_wsgi.agents.artifacts import RESERVED as RESERVED_ARTIFACTS
@@ -17,6 +16,7 @@ from murmur_wsgi.agents.base import (Completed, TaskCanceled, TaskContext, TaskF
 from murmur_wsgi.agents.parts import (DataPart, FilePart, Message, Part, TextPart, UrlPart,
                                       as_part)
 from murmur_wsgi.agents.usage import RunUsage, TokenCounts
+from murmur_wsgi.loading import import_callable
 
 logger = logging.getLogger(__name__)
 
@@ -43,15 +43,4 @@ def resolve_agent(manifest, agent=None):
     if isinstance(spec, dict):
         from murmur_wsgi.agents.harness import HarnessAgent
         return HarnessAgent(spec)
-    module_name, _, attr = spec.partition(":")
-    try:
-        target = importlib.import_module(module_name)
-    except ImportError as ex:
-        raise AgentLoadError(f"agent: cannot import {module_name}: {ex}") from None
-    for part in attr.split("."):
-        target = getattr(target, part, None)
-        if target is None:
-            raise AgentLoadError(f"agent: {module_name} has no {attr}")
-    if not callable(target):
-        raise AgentLoadError(f"agent: {spec} is not callable")
-    return target
+    return import_callable(spec, "agent", AgentLoadError)

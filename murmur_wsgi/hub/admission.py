@@ -10,30 +10,19 @@ Concurrency:
 """
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
 
 from murmur_wsgi.hub.config import ConfigError
+from murmur_wsgi.loading import import_callable
 
 logger = logging.getLogger(__name__)
 
 
 def load_hook(spec: str, where: str):
     """Import ``pkg.mod:callable``; a bad spec is a ConfigError naming ``where``."""
-    module_name, _, attr = spec.partition(":")
-    try:
-        target = importlib.import_module(module_name)
-    except ImportError as ex:
-        raise ConfigError(f"{where}: cannot import {module_name}: {ex}") from None
-    for part in attr.split("."):
-        target = getattr(target, part, None)
-        if target is None:
-            raise ConfigError(f"{where}: {module_name} has no {attr}")
-    if not callable(target):
-        raise ConfigError(f"{where}: {spec} is not callable")
-    return target
+    return import_callable(spec, where, ConfigError)
 
 
 class Admission:

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import yaml
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
+from murmur_wsgi.loading import read_yaml
 from murmur_wsgi.manifest import AgentField, ManifestError, Size, StrictInt, _Block, _first_error
 
 logger = logging.getLogger(__name__)
@@ -412,17 +413,7 @@ def load_config(data, environ=None) -> HubConfig:
 
 def load_config_file(path: str, environ=None) -> HubConfig:
     """Read and validate ``hub.yaml``; every failure is one line."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except OSError as ex:
-        raise ConfigError(f"{path}: cannot be read: {ex.strerror}") from None
-    except UnicodeDecodeError as ex:
-        raise ConfigError(f"{path}: is not UTF-8 text (byte {ex.start})") from None
-    except yaml.YAMLError as ex:
-        mark = getattr(ex, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}: is not valid YAML{where}") from None
+    data = read_yaml(path, ConfigError)
     try:
         return load_config(data, environ)
     except ConfigError as ex:
