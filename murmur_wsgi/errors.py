@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import logging
 
-from murmur_wsgi.wire import codes
-from murmur_wsgi.wire.codes import A2A_DOMAIN, ERROR_INFO_TYPE, MURMUR_DOMAIN  # noqa: F401
+from murmur_wsgi import codes
+from murmur_wsgi.codes import A2A_DOMAIN, ERROR_INFO_TYPE, MURMUR_DOMAIN  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class PlaneRefusal(Refusal):
 class RpcError(DoorError):
     """A standard JSON-RPC error: HTTP 200, ``error`` without ``data``.
 
-    A subclass names its entry of ``wire/codes.py`` as ``wire``; its ``code``
+    A subclass names its entry of ``codes.py`` as ``wire``; its ``code``
     (and an A2A error's ``reason`` and ``domain``) are read from there.
     """
 

@@ -1,11 +1,11 @@
-"""One table of codes (wire/codes.py): the door's catalogue and the client's errors read it."""
+"""One table of codes (codes.py): the door's catalogue and the client's errors read it."""
 from __future__ import annotations
 
 import pytest
 
 from murmur_wsgi import errors
 from murmur_wsgi.client import errors as client_errors
-from murmur_wsgi.wire import codes
+from murmur_wsgi import codes
 
 
 def test_the_catalogue_is_the_table():

@@ -17,7 +17,7 @@ PACKAGE = pathlib.Path(murmur_wsgi.__file__).parent
 NAME = "murmur_wsgi"
 
 # What the client package may reach: itself, and the shared rooms both sides use.
-CLIENT_MAY_IMPORT = ("murmur_wsgi.client", "murmur_wsgi.wire.codes", "murmur_wsgi.wire.task",
+CLIENT_MAY_IMPORT = ("murmur_wsgi.client", "murmur_wsgi.codes", "murmur_wsgi.wire.task",
                      "murmur_wsgi.running", "murmur_wsgi.uris")
 # ``murmur_wsgi`` itself (``__version__``) is shared too, but its create_app() imports
 # the app inside a function: the package is a leaf for the client's closure.

@@ -21,7 +21,7 @@ can always say which door refused or could not be reached::
         ├── ExtensionSupportRequired -32008 · VersionError -32009
         └── CompletionMisaddressed -31001 · CompletionNotAwaited -31002
 
-Each ``RpcError`` subclass names its entry of ``murmur_wsgi/wire/codes.py``, the
+Each ``RpcError`` subclass names its entry of ``murmur_wsgi/codes.py``, the
 table the door's catalogue is built on too; ``RpcError.from_error`` finds the
 class from the code the door answered.
 """
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import logging
 
-from murmur_wsgi.wire import codes
-from murmur_wsgi.wire.codes import ERROR_INFO_TYPE
+from murmur_wsgi import codes
+from murmur_wsgi.codes import ERROR_INFO_TYPE
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class RpcError(DoorError):
     """A JSON-RPC error answer; A2A errors add ``reason``, ``domain`` and ``metadata``."""
 
     code: int | None = None
-    wire: codes.ErrorCode | None = None        # the class's entry in wire/codes.py
+    wire: codes.ErrorCode | None = None        # the class's entry in codes.py
     _by_code: dict[int, type[RpcError]] = {}
 
     def __init_subclass__(cls, **kwargs):
