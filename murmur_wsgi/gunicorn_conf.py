@@ -62,7 +62,7 @@ def on_starting(server):
     """Refuse a configuration that would split the in-memory session; name the groups' folder.
 
     ``$MURMUR_WSGI_GROUPS``, inherited by the worker, is where it records the
-    process groups it starts (``murmur_wsgi/session/groups.py``), so that
+    process groups it starts (``murmur_wsgi/groups.py``), so that
     ``child_exit`` can end them when the worker is killed outright.
     """
     if server.cfg.workers != 1:
@@ -70,7 +70,7 @@ def on_starting(server):
                          f"workers = 1 (got {server.cfg.workers})")
     home = os.environ.get("MURMUR_WSGI_HOME") or os.path.join(os.path.expanduser("~"),
                                                               ".murmur-wsgi")
-    from murmur_wsgi.session import groups
+    from murmur_wsgi import groups
 
     groups.prune(os.path.join(home, "groups"))
     os.environ[groups.GROUPS_ENV] = os.path.join(home, "groups", str(os.getpid()))
@@ -83,7 +83,7 @@ def child_exit(server, worker):
     a timeout, a crash) could not, and its harnesses and background commands
     would run on into the next session.
     """
-    from murmur_wsgi.session import groups
+    from murmur_wsgi import groups
 
     where = groups.folder()
     ended = groups.end_recorded(where, worker.pid) if where else []
@@ -94,7 +94,7 @@ def child_exit(server, worker):
 
 def worker_abort(worker):
     """In the worker, gunicorn's timeout (SIGABRT): end the process groups it started."""
-    from murmur_wsgi.session import groups
+    from murmur_wsgi import groups
 
     where = groups.folder()
     if where:
@@ -103,7 +103,7 @@ def worker_abort(worker):
 
 def on_exit(server):
     """The master exits: its groups' folder goes with it."""
-    from murmur_wsgi.session import groups
+    from murmur_wsgi import groups
 
     where = groups.folder()
     if where:

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from murmur_wsgi.session import groups
+from murmur_wsgi import groups
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pidfd, prctl")
 DEADLINE = 10.0
@@ -50,7 +50,7 @@ def test_the_master_kills_every_group_a_dead_worker_recorded(tmp_path, monkeypat
 def test_a_child_started_from_the_main_thread_dies_with_it(tmp_path):
     # A parent that starts a child as the door does, then is killed outright.
     script = ("import subprocess, sys\n"
-              "from murmur_wsgi.session import groups\n"
+              "from murmur_wsgi import groups\n"
               "child = subprocess.Popen(['sleep', '30'], start_new_session=True,\n"
               "                         preexec_fn=groups.child_setup())\n"
               "print(child.pid, flush=True)\n"

@@ -35,7 +35,7 @@ import subprocess
 import sys
 import threading
 
-from murmur_wsgi.session import groups
+from murmur_wsgi import groups
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class HarnessProcess:
         self.max_line_bytes = max_line_bytes
         self.stderr_limit = stderr_limit
         # NOTE: its own session and process group: signals reach every process it starts;
-        # and it dies with the worker, even one killed outright (session/groups.py).
+        # and it dies with the worker, even one killed outright (groups.py).
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True,
                                      preexec_fn=groups.child_setup())

@@ -6,9 +6,9 @@ import threading
 import time
 
 from murmur_wsgi.session.delegations import Delegations
-from murmur_wsgi.session.ids import new_id
+from murmur_wsgi.ids import new_id
 from murmur_wsgi.session.trace import Trace
-from murmur_wsgi.session.works import BackgroundWorks
+from murmur_wsgi.tasks.works import BackgroundWorks
 from murmur_wsgi.tasks.manager import TaskManager
 from murmur_wsgi.tasks.ring import Event, EventRing, Lagged
 from murmur_wsgi.tasks.store import TaskStore

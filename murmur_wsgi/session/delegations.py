@@ -14,7 +14,7 @@ import logging
 
 from murmur_wsgi.agents.base import TaskCanceled
 from murmur_wsgi.errors import CompletionNotAwaitedError
-from murmur_wsgi.session.ids import new_id
+from murmur_wsgi.ids import new_id
 
 logger = logging.getLogger(__name__)
 

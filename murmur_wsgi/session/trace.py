@@ -29,7 +29,7 @@ import time
 from collections import deque
 
 from murmur_wsgi import running
-from murmur_wsgi.session.ids import new_id
+from murmur_wsgi.ids import new_id
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 
-from murmur_wsgi.session.ids import new_id
+from murmur_wsgi.ids import new_id
 from murmur_wsgi.wire import stream as wire_stream
 from murmur_wsgi.wire.task import now_ms
 

@@ -20,8 +20,8 @@ from collections import deque
 from murmur_wsgi.agents.base import Completed, TaskCanceled, TaskContext, TaskFailed, TaskRejected
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.card import HTTP_FRAMES, PROCESS_FRAMES
-from murmur_wsgi.session.ids import new_id
-from murmur_wsgi.session.works import CommandRefused
+from murmur_wsgi.ids import new_id
+from murmur_wsgi.tasks.works import CommandRefused
 from murmur_wsgi.streams import frames
 from murmur_wsgi.tasks.record import (CANCELED, COMPLETED, FAILED, INPUT_REQUIRED, REJECTED,
                                       SUBMITTED, WORKING, TaskRecord, now_ms)

@@ -1,7 +1,7 @@
 """Background commands (``wrk_…``): detached shell commands the session kills when it ends.
 
 Each runs in its own process group, recorded and started to die with the worker
-(``session/groups.py``), so a worker killed outright leaves none running.
+(``groups.py``), so a worker killed outright leaves none running.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import subprocess
 import threading
 import time
 
-from murmur_wsgi.session import groups
-from murmur_wsgi.session.ids import new_id
+from murmur_wsgi import groups
+from murmur_wsgi.ids import new_id
 
 logger = logging.getLogger(__name__)
 
