@@ -17,8 +17,8 @@ Send it ``?`` and it asks what to count; ``/slow`` counts one word every
 from __future__ import annotations
 
 from murmur_wsgi import create_app
+from murmur_wsgi.agents import strip_untrusted_fence
 from murmur_wsgi.agents.base import TaskCanceled, TaskContext, TaskFailed
-from murmur_wsgi.tasks.render import strip_untrusted_fence
 
 MANIFEST = {"name": "word-count", "version": "0.1.0",
             "lifecycle": {"input_timeout_secs": 300}}

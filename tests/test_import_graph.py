@@ -1,4 +1,5 @@
-"""The package's import graph: no cycle between modules, and a client apart from the server.
+"""The package's import graph: no cycle between modules nor between packages, and a client
+apart from the server.
 
 Every ``import`` counts, wherever it is written (module level, inside a
 function, under ``TYPE_CHECKING``): a cycle hidden in a function or a type
@@ -105,6 +106,40 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+PACKAGES = sorted(m for m, path in MODULES.items() if path.name == "__init__.py")
+
+
+def _package_graph(package: str) -> tuple[dict[str, set[str]], dict[tuple[str, str], list[str]]]:
+    """The graph of ``package``'s children (its subpackages and modules), and why each edge is.
+
+    A child depends on another when any module inside it imports any module inside
+    the other; the package's own ``__init__`` is no child.
+    """
+    def child(module: str) -> str | None:
+        if not module.startswith(package + "."):
+            return None
+        return f"{package}.{module[len(package) + 1:].split('.')[0]}"
+
+    graph: dict[str, set[str]] = {}
+    why: dict[tuple[str, str], list[str]] = {}
+    for module, imported in GRAPH.items():
+        here = child(module)
+        if here is None:
+            continue
+        graph.setdefault(here, set())
+        for other in imported:
+            there = child(other)
+            if there is not None and there != here:
+                graph[here].add(there)
+                why.setdefault((here, there), []).append(f"{module} imports {other}")
+    return graph, why
+
+
+def _explain(cycle: list[str], graph, why) -> str:
+    return "\n".join(f"  {a} -> {b}: " + "; ".join(sorted(why[(a, b)]))
+                     for a in cycle for b in sorted(graph[a] & set(cycle)))
+
+
 def test_the_graph_sees_the_package():
     assert len(GRAPH) > 40
     assert "murmur_wsgi.tasks.store" in GRAPH["murmur_wsgi.tasks.manager"] or \
@@ -122,6 +157,24 @@ def test_cycles_finds_cycles(graph, expected):
 
 def test_no_import_cycle_between_modules():
     assert _cycles(GRAPH) == []
+
+
+def test_package_graph_sees_the_packages():
+    graph, why = _package_graph(NAME)
+    assert {"murmur_wsgi.wire", "murmur_wsgi.tasks", "murmur_wsgi.errors"} <= set(graph)
+    assert "murmur_wsgi.errors" in graph["murmur_wsgi.wire"]
+    assert "murmur_wsgi.wire.base imports murmur_wsgi.errors" in why[
+        ("murmur_wsgi.wire", "murmur_wsgi.errors")]
+    assert "murmur_wsgi.hub.store" in _package_graph("murmur_wsgi.hub")[0]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_cycle_between_packages(package):
+    """Within each package, its subpackages and modules import one another without a cycle."""
+    graph, why = _package_graph(package)
+    cycles = _cycles(graph)
+    assert cycles == [], "import cycles between packages:\n" + "\n".join(
+        " <-> ".join(cycle) + "\n" + _explain(cycle, graph, why) for cycle in cycles)
 
 
 def test_client_imports_nothing_from_the_server_side():

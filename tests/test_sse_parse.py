@@ -7,7 +7,7 @@ from collections import deque
 import pytest
 from google.protobuf import json_format
 
-from murmur_wsgi.streams import frames
+from murmur_wsgi.tasks import frames
 from murmur_wsgi.streams.sse import HEARTBEAT, SSE_HEADERS, EventStream
 from murmur_wsgi.tasks.record import TaskRecord
 from murmur_wsgi.tasks.ring import Event, EventRing, Gap, Lagged

@@ -3,7 +3,8 @@
 The public agent API is importable from here: ``TaskContext``, the endings
 (``Completed``, ``TaskRejected``, ``TaskFailed``, ``TaskCanceled``), the typed
 message and parts (``Message``, ``TextPart``, ``DataPart``, ``FilePart``,
-``UrlPart``), the artifact writers and the run's usage (``RunUsage``).
+``UrlPart``), the artifact writers, the run's usage (``RunUsage``) and
+``strip_untrusted_fence``.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from murmur_wsgi.agents.artifacts import RESERVED as RESERVED_ARTIFACTS
 from murmur_wsgi.agents.artifacts import Artifacts, ArtifactStream
 from murmur_wsgi.agents.base import (Completed, TaskCanceled, TaskContext, TaskFailed,
                                      TaskRejected)
+from murmur_wsgi.agents.fence import strip_untrusted_fence
 from murmur_wsgi.agents.parts import (DataPart, FilePart, Message, Part, TextPart, UrlPart,
                                       as_part)
 from murmur_wsgi.agents.usage import RunUsage, TokenCounts
@@ -23,7 +25,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["AgentLoadError", "ArtifactStream", "Artifacts", "Completed", "DataPart",
            "FilePart", "Message", "Part", "RESERVED_ARTIFACTS", "RunUsage", "TaskCanceled",
            "TaskContext", "TaskFailed", "TaskRejected", "TextPart", "TokenCounts", "UrlPart",
-           "as_part", "resolve_agent"]
+           "as_part", "resolve_agent", "strip_untrusted_fence"]
 
 
 class AgentLoadError(Exception):

@@ -17,7 +17,7 @@ import logging
 from typing import Callable
 
 from murmur_wsgi.agents.parts import as_part, as_parts
-from murmur_wsgi.streams.frames import json_copy
+from murmur_wsgi.agents.owned import json_copy
 
 logger = logging.getLogger(__name__)
 

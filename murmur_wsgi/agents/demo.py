@@ -8,7 +8,7 @@ import logging
 import math
 
 from murmur_wsgi.agents.base import TaskCanceled, TaskContext, TaskFailed
-from murmur_wsgi.tasks.render import strip_untrusted_fence
+from murmur_wsgi.agents.fence import strip_untrusted_fence
 
 logger = logging.getLogger(__name__)
 

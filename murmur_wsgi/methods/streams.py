@@ -14,7 +14,7 @@ import socket
 
 from murmur_wsgi.errors import UnsupportedOperationError
 from murmur_wsgi.methods import messages, tasks
-from murmur_wsgi.streams import frames
+from murmur_wsgi.tasks import frames
 from murmur_wsgi.streams.sse import EventStream
 from murmur_wsgi.tasks.record import SUBMITTED
 from murmur_wsgi.uris import DOOR_URI, STREAM_URI

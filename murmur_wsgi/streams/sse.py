@@ -23,7 +23,7 @@ import json
 import logging
 import time
 
-from murmur_wsgi.streams import frames
+from murmur_wsgi.tasks import frames
 from murmur_wsgi.tasks.ring import Event, Gap, Lagged
 
 logger = logging.getLogger(__name__)

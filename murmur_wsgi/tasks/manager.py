@@ -18,13 +18,14 @@ import threading
 from collections import deque
 
 from murmur_wsgi.agents.base import Completed, TaskCanceled, TaskContext, TaskFailed, TaskRejected
+from murmur_wsgi.agents.owned import own_fields
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.card import HTTP_FRAMES, PROCESS_FRAMES
 from murmur_wsgi.ids import new_id
-from murmur_wsgi.tasks.works import CommandRefused
-from murmur_wsgi.streams import frames
+from murmur_wsgi.tasks import frames
 from murmur_wsgi.tasks.record import (CANCELED, COMPLETED, FAILED, INPUT_REQUIRED, REJECTED,
                                       SUBMITTED, WORKING, TaskRecord, now_ms)
+from murmur_wsgi.tasks.works import CommandRefused
 
 logger = logging.getLogger(__name__)
 
@@ -370,7 +371,7 @@ class TaskManager:
             raise TypeError(f"frame '{name}': text must be a string, not {type(text).__name__}")
         # NOTE: copied and checked now: the event is immutable once published, and a
         # value that is not JSON fails this call rather than every stream that meets it.
-        fields = frames.own_fields(name, fields)
+        fields = own_fields(name, fields)
         with self.store.lock:
             if self.is_cancelled(record):
                 raise TaskCanceled(record.id)

@@ -1,4 +1,4 @@
-"""What the agent receives: a message's text, its referenced tasks, the untrusted fence."""
+"""What the agent receives: a message's text, its referenced tasks, in the untrusted fence."""
 from __future__ import annotations
 
 import hashlib
@@ -8,6 +8,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+# strip_untrusted_fence: also importable from here, where docs/agents.md first named it.
+from murmur_wsgi.agents.fence import neutralise_markers, wrap_untrusted
+from murmur_wsgi.agents.fence import strip_untrusted_fence  # noqa: F401
 from murmur_wsgi.errors import InvalidParamsError
 from murmur_wsgi.tasks.record import COMPLETED, WORDS
 
@@ -25,12 +28,6 @@ REFERENCE_BYTES = 64 * 1024         # limits.reference_bytes: a response quoted 
 ECHO_CHECKS = 16                    # candidate echoes compared per quoted response, at most
 DATA_TEXT_BYTES = 16 * 1024 ** 2    # limits.data_text_bytes: a message's data parts, rendered
 
-FENCE_OPEN = "<untrusted-content source="
-FENCE_CLOSE = "</untrusted-content>"
-NEUTRALISED_INFIX = "!MURMUR-NEUTRALISED!"
-
-# A marker is "<" then an optional "/" then the marker name, case-insensitive over ASCII.
-_MARKER = re.compile(r"<(?=/?untrusted-content)", re.IGNORECASE | re.ASCII)
 _BACKTICK_RUN = re.compile(r"`+")
 _LABEL_UNSAFE = re.compile(r"[\s`=]")          # whitespace, backticks and = become _
 
@@ -199,32 +196,6 @@ def references_block(references: list[tuple[str, RefView | None]],
     """Render the "Referenced tasks:" block, one line per task in the given order."""
     return "\n".join([REFERENCES_HEADER] + [reference_line(tid, view, limit)
                                             for tid, view in references])
-
-
-def neutralise_markers(content: str) -> str:
-    """Insert the neutralised infix after the ``<`` of every fence marker."""
-    if "<" not in content:
-        return content
-    return _MARKER.sub("<" + NEUTRALISED_INFIX, content)
-
-
-def wrap_untrusted(source: str, content: str) -> str:
-    """Wrap ``content`` in the untrusted fence naming ``source``."""
-    name = neutralise_markers(source).replace(">", "_").replace("\n", " ").replace("\r", " ")
-    return f"{FENCE_OPEN}{name}>\n{neutralise_markers(content)}\n{FENCE_CLOSE}"
-
-
-def strip_untrusted_fence(text: str) -> str:
-    """Return what an untrusted fence wraps (its first and last lines removed).
-
-    Text without the fence is returned as it is. Markers inside stay neutralised.
-    """
-    if not (text.startswith(FENCE_OPEN) and text.endswith("\n" + FENCE_CLOSE)):
-        return text
-    first_break = text.find("\n")
-    if text[first_break - 1] != ">":
-        return text
-    return text[first_break + 1:len(text) - len(FENCE_CLOSE) - 1]
 
 
 def agent_text(message: IncomingMessage, references: list[tuple[str, RefView | None]],
