@@ -3,7 +3,7 @@
 ``Metrics.request()`` runs once per request (dispatch.py): a counter by
 method and outcome, a latency histogram by method, and the access record
 (``logs.py``) when that logger is enabled. ``render()`` writes the text
-exposition format (0.0.4) without a client library. ``route()`` answers
+exposition format (0.0.4) with prometheus_client, the hub's writer too. ``route()`` answers
 ``GET /metrics`` in the HTTP tier (``dispatch.http_tier``, after the token and
 peer steps) when the manifest says ``observability.metrics: true``; on an
 authenticated door it takes the operator's token only.
@@ -21,6 +21,11 @@ import re
 import threading
 import time
 from collections import Counter
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, \
+    HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 from murmur_wsgi import logs
 from murmur_wsgi.context import CallContext
@@ -143,89 +148,88 @@ class Metrics:
             return dict(self.requests), latency
 
 
-# --- the exposition format -------------------------------------------------------------
+# --- the exposition format: prometheus_client's, as the hub's page ---------------------
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+class _DoorCollector:
+    """One scrape of a door: its session's gauges and its request counts.
+
+    The counts stay this module's (a few dict operations per request, see
+    ``Metrics``); prometheus_client writes them, the same writer as the hub's page.
+    """
+
+    def __init__(self, door):
+        self.door = door
+
+    def collect(self):
+        door = self.door
+        session = door.session
+        requests, latency = door.metrics.snapshot()
+        states = Counter(record.state for record in session.store.snapshot())
+        tasks = GaugeMetricFamily("murmur_tasks", "Tasks the session holds, by state.",
+                                  labels=["state"])
+        for state in sorted(ALL_STATES):
+            tasks.add_metric([state], states.get(state, 0))
+        yield tasks
+        yield CounterMetricFamily(
+            "murmur_tasks_evicted",
+            "Finished tasks dropped to tasks.keep_finished or keep_finished_secs.",
+            value=session.store.evicted)
+        yield GaugeMetricFamily(
+            "murmur_open_streams",
+            "Open event streams (SendStreamingMessage, SubscribeToTask, WatchSession).",
+            value=session.open_streams())
+        yield GaugeMetricFamily("murmur_held_requests",
+                                "Requests waiting inside their method: held SendMessage calls.",
+                                value=session.manager.held)
+        yield GaugeMetricFamily("murmur_background_commands",
+                                "Background commands still running.",
+                                value=len(session.works.running()))
+        yield CounterMetricFamily("murmur_events_published",
+                                  "Events written to the session's event log.",
+                                  value=session.ring.published)
+        yield CounterMetricFamily(
+            "murmur_events_dropped",
+            "Events slow stream readers missed (each reported to them as lagged).",
+            value=session.ring.dropped)
+        yield GaugeMetricFamily("murmur_session_closing", "1 once the session is closing.",
+                                value=int(bool(session.closing)))
+        cuts = CounterMetricFamily(
+            "murmur_connections_cut",
+            "Connections cut: a deadline passed (header_timeout, body_timeout, "
+            "write_timeout) or the reserve closed an idle one (reserve).", labels=["reason"])
+        with door.metrics._lock:
+            counted = dict(door.metrics.cuts)
+        for reason in CUT_REASONS:
+            cuts.add_metric([reason], counted.get(reason, 0))
+        yield cuts
+        answered = CounterMetricFamily("murmur_requests",
+                                       "Requests answered, by method and outcome.",
+                                       labels=["method", "outcome"])
+        for (label, outcome), count in sorted(requests.items()):
+            answered.add_metric([label, outcome], count)
+        yield answered
+        durations = HistogramMetricFamily(
+            "murmur_request_duration_seconds",
+            "Seconds to answer, by method; a stream counts until its headers are written.",
+            labels=["method"])
+        for label, (counts, total, _count) in sorted(latency.items()):
+            running, buckets = 0, []
+            for bound, hits in zip(BUCKET_LABELS, counts):
+                running += hits
+                buckets.append((bound, running))
+            durations.add_metric([label], buckets, total)
+        yield durations
 
 
-def _labels(**labels) -> str:
-    if not labels:
-        return ""
-    return "{" + ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items()) + "}"
-
-
-def _number(value: float) -> str:
-    if value == math.inf:
-        return "+Inf"
-    if isinstance(value, int) or float(value).is_integer():
-        return str(int(value))
-    return repr(float(value))
-
-
-class _Page:
-    def __init__(self):
-        self.lines: list[str] = []
-
-    def family(self, name: str, kind: str, text: str) -> None:
-        self.lines.append(f"# HELP {name} {text}")
-        self.lines.append(f"# TYPE {name} {kind}")
-
-    def sample(self, name: str, value: float, **labels) -> None:
-        self.lines.append(f"{name}{_labels(**labels)} {_number(value)}")
+BUCKET_LABELS = tuple(floatToGoString(bound) for bound in BUCKETS + (math.inf,))
 
 
 def render(door) -> str:
-    """The door's metrics in the Prometheus text format."""
-    session = door.session
-    requests, latency = door.metrics.snapshot()
-    held = door.session.manager.held
-    states = Counter(record.state for record in session.store.snapshot())
-    page = _Page()
-    page.family("murmur_tasks", "gauge", "Tasks the session holds, by state.")
-    for state in sorted(ALL_STATES):
-        page.sample("murmur_tasks", states.get(state, 0), state=state)
-    page.family("murmur_tasks_evicted_total", "counter",
-                "Finished tasks dropped to tasks.keep_finished or keep_finished_secs.")
-    page.sample("murmur_tasks_evicted_total", session.store.evicted)
-    page.family("murmur_open_streams", "gauge",
-                "Open event streams (SendStreamingMessage, SubscribeToTask, WatchSession).")
-    page.sample("murmur_open_streams", session.open_streams())
-    page.family("murmur_held_requests", "gauge",
-                "Requests waiting inside their method: held SendMessage calls.")
-    page.sample("murmur_held_requests", held)
-    page.family("murmur_background_commands", "gauge", "Background commands still running.")
-    page.sample("murmur_background_commands", len(session.works.running()))
-    page.family("murmur_events_published_total", "counter",
-                "Events written to the session's event log.")
-    page.sample("murmur_events_published_total", session.ring.published)
-    page.family("murmur_events_dropped_total", "counter",
-                "Events slow stream readers missed (each reported to them as lagged).")
-    page.sample("murmur_events_dropped_total", session.ring.dropped)
-    page.family("murmur_session_closing", "gauge", "1 once the session is closing.")
-    page.sample("murmur_session_closing", int(bool(session.closing)))
-    page.family("murmur_connections_cut_total", "counter",
-                "Connections cut: a deadline passed (header_timeout, body_timeout, "
-                "write_timeout) or the reserve closed an idle one (reserve).")
-    with door.metrics._lock:
-        cuts = dict(door.metrics.cuts)
-    for reason in CUT_REASONS:
-        page.sample("murmur_connections_cut_total", cuts.get(reason, 0), reason=reason)
-    page.family("murmur_requests_total", "counter", "Requests answered, by method and outcome.")
-    for (label, outcome), count in sorted(requests.items()):
-        page.sample("murmur_requests_total", count, method=label, outcome=outcome)
-    page.family("murmur_request_duration_seconds", "histogram",
-                "Seconds to answer, by method; a stream counts until its headers are written.")
-    for label, (counts, total, count) in sorted(latency.items()):
-        running = 0
-        for bound, hits in zip(BUCKETS + (math.inf,), counts):
-            running += hits
-            page.sample("murmur_request_duration_seconds_bucket", running, method=label,
-                        le=_number(bound))
-        page.sample("murmur_request_duration_seconds_sum", total, method=label)
-        page.sample("murmur_request_duration_seconds_count", count, method=label)
-    return "\n".join(page.lines) + "\n"
+    """The door's metrics in the Prometheus text format (prometheus_client's writer)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_DoorCollector(door))
+    return generate_latest(registry).decode()
 
 
 def route(environ: dict, ctx: CallContext, door) -> tuple | None:

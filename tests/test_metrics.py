@@ -8,7 +8,7 @@ import pytest
 from werkzeug.test import Client
 
 from murmur_wsgi import create_app
-from murmur_wsgi.metrics import BUCKETS, CONTENT_TYPE, _labels, method_label
+from murmur_wsgi.metrics import BUCKETS, CONTENT_TYPE, method_label, render
 from tests.conftest import Rpc
 from tests.sse_util import DEADLINE, GateAgent, msg, open_stream
 
@@ -46,11 +46,23 @@ def parse(text: str) -> dict:
         assert match, f"not a sample line: {line!r}"
         name = match.group(1)
         assert any(name == fam or name.startswith(fam + "_") for fam in declared), line
-        key = line.rsplit(" ", 1)[0]
+        key = _canonical(line.rsplit(" ", 1)[0])
         assert key not in samples, f"sample {key} twice"
         samples[key] = float(line.rsplit(" ", 1)[1].replace("+Inf", "inf"))
     assert tuple(declared) == FAMILIES
     return samples
+
+
+LABEL = re.compile(r'([a-z_]+)="((?:[^"\\\n]|\\.)*)"')
+
+
+def _canonical(key: str) -> str:
+    """A sample's name and labels in one order (``le`` last): label order means nothing."""
+    if "{" not in key:
+        return key
+    name, rest = key.split("{", 1)
+    pairs = sorted(LABEL.findall(rest), key=lambda pair: (pair[0] == "le", pair[0]))
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in pairs) + "}"
 
 
 def scrape(door, headers=None) -> dict:
@@ -105,7 +117,7 @@ def test_requests_tasks_and_latency_after_a_task():
 
 
 def _le(bound: float) -> str:
-    return str(int(bound)) if float(bound).is_integer() else repr(bound)
+    return repr(float(bound))                 # the exposition writes 1.0, 0.0025
 
 
 def test_held_requests_and_open_streams_are_gauges():
@@ -195,7 +207,10 @@ def test_method_labels_are_bounded(environ, name, label):
 
 
 def test_label_values_are_escaped():
-    assert _labels(method='a"b\\c\nd') == '{method="a\\"b\\\\c\\nd"}'
+    door = metrics_door()
+    door.metrics.requests[('a"b\\c\nd', "ok")] = 1
+    assert 'murmur_requests_total{method="a\\"b\\\\c\\nd",outcome="ok"} 1.0' in render(door)
+    parse(render(door))
 
 
 def test_a_peer_is_refused_metrics_as_every_other_request():
