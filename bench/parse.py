@@ -3,12 +3,15 @@
 Times what the door does with a SendMessage body before any task exists: the
 depth scan and JSON parse (step 6), the envelope (step 7) and ``read_message``
 (step 14's checks), on the shapes that cost the most per byte and are still
-accepted under the default limits (1,000 parts, depth 64). Run it from the
-repository root:
+accepted under the default limits (1,000 parts, depth 64, 1,000,000 values): the
+values a shape's data parts may hold are bounded by ``limits.max_json_values``,
+and a body larger than they reach carries its other bytes as one text part of
+escapes. Run it from the repository root:
 
-    .venv/bin/python bench/parse.py [--mib 8] [--repeat 3]
+    .venv/bin/python bench/parse.py [--mib 64] [--repeat 3]
 
-``tests/test_linear_time.py`` times the same shapes at two sizes.
+(``--mib`` defaults to ``limits.max_body_bytes``.) ``tests/test_linear_time.py``
+times the same shapes at two sizes, and the worst of them at the limits.
 """
 from __future__ import annotations
 
@@ -29,7 +32,10 @@ from murmur_wsgi.wire.message import read_message                  # noqa: E402
 MANIFEST = load_manifest({"name": "bench", "version": "0"})
 PARTS = MANIFEST.limits["max_parts"]
 DEPTH = MANIFEST.limits["max_json_depth"]
+VALUES = MANIFEST.limits["max_json_values"]
+BODY = MANIFEST.limits["max_body_bytes"]
 DATA_DEPTH = DEPTH - 5                  # the envelope, params, message, parts and a part
+ENVELOPE_VALUES = 9                     # envelope 5, message 3 and its parts list
 
 
 def _envelope(parts: list[str]) -> bytes:
@@ -37,9 +43,21 @@ def _envelope(parts: list[str]) -> bytes:
             '{"messageId":"m","role":"ROLE_USER","parts":[' + ",".join(parts) + "]}}}").encode()
 
 
-def _fill(unit: str, size: int) -> str:
-    """``unit`` repeated, comma-separated, to about ``size`` bytes."""
-    return ",".join([unit] * max(1, size // (len(unit) + 1)))
+def _escapes(size: int) -> str:
+    """A text part of about ``size`` bytes, every character an escape (\\u00e9 and \\")."""
+    return '{"text":"%s"}' % ("\\u00e9\\\"" * max(1, size // 8))
+
+
+def _data_parts(unit: str, unit_values: int, size: int) -> bytes:
+    """``PARTS - 1`` data parts, each an array of ``unit`` (``unit_values`` values), to about
+    ``size`` bytes or as many values as ``limits.max_json_values`` leaves, then a text part
+    of escapes holding the bytes left."""
+    parts = PARTS - 1
+    room = VALUES - ENVELOPE_VALUES - 2 * parts - 2        # a part is 2 values, its data too
+    each, more = divmod(min(size // (len(unit) + 1), room // unit_values), parts)
+    data = ['{"data":[%s]}' % ",".join([unit] * max(1, each + (i < more))) for i in range(parts)]
+    left = size - sum(map(len, data)) - parts
+    return _envelope(data + [_escapes(left)])
 
 
 def text_parts(size: int) -> bytes:
@@ -49,26 +67,22 @@ def text_parts(size: int) -> bytes:
 
 def escaped_text(size: int) -> bytes:
     """One text part, every character an escape (\\u00e9 and \\")."""
-    return _envelope(['{"text":"%s"}' % ("\\u00e9\\\"" * (size // 8))])
+    return _envelope([_escapes(size)])
 
 
 def data_parts_wide(size: int) -> bytes:
     """The most data parts, each an array of the smallest objects."""
-    per_part = size // PARTS
-    return _envelope(['{"data":[%s]}' % _fill('{"a":0}', per_part)] * PARTS)
+    return _data_parts('{"a":0}', 2, size)
 
 
 def data_deep(size: int) -> bytes:
     """Data parts of arrays nested as deep as the limit allows, side by side."""
-    chain = "[" * (DATA_DEPTH - 1) + "]" * (DATA_DEPTH - 1)
-    per_part = size // PARTS
-    return _envelope(['{"data":[%s]}' % _fill(chain, per_part)] * PARTS)
+    return _data_parts("[" * (DATA_DEPTH - 1) + "]" * (DATA_DEPTH - 1), DATA_DEPTH - 1, size)
 
 
 def data_strings(size: int) -> bytes:
     """Data parts of short strings holding brackets and quotes (the depth scan's worst)."""
-    per_part = size // PARTS
-    return _envelope(['{"data":[%s]}' % _fill('"[\\"{"', per_part)] * PARTS)
+    return _data_parts('"[\\"{"', 1, size)
 
 
 SHAPES = {"text-parts": text_parts, "escaped-text": escaped_text,
@@ -77,7 +91,7 @@ SHAPES = {"text-parts": text_parts, "escaped-text": escaped_text,
 
 def accept(body: bytes):
     """What the door does with the body before a task exists; the message it reads."""
-    payload = parse_json(body, DEPTH)
+    payload = parse_json(body, DEPTH, VALUES)
     _, _, params = check_envelope(payload)
     return read_message(params, MANIFEST)
 
@@ -94,7 +108,8 @@ def cpu_seconds(body: bytes, repeat: int = 3) -> float:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mib", type=float, default=8.0, help="body size (MiB)")
+    parser.add_argument("--mib", type=float, default=BODY / 1024 ** 2,
+                        help="body size (MiB; default limits.max_body_bytes)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     size = int(args.mib * 1024 ** 2)

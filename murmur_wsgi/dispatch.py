@@ -51,7 +51,8 @@ def http_tier(door, environ: dict) -> tuple[CallContext, bytes | tuple]:
 
 def rpc_tier(door, environ: dict, ctx: CallContext, raw: bytes):
     """Steps 6-14: read the JSON-RPC request and call its handler."""
-    payload = envelope.parse_json(raw, door.manifest.limits["max_json_depth"])  # step 6
+    limits = door.manifest.limits
+    payload = envelope.parse_json(raw, limits["max_json_depth"], limits["max_json_values"])  # step 6
     request_id, name, raw_params = envelope.check_envelope(payload)       # step 7
     environ[metrics.METHOD_KEY] = name                    # for the access log and the metrics
     call = RpcCall(request_id, name, None, ctx, environ)

@@ -220,6 +220,9 @@ class LimitsSchema(_Block):
     # NOTE: a SendMessage's parts sit at depth 5 (envelope, params, message, parts, a part).
     max_json_depth = StrictInt(load_default=64, validate=validate.Range(
         min=5, error="must be at least 5: a message's parts sit at depth 5"))
+    # NOTE: the smallest SendMessage holds 11 values (envelope 5, message 4, a part 2).
+    max_json_values = StrictInt(load_default=1_000_000, validate=validate.Range(
+        min=11, error="must be at least 11: the smallest SendMessage holds 11 values"))
     reference_bytes = Size(load_default=64 * 1024)
     data_text_bytes = Size(load_default=16 * 1024 ** 2)
     # From a connection's accept (or the first byte of a later request) to its headers' end.

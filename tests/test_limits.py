@@ -187,6 +187,62 @@ def test_too_deep_reads_the_depth_of_any_json(value, limit, ascii_only):
     assert envelope.too_deep(body, limit) == (depth_of(value) > limit)
 
 
+# --- limits.max_json_values -------------------------------------------------------------
+
+
+def values_of(value) -> int:
+    """The values of a parsed JSON value: itself and every value it holds (keys are not)."""
+    if isinstance(value, dict):
+        return 1 + sum(map(values_of, value.values()))
+    if isinstance(value, list):
+        return 1 + sum(map(values_of, value))
+    return 1
+
+
+def request_of_values(count: int) -> bytes:
+    """A SendMessage of exactly ``count`` values (at least 13): its data part is a list of zeros."""
+    zeros = ",".join(["0"] * (count - 13))
+    body = (b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":'
+            b'{"messageId":"m","role":"ROLE_USER","parts":[{"data":[' + zeros.encode()
+            + b']}]},"configuration":{"returnImmediately":true}}}')
+    assert values_of(json.loads(body)) == count
+    return body
+
+
+def test_a_body_of_as_many_values_as_the_limit_is_read():
+    rpc = Rpc(make_door(limits={"max_json_values": 100}))
+    assert rpc.post(request_of_values(100)).get_json()["result"]["task"]["id"].startswith("tsk_")
+
+
+def test_a_body_of_one_value_more_than_the_limit_is_a_parse_error():
+    response = Rpc(make_door(limits={"max_json_values": 100})).post(request_of_values(101))
+    assert response.status_code == 200
+    assert response.get_json() == PARSE_ERROR
+
+
+def test_values_in_strings_are_not_counted():
+    text = ",[{" * 1_000
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": text}]},
+        "configuration": {"returnImmediately": True}}}).encode()
+    assert "result" in Rpc(make_door(limits={"max_json_values": 20})).post(body).get_json()
+
+
+SCALARS = (st.none() | st.booleans() | st.integers() | TRICKY
+           | st.floats(allow_nan=False, allow_infinity=False))
+JSON_VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(TRICKY, inner, max_size=3), max_leaves=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES, st.booleans(), st.booleans())
+def test_values_in_counts_the_values_of_any_json(value, ascii_only, compact):
+    separators = (",", ":") if compact else (", ", ": ")
+    body = json.dumps(value, ensure_ascii=ascii_only, separators=separators).encode()
+    assert envelope.values_in(body, 0) == values_of(value)     # 0: always counted exactly
+    assert envelope.values_in(body, 10 ** 6) <= 10 ** 6
+
+
 # --- limits.reference_bytes: referenced tasks cannot amplify -------------------------
 
 

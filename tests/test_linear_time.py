@@ -4,19 +4,24 @@ Each shape is one of the costliest per byte that the default limits still accept
 (bench/parse.py builds them): timed in CPU seconds, least of three runs (two at the larger size), at a size
 and at four times that size. Linear time gives a ratio near 4, quadratic near 16;
 the bound leaves room for a loaded machine. (The deep shape's cost per byte still
-rises up to ~2 MiB, as the cyclic GC's passes over its containers set in: 512 KiB
-to 2 MiB reads about 7.)
+rises up to ~2 MiB, as the cyclic GC's passes over its containers set in.)
+
+Linear is not enough when the body may be 64 MiB: ``limits.max_json_values``
+bounds what the costliest shapes may hold, so the worst body at the limits costs
+about a second (it cost ~14 s, 0.23 s per MiB, before that limit).
 """
 from __future__ import annotations
 
 import pytest
 
-from bench.parse import SHAPES, accept, cpu_seconds
+from bench.parse import BODY, SHAPES, VALUES, accept, cpu_seconds, data_deep
+from murmur_wsgi.middleware.envelope import values_in
 
-SMALL = 512 * 1024
+SMALL = 256 * 1024               # four times this still holds fewer values than the limit
 FACTOR = 4
 BOUND = 12                      # linear: ~4; quadratic: ~16
 FLOOR = 2e-3                    # seconds: below this, a timing is mostly noise
+AT_THE_LIMITS = 2.0             # CPU seconds for the worst accepted body (~1.2 s measured)
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
@@ -24,5 +29,13 @@ def test_accepted_shape_takes_linear_time(shape):
     small, large = SHAPES[shape](SMALL), SHAPES[shape](SMALL * FACTOR)
     message = accept(small)                                   # accepted, whole
     assert message.parts and len(message.parts) <= 1_000
+    assert values_in(large, 0) < VALUES                       # its cost is the shape's, not a cut
     ratio = cpu_seconds(large, 2) / max(cpu_seconds(small), FLOOR)
     assert ratio < BOUND, f"{shape}: {FACTOR}x the bytes took {ratio:.1f}x the time"
+
+
+def test_the_worst_body_at_the_limits_costs_about_a_second():
+    body = data_deep(BODY - 1024)       # the deepest data, as many values as allowed, 64 MiB
+    assert BODY - 4096 < len(body) <= BODY
+    assert VALUES - 100 < values_in(body, 0) <= VALUES
+    assert cpu_seconds(body, 1) < AT_THE_LIMITS

@@ -63,6 +63,8 @@ BAD = {
     "bad max_parts": (GOOD + "limits:\n  max_parts: 0\n", ["limits.max_parts:"]),
     "bad max_json_depth": (GOOD + "limits:\n  max_json_depth: many\n",
                            ["limits.max_json_depth:"]),
+    "bad max_json_values": (GOOD + "limits:\n  max_json_values: 10\n",
+                            ["limits.max_json_values:", "at least 11"]),
     "bad reference_bytes": (GOOD + "limits:\n  reference_bytes: -1\n",
                             ["limits.reference_bytes:"]),
     "bad data_text_bytes": (GOOD + "limits:\n  data_text_bytes: 0\n",
@@ -172,7 +174,8 @@ def test_load_manifest_defaults():
     assert manifest.tasks == {"keep_finished": 10_000, "keep_finished_total": 50_000,
                               "keep_finished_secs": 86_400.0}
     assert manifest.limits == {"max_body_bytes": 64 * 1024 ** 2, "max_parts": 1_000,
-                               "max_json_depth": 64, "reference_bytes": 64 * 1024,
+                               "max_json_depth": 64, "max_json_values": 1_000_000,
+                               "reference_bytes": 64 * 1024,
                                "data_text_bytes": 16 * 1024 ** 2,
                                "header_timeout_secs": 10.0, "body_timeout_secs": 30.0}
     assert manifest.stream["write_timeout_secs"] == 10

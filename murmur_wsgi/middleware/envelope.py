@@ -29,18 +29,30 @@ _STEP = [0] * 256
 _STEP[ord("[")], _STEP[ord("]")] = 1, -1
 
 
-def too_deep(body: bytes, max_depth: int) -> bool:
+def _unescaped(body: bytes) -> bytes:
+    """``body`` without its escaped backslashes, then its escaped quotes: each quote left delimits."""
+    if b"\\" in body:
+        body = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    return body
+
+
+def _containers_at_most(body: bytes) -> int:
+    """The number of objects and arrays in ``body``, or more (brackets in strings count)."""
+    return body.count(b"[") + body.count(b"{")
+
+
+def too_deep(body: bytes, max_depth: int, containers: int | None = None) -> bool:
     """Tell whether the JSON in ``body`` nests objects and arrays deeper than ``max_depth``.
 
     Reads the bytes without parsing them and without recursion, in time linear
     in the body. Exact for valid JSON; what it says of invalid JSON does not
-    matter, the parser refuses that anyway.
+    matter, the parser refuses that anyway. ``containers``: what
+    ``_containers_at_most`` says of ``body``, when the caller has it.
     """
     # PERF: every step is one pass of C code over bytes; most bodies stop at the first.
-    if body.count(b"[") + body.count(b"{") <= max_depth:
+    if (_containers_at_most(body) if containers is None else containers) <= max_depth:
         return False
-    if b"\\" in body:                         # escaped backslashes, then escaped quotes
-        body = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    body = _unescaped(body)
     marks = body.translate(_FOLD, _NOT_MARK).replace(b'""', b"")
     if b'"' in marks:
         marks = _STRING.sub(b"", marks)         # the strings that hold brackets
@@ -55,13 +67,46 @@ def too_deep(body: bytes, max_depth: int) -> bool:
     return bool(marks)
 
 
-def parse_json(body: bytes, max_depth: int = 64):
+# What a value is, for the count: brackets (folded), commas, quotes and the first bytes of
+# numbers and literals (as 0); every other byte is dropped.
+_NOT_VALUE = bytes(range(256)).translate(None, b'[]{}",-0123456789tfn')
+_VALUE = bytes.maketrans(b"{}-123456789tfn", b"[]0000000000000")
+
+
+def values_in(body: bytes, max_values: int, containers: int | None = None) -> int:
+    """The number of JSON values in ``body``, or any number ``<= max_values`` when it is not more.
+
+    A value is an object, an array, a string, a number, true, false or null,
+    wherever it sits; an object's keys are not values. Reads the bytes without
+    parsing them, in time linear in the body: one value, plus one per comma
+    and per non-empty object or array, outside strings. Exact for valid JSON.
+    ``containers`` as for ``too_deep``.
+    """
+    # PERF: the raw counts bound the exact one; most bodies stop here.
+    if containers is None:
+        containers = _containers_at_most(body)
+    bound = 1 + body.count(b",") + containers
+    if bound <= max_values:
+        return bound
+    body = _unescaped(body)
+    marks = body.translate(_VALUE, _NOT_VALUE)
+    if b'"' in marks:
+        marks = _STRING.sub(b"0", marks)        # a string is one value; its bytes are none
+    return 1 + marks.count(b",") + marks.count(b"[") - marks.count(b"[]")
+
+
+def parse_json(body: bytes, max_depth: int = 64, max_values: int = 1_000_000):
     """Step 6: decode the body as UTF-8 JSON (NaN and Infinity refused), or -32700.
 
-    JSON nested deeper than ``max_depth`` (``limits.max_json_depth``) is
-    refused the same way, before it is parsed.
+    JSON of more than ``max_values`` values (``limits.max_json_values``) or
+    nested deeper than ``max_depth`` (``limits.max_json_depth``) is refused
+    the same way, before it is parsed.
     """
-    if too_deep(body, max_depth):
+    containers = _containers_at_most(body)
+    if values_in(body, max_values, containers) > max_values:
+        logger.info("refused a body of more values than limits.max_json_values (%d)", max_values)
+        raise ParseError()
+    if too_deep(body, max_depth, containers):
         logger.info("refused a body nested deeper than limits.max_json_depth (%d)", max_depth)
         raise ParseError()
     # PERF: the cyclic GC runs every 700 containers the parser makes, over all that
