@@ -73,6 +73,8 @@ class Hub:
 
             self.replica = Replica(self)
             self.replica.start()
+        if self.push is not None:
+            self.push.start()       # after the first heartbeat: its leases count at once
         self._subs_lock = threading.Lock()
         self._subscriptions: dict[str, int] = {}        # guarded by _subs_lock
         _LIVE.add(self)
@@ -86,7 +88,6 @@ class Hub:
         except PushUnavailable as ex:
             raise ConfigError(str(ex)) from None
         self.methods = {**METHODS, **PUSH_METHODS}
-        self.push.start()
 
     def published(self, tenant: str, name: str) -> bool:
         return (tenant, name) in self.cards

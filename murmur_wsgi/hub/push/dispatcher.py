@@ -33,7 +33,9 @@ class Dispatcher:
     def __init__(self, store, sender):
         self.store = store
         self.sender = sender
-        self.owner = f"replica-{uuid.uuid4()}"
+        # NOTE: on a shared store the lease's owner is the replica (its liveness key tells
+        # other replicas whether the lease still counts).
+        self.owner = getattr(store, "replica", None) or f"replica-{uuid.uuid4()}"
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._working: set[tuple] = set()        # guarded by _lock

@@ -10,10 +10,10 @@ def open_store(config) -> Store:
         from murmur_wsgi.hub.store.memory import MemoryStore
 
         return MemoryStore(retention_secs=config.events["retention_secs"])
-    from murmur_wsgi.hub.store.redis import RedisStore
+    from murmur_wsgi.hub.store.redis_push import RedisPushStore
 
     settings = config.redis
-    return RedisStore(config.store_url(), retention_secs=config.events["retention_secs"],
+    return RedisPushStore(config.store_url(), retention_secs=config.events["retention_secs"],
                       timeout_secs=settings["timeout_secs"],
                       liveness_secs=settings["liveness_secs"],
                       max_events=settings["max_events_per_task"])

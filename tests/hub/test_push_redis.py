@@ -1,0 +1,148 @@
+"""Push configs and leases on a real redis-server (store/redis_push.py), replicas sharing it.
+
+The contract tests of the memory store (test_push_storage.py) run here again on Redis,
+where owners are replicas: a lease counts while its holder's liveness key lives. Then
+what only Redis has: a dead holder's lease and tenant slot taken over, a waiting
+``push_due`` woken by an event another replica wrote, the configs' expiry with the task's
+events, and two hubs on one Redis delivering each config once, in order, at most two
+configs of a tenant at once.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import jwt
+import pytest
+
+from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.push.storage import DELIVERED, PushRecord
+from murmur_wsgi.hub.store.redis_push import RedisPushStore
+from murmur_wsgi.hub.task import COMPLETED
+from tests.hub.push_util import Resolver, Sleeps, cert, push_config, receiver  # noqa: F401
+from tests.hub.conftest import HubClient
+from tests.hub.test_push_storage import (  # noqa: F401 - the same contract, on Redis
+    a_task, record, test_a_delivery_resets_the_count,
+    test_a_replaced_config_is_not_advanced_by_its_old_delivery,
+    test_advance_counts_failures_and_disables, test_at_most_ten_per_task_replace_allowed,
+    test_at_most_two_configs_of_a_tenant_at_once, test_due_waits_for_an_event,
+    test_save_from_start_or_only_later, test_scoped_to_tenant_and_agent)
+
+OWNERS = ("me", "r1", "r2")
+
+
+def alive(server, *owners):
+    client = server.client()
+    for owner in owners:
+        client.set(f"murmur:hub:replica:{owner}", "1", px=60_000)
+    client.close()
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    redis_server.flush()
+    alive(redis_server, *OWNERS)
+    return redis_server.url
+
+
+@pytest.fixture
+def store(redis_url):
+    s = RedisPushStore(redis_url, replica_id="me")
+    yield s
+    s.close()
+
+
+def test_a_dead_holders_lease_and_slot_are_taken_over(store, redis_server):
+    for task_id in ("t1", "t2", "t3"):
+        a_task(store, task_id=task_id)
+    saved = [store.push_save(record(task_id=t), from_start=True) for t in ("t1", "t2", "t3")]
+    assert store.push_lease(saved[0], "r1") and store.push_lease(saved[1], "r1")
+    assert store.push_lease(saved[0], "r2") is False     # r1 lives: its lease holds
+    assert store.push_lease(saved[2], "r2") is False     # and its two slots count
+    redis_server.client().delete("murmur:hub:replica:r1")        # r1 died (SIGKILL)
+    assert {r.task_id for r in store.push_due("r2", 0)} == {"t1", "t2", "t3"}
+    assert store.push_lease(saved[2], "r2") is True
+    assert store.push_lease(saved[0], "r2") is True
+    assert store.push_advance(saved[0], "r1", 1, DELIVERED) is None   # r1 lost it
+    assert store.push_advance(saved[0], "r2", 1, DELIVERED).cursor == 1
+
+
+def test_a_waiting_due_wakes_on_another_replicas_event(store, redis_url):
+    other = RedisPushStore(redis_url, replica_id="r1")
+    try:
+        task = a_task(store)
+        store.push_save(record(), from_start=False)
+        assert store.push_due("me", 0) == []
+        threading.Timer(0.05, other.append, (task.id, '{"statusUpdate":{}}')).start()
+        began = time.monotonic()
+        due = store.push_due("me", 5.0)
+        assert [r.key for r in due] == [("t1", "c1")]
+        assert time.monotonic() - began < 0.9            # woken, not the 1 s rescan
+    finally:
+        other.close()
+
+
+def test_configs_expire_with_the_tasks_events(store, redis_server):
+    task = a_task(store)
+    saved = store.push_save(record(), from_start=False)
+    assert store.end(task.id, COMPLETED, None, None, []) is not None
+    assert store.push_lease(saved, "me")
+    store.push_advance(saved, "me", 2, DELIVERED)
+    assert store.push_due("me", 0) == []                 # caught up on a final task: done
+    client = redis_server.client()
+    assert client.pttl("murmur:hub:push:t1") > 0
+    assert client.smembers("murmur:hub:push:active") == set()
+    fields = json.loads(client.hget("murmur:hub:push:t1", "c1"))
+    assert fields["cursor"] == 2 and "secret" not in json.dumps(fields)
+
+
+def test_a_record_round_trips(store):
+    a_task(store)
+    saved = store.push_save(PushRecord("acme", "echo", "t1", "c1", "https://h.example/a",
+                                       "tok"), from_start=True)
+    assert store.push_get("acme", "echo", "t1", "c1") == saved
+    assert (saved.token, saved.generation, saved.cursor) == ("tok", 1, 0)
+    assert store.push_list("acme", "echo", "t1") == [saved]
+
+
+def redis_push_hub(receiver, url):
+    config = push_config(receiver)
+    config["store"] = url
+    config["redis"] = {"liveness_secs": 2, "sweep_interval_secs": 0.5}
+    hub = create_hub(config)
+    hub.sleeps = Sleeps()
+    hub.push.sender.sleep = hub.sleeps
+    hub.push.egress.resolver = Resolver()
+    return hub
+
+
+def test_two_hubs_deliver_each_config_once_in_order_two_per_tenant(receiver, redis_url):
+    a, b = redis_push_hub(receiver, redis_url), redis_push_hub(receiver, redis_url)
+    try:
+        receiver.hold.clear()
+        rpc = HubClient(a)
+        for i in range(3):
+            rpc.send(f"t{i}", configuration={"returnImmediately": True,
+                                              "taskPushNotificationConfig": {
+                                                  "url": receiver.url()}})
+        with receiver.cond:
+            assert receiver.cond.wait_for(lambda: receiver.in_flight == 2, 10)
+        receiver.hold.set()
+        got = receiver.wait_for(9)
+        assert receiver.most_in_flight == 2                # the third config waited
+        jtis = [jwt.decode(r.headers["Authorization"][len("Bearer "):],
+                           options={"verify_signature": False})["jti"] for r in got]
+        assert len(set(jtis)) == 9 == len(jtis)            # each event once, by one replica
+        per_task: dict = {}
+        for r in got:
+            body = r.json
+            task_id = body["task"]["id"] if "task" in body else body["statusUpdate"]["taskId"]
+            per_task.setdefault(task_id, []).append(
+                (body.get("task") or body["statusUpdate"])["status"]["state"])
+        assert list(per_task.values()) == [["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING",
+                                            "TASK_STATE_COMPLETED"]] * 3
+    finally:
+        receiver.hold.set()
+        a.close(drain_timeout=5)
+        b.close(drain_timeout=5)
