@@ -191,6 +191,8 @@ class PushSchema(_Block):
                         load_default=lambda: [443], validate=validate.Length(min=1))
     allow_networks = fields.List(fields.String(), load_default=list)
     ca_file = fields.String(load_default=None, allow_none=True)
+    retry_scale = fields.Float(load_default=1.0, validate=validate.Range(
+        min=0, max=1, min_inclusive=False))
 
     @validates_schema
     def _rules(self, data, **kwargs):

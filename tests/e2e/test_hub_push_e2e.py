@@ -2,7 +2,10 @@
 
 The receiver runs in this process on 127.0.0.1 with a certificate the test
 made; the hub reaches it only through the test-only ``push.allow_networks``
-and ``push.ca_file``. The hub's retry waits are real here (1 s for one retry).
+and ``push.ca_file``. The hub's retry waits are real waits here, scaled by the
+test-only ``push.retry_scale`` (0.01: 10, 20 and 40 ms instead of 1, 2 and 4 s), so
+real 5xx answers prove the retry path and the disabling under gunicorn in well
+under a second.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from tests.hub.push_util import SECRET, Receiver, make_cert, stream_response, ve
 pytestmark = pytest.mark.e2e
 
 WAIT = 20.0
+SCALE = 0.01                     # push.retry_scale: retry waits of 10, 20 and 40 ms
 KEY = "mhk_e2e-push-key"
 PREFIX = "/a2a/v1/agents/"
 
@@ -42,7 +46,8 @@ class PushHub:
             ("tokens", "tests.hub.agents:tokens"), ("steps", "tests.hub.push_agents:steps"))}
         config = {"public_url": self.url, "drain_timeout_secs": 1,
                   "push": {"enabled": True, "ports": [443, receiver.port],
-                           "allow_networks": ["127.0.0.0/8"], "ca_file": receiver.cert_file},
+                           "allow_networks": ["127.0.0.0/8"], "ca_file": receiver.cert_file,
+                           "retry_scale": SCALE},
                   "tenants": {"acme": {"api_keys": [hashlib.sha256(KEY.encode()).hexdigest()],
                                        "agents": agents}}}
         path = directory / "hub.yaml"
@@ -157,12 +162,21 @@ def test_a_503_is_retried_with_the_same_jti(hub, receiver):
 
 def test_a_redirect_is_final_and_five_failures_disable(hub, receiver):
     receiver.requests.clear()
-    receiver.script[:] = [302, 400, 400, 400, 400]
+    receiver.script[:] = [302] + [500] * 16            # 1 final answer, then 4 events x 4
     config = {"id": "bad", "url": receiver.url(path="/e2e/bad")}
     task = hub.result("steps", "SendMessage", message("4", config))
     task = task.get("task", task)
     wait_until(lambda: status(hub, "steps", task["id"], "bad")["disabled"])
     found = status(hub, "steps", task["id"], "bad")
-    assert found["failures"] == 5 and found["lastError"] == "HTTP 400"
+    assert found["failures"] == 5 and found["lastError"] == "HTTP 500"
     assert "disabledAt" in found
-    assert [r.path for r in receiver.requests] == ["/e2e/bad"] * 5     # no redirect followed
+    got = list(receiver.requests)
+    assert [r.path for r in got] == ["/e2e/bad"] * 17   # no redirect followed, then disabled
+    key = key_of(hub, "steps", task["id"], config)
+    jtis = [verify(r, key, config["url"], issuer=hub.url)["jti"] for r in got]
+    assert len(set(jtis)) == 5
+    for event in range(4):                             # each 500: retried 3 times, same jti
+        tries = got[1 + 4 * event:5 + 4 * event]
+        assert len(set(jtis[1 + 4 * event:5 + 4 * event])) == 1
+        gaps = [b.at - a.at for a, b in zip(tries, tries[1:])]
+        assert all(gap >= 0.9 * SCALE * wait for gap, wait in zip(gaps, (1, 2, 4))), gaps

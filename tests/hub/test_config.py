@@ -22,7 +22,7 @@ def test_defaults():
     assert config.events == {"retention_secs": 86400, "merge_secs": 0.25}
     assert config.stream == {"keepalive_secs": 15, "write_timeout_secs": 10}
     assert config.push == {"enabled": False, "secret": None, "ports": [443],
-                           "allow_networks": [], "ca_file": None}
+                           "allow_networks": [], "ca_file": None, "retry_scale": 1.0}
     # The text's default and floor: the larger of 300 s and run timeout + 60 s.
     assert config.sweep_max_age_secs == 360
 

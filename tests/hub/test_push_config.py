@@ -37,6 +37,11 @@ def config_with(push: dict, **top) -> dict:
                  "push.ports: Shorter than minimum length 1", id="no-ports"),
     pytest.param({"allow_networks": ["loopback"]}, {}, {},
                  "push.allow_networks[0]: 'loopback' is not a network", id="network"),
+    pytest.param({"retry_scale": 0}, {}, {},
+                 "push.retry_scale: Must be greater than 0", id="retry-scale-zero"),
+    pytest.param({"retry_scale": 2}, {}, {},
+                 "push.retry_scale: Must be greater than 0 and less than or equal to 1",
+                 id="retry-scale-over-one"),
     pytest.param({"ca_file": "/nonexistent/ca.pem"}, {}, {},
                  "push.ca_file: '/nonexistent/ca.pem' is not a readable file", id="ca-file"),
 ])
@@ -100,3 +105,18 @@ def test_no_warning_without_allow_networks(caplog):
         hub = create_hub(push_config())
     hub.close(drain_timeout=1)
     assert not [r for r in caplog.records if "allow_networks" in r.getMessage()]
+
+
+def test_retry_scale_warns_at_boot_and_scales_the_waits(caplog):
+    with caplog.at_level(logging.WARNING, logger="murmur_wsgi.hub.push.service"):
+        hub = create_hub(push_config(retry_scale=0.01))
+    hub.close(drain_timeout=1)
+    assert hub.push.sender.delays == pytest.approx((0.01, 0.02, 0.04))
+    assert any("push.retry_scale is 0.01" in r.getMessage()
+               and "never production" in r.getMessage() for r in caplog.records)
+
+
+def test_retry_waits_are_one_two_four_seconds_by_default():
+    hub = create_hub(push_config())
+    hub.close(drain_timeout=1)
+    assert hub.push.sender.delays == (1.0, 2.0, 4.0)

@@ -1,7 +1,8 @@
 """Delivering one event to one config: signed, 5 s an attempt, retried 3 times.
 
 Network errors, 408, 425, 429 and 5xx are retried after 1 s, 2 s and 4 s;
-any other answer, a redirect included, is final; 2xx is delivered. Every
+any other answer, a redirect included, is final; 2xx is delivered (the
+test-only ``push.retry_scale`` multiplies the waits). Every
 attempt is signed afresh (iat, exp) with the same jti. ``sleep`` is the
 seam for tests: ``sleep(seconds) -> bool``, False when the hub is closing.
 """
@@ -27,12 +28,13 @@ def retried(status: int) -> bool:
 class Sender:
     """Signs and POSTs notifications through ``egress``."""
 
-    def __init__(self, egress, master: bytes, issuer: str, sleep):
+    def __init__(self, egress, master: bytes, issuer: str, sleep, retry_scale: float = 1.0):
         self.egress = egress
         self.master = master
         self.issuer = issuer
         self.sleep = sleep
         self.attempt_secs = ATTEMPT_SECS
+        self.delays = tuple(d * retry_scale for d in RETRY_DELAYS)
 
     def key(self, record) -> bytes:
         return keys.derive_key(self.master, record.tenant, record.agent, record.task_id,
@@ -51,8 +53,8 @@ class Sender:
     def send(self, record, seq: int, body: bytes) -> tuple[bool | None, str | None]:
         """``(True, None)`` delivered, ``(False, reason)`` dropped, ``(None, None)`` closing."""
         reason = None
-        for attempt in range(len(RETRY_DELAYS) + 1):
-            if attempt and not self.sleep(RETRY_DELAYS[attempt - 1]):
+        for attempt in range(len(self.delays) + 1):
+            if attempt and not self.sleep(self.delays[attempt - 1]):
                 return None, None
             try:
                 status = self.egress.post(record.url, body, self.headers(record, seq, body),

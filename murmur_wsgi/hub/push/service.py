@@ -38,11 +38,14 @@ class Push:
             logger.warning("push.allow_networks is set (%s): notifications may reach these "
                            "networks; this is for the project's own tests, never production",
                            ", ".join(block["allow_networks"]))
+        if block["retry_scale"] != 1:
+            logger.warning("push.retry_scale is %g: retry waits are not 1, 2 and 4 s; this is "
+                           "for the project's own tests, never production", block["retry_scale"])
         self.master = secret_bytes(block["secret"])
         self.egress = Egress(self.ports, self.allow, block["ca_file"])
         self.dispatcher = Dispatcher(store, None)
         self.sender = Sender(self.egress, self.master, config.public_url,
-                             self.dispatcher.sleep)
+                             self.dispatcher.sleep, block["retry_scale"])
         self.dispatcher.sender = self.sender
 
     def key(self, record) -> str:

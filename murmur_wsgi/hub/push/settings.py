@@ -3,7 +3,10 @@
 ``allow_networks`` and ``ca_file`` exist for the project's own tests (a local
 HTTPS receiver on loopback with a certificate the test made): a production
 hub never sets them, and the hub logs a warning at boot whenever
-``allow_networks`` is set.
+``allow_networks`` is set. ``retry_scale`` (0 < x <= 1, default 1) multiplies
+the retry waits (1 s, 2 s, 4 s) so the e2e tests can prove the retry path
+with real 5xx answers in milliseconds; it is test-only too, warned at boot
+whenever it is not 1.
 """
 from __future__ import annotations
 
