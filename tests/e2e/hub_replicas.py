@@ -95,11 +95,16 @@ class Replica:
             raise AssertionError("a replica did not stop after SIGTERM:\n" + self.log()) from None
 
 
-def send(replica: Replica, text: str, message_id: str | None = None) -> dict:
+def send(replica: Replica, text: str, message_id: str | None = None,
+         push: dict | None = None) -> dict:
+    """SendMessage (returnImmediately), with ``push`` as its taskPushNotificationConfig."""
+    configuration = {"returnImmediately": True}
+    if push is not None:
+        configuration["taskPushNotificationConfig"] = push
     return task_of(replica.result("SendMessage", {
         "message": {"messageId": message_id or uuid.uuid4().hex, "role": "ROLE_USER",
                     "parts": [{"text": text}]},
-        "configuration": {"returnImmediately": True}}))
+        "configuration": configuration}))
 
 
 def task_of(result: dict) -> dict:

@@ -4,6 +4,9 @@ Send on A, then GetTask, ListTasks and SubscribeToTask on B; cancel from B; one
 run for a messageId raced on A and B; SIGKILL A mid-run: B's sweep ends the
 task FAILED and B's subscriber gets the final event; replicas restarted: the
 tasks are still there. Short liveness and sweep settings keep it fast.
+
+Push is on (a local HTTPS receiver, the test-only ``push.allow_networks`` and
+``push.ca_file``): the run on A that dies with A still notifies its FAILED, sent by B.
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ import requests
 from tests.e2e.conftest import CLOSE
 from tests.e2e.hub_replicas import (SECRET, WAIT, Replica, Subscriber, final_state, send,
                                     state, task_of, until)
+from tests.hub.push_util import SECRET as PUSH_SECRET
+from tests.hub.push_util import Receiver, make_cert, verify
 
 pytestmark = pytest.mark.e2e
 
@@ -30,10 +35,20 @@ def redis_url(redis_server):
 
 
 @pytest.fixture(scope="module")
-def replicas(tmp_path_factory, redis_url):
+def receiver(tmp_path_factory):
+    cert_file, key_file = make_cert(tmp_path_factory.mktemp("replicas-cert"))
+    r = Receiver(cert_file, key_file)
+    r.settings = {"push": {"enabled": True, "secret": PUSH_SECRET, "ports": [r.port],
+                           "allow_networks": ["127.0.0.0/8"], "ca_file": cert_file}}
+    yield r
+    r.close()
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory, redis_url, receiver):
     directory = tmp_path_factory.mktemp("replicas")
-    a = Replica(directory, redis_url)
-    b = Replica(directory, redis_url, workers=2)
+    a = Replica(directory, redis_url, **receiver.settings)
+    b = Replica(directory, redis_url, workers=2, **receiver.settings)
     yield a, b, directory
     for replica in (a, b):
         replica.stop()
@@ -110,12 +125,24 @@ def test_metrics_add_up_every_worker(replicas):
     assert requests.get(f"{b.url}/metrics", headers=CLOSE, timeout=WAIT).status_code == 401
 
 
-def test_sigkill_a_mid_run_b_sweeps_and_restart_keeps_the_tasks(replicas, redis_url):
+def notified(receiver, path: str) -> list:
+    """What the receiver got on ``path``, in arrival order."""
+    return [r for r in list(receiver.requests) if r.path == path]
+
+
+def body_state(received) -> str:
+    body = received.json
+    return (body.get("task") or body["statusUpdate"])["status"]["state"]
+
+
+def test_sigkill_a_mid_run_b_sweeps_and_restart_keeps_the_tasks(replicas, redis_url, receiver):
     a, b, directory = replicas
     done = send(a, "0.1")
     until(lambda: state(b, done["id"]) == "TASK_STATE_COMPLETED")
-    task = send(a, "60")
+    config = {"id": "kill", "url": receiver.url(path="/e2e/kill"), "token": "tk-kill"}
+    task = send(a, "60", push=config)
     until(lambda: state(b, task["id"]) == "TASK_STATE_WORKING")
+    until(lambda: len(notified(receiver, "/e2e/kill")) >= 2)     # SUBMITTED, WORKING
     sub = Subscriber(b, task["id"])
     a.kill()
     last = sub.final(timeout=WAIT)
@@ -123,10 +150,27 @@ def test_sigkill_a_mid_run_b_sweeps_and_restart_keeps_the_tasks(replicas, redis_
     got = b.result("GetTask", {"id": task["id"]})
     assert got["status"]["state"] == "TASK_STATE_FAILED"
     assert "interrupted" in got["status"]["message"]["parts"][0]["text"]
+    # The sweep's final event is notified by B (A is gone): its JWT's iss is B's public_url.
+    until(lambda: "TASK_STATE_FAILED" in map(body_state, notified(receiver, "/e2e/kill")))
+    key = b.result("CreateTaskPushNotificationConfig",
+                   {"taskId": task["id"], **config})["authentication"]["credentials"]
+    by_jti: dict = {}
+    for received in notified(receiver, "/e2e/kill"):
+        claims = verify(received, key, config["url"], token="tk-kill", issuer=None)
+        assert claims["iss"] in (a.url, b.url)
+        assert by_jti.setdefault(claims["jti"], received.body) == received.body   # dupes same
+        if body_state(received) == "TASK_STATE_FAILED":
+            assert claims["iss"] == b.url
+            final = received.json["task"]
+            assert "interrupted" in final["status"]["message"]["parts"][0]["text"]
+            assert "history" not in final
+    assert [body_state(r) for r in notified(receiver, "/e2e/kill")
+            if by_jti.pop(verify(r, key, config["url"], issuer=None)["jti"], None)] == \
+        ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_FAILED"]   # deduped by jti
     # Both replicas restarted (A on its port): every task is still there.
     b.stop()
-    a2 = Replica(directory, redis_url, port=a.port)
-    b2 = Replica(directory, redis_url, port=b.port)
+    a2 = Replica(directory, redis_url, port=a.port, **receiver.settings)
+    b2 = Replica(directory, redis_url, port=b.port, **receiver.settings)
     replicas_now = (a2, b2)
     try:
         for replica in replicas_now:
