@@ -84,3 +84,16 @@ def _background(ctx: TaskContext, arg: str, rest: str, text: str) -> str:
 
 DIRECTIVES = {"/sleep": _sleep, "/ask": _ask, "/fail": _fail, "/stream": _stream,
               "/think": _think, "/tool": _tool, "/raw": _raw, "/background": _background}
+
+
+# The directives whose run waits (a sleep, a question, a process's start); every other text
+# is answered at once, so a held request may run it in its own thread (docs/agents.md).
+WAITING = frozenset({"/sleep", "/ask", "/background"})
+
+
+def _inline(text: str) -> bool:
+    """``demo_agent.inline``: True unless the text's directive waits."""
+    return strip_untrusted_fence(text).partition("\n")[0].partition(" ")[0] not in WAITING
+
+
+demo_agent.inline = _inline

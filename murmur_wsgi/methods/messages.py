@@ -56,13 +56,14 @@ def message_params(door, call) -> IncomingMessage:
     return read_message(call.params, door.manifest)
 
 
-def accept(door, call, message: IncomingMessage, on_accept=None):
+def accept(door, call, message: IncomingMessage, on_accept=None, hold: bool = False):
     """Route a message that was read, without waiting; return (record, snapshot, message).
 
     ``on_accept(record)`` runs under the store's lock as the task takes the
     message (see ``TaskManager.submit``). Without one, the snapshot — the task
     as GetTask answers it at that moment — is taken there when the answer is
     given at once (returnImmediately), and is None for a held request.
+    ``hold``: the caller waits for the task to settle (see ``TaskManager.submit``).
     """
     if message.door_extension:
         call.used_extensions.append(DOOR_URI)
@@ -87,7 +88,8 @@ def accept(door, call, message: IncomingMessage, on_accept=None):
         data = [part[1] for part in message.parts if part[0] == "data"]
         record = manager.submit(call.ctx, message.context_id,
                                 (text, list(message.images), data, message.source,
-                                 call.ctx.caller), message, on_accept, echoes=echoes)
+                                 call.ctx.caller), message, on_accept, echoes=echoes,
+                                hold=hold)
         if record.state == REJECTED:
             return record, record.to_json(), message
     return record, (taken[0] if taken else None), message
@@ -95,7 +97,8 @@ def accept(door, call, message: IncomingMessage, on_accept=None):
 
 def send_message(door, call, message: IncomingMessage):
     """SendMessage: held until the task settles, unless returnImmediately is true."""
-    record, snapshot, message = accept(door, call, message)
+    record, snapshot, message = accept(door, call, message,
+                                       hold=not message.return_immediately)
     if record.state == REJECTED or message.return_immediately:
         return task_result(snapshot)
     door.session.manager.wait_settled(record)
