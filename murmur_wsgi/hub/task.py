@@ -1,11 +1,19 @@
-"""A hub task: its record, its states and its wire forms (Task, statusUpdate, artifactUpdate)."""
+"""A hub task: its record and its states; its wire forms are built by ``wire/``.
+
+The hub's Task, statusUpdate and artifactUpdate are the door's shapes
+(``wire/task.py``, ``wire/stream.py``) with the hub's values: a task keeps its
+message as history, its status message's id is ``<task id>-status``, its answer
+is the ``answer`` artifact, and it writes UTF-8 unescaped.
+"""
 from __future__ import annotations
 
 import json
 import logging
 
-from murmur_wsgi.wire.task import (CANCELED, COMPLETED, FAILED, REJECTED, SUBMITTED,
-                                   TERMINAL, WORKING, now_ms, rfc3339, text_part)
+from murmur_wsgi.wire import stream as wire_stream
+from murmur_wsgi.wire import task as wire_task
+from murmur_wsgi.wire.task import (CANCELED, COMPLETED, FAILED, REJECTED, SUBMITTED,  # noqa: F401
+                                   TERMINAL, WORKING, data_part, now_ms, rfc3339)
 
 logger = logging.getLogger(__name__)
 
@@ -16,12 +24,8 @@ ANSWER = "answer"                # the answer artifact's id and name (HUB.md)
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-def data_part(value) -> dict:
-    return {"data": value, "mediaType": "application/json"}
-
-
 def answer_artifact(parts: list) -> dict:
-    return {"artifactId": ANSWER, "name": ANSWER, "parts": parts}
+    return wire_task.artifact(ANSWER, parts)
 
 
 class HubTask:
@@ -65,24 +69,17 @@ class HubTask:
         self._json = None
 
     def status(self) -> dict:
-        status = {"state": self.state}
-        if self.status_text is not None:
-            status["message"] = {"messageId": f"{self.id}-status", "contextId": self.context_id,
-                                 "taskId": self.id, "role": "ROLE_AGENT",
-                                 "parts": [text_part(self.status_text)]}
-        status["timestamp"] = rfc3339(self.status_ms)
-        return status
+        message = None if self.status_text is None else wire_task.agent_message(
+            f"{self.id}-status", self.context_id, self.id, self.status_text)
+        return wire_task.status(self.state, rfc3339(self.status_ms), message)
 
     def to_dict(self, history_length: int | None = None, artifacts: bool = True) -> dict:
-        task = {"id": self.id, "contextId": self.context_id, "status": self.status()}
-        if artifacts and self.artifacts:
-            task["artifacts"] = self.artifacts
         history = self.history
         if history_length is not None:
             history = history[len(history) - history_length:] if history_length else []
-        if history:
-            task["history"] = history
-        return task
+        return wire_task.task(self.id, self.context_id, self.status(),
+                              self.artifacts if artifacts and self.artifacts else None,
+                              history=history or None)
 
     def to_json(self, history_length: int | None = None, artifacts: bool = True,
                 cache: bool = True) -> str:
@@ -98,22 +95,21 @@ class HubTask:
         return _dumps(self.to_dict(history_length, artifacts))
 
     def task_event(self) -> str:
-        return f'{{"task":{self.to_json()}}}'
+        return wire_stream.task_event(self.to_json())
 
     def status_event(self) -> str:
         return status_update(self.id, self.context_id, self.status())
 
 
 def status_update(task_id: str, context_id: str, status: dict) -> str:
-    return _dumps({"statusUpdate": {"taskId": task_id, "contextId": context_id,
-                                    "status": status}})
+    return wire_stream.status_update(task_id, context_id, status, _dumps)
 
 
 def artifact_update(task_id: str, context_id: str, parts: list, *, append: bool,
                     last: bool) -> str:
-    return _dumps({"artifactUpdate": {"taskId": task_id, "contextId": context_id,
-                                      "artifact": answer_artifact(parts), "append": append,
-                                      "lastChunk": last}})
+    """A chunk of the answer artifact."""
+    return wire_stream.artifact_update(task_id, context_id, answer_artifact(parts), append,
+                                       last, _dumps)
 
 
 def dumps(value) -> str:

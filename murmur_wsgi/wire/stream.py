@@ -25,10 +25,13 @@ def task_event(task_json: str) -> str:
     return f'{{"task":{task_json}}}'
 
 
-def status_update(task_id: str, context_id: str, task_status: dict) -> str:
-    """``{"statusUpdate": …}`` carrying a TaskStatus as built (``wire.task.status``)."""
-    return _dumps({"statusUpdate": {"taskId": task_id, "contextId": context_id,
-                                    "status": task_status}})
+def status_update(task_id: str, context_id: str, task_status: dict, dumps=_dumps) -> str:
+    """``{"statusUpdate": …}`` carrying a TaskStatus as built (``wire.task.status``).
+
+    ``dumps``: the encoder (the door's escapes non-ASCII; the hub passes its own).
+    """
+    return dumps({"statusUpdate": {"taskId": task_id, "contextId": context_id,
+                                   "status": task_status}})
 
 
 def status_now(task_id: str, context_id: str, state: str, text: str | None, ms: int,
@@ -44,11 +47,11 @@ def status_now(task_id: str, context_id: str, state: str, text: str | None, ms: 
 
 
 def artifact_update(task_id: str, context_id: str, artifact: dict, append: bool = False,
-                    last_chunk: bool = True) -> str:
+                    last_chunk: bool = True, dumps=_dumps) -> str:
     """``{"artifactUpdate": …}``: a whole artifact (the default), or one chunk of it."""
-    return _dumps({"artifactUpdate": {"taskId": task_id, "contextId": context_id,
-                                      "artifact": artifact, "append": append,
-                                      "lastChunk": last_chunk}})
+    return dumps({"artifactUpdate": {"taskId": task_id, "contextId": context_id,
+                                     "artifact": artifact, "append": append,
+                                     "lastChunk": last_chunk}})
 
 
 def frame(name: str, text: str, fields: dict | None, message_id: str,

@@ -76,11 +76,20 @@ def status(state: str, timestamp: str, message: dict | None = None) -> dict:
 
 
 def task(task_id: str, context_id: str, task_status: dict, artifacts: list | None = None,
-         metadata: dict | None = None) -> dict:
-    """A Task as GetTask answers it; ``artifacts`` None leaves the key out."""
+         metadata: dict | None = None, *, history: list | None = None) -> dict:
+    """A Task as GetTask answers it; ``artifacts``, ``history`` or ``metadata`` None leaves
+    the key out (the door keeps no history; the hub's task holds its message)."""
     out = {"id": task_id, "contextId": context_id, "status": task_status}
     if artifacts is not None:
         out["artifacts"] = artifacts
+    if history is not None:
+        out["history"] = history
     if metadata is not None:
         out["metadata"] = metadata
     return out
+
+
+def list_tasks_response(tasks_json: str, next_token: str, page_size: int, total: int) -> str:
+    """A ListTasksResponse around its tasks, already serialized and joined by commas."""
+    return (f'{{"tasks":[{tasks_json}],"nextPageToken":"{next_token}",'
+            f'"pageSize":{page_size},"totalSize":{total}}}')

@@ -14,6 +14,7 @@ from murmur_wsgi.hub.store import PENDING, StoreError
 from murmur_wsgi.hub.task import COMPLETED, REJECTED, HubTask
 from murmur_wsgi.methods.streams import peer_gone
 from murmur_wsgi.wire.raw import RawJSON
+from murmur_wsgi.wire.stream import task_event
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def send_message(hub, call):
     msg, accepted = accept(hub, call, live=False)
     run = accepted.run
     if run is None or msg.return_immediately:
-        return RawJSON(f'{{"task":{accepted.snapshot}}}')
+        return RawJSON(task_event(accepted.snapshot))
     gone = peer_gone(call.environ)
     runs = hub.runs
     while not runs.wait(lambda: run.ended, PEER_CHECK_SECS):
@@ -113,7 +114,7 @@ def send_message(hub, call):
             run.request_stop(cancel=True)
             break
     answer = hub.store.render(accepted.task, msg.history_length, cache=False)
-    return RawJSON(f'{{"task":{answer}}}')
+    return RawJSON(task_event(answer))
 
 
 def live_source(hub, run):
@@ -142,7 +143,7 @@ def send_streaming_message(hub, call):
         from murmur_wsgi.hub.methods.streams import subscription
 
         return subscription(hub, call, accepted.task)
-    opening = [f'{{"task":{accepted.snapshot}}}']
+    opening = [task_event(accepted.snapshot)]
     run = accepted.run
     if run is None:
         return HubStream(call.id, opening, lambda timeout: ([], True), environ=call.environ,

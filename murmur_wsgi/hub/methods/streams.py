@@ -7,6 +7,7 @@ from murmur_wsgi.errors import InvalidRequestError
 from murmur_wsgi.hub.errors import SubscriptionExpiredError
 from murmur_wsgi.hub.methods.tasks import find
 from murmur_wsgi.hub.sse import HubStream
+from murmur_wsgi.wire.stream import task_event
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +23,7 @@ def event_source(store, task):
         events, available = store.events(task.id, read, timeout)
         if not available:
             if read == 0:
-                return [f'{{"task":{store.render(task)}}}'], True
+                return [task_event(store.render(task))], True
             return [], True
         if events:
             read = events[-1].seq           # a log's positions (a trimmed one starts later)

@@ -8,7 +8,7 @@ from murmur_wsgi.errors import InvalidParamsError, TaskNotCancelableError, TaskN
 from murmur_wsgi.hub.message import history_length
 from murmur_wsgi.wire.params import read_task_id, read_timestamp_us
 from murmur_wsgi.wire.raw import RawJSON
-from murmur_wsgi.wire.task import ALL_STATES
+from murmur_wsgi.wire.task import ALL_STATES, list_tasks_response
 
 logger = logging.getLogger(__name__)
 
@@ -108,5 +108,4 @@ def list_tasks(hub, call):
         raise InvalidParamsError("Invalid params: pageToken is not a nextPageToken this hub "
                                  "answered") from None
     body = ",".join(hub.store.render(task, length, include) for task in page.tasks)
-    return RawJSON(f'{{"tasks":[{body}],"nextPageToken":"{page.next_token}",'
-                   f'"pageSize":{page_size},"totalSize":{page.total}}}')
+    return RawJSON(list_tasks_response(body, page.next_token, page_size, page.total))
