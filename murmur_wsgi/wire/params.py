@@ -2,7 +2,9 @@
 
 Each reader returns a typed value the handler takes; a handler never reads the
 raw params. ListTasks' rules are one schema whose fields are declared in the
-spec's order: the first rule a request breaks answers.
+spec's order: the first rule a request breaks answers. The hub's ListTasks is
+a variant of the door's (``HubListTasksSchema``): the same fields, some read
+more leniently (null as absent), and ``historyLength``.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable
 
-from marshmallow import post_load, validate
+from marshmallow import fields, post_load, validate
 from marshmallow.experimental.context import Context
 
 from murmur_wsgi.errors import InvalidParamsError
@@ -160,3 +162,95 @@ def read_list_tasks(params: dict, decode_token: Callable[[str], int | None]) -> 
         return FIRST_PAGE
     with Context({"decode_token": decode_token}):
         return load(_LIST_TASKS, params)
+
+
+# --- the hub's ListTasks, and historyLength --------------------------------------------
+
+HUB_PAGE_MESSAGE = f"Invalid params: pageSize must be from 1 to {PAGE_MAX}"
+LIST_HISTORY_DEFAULT = 100
+
+
+def history_length_field(where: str) -> StrictInteger:
+    """``historyLength`` (the hub's): a whole number, 0 or more; null or absent reads None."""
+    message = f"Invalid params: {where} must be a whole number, 0 or more"
+    return StrictInteger(message, data_key="historyLength", load_default=None, allow_none=True,
+                         validate=validate.Range(min=0, error=message))
+
+
+class HistoryLengthSchema(WireSchema):
+    """The hub's GetTask: params.historyLength, which trims the task's history."""
+
+    history_length = history_length_field("historyLength")
+
+
+_HISTORY = HistoryLengthSchema()
+
+
+def read_history_length(params: dict) -> int | None:
+    """params.historyLength (the hub's GetTask), None when absent or null."""
+    if "historyLength" not in params:
+        return None
+    return load(_HISTORY, params)["history_length"]
+
+
+@dataclass(slots=True)
+class HubListTasksParams:
+    """The hub's ListTasks params, read; the page token is the store's to decode."""
+
+    context_id: str | None
+    state: str | None
+    page_size: int                      # 1..PAGE_MAX (a larger ask is refused)
+    token: str | None                   # None: the first page
+    cutoff_us: int | None
+    include_artifacts: bool
+    history_length: int                 # LIST_HISTORY_DEFAULT when not given
+
+
+class _TokenText(fields.Field):
+    """The hub's pageToken: a string when it is anything; a falsy value names no page."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not value:
+            return None
+        if not isinstance(value, str):
+            raise self.make_error("invalid")
+        return value
+
+
+class HubListTasksSchema(ListTasksSchema):
+    """The hub's ListTasks: the door's fields in the door's order, then historyLength.
+
+    pageSize, pageToken and includeArtifacts read null as absent; a pageSize
+    over PAGE_MAX is refused; the token is checked by the store after the load.
+    """
+
+    page_size = StrictInteger(HUB_PAGE_MESSAGE, data_key="pageSize", load_default=PAGE_DEFAULT,
+                              allow_none=True,
+                              validate=validate.Range(min=1, max=PAGE_MAX,
+                                                      error=HUB_PAGE_MESSAGE))
+    after = _TokenText(data_key="pageToken", load_default=None, allow_none=True,
+                       error_messages={"invalid": "Invalid params: pageToken must be a string"})
+    include_artifacts = StrictBoolean("Invalid params: includeArtifacts must be a boolean",
+                                      data_key="includeArtifacts", load_default=False,
+                                      allow_none=True)
+    history_length = history_length_field("historyLength")
+
+    @post_load
+    def _typed(self, data: dict, **kwargs) -> HubListTasksParams:
+        state = data["status"]
+        length = data["history_length"]
+        return HubListTasksParams(
+            context_id=data["context_id"] or None,
+            state=None if state == UNSPECIFIED else state,
+            page_size=PAGE_DEFAULT if data["page_size"] is None else data["page_size"],
+            token=data["after"], cutoff_us=data["cutoff_us"],
+            include_artifacts=bool(data["include_artifacts"]),
+            history_length=LIST_HISTORY_DEFAULT if length is None else length)
+
+
+_HUB_LIST_TASKS = HubListTasksSchema()
+
+
+def read_hub_list_tasks(params: dict) -> HubListTasksParams:
+    """Read the hub's ListTasks params, or raise the first refusal (-32602)."""
+    return load(_HUB_LIST_TASKS, params)

@@ -5,16 +5,11 @@ import logging
 import time
 
 from murmur_wsgi.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
-from murmur_wsgi.hub.message import history_length
-from murmur_wsgi.wire.params import read_task_id, read_timestamp_us
+from murmur_wsgi.wire.params import read_history_length, read_hub_list_tasks, read_task_id
 from murmur_wsgi.wire.raw import RawJSON
-from murmur_wsgi.wire.task import ALL_STATES, list_tasks_response
+from murmur_wsgi.wire.task import list_tasks_response
 
 logger = logging.getLogger(__name__)
-
-PAGE_DEFAULT = 50
-PAGE_MAX = 100
-LIST_HISTORY_DEFAULT = 100
 
 
 def find(hub, call):
@@ -29,7 +24,7 @@ def find(hub, call):
 def get_task(hub, call):
     """GetTask: the task as it stands, its history trimmed by historyLength."""
     task = find(hub, call)
-    return RawJSON(hub.store.render(task, history_length(call.params)))
+    return RawJSON(hub.store.render(task, read_history_length(call.params)))
 
 
 def cancel_task(hub, call):
@@ -68,44 +63,17 @@ def _ended_in_store(store, task_id: str, timeout: float) -> bool:
             after = events[-1].seq
 
 
-def _read_list(params: dict):
-    context_id = params.get("contextId", "")
-    if not isinstance(context_id, str):
-        raise InvalidParamsError("Invalid params: contextId must be a string")
-    status = params.get("status", "TASK_STATE_UNSPECIFIED")
-    if not isinstance(status, str) or (status not in ALL_STATES
-                                        and status != "TASK_STATE_UNSPECIFIED"):
-        raise InvalidParamsError("Invalid params: status must be a TASK_STATE_* name")
-    page_size = params.get("pageSize", PAGE_DEFAULT)
-    if page_size is None:
-        page_size = PAGE_DEFAULT
-    if not isinstance(page_size, int) or isinstance(page_size, bool) \
-            or not 1 <= page_size <= PAGE_MAX:
-        raise InvalidParamsError(f"Invalid params: pageSize must be from 1 to {PAGE_MAX}")
-    token = params.get("pageToken", "") or ""
-    if not isinstance(token, str):
-        raise InvalidParamsError("Invalid params: pageToken must be a string")
-    cutoff = params.get("statusTimestampAfter")
-    cutoff_ms = None if cutoff is None else read_timestamp_us(cutoff) / 1000
-    include = params.get("includeArtifacts", False)
-    if include is None:
-        include = False
-    if not isinstance(include, bool):
-        raise InvalidParamsError("Invalid params: includeArtifacts must be a boolean")
-    length = history_length(params)
-    state = None if status == "TASK_STATE_UNSPECIFIED" else status
-    return (context_id or None, state, page_size, token or None, cutoff_ms, include,
-            LIST_HISTORY_DEFAULT if length is None else length)
-
-
 def list_tasks(hub, call):
     """ListTasks: newest first, scoped to the tenant and the agent in the path."""
-    context_id, state, page_size, token, cutoff_ms, include, length = _read_list(call.params)
+    params = read_hub_list_tasks(call.params)
+    cutoff_ms = None if params.cutoff_us is None else params.cutoff_us / 1000
     try:
-        page = hub.store.list(call.tenant, call.agent, context_id=context_id, state=state,
-                              after_ms=cutoff_ms, page_size=page_size, token=token)
+        page = hub.store.list(call.tenant, call.agent, context_id=params.context_id,
+                              state=params.state, after_ms=cutoff_ms,
+                              page_size=params.page_size, token=params.token)
     except ValueError:
         raise InvalidParamsError("Invalid params: pageToken is not a nextPageToken this hub "
                                  "answered") from None
-    body = ",".join(hub.store.render(task, length, include) for task in page.tasks)
-    return RawJSON(list_tasks_response(body, page.next_token, page_size, page.total))
+    body = ",".join(hub.store.render(task, params.history_length, params.include_artifacts)
+                    for task in page.tasks)
+    return RawJSON(list_tasks_response(body, page.next_token, params.page_size, page.total))
