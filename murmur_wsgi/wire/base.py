@@ -61,6 +61,42 @@ class StrictInteger(fields.Field):
         return value
 
 
+class Present(fields.Field):
+    """Any JSON value; null too (a present null is not "absent")."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("allow_none", True)
+        super().__init__(**kwargs)
+
+
+class ObjectField(fields.Field):
+    """A JSON object (null is not one)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, dict):
+            raise self.make_error("invalid")
+        return value
+
+
+class NonEmptyList(fields.Field):
+    """A JSON array with at least one item."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, list) or not value:
+            raise self.make_error("invalid")
+        return value
+
+
+def refusals(required: str, invalid: str) -> dict:
+    """A field's error messages: ``required`` when absent, ``invalid`` for null or a bad value."""
+    return {"required": required, "invalid": invalid, "null": invalid}
+
+
+def invalid(what: str) -> InvalidParamsError:
+    """-32602 'Invalid params: <what>'."""
+    return InvalidParamsError(f"Invalid params: {what}")
+
+
 def first_message(messages) -> str:
     """The first error text of a ValidationError's (nested) messages, in field order."""
     while not isinstance(messages, str):

@@ -3,7 +3,7 @@
 ``read_message`` runs the spec's eleven checks as ``STEPS``, a list of named
 steps in the reference's order; the first refusal answers. Each step that reads
 a shape does it with a schema (``ParamsSchema``, ``MessageHeadSchema``,
-``PartFieldsSchema``, ``MessageIdsSchema``, ``DoorExtensionSchema``,
+``PartFieldsSchema`` (wire/parts.py), ``MessageIdsSchema``, ``DoorExtensionSchema``,
 ``ConfigurationSchema``); the steps about this door (content types, push,
 transport, images) are rules on what the shapes read.
 
@@ -15,7 +15,6 @@ pass and declines anything else, which the steps then read. A property test
 """
 from __future__ import annotations
 
-import binascii
 import logging
 from dataclasses import dataclass, field
 
@@ -24,13 +23,14 @@ from marshmallow import Schema, ValidationError, fields, validate
 from murmur_wsgi.errors import (ContentTypeNotSupportedError, InvalidParamsError,
                                 PushNotificationNotSupportedError)
 from murmur_wsgi.uris import DOOR_URI
-from murmur_wsgi.wire.base import StrictBoolean, StrictString, WireSchema, first_message
+from murmur_wsgi.wire.base import (NonEmptyList, ObjectField, Present, StrictBoolean,
+                                   StrictString, WireSchema, first_message, invalid, refusals)
+from murmur_wsgi.wire.parts import (PART_KINDS, decode_raw, image_type, is_image_of,
+                                    part_field_refusal)
 
 logger = logging.getLogger(__name__)
 
 MAX_REFERENCES = 16
-PART_KINDS = ("text", "raw", "url", "data")
-IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 _META_PATH = f'message.metadata["{DOOR_URI}"]'
 _READS = "this agent reads text parts, data parts and image raw parts only"
@@ -68,66 +68,13 @@ class DoorExtensionSchema(WireSchema):
 _DOOR_EXTENSION = DoorExtensionSchema()
 
 
-def _invalid(what: str) -> InvalidParamsError:
-    return InvalidParamsError(f"Invalid params: {what}")
-
-
-def _is_image_of(media_type: str, data: bytes) -> bool:
-    """Tell whether ``data`` starts with the magic bytes of ``media_type``."""
-    if media_type == "image/png":
-        return data.startswith(b"\x89PNG\r\n\x1a\n")
-    if media_type == "image/jpeg":
-        return data.startswith(b"\xff\xd8\xff")
-    if media_type == "image/gif":
-        return data.startswith((b"GIF87a", b"GIF89a"))
-    return data[:4] == b"RIFF" and data[8:12] == b"WEBP"       # image/webp
-
-
-def _image_type(part: dict) -> str | None:
-    """Return the image type a raw part declares (lowercased), or None."""
-    declared = part.get("mediaType")
-    if not declared:
-        return None
-    # NOTE: media types match case-insensitively (RFC 6838); parameters are not accepted.
-    lowered = declared.lower()
-    return lowered if lowered in IMAGE_TYPES else None
-
-
 # --- the shapes ---------------------------------------------------------------------------
-
-
-class _Present(fields.Field):
-    """Any JSON value; null too (a present null is not "absent")."""
-
-    def __init__(self, **kwargs):
-        kwargs.setdefault("allow_none", True)
-        super().__init__(**kwargs)
-
-
-class _Object(fields.Field):
-    """A JSON object (null is not one)."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if not isinstance(value, dict):
-            raise self.make_error("invalid")
-        return value
-
-
-class _NonEmptyList(fields.Field):
-    def _deserialize(self, value, attr, data, **kwargs):
-        if not isinstance(value, list) or not value:
-            raise self.make_error("invalid")
-        return value
-
-
-def _errors(required: str, invalid: str) -> dict:
-    return {"required": required, "invalid": invalid, "null": invalid}
 
 
 class ParamsSchema(WireSchema):
     """Step 1: params.message is an object (a bare message as params is refused)."""
 
-    message = _Object(required=True, error_messages=_errors(
+    message = ObjectField(required=True, error_messages=refusals(
         "Invalid params: message is required; params holds the Message under message",
         "Invalid params: message must be an object"))
 
@@ -139,11 +86,11 @@ class MessageHeadSchema(WireSchema):
                               data_key="messageId", required=True,
                               validate=validate.Length(min=1))
     role = fields.Raw(data_key="role", required=True, validate=validate.Equal("ROLE_USER"),
-                    error_messages=_errors(
+                    error_messages=refusals(
                         "Invalid params: message.role is required",
                         "Invalid params: message.role must be ROLE_USER: a message to this "
                         "agent is from the user"))
-    parts = _NonEmptyList(data_key="parts", required=True, error_messages=_errors(
+    parts = NonEmptyList(data_key="parts", required=True, error_messages=refusals(
         "Invalid params: message.parts is required",
         "Invalid params: message.parts must be a non-empty array of parts"))
 
@@ -155,17 +102,6 @@ class MessageHeadSchema(WireSchema):
             messages["required"] = "Invalid params: message.messageId is required"
         for validator in field_obj.validators:
             validator.error = messages["invalid"]
-
-
-class PartFieldsSchema(WireSchema):
-    """Step 4, one part: text, raw, url, mediaType and filename are strings where present."""
-
-    text = StrictString("text", load_default=None, allow_none=False)
-    raw = StrictString("raw", load_default=None, allow_none=False)
-    url = StrictString("url", load_default=None, allow_none=False)
-    media_type = StrictString("mediaType", data_key="mediaType", load_default=None,
-                              allow_none=False)
-    filename = StrictString("filename", load_default=None, allow_none=False)
 
 
 class _References(fields.Field):
@@ -194,8 +130,8 @@ class MessageIdsSchema(WireSchema):
                               data_key="contextId", load_default=None, allow_none=False)
     reference_task_ids = _References(
         data_key="referenceTaskIds", load_default=list,
-        error_messages=_errors("", "Invalid params: message.referenceTaskIds must be an array "
-                                   "of task ids"))
+        error_messages=refusals("", "Invalid params: message.referenceTaskIds must be an "
+                                    "array of task ids"))
 
 
 class ConfigurationSchema(WireSchema):
@@ -205,12 +141,11 @@ class ConfigurationSchema(WireSchema):
     return_immediately = StrictBoolean("configuration.returnImmediately must be a boolean",
                                        data_key="returnImmediately", load_default=None,
                                        allow_none=True)
-    push_config = _Present(data_key="taskPushNotificationConfig", load_default=None)
+    push_config = Present(data_key="taskPushNotificationConfig", load_default=None)
 
 
 _PARAMS = ParamsSchema()
 _HEAD = MessageHeadSchema()
-_PART_FIELDS = PartFieldsSchema()
 _IDS = MessageIdsSchema()
 _CONFIGURATION = ConfigurationSchema()
 
@@ -250,11 +185,11 @@ def _head(r: _Reading) -> None:
     r.message_id, parts = head["message_id"], head["parts"]
     max_parts = r.manifest.limits["max_parts"]
     if len(parts) > max_parts:                          # before any part is looked at
-        raise _invalid(f"message.parts holds {len(parts)} parts, more than "
-                       f"limits.max_parts ({max_parts})")
+        raise invalid(f"message.parts holds {len(parts)} parts, more than "
+                      f"limits.max_parts ({max_parts})")
     for i, part in enumerate(parts):
         if not isinstance(part, dict):
-            raise _invalid(f"message.parts[{i}] must be an object")
+            raise invalid(f"message.parts[{i}] must be an object")
     r.parts = parts
 
 
@@ -264,19 +199,17 @@ def _part_kinds(r: _Reading) -> None:
         found = [key for key in PART_KINDS if key in part]
         if len(found) != 1:
             sets = " and ".join(found) if found else "none of them"
-            raise _invalid(f"message.parts[{i}] must set exactly one of text, raw, url and data; "
-                           f"it sets {sets}")
+            raise invalid(f"message.parts[{i}] must set exactly one of text, raw, url and data; "
+                          f"it sets {sets}")
         kinds.append(found[0])
     r.kinds = kinds
 
 
 def _part_fields(r: _Reading) -> None:
     for i, part in enumerate(r.parts):
-        try:
-            _PART_FIELDS.load(part)
-        except ValidationError as ex:
-            raise _invalid(f"message.parts[{i}].{first_message(ex.messages)} must be a "
-                           "string") from None
+        refusal = part_field_refusal(i, part)
+        if refusal is not None:
+            raise refusal
 
 
 def _ids(r: _Reading) -> None:
@@ -293,14 +226,14 @@ def _door_extension(r: _Reading) -> None:
         return
     block = metadata[DOOR_URI]
     if not isinstance(block, dict):
-        raise _invalid(f"{_META_PATH} must be an object")
+        raise invalid(f"{_META_PATH} must be an object")
     try:
         r.forget_session = _DOOR_EXTENSION.load(block)["forget_session"]
     except ValidationError:
-        raise _invalid(f"{_META_PATH}.forgetSession must be a boolean") from None
+        raise invalid(f"{_META_PATH}.forgetSession must be a boolean") from None
     if r.forget_session and r.task_id is not None:
-        raise _invalid("forgetSession starts a new conversation, so it goes on a message "
-                       f"that starts a task, not on one that continues task {r.task_id}")
+        raise invalid("forgetSession starts a new conversation, so it goes on a message "
+                      f"that starts a task, not on one that continues task {r.task_id}")
 
 
 def _configuration(r: _Reading) -> None:
@@ -311,14 +244,14 @@ def _configuration(r: _Reading) -> None:
         # NOTE: the spec leaves this open. A configuration that is not an object cannot be
         # read as a SendMessageConfiguration, and "a message the door cannot read in full"
         # is -32602; it is answered here, the first check that reads configuration.
-        raise _invalid("configuration must be an object")
+        raise invalid("configuration must be an object")
     r.config = _load(_CONFIGURATION, config)
     r.return_immediately = bool(r.config["return_immediately"])
 
 
 def _content_types(r: _Reading) -> None:
     for i, kind in enumerate(r.kinds):
-        if kind == "url" or (kind == "raw" and _image_type(r.parts[i]) is None):
+        if kind == "url" or (kind == "raw" and image_type(r.parts[i]) is None):
             what = "a url part" if kind == "url" else "a raw part that is not an image"
             declared = r.parts[i].get("mediaType")
             extra = {"mediaType": declared} if declared else {}
@@ -346,28 +279,25 @@ def _images(r: _Reading) -> None:
     for i, kind in enumerate(r.kinds):
         if kind != "raw":
             continue
-        media_type = _image_type(r.parts[i])
+        media_type = image_type(r.parts[i])
         where = f"message.parts[{i}]"
-        try:
-            data = binascii.a2b_base64(r.parts[i]["raw"], strict_mode=True)
-        except ValueError:                              # binascii.Error, or non-ASCII text
-            raise _invalid(f"{where}.raw is not base64") from None
-        if not _is_image_of(media_type, data):
-            raise _invalid(f"{where} is not an image of its mediaType: its first bytes "
-                           f"are not those of {media_type}")
+        data = decode_raw(i, r.parts[i]["raw"])
+        if not is_image_of(media_type, data):
+            raise invalid(f"{where} is not an image of its mediaType: its first bytes "
+                          f"are not those of {media_type}")
         if len(data) > limits["max_bytes"]:
-            raise _invalid(f"{where} is {len(data)} bytes, larger than "
-                           f"context.images.max_bytes ({limits['max_bytes']})")
+            raise invalid(f"{where} is {len(data)} bytes, larger than "
+                          f"context.images.max_bytes ({limits['max_bytes']})")
         if len(images) >= limits["max_per_turn"]:
-            raise _invalid(f"{where} is image {len(images) + 1} of this message, one more "
-                           f"than context.images.max_per_turn ({limits['max_per_turn']})")
+            raise invalid(f"{where} is image {len(images) + 1} of this message, one more "
+                          f"than context.images.max_per_turn ({limits['max_per_turn']})")
         if r.task_id is not None:
-            raise _invalid(f"{where} is an image on a message that continues task "
-                           f"{r.task_id}; images go on the message that starts a task")
+            raise invalid(f"{where} is an image on a message that continues task "
+                          f"{r.task_id}; images go on the message that starts a task")
         if r.manifest.transport == "process":
-            raise _invalid(f"{where} is an image, and this capsule runs on "
-                           "inference.transport: process, whose harness takes no images "
-                           "from the door")
+            raise invalid(f"{where} is an image, and this capsule runs on "
+                          "inference.transport: process, whose harness takes no images "
+                          "from the door")
         images.append((media_type, data))
 
 

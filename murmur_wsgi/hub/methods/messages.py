@@ -6,13 +6,14 @@ import uuid
 
 from murmur_wsgi.errors import InvalidRequestError
 from murmur_wsgi.hub.context import Caller, HubContext, Turn
-from murmur_wsgi.hub.message import read_message, stored_message
 from murmur_wsgi.hub.push.methods import message_config, save_message_config
 from murmur_wsgi.hub.runs import Run
 from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.hub.store import PENDING, StoreError
 from murmur_wsgi.hub.task import COMPLETED, REJECTED, HubTask
 from murmur_wsgi.methods.streams import peer_gone
+from murmur_wsgi.tasks.render import data_block
+from murmur_wsgi.wire.message_hub import read_hub_message, stored_message
 from murmur_wsgi.wire.raw import RawJSON
 from murmur_wsgi.wire.stream import task_event
 
@@ -21,6 +22,11 @@ logger = logging.getLogger(__name__)
 HISTORY_TURNS = 50             # earlier tasks of a context a run is handed (ctx.history)
 CLOSING = "the hub is shutting down; send the message again later"
 PEER_CHECK_SECS = 1.0          # a held SendMessage looks at its client this often
+
+
+def agent_text(parts: list) -> str:
+    """What the agent reads: the text parts, and each data part in its fence, by newlines."""
+    return "\n".join(part[1] if part[0] == "text" else data_block(*part[1:]) for part in parts)
 
 
 def _text_of(message: dict) -> str:
@@ -52,7 +58,8 @@ class Accepted:
 
 def accept(hub, call, live: bool):
     """Read the message, apply idempotency and admission; start the run when admitted."""
-    msg = read_message(call.params)                       # the request limits, first
+    msg = read_hub_message(call.params)                   # the request limits, first
+    text = agent_text(msg.parts)
     push = message_config(hub, msg.push_config)
     store = hub.store
     found = store.claim_message(call.tenant, call.agent, msg.message_id)
@@ -73,7 +80,7 @@ def accept(hub, call, live: bool):
         task = HubTask(task_id, context_id, call.tenant, call.agent, msg.message_id,
                        stored_message(msg.message, task_id, context_id))
         reason = CLOSING if hub.closing else hub.admission.admit(call.tenant, call.agent,
-                                                                 msg.text)
+                                                                 text)
         if reason is not None:
             task.set_state(REJECTED, reason)
             store.create(task, task.task_event(), bind=False)
@@ -94,7 +101,7 @@ def accept(hub, call, live: bool):
             pass                # the claim expires by itself (a shared store)
         raise
     hub.runs.add(run)
-    ctx = HubContext(run, msg.text, msg.data, task.history[0],
+    ctx = HubContext(run, text, msg.data, task.history[0],
                      Caller(call.tenant, call.subject, call.agent), history)
     run.start(ctx)
     return msg, Accepted(task, run, snapshot)

@@ -1,0 +1,185 @@
+"""The hub's variant of a message: SendMessage's params read by its rules, and the stored message.
+
+The hub reads a message by the second system's request limits, not the door's
+checklist (``wire/message.py``): ``HUB_STEPS`` names its checks in their order,
+and the first refusal answers. They run before admission, so a refused message
+runs and costs nothing. A part is checked as the door checks one
+(``wire/parts.py``), one part after the other; what differs from the door: a
+continued task is -32004 (the hub never asks for input), a contextId has at most
+``MAX_CONTEXT_ID_BYTES``, the agent reads only text and data, and the
+configuration carries ``historyLength``.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from marshmallow import fields, validate
+
+from murmur_wsgi.errors import UnsupportedOperationError
+from murmur_wsgi.wire.base import (NonEmptyList, ObjectField, Present, StrictBoolean,
+                                   StrictString, WireSchema, invalid, load, refusals)
+from murmur_wsgi.wire.params import history_length_field
+from murmur_wsgi.wire.parts import PART_KINDS, decode_raw, part_field_refusal
+
+logger = logging.getLogger(__name__)
+
+MAX_CONTEXT_ID_BYTES = 256
+CONTINUED = ("this hub never asks for input, so a task cannot be continued: send the message "
+             "without taskId (the same contextId continues the conversation)")
+
+
+@dataclass(slots=True)
+class HubMessage:
+    message_id: str
+    context_id: str | None
+    # What the agent reads, in order: ("text", str) for each text part that is not blank,
+    # ("data", value, media_type | None, filename | None) for each data part not null.
+    parts: list
+    data: list                      # the data parts' values, in order
+    message: dict                   # the message as sent (what the task's history holds)
+    return_immediately: bool
+    history_length: int | None
+    push_config: dict | None = None       # configuration.taskPushNotificationConfig, unread
+
+
+def _same(text: str) -> dict:
+    return refusals(text, text)
+
+
+class HubParamsSchema(WireSchema):
+    message = ObjectField(required=True, error_messages=refusals(
+        "Invalid params: message is required", "Invalid params: message must be an object"))
+
+
+_ID_TEXT = "Invalid params: message.messageId must be a non-empty string"
+_ROLE_TEXT = "Invalid params: message.role must be ROLE_USER"
+
+
+class HubMessageHeadSchema(WireSchema):
+    """messageId, role, then parts: every refusal of a field answers one text."""
+
+    message_id = StrictString(_ID_TEXT, data_key="messageId", required=True,
+                              validate=validate.Length(min=1, error=_ID_TEXT))
+    role = fields.Raw(data_key="role", required=True, error_messages=_same(_ROLE_TEXT),
+                      validate=validate.Equal("ROLE_USER", error=_ROLE_TEXT))
+    parts = NonEmptyList(data_key="parts", required=True, error_messages=_same(
+        "Invalid params: message.parts must be a non-empty array of parts"))
+
+
+class HubConfigurationSchema(WireSchema):
+    """configuration: returnImmediately, then historyLength (null reads as absent)."""
+
+    return_immediately = StrictBoolean(
+        "Invalid params: configuration.returnImmediately must be a boolean",
+        data_key="returnImmediately", load_default=None, allow_none=True)
+    history_length = history_length_field("configuration.historyLength")
+    push_config = Present(data_key="taskPushNotificationConfig", load_default=None)
+
+
+_PARAMS = HubParamsSchema()
+_HEAD = HubMessageHeadSchema()
+_CONFIGURATION = HubConfigurationSchema()
+
+
+class _Reading:
+    __slots__ = ("params", "msg", "message_id", "parts", "context_id", "read", "data",
+                 "config")
+
+    def __init__(self, params: dict):
+        self.params = params
+
+
+def _message(r: _Reading) -> None:
+    r.msg = load(_PARAMS, r.params)["message"]
+
+
+def _head(r: _Reading) -> None:
+    head = load(_HEAD, r.msg)
+    r.message_id, r.parts = head["message_id"], head["parts"]
+
+
+def _parts(r: _Reading) -> None:
+    for i, part in enumerate(r.parts):
+        if not isinstance(part, dict) or sum(key in part for key in PART_KINDS) != 1:
+            raise invalid(f"message.parts[{i}] must be an object setting exactly one of "
+                          "text, raw, url and data")
+        refusal = part_field_refusal(i, part)
+        if refusal is not None:
+            raise refusal
+        if "raw" in part:
+            decode_raw(i, part["raw"])
+
+
+def _task_id(r: _Reading) -> None:
+    task_id = r.msg.get("taskId")
+    if task_id is not None and not isinstance(task_id, str):
+        raise invalid("message.taskId must be a string")
+    if task_id:
+        raise UnsupportedOperationError(CONTINUED, taskId=task_id)
+
+
+def _context_id(r: _Reading) -> None:
+    context_id = r.msg.get("contextId")
+    if context_id is not None and not isinstance(context_id, str):
+        raise invalid("message.contextId must be a string")
+    r.context_id = context_id or None
+    if r.context_id is not None and len(r.context_id.encode("utf-8", "surrogatepass")) > \
+            MAX_CONTEXT_ID_BYTES:
+        raise invalid(f"message.contextId is longer than {MAX_CONTEXT_ID_BYTES} bytes")
+
+
+def _readable(r: _Reading) -> None:
+    r.read, r.data = [], []
+    for part in r.parts:
+        if "text" in part and part["text"].strip():
+            r.read.append(("text", part["text"]))
+        elif "data" in part and part["data"] is not None:
+            r.data.append(part["data"])
+            r.read.append(("data", part["data"], part.get("mediaType") or None,
+                           part.get("filename") or None))
+    if not r.read:
+        raise invalid("the message needs a non-empty text or data part; this hub does not "
+                      "read files")
+
+
+def _configuration(r: _Reading) -> None:
+    config = r.params.get("configuration")
+    if config is None:
+        config = {}
+    elif not isinstance(config, dict):
+        raise invalid("configuration must be an object")
+    r.config = load(_CONFIGURATION, config)
+
+
+# The hub's checks of a message (the second system's request limits), in order.
+HUB_STEPS = (
+    ("params.message is an object", _message),
+    ("messageId, role, parts", _head),
+    ("each part, in order: one kind, its strings, raw as base64", _parts),
+    ("taskId: a string, and none given (-32004)", _task_id),
+    ("contextId: a string of at most MAX_CONTEXT_ID_BYTES", _context_id),
+    ("a text or data part the agent can read", _readable),
+    ("configuration: returnImmediately, historyLength", _configuration),
+)
+
+
+def read_hub_message(params: dict) -> HubMessage:
+    """Read the hub's SendMessage/SendStreamingMessage params, or raise the first refusal."""
+    r = _Reading(params)
+    for _name, step in HUB_STEPS:
+        step(r)
+    config = r.config
+    return HubMessage(r.message_id, r.context_id, r.read, r.data, r.msg,
+                      bool(config["return_immediately"]), config["history_length"],
+                      config["push_config"])
+
+
+def stored_message(msg: dict, task_id: str, context_id: str) -> dict:
+    """The message as the task's history holds it: its ids filled in, proto field order."""
+    out = {"messageId": msg["messageId"], "contextId": context_id, "taskId": task_id,
+           "role": "ROLE_USER", "parts": msg["parts"]}
+    for key in ("metadata", "extensions", "referenceTaskIds"):
+        if msg.get(key):
+            out[key] = msg[key]
+    return out
