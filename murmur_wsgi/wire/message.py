@@ -18,19 +18,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from marshmallow import Schema, ValidationError, fields, validate
+from marshmallow import ValidationError
 
 from murmur_wsgi.errors import (ContentTypeNotSupportedError, InvalidParamsError,
                                 PushNotificationNotSupportedError)
 from murmur_wsgi.uris import DOOR_URI
-from murmur_wsgi.wire.base import (NonEmptyList, ObjectField, Present, StrictBoolean,
-                                   StrictString, WireSchema, first_message, invalid, refusals)
+from murmur_wsgi.wire import message_shapes as shapes
+from murmur_wsgi.wire.base import invalid, load
 from murmur_wsgi.wire.parts import (PART_KINDS, decode_raw, image_type, is_image_of,
                                     part_field_refusal)
 
 logger = logging.getLogger(__name__)
-
-MAX_REFERENCES = 16
 
 _META_PATH = f'message.metadata["{DOOR_URI}"]'
 _READS = "this agent reads text parts, data parts and image raw parts only"
@@ -59,104 +57,6 @@ class IncomingMessage:
     source: dict | None = field(default=None, compare=False, repr=False)
 
 
-class DoorExtensionSchema(WireSchema):
-    """Step 6: the object under the door URI in message.metadata; other keys are ignored."""
-
-    forget_session = StrictBoolean(data_key="forgetSession", load_default=False)
-
-
-_DOOR_EXTENSION = DoorExtensionSchema()
-
-
-# --- the shapes ---------------------------------------------------------------------------
-
-
-class ParamsSchema(WireSchema):
-    """Step 1: params.message is an object (a bare message as params is refused)."""
-
-    message = ObjectField(required=True, error_messages=refusals(
-        "Invalid params: message is required; params holds the Message under message",
-        "Invalid params: message must be an object"))
-
-
-class MessageHeadSchema(WireSchema):
-    """Step 2: messageId, role, then parts (each part an object: ``_head``)."""
-
-    message_id = StrictString("Invalid params: message.messageId must be a non-empty string",
-                              data_key="messageId", required=True,
-                              validate=validate.Length(min=1))
-    role = fields.Raw(data_key="role", required=True, validate=validate.Equal("ROLE_USER"),
-                    error_messages=refusals(
-                        "Invalid params: message.role is required",
-                        "Invalid params: message.role must be ROLE_USER: a message to this "
-                        "agent is from the user"))
-    parts = NonEmptyList(data_key="parts", required=True, error_messages=refusals(
-        "Invalid params: message.parts is required",
-        "Invalid params: message.parts must be a non-empty array of parts"))
-
-    def on_bind_field(self, field_name, field_obj):
-        # NOTE: a required field's absence has its own answer; every other refusal of
-        # the field answers its "invalid" text, a validator's too.
-        messages = field_obj.error_messages
-        if field_name == "message_id":
-            messages["required"] = "Invalid params: message.messageId is required"
-        for validator in field_obj.validators:
-            validator.error = messages["invalid"]
-
-
-class _References(fields.Field):
-    """message.referenceTaskIds: an array of non-empty strings; each id once, in order."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if not isinstance(value, list):
-            raise self.make_error("invalid")
-        for i, ref in enumerate(value):
-            if not isinstance(ref, str) or not ref:
-                raise ValidationError(f"Invalid params: message.referenceTaskIds[{i}] must be "
-                                      "a non-empty string")
-        references = list(dict.fromkeys(value))
-        if len(references) > MAX_REFERENCES:
-            raise ValidationError(f"Invalid params: message.referenceTaskIds names "
-                                  f"{len(references)} distinct tasks; at most {MAX_REFERENCES}")
-        return references
-
-
-class MessageIdsSchema(WireSchema):
-    """Step 5: taskId and contextId, then referenceTaskIds ("" names no task, no context)."""
-
-    task_id = StrictString("Invalid params: message.taskId must be a string", data_key="taskId",
-                           load_default=None, allow_none=False)
-    context_id = StrictString("Invalid params: message.contextId must be a string",
-                              data_key="contextId", load_default=None, allow_none=False)
-    reference_task_ids = _References(
-        data_key="referenceTaskIds", load_default=list,
-        error_messages=refusals("", "Invalid params: message.referenceTaskIds must be an "
-                                    "array of task ids"))
-
-
-class ConfigurationSchema(WireSchema):
-    """Step 7: configuration.returnImmediately is a boolean when present and not null."""
-
-    # NOTE: this refusal, as the spec writes it, has no "Invalid params: " before it.
-    return_immediately = StrictBoolean("configuration.returnImmediately must be a boolean",
-                                       data_key="returnImmediately", load_default=None,
-                                       allow_none=True)
-    push_config = Present(data_key="taskPushNotificationConfig", load_default=None)
-
-
-_PARAMS = ParamsSchema()
-_HEAD = MessageHeadSchema()
-_IDS = MessageIdsSchema()
-_CONFIGURATION = ConfigurationSchema()
-
-
-def _load(schema: Schema, data: dict) -> dict:
-    try:
-        return schema.load(data)
-    except ValidationError as ex:
-        raise InvalidParamsError(first_message(ex.messages)) from None
-
-
 # --- the steps, in the reference's order ----------------------------------------------------
 
 
@@ -177,11 +77,11 @@ class _Reading:
 
 
 def _message(r: _Reading) -> None:
-    r.msg = _load(_PARAMS, r.params)["message"]
+    r.msg = load(shapes.PARAMS, r.params)["message"]
 
 
 def _head(r: _Reading) -> None:
-    head = _load(_HEAD, r.msg)
+    head = load(shapes.HEAD, r.msg)
     r.message_id, parts = head["message_id"], head["parts"]
     max_parts = r.manifest.limits["max_parts"]
     if len(parts) > max_parts:                          # before any part is looked at
@@ -213,7 +113,7 @@ def _part_fields(r: _Reading) -> None:
 
 
 def _ids(r: _Reading) -> None:
-    ids = _load(_IDS, r.msg)
+    ids = load(shapes.IDS, r.msg)
     r.task_id = ids["task_id"] or None                 # "" names none
     r.context_id = ids["context_id"] or None           # "" is proto3's unset value
     r.references = ids["reference_task_ids"]
@@ -228,7 +128,7 @@ def _door_extension(r: _Reading) -> None:
     if not isinstance(block, dict):
         raise invalid(f"{_META_PATH} must be an object")
     try:
-        r.forget_session = _DOOR_EXTENSION.load(block)["forget_session"]
+        r.forget_session = shapes.DOOR_EXTENSION.load(block)["forget_session"]
     except ValidationError:
         raise invalid(f"{_META_PATH}.forgetSession must be a boolean") from None
     if r.forget_session and r.task_id is not None:
@@ -245,7 +145,7 @@ def _configuration(r: _Reading) -> None:
         # read as a SendMessageConfiguration, and "a message the door cannot read in full"
         # is -32602; it is answered here, the first check that reads configuration.
         raise invalid("configuration must be an object")
-    r.config = _load(_CONFIGURATION, config)
+    r.config = load(shapes.CONFIGURATION, config)
     r.return_immediately = bool(r.config["return_immediately"])
 
 
