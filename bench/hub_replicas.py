@@ -8,9 +8,14 @@ event's delay is the time B's client got it minus the newest stamp it carries.
 ``events.merge_secs`` is 0.001 here, so every token is its own stored event
 and the figure is the store's path (A's write → Redis → B's blocking XREAD →
 B's client); with the default 0.25 s a subscriber also waits for the merge.
-Then CancelTask on B of runs on A: the time to the CANCELED answer.
+Then CancelTask on B of runs on A: the time to the CANCELED answer. Then push
+(on for both replicas, a local HTTPS receiver through the test-only
+``push.allow_networks``): ``-p`` runs on A one after the other, each with a
+config; a notification's latency is the receiver's clock when it arrived minus
+the status timestamp its body carries (the state change, ms precision),
+whichever replica delivered it (the config's lease decides).
 
-    python bench/hub_replicas.py [-r RUNS] [-s SECONDS] [-c CANCELS]
+    python bench/hub_replicas.py [-r RUNS] [-s SECONDS] [-c CANCELS] [-p PUSHES]
 
 Results: a Markdown table on stdout, JSON in bench/results/hub-replicas-<timestamp>.json.
 """
@@ -28,8 +33,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+from bench.push_latency import stamp  # noqa: E402
 from bench.report import git_commit, save, versions  # noqa: E402
 from tests.e2e.hub_replicas import Replica, Subscriber, send, state, until  # noqa: E402
+from tests.hub.push_util import SECRET, Receiver, make_cert  # noqa: E402
 from tests.redis_util import RedisServer  # noqa: E402
 
 
@@ -74,11 +81,17 @@ def main() -> int:
     parser.add_argument("-r", "--runs", type=int, default=5, help="runs followed across")
     parser.add_argument("-s", "--seconds", type=float, default=2.0, help="each run's length")
     parser.add_argument("-c", "--cancels", type=int, default=20, help="cross-replica cancels")
+    parser.add_argument("-p", "--pushes", type=int, default=50,
+                        help="runs with a push config (3 notifications each)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hub-replicas-") as tmp:
         directory = Path(tmp)
         server = RedisServer(directory).start()
-        settings = {"events": {"merge_secs": 0.001}}
+        cert, key = make_cert(directory)
+        receiver = Receiver(cert, key)
+        settings = {"events": {"merge_secs": 0.001},
+                    "push": {"enabled": True, "secret": SECRET, "ports": [receiver.port],
+                             "allow_networks": ["127.0.0.0/8"], "ca_file": cert}}
         a = b = None
         try:
             a = Replica(directory, server.url, **settings)
@@ -98,12 +111,18 @@ def main() -> int:
                 answer = b.result("CancelTask", {"id": task["id"]})
                 cancels.append((time.perf_counter() - started) * 1000)
                 assert answer["status"]["state"] == "TASK_STATE_CANCELED", answer
+            for i in range(args.pushes):
+                send(a, "0", push={"url": receiver.url()})
+                receiver.wait_for(3 * (i + 1), timeout=30)         # one run at a time
+            pushes = [(r.at - stamp(r.json)) * 1000 for r in receiver.requests]
         finally:
             for replica in (a, b):
                 if replica is not None:
                     replica.stop()
+            receiver.close()
             server.stop()
-    rows = {"cross-replica event (ms)": delays, "cross-replica CancelTask (ms)": cancels}
+    rows = {"cross-replica event (ms)": delays, "cross-replica CancelTask (ms)": cancels,
+            "push: state change to receiver (ms)": pushes}
     print("| measure | n | p50 | p99 | max |\n|---|---|---|---|---|")
     for name, values in rows.items():
         print(f"| {name} | {len(values)} | {statistics.median(values):.2f} | "
