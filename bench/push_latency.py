@@ -10,6 +10,9 @@ minus the status timestamp the body carries (the moment of the state change,
 millisecond precision).
 
     python bench/push_latency.py [-n 100]
+
+The memory store only; bench/hub_replicas.py measures the same on Redis with two
+replicas.
 """
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.hub.conftest import HubClient  # noqa: E402
-from tests.hub.push_util import Receiver, make_cert, push_hub  # noqa: E402
+from murmur_wsgi.hub import create_hub  # noqa: E402
+from tests.hub.push_util import Receiver, make_cert, push_config  # noqa: E402
 
 
 def stamp(body: dict) -> float:
@@ -40,7 +44,9 @@ def main(argv=None) -> int:
         cert, key = make_cert(Path(tmp))
         receiver = Receiver(cert, key)
         receiver.cert_file = cert
-        hub = push_hub(receiver)
+        config = push_config(receiver)
+        config["limits"] = {**config["limits"], "rate_per_minute": 100_000}   # -n over 120
+        hub = create_hub(config)
         try:
             rpc = HubClient(hub)
             for i in range(args.n):
