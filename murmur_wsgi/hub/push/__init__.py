@@ -3,7 +3,8 @@
 rules.py      which configs are accepted (-32602 otherwise)
 addresses.py  the public internet, and nothing else
 keys.py       per-config keys and the notification's JWT
-storage.py    the store interface for configs and delivery leases (memory.py: the memory store)
+storage.py    the store interface for configs and delivery leases (memory.py: the memory
+              store; store/redis_push.py: Redis, across replicas)
 body.py       what one notification carries
 egress.py     the guarded, pinned HTTPS POST
 delivery.py   one event: signed attempts and retries

@@ -7,7 +7,8 @@ lease is a set-if-absent with an expiry (``LEASE_SECS``), refused while the
 config's tenant already holds ``TENANT_DELIVERIES`` leases; an advance moves
 the cursor and the failure count only for the lease's holder and the
 config's current generation (a config replaced or deleted meanwhile is left
-alone). ``MemoryStore`` implements them (push/memory.py).
+alone). ``MemoryStore`` implements them (push/memory.py), and the Redis store
+(store/redis_push.py: a lease there counts only while its holder replica lives).
 """
 from __future__ import annotations
 
