@@ -10,6 +10,7 @@ configs of a tenant at once.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 
@@ -21,13 +22,14 @@ from murmur_wsgi.hub.push.storage import DELIVERED, PushRecord
 from murmur_wsgi.hub.store.redis_push import RedisPushStore
 from murmur_wsgi.hub.task import COMPLETED
 from tests.hub.push_util import Resolver, Sleeps, cert, push_config, receiver  # noqa: F401
-from tests.hub.conftest import HubClient
+from tests.hub.conftest import HubClient, wait_until
 from tests.hub.test_push_storage import (  # noqa: F401 - the same contract, on Redis
     a_task, record, test_a_delivery_resets_the_count,
     test_a_replaced_config_is_not_advanced_by_its_old_delivery,
     test_advance_counts_failures_and_disables, test_at_most_ten_per_task_replace_allowed,
     test_at_most_two_configs_of_a_tenant_at_once, test_due_waits_for_an_event,
     test_save_from_start_or_only_later, test_scoped_to_tenant_and_agent)
+from tests.redis_util import RedisServer
 
 OWNERS = ("me", "r1", "r2")
 
@@ -106,6 +108,11 @@ def test_a_record_round_trips(store):
     assert store.push_list("acme", "echo", "t1") == [saved]
 
 
+def state_of(received) -> str:
+    body = received.json
+    return (body.get("task") or body["statusUpdate"])["status"]["state"]
+
+
 def redis_push_hub(receiver, url):
     config = push_config(receiver)
     config["store"] = url
@@ -138,11 +145,37 @@ def test_two_hubs_deliver_each_config_once_in_order_two_per_tenant(receiver, red
         for r in got:
             body = r.json
             task_id = body["task"]["id"] if "task" in body else body["statusUpdate"]["taskId"]
-            per_task.setdefault(task_id, []).append(
-                (body.get("task") or body["statusUpdate"])["status"]["state"])
+            per_task.setdefault(task_id, []).append(state_of(r))
         assert list(per_task.values()) == [["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING",
                                             "TASK_STATE_COMPLETED"]] * 3
     finally:
         receiver.hold.set()
         a.close(drain_timeout=5)
         b.close(drain_timeout=5)
+
+
+def test_the_dispatcher_outlives_redis_down_and_delivers_after(tmp_path, receiver, caplog):
+    server = restarted = RedisServer(tmp_path).start()
+    hub = redis_push_hub(receiver, server.url)
+    rpc = HubClient(hub)
+
+    def logged(text):
+        return sum(text in r.getMessage() for r in caplog.records)
+    try:
+        with caplog.at_level(logging.WARNING, logger="murmur_wsgi.hub.push.dispatcher"):
+            server.stop()
+            wait_until(lambda: logged("could not read the store"), timeout=10)
+            restarted = RedisServer(tmp_path, port=server.port).start()
+            wait_until(lambda: "result" in rpc.call("ListTasks", {}).get_json(), timeout=10)
+            rpc.send("after", configuration={"returnImmediately": True,
+                                             "taskPushNotificationConfig": {
+                                                 "url": receiver.url()}})
+            got = receiver.wait_for(3)
+            wait_until(lambda: logged("reads the store again"), timeout=10)
+        assert [state_of(r) for r in got] == ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING",
+                                              "TASK_STATE_COMPLETED"]
+        assert logged("could not read the store") == 1          # once per outage
+    finally:
+        hub.close(drain_timeout=5)
+        server.stop()
+        restarted.stop()

@@ -76,27 +76,37 @@ class Dispatcher:
 
     def _loop(self) -> None:
         blocked: set[tuple] = set()
+        failing = False
         while not self._stop.is_set():
-            with self._lock:
-                skip = frozenset(self._working | blocked)
             try:
-                due = self.store.push_due(self.owner, IDLE_WAIT_SECS, skip)
+                self._turn(blocked)
+                if failing:
+                    logger.warning("push: the dispatcher reads the store again")
+                    failing = False
             except Exception:  # noqa: BLE001 - the loop must outlive a store hiccup
-                logger.exception("push: the dispatcher could not read the store")
+                if not failing:        # once per outage: a shared store may be down a while
+                    logger.exception("push: the dispatcher could not read the store; "
+                                     "retrying every %g s", IDLE_WAIT_SECS)
+                failing = True
                 self._stop.wait(IDLE_WAIT_SECS)
+
+    def _turn(self, blocked: set) -> None:
+        """One wait for due configs; each one leased is delivered on a thread of its own."""
+        with self._lock:
+            skip = frozenset(self._working | blocked)
+        due = self.store.push_due(self.owner, IDLE_WAIT_SECS, skip)
+        if not due:
+            blocked.clear()
+        for record in due:
+            if self._stop.is_set():
+                break
+            if not self.store.push_lease(record, self.owner):
+                blocked.add(record.key)
                 continue
-            if not due:
-                blocked.clear()
-            for record in due:
-                if self._stop.is_set():
-                    break
-                if not self.store.push_lease(record, self.owner):
-                    blocked.add(record.key)
-                    continue
-                blocked.discard(record.key)
-                with self._lock:
-                    self._working.add(record.key)
-                _thread.start_new_thread(self._deliver, (record,))
+            blocked.discard(record.key)
+            with self._lock:
+                self._working.add(record.key)
+            _thread.start_new_thread(self._deliver, (record,))
 
     def _deliver(self, record) -> None:
         first = record
