@@ -27,11 +27,11 @@ from murmur_wsgi.agents.base import Completed, TaskCanceled, TaskFailed, TaskRej
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.context import HubContext
 from murmur_wsgi.hub.store import StoreError
-from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED, REJECTED, WORKING,
-                                  answer_artifact, artifact_update, data_part, dumps,
-                                  status_update)
+from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED, REJECTED,
+                                  answer_artifact, artifact_event, artifact_update, data_part,
+                                  progress_status, status_update)
 from murmur_wsgi.hub.usage import usage_part
-from murmur_wsgi.wire.task import now_ms, rfc3339, text_part
+from murmur_wsgi.wire.task import text_part
 
 logger = logging.getLogger(__name__)
 
@@ -101,10 +101,7 @@ class Run:
                 self.artifacts.append(dict(artifact, parts=list(artifact["parts"])))
             else:
                 kept["parts"].extend(artifact["parts"])
-            payload = dumps({"artifactUpdate": {"taskId": self.task_id,
-                                                "contextId": self.context_id,
-                                                "artifact": artifact, "append": append,
-                                                "lastChunk": last}})
+            payload = artifact_event(self.task_id, self.context_id, artifact, append, last)
             self.runs.store.append(self.task_id, payload)
             self._live(payload)
 
@@ -133,11 +130,8 @@ class Run:
             if self.ended:
                 raise TaskCanceled(self.task_id)
             self._flush_locked()
-            status = {"state": WORKING, "message": {
-                "messageId": f"{self.task_id}-progress-{now_ms()}", "contextId": self.context_id,
-                "taskId": self.task_id, "role": "ROLE_AGENT", "parts": [text_part(text)]},
-                "timestamp": rfc3339(now_ms())}
-            payload = status_update(self.task_id, self.context_id, status)
+            payload = status_update(self.task_id, self.context_id,
+                                    progress_status(self.task_id, self.context_id, text))
             self.runs.store.append(self.task_id, payload)
             self._live(payload)
 

@@ -18,7 +18,8 @@ from murmur_wsgi.wire.task import (CANCELED, COMPLETED, FAILED, REJECTED, SUBMIT
 logger = logging.getLogger(__name__)
 
 __all__ = ["HubTask", "SUBMITTED", "WORKING", "COMPLETED", "FAILED", "CANCELED", "REJECTED",
-           "TERMINAL", "ANSWER", "data_part", "status_update", "artifact_update"]
+           "TERMINAL", "ANSWER", "data_part", "status_update", "artifact_update",
+           "artifact_event", "task_status", "progress_status"]
 
 ANSWER = "answer"                # the answer artifact's id and name (HUB.md)
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -69,9 +70,8 @@ class HubTask:
         self._json = None
 
     def status(self) -> dict:
-        message = None if self.status_text is None else wire_task.agent_message(
-            f"{self.id}-status", self.context_id, self.id, self.status_text)
-        return wire_task.status(self.state, rfc3339(self.status_ms), message)
+        return task_status(self.id, self.context_id, self.state, self.status_text,
+                           self.status_ms)
 
     def to_dict(self, history_length: int | None = None, artifacts: bool = True) -> dict:
         history = self.history
@@ -101,6 +101,20 @@ class HubTask:
         return status_update(self.id, self.context_id, self.status())
 
 
+def task_status(task_id: str, context_id: str, state: str, text: str | None, ms: int) -> dict:
+    """A task's TaskStatus: its state, ``text`` as the status message (``<id>-status``)."""
+    message = None if text is None else wire_task.agent_message(f"{task_id}-status", context_id,
+                                                                task_id, text)
+    return wire_task.status(state, rfc3339(ms), message)
+
+
+def progress_status(task_id: str, context_id: str, text: str) -> dict:
+    """A WORKING status carrying ``text``, stamped now (an agent's progress)."""
+    ms = now_ms()
+    return wire_task.status(WORKING, rfc3339(ms), wire_task.agent_message(
+        f"{task_id}-progress-{ms}", context_id, task_id, text))
+
+
 def status_update(task_id: str, context_id: str, status: dict) -> str:
     return wire_stream.status_update(task_id, context_id, status, _dumps)
 
@@ -108,9 +122,10 @@ def status_update(task_id: str, context_id: str, status: dict) -> str:
 def artifact_update(task_id: str, context_id: str, parts: list, *, append: bool,
                     last: bool) -> str:
     """A chunk of the answer artifact."""
-    return wire_stream.artifact_update(task_id, context_id, answer_artifact(parts), append,
-                                       last, _dumps)
+    return artifact_event(task_id, context_id, answer_artifact(parts), append, last)
 
 
-def dumps(value) -> str:
-    return _dumps(value)
+def artifact_event(task_id: str, context_id: str, artifact: dict, append: bool,
+                   last: bool) -> str:
+    """An artifactUpdate of any artifact (an agent's own, or a chunk of one)."""
+    return wire_stream.artifact_update(task_id, context_id, artifact, append, last, _dumps)

@@ -33,8 +33,8 @@ from redis.retry import Retry
 from murmur_wsgi.hub.store import redis_scripts as scripts
 from murmur_wsgi.hub.store.base import PENDING, Page, Store, StoreError, StoredEvent
 from murmur_wsgi.hub.store.memory import decode_token, encode_token
-from murmur_wsgi.hub.task import FAILED, WORKING, HubTask, status_update
-from murmur_wsgi.wire.task import now_ms, rfc3339, text_part
+from murmur_wsgi.hub.task import FAILED, WORKING, HubTask, status_update, task_status
+from murmur_wsgi.wire.task import now_ms
 
 logger = logging.getLogger(__name__)
 
@@ -196,8 +196,9 @@ class RedisStore(Store):
     @_guarded
     def start(self, task_id):
         ms = now_ms()
-        payload = status_update(task_id, self._context_of(task_id),
-                                {"state": WORKING, "timestamp": rfc3339(ms)})
+        context_id = self._context_of(task_id)
+        payload = status_update(task_id, context_id, task_status(task_id, context_id, WORKING,
+                                                                 None, ms))
         done = self._scripts["START"](keys=[self._task_key(task_id), self._events_key(task_id)],
                                       args=[ms, payload, self._max_events])
         return payload if done else None
@@ -212,12 +213,7 @@ class RedisStore(Store):
     def end(self, task_id, state, text, artifacts, events):
         ms = now_ms()
         context_id = self._context_of(task_id)
-        status = {"state": state}
-        if text is not None:
-            status["message"] = {"messageId": f"{task_id}-status", "contextId": context_id,
-                                 "taskId": task_id, "role": "ROLE_AGENT",
-                                 "parts": [text_part(text)]}
-        status["timestamp"] = rfc3339(ms)
+        status = task_status(task_id, context_id, state, text, ms)
         written = list(events) + [status_update(task_id, context_id, status)]
         done = self._scripts["END"](
             keys=[self._task_key(task_id), self._events_key(task_id)],
