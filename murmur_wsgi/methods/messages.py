@@ -9,6 +9,7 @@ from murmur_wsgi.tasks.record import INPUT_REQUIRED, REJECTED, TERMINAL
 from murmur_wsgi.uris import DOOR_URI
 from murmur_wsgi.wire.message import IncomingMessage, read_message
 from murmur_wsgi.wire.raw import RawJSON
+from murmur_wsgi.wire.stream import task_event
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def references(door, call, ids: list[str]) -> list:
 
 
 def task_result(snapshot: str) -> RawJSON:
-    return RawJSON(f'{{"task":{snapshot}}}')
+    return RawJSON(task_event(snapshot))
 
 
 def message_params(door, call) -> IncomingMessage:

@@ -7,6 +7,7 @@ from murmur_wsgi.errors import TaskNotCancelableError, TaskNotFoundError
 from murmur_wsgi.tasks.store import decode_token, encode_token
 from murmur_wsgi.wire.params import ListTasksParams, TaskIdParams, read_list_tasks, read_task_id
 from murmur_wsgi.wire.raw import RawJSON
+from murmur_wsgi.wire.task import list_tasks_response
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +55,7 @@ def list_tasks(door, call, params: ListTasksParams):
         params.after, lambda record: _listed(record, include))
     body = ",".join(rendered)
     token = "" if next_seq is None else encode_token(next_seq, session.id)
-    return RawJSON(f'{{"tasks":[{body}],"nextPageToken":"{token}",'
-                   f'"pageSize":{params.page_size},"totalSize":{total}}}')
+    return RawJSON(list_tasks_response(body, token, params.page_size, total))
 
 
 def _listed(record, include: bool) -> str:
