@@ -269,3 +269,29 @@ def test_records_are_written_after_the_store_lock_is_released_and_in_order():
         thread.join(DEADLINE)
         os.close(reader)
         door.close()
+
+
+def test_each_line_is_exactly_what_the_json_encoder_writes(rpc):
+    # The task records are written as text (trace.py): they must read as the encoder writes.
+    dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+    done = rpc.result("SendMessage", send_params("first"))["task"]
+    odd = 'ctx "q" \\ é \u2028 \x01'
+    rpc.result("SendMessage", send_params(
+        "second", contextId=odd, referenceTaskIds=[done["id"], 'tsk_"x"'],
+        parts=[{"text": "look"}, {"raw": base64.b64encode(PNG).decode(),
+                                  "mediaType": "image/png"}]))
+    session = rpc.door.session
+    session.trace.write("harness_note", session.trace.session_event, note=odd, n=[1, None])
+    session.trace.write("harness_note", None, timestamp="mine", event_id="evt_mine")
+    raw = Path(trace_path(session.id)).read_bytes().decode("utf-8").split("\n")
+    assert raw[-1] == "" and len(raw) == 8
+    for line in raw[:-1]:
+        assert line == dumps(json.loads(line)), line
+    records = [json.loads(line) for line in raw[:-1]]
+    second = records[3]
+    assert second["event_type"] == "task_start" and second["context_id"] == odd
+    assert second["referenced_tasks"] == [done["id"], 'tsk_"x"']
+    assert second["attachments"] == [{"media_type": "image/png", "bytes": len(PNG)}]
+    assert records[5]["note"] == odd and records[5]["n"] == [1, None]
+    assert list(records[6])[:5] == HEAD
+    assert records[6]["timestamp"] == "mine" and records[6]["event_id"] == "evt_mine"
