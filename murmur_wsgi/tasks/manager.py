@@ -24,7 +24,7 @@ from murmur_wsgi.card import HTTP_FRAMES, PROCESS_FRAMES
 from murmur_wsgi.ids import new_id
 from murmur_wsgi.tasks import frames
 from murmur_wsgi.tasks.record import (CANCELED, COMPLETED, FAILED, INPUT_REQUIRED, REJECTED,
-                                      SUBMITTED, WORKING, TaskRecord, now_ms)
+                                      SETTLED, SUBMITTED, WORKING, TaskRecord, now_ms)
 from murmur_wsgi.tasks.works import CommandRefused
 
 logger = logging.getLogger(__name__)
@@ -241,6 +241,10 @@ class TaskManager:
 
     def wait_settled(self, record: TaskRecord) -> None:
         """Hold until the task settles or the session closes (counted in ``held``)."""
+        if record.runtime is None and record.state in SETTLED:
+            # PERF: it ended already (an inline run): a terminal task never changes again.
+            self.session.trace.flush()
+            return
         session = self.session
         with self.store.lock:
             self.held += 1                      # PERF: under a lock the wait takes anyway
