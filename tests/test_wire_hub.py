@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from murmur_wsgi.errors import DoorError
+from murmur_wsgi.wire import message_hub
+from murmur_wsgi.wire import params as wire_params
 from murmur_wsgi.wire.message_hub import HUB_STEPS, read_hub_message
 from murmur_wsgi.wire.params import read_history_length, read_hub_list_tasks
 
@@ -119,3 +123,57 @@ def test_history_length():
     assert read_history_length({"historyLength": 3}) == 3
     assert _answer(read_history_length, {"historyLength": -1}) == (
         -32602, P + "historyLength must be a whole number, 0 or more")
+
+
+PROPERTY = settings(max_examples=400, deadline=None, database=None,
+                    suppress_health_check=list(HealthCheck))
+scalars = st.none() | st.booleans() | st.integers(-2, 3) | st.sampled_from(
+    ["", " ", "a", "ROLE_USER", "text/csv", "aGk=", "!!", "é" * 70, "c" * 257])
+values = st.recursive(scalars, lambda children: st.lists(children, max_size=3) | st.dictionaries(
+    st.sampled_from(["a", "url"]), children, max_size=2), max_leaves=5)
+good_parts = st.fixed_dictionaries({"text": st.sampled_from(["hi", " ", "", "é"])},
+                                   optional={"mediaType": st.just("text/plain")}) \
+    | st.fixed_dictionaries({"data": values}, optional={"filename": st.sampled_from(["f", 3]),
+                                                        "mediaType": values})
+any_parts = good_parts | values | st.dictionaries(
+    st.sampled_from(["text", "raw", "url", "data", "mediaType", "filename"]), values, max_size=3)
+messages = st.fixed_dictionaries({
+    "messageId": st.sampled_from(["m1"] * 8 + ["", 5]),
+    "role": st.sampled_from(["ROLE_USER"] * 8 + [None, "user"]),
+    "parts": st.lists(good_parts, min_size=1, max_size=3) | st.lists(any_parts, max_size=4)
+    | values,
+}, optional={"taskId": scalars, "contextId": scalars, "metadata": values})
+hub_params = st.fixed_dictionaries({}, optional={
+    "message": messages | messages | values,
+    "configuration": st.fixed_dictionaries({}, optional={
+        "returnImmediately": values, "historyLength": values,
+        "taskPushNotificationConfig": values}) | values,
+})
+
+
+def _outcome(read, params):
+    try:
+        return "read", read(params)
+    except DoorError as ex:
+        return "refused", ex.error_object()
+
+
+@PROPERTY
+@given(hub_params)
+def test_the_hub_fast_path_answers_what_the_steps_answer(params):
+    steps = _outcome(message_hub.read_hub_steps, params)
+    fast = message_hub._fast_read(params)
+    if fast is not None:
+        assert steps == ("read", fast)
+    assert _outcome(read_hub_message, params) == steps
+
+
+def test_the_hub_fast_path_reads_the_usual_message():
+    params = _parts({"text": "hi"}, {"data": {"a": 1}, "mediaType": "application/json"})
+    params["configuration"] = {"returnImmediately": True, "historyLength": 2}
+    fast = message_hub._fast_read(params)
+    assert fast is not None and fast == message_hub.read_hub_steps(params)
+
+
+def test_hub_list_tasks_without_its_fields_reads_as_the_schema_would():
+    assert read_hub_list_tasks({"other": 1}) == wire_params._HUB_LIST_TASKS.load({})

@@ -249,8 +249,12 @@ class HubListTasksSchema(ListTasksSchema):
 
 
 _HUB_LIST_TASKS = HubListTasksSchema()
+_HUB_LIST_KEYS = tuple(field.data_key for field in _HUB_LIST_TASKS.fields.values())
 
 
 def read_hub_list_tasks(params: dict) -> HubListTasksParams:
     """Read the hub's ListTasks params, or raise the first refusal (-32602)."""
+    if not any(key in params for key in _HUB_LIST_KEYS):        # PERF: as the door's
+        return HubListTasksParams(None, None, PAGE_DEFAULT, None, None, False,
+                                  LIST_HISTORY_DEFAULT)
     return load(_HUB_LIST_TASKS, params)
