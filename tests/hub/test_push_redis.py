@@ -20,6 +20,7 @@ import pytest
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.push.storage import DELIVERED, PushRecord
 from murmur_wsgi.hub.store.redis_push import RedisPushStore
+from murmur_wsgi.hub.store.redis_push_scripts import SKIP_BATCH
 from murmur_wsgi.hub.task import COMPLETED
 from tests.hub.push_util import Resolver, Sleeps, cert, push_config, receiver  # noqa: F401
 from tests.hub.conftest import HubClient, wait_until
@@ -27,8 +28,7 @@ from tests.hub.test_push_storage import (  # noqa: F401 - the same contract, on 
     a_task, record, test_a_delivery_resets_the_count,
     test_a_replaced_config_is_not_advanced_by_its_old_delivery,
     test_advance_counts_failures_and_disables, test_at_most_ten_per_task_replace_allowed,
-    test_at_most_two_configs_of_a_tenant_at_once, test_due_waits_for_an_event,
-    test_save_from_start_or_only_later, test_scoped_to_tenant_and_agent)
+    test_at_most_two_configs_of_a_tenant_at_once, test_save_from_start_or_only_later, test_scoped_to_tenant_and_agent)
 from tests.redis_util import RedisServer
 
 OWNERS = ("me", "r1", "r2")
@@ -62,12 +62,55 @@ def test_a_dead_holders_lease_and_slot_are_taken_over(store, redis_server):
     assert store.push_lease(saved[0], "r1") and store.push_lease(saved[1], "r1")
     assert store.push_lease(saved[0], "r2") is False     # r1 lives: its lease holds
     assert store.push_lease(saved[2], "r2") is False     # and its two slots count
+    assert {r.task_id for r in store.push_due("r2", 0)} == {"t3"}
+    assert {r.task_id for r in store.push_due("r1", 0)} == {"t1", "t2", "t3"}   # its own
     redis_server.client().delete("murmur:hub:replica:r1")        # r1 died (SIGKILL)
     assert {r.task_id for r in store.push_due("r2", 0)} == {"t1", "t2", "t3"}
     assert store.push_lease(saved[2], "r2") is True
     assert store.push_lease(saved[0], "r2") is True
     assert store.push_advance(saved[0], "r1", 1, DELIVERED) is None   # r1 lost it
     assert store.push_advance(saved[0], "r2", 1, DELIVERED).cursor == 1
+
+
+CHUNK = '{"artifactUpdate":{}}'
+
+
+def test_due_waits_for_an_event_not_for_chunks_alone(store):
+    task = a_task(store)
+    saved = store.push_save(record(), from_start=False)
+    assert store.push_due("r1", 0) == []
+    store.append(task.id, CHUNK)
+    assert store.push_due("r1", 0) == []                 # a chunk alone is never sent
+    store.append(task.id, '{"statusUpdate":{}}')
+    assert [r.key for r in store.push_due("r1", 0)] == [saved.key]
+    assert store.push_due("r1", 0, skip={saved.key}) == []
+
+
+def test_chunks_pile_up_to_a_batch_then_the_cursor_catches_up(store):
+    task = a_task(store)
+    store.push_save(record(), from_start=False)
+    for _ in range(SKIP_BATCH - 1):
+        store.append(task.id, CHUNK)
+    assert store.push_due("r1", 0) == []
+    store.append(task.id, CHUNK)
+    assert len(store.push_due("r1", 0)) == 1
+
+
+def test_a_streamed_run_wakes_no_dispatcher_until_a_status(store, redis_url):
+    other = RedisPushStore(redis_url, replica_id="r1")
+    try:
+        task = a_task(store)
+        store.push_save(record(), from_start=False)
+
+        def stream():
+            for _ in range(5):
+                other.append(task.id, CHUNK)
+            other.append(task.id, '{"statusUpdate":{}}')
+        threading.Timer(0.05, stream).start()
+        due = store.push_due("me", 5.0)                   # one call: the chunks did not end it
+        assert [r.key for r in due] == [("t1", "c1")] and due[0].cursor == 1
+    finally:
+        other.close()
 
 
 def test_a_waiting_due_wakes_on_another_replicas_event(store, redis_url):

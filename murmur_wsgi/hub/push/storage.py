@@ -80,6 +80,10 @@ class PushStorage(abc.ABC):
     def push_due(self, owner: str, timeout: float, skip=frozenset()) -> list:
         """Configs with events past their cursor, enabled, under no live lease, not in
         ``skip`` (keys). Waits up to ``timeout`` for one, a change, or ``notify_push``.
+
+        A store may hold back a config of a running task whose pending events are all
+        artifact chunks (never sent): Redis does, up to a batch, so a streamed run does
+        not take its config's lease for every chunk.
         """
 
     @abc.abstractmethod

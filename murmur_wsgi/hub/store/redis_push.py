@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import redis
 
@@ -30,6 +31,8 @@ from murmur_wsgi.wire.task import now_ms
 logger = logging.getLogger(__name__)
 
 LEASE_MS = int(LEASE_SECS * 1000)
+FULL_SCAN_SECS = 1.0           # how often a waiting dispatcher looks at every active config
+WAKE_BATCH = 32                # push:wake entries read at once (more: a full scan)
 ACTIVE = PREFIX + "push:active"
 WAKE = PREFIX + "push:wake"
 COUNTER = PREFIX + "push:n"
@@ -63,8 +66,26 @@ def _record(task_id: str, config_id: str, raw: str) -> PushRecord:
                       created=int(fields["created"]))
 
 
+class _Waiting:
+    """What the dispatcher's ``push_due`` keeps between calls (its thread's only)."""
+
+    def __init__(self):
+        self.wake: str | None = None           # push:wake's last id seen
+        self.waiting: dict[str, int] = {}      # member -> the event after which to wake
+        self.candidates: set[str] = set()      # members to look at again
+        self.skip: frozenset = frozenset()     # the last call's skip (members' keys)
+        self.full_at = 0.0                     # monotonic time of the next full scan
+
+
 class RedisPushStorage(PushStorage):
     """A mixin of ``RedisStore`` (``RedisPushStore``): its client, prefix and liveness."""
+
+    @property
+    def _push_wait(self) -> _Waiting:
+        found = getattr(self, "_push_waiting", None)
+        if found is None:
+            found = self._push_waiting = _Waiting()
+        return found
 
     def _push_scripts(self) -> dict:
         found = getattr(self, "_push_registered", None)
@@ -114,30 +135,80 @@ class RedisPushStorage(PushStorage):
             keys=[_configs_key(task_id), ACTIVE, _lease_key(member), _slots_key(tenant), WAKE],
             args=[config_id, tenant, agent, member]))
 
-    def _push_due_once(self, skip) -> tuple:
+    def _push_due_once(self, owner, skip, members=()) -> tuple:
+        """(wake's last id, due records, {member: event to wait after}); ``members`` only,
+        or all of ``push:active``."""
+        skipped = [_member(*key) for key in skip]
         wake, due, waiting = self._push_scripts()["DUE"](
-            keys=[ACTIVE, WAKE], args=[PREFIX, *(_member(*key) for key in skip)])
+            keys=[ACTIVE, WAKE], args=[PREFIX, owner, len(skipped), *skipped, *members])
         records = []
         for member, raw in due:
             task_id, _, config_id = member.rpartition("/")
             records.append(_record(task_id, config_id, raw))
-        return wake, records, waiting
+        return wake, records, {member: int(n) for member, n in waiting}
 
     @_guarded
     def push_due(self, owner, timeout, skip=frozenset()):
-        wake, due, waiting = self._push_due_once(skip)
-        if due or timeout <= 0 or self._closed.is_set():
-            return due
-        streams = {WAKE: wake}
-        for member, cursor in waiting:
-            task_id = member.rpartition("/")[0]
-            key = self._events_key(task_id)
-            mark = f"{int(cursor)}-1"
-            if key not in streams or int(streams[key].split("-")[0]) > int(cursor):
-                streams[key] = mark
-        block = max(1, int(min(timeout, self._block) * 1000))
-        self._redis.xread(streams, count=1, block=block)
-        return self._push_due_once(skip)[1]
+        # NOTE: a full scan of push:active at most every FULL_SCAN_SECS (and whenever
+        # ``timeout`` is 0); otherwise only the configs something woke: a followed stream's
+        # new event, a push:wake entry naming a config (saved, deleted, released anywhere),
+        # or one that left ``skip`` since the last call (delivered here, or no longer
+        # blocked); a wake-up for a skipped config returns [] at once, so the dispatcher
+        # retries the configs it found blocked. So a streamed run, or a delivery, costs its
+        # own configs, not every active one. Only the dispatcher's loop waits here
+        # (timeout > 0); the state below is its own.
+        if timeout <= 0:
+            return self._push_due_once(owner, skip)[1]
+        now = time.monotonic()
+        state = self._push_wait
+        left_skip = state.skip - set(skip)
+        state.skip = frozenset(skip)
+        if state.wake is None or now >= state.full_at:
+            state.wake, due, state.waiting = self._push_due_once(owner, skip)
+            state.full_at, state.candidates = now + FULL_SCAN_SECS, set()
+        else:
+            state.candidates.update(_member(*key) for key in left_skip)
+            due = self._push_look(state, owner, skip)
+        deadline = now + timeout
+        while not due and not self._closed.is_set():
+            left = min(deadline, state.full_at) - time.monotonic()
+            if left <= 0:
+                return []
+            streams = {WAKE: state.wake}
+            for member, after in state.waiting.items():
+                key = self._events_key(member.rpartition("/")[0])
+                if key not in streams or int(streams[key].split("-")[0]) > after:
+                    streams[key] = f"{after}-1"
+            got = self._redis.xread(streams, count=WAKE_BATCH,
+                                    block=max(1, int(min(left, self._block) * 1000)))
+            for key, entries in (got.items() if isinstance(got, dict) else got or []):
+                if key == WAKE:
+                    state.wake = entries[-1][0]
+                    state.candidates.update(fields["m"] for _, fields in entries
+                                            if "m" in fields)
+                    if len(entries) >= WAKE_BATCH or any("m" not in f for _, f in entries):
+                        state.full_at = 0.0            # too many, or notify_push: all of them
+                else:
+                    state.candidates.update(m for m in state.waiting
+                                            if self._events_key(m.rpartition("/")[0]) == key)
+            if state.full_at == 0.0:
+                return []                              # the next call scans them all
+            if any(_member(*key) in state.candidates for key in skip):
+                return []      # one the dispatcher skips moved: let it reconsider its skip
+            due = self._push_look(state, owner, skip)
+        return due
+
+    def _push_look(self, state, owner, skip) -> list:
+        """Look again at ``state.candidates`` only (then none are left)."""
+        members = sorted(state.candidates)
+        state.candidates = set()
+        if not members:
+            return []
+        _, due, again = self._push_due_once(owner, skip, members)
+        for member in members:
+            state.waiting.pop(member, None)
+        state.waiting.update(again)
+        return due
 
     def notify_push(self):
         try:

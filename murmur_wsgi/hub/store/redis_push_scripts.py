@@ -9,8 +9,8 @@ only while its holder's liveness key ``replica:{id}`` exists, so a dead
 replica's lease and tenant slot free themselves at once. The tenant's slots
 are the sorted set ``push:slots:{tenant}`` (member the config, score the
 lease's deadline, Redis's own clock). ``push:wake`` is a short stream every
-save, delete and release adds to, so a waiting dispatcher (a blocking XREAD)
-wakes on any replica.
+save, delete and release adds to (``m``: the config), so a waiting dispatcher
+(a blocking XREAD) wakes on any replica and looks at that config.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ local function now_ms()
 end
 """
 WAKE_LEN = 64
+SKIP_BATCH = 32                # artifact chunks a config may lag before it is due anyway
 
 # KEYS: push:{task}, task:{task}, push:n, push:active, ev:{task}, push:wake
 # ARGV: config id, the record's JSON (tenant, agent, url, token), from_start, max per task,
@@ -47,7 +48,7 @@ redis.call('HSET', KEYS[1], ARGV[1], out)
 redis.call('SADD', KEYS[4], ARGV[5])
 local ttl = redis.call('PTTL', KEYS[5])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) else redis.call('PERSIST', KEYS[1]) end
-redis.call('XADD', KEYS[6], 'MAXLEN', '~', {WAKE_LEN}, '*', 'w', 's')
+redis.call('XADD', KEYS[6], 'MAXLEN', '~', {WAKE_LEN}, '*', 'w', 's', 'm', ARGV[5])
 return out
 """
 
@@ -61,18 +62,39 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('SREM', KEYS[2], ARGV[4])
 redis.call('DEL', KEYS[3])
 redis.call('ZREM', KEYS[4], ARGV[4])
-redis.call('XADD', KEYS[5], 'MAXLEN', '~', {WAKE_LEN}, '*', 'w', 'd')
+redis.call('XADD', KEYS[5], 'MAXLEN', '~', {WAKE_LEN}, '*', 'w', 'd', 'm', ARGV[4])
 return 1
 """
 
-# KEYS: push:active, push:wake   ARGV: key prefix, skipped members…
-# Returns {wake stream's last id, {member, json}… due, {member, cursor}… caught up}.
-DUE = _TERMINAL + """
-local P = ARGV[1]
-local skip = {}
-for i = 2, #ARGV do skip[ARGV[i]] = true end
-local due, waiting = {}, {}
-for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+# KEYS: push:active, push:wake
+# ARGV: key prefix, owner, n, n skipped members, then the members to look at (none: all)
+# Returns {wake stream's last id, {member, json}… due, {member, n}… to wait on (n: the
+# event after which to wake)}. A config whose pending events are all artifact chunks
+# (never sent) is not due: it waits for a status or final event (or SKIP_BATCH chunks, so
+# its cursor keeps up), so a streamed run does not lease its config for every chunk.
+DUE = _TERMINAL + f"""
+local P, owner = ARGV[1], ARGV[2]
+local skip, n = {{}}, tonumber(ARGV[3])
+for i = 4, 3 + n do skip[ARGV[i]] = true end
+local members
+if #ARGV > 3 + n then
+  members = {{}}
+  for i = 4 + n, #ARGV do
+    if redis.call('SISMEMBER', KEYS[1], ARGV[i]) == 1 then members[#members + 1] = ARGV[i] end
+  end
+else
+  members = redis.call('SMEMBERS', KEYS[1])
+end
+local function chunks_only(ev, cursor)
+  local pending = redis.call('XRANGE', ev, (cursor + 1) .. '-0', '+', 'COUNT', {SKIP_BATCH})
+  if #pending >= {SKIP_BATCH} then return false end
+  for _, entry in ipairs(pending) do
+    if string.sub(entry[2][2], 1, 17) ~= '{{"artifactUpdate"' then return false end
+  end
+  return true
+end
+local due, waiting = {{}}, {{}}
+for _, m in ipairs(members) do
   local cut = string.find(m, '/[^/]*$')
   local task, cid = string.sub(m, 1, cut - 1), string.sub(m, cut + 1)
   local raw = redis.call('HGET', P .. 'push:' .. task, cid)
@@ -83,19 +105,24 @@ for _, m in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     done = true
   else
     local r = cjson.decode(raw)
-    local final = T[info[1]]
-    if r.disabled or r.cursor >= tonumber(info[2]) then
+    local final, nev = T[info[1]], tonumber(info[2])
+    if r.disabled or r.cursor >= nev then
       if final then
         done = true
         local ttl = redis.call('PTTL', ev)
         if ttl > 0 then redis.call('PEXPIRE', P .. 'push:' .. task, ttl) end
       elseif not r.disabled and not skip[m] then
-        waiting[#waiting + 1] = {m, r.cursor}
+        waiting[#waiting + 1] = {{m, nev}}
       end
     elseif not skip[m] then
-      local holder = redis.call('GET', P .. 'push:lease:' .. m)
-      if not holder or redis.call('EXISTS', P .. 'replica:' .. holder) == 0 then
-        due[#due + 1] = {m, raw}
+      if not final and chunks_only(ev, r.cursor) then
+        waiting[#waiting + 1] = {{m, nev}}
+      else
+        local holder = redis.call('GET', P .. 'push:lease:' .. m)
+        if not holder or holder == owner
+            or redis.call('EXISTS', P .. 'replica:' .. holder) == 0 then
+          due[#due + 1] = {{m, raw}}
+        end
       end
     end
   end
@@ -104,7 +131,7 @@ end
 local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
 local wake = '0-0'
 if last[1] then wake = last[1][1] end
-return {wake, due, waiting}
+return {{wake, due, waiting}}
 """
 
 # KEYS: lease, slots   ARGV: owner, lease ms, member, tenant's limit, key prefix
@@ -140,7 +167,7 @@ RELEASE = f"""
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[2])
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', {WAKE_LEN}, '*', 'w', 'r')
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', {WAKE_LEN}, '*', 'w', 'r', 'm', ARGV[2])
 return 1
 """
 
