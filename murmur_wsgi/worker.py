@@ -18,6 +18,10 @@ What it adds to gunicorn's gevent worker, per connection:
   a flood of idle connections cannot keep a ready request from being accepted.
 - **Write deadline.** The door sets it on the socket (``writes.py``); a write
   that runs past it is a cut here: logged once, not as a socket error.
+- **No body discarded.** An answer that leaves the request's body unread (a
+  413 for a body over ``limits.max_body_bytes``, or a refusal before step 5)
+  closes the connection once it is written (``Connection: close``), instead of
+  reading the rest of the body, of any size, to find the next request.
 
 A cut shuts the connection's socket (the blocked read sees the end, gunicorn
 closes it quietly) and is counted on every live door:
@@ -88,6 +92,21 @@ class DoorWorker(GeventWorker):
     def run(self):
         self._configure()
         super().run()
+
+    def load_wsgi(self):
+        super().load_wsgi()
+        self.wsgi = self._closing_unread(self.wsgi)
+
+    def _closing_unread(self, app):
+        """``app``, whose answers close the connection when they leave the body unread."""
+        def wsgi(environ, start_response):
+            def start(status, headers, exc_info=None):
+                conn = self._connections.get(getcurrent())
+                if conn is not None and conn.req is not None and _body_pending(conn.req):
+                    conn.req.must_close = True      # gunicorn writes Connection: close
+                return start_response(status, headers, exc_info)
+            return app(environ, start)
+        return wsgi
 
     def _configure(self) -> None:
         from murmur_wsgi.app import live_doors
