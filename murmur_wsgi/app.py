@@ -8,6 +8,7 @@ import os
 import threading
 import weakref
 
+from murmur_wsgi import logs
 from murmur_wsgi.agents import resolve_agent
 from murmur_wsgi.card import CardCache
 from murmur_wsgi.dispatch import dispatch
@@ -91,6 +92,7 @@ class Door:
         self.tokens = TokenTable(manifest.authentication, manifest.name)
         self.cards = CardCache(manifest, self.session.id)
         observability = manifest.observability
+        logs.set_field_chars(observability.get("log_field_chars", logs.FIELD_CHARS))  # process-wide
         self.serves_metrics = bool(observability.get("metrics"))
         self.metrics = Metrics(access_log=observability.get("access_log", False),
                                counting=self.serves_metrics)

@@ -13,8 +13,12 @@ record (``extra={"murmur": {...}}``): never the query string, a header, a
 token or the message.
 
 Every field of a record, and every string put into its message, is cut to
-``FIELD_CHARS`` characters and marked (``…[cut: <n> chars]``): a caller's
-50 MB id makes a line of a few hundred bytes. A traceback is kept whole.
+``field_chars()`` characters (``observability.log_field_chars``, 256 by
+default) and marked (``…[cut: <n> chars]``); a message as a whole, to four
+times that: a caller's 50 MB id makes a line of a few hundred bytes. A
+traceback is kept whole. The bound is the process's: logging is configured
+before a manifest is read, so a door sets it when it is built
+(``set_field_chars``), and the last door built in a process sets it for all.
 """
 from __future__ import annotations
 
@@ -33,13 +37,27 @@ FIELDS = "murmur"              # the record attribute holding a record's structu
 
 FIELD_CHARS = 256             # a logged field, or a value in a message, is cut past this
 MESSAGE_CHARS = 4 * FIELD_CHARS
+_bounds = [FIELD_CHARS, MESSAGE_CHARS]    # in force: a field's, a message's
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
 _SCALARS = (int, float, bool, type(None))
 
 
-def cut(value, limit: int = FIELD_CHARS):
-    """``value`` as it is logged: a string (or the JSON of a structure) of at most ``limit``."""
+def set_field_chars(chars: int) -> None:
+    """Cut every logged field past ``chars`` from now on, a record's message past 4 times that."""
+    _bounds[:] = [chars, 4 * chars]
+
+
+def field_chars() -> int:
+    """The bound in force on a logged field."""
+    return _bounds[0]
+
+
+def cut(value, limit: int | None = None):
+    """``value`` as it is logged: a string (or the JSON of a structure) of at most ``limit``
+    (the field bound in force when None)."""
+    if limit is None:
+        limit = _bounds[0]
     if isinstance(value, _SCALARS):
         return value
     if not isinstance(value, str):
@@ -64,7 +82,7 @@ def _message(record: logging.LogRecord) -> str:
             record.args = args
     else:
         text = record.getMessage()
-    return cut(text, MESSAGE_CHARS)
+    return cut(text, _bounds[1])
 
 
 class JsonFormatter(logging.Formatter):

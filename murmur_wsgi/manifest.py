@@ -270,6 +270,9 @@ class AgentField(fields.Field):
 class ObservabilitySchema(_Block):
     metrics = fields.Boolean(load_default=False)
     access_log = fields.Boolean(load_default=False)   # opt-in, like gunicorn's access log
+    # Every field of a log record (and value in its message) is cut past this.
+    log_field_chars = StrictInt(load_default=256, validate=validate.Range(
+        min=64, error="must be at least 64: a cut field ends with its mark, …[cut: <n> chars]"))
 
 
 class ManifestSchema(_Block):

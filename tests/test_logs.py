@@ -149,6 +149,22 @@ def test_every_logged_field_is_cut(log_lines):
     assert max(len(json.dumps(line)) for line in lines) < 4 * logs.FIELD_CHARS
 
 
+def test_the_field_bound_is_the_manifests(log_lines):
+    try:
+        rpc = Rpc(door(observability={"access_log": True, "log_field_chars": 100}))
+        assert logs.field_chars() == 100
+        rpc.error("GetTask", {"id": "t" * 10_000})
+        logging.getLogger("murmur_wsgi.test").warning("asked for %s", "x" * 1_000)
+    finally:
+        door()                                      # a door of the default bound resets it
+    assert logs.field_chars() == logs.FIELD_CHARS
+    lines = log_lines()
+    got, = access(lines)
+    assert got["task_id"] == "t" * 81 + "…[cut: 10000 chars]"           # 100 chars
+    other = [line for line in lines if line["logger"] == "murmur_wsgi.test"][0]
+    assert other["msg"] == f"asked for {'x' * 82}…[cut: 1000 chars]"
+
+
 def test_a_host_handler_gets_the_access_fields_cut():
     records = []
     handler = logging.Handler()

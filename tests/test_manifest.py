@@ -63,8 +63,8 @@ BAD = {
     "bad max_parts": (GOOD + "limits:\n  max_parts: 0\n", ["limits.max_parts:"]),
     "bad max_json_depth": (GOOD + "limits:\n  max_json_depth: many\n",
                            ["limits.max_json_depth:"]),
-    "bad max_json_values": (GOOD + "limits:\n  max_json_values: 10\n",
-                            ["limits.max_json_values:", "at least 11"]),
+    "bad log_field_chars": (GOOD + "observability:\n  log_field_chars: 10\n",
+                            ["observability.log_field_chars:", "at least 64"]),
     "bad reference_bytes": (GOOD + "limits:\n  reference_bytes: -1\n",
                             ["limits.reference_bytes:"]),
     "bad data_text_bytes": (GOOD + "limits:\n  data_text_bytes: 0\n",
@@ -186,6 +186,8 @@ def test_load_manifest_defaults():
     assert manifest.authentication is None
     assert manifest.transport == "http"
     assert manifest.peer_accept is False
+    assert manifest.observability == {"metrics": False, "access_log": False,
+                                      "log_field_chars": 256}
 
 
 def test_load_manifest_reads_the_decisions_example():
@@ -238,6 +240,8 @@ def test_bad_sizes(value):
     ("stream", "pending_bytes", 0), ("stream", "pending_bytes", "lots"),
     ("limits", "header_timeout_secs", 0), ("limits", "header_timeout_secs", "soon"),
     ("limits", "body_timeout_secs", -1), ("limits", "body_timeout_secs", None),
+    ("limits", "max_json_values", 10), ("limits", "max_json_values", "many"),
+    ("observability", "log_field_chars", 63), ("observability", "log_field_chars", 2.5),
 ])
 def test_bad_deadlines_and_budget_name_their_key(block, key, value):
     with pytest.raises(ManifestError) as info:
