@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable
+
 from murmur_wsgi import methods, metrics
 from murmur_wsgi.context import CallContext, RpcCall
 from murmur_wsgi.errors import DoorError, InternalError, Refusal, RpcError
@@ -16,7 +18,8 @@ from murmur_wsgi.middleware import (auth, body, completion, envelope, params, pe
                                     public, tenant, version)
 from murmur_wsgi.session.trace import AUTH_REFUSALS
 from murmur_wsgi.streams.sse import EventStream
-from murmur_wsgi.wire.raw import RawJSON
+from murmur_wsgi.wire.raw import RawJSON, RawJSONPieces
+from murmur_wsgi.writes import encoded, utf8_length
 
 logger = logging.getLogger(__name__)
 access_log = logging.getLogger("murmur_wsgi.access")
@@ -82,10 +85,18 @@ class StreamNotStarted(RuntimeError):
     """The server's start_response refused a stream's headers (the stream is closed)."""
 
 
-def rpc_response(request_id, result) -> bytes:
-    """Serialize a JSON-RPC success, reusing a result that is already JSON."""
+def rpc_response(request_id, result, budget: int) -> tuple[int, Iterable[bytes]]:
+    """A JSON-RPC success as (its length in bytes, the body), reusing a result already JSON.
+
+    A ``RawJSONPieces`` result is encoded as it is written, ``budget`` characters at
+    a time (``writes.encoded``): the answer holds its pieces, shared, not a copy.
+    """
+    if isinstance(result, RawJSONPieces):
+        pieces = (f'{{"jsonrpc":"2.0","id":{_dumps(request_id)},"result":', *result, "}")
+        return utf8_length(pieces), encoded(pieces, budget)
     text = result if isinstance(result, RawJSON) else _dumps(result)
-    return f'{{"jsonrpc":"2.0","id":{_dumps(request_id)},"result":{text}}}'.encode()
+    data = f'{{"jsonrpc":"2.0","id":{_dumps(request_id)},"result":{text}}}'.encode()
+    return len(data), [data]
 
 
 def rpc_error(request_id, error: RpcError) -> bytes:
@@ -131,13 +142,13 @@ def dispatch(door, environ: dict, start_response):
                 raise StreamNotStarted() from None
             door.metrics.request(environ, call, "stream", 200, started, result)
             return result
-        data = rpc_response(call.id, result)
-        headers = [JSON_HEADERS, ("Content-Length", str(len(data)))]
+        length, body = rpc_response(call.id, result, door.manifest.stream["pending_bytes"])
+        headers = [JSON_HEADERS, ("Content-Length", str(length))]
         if call.used_extensions:
             headers.append(("A2A-Extensions", ", ".join(call.used_extensions)))
         start_response("200 OK", headers)
         door.metrics.request(environ, call, "ok", 200, started, result)
-        return [data]
+        return body
     except Refusal as ex:
         if ex.error in AUTH_REFUSALS:
             door.session.trace.auth_refused(ex.status, ex.error)     # never the token

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import socket
+import tracemalloc
 
 from werkzeug.test import Client
 
@@ -69,3 +70,57 @@ def test_the_door_writes_a_large_answer_in_pieces():
     response.close()
     assert max(len(piece) for piece in pieces) <= 1024 and len(pieces) > 9
     assert b"".join(pieces).count(b"q") == 10_000
+
+
+def _big_task_door(pending: int, size: int):
+    door = create_app({"name": "a", "version": "1", "stream": {"pending_bytes": pending}})
+    for i in range(2):
+        Rpc(door).result("SendMessage", {"message": {
+            "role": "ROLE_USER", "messageId": f"m{i}", "parts": [{"text": "q" * size}]}})     # echoed: its answer
+    return door
+
+
+def _post(door, method: str, params: dict):
+    return Client(door).post("/", json={"jsonrpc": "2.0", "id": 1, "method": method,
+                                        "params": params},
+                             headers={"A2A-Version": "1.0"}, buffered=False)
+
+
+def _answer(door, method: str, params: dict) -> tuple[int, list[bytes]]:
+    response = _post(door, method, params)
+    try:
+        return int(response.headers["Content-Length"]), list(response.response)
+    finally:
+        response.close()
+
+
+def test_a_large_page_is_the_same_bytes_written_from_the_tasks_own_text():
+    door = _big_task_door(1024, 20_000)
+    task_id = Rpc(door).result("ListTasks", {})["tasks"][0]["id"]
+    for method, params in [("ListTasks", {"includeArtifacts": True}),
+                           ("GetTask", {"id": task_id})]:
+        length, pieces = _answer(door, method, params)            # pieces of the shared text
+        door.manifest.stream["pending_bytes"] = 10 ** 9
+        whole_length, whole = _answer(door, method, params)       # one copy, as before
+        door.manifest.stream["pending_bytes"] = 1024
+        assert len(pieces) > 20 and max(map(len, pieces)) <= 1024
+        assert b"".join(pieces) == b"".join(whole)
+        assert length == whole_length == len(b"".join(whole))
+
+
+def test_unread_large_answers_hold_no_copy_of_the_page():
+    """Ten ListTasks(includeArtifacts) answers of 4 MB, started and never read."""
+    door = _big_task_door(256 * 1024, 2 * 1024 ** 2)
+    Rpc(door).result("ListTasks", {"includeArtifacts": True})      # the tasks' text cached
+    tracemalloc.start()
+    try:
+        unread = [_post(door, "ListTasks", {"includeArtifacts": True}) for _ in range(10)]
+        held, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    for response in unread:
+        assert int(response.headers["Content-Length"]) > 4 * 1024 ** 2
+        response.close()
+    # NOTE: each held its page, 4 MB, before: 40 MB for the ten.
+    print(f"{held / 2 ** 20:.2f} MiB held by 10 unread answers")
+    assert held < 2 * 1024 ** 2, f"{held / 2 ** 20:.1f} MiB held by 10 unread answers"

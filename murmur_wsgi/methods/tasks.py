@@ -6,8 +6,8 @@ import logging
 from murmur_wsgi.errors import TaskNotCancelableError, TaskNotFoundError
 from murmur_wsgi.tasks.store import decode_token, encode_token
 from murmur_wsgi.wire.params import ListTasksParams, TaskIdParams, read_list_tasks, read_task_id
-from murmur_wsgi.wire.raw import RawJSON
-from murmur_wsgi.wire.task import list_tasks_response
+from murmur_wsgi.wire.raw import RawJSON, RawJSONPieces
+from murmur_wsgi.wire.task import list_tasks_response, list_tasks_response_pieces
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +32,15 @@ def visible(door, call, task_id: str):
 
 
 def get_task(door, call, params: TaskIdParams):
-    """GetTask: the task as it stands (historyLength is accepted and ignored)."""
-    return RawJSON(door.session.store.wire(visible(door, call, params.id)))
+    """GetTask: the task as it stands (historyLength is accepted and ignored).
+
+    A task larger than ``stream.pending_bytes`` is answered from its cached wire
+    form itself, not a copy, encoded as it is written (see ``RawJSONPieces``).
+    """
+    text = door.session.store.wire(visible(door, call, params.id))
+    if len(text) > door.manifest.stream["pending_bytes"]:
+        return RawJSONPieces((text,))
+    return RawJSON(text)
 
 
 def cancel_task(door, call, params: TaskIdParams):
@@ -45,7 +52,12 @@ def cancel_task(door, call, params: TaskIdParams):
 
 
 def list_tasks(door, call, params: ListTasksParams):
-    """ListTasks: one page, most recently changed first, filters applied afresh."""
+    """ListTasks: one page, most recently changed first, filters applied afresh.
+
+    A page larger than ``stream.pending_bytes`` is answered from the tasks' cached
+    wire forms (as each stood at one moment, under the store's lock), encoded as
+    they are written: a client that does not read holds no copy of it.
+    """
     session = door.session
     # A cutoff with microseconds compares with a task's milliseconds exactly.
     cutoff_ms = None if params.cutoff_us is None else params.cutoff_us / 1000
@@ -53,9 +65,10 @@ def list_tasks(door, call, params: ListTasksParams):
     rendered, next_seq, total = session.store.page(
         call.ctx.sees, params.state, cutoff_ms, params.context_id, params.page_size,
         params.after, lambda record: _listed(record, include))
-    body = ",".join(rendered)
     token = "" if next_seq is None else encode_token(next_seq, session.id)
-    return RawJSON(list_tasks_response(body, token, params.page_size, total))
+    if sum(map(len, rendered)) <= door.manifest.stream["pending_bytes"]:
+        return RawJSON(list_tasks_response(",".join(rendered), token, params.page_size, total))
+    return RawJSONPieces(list_tasks_response_pieces(rendered, token, params.page_size, total))
 
 
 def _listed(record, include: bool) -> str:

@@ -91,5 +91,21 @@ def task(task_id: str, context_id: str, task_status: dict, artifacts: list | Non
 
 def list_tasks_response(tasks_json: str, next_token: str, page_size: int, total: int) -> str:
     """A ListTasksResponse around its tasks, already serialized and joined by commas."""
-    return (f'{{"tasks":[{tasks_json}],"nextPageToken":"{next_token}",'
-            f'"pageSize":{page_size},"totalSize":{total}}}')
+    return f'{{"tasks":[{tasks_json}{_list_tail(next_token, page_size, total)}'
+
+
+def list_tasks_response_pieces(tasks: list[str], next_token: str, page_size: int,
+                               total: int) -> list[str]:
+    """The same ListTasksResponse as texts to write one after the other (the tasks' own)."""
+    pieces = ['{"tasks":[']
+    for task in tasks:
+        pieces += (task, ",")
+    if tasks:
+        pieces.pop()                    # the last task's comma
+    pieces.append(_list_tail(next_token, page_size, total))
+    return pieces
+
+
+def _list_tail(next_token: str, page_size: int, total: int) -> str:
+    return f'],"nextPageToken":"{next_token}","pageSize":{page_size},"totalSize":{total}}}'
+

@@ -5,7 +5,8 @@ SubscribeToTask stream on it (whose opening is the whole task) and never read.
 The worker's resident memory (``/proc/<pid>/status``) must stay within a bound
 far below what twenty rendered copies would take, and every reader must be cut
 at the write deadline (stream.write_timeout_secs, 1 s here), its stream
-released and the cut counted on /metrics.
+released and the cut counted on /metrics. The same for answers: twenty clients
+that never read a GetTask or a ListTasks(includeArtifacts) of an 8 MiB task.
 """
 from __future__ import annotations
 
@@ -70,15 +71,42 @@ def metric(door, sample: str) -> float:
 
 def unread_subscriber(door, task_id: str) -> socket.socket:
     """A client that asks for the task's stream and never reads a byte of it."""
+    return unread_client(door, "SubscribeToTask", {"id": task_id})
+
+
+def unread_client(door, method: str, params: dict) -> socket.socket:
+    """A client that sends one request and never reads a byte of the answer."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)     # before connect
     sock.settimeout(10)
     sock.connect(("127.0.0.1", door.port))
-    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "SubscribeToTask",
-                       "params": {"id": task_id}}).encode()
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": method,
+                       "params": params}).encode()
     sock.sendall(b"POST / HTTP/1.1\r\nHost: door\r\nContent-Type: application/json\r\n"
                  b"A2A-Version: 1.0\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     return sock
+
+
+def peak_until_cut(door, pid: int, readers: int, cut_before: float, open_streams=None) -> int:
+    """The worker's peak RSS until ``readers`` more clients are cut at the write deadline."""
+    deadline = time.monotonic() + DEADLINE
+    peak = rss(pid)
+    while True:
+        peak = max(peak, rss(pid))
+        if open_streams is not None:
+            open_streams.append(metric(door, "murmur_open_streams"))
+        cut = metric(door, 'murmur_connections_cut_total{reason="write_timeout"}')
+        if cut - cut_before >= readers and (open_streams is None or open_streams[-1] == 0):
+            return max(peak, rss(pid))
+        assert time.monotonic() < deadline, f"{cut - cut_before:.0f} of {readers} readers cut"
+
+
+def assert_grown_within_bound(baseline: int, peak: int, what: str) -> None:
+    grown = peak - baseline
+    print(f"worker RSS {baseline / 2**20:.1f} MiB -> peak {peak / 2**20:.1f} MiB "
+          f"(+{grown / 2**20:.1f} MiB) with {READERS} unread {what} of an "
+          f"{MESSAGE_BYTES / 2**20:.0f} MiB task")
+    assert grown < RSS_BOUND, f"the worker grew {grown / 2**20:.1f} MiB"
 
 
 def test_readers_that_never_read_hold_no_copies_and_are_cut(door):
@@ -93,28 +121,39 @@ def test_readers_that_never_read_hold_no_copies_and_are_cut(door):
     cut_before = metric(door, 'murmur_connections_cut_total{reason="write_timeout"}')
     baseline = peak = rss(pid)
     readers = [unread_subscriber(door, task["id"]) for _ in range(READERS)]
+    streams: list[float] = []
     try:
-        deadline = time.monotonic() + DEADLINE
-        opened = False
-        while True:
-            peak = max(peak, rss(pid))
-            streams = metric(door, "murmur_open_streams")
-            opened = opened or streams > 0
-            cut = metric(door, 'murmur_connections_cut_total{reason="write_timeout"}')
-            if cut - cut_before >= READERS and streams == 0:
-                break
-            assert time.monotonic() < deadline, (
-                f"{cut - cut_before:.0f} of {READERS} readers cut, {streams:.0f} streams open")
-        peak = max(peak, rss(pid))
+        peak = max(peak, peak_until_cut(door, pid, READERS, cut_before, streams))
     finally:
         for sock in readers:
             sock.close()
-    assert opened
-    grown = peak - baseline
-    print(f"worker RSS {baseline / 2**20:.1f} MiB -> peak {peak / 2**20:.1f} MiB "
-          f"(+{grown / 2**20:.1f} MiB) with {READERS} unread streams of an "
-          f"{MESSAGE_BYTES / 2**20:.0f} MiB task")
-    assert grown < RSS_BOUND, f"the worker grew {grown / 2**20:.1f} MiB"
+    assert max(streams) > 0                 # the streams were open
+    assert_grown_within_bound(baseline, peak, "streams")
     # The door still answers, and a reading client still gets the whole task.
     assert rpc(door, "GetTask", {"id": task["id"]})["result"]["id"] == task["id"]
     assert os.path.exists(f"/proc/{pid}"), "the worker is the same"
+    rpc(door, "CancelTask", {"id": task["id"]})     # the session takes its next task
+
+
+@pytest.mark.parametrize("method", ["ListTasks", "GetTask"])
+def test_large_answers_to_clients_that_never_read_hold_no_copies(door, method):
+    """A page of 8 MiB (ListTasks with includeArtifacts) or an 8 MiB task, twenty times unread."""
+    task = rpc(door, "SendMessage", {"message": {               # echoed: its answer artifact
+        "role": "ROLE_USER", "messageId": f"m-{method}",
+        "parts": [{"text": "y" * MESSAGE_BYTES}]}})["result"]["task"]
+    params = {"includeArtifacts": True, "pageSize": 1} if method == "ListTasks" else {
+        "id": task["id"]}
+    answer = rpc(door, method, params)["result"]                 # the task's text is cached
+    got = answer["tasks"][0] if method == "ListTasks" else answer
+    assert got["id"] == task["id"] and len(json.dumps(got)) > MESSAGE_BYTES
+    pid = worker_pid(door)
+    cut_before = metric(door, 'murmur_connections_cut_total{reason="write_timeout"}')
+    baseline = rss(pid)
+    readers = [unread_client(door, method, params) for _ in range(READERS)]
+    try:
+        peak = peak_until_cut(door, pid, READERS, cut_before)
+    finally:
+        for sock in readers:
+            sock.close()
+    assert_grown_within_bound(baseline, peak, f"{method} answers")
+    assert rpc(door, "GetTask", {"id": task["id"]})["result"]["id"] == task["id"]
