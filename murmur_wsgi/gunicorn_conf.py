@@ -97,8 +97,10 @@ def worker_abort(worker):
     from murmur_wsgi import groups
 
     where = groups.folder()
-    if where:
-        groups.end_recorded(where, os.getpid())
+    ended = groups.end_recorded(where, os.getpid()) if where else []
+    if ended:
+        worker.log.warning("murmur-wsgi: worker timeout: killed the process groups %s it "
+                           "started", ended)
 
 
 def on_exit(server):
