@@ -187,6 +187,9 @@ class Run:
             elif state == CANCELED:
                 artifacts = self.artifacts + ([answer_artifact([text_part(streamed)])]
                                               if streamed else [])
+            # NOTE: the tenant's slot is free before the end is visible: a client that sends
+            # again as soon as it reads the final state is not refused for this run.
+            runs.admission.release(self.tenant)
             try:
                 written = runs.store.end(self.task_id, state, text, artifacts, events)
             except StoreError:
@@ -328,7 +331,6 @@ class Runs:
         with self.changed:
             self._runs.pop(run.task_id, None)
             self.changed.notify_all()           # the drain waits for the last one
-        self.admission.release(run.tenant)
         if self.metrics is not None:
             self.metrics.run_ended()
 
