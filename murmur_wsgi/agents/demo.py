@@ -88,12 +88,19 @@ DIRECTIVES = {"/sleep": _sleep, "/ask": _ask, "/fail": _fail, "/stream": _stream
 
 # The directives whose run waits (a sleep, a question, a process's start); every other text
 # is answered at once, so a held request may run it in its own thread (docs/agents.md).
-WAITING = frozenset({"/sleep", "/ask", "/background"})
+WAITING = ("/sleep", "/ask", "/background")
 
 
 def _inline(text: str) -> bool:
-    """``demo_agent.inline``: True unless the text's directive waits."""
-    return strip_untrusted_fence(text).partition("\n")[0].partition(" ")[0] not in WAITING
+    """``demo_agent.inline``: True unless the text names a directive that waits.
+
+    NOTE: named anywhere, not only as the directive: a text that merely mentions
+    one runs on its own thread, which is never wrong, only slower.
+    """
+    for word in WAITING:
+        if word in text:
+            return False
+    return True
 
 
 demo_agent.inline = _inline

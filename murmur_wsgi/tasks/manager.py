@@ -361,7 +361,8 @@ class TaskManager:
 
     def _publish(self, record: TaskRecord, payload: str, *, frame: bool = False,
                  terminal: bool = False) -> None:
-        self.ring.publish(record.id, payload, frame=frame, terminal=terminal)
+        # NOTE: every caller holds the store's lock, which the session's ring shares.
+        self.ring.publish_locked(record.id, payload, frame=frame, terminal=terminal)
 
     def is_cancelled(self, record: TaskRecord) -> bool:
         runtime = record.runtime

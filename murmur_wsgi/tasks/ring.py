@@ -93,11 +93,16 @@ class EventRing:
                 terminal: bool = False) -> Event:
         """Number and keep an event, waking every reader."""
         with self._lock:
-            self._last_id += 1
-            event = Event(self._last_id, task_id, payload, frame, terminal)
-            self._slots[self._last_id % self.capacity] = event
-            self.published += 1
-            self._cond.notify_all()
+            return self.publish_locked(task_id, payload, frame=frame, terminal=terminal)
+
+    def publish_locked(self, task_id: str | None, payload, *, frame: bool = False,
+                       terminal: bool = False) -> Event:
+        """``publish()`` for a caller already holding the ring's lock (the store's)."""
+        self._last_id += 1
+        event = Event(self._last_id, task_id, payload, frame, terminal)
+        self._slots[self._last_id % self.capacity] = event
+        self.published += 1
+        self._cond.notify_all()
         return event
 
     def close(self) -> None:

@@ -135,8 +135,14 @@ class TaskStore:
     def _bump(self, record: TaskRecord) -> None:
         self._seq += 1
         record.seq = self._seq
+        ids = self._ids
+        if ids and ids[-1] == record.id:
+            # PERF: it was the last changed already (a task run at once changes three times
+            # in a row): its entry moves up in place, still last, and leaves nothing stale.
+            self._seqs[-1] = self._seq
+            return
         self._seqs.append(self._seq)
-        self._ids.append(record.id)
+        ids.append(record.id)
         if len(self._seqs) > 64 and len(self._seqs) > 2 * len(self._tasks):
             self._compact()
 
@@ -215,6 +221,9 @@ class TaskStore:
         cached = record._json if artifacts else record._json_bare
         if cached is not None:
             return cached
+        if record.runtime is None and record.state in TERMINAL:
+            # PERF: no lock: an ended task (its runtime dropped last) never changes again.
+            return record.to_json(artifacts, cache)
         with self._lock:
             return record.to_json(artifacts, cache)
 
