@@ -1,12 +1,14 @@
 """Admission per tenant: runs at once, runs per minute (a token bucket), the optional hook.
 
 A refused admission starts nothing: the task answers REJECTED with the
-reason as its public status message.
+reason as its public status message. The counts live where the store says:
+in this process (``LocalCounters``, the memory store: one process), or in
+Redis for every replica and worker of the hub (``store.redis_limits``).
 
 Concurrency:
-    ``_lock`` guards ``_running`` and ``_buckets``; ``admit`` takes a slot
-    and a token in one step under it, ``release`` gives the slot back. The
-    hook (the operator's code) is called before, outside the lock.
+    ``LocalCounters._lock`` guards its counts; ``take`` takes a slot and a
+    token in one step under it, ``give`` gives the slot back. The hook (the
+    operator's code) is called before, outside any lock.
 """
 from __future__ import annotations
 
@@ -19,32 +21,67 @@ from murmur_wsgi.loading import import_callable
 
 logger = logging.getLogger(__name__)
 
+CONCURRENCY, RATE = "concurrency", "rate"        # what ``take`` refused on
+
 
 def load_hook(spec: str, where: str):
     """Import ``pkg.mod:callable``; a bad spec is a ConfigError naming ``where``."""
     return import_callable(spec, where, ConfigError)
 
 
+class LocalCounters:
+    """Runs at once and token buckets of each tenant, in this process."""
+
+    def __init__(self, clock=time.monotonic):
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._running: dict[str, int] = {}                   # guarded by _lock
+        self._buckets: dict[str, tuple[float, float]] = {}   # tenant -> (tokens, at)
+
+    def take(self, tenant: str, task_id: str, concurrency: int, rate: int) -> str | None:
+        """Take a slot and a token: None, or what refused (CONCURRENCY, RATE)."""
+        with self._lock:
+            if self._running.get(tenant, 0) >= concurrency:
+                return CONCURRENCY
+            now = self._clock()
+            tokens, at = self._buckets.get(tenant, (float(rate), now))
+            tokens = min(float(rate), tokens + (now - at) * rate / 60.0)
+            if tokens < 1.0:
+                self._buckets[tenant] = (tokens, now)
+                return RATE
+            self._buckets[tenant] = (tokens - 1.0, now)
+            self._running[tenant] = self._running.get(tenant, 0) + 1
+        return None
+
+    def give(self, tenant: str, task_id: str) -> None:
+        with self._lock:
+            self._running[tenant] = max(0, self._running.get(tenant, 0) - 1)
+
+    def renew(self, held: list) -> None:
+        """Nothing to renew: a process's counts die with it."""
+
+    def running(self, tenant: str) -> int:
+        return self._running.get(tenant, 0)
+
+
 class Admission:
     """Decides whether a tenant may start one more run now."""
 
-    def __init__(self, config, clock=time.monotonic):
-        self._clock = clock
-        self._lock = threading.Lock()
+    def __init__(self, config, counters=None, clock=time.monotonic):
+        self.counters = counters if counters is not None else LocalCounters(clock)
         self._limits = {t: config.tenant_limits(t) for t in config.tenants}
         self._hooks = {}
         for tenant, block in config.tenants.items():
             if block["admission"]:
                 self._hooks[tenant] = load_hook(block["admission"],
                                                 f"tenants.{tenant}.admission")
-        self._running: dict[str, int] = {}              # guarded by _lock
-        self._buckets: dict[str, tuple[float, float]] = {}   # tenant -> (tokens, at)
 
     def running(self, tenant: str) -> int:
-        return self._running.get(tenant, 0)
+        return self.counters.running(tenant)
 
-    def admit(self, tenant: str, agent: str, text: str) -> str | None:
-        """Take a slot and a token; return None, or the public reason of a refusal."""
+    def admit(self, tenant: str, agent: str, text: str, task_id: str) -> str | None:
+        """Take a slot and a token for ``task_id``; return None, or the public reason of a
+        refusal. Raises StoreError when shared counters cannot be reached."""
         hook = self._hooks.get(tenant)
         if hook is not None:
             try:
@@ -55,21 +92,19 @@ class Admission:
             if reason is not None:
                 return str(reason)
         limits = self._limits[tenant]
-        with self._lock:
-            if self._running.get(tenant, 0) >= limits["concurrency"]:
-                return (f"concurrency limit reached: {limits['concurrency']} runs at once "
-                        "for this tenant")
-            rate = limits["rate_per_minute"]
-            now = self._clock()
-            tokens, at = self._buckets.get(tenant, (float(rate), now))
-            tokens = min(float(rate), tokens + (now - at) * rate / 60.0)
-            if tokens < 1.0:
-                self._buckets[tenant] = (tokens, now)
-                return f"rate limit reached: {rate} runs per minute for this tenant"
-            self._buckets[tenant] = (tokens - 1.0, now)
-            self._running[tenant] = self._running.get(tenant, 0) + 1
+        refused = self.counters.take(tenant, task_id, limits["concurrency"],
+                                     limits["rate_per_minute"])
+        if refused == CONCURRENCY:
+            return (f"concurrency limit reached: {limits['concurrency']} runs at once "
+                    "for this tenant")
+        if refused == RATE:
+            return f"rate limit reached: {limits['rate_per_minute']} runs per minute for this tenant"
         return None
 
-    def release(self, tenant: str) -> None:
-        with self._lock:
-            self._running[tenant] = max(0, self._running.get(tenant, 0) - 1)
+    def release(self, tenant: str, task_id: str) -> None:
+        """Give back ``task_id``'s slot (StoreError: shared counters free it by themselves)."""
+        self.counters.give(tenant, task_id)
+
+    def renew(self, runs: list) -> None:
+        """Keep the slots of the runs this replica runs (shared counters lease them)."""
+        self.counters.renew([(run.tenant, run.task_id) for run in runs])

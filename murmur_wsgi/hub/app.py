@@ -54,7 +54,7 @@ class Hub:
         self.cards = card_bodies(config)
         self.agents = load_agents(config)
         self.store = open_store(config)
-        self.admission = Admission(config)
+        self.admission = Admission(config, self.store.counters())
         self.runs = Runs(self.store, self.admission, config.pricing,
                          config.events["merge_secs"])
         self.metrics = None

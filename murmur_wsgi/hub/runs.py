@@ -328,6 +328,12 @@ class Runs:
         return self._runs.get(task_id)
 
     def ended(self, run: Run) -> None:
+        # NOTE: the slot is given back before the run leaves: the drain, which waits for the
+        # last one to leave, then closes the store.
+        try:
+            self.admission.release(run.tenant, run.task_id)
+        except StoreError:
+            pass        # a shared store frees the slot with the task's end, or its lease
         with self.changed:
             self._runs.pop(run.task_id, None)
             self.changed.notify_all()           # the drain waits for the last one

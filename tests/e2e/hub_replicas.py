@@ -22,8 +22,12 @@ from tests.e2e.conftest import CLOSE, _kill_group, child_env, free_port, spawn
 
 WAIT = 20.0
 KEY = "mhk_e2e-replicas-key"
+CAPPED_KEY = "mhk_e2e-replicas-capped"      # tenant "capped": 2 runs at once across the hub
 SECRET = "e2e-replicas-operator-secret-" + "x" * 20
 PREFIX = "/a2a/v1/agents/"
+
+
+AGENTS = {"ticks": {"agent": "tests.e2e.hub_agents:ticks", "publish": True}}
 
 
 def hub_yaml(port: int, redis_url: str, **extra) -> dict:
@@ -34,9 +38,10 @@ def hub_yaml(port: int, redis_url: str, **extra) -> dict:
         "redis": {"liveness_secs": 1, "sweep_interval_secs": 0.2},
         "auth": {"jwt": {"secret": SECRET}},
         "metrics": {"enabled": True},
-        "tenants": {"acme": {
-            "api_keys": [hashlib.sha256(KEY.encode()).hexdigest()],
-            "agents": {"ticks": {"agent": "tests.e2e.hub_agents:ticks", "publish": True}}}},
+        "tenants": {
+            "acme": {"api_keys": [hashlib.sha256(KEY.encode()).hexdigest()], "agents": AGENTS},
+            "capped": {"api_keys": [hashlib.sha256(CAPPED_KEY.encode()).hexdigest()],
+                       "limits": {"concurrency": 2}, "agents": AGENTS}},
     }
 
 
@@ -67,14 +72,14 @@ class Replica:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=0.05)
 
-    def rpc(self, method: str, params: dict, **kwargs):
+    def rpc(self, method: str, params: dict, key: str = KEY, **kwargs):
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
         return requests.post(f"{self.url}{PREFIX}ticks", data=json.dumps(body), timeout=WAIT,
-                             headers={**CLOSE, "X-API-Key": KEY, "A2A-Version": "1.0",
+                             headers={**CLOSE, "X-API-Key": key, "A2A-Version": "1.0",
                                       "Content-Type": "application/json"}, **kwargs)
 
-    def result(self, method: str, params: dict):
-        payload = self.rpc(method, params).json()
+    def result(self, method: str, params: dict, key: str = KEY):
+        payload = self.rpc(method, params, key).json()
         assert "result" in payload, payload
         return payload["result"]
 
@@ -96,7 +101,7 @@ class Replica:
 
 
 def send(replica: Replica, text: str, message_id: str | None = None,
-         push: dict | None = None) -> dict:
+         push: dict | None = None, key: str = KEY) -> dict:
     """SendMessage (returnImmediately), with ``push`` as its taskPushNotificationConfig."""
     configuration = {"returnImmediately": True}
     if push is not None:
@@ -104,7 +109,7 @@ def send(replica: Replica, text: str, message_id: str | None = None,
     return task_of(replica.result("SendMessage", {
         "message": {"messageId": message_id or uuid.uuid4().hex, "role": "ROLE_USER",
                     "parts": [{"text": text}]},
-        "configuration": configuration}))
+        "configuration": configuration}, key))
 
 
 def task_of(result: dict) -> dict:

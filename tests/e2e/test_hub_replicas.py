@@ -20,8 +20,8 @@ import pytest
 import requests
 
 from tests.e2e.conftest import CLOSE
-from tests.e2e.hub_replicas import (SECRET, WAIT, Replica, Subscriber, final_state, send,
-                                    state, task_of, until)
+from tests.e2e.hub_replicas import (CAPPED_KEY, SECRET, WAIT, Replica, Subscriber, final_state,
+                                    send, state, task_of, until)
 from tests.hub.push_util import SECRET as PUSH_SECRET
 from tests.hub.push_util import Receiver, make_cert, verify
 
@@ -123,6 +123,25 @@ def test_metrics_add_up_every_worker(replicas):
     # Each page, whichever worker answers it, counts the requests of both.
     assert [get_tasks() for _ in range(6)] == [before + 20] * 6
     assert requests.get(f"{b.url}/metrics", headers=CLOSE, timeout=WAIT).status_code == 401
+
+
+def test_the_concurrency_bound_holds_across_replicas_and_workers(replicas):
+    a, b, _ = replicas                  # B: two workers; tenant "capped": 2 runs at once
+    held = [send(a, "30", key=CAPPED_KEY), send(b, "30", key=CAPPED_KEY)]
+    assert [t["status"]["state"] for t in held] == ["TASK_STATE_SUBMITTED"] * 2
+    for replica in (a, b, b):
+        status = send(replica, "30", key=CAPPED_KEY)["status"]
+        assert status["state"] == "TASK_STATE_REJECTED"
+        assert status["message"]["parts"][0]["text"] == \
+            "concurrency limit reached: 2 runs at once for this tenant"
+    # A run canceled from the other replica frees its slot with its end.
+    canceled = b.result("CancelTask", {"id": held[0]["id"]}, CAPPED_KEY)
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+    again = send(b, "30", key=CAPPED_KEY)
+    assert again["status"]["state"] == "TASK_STATE_SUBMITTED"
+    for task in (held[1], again):
+        assert b.result("CancelTask", {"id": task["id"]}, CAPPED_KEY)["status"]["state"] == \
+            "TASK_STATE_CANCELED"
 
 
 def notified(receiver, path: str) -> list:

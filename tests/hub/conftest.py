@@ -62,7 +62,8 @@ def hub_config(**overrides) -> dict:
                        "limits": {"concurrency": 1, "rate_per_minute": 3,
                                   "max_subscriptions": 1},
                        "agents": {"echo": agent("demo"),
-                                  "held": agent("tests.hub.agents:held")}},
+                                  "held": agent("tests.hub.agents:held"),
+                                  "stubborn": agent("tests.hub.agents:stubborn")}},
         },
     }
     for key, value in overrides.items():
@@ -197,3 +198,23 @@ def hub(store):
 @pytest.fixture
 def rpc(hub):
     return HubClient(hub)
+
+
+# Two replicas of one hub on one Redis (tests/hub/test_replicas.py, test_redis_limits.py):
+# liveness and sweep fast enough that a vanished replica is swept in well under a second.
+FAST = {"liveness_secs": 0.3, "sweep_interval_secs": 0.1, "timeout_secs": 0.5}
+
+
+@pytest.fixture
+def pair(redis_server):
+    """Two hubs (each its own runs and replica id) on one flushed Redis, as HubClients."""
+    redis_server.flush()
+    hubs = [create_hub(hub_config(store=redis_server.url, redis=dict(FAST)))
+            for _ in range(2)]
+    yield [HubClient(h) for h in hubs]
+    from tests.hub.agents import GATES
+    for event in GATES.values():
+        event.set()
+    GATES.clear()
+    for h in hubs:
+        h.close(drain_timeout=5)

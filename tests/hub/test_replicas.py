@@ -11,32 +11,15 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 import yaml
 
 from murmur_wsgi.cli import main
 from murmur_wsgi.hub import create_hub
 
-from tests.hub.agents import GATES, gate
-from tests.hub.conftest import HubClient, hub_config, send_params, sse_events, wait_until
+from tests.hub.agents import gate
+from tests.hub.conftest import FAST, HubClient, hub_config, send_params, sse_events, wait_until
 from tests.hub.conftest import agent as hosted
 from tests.redis_util import RedisServer
-
-FAST = {"liveness_secs": 0.3, "sweep_interval_secs": 0.1, "timeout_secs": 0.5}
-
-
-@pytest.fixture
-def pair(redis_server):
-    redis_server.flush()
-    hubs = [create_hub(hub_config(store=redis_server.url, redis=dict(FAST)))
-            for _ in range(2)]
-    yield [HubClient(h) for h in hubs]
-    for event in GATES.values():
-        event.set()
-    GATES.clear()
-    for h in hubs:
-        h.close(drain_timeout=5)
-
 
 def _state(rpc, task_id, agent=None):
     return rpc.result("GetTask", {"id": task_id}, agent=agent)["status"]["state"]

@@ -201,12 +201,12 @@ def test_rate_bucket_refills():
 
     now = [0.0]
     admission = Admission(load_config(hub_config(), environ={}), clock=lambda: now[0])
-    for _ in range(3):
-        assert admission.admit("globex", "echo", "x") is None
-        admission.release("globex")
-    assert admission.admit("globex", "echo", "x").startswith("rate limit")
+    for i in range(3):
+        assert admission.admit("globex", "echo", "x", f"t{i}") is None
+        admission.release("globex", f"t{i}")
+    assert admission.admit("globex", "echo", "x", "t3").startswith("rate limit")
     now[0] += 20.0                         # 3 per minute: one token every 20 s
-    assert admission.admit("globex", "echo", "x") is None
+    assert admission.admit("globex", "echo", "x", "t4") is None
 
 
 def test_a_failing_hook_refuses_and_logs(hub, caplog):

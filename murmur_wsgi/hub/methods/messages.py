@@ -63,6 +63,7 @@ def accept(hub, call, live: bool):
     push = message_config(hub, msg.push_config)
     store = hub.store
     found = store.claim_message(call.tenant, call.agent, msg.message_id)
+    admitted = None
     if found == PENDING:
         raise InvalidRequestError("a message with this messageId is still being started; "
                                   "ask again in a moment")
@@ -80,8 +81,10 @@ def accept(hub, call, live: bool):
         task = HubTask(task_id, context_id, call.tenant, call.agent, msg.message_id,
                        stored_message(msg.message, task_id, context_id))
         reason = CLOSING if hub.closing else hub.admission.admit(call.tenant, call.agent,
-                                                                 text)
-        if reason is not None:
+                                                                 text, task_id)
+        if reason is None:
+            admitted = task_id
+        else:
             task.set_state(REJECTED, reason)
             store.create(task, task.task_event(), bind=False)
             if push is not None:
@@ -97,8 +100,10 @@ def accept(hub, call, live: bool):
     except BaseException:
         try:
             store.release_message(call.tenant, call.agent, msg.message_id)
+            if admitted is not None:
+                hub.admission.release(call.tenant, admitted)
         except StoreError:
-            pass                # the claim expires by itself (a shared store)
+            pass                # the claim and the slot expire by themselves (a shared store)
         raise
     hub.runs.add(run)
     ctx = HubContext(run, text, msg.data, task.history[0],

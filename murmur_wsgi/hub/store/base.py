@@ -151,6 +151,11 @@ class Store(abc.ABC):
         """The ones of ``task_ids`` marked for cancelling (the once-a-second check)."""
         return {task_id for task_id in task_ids if self.cancel_marked(task_id)}
 
+    def counters(self):
+        """Admission's counters shared by every replica (``redis_limits.RedisCounters``), or
+        None: each process counts its own (``admission.LocalCounters``)."""
+        return None
+
     def heartbeat(self) -> None:
         """Renew this replica's liveness."""
 

@@ -8,9 +8,9 @@ blocking ``XREAD`` (at most ``BLOCK_MAX_SECS`` at a time, so a closed store
 is noticed), never in a polling loop; cancel marks are also published on a
 pub/sub channel that one thread per store listens to.
 
-Failures: every ``redis.RedisError`` (down, slow past ``timeout_secs``, out
-of memory) is raised as ``StoreError``, whose message is public. Commands are
-retried once at once (a pooled connection can be stale after Redis restarts).
+Failures: every ``redis.RedisError`` is raised as ``StoreError``, whose
+message is public (``redis_client``). Admission's counters, shared by every
+replica, are ``redis_limits``.
 
 Concurrency:
     The redis-py client and its pool are thread-safe; nothing here is shared
@@ -20,25 +20,24 @@ Concurrency:
 """
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import threading
 import uuid
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from murmur_wsgi.hub.store import redis_scripts as scripts
 from murmur_wsgi.hub.store.base import PENDING, Page, Store, StoreError, StoredEvent
 from murmur_wsgi.hub.store.memory import decode_token, encode_token
+from murmur_wsgi.hub.store.redis_client import PREFIX, connect, public_url
+from murmur_wsgi.hub.store.redis_client import guarded as _guarded
+from murmur_wsgi.hub.store.redis_limits import RedisCounters
 from murmur_wsgi.hub.task import FAILED, WORKING, HubTask, status_update, task_status
 from murmur_wsgi.wire.task import now_ms
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "murmur:hub:"
 CHANNEL = PREFIX + "cancel"
 CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task was created
 MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
@@ -46,26 +45,6 @@ BLOCK_MAX_SECS = 1.0             # the longest single XREAD BLOCK
 MAX_ID_BYTES = 256               # a task id longer than this names no task
 SCAN_BATCH = 200                 # ListTasks with filters reads the index in batches
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
-def _guarded(method):
-    """Raise ``StoreError`` for any failure of Redis, logged once per method call."""
-    @functools.wraps(method)
-    def guarded(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except redis.RedisError as ex:
-            logger.warning("redis store: %s failed: %s", method.__name__, type(ex).__name__)
-            raise StoreError() from None
-    return guarded
-
-
-def public_url(url: str) -> str:
-    """The URL without its password, for logs."""
-    scheme, sep, rest = url.partition("://")
-    if "@" in rest:
-        rest = "***@" + rest.rsplit("@", 1)[1]
-    return scheme + sep + rest
 
 
 class RedisStore(Store):
@@ -82,10 +61,7 @@ class RedisStore(Store):
         self._liveness_ms = max(1, int(liveness_secs * 1000))
         self._max_events = max_events
         self._block = min(BLOCK_MAX_SECS, timeout_secs / 2)
-        self._redis = redis.Redis.from_url(
-            url, decode_responses=True, socket_timeout=timeout_secs,
-            socket_connect_timeout=timeout_secs, retry=Retry(NoBackoff(), 1),
-            health_check_interval=30)
+        self._redis = connect(url, timeout_secs)
         self._scripts = {name: self._redis.register_script(getattr(scripts, name))
                          for name in ("CREATE", "START", "APPEND", "END", "RELEASE", "MARK")}
         self._contexts: dict[str, str] = {}
@@ -218,7 +194,7 @@ class RedisStore(Store):
         done = self._scripts["END"](
             keys=[self._task_key(task_id), self._events_key(task_id)],
             args=[state, _dumps(text), ms, "" if artifacts is None else _dumps(artifacts),
-                  self._retention_ms, self._max_events, f"{PREFIX}runs:", *written])
+                  self._retention_ms, self._max_events, PREFIX, *written])
         self._contexts.pop(task_id, None)
         return written if done else None
 
@@ -353,6 +329,9 @@ class RedisStore(Store):
         self._listener.start()
 
     # --- replicas ----------------------------------------------------------
+
+    def counters(self):
+        return RedisCounters(self._redis, PREFIX, self._liveness_ms)
 
     @_guarded
     def heartbeat(self):

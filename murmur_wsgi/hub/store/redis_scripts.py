@@ -56,7 +56,8 @@ return 1
 """
 
 # KEYS: task, ev   ARGV: state, text, ms, arts ('' keeps them), retention ms, maxlen,
-#                        runs key prefix, payloads… (the last one is the final event)
+#                        key prefix, payloads… (the last one is the final event)
+# The task leaves its replica's runs and frees its tenant's admission slot (redis_limits).
 END = _TERMINAL + """
 local s = redis.call('HGET', KEYS[1], 'state')
 if not s or T[s] then return 0 end
@@ -69,8 +70,9 @@ for i = 8, #ARGV do
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], n .. '-1', 'p', ARGV[i], 't', final)
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
-local owner = redis.call('HGET', KEYS[1], 'owner')
-if owner then redis.call('ZREM', ARGV[7] .. owner, redis.call('HGET', KEYS[1], 'id')) end
+local f = redis.call('HMGET', KEYS[1], 'id', 'owner', 'tenant')
+if f[2] then redis.call('ZREM', ARGV[7] .. 'runs:' .. f[2], f[1]) end
+redis.call('ZREM', ARGV[7] .. 'running:' .. f[3], f[1])
 return 1
 """
 

@@ -1,0 +1,113 @@
+"""Admission's counters in Redis: every replica and worker of a hub counts against one bound.
+
+Per tenant, two keys (both start with ``murmur:hub:``):
+
+- ``running:{tenant}``, a sorted set of leases: one member per run admitted
+  (its task id), scored by the lease's expiry (Redis server time, ms). A run's
+  replica renews its leases with its liveness (``renew``), a run that ends
+  gives its lease back (``give``, and the END script: a task ended by any
+  replica, the sweep included, frees its slot at once). A lease whose replica
+  died before its task was stored expires by itself ``LEASE_LIVENESSES`` ×
+  ``redis.liveness_secs`` after its last renewal, so no slot is held forever.
+- ``rate:{tenant}``, a hash ``tokens``, ``at``: the token bucket of
+  ``limits.rate_per_minute`` (full, ``rate`` tokens; one more every
+  60/``rate`` s; a run takes one), the memory store's rule, kept in Redis. It
+  expires a minute after its last use: by then the bucket would be full again.
+
+Admission is one script (``ADMIT``): expired leases dropped, the concurrency
+bound, then the bucket, then the lease taken, all on Redis's clock, so two
+replicas racing for the last slot never both get it.
+"""
+from __future__ import annotations
+
+import redis
+
+from murmur_wsgi.hub.admission import CONCURRENCY, RATE
+from murmur_wsgi.hub.store.redis_client import guarded
+
+LEASE_LIVENESSES = 2             # a lease lives this many liveness periods without renewal
+
+_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+"""
+
+# KEYS: running, rate   ARGV: task id, concurrency, rate per minute, lease ms
+ADMIT = _NOW + """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 1 end
+local rate = tonumber(ARGV[3])
+local b = redis.call('HMGET', KEYS[2], 'tokens', 'at')
+local tokens = tonumber(b[1])
+if tokens == nil then
+  tokens = rate
+else
+  tokens = math.min(rate, tokens + math.max(0, now - tonumber(b[2])) * rate / 60000)
+end
+local code = 2
+if tokens >= 1 then
+  tokens = tokens - 1
+  code = 0
+end
+redis.call('HSET', KEYS[2], 'tokens', tostring(tokens), 'at', now)
+redis.call('PEXPIRE', KEYS[2], 60000)
+if code == 0 then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+end
+return code
+"""
+
+# KEYS: running keys (one per lease)   ARGV: lease ms, task ids (one per key)
+RENEW = _NOW + """
+for i = 1, #KEYS do
+  if redis.call('ZADD', KEYS[i], 'XX', 'CH', now + tonumber(ARGV[1]), ARGV[i + 1]) == 1 then
+    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+  end
+end
+return 1
+"""
+
+# KEYS: running
+RUNNING = _NOW + """
+return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
+"""
+
+
+def running_key(prefix: str, tenant: str) -> str:
+    return f"{prefix}running:{tenant}"
+
+
+class RedisCounters:
+    """Runs at once and runs per minute of each tenant, counted in one Redis for the hub."""
+
+    def __init__(self, client: redis.Redis, prefix: str, liveness_ms: int):
+        self._redis = client
+        self._prefix = prefix
+        self._lease_ms = LEASE_LIVENESSES * liveness_ms
+        self._admit = client.register_script(ADMIT)
+        self._renew = client.register_script(RENEW)
+        self._running = client.register_script(RUNNING)
+
+    @guarded
+    def take(self, tenant: str, task_id: str, concurrency: int, rate: int) -> str | None:
+        """Take a slot and a token for ``task_id``: None, or CONCURRENCY / RATE (refused)."""
+        code = self._admit(keys=[running_key(self._prefix, tenant),
+                                 f"{self._prefix}rate:{tenant}"],
+                           args=[task_id, concurrency, rate, self._lease_ms])
+        return (None, CONCURRENCY, RATE)[int(code)]
+
+    @guarded
+    def give(self, tenant: str, task_id: str) -> None:
+        self._redis.zrem(running_key(self._prefix, tenant), task_id)
+
+    @guarded
+    def renew(self, held: list) -> None:
+        """Extend the leases of ``held`` ``(tenant, task_id)`` (the runs this replica runs)."""
+        if held:
+            self._renew(keys=[running_key(self._prefix, tenant) for tenant, _ in held],
+                        args=[self._lease_ms, *(task_id for _, task_id in held)])
+
+    @guarded
+    def running(self, tenant: str) -> int:
+        return int(self._running(keys=[running_key(self._prefix, tenant)]))
