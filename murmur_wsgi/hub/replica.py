@@ -1,9 +1,11 @@
 """This replica's part in a shared store: liveness, cancels from other replicas, the sweep.
 
 With a shared store (Redis) every serving process is a replica. One thread
-(``Replica``) renews its liveness key every third of ``redis.liveness_secs``,
-checks the cancel marks of its runs every second (the text's fallback: a
-mark published on the cancel channel reaches the run at once), retries the
+(``Replica``) renews its liveness key (and its runs' admission leases) every
+third of ``redis.liveness_secs``, checks the cancel marks of its runs every
+second (the text's fallback: a mark published on the cancel channel reaches
+the run at once) and whether another replica ended one of them (its sweep
+took this one for dead: the run ends here with that end), retries the
 final writes a failing store refused (``Runs.unwritten``), and every
 ``redis.sweep_interval_secs`` runs the stale sweep: the runs of replicas
 whose liveness expired, and runs older than ``sweep_max_age_secs``, end
@@ -49,10 +51,18 @@ class Replica:
         self._thread.start()
 
     def cancelled(self, task_id: str) -> None:
-        """Another replica marked ``task_id``: stop its run when this replica runs it."""
+        """Another replica marked ``task_id`` (or its sweep ended it): stop its run when this
+        replica runs it; an ended task ends the run here with that end."""
         run = self.hub.runs.get(task_id)
-        if run is not None:
-            run.request_stop(cancel=True)
+        if run is None:
+            return
+        try:
+            if self.store.ended_of([task_id]):
+                run.ended_elsewhere()
+                return
+        except StoreError:
+            pass                        # the cancel stands; the next tick looks again
+        run.request_stop(cancel=True)
 
     def _loop(self) -> None:
         now = time.monotonic()
@@ -66,8 +76,13 @@ class Replica:
                     renew_at = now + self.renew_every
                 self.hub.runs.retry_unwritten()
                 runs = self.hub.runs.in_flight()
-                for task_id in self.store.cancel_marks([run.task_id for run in runs]):
+                ids = [run.task_id for run in runs]
+                for task_id in self.store.cancel_marks(ids):
                     self.cancelled(task_id)
+                ended = self.store.ended_of(ids)
+                for run in runs:
+                    if run.task_id in ended:
+                        run.ended_elsewhere()       # its sweep took this replica for dead
                 if now >= sweep_at:
                     sweep_at = now + self.sweep_every
                     for task_id in self.store.sweep(self.hub.config.sweep_max_age_secs, SWEPT):

@@ -102,7 +102,9 @@ class Run:
             else:
                 kept["parts"].extend(artifact["parts"])
             payload = artifact_event(self.task_id, self.context_id, artifact, append, last)
-            self.runs.store.append(self.task_id, payload)
+            self._appended(payload)
+            if self.ended:
+                raise TaskCanceled(self.task_id)
             self._live(payload)
 
     def token(self, text: str) -> None:
@@ -132,7 +134,9 @@ class Run:
             self._flush_locked()
             payload = status_update(self.task_id, self.context_id,
                                     progress_status(self.task_id, self.context_id, text))
-            self.runs.store.append(self.task_id, payload)
+            self._appended(payload)
+            if self.ended:
+                raise TaskCanceled(self.task_id)
             self._live(payload)
 
     def _live(self, payload: str) -> None:
@@ -150,7 +154,7 @@ class Run:
         """Store the tokens not yet stored as one artifactUpdate."""
         if self.stored < len(self.tokens):
             text = "".join(self.tokens[self.stored:])
-            self.runs.store.append(self.task_id, artifact_update(
+            self._appended(artifact_update(
                 self.task_id, self.context_id, [text_part(text)], append=self.stored_any,
                 last=False))
             self.stored_any = True
@@ -167,6 +171,8 @@ class Run:
             if self.ended:
                 return False
             self._flush_locked()
+            if self.ended:
+                return False            # the flush found the task ended elsewhere
             streamed = "".join(self.tokens)
             events: list[str] = []
             artifacts = None
@@ -199,22 +205,49 @@ class Run:
                 runs.unwritten.append((self.task_id, state, text, artifacts, events))
                 self.store_failed = True
                 written = []
-            self.ended = True
-            self._stop_locked()
-            for timer in self._timers:
-                timer.cancel()
-            if self._flush_timer is not None:
-                self._flush_timer.cancel()
-            if written is None:
-                # NOTE: ended elsewhere (the sweep of another replica): the task keeps that
-                # end, and this run is over here too.
-                runs.changed.notify_all()
-            elif self.live is not None:
-                # NOTE: the live stream saw every token: its last chunk is relative to them.
-                self.live.extend(written)
-            runs.changed.notify_all()
+            self._close_locked(written)
         runs.ended(self)
         return written is not None
+
+    def ended_elsewhere(self) -> None:
+        """Another replica wrote the task's end (its sweep took this one for dead): the run
+        is over here too, and its own stream ends with that end."""
+        with self.runs.changed:
+            if self.ended:
+                return
+            self._close_locked(None)
+        self.runs.ended(self)
+
+    def _close_locked(self, written: list | None) -> None:
+        """The task has its one end: stop the agent and the timers, end the run's own stream
+        with ``written`` (the events this run wrote), or with the final event another
+        replica wrote (None: read from the task's event log)."""
+        self.ended = True
+        self._stop_locked()
+        for timer in self._timers:
+            timer.cancel()
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+        if self.live is not None:
+            if written is None:
+                written = self._final_written_elsewhere()
+            # NOTE: the live stream saw every token: its last chunk is relative to them.
+            self.live.extend(written)
+        self.runs.changed.notify_all()
+
+    def _final_written_elsewhere(self) -> list[str]:
+        try:
+            final = self.runs.store.final_event(self.task_id)
+        except StoreError:
+            self.store_failed = True            # the stream ends with the store's error
+            return []
+        return [final] if final is not None else []
+
+    def _appended(self, payload: str) -> None:
+        """Store a non-final event; a task another replica ended closes the run here."""
+        if not self.ended and not self.runs.store.append(self.task_id, payload):
+            self._close_locked(None)
+            self.runs.ended(self)
 
     def request_stop(self, cancel: bool) -> None:
         with self.runs.changed:

@@ -8,6 +8,7 @@ recovers when it returns.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -108,6 +109,70 @@ def test_a_vanished_replica_s_runs_end_failed_through_the_sweep(pair):
               if "statusUpdate" in e["result"]
               and e["result"]["statusUpdate"]["status"]["state"] != "TASK_STATE_WORKING"]
     assert len(finals) == 1
+
+
+def _rest_of(chunks, timeout: float = 10.0) -> list[dict]:
+    """The events left in an SSE body, read on a thread: fails if the stream does not end."""
+    body = []
+    reader = threading.Thread(target=lambda: body.append(b"".join(chunks)), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    assert not reader.is_alive(), "the stream did not end"
+    return [json.loads(line[len("data: "):]) for line in body[0].decode().split("\n")
+            if line.startswith("data: ")]
+
+
+def _streaming_on_a(a, text):
+    """SendStreamingMessage on A: its open stream and the task id it announced."""
+    response = a.call("SendStreamingMessage", send_params(text), buffered=False)
+    chunks = iter(response.response)
+    opening = next(chunks).decode()
+    task = json.loads(opening[opening.index("data: ") + 6:].split("\n")[0])["result"]["task"]
+    wait_until(lambda: _state(a, task["id"]) == "TASK_STATE_WORKING")
+    return chunks, task["id"]
+
+
+def _final_of(events) -> dict:
+    status = events[-1]["result"]["statusUpdate"]["status"]
+    assert [e for e in events if "statusUpdate" in e["result"]
+            and e["result"]["statusUpdate"]["status"]["state"] != "TASK_STATE_WORKING"] == \
+        events[-1:]                                     # one final event, the last one
+    return status
+
+
+def test_the_sender_s_stream_ends_with_an_end_another_replica_wrote(pair):
+    a, b = pair
+    a.agent = b.agent = "stubborn"
+    released = gate("g-own")
+    chunks, task_id = _streaming_on_a(a, "g-own")
+    # Another replica writes the task's end, without a word to A (no pub/sub): A's
+    # once-a-tick check finds it, and the sender's stream ends with that end.
+    assert b.hub.store.end(task_id, "TASK_STATE_FAILED", "ended elsewhere", None, [])
+    status = _final_of(_rest_of(chunks))
+    assert status["state"] == "TASK_STATE_FAILED"
+    assert status["message"]["parts"][0]["text"] == "ended elsewhere"
+    released.set()                                      # the run keeps going, and ends
+    wait_until(lambda: not a.hub.runs.in_flight())
+    assert _state(b, task_id) == "TASK_STATE_FAILED"
+
+
+def test_the_sender_s_stream_on_a_replica_taken_for_dead_ends_with_the_sweep_s_end(pair):
+    a, b = pair
+    a.agent = b.agent = "stubborn"
+    released = gate("g-paused")
+    chunks, task_id = _streaming_on_a(a, "g-paused")
+    # A pauses (no renewals, no ticks) long enough to be taken for dead, but still listens:
+    # B's sweep ends the task FAILED and says so on the channel.
+    a.hub.replica.stop()
+    a.hub.store._redis.delete(f"murmur:hub:replica:{a.hub.store.replica}")
+    status = _final_of(_rest_of(chunks))
+    assert status["state"] == "TASK_STATE_FAILED"
+    assert "interrupted" in status["message"]["parts"][0]["text"]
+    wait_until(lambda: not a.hub.runs.in_flight())     # over on A too, though still running
+    released.set()
+    finals = [e for e in sse_events(b.call("SubscribeToTask", {"id": task_id}))
+              if "statusUpdate" in e["result"]]
+    assert _final_of(finals)["state"] == "TASK_STATE_FAILED"
 
 
 def test_the_drain_ends_the_rest_failed_and_b_sees_it(pair):

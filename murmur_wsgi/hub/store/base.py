@@ -132,6 +132,11 @@ class Store(abc.ABC):
     def has_events(self, task_id: str) -> bool:
         """False once the task's log has expired (the task itself stays)."""
 
+    def final_event(self, task_id: str) -> str | None:
+        """The task's final event (whoever wrote it), or None while it runs or once expired."""
+        events, _ = self.events(task_id, 0, 0)
+        return next((event.payload for event in reversed(events) if event.terminal), None)
+
     # --- cancel marks ----------------------------------------------------
 
     @abc.abstractmethod
@@ -145,11 +150,17 @@ class Store(abc.ABC):
     # --- replicas (a shared store; the memory store has one process) ----------
 
     def listen_cancels(self, callback) -> None:
-        """Call ``callback(task_id)`` when any replica marks a task (pub/sub)."""
+        """Call ``callback(task_id)`` when any replica marks a task, or its sweep ends one
+        (pub/sub)."""
 
     def cancel_marks(self, task_ids: list) -> set:
         """The ones of ``task_ids`` marked for cancelling (the once-a-second check)."""
         return {task_id for task_id in task_ids if self.cancel_marked(task_id)}
+
+    def ended_of(self, task_ids: list) -> set:
+        """The ones of ``task_ids`` whose stored state is final (another replica may have
+        ended a run of this one: its sweep took it for dead). One process: none."""
+        return set()
 
     def counters(self):
         """Admission's counters shared by every replica (``redis_limits.RedisCounters``), or

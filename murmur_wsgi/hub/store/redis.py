@@ -33,7 +33,7 @@ from murmur_wsgi.hub.store.memory import decode_token, encode_token
 from murmur_wsgi.hub.store.redis_client import PREFIX, connect, public_url
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_limits import RedisCounters
-from murmur_wsgi.hub.task import FAILED, WORKING, HubTask, status_update, task_status
+from murmur_wsgi.hub.task import FAILED, TERMINAL, WORKING, HubTask, status_update, task_status
 from murmur_wsgi.wire.task import now_ms
 
 logger = logging.getLogger(__name__)
@@ -113,11 +113,16 @@ class RedisStore(Store):
         task.seq = int(fields["seq"])
         return task
 
-    def _load(self, task_ids: list) -> list:
+    def _each_task(self, task_ids: list, read) -> list:
+        """``read(pipe, task_id)`` for every task, in one round trip: the answers, in order."""
         pipe = self._redis.pipeline(transaction=False)
         for task_id in task_ids:
-            pipe.hgetall(self._task_key(task_id))
-        return [task for task in map(self._record, pipe.execute()) if task is not None]
+            read(pipe, task_id)
+        return pipe.execute()
+
+    def _load(self, task_ids: list) -> list:
+        records = self._each_task(task_ids, lambda pipe, t: pipe.hgetall(self._task_key(t)))
+        return [task for task in map(self._record, records) if task is not None]
 
     def _context_of(self, task_id: str) -> str:
         context_id = self._contexts.get(task_id)
@@ -280,6 +285,15 @@ class RedisStore(Store):
         return [], True
 
     @_guarded
+    def final_event(self, task_id):
+        if len(task_id) > MAX_ID_BYTES:
+            return None
+        for _, fields in self._redis.xrevrange(self._events_key(task_id), "+", "-", count=1):
+            if fields.get("t") == "1":
+                return fields["p"]
+        return None
+
+    @_guarded
     def has_events(self, task_id):
         return len(task_id) <= MAX_ID_BYTES and bool(self._redis.exists(self._events_key(task_id)))
 
@@ -296,12 +310,13 @@ class RedisStore(Store):
 
     @_guarded
     def cancel_marks(self, task_ids):
-        if not task_ids:
-            return set()
-        pipe = self._redis.pipeline(transaction=False)
-        for task_id in task_ids:
-            pipe.exists(f"{PREFIX}cancel:{task_id}")
-        return {task_id for task_id, hit in zip(task_ids, pipe.execute()) if hit}
+        hits = self._each_task(task_ids, lambda pipe, t: pipe.exists(f"{PREFIX}cancel:{t}"))
+        return {task_id for task_id, hit in zip(task_ids, hits) if hit}
+
+    @_guarded
+    def ended_of(self, task_ids):
+        states = self._each_task(task_ids, lambda pipe, t: pipe.hget(self._task_key(t), "state"))
+        return {task_id for task_id, state in zip(task_ids, states) if state in TERMINAL}
 
     def listen_cancels(self, callback):
         """One thread: the channel's messages to ``callback``; reconnects while open."""
@@ -355,6 +370,9 @@ class RedisStore(Store):
             for task_id in ids:
                 if self.end(task_id, FAILED, text, None, []) is not None:
                     ended.append(task_id)
+                    # NOTE: a replica taken for dead may still run it: told at once, it ends
+                    # its run and the sender's own stream with this end.
+                    self._redis.publish(CHANNEL, task_id)
                 self._redis.zrem(runs, task_id)
             if not live and not self._redis.zcard(runs):
                 self._redis.srem(f"{PREFIX}replicas", replica)
