@@ -121,3 +121,15 @@ def flood(ctx):
     chunk = "x" * 65536
     while not ctx.wait(0.01):
         ctx.write(chunk)
+
+
+def mixed(ctx):
+    """By the text: "fail" fails, "hold <gate>" waits for the gate, anything else is echoed."""
+    if ctx.text == "fail":
+        raise TaskFailed("failed on purpose")
+    if ctx.text.startswith("hold "):
+        event = gate(ctx.text.split(" ", 1)[1])
+        while not event.is_set():
+            if ctx.wait(0.02):
+                raise TaskCanceled(ctx.task_id)
+    return ctx.text

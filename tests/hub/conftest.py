@@ -56,6 +56,7 @@ def hub_config(**overrides) -> dict:
                 "named": agent("tests.hub.agents:named"),
                 "rejects": agent("tests.hub.agents:rejects"),
                 "open": agent("tests.hub.agents:leaves_open"),
+                "mixed": agent("tests.hub.agents:mixed"),
                 "hidden": {"agent": "demo", "publish": False},
             }},
             "globex": {"api_keys": [sha(KEY_B)], "admission": "tests.hub.agents:refuse_beta",

@@ -24,7 +24,7 @@ def find(hub, call):
 def get_task(hub, call):
     """GetTask: the task as it stands, its history trimmed by historyLength."""
     task = find(hub, call)
-    return RawJSON(hub.store.render(task, read_history_length(call.params)))
+    return RawJSON(hub.store.render(task, read_history_length(call.params), as_read=True))
 
 
 def cancel_task(hub, call):
@@ -74,6 +74,6 @@ def list_tasks(hub, call):
     except ValueError:
         raise InvalidParamsError("Invalid params: pageToken is not a nextPageToken this hub "
                                  "answered") from None
-    body = ",".join(hub.store.render(task, params.history_length, params.include_artifacts)
-                    for task in page.tasks)
+    body = ",".join(hub.store.render(task, params.history_length, params.include_artifacts,
+                                     as_read=True) for task in page.tasks)
     return RawJSON(list_tasks_response(body, page.next_token, params.page_size, page.total))

@@ -98,10 +98,12 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def render(self, task, history_length: int | None = None, artifacts: bool = True,
-               cache: bool = True) -> str:
+               cache: bool = True, as_read: bool = False) -> str:
         """The task's JSON as it stands (consistent with concurrent changes).
 
         ``cache=False``: for a one-off answer; the store keeps no copy of the text.
+        ``as_read``: ``task`` was just read from this store for this answer (``get``,
+        ``list``): render that reading (a shared store reads it again otherwise).
         """
 
     @abc.abstractmethod

@@ -135,7 +135,7 @@ class MemoryStore(MemoryPushStorage, Store):
             self._changed.notify_all()
             return written
 
-    def render(self, task, history_length=None, artifacts=True, cache=True):
+    def render(self, task, history_length=None, artifacts=True, cache=True, as_read=False):
         with self.lock:
             return task.to_json(history_length, artifacts, cache)
 

@@ -1,6 +1,7 @@
 """The Redis store (``store: redis://host:port/db``): every replica of a hub shares it.
 
-The key layout (every key starts with ``murmur:hub:``) is in docs/hub.md;
+The key layout (every key starts with ``murmur:hub:``) is in docs/hub.md
+(ListTasks' sorted sets: ``redis_index``);
 each step that must be atomic (create, start, append, end, the cancel mark,
 a claim's release) is one Lua script (``redis_scripts``), so a task has
 exactly one final state and no event follows it. Subscribers wait in a
@@ -29,8 +30,8 @@ import redis
 
 from murmur_wsgi.hub.store import redis_scripts as scripts
 from murmur_wsgi.hub.store.base import PENDING, Page, Store, StoreError, StoredEvent
-from murmur_wsgi.hub.store.memory import decode_token, encode_token
 from murmur_wsgi.hub.store.redis_client import PREFIX, connect, public_url
+from murmur_wsgi.hub.store.redis_index import RedisIndex
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_limits import RedisCounters
 from murmur_wsgi.hub.task import FAILED, TERMINAL, WORKING, HubTask, status_update, task_status
@@ -43,11 +44,10 @@ CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task wa
 MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
 BLOCK_MAX_SECS = 1.0             # the longest single XREAD BLOCK
 MAX_ID_BYTES = 256               # a task id longer than this names no task
-SCAN_BATCH = 200                 # ListTasks with filters reads the index in batches
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-class RedisStore(Store):
+class RedisStore(RedisIndex, Store):
     """Tasks, their index, events, claims, cancel marks and liveness, in one Redis."""
 
     shared = True
@@ -81,12 +81,6 @@ class RedisStore(Store):
     @staticmethod
     def _msg_key(tenant: str, agent: str, message_id: str) -> str:
         return f"{PREFIX}msg:{tenant}:{agent}:{message_id}"
-
-    @staticmethod
-    def _index_key(tenant: str, agent: str, context_id: str | None = None) -> str:
-        if context_id is None:
-            return f"{PREFIX}idx:{tenant}:{agent}"
-        return f"{PREFIX}ctx:{tenant}:{agent}:{context_id}"
 
     @staticmethod
     def _runs_key(replica: str) -> str:
@@ -155,7 +149,9 @@ class RedisStore(Store):
                 self._index_key(task.tenant, task.agent, task.context_id),
                 f"{PREFIX}seq:{task.tenant}:{task.agent}",
                 self._msg_key(task.tenant, task.agent, task.message_id),
-                self._events_key(task.id), self._runs_key(self.replica), f"{PREFIX}replicas"]
+                self._events_key(task.id), self._runs_key(self.replica), f"{PREFIX}replicas",
+                self._state_key(task.tenant, task.agent, task.state),
+                self._updated_key(task.tenant, task.agent)]
         args = [task.id, task.context_id, task.tenant, task.agent, task.message_id, task.state,
                 _dumps(task.status_text), task.status_ms, task.created_ms,
                 _dumps(task.history), _dumps(task.artifacts), self.replica,
@@ -181,7 +177,7 @@ class RedisStore(Store):
         payload = status_update(task_id, context_id, task_status(task_id, context_id, WORKING,
                                                                  None, ms))
         done = self._scripts["START"](keys=[self._task_key(task_id), self._events_key(task_id)],
-                                      args=[ms, payload, self._max_events])
+                                      args=[ms, payload, self._max_events, PREFIX])
         return payload if done else None
 
     @_guarded
@@ -204,55 +200,12 @@ class RedisStore(Store):
         return written if done else None
 
     @_guarded
-    def render(self, task, history_length=None, artifacts=True, cache=True):
+    def render(self, task, history_length=None, artifacts=True, cache=True, as_read=False):
         # NOTE: the record as it stands now (another replica may have changed it): a fresh
         # copy each time, so nothing is kept whatever ``cache`` says.
-        current = self._record(self._redis.hgetall(self._task_key(task.id))) or task
+        current = task if as_read else \
+            self._record(self._redis.hgetall(self._task_key(task.id))) or task
         return current.to_json(history_length, artifacts, cache=False)
-
-    @_guarded
-    def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
-             token=None):
-        before = decode_token(token) if token else None
-        key = self._index_key(tenant, agent, context_id)
-        top = f"({before}" if before is not None else "+inf"
-        if state is None and after_ms is None:
-            pipe = self._redis.pipeline(transaction=False)
-            pipe.zrevrangebyscore(key, top, "-inf", start=0, num=page_size + 1)
-            pipe.zcard(key)
-            ids, total = pipe.execute()
-            page = self._load(ids[:page_size])
-            more = len(ids) > page_size
-            return Page(page, encode_token(page[-1].seq) if more and page else "", total)
-
-        def keep(task) -> bool:
-            return (state is None or task.state == state) and \
-                (after_ms is None or task.status_ms > after_ms)
-
-        page, total, more = [], 0, False
-        cursor = "+inf"
-        while True:
-            batch = self._redis.zrevrangebyscore(key, cursor, "-inf", start=0, num=SCAN_BATCH,
-                                                 withscores=True)
-            if not batch:
-                break
-            tasks = self._load([task_id for task_id, _ in batch])
-            for task in tasks:
-                if not keep(task):
-                    continue
-                total += 1
-                if before is None or task.seq < before:
-                    if len(page) < page_size:
-                        page.append(task)
-                    else:
-                        more = True
-            cursor = f"({int(batch[-1][1])}"
-        return Page(page, encode_token(page[-1].seq) if more else "", total)
-
-    @_guarded
-    def context_tasks(self, tenant, agent, context_id, limit):
-        ids = self._redis.zrange(self._index_key(tenant, agent, context_id), -limit, -1)
-        return self._load(ids)
 
     # --- events ----------------------------------------------------------
 

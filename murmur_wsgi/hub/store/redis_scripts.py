@@ -11,7 +11,21 @@ from murmur_wsgi.hub.task import SUBMITTED, TERMINAL, WORKING
 
 _TERMINAL = "local T = {" + ", ".join(f"['{s}'] = 1" for s in sorted(TERMINAL)) + "}\n"
 
-# KEYS: task, idx, ctx, seq, msg, ev, runs, replicas
+# A task changes state: its id moves from ``st:{tenant}:{agent}:{old}`` to ``…:{new}``
+# (scored by seq, as ``idx``), and its score in ``upd:{tenant}:{agent}`` (by status time)
+# becomes ``ms``. Returns the record's id, owner, tenant, agent, seq.
+_MOVE = """
+local function move(prefix, old, new, ms)
+  local f = redis.call('HMGET', KEYS[1], 'id', 'owner', 'tenant', 'agent', 'seq')
+  local base = prefix .. 'st:' .. f[3] .. ':' .. f[4] .. ':'
+  redis.call('ZREM', base .. old, f[1])
+  redis.call('ZADD', base .. new, f[5], f[1])
+  redis.call('ZADD', prefix .. 'upd:' .. f[3] .. ':' .. f[4], ms, f[1])
+  return f
+end
+"""
+
+# KEYS: task, idx, ctx, seq, msg, ev, runs, replicas, st (its state's), upd
 # ARGV: id, ctx, tenant, agent, msg, state, text, ms, created, hist, arts, owner,
 #       bind ("1"/"0"), payload, terminal ("1"/"0"), retention ms
 CREATE = """
@@ -22,6 +36,8 @@ redis.call('HSET', KEYS[1], 'id', ARGV[1], 'ctx', ARGV[2], 'tenant', ARGV[3], 'a
            'owner', ARGV[12], 'nev', 1)
 redis.call('ZADD', KEYS[2], seq, ARGV[1])
 redis.call('ZADD', KEYS[3], seq, ARGV[1])
+redis.call('ZADD', KEYS[9], seq, ARGV[1])
+redis.call('ZADD', KEYS[10], ARGV[8], ARGV[1])
 if ARGV[13] == '1' then
   redis.call('SET', KEYS[5], ARGV[1])
 elseif redis.call('GET', KEYS[5]) == 'pending' then
@@ -37,10 +53,11 @@ end
 return seq
 """
 
-# KEYS: task, ev   ARGV: ms, payload, maxlen
-START = f"""
+# KEYS: task, ev   ARGV: ms, payload, maxlen, key prefix
+START = _MOVE + f"""
 if redis.call('HGET', KEYS[1], 'state') ~= '{SUBMITTED}' then return 0 end
 redis.call('HSET', KEYS[1], 'state', '{WORKING}', 'ms', ARGV[1], 'text', 'null')
+move(ARGV[4], '{SUBMITTED}', '{WORKING}', ARGV[1])
 local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], n .. '-1', 'p', ARGV[2], 't', '0')
 return 1
@@ -58,7 +75,7 @@ return 1
 # KEYS: task, ev   ARGV: state, text, ms, arts ('' keeps them), retention ms, maxlen,
 #                        key prefix, payloads… (the last one is the final event)
 # The task leaves its replica's runs and frees its tenant's admission slot (redis_limits).
-END = _TERMINAL + """
+END = _TERMINAL + _MOVE + """
 local s = redis.call('HGET', KEYS[1], 'state')
 if not s or T[s] then return 0 end
 redis.call('HSET', KEYS[1], 'state', ARGV[1], 'text', ARGV[2], 'ms', ARGV[3])
@@ -70,7 +87,7 @@ for i = 8, #ARGV do
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], n .. '-1', 'p', ARGV[i], 't', final)
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
-local f = redis.call('HMGET', KEYS[1], 'id', 'owner', 'tenant')
+local f = move(ARGV[7], s, ARGV[1], ARGV[3])
 if f[2] then redis.call('ZREM', ARGV[7] .. 'runs:' .. f[2], f[1]) end
 redis.call('ZREM', ARGV[7] .. 'running:' .. f[3], f[1])
 return 1

@@ -1,0 +1,100 @@
+"""ListTasks on Redis: sorted sets that hold the tasks a page asks for, in the pages' order.
+
+Per tenant and agent (every key starts with ``murmur:hub:``), scored by the
+task's creation number ``seq`` (newest first is highest first):
+``idx:{tenant}:{agent}`` every task, ``ctx:{tenant}:{agent}:{contextId}`` a
+context's, ``st:{tenant}:{agent}:{state}`` those in one state; and
+``upd:{tenant}:{agent}``, every task scored by its status time (ms). The
+scripts that create a task and change its state keep them (``redis_scripts``).
+
+A page with no filter, one ``contextId`` or one ``status`` is one
+``ZREVRANGEBYSCORE … LIMIT`` and a ``ZCARD`` on one set: O(log n + page),
+and only the page's records are read. ``statusTimestampAfter`` is a
+``ZRANGEBYSCORE`` on ``upd`` (the tasks changed since: usually few), and
+two filters together keep the ids of the narrower side found in the other
+sets (``ZMSCORE``: scores, no record): the page's records are still the only
+ones read, and ``totalSize`` is the count of those ids.
+"""
+from __future__ import annotations
+
+from murmur_wsgi.hub.store.base import Page
+from murmur_wsgi.hub.store.memory import decode_token, encode_token
+from murmur_wsgi.hub.store.redis_client import PREFIX, guarded
+
+SCORE_BATCH = 1000               # ids per ZMSCORE when ListTasks combines filters
+
+
+class RedisIndex:
+    """``list`` and ``context_tasks`` of the Redis store (needs its ``_redis``, ``_load``)."""
+
+    @staticmethod
+    def _index_key(tenant: str, agent: str, context_id: str | None = None) -> str:
+        if context_id is None:
+            return f"{PREFIX}idx:{tenant}:{agent}"
+        return f"{PREFIX}ctx:{tenant}:{agent}:{context_id}"
+
+    @staticmethod
+    def _state_key(tenant: str, agent: str, state: str) -> str:
+        return f"{PREFIX}st:{tenant}:{agent}:{state}"
+
+    @staticmethod
+    def _updated_key(tenant: str, agent: str) -> str:
+        return f"{PREFIX}upd:{tenant}:{agent}"
+
+    @guarded
+    def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
+             token=None):
+        before = decode_token(token) if token else None
+        if after_ms is not None and state is None and context_id is None:
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.zcount(self._updated_key(tenant, agent), f"({after_ms}", "+inf")
+            pipe.zcard(self._index_key(tenant, agent))
+            matching, every = pipe.execute()
+            if matching == every:
+                after_ms = None            # every task changed since: no filter at all
+        if after_ms is None and (state is None or context_id is None):
+            # One sorted set holds exactly the tasks asked for, in the pages' order.
+            key = self._state_key(tenant, agent, state) if state is not None else \
+                self._index_key(tenant, agent, context_id)
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.zrevrangebyscore(key, f"({before}" if before is not None else "+inf", "-inf",
+                                  start=0, num=page_size + 1)
+            pipe.zcard(key)
+            ids, total = pipe.execute()
+            page = self._load(ids[:page_size])
+            more = len(ids) > page_size
+            return Page(page, encode_token(page[-1].seq) if more and page else "", total)
+        matches = sorted(self._matches(tenant, agent, context_id, state, after_ms), reverse=True)
+        below = [task_id for seq, task_id in matches if before is None or seq < before]
+        page = self._load(below[:page_size])
+        more = len(below) > page_size
+        return Page(page, encode_token(page[-1].seq) if more and page else "", len(matches))
+
+    def _matches(self, tenant, agent, context_id, state, after_ms) -> list:
+        """``(seq, id)`` of every task matching two filters or a status time: the ids of the
+        narrower side (changed after ``after_ms``, or the context's), kept when they are in
+        the other filters' sets (their scores, no record read)."""
+        if after_ms is not None:
+            ids = self._redis.zrangebyscore(self._updated_key(tenant, agent), f"({after_ms}",
+                                            "+inf")
+            within = [self._state_key(tenant, agent, state)] if state is not None else []
+            if context_id is not None or not within:
+                within.append(self._index_key(tenant, agent, context_id))
+        else:
+            ids = self._redis.zrange(self._index_key(tenant, agent, context_id), 0, -1)
+            within = [self._state_key(tenant, agent, state)]
+        matches = []
+        for start in range(0, len(ids), SCORE_BATCH):
+            batch = ids[start:start + SCORE_BATCH]
+            pipe = self._redis.pipeline(transaction=False)
+            for key in within:
+                pipe.zmscore(key, batch)
+            for task_id, *seqs in zip(batch, *pipe.execute()):
+                if all(seq is not None for seq in seqs):
+                    matches.append((int(seqs[0]), task_id))
+        return matches
+
+    @guarded
+    def context_tasks(self, tenant, agent, context_id, limit):
+        ids = self._redis.zrange(self._index_key(tenant, agent, context_id), -limit, -1)
+        return self._load(ids)
