@@ -56,6 +56,7 @@ class Run:
         self.stopping = False        # the agent should stop (cancel, timeout, drain)
         self.cancel_requested = False
         self.store_failed = False    # the final write failed: Runs.unwritten retries it
+        self.slot_released = False   # the tenant's admission slot was given back
         self.tokens: list[str] = []
         self.stored = 0              # tokens already in the store's log
         self.stored_any = False
@@ -195,7 +196,7 @@ class Run:
                                               if streamed else [])
             # NOTE: the tenant's slot is free before the end is visible: a client that sends
             # again as soon as it reads the final state is not refused for this run.
-            runs.admission.release(self.tenant)
+            self.release_slot()
             try:
                 written = runs.store.end(self.task_id, state, text, artifacts, events)
             except StoreError:
@@ -208,6 +209,17 @@ class Run:
             self._close_locked(written)
         runs.ended(self)
         return written is not None
+
+    def release_slot(self) -> None:
+        """Give the tenant's admission slot back, once."""
+        with self.runs.changed:
+            if self.slot_released:
+                return
+            self.slot_released = True
+        try:
+            self.runs.admission.release(self.tenant, self.task_id)
+        except StoreError:
+            pass        # a shared store frees the slot with the task's end, or its lease
 
     def ended_elsewhere(self) -> None:
         """Another replica wrote the task's end (its sweep took this one for dead): the run
@@ -363,10 +375,7 @@ class Runs:
     def ended(self, run: Run) -> None:
         # NOTE: the slot is given back before the run leaves: the drain, which waits for the
         # last one to leave, then closes the store.
-        try:
-            self.admission.release(run.tenant, run.task_id)
-        except StoreError:
-            pass        # a shared store frees the slot with the task's end, or its lease
+        run.release_slot()
         with self.changed:
             self._runs.pop(run.task_id, None)
             self.changed.notify_all()           # the drain waits for the last one
