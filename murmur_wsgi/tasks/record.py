@@ -99,6 +99,21 @@ class TaskRecord:
             metadata = {"murmur": {"runningCommands": self.running}}
         return wire_task.task(self.id, self.context_id, self.status(), found, metadata)
 
+    def _serialize(self, artifacts: bool) -> str:
+        """``_dumps(self.to_dict(artifacts))``; a task of text alone without the encoder."""
+        status_text, artifact = self.status_text, None
+        if artifacts:
+            if self.response is not None and self.state == COMPLETED:
+                artifact = ("response", self.response)
+            elif self.prompt is not None and self.state == INPUT_REQUIRED:
+                artifact = ("prompt", self.prompt)
+        if (self.agent_artifacts or self.residue or (self.running and self.terminal)
+                or (status_text is not None and type(status_text) is not str)
+                or (artifact is not None and type(artifact[1]) is not str)):
+            return _dumps(self.to_dict(artifacts))
+        return wire_task.text_task_json(self.id, self.context_id, self.state, self.timestamp,
+                                        status_text, artifact)
+
     def to_json(self, artifacts: bool = True, cache: bool = True) -> str:
         """Return the task as GetTask answers it (cached until the next change).
 
@@ -107,16 +122,16 @@ class TaskRecord:
         """
         # PERF: a read of an unchanged task costs one attribute lookup.
         if not cache and self._json is None:
-            return _dumps(self.to_dict(artifacts))
+            return self._serialize(artifacts)
         if artifacts:
             if self._json is None:
-                self._json = _dumps(self.to_dict(True))
+                self._json = self._serialize(True)
             return self._json
         if self._json_bare is None:
             if (self.response is None and self.prompt is None and not self.residue
                     and not self.agent_artifacts):
                 return self.to_json(True)
-            self._json_bare = _dumps(self.to_dict(False))
+            self._json_bare = self._serialize(False)
         return self._json_bare
 
     def to_json_with_empty_artifacts(self) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from json.encoder import encode_basestring_ascii
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,34 @@ def task(task_id: str, context_id: str, task_status: dict, artifacts: list | Non
     if metadata is not None:
         out["metadata"] = metadata
     return out
+
+
+_str = encode_basestring_ascii     # one JSON string, as the door's encoder writes it (ASCII)
+
+
+def text_task_json(task_id: str, context_id: str, state: str, timestamp: str,
+                   status_text: str | None = None, artifact: tuple | None = None) -> str:
+    """A Task whose status message and artifact are text only, serialized without the encoder.
+
+    The same text as ``task()`` of ``status()``, ``agent_message()`` (its id
+    ``msg_<task id>_status``) and ``artifact()`` of one ``text_part`` through the
+    door's encoder (compact, ASCII): ``tests/test_wire_task.py`` checks it. PERF: a
+    quarter of the time; every held SendMessage's answer and first GetTask is one.
+    ``artifact``: ``(name, text)``, an artifact named as its id; None leaves it out.
+    """
+    ctx = _str(context_id)
+    tid = _str(task_id)
+    out = f'{{"id":{tid},"contextId":{ctx},"status":{{"state":{_str(state)}'
+    if status_text is not None:
+        out += (f',"message":{{"messageId":{_str(f"msg_{task_id}_status")},"contextId":{ctx},'
+                f'"taskId":{tid},"role":"ROLE_AGENT","parts":[{{"text":{_str(status_text)},'
+                f'"mediaType":"text/plain"}}]}}')
+    out += f',"timestamp":{_str(timestamp)}}}'
+    if artifact is not None:
+        name = _str(artifact[0])
+        out += (f',"artifacts":[{{"artifactId":{name},"name":{name},"parts":[{{"text":'
+                f'{_str(artifact[1])},"mediaType":"text/plain"}}]}}]')
+    return out + "}"
 
 
 def list_tasks_response(tasks_json: str, next_token: str, page_size: int, total: int) -> str:
