@@ -1,8 +1,9 @@
 """The hub's agent cards: one per published agent, its URL from ``public_url`` only."""
 from __future__ import annotations
 
-import json
 import logging
+
+from murmur_wsgi.wire.encode import compact_utf8
 
 logger = logging.getLogger(__name__)
 
@@ -19,8 +20,6 @@ SECURITY_SCHEMES = {
 }
 SECURITY_REQUIREMENTS = [{"schemes": {"apiKey": {"list": []}}},
                          {"schemes": {"bearer": {"list": []}}}]
-
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def card_skills(tenant: str, agent: str, skills: list) -> list:
@@ -68,6 +67,6 @@ def card_bodies(config) -> dict[tuple[str, str], bytes]:
     for tenant, block in config.tenants.items():
         for name, spec in block["agents"].items():
             if spec["publish"]:
-                out[(tenant, name)] = _dumps(
+                out[(tenant, name)] = compact_utf8(
                     build_card(config.public_url, tenant, name, spec, push)).encode()
     return out

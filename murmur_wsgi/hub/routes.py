@@ -9,7 +9,6 @@ Only here is ``Exception`` caught: logged, answered -32603, never a traceback.
 """
 from __future__ import annotations
 
-import json
 import logging
 
 from murmur_wsgi.errors import (ExtendedAgentCardNotConfiguredError, InternalError,
@@ -20,6 +19,7 @@ from murmur_wsgi.hub.cards import CARD_SUFFIX, PREFIX
 from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.middleware.envelope import ABSENT, check_envelope, parse_json
+from murmur_wsgi.wire.encode import compact_utf8
 from murmur_wsgi.wire.raw import RawJSON
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,6 @@ SSE = [("Content-Type", "text/event-stream"), ("X-Accel-Buffering", "no")]
 PUSH_METHODS = frozenset({"CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig",
                           "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"})
 _REASONS = {200: "OK", 401: "Unauthorized", 404: "Not Found", 413: "Content Too Large"}
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 class Call:
@@ -51,7 +50,7 @@ class Call:
 
 def _plain(start_response, status: int, body: dict, challenge: str | None = None,
            a2a: bool = True):
-    data = _dumps(body).encode()
+    data = compact_utf8(body).encode()
     headers = [JSON, ("Content-Length", str(len(data)))]
     if challenge:
         headers.append(("WWW-Authenticate", challenge))
@@ -68,7 +67,8 @@ def _rpc(start_response, data: bytes, status: int = 200):
 
 
 def rpc_error(request_id, error: RpcError) -> bytes:
-    return _dumps({"jsonrpc": "2.0", "id": request_id, "error": error.error_object()}).encode()
+    return compact_utf8({"jsonrpc": "2.0", "id": request_id,
+                         "error": error.error_object()}).encode()
 
 
 def _route(path: str, verb: str) -> tuple[str, str] | None:
@@ -158,8 +158,8 @@ def handle(hub, environ, start_response):
             result.close()
             raise
         return result
-    text = result if isinstance(result, RawJSON) else _dumps(result)
-    data = f'{{"jsonrpc":"2.0","id":{_dumps(request_id)},"result":{text}}}'.encode()
+    text = result if isinstance(result, RawJSON) else compact_utf8(result)
+    data = f'{{"jsonrpc":"2.0","id":{compact_utf8(request_id)},"result":{text}}}'.encode()
     return _rpc(start_response, data)
 
 

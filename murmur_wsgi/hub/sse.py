@@ -12,7 +12,6 @@ Concurrency:
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 
@@ -20,10 +19,10 @@ from murmur_wsgi.errors import InternalError
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.methods.streams import peer_gone
 from murmur_wsgi.streams.sse import HEARTBEAT
+from murmur_wsgi.wire.encode import compact_utf8
 
 logger = logging.getLogger(__name__)
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 class HubStream:
@@ -44,7 +43,7 @@ class HubStream:
                  write_timeout: float, lifetime: float | None = None,
                  expired: dict | None = None, on_abort=None, on_close=None,
                  clock=time.monotonic):
-        self._prefix = '{"jsonrpc":"2.0","id":' + _dumps(request_id)
+        self._prefix = '{"jsonrpc":"2.0","id":' + compact_utf8(request_id)
         self._opening = list(opening)
         self._source = source
         self._keepalive = keepalive
@@ -71,7 +70,7 @@ class HubStream:
                                                                        "backslashreplace")
 
     def error_event(self, error: dict) -> bytes:
-        return f"data: {self._prefix},\"error\":{_dumps(error)}}}\n\n".encode()
+        return f"data: {self._prefix},\"error\":{compact_utf8(error)}}}\n\n".encode()
 
     def _generate(self):
         if self._sock is not None:

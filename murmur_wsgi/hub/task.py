@@ -7,11 +7,11 @@ is the ``answer`` artifact, and it writes UTF-8 unescaped.
 """
 from __future__ import annotations
 
-import json
 import logging
 
 from murmur_wsgi.wire import stream as wire_stream
 from murmur_wsgi.wire import task as wire_task
+from murmur_wsgi.wire.encode import compact_utf8
 from murmur_wsgi.wire.task import (CANCELED, COMPLETED, FAILED, REJECTED, SUBMITTED,  # noqa: F401
                                    TERMINAL, WORKING, data_part, now_ms, rfc3339)
 
@@ -22,7 +22,6 @@ __all__ = ["HubTask", "SUBMITTED", "WORKING", "COMPLETED", "FAILED", "CANCELED",
            "artifact_event", "task_status", "progress_status"]
 
 ANSWER = "answer"                # the answer artifact's id and name (HUB.md)
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def answer_artifact(parts: list) -> dict:
@@ -90,9 +89,9 @@ class HubTask:
         """
         if history_length is None and artifacts and (cache or self._json is not None):
             if self._json is None:
-                self._json = _dumps(self.to_dict())
+                self._json = compact_utf8(self.to_dict())
             return self._json
-        return _dumps(self.to_dict(history_length, artifacts))
+        return compact_utf8(self.to_dict(history_length, artifacts))
 
     def task_event(self) -> str:
         return wire_stream.task_event(self.to_json())
@@ -116,7 +115,7 @@ def progress_status(task_id: str, context_id: str, text: str) -> dict:
 
 
 def status_update(task_id: str, context_id: str, status: dict) -> str:
-    return wire_stream.status_update(task_id, context_id, status, _dumps)
+    return wire_stream.status_update(task_id, context_id, status, compact_utf8)
 
 
 def artifact_update(task_id: str, context_id: str, parts: list, *, append: bool,
@@ -128,4 +127,4 @@ def artifact_update(task_id: str, context_id: str, parts: list, *, append: bool,
 def artifact_event(task_id: str, context_id: str, artifact: dict, append: bool,
                    last: bool) -> str:
     """An artifactUpdate of any artifact (an agent's own, or a chunk of one)."""
-    return wire_stream.artifact_update(task_id, context_id, artifact, append, last, _dumps)
+    return wire_stream.artifact_update(task_id, context_id, artifact, append, last, compact_utf8)

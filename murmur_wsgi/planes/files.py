@@ -15,7 +15,6 @@ version of a file, and a read is streamed from its descriptor in chunks.
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import stat
@@ -28,6 +27,7 @@ from murmur_wsgi.manifest import ManifestError
 from murmur_wsgi.planes.digests import DigestCache, file_key, off_hub
 from murmur_wsgi.planes.walk import DIR_FLAGS, FILE_FLAGS, Bounds, scan
 from murmur_wsgi.uris import FILES_PLANE
+from murmur_wsgi.wire.encode import compact_utf8
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,6 @@ CONTAINMENT = "advisory"
 SEND_CHUNK = 256 * 1024         # bytes of a read per write to the client
 READ_ATTEMPTS = 2               # hashings of a file that changes meanwhile, before io_error
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 REFUSALS = {
     "no_resource_plane": (404, "this capsule declares no operator plane"),
@@ -194,7 +193,7 @@ class FilesPlane:
         if truncated:
             listing["truncated"] = True
         listing["entries"] = entries
-        body = _dumps(listing).encode()
+        body = compact_utf8(listing).encode()
         return "200 OK", [("Content-Type", "application/json"),
                           ("Content-Length", str(len(body)))], body
 

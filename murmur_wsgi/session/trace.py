@@ -31,6 +31,7 @@ from json.encoder import encode_basestring
 
 from murmur_wsgi import running
 from murmur_wsgi.ids import new_id
+from murmur_wsgi.wire.encode import compact_utf8
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +44,7 @@ EXIT_STATUS = {"TASK_STATE_COMPLETED": "ok", "TASK_STATE_FAILED": "failed",
 # The refusals of steps 2 and 11 that write an auth_refused record.
 AUTH_REFUSALS = frozenset({"unauthenticated", "invalid_token", "insufficient_scope"})
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-_str = encode_basestring        # one JSON string, exactly as _dumps writes it
+_str = encode_basestring        # one JSON string, exactly as compact_utf8 writes it
 _HEAD = frozenset({"event_type", "event_id", "parent_id", "session_id", "timestamp"})
 
 
@@ -99,11 +99,11 @@ class Trace:
         else:
             parts_bytes = message.text_parts_bytes
             images, references = message.images, message.reference_task_ids
-            attachments = _dumps([{"media_type": media_type, "bytes": len(data)}
-                                  for media_type, data in images]) if images else "[]"
-            referenced = _dumps(list(references)) if references else "[]"
+            attachments = compact_utf8([{"media_type": media_type, "bytes": len(data)}
+                                        for media_type, data in images]) if images else "[]"
+            referenced = compact_utf8(list(references)) if references else "[]"
         # PERF: the two records of every task are written as text, not through the
-        # encoder (~3 µs each); tests/test_trace.py checks they read as _dumps writes them.
+        # encoder (~3 µs each); tests/test_trace.py checks they read as compact_utf8 writes them.
         fields = (f',"task_id":{_str(record.id)},"context_id":{_str(record.context_id)},'
                   f'"source":"a2a","origin":{_str(record.origin or "event")},'
                   f'"trust":{_str(record.trust)},"message_parts_bytes":{parts_bytes},'
@@ -166,7 +166,7 @@ class Trace:
         if not _HEAD.isdisjoint(fields):
             # NOTE: a field named like one of the head's takes its place there.
             return self._write_dict(event_type, parent_id, starts_task, flush, fields)
-        text = "," + _dumps(fields)[1:-1] if fields else ""
+        text = "," + compact_utf8(fields)[1:-1] if fields else ""
         event_id = self._queue(event_type, parent_id, text, starts_task)
         if flush:
             self.flush()
@@ -179,7 +179,7 @@ class Trace:
         head = {"event_type": event_type, "event_id": event_id, "parent_id": parent_id,
                 "session_id": self.session_id, "timestamp": stamp}
         head.update(fields)
-        self._append_line((_dumps(head) + "\n").encode("utf-8"), starts_task, event_id, stamp)
+        self._append_line((compact_utf8(head) + "\n").encode("utf-8"), starts_task, event_id, stamp)
         if flush:
             self.flush()
         return event_id

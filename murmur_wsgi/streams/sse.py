@@ -19,12 +19,12 @@ Memory:
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 
 from murmur_wsgi.tasks import frames
 from murmur_wsgi.tasks.ring import Event, Gap, Lagged
+from murmur_wsgi.wire.encode import compact_utf8
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,6 @@ SSE_HEADERS = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cach
 HEARTBEAT = b":heartbeat\n\n"
 PENDING_BYTES = 256 * 1024      # stream.pending_bytes' default
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def _utf8(text: str) -> bytes:
@@ -86,7 +85,7 @@ class EventStream:
     def __init__(self, request_id, opening, reader=None, *, follow_task: str | None = None,
                  recover=None, peer_gone=None, closing=None, heartbeat_secs: float = 15.0,
                  pending_bytes: int = PENDING_BYTES, clock=time.monotonic):
-        self._prefix = b'{"jsonrpc":"2.0","id":' + _utf8(_dumps(request_id)) + b',"result":'
+        self._prefix = b'{"jsonrpc":"2.0","id":' + _utf8(compact_utf8(request_id)) + b',"result":'
         self._opening = list(opening)
         self._reader = reader
         self._follow = follow_task

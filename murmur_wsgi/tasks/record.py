@@ -1,10 +1,10 @@
 """A task's record: its fields, and its wire form (built by ``wire/task.py``, cached)."""
 from __future__ import annotations
 
-import json
 import logging
 
 from murmur_wsgi.wire import task as wire_task
+from murmur_wsgi.wire.encode import compact_ascii as _dumps
 from murmur_wsgi.wire.task import (ALL_STATES, AUTH_REQUIRED, CANCELED, COMPLETED,  # noqa: F401
                                    FAILED, INPUT_REQUIRED, REJECTED, SETTLED, SUBMITTED,
                                    TERMINAL, WORKING, agent_message, now_ms, rfc3339,
@@ -15,8 +15,6 @@ logger = logging.getLogger(__name__)
 # murmur's word for each state: the spelling off the wire (trace, referenced tasks).
 WORDS = {SUBMITTED: "submitted", WORKING: "working", INPUT_REQUIRED: "input-required",
          COMPLETED: "completed", FAILED: "failed", CANCELED: "canceled", REJECTED: "rejected"}
-
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class TaskRecord:

@@ -5,15 +5,13 @@ Plain functions of plain values, serialized as compact JSON text; every id
 """
 from __future__ import annotations
 
-import json
 import logging
 
 from murmur_wsgi.uris import STREAM_URI
+from murmur_wsgi.wire.encode import compact_ascii
 from murmur_wsgi.wire.task import rfc3339
 
 logger = logging.getLogger(__name__)
-
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def stream_part(text: str) -> dict:
@@ -25,7 +23,7 @@ def task_event(task_json: str) -> str:
     return f'{{"task":{task_json}}}'
 
 
-def status_update(task_id: str, context_id: str, task_status: dict, dumps=_dumps) -> str:
+def status_update(task_id: str, context_id: str, task_status: dict, dumps=compact_ascii) -> str:
     """``{"statusUpdate": …}`` carrying a TaskStatus as built (``wire.task.status``).
 
     ``dumps``: the encoder (the door's escapes non-ASCII; the hub passes its own).
@@ -47,7 +45,7 @@ def status_now(task_id: str, context_id: str, state: str, text: str | None, ms: 
 
 
 def artifact_update(task_id: str, context_id: str, artifact: dict, append: bool = False,
-                    last_chunk: bool = True, dumps=_dumps) -> str:
+                    last_chunk: bool = True, dumps=compact_ascii) -> str:
     """``{"artifactUpdate": …}``: a whole artifact (the default), or one chunk of it."""
     return dumps({"artifactUpdate": {"taskId": task_id, "contextId": context_id,
                                      "artifact": artifact, "append": append,
@@ -67,4 +65,4 @@ def frame(name: str, text: str, fields: dict | None, message_id: str,
     message["role"] = "ROLE_AGENT"
     message["parts"] = [stream_part(text)]
     message["metadata"] = {STREAM_URI: meta}
-    return _dumps({"message": message})
+    return compact_ascii({"message": message})

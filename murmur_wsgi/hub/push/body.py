@@ -13,25 +13,27 @@ from __future__ import annotations
 import json
 import logging
 
+from murmur_wsgi.wire.encode import compact_utf8
+from murmur_wsgi.wire.stream import task_event
+
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024
 OMITTED = {"nexus.artifactsOmitted": True}
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-def _encode(value) -> bytes:
-    return _dumps(value).encode("utf-8", "surrogatepass")
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
 
 
 def final_body(store, task) -> bytes:
     """The final Task, without history; without artifacts (flagged) when it does not fit."""
-    body = f'{{"task":{store.render(task, 0)}}}'.encode("utf-8", "surrogatepass")
+    body = _bytes(task_event(store.render(task, 0)))
     if len(body) <= MAX_BODY_BYTES:
         return body
     slim = json.loads(store.render(task, 0, artifacts=False))
     slim["metadata"] = {**(slim.get("metadata") or {}), **OMITTED}
-    return _encode({"task": slim})
+    return _bytes(task_event(compact_utf8(slim)))
 
 
 def event_body(store, task, event) -> bytes | None:
@@ -41,7 +43,7 @@ def event_body(store, task, event) -> bytes | None:
     payload = event.payload
     if payload.startswith('{"artifactUpdate"'):
         return None
-    body = payload.encode("utf-8", "surrogatepass")
+    body = _bytes(payload)
     if len(body) <= MAX_BODY_BYTES:
         return body
     value = json.loads(payload)
@@ -49,4 +51,4 @@ def event_body(store, task, event) -> bytes | None:
         value["task"].pop("history", None)
     elif "statusUpdate" in value:
         value["statusUpdate"]["status"].pop("message", None)
-    return _encode(value)
+    return _bytes(compact_utf8(value))
