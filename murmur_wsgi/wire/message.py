@@ -25,8 +25,8 @@ from murmur_wsgi.errors import (ContentTypeNotSupportedError, InvalidParamsError
 from murmur_wsgi.uris import DOOR_URI
 from murmur_wsgi.wire import message_shapes as shapes
 from murmur_wsgi.wire.base import invalid, load
-from murmur_wsgi.wire.parts import (PART_KINDS, decode_raw, image_type, is_image_of,
-                                    part_field_refusal)
+from murmur_wsgi.wire.parts import (PART_KINDS, decode_raw, fast_head, fast_kind, image_type,
+                                    is_image_of, part_field_refusal)
 
 logger = logging.getLogger(__name__)
 
@@ -250,9 +250,6 @@ def read_steps(params: dict, manifest) -> IncomingMessage:
                            r.door_extension, r.msg)
 
 
-_FAST_PART_STRINGS = ("text", "mediaType", "filename")
-
-
 def _fast_read(params: dict, manifest) -> IncomingMessage | None:
     """The common message read in one pass, or None for ``read_steps`` to read.
 
@@ -260,30 +257,18 @@ def _fast_read(params: dict, manifest) -> IncomingMessage | None:
     parts, string ids, no referenceTaskIds, metadata without the door's key,
     and a configuration without a push config. Anything else is declined.
     """
-    msg = params.get("message")
-    if type(msg) is not dict:
+    head = fast_head(params)
+    if head is None:
         return None
-    message_id = msg.get("messageId")
-    parts = msg.get("parts")
-    if type(message_id) is not str or not message_id or msg.get("role") != "ROLE_USER" \
-            or type(parts) is not list or not parts \
-            or len(parts) > manifest.limits["max_parts"] or "referenceTaskIds" in msg:
+    msg, message_id, parts = head
+    if len(parts) > manifest.limits["max_parts"] or "referenceTaskIds" in msg:
         return None
     kinds = []
     for part in parts:
-        if type(part) is not dict or "raw" in part or "url" in part:
+        kind = fast_kind(part)
+        if kind is None:
             return None
-        if "text" in part:
-            if "data" in part:
-                return None
-            kinds.append("text")
-        elif "data" in part:
-            kinds.append("data")
-        else:
-            return None
-        for key in _FAST_PART_STRINGS:
-            if key in part and type(part[key]) is not str:
-                return None
+        kinds.append(kind)
     task_id = msg.get("taskId")
     context_id = msg.get("contextId")
     if ("taskId" in msg and type(task_id) is not str) \

@@ -22,7 +22,8 @@ from murmur_wsgi.errors import UnsupportedOperationError
 from murmur_wsgi.wire.base import (NonEmptyList, ObjectField, Present, StrictBoolean,
                                    StrictString, WireSchema, invalid, load, refusals)
 from murmur_wsgi.wire.params import history_length_field
-from murmur_wsgi.wire.parts import PART_KINDS, decode_raw, part_field_refusal
+from murmur_wsgi.wire.parts import (PART_KINDS, decode_raw, fast_head, fast_kind,
+                                    part_field_refusal)
 
 logger = logging.getLogger(__name__)
 
@@ -173,27 +174,19 @@ def _fast_read(params: dict) -> HubMessage | None:
     Accepts only what every step accepts: text and data parts with string fields,
     no taskId, a short contextId, a plain configuration. Anything else is declined.
     """
-    msg = params.get("message")
-    if type(msg) is not dict:
+    head = fast_head(params)
+    if head is None:
         return None
-    message_id = msg.get("messageId")
-    parts = msg.get("parts")
-    if type(message_id) is not str or not message_id or msg.get("role") != "ROLE_USER" \
-            or type(parts) is not list or not parts or msg.get("taskId"):
+    msg, message_id, parts = head
+    if msg.get("taskId"):
         return None
     read, data = [], []
     for part in parts:
-        if type(part) is not dict or "raw" in part or "url" in part:
-            return None
-        for key in _FAST_PART_STRINGS:
-            if key in part and type(part[key]) is not str:
-                return None
-        if "text" in part:
-            if "data" in part:
-                return None
+        kind = fast_kind(part)
+        if kind == "text":
             if part["text"].strip():
                 read.append(("text", part["text"]))
-        elif "data" in part:
+        elif kind == "data":
             if part["data"] is not None:
                 data.append(part["data"])
                 read.append(("data", part["data"], part.get("mediaType") or None,
@@ -218,7 +211,6 @@ def _fast_read(params: dict) -> HubMessage | None:
                       config.get("taskPushNotificationConfig"))
 
 
-_FAST_PART_STRINGS = ("text", "mediaType", "filename")
 _FAST_CONTEXT_CHARS = MAX_CONTEXT_ID_BYTES // 4      # so short its UTF-8 bytes cannot exceed it
 
 

@@ -69,3 +69,41 @@ def image_type(part: dict) -> str | None:
     # NOTE: media types match case-insensitively (RFC 6838); parameters are not accepted.
     lowered = declared.lower()
     return lowered if lowered in IMAGE_TYPES else None
+
+
+# --- the common message, as both fast paths accept it -----------------------------------
+
+_FAST_PART_STRINGS = ("text", "mediaType", "filename")
+
+
+def fast_head(params: dict) -> tuple[dict, str, list] | None:
+    """(message, messageId, parts) of a message every reader's first steps accept, or None.
+
+    A fast path's head: a message object, a non-empty string messageId, ROLE_USER and
+    a non-empty list of parts. Anything else is declined for the steps to refuse.
+    """
+    msg = params.get("message")
+    if type(msg) is not dict:
+        return None
+    message_id = msg.get("messageId")
+    parts = msg.get("parts")
+    if type(message_id) is not str or not message_id or msg.get("role") != "ROLE_USER" \
+            or type(parts) is not list or not parts:
+        return None
+    return msg, message_id, parts
+
+
+def fast_kind(part) -> str | None:
+    """"text" or "data" for a part a fast path reads, None for any other.
+
+    An object with exactly one of text and data, no raw nor url, its text,
+    mediaType and filename strings where present.
+    """
+    if type(part) is not dict or "raw" in part or "url" in part:
+        return None
+    for key in _FAST_PART_STRINGS:
+        if key in part and type(part[key]) is not str:
+            return None
+    if "text" in part:
+        return None if "data" in part else "text"
+    return "data" if "data" in part else None
