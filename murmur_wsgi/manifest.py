@@ -10,10 +10,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from marshmallow import (EXCLUDE, RAISE, Schema, ValidationError, fields, post_load, pre_load,
-                         validate, validates_schema)
+from marshmallow import (EXCLUDE, Schema, ValidationError, fields, post_load, validate,
+                         validates_schema)
 
 from murmur_wsgi.loading import read_yaml
+from murmur_wsgi.settings import Block, ManifestError, Size, StrictInt, first_error
 
 logger = logging.getLogger(__name__)
 
@@ -28,75 +29,9 @@ OLD_SCOPES = {"message/send": "SendMessage", "message/stream": "SendStreamingMes
               "stream/watch": "murmur.WatchSession", "session/stop": "murmur.StopSession"}
 
 CREDENTIAL_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
-_SIZE = re.compile(r"^\s*(\d+)\s*(Ki|Mi|Gi)?\s*$")
-_UNITS = {None: 1, "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3}
 
 
-# Every character str.splitlines() breaks on, and its escape.
-_LINE_BREAKS = {c: repr(chr(c))[1:-1]
-                for c in (0x0a, 0x0b, 0x0c, 0x0d, 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029)}
-
-
-class ManifestError(Exception):
-    """A manifest that cannot be served; ``str()`` is the one line to print."""
-
-    def __init__(self, line: str):
-        # NOTE: a key or value may hold a line break; escaped, the message stays one line.
-        super().__init__(str(line).translate(_LINE_BREAKS))
-
-
-class Size(fields.Field):
-    """A byte count: an integer, or a string with a Ki/Mi/Gi suffix."""
-
-    default_error_messages = {"invalid": "must be a whole number of bytes, or one with Ki, Mi or Gi",
-                              "positive": "must be greater than 0"}
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if isinstance(value, bool):
-            raise self.make_error("invalid")
-        if isinstance(value, int):
-            number = value
-        elif isinstance(value, str) and (m := _SIZE.match(value)):
-            number = int(m.group(1)) * _UNITS[m.group(2)]
-        else:
-            raise self.make_error("invalid")
-        if number <= 0:
-            raise self.make_error("positive")
-        return number
-
-
-class StrictInt(fields.Integer):
-    """An integer that refuses booleans and floats."""
-
-    def __init__(self, **kwargs):
-        super().__init__(strict=True, **kwargs)
-
-    def _validated(self, value):
-        if isinstance(value, bool):
-            raise self.make_error("invalid")
-        return super()._validated(value)
-
-
-class _Block(Schema):
-    class Meta:
-        unknown = RAISE
-
-    @pre_load
-    def _fill_blocks(self, data, **kwargs):
-        """Give every absent nested block ``{}`` so that its own defaults apply."""
-        if not isinstance(data, dict):
-            raise ValidationError("must be a mapping of keys", "_schema")
-        missing = [name for name, fld in self.fields.items()
-                   if isinstance(fld, fields.Nested) and fld.load_default is dict
-                   and (fld.data_key or name) not in data]
-        if missing:
-            data = dict(data)
-            for name in missing:
-                data[name] = {}
-        return data
-
-
-class LifecycleSchema(_Block):
+class LifecycleSchema(Block):
     task_acceptance = fields.String(load_default="single",
                                     validate=validate.OneOf(["none", "single", "queue"]))
     queue_depth = StrictInt(load_default=1, validate=validate.Range(min=0))
@@ -107,16 +42,16 @@ class LifecycleSchema(_Block):
                                  validate=validate.OneOf(["stateless", "threaded"]))
 
 
-class AllowSchema(_Block):
+class AllowSchema(Block):
     allow = fields.List(fields.String(), load_default=list)
 
 
-class CapabilitiesSchema(_Block):
+class CapabilitiesSchema(Block):
     shell = fields.Nested(AllowSchema, load_default=dict)
     network = fields.Nested(AllowSchema, load_default=dict)
 
 
-class FilesSchema(_Block):
+class FilesSchema(Block):
     root = fields.String(required=True, validate=validate.Length(min=1))
     mode = fields.String(load_default="read-only", validate=validate.OneOf(["read-only"]))
     max_bytes = Size(load_default=10 * 1024 ** 2)
@@ -130,16 +65,16 @@ class FilesSchema(_Block):
             raise ValidationError("must be a relative path without ..", "root")
 
 
-class PeerTasksSchema(_Block):
+class PeerTasksSchema(Block):
     accept = fields.Boolean(required=True, truthy={True}, falsy={False})
 
 
-class ExportsSchema(_Block):
+class ExportsSchema(Block):
     files = fields.Nested(FilesSchema, load_default=None, allow_none=True)
     peer_tasks = fields.Nested(PeerTasksSchema, load_default=None, allow_none=True)
 
 
-class CredentialSchema(_Block):
+class CredentialSchema(Block):
     scopes = fields.List(fields.String(), required=True)
 
     @validates_schema
@@ -158,7 +93,7 @@ class CredentialSchema(_Block):
             raise ValidationError("lists a scope more than once", "scopes")
 
 
-class AuthenticationSchema(_Block):
+class AuthenticationSchema(Block):
     scheme = fields.String(required=True, validate=validate.OneOf(["bearer"]))
     credentials = fields.Dict(keys=fields.String(), values=fields.Nested(CredentialSchema),
                               load_default=dict)
@@ -175,7 +110,7 @@ class AuthenticationSchema(_Block):
                                               "^[a-z][a-z0-9_-]{0,31}$"]}, "credentials")
 
 
-class NetworkSchema(_Block):
+class NetworkSchema(Block):
     host = fields.String(load_default="127.0.0.1")
     internal_port = StrictInt(load_default=None, allow_none=True,
                               validate=validate.Range(min=0, max=65535))
@@ -184,16 +119,16 @@ class NetworkSchema(_Block):
     authentication = fields.Nested(AuthenticationSchema, load_default=None, allow_none=True)
 
 
-class ImagesSchema(_Block):
+class ImagesSchema(Block):
     max_bytes = Size(load_default=5 * 1024 ** 2)
     max_per_turn = StrictInt(load_default=8, validate=validate.Range(min=0))
 
 
-class ContextSchema(_Block):
+class ContextSchema(Block):
     images = fields.Nested(ImagesSchema, load_default=dict)
 
 
-class StreamSchema(_Block):
+class StreamSchema(Block):
     replay_events = StrictInt(load_default=512, validate=validate.Range(min=1))
     reader_queue = StrictInt(load_default=128, validate=validate.Range(min=1))
     heartbeat_secs = fields.Float(load_default=15.0, validate=validate.Range(min=0, min_inclusive=False))
@@ -205,14 +140,14 @@ class StreamSchema(_Block):
     pending_bytes = Size(load_default=256 * 1024)
 
 
-class TasksSchema(_Block):
+class TasksSchema(Block):
     keep_finished = StrictInt(load_default=10_000, validate=validate.Range(min=1))  # per owner
     keep_finished_total = StrictInt(load_default=50_000, validate=validate.Range(min=1))
     keep_finished_secs = fields.Float(load_default=86_400.0,
                                       validate=validate.Range(min=0, min_inclusive=False))
 
 
-class LimitsSchema(_Block):
+class LimitsSchema(Block):
     """What one request may ask of the door; each is refused before the work it bounds."""
 
     max_body_bytes = Size(load_default=None)        # None: BODY_BYTES, or more (see below)
@@ -249,7 +184,7 @@ class InferenceSchema(Schema):
     transport = fields.String(load_default="http", validate=validate.OneOf(["http", "process"]))
 
 
-class HarnessSchema(_Block):
+class HarnessSchema(Block):
     process = fields.List(fields.String(), required=True, validate=validate.Length(min=1))
     idle_timeout_secs = fields.Float(load_default=600.0, validate=validate.Range(min=0, min_inclusive=False))
     cancel_grace_secs = fields.Float(load_default=10.0, validate=validate.Range(min=0))
@@ -267,7 +202,7 @@ class AgentField(fields.Field):
         raise ValidationError('must be demo, "pkg.module:callable" or {process: [cmd, ...]}')
 
 
-class ObservabilitySchema(_Block):
+class ObservabilitySchema(Block):
     metrics = fields.Boolean(load_default=False)
     access_log = fields.Boolean(load_default=False)   # opt-in, like gunicorn's access log
     # Every field of a log record (and value in its message) is cut past this.
@@ -275,7 +210,7 @@ class ObservabilitySchema(_Block):
         min=64, error="must be at least 64: a cut field ends with its mark, …[cut: <n> chars]"))
 
 
-class ManifestSchema(_Block):
+class ManifestSchema(Block):
     name = fields.String(required=True, validate=validate.Length(min=1))
     version = fields.String(required=True, validate=validate.Length(min=1))
     lifecycle = fields.Nested(LifecycleSchema, load_default=dict)
@@ -359,29 +294,6 @@ class Manifest:
         return bool(block and block["accept"])
 
 
-def _first_error(messages: Any, path: str = "") -> str:
-    """Flatten marshmallow's nested messages to ``key.path: what is wrong``."""
-    if isinstance(messages, dict):
-        key, value = next(iter(messages.items()))
-        if key == "_schema":
-            return _first_error(value, path)
-        if isinstance(key, int):
-            return _first_error(value, f"{path}[{key}]")
-        if isinstance(value, dict) and set(value) == {"value"}:
-            value = value["value"]                 # fields.Dict value errors
-        return _first_error(value, f"{path}.{key}" if path else str(key))
-    if isinstance(messages, list):
-        text = messages[0] if messages else "is invalid"
-        if isinstance(text, (dict, list)):
-            return _first_error(text, path)
-        if text == "Unknown field.":
-            text = "is not a key this door reads"
-        elif text == "Missing data for required field.":
-            text = "is required"
-        return f"{path}: {text}" if path else str(text)
-    return f"{path}: {messages}"
-
-
 def load_manifest(data: dict | Manifest) -> Manifest:
     """Validate a mapping (or pass a Manifest through); raise ManifestError."""
     if isinstance(data, Manifest):
@@ -389,7 +301,7 @@ def load_manifest(data: dict | Manifest) -> Manifest:
     try:
         loaded = ManifestSchema().load(data)
     except ValidationError as ex:
-        raise ManifestError(_first_error(ex.messages)) from None
+        raise ManifestError(first_error(ex.messages)) from None
     return Manifest(**loaded)
 
 

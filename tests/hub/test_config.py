@@ -8,7 +8,8 @@ import yaml
 
 from murmur_wsgi.cli import main
 from murmur_wsgi.hub import create_hub
-from murmur_wsgi.hub.config import ConfigError, env_settings, load_config
+from murmur_wsgi.hub.config import ConfigError, load_config
+from murmur_wsgi.hub.config_env import env_settings
 
 from tests.hub.conftest import HubClient, hub_config, sha
 

@@ -1,0 +1,273 @@
+"""hub.yaml's schema: every block's fields, their defaults and their checks.
+
+``HubSchema`` reads the whole file (``hub/config.py`` loads it, after the
+environment's overlay, ``hub/config_env.py``); a refusal names its key in one
+line (``ConfigError``).
+"""
+from __future__ import annotations
+
+import logging
+import re
+from urllib.parse import urlsplit
+
+from marshmallow import ValidationError, fields, validate, validates_schema
+
+from murmur_wsgi.manifest import AgentField
+from murmur_wsgi.settings import Block, ManifestError, Size, StrictInt
+
+logger = logging.getLogger(__name__)
+
+DIGEST = re.compile(r"^[0-9a-f]{64}$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+CALLABLE = re.compile(r"^[\w.]+:[\w.]+$")
+JWT_ALGORITHMS = ("HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384",
+                  "ES512", "PS256", "PS384", "PS512", "EdDSA")
+
+
+class ConfigError(ManifestError):
+    """A hub.yaml that cannot be served; ``str()`` is the one line to print."""
+
+
+def _positive(**kwargs):
+    return fields.Float(validate=validate.Range(min=0, min_inclusive=False), **kwargs)
+
+
+class PublicUrl(fields.Field):
+    """http or https, a host (and port) only: no path, query, fragment or credentials."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise ValidationError("must be an http or https URL")
+        try:
+            parts = urlsplit(value)
+            port = parts.port
+        except ValueError:
+            raise ValidationError(f"'{value}' is not a URL") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValidationError(f"'{value}' must be http:// or https:// and a host")
+        if parts.path not in ("", "/") or parts.query or parts.fragment or "?" in value \
+                or "#" in value:
+            raise ValidationError(f"'{value}' must be a host only: no path, query or fragment")
+        if parts.username is not None or parts.password is not None:
+            raise ValidationError(f"'{value}' must not carry credentials")
+        del port
+        return value.rstrip("/")
+
+
+class Callable(fields.String):
+    def _deserialize(self, value, attr, data, **kwargs):
+        value = super()._deserialize(value, attr, data, **kwargs)
+        if not CALLABLE.match(value):
+            raise ValidationError('must be "pkg.module:callable"')
+        return value
+
+
+class LimitsSchema(Block):
+    concurrency = StrictInt(load_default=4, validate=validate.Range(min=1))
+    rate_per_minute = StrictInt(load_default=120, validate=validate.Range(min=1))
+    run_timeout_secs = _positive(load_default=300.0)
+    max_subscriptions = StrictInt(load_default=20, validate=validate.Range(min=1))
+    max_body_bytes = Size(load_default=1024 ** 2)
+
+
+class TenantLimitsSchema(Block):
+    """A tenant's overrides: every key optional, the top-level limits fill the rest."""
+
+    concurrency = StrictInt(validate=validate.Range(min=1))
+    rate_per_minute = StrictInt(validate=validate.Range(min=1))
+    run_timeout_secs = _positive()
+    max_subscriptions = StrictInt(validate=validate.Range(min=1))
+    max_body_bytes = Size()
+
+
+class EventsSchema(Block):
+    retention_secs = _positive(load_default=86_400.0)
+    merge_secs = _positive(load_default=0.25)
+
+
+class StoreField(fields.String):
+    """``memory``, ``redis`` (the URL is ``redis.url``) or a ``redis://``/``rediss://`` URL."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        value = super()._deserialize(value, attr, data, **kwargs)
+        if value in ("memory", "redis"):
+            return value
+        _redis_url(value)
+        return value
+
+
+def _redis_url(value: str) -> str:
+    """Check a Redis URL (never echoing it: it may carry a password)."""
+    try:
+        parts = urlsplit(value)
+        parts.port
+    except ValueError:
+        raise ValidationError("is not a redis:// or rediss:// URL") from None
+    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+        raise ValidationError("must be memory, redis, or a redis://host:port/db or "
+                              "rediss:// URL")
+    db = parts.path.strip("/")
+    if db and not db.isdigit():
+        raise ValidationError("a Redis URL's path is its database number (redis://host:port/0)")
+    return value
+
+
+class RedisUrl(fields.String):
+    def _deserialize(self, value, attr, data, **kwargs):
+        if value is None or value == "":
+            return None
+        return _redis_url(super()._deserialize(value, attr, data, **kwargs))
+
+
+class RedisSchema(Block):
+    """The Redis store's settings (``store: redis://…``, or ``store: redis`` and ``url``)."""
+
+    url = RedisUrl(load_default=None, allow_none=True)
+    timeout_secs = fields.Float(load_default=5.0, validate=validate.Range(min=0.05))
+    liveness_secs = fields.Float(load_default=10.0, validate=validate.Range(min=0.2))
+    sweep_interval_secs = _positive(load_default=5.0)
+    max_events_per_task = StrictInt(load_default=10_000, validate=validate.Range(min=100))
+
+
+class MetricsSchema(Block):
+    enabled = fields.Boolean(load_default=False, truthy={True}, falsy={False})
+
+
+class StreamSchema(Block):
+    keepalive_secs = _positive(load_default=15.0)
+    write_timeout_secs = _positive(load_default=10.0)
+
+
+class JwtSchema(Block):
+    secret = fields.String(load_default=None, allow_none=True, validate=validate.Length(min=1))
+    public_key = fields.String(load_default=None, allow_none=True,
+                               validate=validate.Length(min=1))
+    algorithms = fields.List(fields.String(validate=validate.OneOf(JWT_ALGORITHMS)),
+                             load_default=None, allow_none=True)
+    issuer = fields.String(load_default=None, allow_none=True)
+    audience = fields.String(load_default=None, allow_none=True)
+    leeway_secs = fields.Float(load_default=0.0, validate=validate.Range(min=0))
+
+    @validates_schema
+    def _key(self, data, **kwargs):
+        secret, public = data.get("secret"), data.get("public_key")
+        if bool(secret) == bool(public):
+            raise ValidationError("set exactly one of secret (HS256) and public_key "
+                                  "(a PEM, RS256/ES256)", "secret")
+        algorithms = data.get("algorithms")
+        if algorithms is not None:
+            if not algorithms:
+                raise ValidationError("must list at least one algorithm", "algorithms")
+            family = ("HS",) if secret else ("RS", "ES", "PS", "Ed")
+            wrong = [a for a in algorithms if not a.startswith(family)]
+            if wrong:
+                what = "secret" if secret else "public_key"
+                raise ValidationError(f"'{wrong[0]}' does not verify with a {what}",
+                                      "algorithms")
+
+
+class AuthSchema(Block):
+    jwt = fields.Nested(JwtSchema, load_default=None, allow_none=True)
+
+
+class PushSchema(Block):
+    """``push``: off by default; the rules are push/settings.py's (one home)."""
+
+    enabled = fields.Boolean(load_default=False, truthy={True}, falsy={False})
+    secret = fields.String(load_default=None, allow_none=True)
+    ports = fields.List(StrictInt(validate=validate.Range(min=1, max=65535)),
+                        load_default=lambda: [443], validate=validate.Length(min=1))
+    allow_networks = fields.List(fields.String(), load_default=list)
+    ca_file = fields.String(load_default=None, allow_none=True)
+    retry_scale = fields.Float(load_default=1.0, validate=validate.Range(
+        min=0, max=1, min_inclusive=False))
+
+    @validates_schema
+    def _rules(self, data, **kwargs):
+        from murmur_wsgi.hub.push.settings import check_push
+
+        check_push(data)
+
+
+class PriceSchema(Block):
+    input = fields.Float(required=True, validate=validate.Range(min=0))
+    output = fields.Float(required=True, validate=validate.Range(min=0))
+    cached = fields.Float(load_default=None, allow_none=True, validate=validate.Range(min=0))
+
+
+class SkillsField(fields.Field):
+    """A list of mappings; an entry missing id, name or description is kept here, dropped
+    from the card (cards.py)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, list) or not all(isinstance(s, dict) for s in value):
+            raise ValidationError("must be a list of {id, name, description, tags}")
+        return value
+
+
+class HostedAgentSchema(Block):
+    agent = AgentField(required=True)
+    publish = fields.Boolean(load_default=False, truthy={True}, falsy={False})
+    description = fields.String(load_default="")
+    version = fields.String(load_default="1.0.0", validate=validate.Length(min=1))
+    skills = SkillsField(load_default=list)
+
+
+class TenantSchema(Block):
+    api_keys = fields.List(fields.String(), load_default=list)
+    limits = fields.Nested(TenantLimitsSchema, load_default=dict)
+    admission = Callable(load_default=None, allow_none=True)
+    agents = fields.Dict(keys=fields.String(), values=fields.Nested(HostedAgentSchema),
+                         load_default=dict)
+
+    @validates_schema
+    def _keys(self, data, **kwargs):
+        for i, digest in enumerate(data.get("api_keys", [])):
+            if not DIGEST.match(digest):
+                raise ValidationError({i: ["must be the SHA-256 hex digest of a key (64 "
+                                           "lowercase hex digits), never the key"]}, "api_keys")
+        for name in data.get("agents", {}):
+            if not NAME.match(name):
+                raise ValidationError({name: ["is not an agent name: letters, digits, . _ -"]},
+                                      "agents")
+
+
+class HubSchema(Block):
+    public_url = PublicUrl(load_default=None, allow_none=True)
+    store = StoreField(load_default="memory")
+    redis = fields.Nested(RedisSchema, load_default=dict)
+    metrics = fields.Nested(MetricsSchema, load_default=dict)
+    drain_timeout_secs = fields.Float(load_default=20.0, validate=validate.Range(min=0))
+    sweep_max_age_secs = _positive(load_default=None, allow_none=True)
+    cancel_timeout_secs = _positive(load_default=10.0)
+    events = fields.Nested(EventsSchema, load_default=dict)
+    stream = fields.Nested(StreamSchema, load_default=dict)
+    auth = fields.Nested(AuthSchema, load_default=dict)
+    limits = fields.Nested(LimitsSchema, load_default=dict)
+    pricing = fields.Dict(keys=fields.String(), values=fields.Nested(PriceSchema),
+                          load_default=dict)
+    tenants = fields.Dict(keys=fields.String(), values=fields.Nested(TenantSchema),
+                          load_default=dict)
+    push = fields.Nested(PushSchema, load_default=dict)
+
+    @validates_schema
+    def _store(self, data, **kwargs):
+        if data.get("store") == "redis" and not (data.get("redis") or {}).get("url"):
+            raise ValidationError("redis needs redis.url (or MURMUR_HUB_REDIS_URL), or "
+                                  "store: redis://host:port/db", "store")
+
+    @validates_schema
+    def _unique_keys(self, data, **kwargs):
+        seen: dict[str, str] = {}
+        for tenant, block in data.get("tenants", {}).items():
+            if not NAME.match(tenant):
+                raise ValidationError({tenant: ["is not a tenant name: letters, digits, . _ -"]},
+                                      "tenants")
+            for digest in block.get("api_keys", []):
+                if digest in seen and seen[digest] != tenant:
+                    raise ValidationError({tenant: {"api_keys": [
+                        f"a key of tenant {seen[digest]} cannot belong to {tenant} too"]}},
+                        "tenants")
+                seen[digest] = tenant

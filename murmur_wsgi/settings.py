@@ -1,0 +1,103 @@
+"""What the door's manifest and the hub's configuration are validated with.
+
+The one-line refusal (``ManifestError``: the hub's ``ConfigError`` is one), the
+block every settings schema is (``Block``), byte sizes and strict integers, and
+marshmallow's nested messages flattened to the first ``key.path: what is wrong``.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from marshmallow import RAISE, Schema, ValidationError, fields, pre_load
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(Ki|Mi|Gi)?\s*$")
+_UNITS = {None: 1, "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3}
+
+# Every character str.splitlines() breaks on, and its escape.
+_LINE_BREAKS = {c: repr(chr(c))[1:-1]
+                for c in (0x0a, 0x0b, 0x0c, 0x0d, 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029)}
+
+
+class ManifestError(Exception):
+    """A manifest that cannot be served; ``str()`` is the one line to print."""
+
+    def __init__(self, line: str):
+        # NOTE: a key or value may hold a line break; escaped, the message stays one line.
+        super().__init__(str(line).translate(_LINE_BREAKS))
+
+
+class Size(fields.Field):
+    """A byte count: an integer, or a string with a Ki/Mi/Gi suffix."""
+
+    default_error_messages = {"invalid": "must be a whole number of bytes, or one with Ki, Mi or Gi",
+                              "positive": "must be greater than 0"}
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, bool):
+            raise self.make_error("invalid")
+        if isinstance(value, int):
+            number = value
+        elif isinstance(value, str) and (m := _SIZE.match(value)):
+            number = int(m.group(1)) * _UNITS[m.group(2)]
+        else:
+            raise self.make_error("invalid")
+        if number <= 0:
+            raise self.make_error("positive")
+        return number
+
+
+class StrictInt(fields.Integer):
+    """An integer that refuses booleans and floats."""
+
+    def __init__(self, **kwargs):
+        super().__init__(strict=True, **kwargs)
+
+    def _validated(self, value):
+        if isinstance(value, bool):
+            raise self.make_error("invalid")
+        return super()._validated(value)
+
+
+class Block(Schema):
+    """A block of settings: unknown keys refused, absent nested blocks read as {}."""
+
+    class Meta:
+        unknown = RAISE
+
+    @pre_load
+    def _fill_blocks(self, data, **kwargs):
+        """Give every absent nested block ``{}`` so that its own defaults apply."""
+        if not isinstance(data, dict):
+            raise ValidationError("must be a mapping of keys", "_schema")
+        missing = [name for name, fld in self.fields.items()
+                   if isinstance(fld, fields.Nested) and fld.load_default is dict
+                   and (fld.data_key or name) not in data]
+        if missing:
+            data = dict(data)
+            for name in missing:
+                data[name] = {}
+        return data
+
+
+def first_error(messages: Any, path: str = "") -> str:
+    """Flatten marshmallow's nested messages to ``key.path: what is wrong``."""
+    if isinstance(messages, dict):
+        key, value = next(iter(messages.items()))
+        if key == "_schema":
+            return first_error(value, path)
+        if isinstance(key, int):
+            return first_error(value, f"{path}[{key}]")
+        if isinstance(value, dict) and set(value) == {"value"}:
+            value = value["value"]                 # fields.Dict value errors
+        return first_error(value, f"{path}.{key}" if path else str(key))
+    if isinstance(messages, list):
+        text = messages[0] if messages else "is invalid"
+        if isinstance(text, (dict, list)):
+            return first_error(text, path)
+        if text == "Unknown field.":
+            text = "is not a key this door reads"
+        elif text == "Missing data for required field.":
+            text = "is required"
+        return f"{path}: {text}" if path else str(text)
+    return f"{path}: {messages}"
