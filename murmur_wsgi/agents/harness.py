@@ -337,22 +337,22 @@ class HarnessAgent:
             # NOTE: the session is closing already, so no start begins after these end.
             self._cond.wait_for(lambda: not self._starting, self.cancel_grace)
             procs = list(self._live.values())
-        if not procs:
-            return
-        for proc in procs:
-            proc.signal_group(signal.SIGTERM)
-        with self._cond:
-            self._cond.wait_for(lambda: not self._live, self.cancel_grace)
-            procs = list(self._live.values())
-        if not procs:
-            return
-        for proc in procs:
-            proc.signal_group(signal.SIGKILL)
         # NOTE: each reaper SIGKILLs its group again once the leader is reaped, so what a
         # harness started is gone too when this returns.
+        if procs:
+            procs = self._signal_all(procs, signal.SIGTERM, self.cancel_grace)
+        if procs:
+            procs = self._signal_all(procs, signal.SIGKILL, REAP_SECS)
+        if procs:
+            logger.error("harnesses %s did not end after SIGKILL", sorted(p.pid for p in procs))
+
+    def _signal_all(self, procs: list, sig: int, timeout: float) -> list:
+        """Send ``sig`` to each harness's group; the harnesses still live ``timeout`` later."""
+        for proc in procs:
+            proc.signal_group(sig)
         with self._cond:
-            if not self._cond.wait_for(lambda: not self._live, REAP_SECS):
-                logger.error("harnesses %s did not end after SIGKILL", sorted(self._live))
+            self._cond.wait_for(lambda: not self._live, timeout)
+            return list(self._live.values())
 
 
 # NOTE: a worker that exits without closing its door (gunicorn's SIGTERM) must not leave
