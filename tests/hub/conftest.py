@@ -185,15 +185,20 @@ def store(request):
     return server.url
 
 
-@pytest.fixture
-def hub(store):
-    h = create_hub(hub_config(store=store))
-    yield h
+def close_hub(h) -> None:
+    """Open every gate an agent of ``tests/hub/agents.py`` waits on, then close the hub."""
     from tests.hub.agents import GATES
     for event in GATES.values():
         event.set()
     GATES.clear()
     h.close(drain_timeout=5)
+
+
+@pytest.fixture
+def hub(store):
+    h = create_hub(hub_config(store=store))
+    yield h
+    close_hub(h)
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from google.protobuf import json_format
 
 from a2a.types import a2a_pb2
 from murmur_wsgi.hub import create_hub
-from tests.hub.conftest import PUBLIC, HubClient, agent, hub_config
+from tests.hub.conftest import PUBLIC, HubClient, agent, close_hub, hub_config
 
 SECRET = "push-master-secret-for-tests-0123456789"
 HOOK_HOST = "hooks.test"
@@ -216,11 +216,7 @@ def receiver(cert):
 def phub(receiver):
     h = push_hub(receiver)
     yield h
-    from tests.hub.agents import GATES
-    for event in GATES.values():
-        event.set()
-    GATES.clear()
-    h.close(drain_timeout=5)
+    close_hub(h)
 
 
 @pytest.fixture
