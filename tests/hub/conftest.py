@@ -218,9 +218,5 @@ def pair(redis_server):
     hubs = [create_hub(hub_config(store=redis_server.url, redis=dict(FAST)))
             for _ in range(2)]
     yield [HubClient(h) for h in hubs]
-    from tests.hub.agents import GATES
-    for event in GATES.values():
-        event.set()
-    GATES.clear()
     for h in hubs:
-        h.close(drain_timeout=5)
+        close_hub(h)

@@ -35,6 +35,7 @@ from murmur_wsgi.hub.store.redis_index import RedisIndex
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_limits import RedisCounters
 from murmur_wsgi.hub.task import FAILED, TERMINAL, WORKING, HubTask, status_update, task_status
+from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.task import now_ms
 
 logger = logging.getLogger(__name__)
@@ -44,7 +45,6 @@ CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task wa
 MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
 BLOCK_MAX_SECS = 1.0             # the longest single XREAD BLOCK
 MAX_ID_BYTES = 256               # a task id longer than this names no task
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 class RedisStore(RedisIndex, Store):

@@ -26,6 +26,7 @@ from murmur_wsgi.hub.push.storage import (LEASE_SECS, MAX_CONFIGS_PER_TASK, MAX_
                                           TENANT_DELIVERIES, PushRecord, PushStorage)
 from murmur_wsgi.hub.store import redis_push_scripts as scripts
 from murmur_wsgi.hub.store.redis import MAX_ID_BYTES, PREFIX, RedisStore, _guarded
+from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.task import now_ms
 
 logger = logging.getLogger(__name__)
@@ -36,7 +37,6 @@ WAKE_BATCH = 32                # push:wake entries read at once (more: a full sc
 ACTIVE = PREFIX + "push:active"
 WAKE = PREFIX + "push:wake"
 COUNTER = PREFIX + "push:n"
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def _member(task_id: str, config_id: str) -> str:
