@@ -80,7 +80,7 @@ def child_env(**extra: str) -> dict:
 
 
 class DoorStartError(RuntimeError):
-    """The server exited, or did not serve its card, before the deadline."""
+    """The server (a door or a hub) exited, or did not serve its card, before the deadline."""
 
 
 @dataclasses.dataclass
@@ -110,27 +110,32 @@ class DoorProcess:
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> float:
         """SIGTERM, wait up to ``timeout``; kill on timeout. Return seconds it took to stop."""
-        if self.stop_seconds is not None:
-            return self.stop_seconds
-        started = time.monotonic()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(self.proc)
-            self.proc.communicate(timeout=10)
-            raise AssertionError(f"the door did not stop within {timeout}s of SIGTERM; killed.\n"
-                                 + self.log()) from None
-        self.stop_seconds = time.monotonic() - started
-        assert self.proc.returncode is not None
+        if self.stop_seconds is None:
+            self.stop_seconds = stop_process(self.proc, timeout, "the door", self.log)
         return self.stop_seconds
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the process group this fixture started (arbiter and its worker)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def stop_process(proc: subprocess.Popen, timeout: float, what: str, log) -> float:
+    """SIGTERM ``proc`` and wait up to ``timeout``; past it SIGKILL its group and fail with
+    ``log()``, the server's output. Return the seconds it took to stop."""
+    started = time.monotonic()
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+        raise AssertionError(f"{what} did not stop within {timeout}s of SIGTERM; killed.\n"
+                             + log()) from None
+    return time.monotonic() - started
 
 
 def spawn(argv: list[str], log_path: Path, env: dict | None = None,
@@ -142,24 +147,30 @@ def spawn(argv: list[str], log_path: Path, env: dict | None = None,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def wait_for_card(door: DoorProcess, deadline: float) -> dict:
-    """Poll the card until it is served; fail with the server's output past ``deadline``."""
+def wait_served(proc: subprocess.Popen, url: str, deadline: float, what: str, log,
+                headers: dict | None = None) -> requests.Response:
+    """GET ``url`` until it answers 200; ``DoorStartError`` with ``log()`` if ``proc`` exits
+    first or ``deadline`` (``time.monotonic()``) passes."""
     while True:
-        if door.proc.poll() is not None:
-            raise DoorStartError(f"the door exited with {door.proc.returncode} before serving "
-                                 f"its card:\n{door.log()}")
+        if proc.poll() is not None:
+            raise DoorStartError(f"{what} exited with {proc.returncode} before serving "
+                                 f"{url}:\n{log()}")
         try:
-            response = http_get(door.card_url, timeout=POLL_TIMEOUT)
-        except (requests.ConnectionError, requests.Timeout):
+            response = http_get(url, headers, timeout=POLL_TIMEOUT)
+        except requests.RequestException:
             response = None
         if response is not None and response.status_code == 200:
-            return response.json()
+            return response
         if time.monotonic() > deadline:
-            raise DoorStartError(f"no card at {door.card_url} within {START_DEADLINE}s:\n"
-                                 + door.log())
+            raise DoorStartError(f"{what} did not serve {url} before the deadline:\n" + log())
         # Pace the poll on the process itself: returns at once if the server dies.
         with contextlib.suppress(subprocess.TimeoutExpired):
-            door.proc.wait(timeout=0.05)
+            proc.wait(timeout=0.05)
+
+
+def wait_for_card(door: DoorProcess, deadline: float) -> dict:
+    """Poll the card until it is served; fail with the server's output past ``deadline``."""
+    return wait_served(door.proc, door.card_url, deadline, "the door", door.log).json()
 
 
 def session_id_of(card: dict) -> str | None:

@@ -6,25 +6,17 @@ free loopback port hosting ``tests.e2e.hub_agents:ticks`` and waits for its card
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import subprocess
-import sys
 import threading
 import time
 import uuid
 
-import requests
-import yaml
+from tests.e2e.hub_process import WAIT, HubProcess
 
-from tests.e2e.conftest import CLOSE, _kill_group, child_env, free_port, spawn
-
-WAIT = 20.0
 KEY = "mhk_e2e-replicas-key"
 CAPPED_KEY = "mhk_e2e-replicas-capped"      # tenant "capped": 2 runs at once across the hub
 SECRET = "e2e-replicas-operator-secret-" + "x" * 20
-PREFIX = "/a2a/v1/agents/"
 
 
 AGENTS = {"ticks": {"agent": "tests.e2e.hub_agents:ticks", "publish": True}}
@@ -45,59 +37,13 @@ def hub_yaml(port: int, redis_url: str, **extra) -> dict:
     }
 
 
-class Replica:
-    """``murmur-wsgi hub --workers N`` on a free port; ``kill()`` is SIGKILL to its group."""
+class Replica(HubProcess):
+    """``murmur-wsgi hub --workers N`` on a free port (or ``port``) hosting ``ticks``."""
 
     def __init__(self, directory, redis_url: str, workers: int = 1, port: int | None = None,
                  **settings):
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        path = directory / f"hub-{self.port}.yaml"
-        path.write_text(yaml.safe_dump(hub_yaml(self.port, redis_url, **settings)), encoding="utf-8")
-        self.log_path = directory / f"hub-{self.port}-{time.monotonic_ns()}.log"
-        self.proc = spawn([sys.executable, "-m", "murmur_wsgi.cli", "hub", "--config", str(path),
-                           "--listen", f"127.0.0.1:{self.port}", "--workers", str(workers)],
-                          self.log_path, child_env())
-        deadline = time.monotonic() + WAIT
-        while True:
-            assert self.proc.poll() is None, self.log()
-            try:
-                if requests.get(f"{self.url}{PREFIX}ticks/.well-known/agent-card.json",
-                                headers={**CLOSE, "X-API-Key": KEY},
-                                timeout=0.5).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline, self.log()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=0.05)
-
-    def rpc(self, method: str, params: dict, key: str = KEY, **kwargs):
-        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        return requests.post(f"{self.url}{PREFIX}ticks", data=json.dumps(body), timeout=WAIT,
-                             headers={**CLOSE, "X-API-Key": key, "A2A-Version": "1.0",
-                                      "Content-Type": "application/json"}, **kwargs)
-
-    def result(self, method: str, params: dict, key: str = KEY):
-        payload = self.rpc(method, params, key).json()
-        assert "result" in payload, payload
-        return payload["result"]
-
-    def log(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def kill(self) -> None:
-        _kill_group(self.proc)
-        self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            _kill_group(self.proc)
-            raise AssertionError("a replica did not stop after SIGTERM:\n" + self.log()) from None
+        super().__init__(directory, lambda port: hub_yaml(port, redis_url, **settings),
+                         agent="ticks", key=KEY, workers=workers, port=port)
 
 
 def send(replica: Replica, text: str, message_id: str | None = None,

@@ -26,14 +26,13 @@ from a2a.types.a2a_pb2 import (CancelTaskRequest, GetTaskRequest, ListTasksReque
                                Part, Role, SendMessageRequest, SubscribeToTaskRequest, TaskState)
 from a2a.utils.errors import TaskNotCancelableError
 
-from tests.e2e.conftest import CLOSE, _kill_group, child_env, free_port, spawn
+from tests.e2e.conftest import CLOSE, child_env, free_port, kill_group, spawn, wait_served
+from tests.e2e.hub_process import PREFIX, WAIT, HubProcess
 
 pytestmark = pytest.mark.e2e
 
-WAIT = 20.0
 KEY = "mhk_e2e-acme-key"
 S = TaskState
-PREFIX = "/a2a/v1/agents/"
 
 
 def hub_yaml(port: int) -> dict:
@@ -52,55 +51,14 @@ def hub_yaml(port: int) -> dict:
     }
 
 
-class HubProcess:
-    def __init__(self, directory, config_for=hub_yaml):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        path = directory / f"hub-{self.port}.yaml"
-        path.write_text(yaml.safe_dump(config_for(self.port)), encoding="utf-8")
-        self.log_path = directory / f"hub-{self.port}.log"
-        self.proc = spawn([sys.executable, "-m", "murmur_wsgi.cli", "hub", "--config", str(path),
-                           "--listen", f"127.0.0.1:{self.port}"], self.log_path, child_env())
-        deadline = time.monotonic() + WAIT
-        while True:
-            assert self.proc.poll() is None, self.log()
-            try:
-                if requests.get(self.card_url("echo"), headers={**CLOSE, "X-API-Key": KEY},
-                                timeout=0.5).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline, self.log()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=0.05)
-
-    def card_url(self, agent: str) -> str:
-        return f"{self.url}{PREFIX}{agent}/.well-known/agent-card.json"
-
-    def rpc(self, agent: str, method: str, params: dict, **kwargs):
-        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        return requests.post(f"{self.url}{PREFIX}{agent}", data=json.dumps(body), timeout=WAIT,
-                             headers={**CLOSE, "X-API-Key": KEY, "A2A-Version": "1.0",
-                                      "Content-Type": "application/json"}, **kwargs)
-
-    def log(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def stop(self, timeout: float = 30.0) -> float:
-        started = time.monotonic()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(self.proc)
-            raise AssertionError("the hub did not stop after SIGTERM:\n" + self.log()) from None
-        return time.monotonic() - started
+def hub_process(directory, config_for=hub_yaml) -> HubProcess:
+    """A hub serving ``config_for(port)``, waited for until the echo agent's card is served."""
+    return HubProcess(directory, config_for, agent="echo", key=KEY)
 
 
 @pytest.fixture(scope="module")
 def hub_server(tmp_path_factory):
-    server = HubProcess(tmp_path_factory.mktemp("hub"))
+    server = hub_process(tmp_path_factory.mktemp("hub"))
     yield server
     server.stop()
 
@@ -236,7 +194,7 @@ def test_a_blocking_client_that_leaves_cancels_the_run(hub_server):
         deadline = time.monotonic() + WAIT
 
         def newest():
-            return hub_server.rpc("echo", "ListTasks", {"pageSize": 1}).json()["result"][
+            return hub_server.rpc("ListTasks", {"pageSize": 1}).json()["result"][
                 "tasks"][0]
 
         while newest()["status"]["state"] != "TASK_STATE_WORKING":
@@ -248,12 +206,12 @@ def test_a_blocking_client_that_leaves_cancels_the_run(hub_server):
 
 
 def test_sigterm_drains_runs_and_ends_streams(tmp_path):
-    server = HubProcess(tmp_path)
+    server = hub_process(tmp_path)
     try:
-        task = server.rpc("echo", "SendMessage", {
+        task = server.rpc("SendMessage", {
             "message": {"messageId": "bg", "role": "ROLE_USER", "parts": [{"text": "/sleep 30"}]},
             "configuration": {"returnImmediately": True}}).json()["result"]["task"]
-        stream = server.rpc("echo", "SubscribeToTask", {"id": task["id"]}, stream=True)
+        stream = server.rpc("SubscribeToTask", {"id": task["id"]}, stream=True)
         lines = stream.iter_lines()
         assert b"TASK_STATE_SUBMITTED" in next(line for line in lines if line)
         took = server.stop()
@@ -274,18 +232,9 @@ def test_dev_server(tmp_path):
     proc = spawn([sys.executable, "-m", "murmur_wsgi.cli", "hub", "--dev", "--config", str(path),
                   "--listen", f"127.0.0.1:{port}"], tmp_path / "dev.log", child_env())
     try:
-        deadline = time.monotonic() + WAIT
         url = f"http://127.0.0.1:{port}{PREFIX}echo"
-        while True:
-            assert proc.poll() is None, (tmp_path / "dev.log").read_text()
-            with contextlib.suppress(requests.RequestException):
-                card = requests.get(url + "/.well-known/agent-card.json",
-                                    headers={**CLOSE, "X-API-Key": KEY}, timeout=0.5)
-                if card.status_code == 200:
-                    break
-            assert time.monotonic() < deadline
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=0.05)
+        wait_served(proc, url + "/.well-known/agent-card.json", time.monotonic() + WAIT,
+                    "the dev hub", (tmp_path / "dev.log").read_text, {"X-API-Key": KEY})
         answer = requests.post(url, headers={**CLOSE, "X-API-Key": KEY, "A2A-Version": "1.0"},
                                json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
                                      "params": {"message": {"messageId": "d1", "role": "ROLE_USER",
@@ -296,7 +245,7 @@ def test_dev_server(tmp_path):
         assert proc.wait(timeout=WAIT) == 0
     finally:
         if proc.poll() is None:
-            _kill_group(proc)
+            kill_group(proc)
             proc.wait(timeout=10)
 
 

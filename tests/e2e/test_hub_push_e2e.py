@@ -9,26 +9,19 @@ under a second.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import subprocess
-import sys
 import time
 
 import pytest
-import requests
-import yaml
 
-from tests.e2e.conftest import CLOSE, _kill_group, child_env, free_port, spawn
+from tests.e2e.hub_process import WAIT, HubProcess
 from tests.hub.push_util import SECRET, Receiver, make_cert, stream_response, verify
 
 pytestmark = pytest.mark.e2e
 
-WAIT = 20.0
 SCALE = 0.01                     # push.retry_scale: retry waits of 10, 20 and 40 ms
 KEY = "mhk_e2e-push-key"
-PREFIX = "/a2a/v1/agents/"
 
 
 def wait_until(predicate, timeout=WAIT):
@@ -38,56 +31,16 @@ def wait_until(predicate, timeout=WAIT):
         time.sleep(0.02)  # wait-ok: polling a real process with a deadline
 
 
-class PushHub:
-    def __init__(self, directory, receiver):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        agents = {name: {"agent": ref, "publish": True} for name, ref in (
-            ("tokens", "tests.hub.agents:tokens"), ("steps", "tests.hub.push_agents:steps"))}
-        config = {"public_url": self.url, "drain_timeout_secs": 1,
-                  "push": {"enabled": True, "ports": [443, receiver.port],
-                           "allow_networks": ["127.0.0.0/8"], "ca_file": receiver.cert_file,
-                           "retry_scale": SCALE},
-                  "tenants": {"acme": {"api_keys": [hashlib.sha256(KEY.encode()).hexdigest()],
-                                       "agents": agents}}}
-        path = directory / "hub.yaml"
-        path.write_text(yaml.safe_dump(config), encoding="utf-8")
-        self.log_path = directory / "hub.log"
-        self.proc = spawn([sys.executable, "-m", "murmur_wsgi.cli", "hub", "--config", str(path),
-                           "--listen", f"127.0.0.1:{self.port}"], self.log_path,
-                          child_env(MURMUR_HUB_PUSH_SECRET=SECRET))
-        card = f"{self.url}{PREFIX}tokens/.well-known/agent-card.json"
-
-        def up():
-            assert self.proc.poll() is None, self.log()
-            with contextlib.suppress(requests.RequestException):
-                return requests.get(card, headers={**CLOSE, "X-API-Key": KEY},
-                                    timeout=0.5).status_code == 200
-            return False
-        wait_until(up)
-
-    def rpc(self, agent, method, params, **kwargs):
-        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        return requests.post(f"{self.url}{PREFIX}{agent}", data=json.dumps(body), timeout=WAIT,
-                             headers={**CLOSE, "X-API-Key": KEY, "A2A-Version": "1.0",
-                                      "Content-Type": "application/json"}, **kwargs)
-
-    def result(self, agent, method, params):
-        payload = self.rpc(agent, method, params).json()
-        assert "result" in payload, payload
-        return payload["result"]
-
-    def log(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            _kill_group(self.proc)
-            raise AssertionError("the hub did not stop:\n" + self.log()) from None
+def push_yaml(receiver, port: int) -> dict:
+    """Push on, reaching only the local receiver (its port, 127.0.0.0/8, its certificate)."""
+    agents = {name: {"agent": ref, "publish": True} for name, ref in (
+        ("tokens", "tests.hub.agents:tokens"), ("steps", "tests.hub.push_agents:steps"))}
+    return {"public_url": f"http://127.0.0.1:{port}", "drain_timeout_secs": 1,
+            "push": {"enabled": True, "ports": [443, receiver.port],
+                     "allow_networks": ["127.0.0.0/8"], "ca_file": receiver.cert_file,
+                     "retry_scale": SCALE},
+            "tenants": {"acme": {"api_keys": [hashlib.sha256(KEY.encode()).hexdigest()],
+                                 "agents": agents}}}
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +54,9 @@ def receiver(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory, receiver):
-    server = PushHub(tmp_path_factory.mktemp("push-hub"), receiver)
+    server = HubProcess(tmp_path_factory.mktemp("push-hub"),
+                        lambda port: push_yaml(receiver, port), agent="tokens", key=KEY,
+                        env={"MURMUR_HUB_PUSH_SECRET": SECRET})
     yield server
     server.stop()
 
@@ -113,19 +68,20 @@ def message(text, config):
 
 
 def status(hub, agent, task_id, config_id):
-    return hub.result(agent, "GetTaskPushNotificationConfig",
-                      {"taskId": task_id, "id": config_id})["deliveryStatus"]
+    return hub.result("GetTaskPushNotificationConfig", {"taskId": task_id, "id": config_id},
+                      agent=agent)["deliveryStatus"]
 
 
 def key_of(hub, agent, task_id, config):
-    return hub.result(agent, "CreateTaskPushNotificationConfig",
-                      {"taskId": task_id, **config})["authentication"]["credentials"]
+    return hub.result("CreateTaskPushNotificationConfig", {"taskId": task_id, **config},
+                      agent=agent)["authentication"]["credentials"]
 
 
 def test_every_notification_of_a_streamed_run_verifies(hub, receiver):
     receiver.requests.clear()
     config = {"id": "stream", "url": receiver.url(path="/e2e/stream"), "token": "e2e-token"}
-    response = hub.rpc("tokens", "SendStreamingMessage", message("a b c", config), stream=True)
+    response = hub.rpc("SendStreamingMessage", message("a b c", config), agent="tokens",
+                       stream=True)
     lines = [json.loads(line[6:]) for line in response.iter_lines(decode_unicode=True)
              if line.startswith("data: ")]
     task_id = lines[0]["result"]["task"]["id"]
@@ -149,7 +105,7 @@ def test_a_503_is_retried_with_the_same_jti(hub, receiver):
     receiver.requests.clear()
     receiver.script[:] = [503]
     config = {"id": "retry", "url": receiver.url(path="/e2e/retry")}
-    task = hub.result("tokens", "SendMessage", message("x", config))
+    task = hub.result("SendMessage", message("x", config), agent="tokens")
     task = task.get("task", task)
     got = receiver.wait_for(4)
     wait_until(lambda: status(hub, "tokens", task["id"], "retry")["failures"] == 0
@@ -164,7 +120,7 @@ def test_a_redirect_is_final_and_five_failures_disable(hub, receiver):
     receiver.requests.clear()
     receiver.script[:] = [302] + [500] * 16            # 1 final answer, then 4 events x 4
     config = {"id": "bad", "url": receiver.url(path="/e2e/bad")}
-    task = hub.result("steps", "SendMessage", message("4", config))
+    task = hub.result("SendMessage", message("4", config), agent="steps")
     task = task.get("task", task)
     wait_until(lambda: status(hub, "steps", task["id"], "bad")["disabled"])
     found = status(hub, "steps", task["id"], "bad")

@@ -9,7 +9,8 @@ import uuid
 
 import pytest
 
-from tests.e2e.test_hub_e2e import KEY, WAIT, HubProcess, hub_yaml
+from tests.e2e.hub_process import WAIT
+from tests.e2e.test_hub_e2e import KEY, hub_process, hub_yaml
 
 pytestmark = pytest.mark.e2e
 
@@ -25,7 +26,7 @@ def slow_yaml(port: int) -> dict:
 
 
 def test_a_streaming_client_that_stops_reading_is_cut_and_its_run_canceled(tmp_path):
-    server = HubProcess(tmp_path, config_for=slow_yaml)
+    server = hub_process(tmp_path, slow_yaml)
     try:
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
                            "params": {"message": {"messageId": f"m-{uuid.uuid4().hex}",
@@ -42,7 +43,8 @@ def test_a_streaming_client_that_stops_reading_is_cut_and_its_run_canceled(tmp_p
         deadline = time.monotonic() + WAIT
 
         def newest() -> dict:
-            tasks = server.rpc("flood", "ListTasks", {"pageSize": 1}).json()["result"]["tasks"]
+            answer = server.rpc("ListTasks", {"pageSize": 1}, agent="flood").json()
+            tasks = answer["result"]["tasks"]
             return tasks[0] if tasks else {"status": {"state": ""}}
 
         # The client never reads: the run goes on until a write misses its deadline.
@@ -54,7 +56,7 @@ def test_a_streaming_client_that_stops_reading_is_cut_and_its_run_canceled(tmp_p
         # Cut within the write deadline plus the time to fill the socket buffers, not WAIT.
         assert time.monotonic() - working_at < WRITE_SECS + 8
         # The hub still serves everyone else.
-        assert server.rpc("echo", "ListTasks", {"pageSize": 1}).status_code == 200
+        assert server.rpc("ListTasks", {"pageSize": 1}).status_code == 200
         sock.close()
     finally:
         server.stop()
