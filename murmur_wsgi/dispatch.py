@@ -6,7 +6,6 @@ Every ``DoorError`` becomes its wire answer here, and only here is
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterable
@@ -18,13 +17,14 @@ from murmur_wsgi.middleware import (auth, body, completion, envelope, params, pe
                                     public, tenant, version)
 from murmur_wsgi.session.trace import AUTH_REFUSALS
 from murmur_wsgi.streams.sse import EventStream
+from murmur_wsgi.wire import rpc as wire_rpc
+from murmur_wsgi.wire.encode import compact_ascii
 from murmur_wsgi.wire.raw import RawJSON, RawJSONPieces
 from murmur_wsgi.writes import encoded, utf8_length
 
 logger = logging.getLogger(__name__)
 access_log = logging.getLogger("murmur_wsgi.access")
 
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
 JSON_HEADERS = ("Content-Type", "application/json")
 
 
@@ -92,21 +92,21 @@ def rpc_response(request_id, result, budget: int) -> tuple[int, Iterable[bytes]]
     a time (``writes.encoded``): the answer holds its pieces, shared, not a copy.
     """
     if isinstance(result, RawJSONPieces):
-        pieces = (f'{{"jsonrpc":"2.0","id":{_dumps(request_id)},"result":', *result, "}")
+        pieces = (wire_rpc.head(request_id) + ',"result":', *result, "}")
         return utf8_length(pieces), encoded(pieces, budget)
-    text = result if isinstance(result, RawJSON) else _dumps(result)
-    data = f'{{"jsonrpc":"2.0","id":{_dumps(request_id)},"result":{text}}}'.encode()
+    text = result if isinstance(result, RawJSON) else compact_ascii(result)
+    data = wire_rpc.result(request_id, text).encode()
     return len(data), [data]
 
 
 def rpc_error(request_id, error: RpcError) -> bytes:
     """Serialize a JSON-RPC error object."""
-    return _dumps({"jsonrpc": "2.0", "id": request_id, "error": error.error_object()}).encode()
+    return wire_rpc.error(request_id, error.error_object()).encode()
 
 
 def refusal_response(ex: Refusal) -> tuple[str, list, bytes]:
     """An HTTP refusal: status, headers and the plain JSON body (no envelope)."""
-    data = _dumps(ex.body()).encode()
+    data = compact_ascii(ex.body()).encode()
     headers = [JSON_HEADERS, ("Content-Length", str(len(data)))]
     if ex.challenge:
         headers.append(("WWW-Authenticate", ex.challenge))

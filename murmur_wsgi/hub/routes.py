@@ -19,6 +19,7 @@ from murmur_wsgi.hub.cards import CARD_SUFFIX, PREFIX
 from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.middleware.envelope import ABSENT, check_envelope, parse_json
+from murmur_wsgi.wire import rpc as wire_rpc
 from murmur_wsgi.wire.encode import compact_utf8
 from murmur_wsgi.wire.raw import RawJSON
 
@@ -67,8 +68,7 @@ def _rpc(start_response, data: bytes, status: int = 200):
 
 
 def rpc_error(request_id, error: RpcError) -> bytes:
-    return compact_utf8({"jsonrpc": "2.0", "id": request_id,
-                         "error": error.error_object()}).encode()
+    return wire_rpc.error(request_id, error.error_object(), compact_utf8).encode()
 
 
 def _route(path: str, verb: str) -> tuple[str, str] | None:
@@ -159,7 +159,7 @@ def handle(hub, environ, start_response):
             raise
         return result
     text = result if isinstance(result, RawJSON) else compact_utf8(result)
-    data = f'{{"jsonrpc":"2.0","id":{compact_utf8(request_id)},"result":{text}}}'.encode()
+    data = wire_rpc.result(request_id, text, compact_utf8).encode()
     return _rpc(start_response, data)
 
 

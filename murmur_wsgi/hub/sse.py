@@ -19,6 +19,7 @@ from murmur_wsgi.errors import InternalError
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.methods.streams import peer_gone
 from murmur_wsgi.streams.sse import HEARTBEAT
+from murmur_wsgi.wire import rpc as wire_rpc
 from murmur_wsgi.wire.encode import compact_utf8
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class HubStream:
                  write_timeout: float, lifetime: float | None = None,
                  expired: dict | None = None, on_abort=None, on_close=None,
                  clock=time.monotonic):
-        self._prefix = '{"jsonrpc":"2.0","id":' + compact_utf8(request_id)
+        self._prefix = wire_rpc.head(request_id, compact_utf8)
         self._opening = list(opening)
         self._source = source
         self._keepalive = keepalive

@@ -24,6 +24,7 @@ import time
 
 from murmur_wsgi.tasks import frames
 from murmur_wsgi.tasks.ring import Event, Gap, Lagged
+from murmur_wsgi.wire import rpc as wire_rpc
 from murmur_wsgi.wire.encode import compact_utf8
 
 logger = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ class EventStream:
     def __init__(self, request_id, opening, reader=None, *, follow_task: str | None = None,
                  recover=None, peer_gone=None, closing=None, heartbeat_secs: float = 15.0,
                  pending_bytes: int = PENDING_BYTES, clock=time.monotonic):
-        self._prefix = b'{"jsonrpc":"2.0","id":' + _utf8(compact_utf8(request_id)) + b',"result":'
+        self._prefix = _utf8(wire_rpc.head(request_id, compact_utf8) + ',"result":')
         self._opening = list(opening)
         self._reader = reader
         self._follow = follow_task
