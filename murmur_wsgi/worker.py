@@ -28,7 +28,11 @@ closes it quietly) and is counted on every live door:
 ``murmur_connections_cut_total{reason}`` on ``/metrics``.
 
 Concurrency: everything runs on the worker's one gevent hub; the deadlines are
-the hub's timers and read watchers, whose callbacks never block.
+the hub's timers, whose callbacks never block. A kept-alive connection's first
+byte is seen where gunicorn reads it (its parser's reads, wrapped per
+connection): a read watcher beside gunicorn's own missed the bytes its read
+took before the hub polled (a greenlet held up between the two, under load),
+and the connection then waited out ``keepalive`` instead of the header deadline.
 """
 from __future__ import annotations
 
@@ -37,15 +41,12 @@ import time
 
 import gevent
 from gevent import getcurrent
-from gevent.monkey import get_original
 from gunicorn.workers.ggevent import GeventWorker
 
 from murmur_wsgi.gunicorn_conf import _shut
 
 HEADER_TIMEOUT, BODY_TIMEOUT = 10.0, 30.0       # the manifest's defaults, for an app not a door
 FD_MARGIN = 64                  # descriptors kept for files, pipes and agents' processes
-READ = 1                        # libev/libuv's read event
-_select = get_original("select", "select")       # the OS's: a poll that never yields
 
 
 def _body_pending(req) -> bool:
@@ -65,25 +66,25 @@ def _buffered(req) -> bool:
 
 
 class _Connection:
-    """One client connection's deadline: a hub timer, and a read watcher while kept alive."""
+    """One client connection's deadline (a hub timer), and whether it waits kept alive."""
 
-    __slots__ = ("sock", "since", "timer", "watcher", "cut", "req")
+    __slots__ = ("sock", "since", "timer", "idle", "reads", "cut", "req")
 
     def __init__(self, sock):
         self.sock = sock
         self.since = time.monotonic()
         self.timer = None
-        self.watcher = None
+        self.idle = False           # kept alive, no byte of its next request read yet
+        self.reads = None           # the parser's reads, once wrapped (_watch_reads)
         self.cut = None             # the reason, once cut
         self.req = None
 
     def disarm(self) -> None:
-        for name in ("timer", "watcher"):
-            watcher = getattr(self, name)
-            if watcher is not None:
-                setattr(self, name, None)
-                watcher.stop()
-                watcher.close()
+        self.idle = False
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            timer.stop()
+            timer.close()
 
 
 class DoorWorker(GeventWorker):
@@ -155,6 +156,8 @@ class DoorWorker(GeventWorker):
             conn.disarm()
             self._waiting.pop(sock, None)
             conn.req = req
+            if conn.reads is None and getattr(req, "unreader", None) is not None:
+                self._watch_reads(conn, req.unreader)
             if _body_pending(req):
                 self._arm(conn, self.body_timeout, self._body_late)
         try:
@@ -182,23 +185,25 @@ class DoorWorker(GeventWorker):
         """The connection waits for a request: the header deadline (kept alive: first byte)."""
         conn.since = time.monotonic()
         self._waiting[conn.sock] = conn
-        if first:
-            self._arm(conn, self.header_timeout, self._headers_late)
-            return
-        try:
-            fd = conn.sock.fileno()
-            # NOTE: bytes already read ahead, or waiting on the socket, would be read before
-            # the watcher below could see them: the next request's headers have begun.
-            arrived = _buffered(conn.req) or bool(_select([fd], [], [], 0)[0])
-        except (OSError, ValueError):
-            return                              # closed meanwhile: the read sees it
-        if arrived:
+        # NOTE: bytes already read ahead are the next request's start: its headers have begun.
+        if first or _buffered(conn.req):
             self._arm(conn, self.header_timeout, self._headers_late)
             return
         self._arm(conn, self.cfg.keepalive or self.header_timeout, self._idle_ended)
-        watcher = self._loop.io(fd, READ, ref=False)
-        watcher.start(self._first_byte, conn)
-        conn.watcher = watcher
+        conn.idle = True
+
+    def _watch_reads(self, conn: _Connection, unreader) -> None:
+        """Wrap the connection's parser's reads (its ``chunk``): a read that returns bytes
+        while the connection waits kept alive is its next request's first byte."""
+        read = conn.reads = unreader.chunk
+
+        def chunk(*args, **kwargs):
+            data = read(*args, **kwargs)
+            if data and conn.idle:
+                self._first_byte(conn)
+            return data
+
+        unreader.chunk = chunk
 
     def _first_byte(self, conn: _Connection) -> None:
         conn.disarm()
