@@ -30,7 +30,6 @@ HEADERS = {"Content-Type": "application/json", "A2A-Version": "1.0"}
 EXT = {"A2A-Extensions": STREAM_URI}
 SETTLE = 10.0                  # seconds any one wait below may take
 STOP_WITHIN = 10.0             # "well within" graceful_timeout (30 s)
-BACKGROUND = ("sleep", "987.65")   # a command line no other process has
 
 # The process that imported this module: the worker, when gunicorn's worker loads it as
 # the door's agent (below); the master would have, were the app preloaded.
@@ -43,6 +42,12 @@ def worker_facts(ctx) -> str:
     inner = getattr(lock, "_block", lock)      # a Python RLock wraps the lock it was given
     return json.dumps({"imported_in": IMPORTED_IN, "pid": os.getpid(), "ppid": os.getppid(),
                        "lock": type(inner).__module__})
+
+
+def background(master_pid: int, seconds: int) -> tuple[str, str]:
+    """A command line no other process has, while the door's master (gunicorn) runs: other
+    test suites on the machine may run this test at the same time, each its own door."""
+    return ("sleep", f"{seconds}.{master_pid}")
 
 
 def rpc(method: str, params: dict, request_id=1) -> str:
@@ -132,13 +137,14 @@ def test_sigterm_answers_held_requests_ends_streams_and_exits_fast(tmp_path):
                 "stream": {"heartbeat_secs": 1}}
     with start_door(tmp_path, manifest) as door:
         [worker] = children(door.proc.pid)
+        command = background(door.proc.pid, 987)
         watch = HttpStream(door.url, "murmur.WatchSession", {})
         assert watch.next().frame_name == "connection-ack"
         started = requests.post(door.url + "/", data=rpc("SendMessage", message(
-            "/background " + " ".join(BACKGROUND))), headers={**HEADERS, **CLOSE}, timeout=SETTLE)
+            "/background " + " ".join(command))), headers={**HEADERS, **CLOSE}, timeout=SETTLE)
         background_task = started.json()["result"]["task"]
         assert background_task["status"]["state"] == "TASK_STATE_COMPLETED"
-        [background] = pids_running(BACKGROUND)
+        [background_pid] = pids_running(command)
         seen = {background_task["id"]}
 
         answers = {}
@@ -185,8 +191,8 @@ def test_sigterm_answers_held_requests_ends_streams_and_exits_fast(tmp_path):
         "task rejected: the session ended before this task started"
     assert watched[-1].frame_name == "capsule-closed"
     assert streamed[-1].frame_name == "capsule-closed"
-    assert not alive(worker) and not alive(background)
-    assert pids_running(BACKGROUND) == []
+    assert not alive(worker) and not alive(background_pid)
+    assert pids_running(command) == []
     assert not (door.home / "running" / f"{door.session_id}.json").exists()
 
 

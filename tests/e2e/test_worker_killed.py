@@ -20,13 +20,13 @@ import pytest
 from murmur_wsgi.agents.harness import HarnessAgent
 from murmur_wsgi.uris import STREAM_URI
 from tests.e2e.conftest import start_door, wait_for_card
-from tests.e2e.test_shutdown import HttpStream, alive, children, message, pids_running
+from tests.e2e.test_shutdown import HttpStream, alive, background, children, message, pids_running
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 
 REPO = Path(__file__).resolve().parents[2]
-BACKGROUND = ("sleep", "876.54")            # a command line no other process has
+BACKGROUND_SECS = 876
 DEADLINE = 10.0
 _HARNESS = HarnessAgent({"process": [sys.executable, str(REPO / "tests" / "harness_faults.py"),
                                      "grandchild"], "idle_timeout_secs": 60,
@@ -35,7 +35,7 @@ _HARNESS = HarnessAgent({"process": [sys.executable, str(REPO / "tests" / "harne
 
 def both(ctx):
     """The agent: a background command, then a harness whose child waits in its group."""
-    ctx.background(" ".join(BACKGROUND))
+    ctx.background(" ".join(background(os.getppid(), BACKGROUND_SECS)))    # the master's pid
     return _HARNESS(ctx)
 
 
@@ -67,12 +67,13 @@ def test_sigkill_of_the_worker_leaves_no_process_of_its_session(tmp_path):
                 break
         stream.response.close()
         harness = os.getpgid(child)              # the harness leads the child's group
-        (background,) = pids_running(BACKGROUND)
-        session = [harness, child, background]
+        command = background(door.proc.pid, BACKGROUND_SECS)
+        (background_pid,) = pids_running(command)
+        session = [harness, child, background_pid]
         assert all(alive(pid) for pid in session)
         groups = door.home / "groups" / str(door.proc.pid)
         assert sorted(os.listdir(groups)) == sorted(f"{worker}-{pid}"
-                                                    for pid in (harness, background))
+                                                    for pid in (harness, background_pid))
 
         os.kill(worker, signal.SIGKILL)
         deadline = time.monotonic() + DEADLINE
@@ -80,6 +81,6 @@ def test_sigkill_of_the_worker_leaves_no_process_of_its_session(tmp_path):
             assert exits_within(pid, max(0.0, deadline - time.monotonic())), \
                 f"process {pid} of the killed worker's session still runs\n{door.log()}"
             assert not alive(pid)
-        assert pids_running(BACKGROUND) == []
+        assert pids_running(command) == []
         # The master started a new worker, a new session; stop the door once it serves.
         wait_for_card(door, time.monotonic() + DEADLINE)
