@@ -146,9 +146,17 @@ class Run:
         self.runs.changed.notify_all()
 
     def _flush(self) -> None:
-        with self.runs.changed:
+        runs = self.runs
+        with runs.changed:
             self._flush_timer = None
-            if not self.ended:
+            if self.ended or self.stored == len(self.tokens):
+                return
+            due = self.last_flush + runs.merge_secs - time.monotonic()
+            if due > 0:
+                # NOTE: this timer ran late and a token stored the rest meanwhile: the
+                # tokens since wait their turn (at most one stored event per merge_secs).
+                self._flush_timer = runs.timer(due, self._flush)
+            else:
                 self._flush_locked()
 
     def _flush_locked(self) -> None:
