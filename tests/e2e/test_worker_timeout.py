@@ -9,19 +9,20 @@ groups the worker started before it exits. ``timeout`` is 2 s here.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
 import pytest
 
 from tests.e2e.conftest import CLOSE, http_post, session_id_of, start_door, wait_for_card
-from tests.e2e.test_shutdown import alive, children, pids_running
+from tests.e2e.test_shutdown import alive, background, children, pids_running
 from tests.e2e.test_worker_killed import exits_within
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 
-BACKGROUND = ("sleep", "876.55")            # a command line no other process has
+BACKGROUND_SECS = 875                       # sleep 875.<master pid>: this door's own
 TIMEOUT_SECS = 2
 DEADLINE = 10.0
 SPIN_SECS = 30.0                            # the worker is aborted long before
@@ -29,7 +30,7 @@ SPIN_SECS = 30.0                            # the worker is aborted long before
 
 def stall(ctx):
     """The agent: a background command, then a loop that never yields (the hub stalls)."""
-    ctx.background(" ".join(BACKGROUND))
+    ctx.background(" ".join(background(os.getppid(), BACKGROUND_SECS)))    # the master's pid
     ends = time.monotonic() + SPIN_SECS
     while time.monotonic() < ends:
         pass
@@ -49,15 +50,16 @@ def test_a_worker_timeout_leaves_no_process_of_its_session(tmp_path):
                 "configuration": {"returnImmediately": True}}}),
             {**CLOSE, "Content-Type": "application/json", "A2A-Version": "1.0"})
         assert answer.json()["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+        command = background(door.proc.pid, BACKGROUND_SECS)
         deadline = time.monotonic() + DEADLINE
-        while not pids_running(BACKGROUND):
+        while not pids_running(command):
             assert time.monotonic() < deadline, f"the background command never ran\n{door.log()}"
-        (background,) = pids_running(BACKGROUND)
+        (background_pid,) = pids_running(command)
 
         assert exits_within(worker, DEADLINE), f"the stalled worker was not aborted\n{door.log()}"
-        assert exits_within(background, 2.0), \
+        assert exits_within(background_pid, 2.0), \
             f"the background command outlived its worker\n{door.log()}"
-        assert not alive(background) and pids_running(BACKGROUND) == []
+        assert not alive(background_pid) and pids_running(command) == []
         log = door.log()
         assert f"WORKER TIMEOUT (pid:{worker})" in log
         assert "murmur-wsgi: worker timeout: killed the process groups" in log      # the hook
