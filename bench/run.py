@@ -10,6 +10,9 @@ Scenarios (see docs/performance.md):
     door-sendmessage       held SendMessage to the demo agent, which answers at once
     hub-gettask            the hub (docs/hub.md): GetTask on a finished task, with an API key
     hub-sendmessage        the hub: blocking SendMessage to the demo agent (echo), API key
+    hub-redis-gettask      the hub on Redis (a redis-server the runner starts), one worker:
+                           GetTask on a finished task
+    hub-redis-gettask-w2   the same hub with ``--workers 2`` (its ratio to one worker too)
 
 Results: a Markdown table on stdout, and JSON in bench/results/<timestamp>.json.
 """
@@ -221,16 +224,36 @@ def start_door(workdir: Path) -> Server:
     return start_server("door", argv, port, workdir, door_ready, env=env)
 
 
-def start_hub(workdir: Path) -> Server:
+def start_hub(workdir: Path, name: str = "hub", store: str = "memory",
+              workers: int = 1) -> Server:
     port = free_port()
     config = json.loads(json.dumps(HUB_CONFIG))
     config["public_url"] = f"http://127.0.0.1:{port}"
-    path = workdir / "hub.yaml"
+    config["store"] = store
+    path = workdir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     argv = [sys.executable, "-m", "murmur_wsgi.cli", "hub", "--config", str(path),
-            "--listen", f"127.0.0.1:{port}"]
+            "--listen", f"127.0.0.1:{port}", "--workers", str(workers)]
     env = {k: v for k, v in server_env().items() if not k.startswith("MURMUR_HUB_")}
-    return start_server("hub", argv, port, workdir, hub_ready, env=env)
+    return start_server(name, argv, port, workdir, hub_ready, env=env)
+
+
+def start_redis_hubs(workdir: Path, stack, targets: list[str]) -> dict:
+    """A redis-server (no persistence) and a hub on it per target: ``hub-redis`` with one
+    worker, ``hub-redis-w2`` with two. Skip when redis-server is not installed."""
+    if shutil.which("redis-server") is None:
+        raise Skip("redis-server is not installed (Debian/Ubuntu: apt-get install -y "
+                   "redis-server; `make test` installs it as root)")
+    from tests.redis_util import RedisServer
+
+    redis = RedisServer(workdir / "redis").start()
+    stack.callback(redis.stop)
+    servers = {}
+    for target in targets:
+        servers[target] = server = start_hub(workdir, target, redis.url,
+                                             2 if target.endswith("-w2") else 1)
+        stack.callback(stop_and_report, server)
+    return servers
 
 
 def hub_ready(url: str) -> bool:
@@ -335,7 +358,12 @@ SCENARIOS = [
              prepare_hub_get, HUB_PATH, HUB_KEY),
     Scenario("hub-sendmessage", "hub", "hub: blocking SendMessage to the demo agent, X-API-Key",
              prepare_hub_send, HUB_PATH, HUB_KEY),
+    Scenario("hub-redis-gettask", "hub-redis", "hub on Redis, one worker: GetTask, X-API-Key",
+             prepare_hub_get, HUB_PATH, HUB_KEY),
+    Scenario("hub-redis-gettask-w2", "hub-redis-w2",
+             "hub on Redis, --workers 2: GetTask, X-API-Key", prepare_hub_get, HUB_PATH, HUB_KEY),
 ]
+W2_OF = {"hub-redis-gettask-w2": "hub-redis-gettask"}     # reported as a ratio to one worker
 
 
 def run_once(scenario: Scenario, server: Server, wrk: str, args) -> dict:
@@ -393,6 +421,8 @@ def markdown(results: list[dict]) -> str:
             continue
         ratio = f"{r['rps'] / bare:.2f}" if bare else "–"
         notes = []
+        if r.get("ratio_to_w1"):
+            notes.append(f"{r['ratio_to_w1']:.2f}× one worker")
         if len(r.get("rounds_rps", [])) > 1:
             notes.append(f"{len(r['rounds_rps'])} rounds: {min(r['rounds_rps']):.0f}"
                          f"–{max(r['rounds_rps']):.0f} req/s")
@@ -435,6 +465,13 @@ def main(argv=None) -> int:
             if any(s.target == target for s in chosen):
                 servers[target] = server = start(workdir)
                 stack.callback(stop_and_report, server)
+        on_redis = sorted({s.target for s in chosen if s.target.startswith("hub-redis")})
+        if on_redis:
+            try:
+                servers.update(start_redis_hubs(workdir, stack, on_redis))
+            except Skip as ex:
+                log(f"the hub on Redis: skipped: {ex}")
+                skipped.update({s.name: str(ex) for s in chosen if s.target in on_redis})
         # Rounds interleave the scenarios, so a busy moment on a shared machine
         # lands on all of them rather than on one; each reports its median round.
         for round_no in range(args.rounds):
@@ -465,9 +502,13 @@ def main(argv=None) -> int:
         "scenarios": results,
     }
     bare = next((r["rps"] for r in results if r["name"] == "bare-post" and "rps" in r), None)
+    by_name = {r["name"]: r for r in results}
     for r in results:
         if bare and "rps" in r:
             r["ratio_to_bare"] = r["rps"] / bare
+        one = by_name.get(W2_OF.get(r["name"], ""), {})
+        if "rps" in r and one.get("rps"):
+            r["ratio_to_w1"] = r["rps"] / one["rps"]
     table = markdown(results)
     print(table)
     if not args.no_save:

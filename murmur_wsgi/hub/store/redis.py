@@ -282,7 +282,8 @@ class RedisStore(RedisIndex, Store):
                         message = pubsub.get_message(timeout=self._block)
                         if message and message.get("type") == "message":
                             callback(message["data"])
-                except (redis.RedisError, OSError, ValueError) as ex:
+                except (redis.RedisError, OSError, ValueError, TypeError) as ex:
+                    # NOTE: TypeError: hiredis's parser polling a socket close() just dropped.
                     if self._closed.is_set():
                         break
                     logger.warning("redis store: the cancel channel failed (%s); reconnecting",
