@@ -43,6 +43,7 @@ from murmur_wsgi.agents.base import Completed, TaskCanceled, TaskContext, TaskFa
 from murmur_wsgi.agents.harness_lines import HarnessFault
 from murmur_wsgi.agents.harness_lines import field as _field
 from murmur_wsgi.agents.process import REAP_SECS, HarnessProcess, exit_text
+from murmur_wsgi.wire.encode import compact_utf8
 
 logger = logging.getLogger(__name__)
 
@@ -296,7 +297,7 @@ class HarnessAgent:
 
     def _on_quota(self, ctx, proc, msg, line):
         fields = {key: value for key, value in msg.items() if key != "type"}
-        shown = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
+        shown = compact_utf8(fields)
         ctx.frame("quota", "quota: " + shown[:SHOWN_TEXT], fields)
 
     def _on_suggested_prompt(self, ctx, proc, msg, line):

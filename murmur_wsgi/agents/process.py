@@ -25,7 +25,6 @@ Concurrency:
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
@@ -36,6 +35,7 @@ import sys
 import threading
 
 from murmur_wsgi import groups
+from murmur_wsgi.wire.encode import compact_ascii
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +44,6 @@ STDERR_TAIL = 4096            # bytes of stderr kept for the server's log
 STDERR_CHUNK = 65536
 REAP_SECS = 5.0               # how long a SIGKILLed leader may take to be reaped
 PUT_RETRY_SECS = 0.2
-
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
 
 
 def resolve_argv(argv: list[str]) -> list[str]:
@@ -101,7 +99,7 @@ class HarnessProcess:
 
     def send(self, message: dict) -> None:
         """Queue one JSON line for the harness's stdin (never blocks)."""
-        self._outbox.put((_dumps(message) + "\n").encode("ascii"))
+        self._outbox.put((compact_ascii(message) + "\n").encode("ascii"))
 
     def next_event(self, timeout: float):
         """The next stdout event, or None when none came within ``timeout``."""
