@@ -7,8 +7,6 @@ blocking client that leaves.
 """
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import json
 import socket
@@ -17,17 +15,17 @@ import sys
 import time
 import uuid
 
-import httpx
 import pytest
 import requests
 import yaml
-from a2a.client import ClientConfig, ClientFactory
-from a2a.types.a2a_pb2 import (CancelTaskRequest, GetTaskRequest, ListTasksRequest, Message,
-                               Part, Role, SendMessageRequest, SubscribeToTaskRequest, TaskState)
+from a2a.types.a2a_pb2 import (CancelTaskRequest, GetTaskRequest, ListTasksRequest,
+                               SubscribeToTaskRequest, TaskState)
 from a2a.utils.errors import TaskNotCancelableError
 
 from tests.e2e.conftest import CLOSE, child_env, free_port, kill_group, spawn, wait_served
 from tests.e2e.hub_process import PREFIX, WAIT, HubProcess
+from tests.e2e.sdk_util import collect, kind, message, sdk_client
+from tests.e2e.sdk_util import run as run_within
 
 pytestmark = pytest.mark.e2e
 
@@ -64,33 +62,13 @@ def hub_server(tmp_path_factory):
 
 
 def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, WAIT))
+    return run_within(coro, WAIT)
 
 
-@contextlib.asynccontextmanager
-async def sdk(server, agent="echo", *, streaming=False, polling=False):
-    headers = {"X-API-Key": KEY}
-    async with httpx.AsyncClient(timeout=httpx.Timeout(WAIT), headers=headers) as http:
-        config = ClientConfig(streaming=streaming, polling=polling, httpx_client=http)
-        client = await ClientFactory(config).create_from_url(f"{server.url}{PREFIX}{agent}")
-        try:
-            yield client
-        finally:
-            await client.close()
-
-
-def message(text: str, context_id: str = "") -> SendMessageRequest:
-    return SendMessageRequest(message=Message(
-        message_id=f"msg-{uuid.uuid4().hex}", role=Role.ROLE_USER, parts=[Part(text=text)],
-        context_id=context_id))
-
-
-async def collect(events) -> list:
-    return [event async for event in events]
-
-
-def kind(event) -> str:
-    return event.WhichOneof("payload")
+def sdk(server, agent="echo", *, streaming=False, polling=False):
+    """An SDK client of ``agent``, presenting the tenant's key on every request."""
+    return sdk_client(f"{server.url}{PREFIX}{agent}", wait=WAIT, headers={"X-API-Key": KEY},
+                      streaming=streaming, polling=polling)
 
 
 def usage_of(artifact) -> dict:

@@ -9,8 +9,6 @@ under a deadline. Where the SDK and the reference disagree: docs/interop.md.
 """
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
 
 import httpx
@@ -19,8 +17,7 @@ from a2a.client import (A2ACardResolver, A2AClientError, AuthInterceptor, Client
                         ClientConfig, ClientFactory, CredentialService)
 from a2a.client.transports.jsonrpc import JsonRpcTransport
 from a2a.types.a2a_pb2 import (CancelTaskRequest, GetExtendedAgentCardRequest, GetTaskRequest,
-                               ListTasksRequest, Message, Part, Role, SendMessageRequest,
-                               SubscribeToTaskRequest, TaskState)
+                               ListTasksRequest, Role, SubscribeToTaskRequest, TaskState)
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 
 from murmur_wsgi.client import DoorClient
@@ -28,6 +25,8 @@ from murmur_wsgi.session import records
 from murmur_wsgi.uris import CAPSULE_URI, DOOR_URI, STREAM_URI
 
 from tests.e2e.conftest import default_manifest, start_door
+from tests.e2e.sdk_util import collect, kind, message, sdk_client
+from tests.e2e.sdk_util import run as run_within
 
 pytestmark = pytest.mark.e2e
 
@@ -37,34 +36,12 @@ S = TaskState
 
 def run(coro):
     """Run a test's coroutine to its end, or fail at the deadline."""
-    return asyncio.run(asyncio.wait_for(coro, WAIT))
+    return run_within(coro, WAIT)
 
 
-@contextlib.asynccontextmanager
-async def sdk(door, *, streaming: bool = False, polling: bool = False):
+def sdk(door, *, streaming: bool = False, polling: bool = False):
     """An SDK client built the documented way: card resolved from the door's URL."""
-    # NOTE: the SDK's own httpx client would read with httpx's 5 s default; see interop.md.
-    async with httpx.AsyncClient(timeout=httpx.Timeout(WAIT)) as http:
-        config = ClientConfig(streaming=streaming, polling=polling, httpx_client=http)
-        client = await ClientFactory(config).create_from_url(door.url)
-        try:
-            yield client
-        finally:
-            await client.close()
-
-
-def message(text: str, context_id: str = "", task_id: str = "") -> SendMessageRequest:
-    return SendMessageRequest(message=Message(
-        message_id=f"msg-{uuid.uuid4().hex}", role=Role.ROLE_USER, parts=[Part(text=text)],
-        context_id=context_id, task_id=task_id))
-
-
-async def collect(events) -> list:
-    return [event async for event in events]
-
-
-def kind(event) -> str:
-    return event.WhichOneof("payload")
+    return sdk_client(door.url, wait=WAIT, streaming=streaming, polling=polling)
 
 
 def state_of(event):
