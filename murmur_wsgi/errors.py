@@ -243,14 +243,11 @@ class CompletionNotAwaitedError(MurmurError):
             super().__init__("this completion names no delegation in x-murmur-delegation-id")
 
 
-# The catalogue the spec's tables list, checked by tests/test_errors.py.
-CATALOGUE = {
-    -32700: ParseError, -32600: InvalidRequestError, -32601: MethodNotFoundError,
-    -32602: InvalidParamsError, -32603: InternalError,
-    -32001: TaskNotFoundError, -32002: TaskNotCancelableError,
-    -32003: PushNotificationNotSupportedError, -32004: UnsupportedOperationError,
-    -32005: ContentTypeNotSupportedError, -32006: InvalidAgentResponseError,
-    -32007: ExtendedAgentCardNotConfiguredError, -32008: ExtensionSupportRequiredError,
-    -32009: VersionNotSupportedError,
-    -31001: CompletionMisaddressedError, -31002: CompletionNotAwaitedError,
-}
+# The catalogue the spec's tables list, by code (each class's, read from codes.py), checked by
+# tests/test_errors.py and tests/test_codes.py.
+CATALOGUE = {cls.code: cls for cls in (
+    ParseError, InvalidRequestError, MethodNotFoundError, InvalidParamsError, InternalError,
+    TaskNotFoundError, TaskNotCancelableError, PushNotificationNotSupportedError,
+    UnsupportedOperationError, ContentTypeNotSupportedError, InvalidAgentResponseError,
+    ExtendedAgentCardNotConfiguredError, ExtensionSupportRequiredError, VersionNotSupportedError,
+    CompletionMisaddressedError, CompletionNotAwaitedError)}
