@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -11,20 +10,10 @@ import threading
 import pytest
 
 from murmur_wsgi import groups
+from tests.process_util import exits_within
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pidfd, prctl")
 DEADLINE = 10.0
-
-
-def exits_within(pid, timeout):
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], timeout)[0])
-    finally:
-        os.close(fd)
 
 
 def test_the_master_kills_every_group_a_dead_worker_recorded(tmp_path, monkeypatch):

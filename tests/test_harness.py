@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import threading
 
@@ -18,6 +17,7 @@ from tests.agents_util import (FAULTS, IDLE, UPPER_PY, UPPER_SH, assert_gone, fr
                                harness_pid, harness_rpc, process_manifest, records_of,
                                response_of, status_text, tmp_home)
 from tests.conftest import Rpc
+from tests.process_util import exits_within
 from tests.tasks_util import DEADLINE, NOW, send_params, wait_state, wait_until
 
 COMPLETED = "TASK_STATE_COMPLETED"
@@ -169,7 +169,7 @@ def test_the_group_dies_with_the_harness(doors):
     assert record.status_text == "harness: no output for 0.5s (idle_timeout_secs)"
     assert_gone(door, pid)
     # The child is killed too: it exits (a zombie until init reaps it, or gone).
-    assert _exits_within(child, DEADLINE)
+    assert exits_within(child, DEADLINE)
 
 
 @pytest.mark.parametrize("mode, state", [("respond-linger", COMPLETED),
@@ -193,7 +193,7 @@ def test_the_task_ends_at_its_last_line_not_when_the_harness_exits(doors, mode, 
     door.close()
     assert door.session.agent.live_pids() == []
     assert assert_gone(door, pid) == -signal.SIGTERM
-    assert _exits_within(child, DEADLINE)
+    assert exits_within(child, DEADLINE)
 
 
 def test_a_harness_lingering_after_its_response_is_killed_after_the_grace(doors):
@@ -203,26 +203,13 @@ def test_a_harness_lingering_after_its_response_is_killed_after_the_grace(doors)
     assert response_of(task) == "done"
     child = _child_of(rpc.door, task["id"])
     assert assert_gone(rpc.door, harness_pid(rpc.door, task["id"])) == -signal.SIGKILL
-    assert _exits_within(child, DEADLINE)                          # its group died with it
+    assert exits_within(child, DEADLINE)                          # its group died with it
 
 
 def _child_of(door, task_id):
     """The pid a harness announced with a ``child N`` thinking line."""
     (note,) = [f["text"] for f in frames_of(door, task_id) if f["frame"] == "thinking"]
     return int(note.split()[1])
-
-
-def _exits_within(pid, timeout):
-    """Wait on the process's pidfd, which turns readable when it exits."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        readable, _, _ = select.select([fd], [], [], timeout)
-        return bool(readable)
-    finally:
-        os.close(fd)
 
 
 def test_input_timeout_fails_the_task_and_kills_the_harness(doors):

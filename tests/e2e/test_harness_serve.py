@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import json
-import os
-import select
 import time
 
 import pytest
 
 from tests.e2e.conftest import http_post, start_door
+from tests.process_util import exits_within
 
 pytestmark = pytest.mark.e2e
 
@@ -58,18 +57,6 @@ def harness_pid(door, task_id):
     (pid,) = [r["pid"] for r in trace
               if r["event_type"] == "harness_start" and r["parent_id"] in starts]
     return pid
-
-
-def exits_within(pid, timeout):
-    """Wait on the process's pidfd (readable once it exits); True when it did."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], timeout)[0])
-    finally:
-        os.close(fd)
 
 
 def test_a_served_harness_answers(tmp_path):
