@@ -9,7 +9,6 @@ them: the parent-death signal ends the two it started, and the master's
 from __future__ import annotations
 
 import os
-import select
 import signal
 import sys
 import time
@@ -21,6 +20,7 @@ from murmur_wsgi.agents.harness import HarnessAgent
 from murmur_wsgi.uris import STREAM_URI
 from tests.e2e.conftest import start_door, wait_for_card
 from tests.e2e.test_shutdown import HttpStream, alive, background, children, message, pids_running
+from tests.process_util import exits_within
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
@@ -37,18 +37,6 @@ def both(ctx):
     """The agent: a background command, then a harness whose child waits in its group."""
     ctx.background(" ".join(background(os.getppid(), BACKGROUND_SECS)))    # the master's pid
     return _HARNESS(ctx)
-
-
-def exits_within(pid: int, timeout: float) -> bool:
-    """Wait on the process's pidfd, readable once it exits; True when it did."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], timeout)[0])
-    finally:
-        os.close(fd)
 
 
 def test_sigkill_of_the_worker_leaves_no_process_of_its_session(tmp_path):
