@@ -50,16 +50,6 @@ def envelope_of(response):
     return json.loads(response.data)
 
 
-@pytest.fixture
-def door():
-    return make_door()
-
-
-@pytest.fixture
-def rpc(door):
-    return Rpc(door)
-
-
 # --- step 5: anything but POST / with application/json and a body is 404 ----------
 
 
