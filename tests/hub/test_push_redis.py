@@ -96,8 +96,10 @@ def test_chunks_pile_up_to_a_batch_then_the_cursor_catches_up(store):
     assert len(store.push_due("r1", 0)) == 1
 
 
-def test_a_streamed_run_wakes_no_dispatcher_until_a_status(store, redis_url):
+def test_a_streamed_run_wakes_no_dispatcher_until_a_status(store, redis_url, monkeypatch):
+    monkeypatch.setattr(redis_push, "FULL_SCAN_SECS", 60.0)     # as below: no full scan
     other = RedisPushStore(redis_url, replica_id="r1")
+    streamer = None
     try:
         task = a_task(store)
         store.push_save(record(), from_start=False)
@@ -106,10 +108,13 @@ def test_a_streamed_run_wakes_no_dispatcher_until_a_status(store, redis_url):
             for _ in range(5):
                 other.append(task.id, CHUNK)
             other.append(task.id, '{"statusUpdate":{}}')
-        threading.Timer(0.05, stream).start()
-        due = store.push_due("me", 5.0)                   # one call: the chunks did not end it
+        streamer = threading.Timer(0.05, stream)
+        streamer.start()
+        due = store.push_due("me", 10.0)                  # one call: the chunks did not end it
         assert [r.key for r in due] == [("t1", "c1")] and due[0].cursor == 1
     finally:
+        if streamer is not None:
+            streamer.join(10)           # its appends have their answers before the client closes
         other.close()
 
 
