@@ -32,12 +32,50 @@ def guarded(method):
     return call
 
 
+class _PooledCheck:
+    """A connection whose pool-time check reads no socket.
+
+    Before lending a connection, redis-py's pool asks ``can_read(0)``: is an
+    answer left over? Its answer polls the socket, and under gevent that poll
+    is a turn of the hub's loop: about a tenth of a worker's time per GetTask.
+    A connection is disconnected whenever a read fails or times out, so what
+    can be left is only what the parser already holds: that is checked, and a
+    closed socket shows at the command, retried once on a new connection
+    (``Retry`` below). Any other wait (``timeout`` above 0: pub/sub) is redis-py's.
+    """
+
+    def can_read(self, timeout: float = 0) -> bool:
+        reader = getattr(self._parser, "_reader", None)          # hiredis's reader
+        if timeout == 0 and self._sock is not None and reader is not None:
+            return bool(reader.has_data())
+        return super().can_read(timeout)
+
+
+class _Connection(_PooledCheck, redis.Connection):
+    pass
+
+
+class _SSLConnection(_PooledCheck, redis.SSLConnection):
+    pass
+
+
+class _UnixConnection(_PooledCheck, redis.UnixDomainSocketConnection):
+    pass
+
+
+_CLASSES = {redis.Connection: _Connection, redis.SSLConnection: _SSLConnection,
+            redis.UnixDomainSocketConnection: _UnixConnection}
+
+
 def connect(url: str, timeout_secs: float) -> redis.Redis:
     """A client of ``url`` (thread-safe, pooled) whose every wait ends within ``timeout_secs``."""
-    return redis.Redis.from_url(
+    client = redis.Redis.from_url(
         url, decode_responses=True, socket_timeout=timeout_secs,
         socket_connect_timeout=timeout_secs, retry=Retry(NoBackoff(), 1),
         health_check_interval=30)
+    pool = client.connection_pool
+    pool.connection_class = _CLASSES.get(pool.connection_class, pool.connection_class)
+    return client
 
 
 def public_url(url: str) -> str:
