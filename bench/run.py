@@ -13,6 +13,8 @@ Scenarios (see docs/performance.md):
     hub-redis-gettask      the hub on Redis (a redis-server the runner starts), one worker:
                            GetTask on a finished task
     hub-redis-gettask-w2   the same hub with ``--workers 2`` (its ratio to one worker too)
+    bare-redis-post        the bare app plus one HGETALL of a task-sized hash on that Redis:
+                           the floor of a GetTask on Redis (hub-redis-gettask's ratio to it too)
 
 Results: a Markdown table on stdout, and JSON in bench/results/<timestamp>.json.
 """
@@ -204,12 +206,14 @@ def server_env(**extra: str) -> dict:
     return env
 
 
-def start_bare(workdir: Path) -> Server:
+def start_bare(workdir: Path, app: str = "bench.bare_app:app", name: str = "bare",
+               env: dict | None = None) -> Server:
     port = free_port()
     argv = [sys.executable, "-m", "gunicorn", "-c", "conf/gunicorn.conf.py",
-            "-b", f"127.0.0.1:{port}", "bench.bare_app:app"]
-    return start_server("bare", argv, port, workdir,
-                        lambda url: rpc(url, GET_UNKNOWN, timeout=0.5).status_code == 200)
+            "-b", f"127.0.0.1:{port}", app]
+    return start_server(name, argv, port, workdir,
+                        lambda url: rpc(url, GET_UNKNOWN, timeout=0.5).status_code == 200,
+                        env=env)
 
 
 def start_door(workdir: Path) -> Server:
@@ -250,8 +254,12 @@ def start_redis_hubs(workdir: Path, stack, targets: list[str]) -> dict:
     stack.callback(redis.stop)
     servers = {}
     for target in targets:
-        servers[target] = server = start_hub(workdir, target, redis.url,
-                                             2 if target.endswith("-w2") else 1)
+        if target == "bare-redis":
+            server = start_bare(workdir, "bench.bare_app:redis_app", "bare-redis",
+                                env=server_env(BENCH_REDIS_URL=redis.url))
+        else:
+            server = start_hub(workdir, target, redis.url, 2 if target.endswith("-w2") else 1)
+        servers[target] = server
         stack.callback(stop_and_report, server)
     return servers
 
@@ -362,8 +370,11 @@ SCENARIOS = [
              prepare_hub_get, HUB_PATH, HUB_KEY),
     Scenario("hub-redis-gettask-w2", "hub-redis-w2",
              "hub on Redis, --workers 2: GetTask, X-API-Key", prepare_hub_get, HUB_PATH, HUB_KEY),
+    Scenario("bare-redis-post", "bare-redis",
+             "bare app + one HGETALL on that Redis: a GetTask on Redis's floor", prepare_bare),
 ]
 W2_OF = {"hub-redis-gettask-w2": "hub-redis-gettask"}     # reported as a ratio to one worker
+FLOOR_OF = {"hub-redis-gettask": "bare-redis-post"}       # and as a ratio to its floor
 
 
 def run_once(scenario: Scenario, server: Server, wrk: str, args) -> dict:
@@ -423,6 +434,8 @@ def markdown(results: list[dict]) -> str:
         notes = []
         if r.get("ratio_to_w1"):
             notes.append(f"{r['ratio_to_w1']:.2f}× one worker")
+        if r.get("ratio_to_floor"):
+            notes.append(f"{r['ratio_to_floor']:.2f}× its floor (bare-redis-post)")
         if len(r.get("rounds_rps", [])) > 1:
             notes.append(f"{len(r['rounds_rps'])} rounds: {min(r['rounds_rps']):.0f}"
                          f"–{max(r['rounds_rps']):.0f} req/s")
@@ -465,7 +478,8 @@ def main(argv=None) -> int:
             if any(s.target == target for s in chosen):
                 servers[target] = server = start(workdir)
                 stack.callback(stop_and_report, server)
-        on_redis = sorted({s.target for s in chosen if s.target.startswith("hub-redis")})
+        on_redis = sorted({s.target for s in chosen
+                           if s.target.startswith("hub-redis") or s.target == "bare-redis"})
         if on_redis:
             try:
                 servers.update(start_redis_hubs(workdir, stack, on_redis))
@@ -509,6 +523,9 @@ def main(argv=None) -> int:
         one = by_name.get(W2_OF.get(r["name"], ""), {})
         if "rps" in r and one.get("rps"):
             r["ratio_to_w1"] = r["rps"] / one["rps"]
+        floor = by_name.get(FLOOR_OF.get(r["name"], ""), {})
+        if "rps" in r and floor.get("rps"):
+            r["ratio_to_floor"] = r["rps"] / floor["rps"]
     table = markdown(results)
     print(table)
     if not args.no_save:
