@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from murmur_wsgi.groups import child_setup
+
 START_DEADLINE = 10.0
 MISSING = ("redis-server is not installed: the hub's Redis tests need it. `make test` "
            "installs it as root with apt-get; otherwise install it (Debian/Ubuntu: "
@@ -51,7 +53,7 @@ class RedisServer:
              "--appendonly", "yes" if self.persist else "no", "--appendfsync", "always",
              "--dir", str(self.directory), "--daemonize", "no"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=child_setup())   # dies with a killed suite
         log.close()
         client = redis.Redis(port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5)
         deadline = time.monotonic() + START_DEADLINE

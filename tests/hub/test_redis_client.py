@@ -7,10 +7,17 @@ reply left in the parser is still refused, as redis-py does.
 """
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import redis
 
 from murmur_wsgi.hub.store import redis_client
+from tests.process_util import exits_within
 
 
 @pytest.fixture
@@ -62,3 +69,19 @@ def test_a_wait_with_a_timeout_still_reads_the_socket(client):
     message = pubsub.get_message(timeout=2.0)
     assert message["type"] == "message" and message["data"] == "hello"
     pubsub.close()
+
+
+def test_the_fixtures_redis_server_dies_with_a_killed_suite(tmp_path):
+    """A suite killed with SIGKILL leaves no redis-server behind (PR_SET_PDEATHSIG)."""
+    repo = Path(__file__).resolve().parents[2]
+    suite = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path; "
+         "from tests.redis_util import RedisServer; "
+         f"s = RedisServer(Path({str(tmp_path)!r})).start(); print(s.proc.pid, flush=True); "
+         "sys.stdin.read()"],                                 # until killed
+        cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    with suite.stdin, suite.stdout:
+        server = int(suite.stdout.readline())
+        os.kill(suite.pid, signal.SIGKILL)
+        suite.wait(timeout=10)
+    assert exits_within(server, 10.0), "redis-server outlived the killed suite"
