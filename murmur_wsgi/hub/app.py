@@ -13,7 +13,7 @@ from murmur_wsgi.hub.cards import card_bodies
 from murmur_wsgi.hub.config import ConfigError, HubConfig, load_config, load_config_file
 from murmur_wsgi.hub.methods import METHODS
 from murmur_wsgi.hub.routes import handle
-from murmur_wsgi.hub.runs import Runs
+from murmur_wsgi.hub.run_registry import Runs
 from murmur_wsgi.hub.store import StoreError, open_store
 
 logger = logging.getLogger(__name__)

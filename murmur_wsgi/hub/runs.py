@@ -9,7 +9,7 @@ timeout, the drain's "interrupted"), CANCELED (CancelTask, the client left)
 or REJECTED; whatever comes after the first end is dropped.
 
 Concurrency:
-    ``Runs.lock`` (an RLock) guards every run's fields; ``Runs.changed`` (on
+    ``Runs.lock`` (hub/run_registry.py, an RLock) guards every run's fields; ``Runs.changed`` (on
     it) is notified by every live event, every stop request and every end,
     and wakes the run's own stream, held SendMessage requests, CancelTask
     and an agent in ``ctx.wait``. Lock order: ``Runs.lock``, then the store's.
@@ -42,7 +42,7 @@ INTERRUPTED = "interrupted: the hub shut down before the run ended"
 class Run:
     """One task's run. Fields are guarded by ``Runs.lock``."""
 
-    def __init__(self, runs: Runs, task, agent, limits: dict, live: bool):
+    def __init__(self, runs, task, agent, limits: dict, live: bool):   # run_registry.Runs
         self.runs = runs
         self.task_id = task.id
         self.context_id = task.context_id
@@ -349,69 +349,3 @@ def _outcome(result) -> tuple[str | None, object, str | None]:
     if isinstance(result, (dict, list)):
         return None, result, None
     return (result if isinstance(result, str) else None), None, None
-
-
-class Runs:
-    """The runs of this replica, by task id."""
-
-    def __init__(self, store, admission, pricing: dict, merge_secs: float):
-        self.store = store
-        self.admission = admission
-        self.pricing = pricing
-        self.merge_secs = merge_secs
-        self.lock = threading.RLock()
-        self.changed = threading.Condition(self.lock)  # see the module's Concurrency
-        self._runs: dict[str, Run] = {}                # guarded by lock
-        self.unwritten: list[tuple] = []               # store.end args; guarded by lock
-        self.metrics = None                            # HubMetrics, when /metrics is served
-
-    def timer(self, seconds: float, fn) -> threading.Timer:
-        timer = threading.Timer(seconds, fn)
-        timer.daemon = True
-        timer.start()
-        return timer
-
-    def add(self, run: Run) -> None:
-        with self.lock:
-            self._runs[run.task_id] = run
-        if self.metrics is not None:
-            self.metrics.run_started()
-
-    def get(self, task_id: str) -> Run | None:
-        return self._runs.get(task_id)
-
-    def ended(self, run: Run) -> None:
-        # NOTE: the slot is given back before the run leaves: the drain, which waits for the
-        # last one to leave, then closes the store.
-        run.release_slot()
-        with self.changed:
-            self._runs.pop(run.task_id, None)
-            self.changed.notify_all()           # the drain waits for the last one
-        if self.metrics is not None:
-            self.metrics.run_ended()
-
-    def retry_unwritten(self) -> None:
-        """Write the ends the store refused, oldest first; stop at the first failure."""
-        with self.lock:
-            pending = list(self.unwritten)
-        for args in pending:
-            self.store.end(*args)               # StoreError: the next turn retries
-            with self.lock:
-                self.unwritten.remove(args)
-
-    def in_flight(self) -> list[Run]:
-        with self.lock:
-            return list(self._runs.values())
-
-    def wait(self, predicate, timeout: float) -> bool:
-        with self.changed:
-            return self.changed.wait_for(predicate, timeout)
-
-    def drain(self, timeout: float) -> int:
-        """Wait up to ``timeout`` for the runs in flight; end the rest FAILED (interrupted)."""
-        self.wait(lambda: not self._runs, timeout)
-        left = self.in_flight()
-        for run in left:
-            run.request_stop(cancel=False)
-            run.finish(FAILED, INTERRUPTED)
-        return len(left)
