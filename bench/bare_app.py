@@ -4,9 +4,10 @@ It reads the request body and answers a small JSON body, so the difference to th
 is the door's own work (the layers, the dispatch, the method), not HTTP or gunicorn.
 Served by bench/run.py as ``gunicorn -c conf/gunicorn.conf.py bench.bare_app:app``.
 
-``redis_app`` is the floor of a GetTask on Redis: the same, plus one ``HGETALL`` of a
-hash shaped like a hub task's record (the hub's own client, ``hub/store/redis_client``),
-on the redis-server of ``BENCH_REDIS_URL``. What a hub on Redis pays above it is the hub.
+``redis_app`` is the floor of a GetTask on Redis: the same, plus the one command a hub's
+GetTask sends (``HMGET`` of a finished task's record, shaped and sized as the hub writes
+it), through the hub's own client and helper (``hub/store/redis_client.Reader``), on the
+redis-server of ``BENCH_REDIS_URL``. What a hub on Redis pays above it is the hub.
 """
 from __future__ import annotations
 
@@ -25,26 +26,36 @@ def app(environ, start_response):
 
 
 RECORD_KEY = "bench:bare:record"
-_client = None
+_client = _read = None
 
 
-def _record_client():
-    global _client
+def _record_read():
+    global _client, _read
     if _client is None:
         import os
 
-        from murmur_wsgi.hub.store.redis_client import connect
+        import functools
+
+        from murmur_wsgi.hub.store.redis import RECORD_FIELDS
+        from murmur_wsgi.hub.store.redis_client import Reader, connect
 
         _client = connect(os.environ["BENCH_REDIS_URL"], 5.0)
+        wire = ('{"id":"%s","contextId":"%s","status":{"state":"TASK_STATE_COMPLETED",'
+                '"timestamp":"2026-12-01T15:00:00.000Z"},"artifacts":[{"artifactId":"answer",'
+                '"name":"answer","parts":[{"text":"hi","mediaType":"text/plain"},{"data":'
+                '{"usage":{"input_tokens":0,"output_tokens":0,"credits":0.0,"credits_micros":0,'
+                '"pricing_status":"priced"}},"mediaType":"application/json"}]}],"history":'
+                '[{"messageId":"m1","contextId":"%s","taskId":"%s","role":"ROLE_USER","parts":'
+                '[{"text":"hi"}]}]}') % ("0" * 36, "1" * 36, "1" * 36, "0" * 36)
         _client.hset(RECORD_KEY, mapping={       # the fields and sizes of a finished hub task
-            "id": "0" * 36, "ctx": "1" * 36, "tenant": "acme", "agent": "echo", "msg": "m" * 20,
-            "state": "TASK_STATE_COMPLETED", "text": '"echo: hello"', "ms": "1764600000000",
-            "created": "1764600000000", "seq": "1",
-            "hist": '[{"role":"ROLE_USER","parts":[{"text":"hello"}],"messageId":"m"}]',
-            "arts": '[{"artifactId":"a","name":"response","parts":[{"text":"hello"}]}]'})
-    return _client
+            "id": "0" * 36, "ctx": "1" * 36, "tenant": "acme", "agent": "echo", "msg": "m1",
+            "state": "TASK_STATE_COMPLETED", "text": "null", "ms": "1764600000000",
+            "created": "1764600000000", "seq": "1", "owner": "r" * 32, "nev": "3",
+            "wire": wire})
+        _read = functools.partial(Reader(_client), "HMGET", RECORD_KEY, *RECORD_FIELDS)
+    return _read
 
 
 def redis_app(environ, start_response):
-    _record_client().hgetall(RECORD_KEY)
+    _record_read()()                          # the one command a GetTask sends
     return app(environ, start_response)

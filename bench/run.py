@@ -13,7 +13,7 @@ Scenarios (see docs/performance.md):
     hub-redis-gettask      the hub on Redis (a redis-server the runner starts), one worker:
                            GetTask on a finished task
     hub-redis-gettask-w2   the same hub with ``--workers 2`` (its ratio to one worker too)
-    bare-redis-post        the bare app plus one HGETALL of a task-sized hash on that Redis:
+    bare-redis-post        the bare app plus the HMGET of a task record a GetTask sends:
                            the floor of a GetTask on Redis (hub-redis-gettask's ratio to it too)
 
 Results: a Markdown table on stdout, and JSON in bench/results/<timestamp>.json.
@@ -371,7 +371,7 @@ SCENARIOS = [
     Scenario("hub-redis-gettask-w2", "hub-redis-w2",
              "hub on Redis, --workers 2: GetTask, X-API-Key", prepare_hub_get, HUB_PATH, HUB_KEY),
     Scenario("bare-redis-post", "bare-redis",
-             "bare app + one HGETALL on that Redis: a GetTask on Redis's floor", prepare_bare),
+             "bare app + the HMGET a GetTask sends to that Redis: its floor", prepare_bare),
 ]
 W2_OF = {"hub-redis-gettask-w2": "hub-redis-gettask"}     # reported as a ratio to one worker
 FLOOR_OF = {"hub-redis-gettask": "bare-redis-post"}       # and as a ratio to its floor

@@ -11,12 +11,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 import redis
 
 from murmur_wsgi.hub.store import redis_client
+from tests.hub.conftest import wait_until
 from tests.process_util import exits_within
 
 
@@ -85,3 +88,75 @@ def test_the_fixtures_redis_server_dies_with_a_killed_suite(tmp_path):
         os.kill(suite.pid, signal.SIGKILL)
         suite.wait(timeout=10)
     assert exits_within(server, 10.0), "redis-server outlived the killed suite"
+
+
+# --- Reader: GetTask's command on connections of its own ---------------------------
+
+
+@pytest.fixture
+def clients(redis_server):
+    """How many clients the server has, less the one asking."""
+    admin = redis_server.client()
+    yield lambda: len(admin.client_list()) - 1
+    admin.close()
+
+
+def test_a_reader_reuses_one_connection(client, clients):
+    client.set("k", "v")
+    reader = redis_client.Reader(client)
+    before = clients()
+    assert [reader("GET", "k") for _ in range(5)] == ["v"] * 5
+    assert reader.idle == 1 and clients() == before + 1
+    reader.close()
+    assert reader.idle == 0
+    wait_until(lambda: clients() == before)
+
+
+def test_a_reader_s_connection_the_server_closed_is_replaced_at_once(client, redis_server):
+    client.set("k", "v")
+    reader = redis_client.Reader(client)
+    assert reader("GET", "k") == "v"
+    assert redis_server.client().client_kill_filter(skipme=True) >= 1    # every other client
+    assert reader("GET", "k") == "v"                  # the one retry, on a new connection
+    reader.close()
+
+
+def test_a_refused_command_leaves_the_connection_usable(client):
+    client.set("k", "v")
+    reader = redis_client.Reader(client)
+    with pytest.raises(redis.ResponseError):
+        reader("HMGET", "k", "field")                 # WRONGTYPE: read whole, not a failure
+    assert reader("GET", "k") == "v" and reader.idle == 1
+    reader.close()
+
+
+def test_a_reader_keeps_at_most_max_idle_connections(client, clients):
+    reader = redis_client.Reader(client, max_idle=2)
+    client.ping()                                     # the client's own connection
+    before = clients()
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(reader("BLPOP", "q", 1.5)))
+               for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: clients() == before + 5)   # five waiting at once
+    client.rpush("q", *range(5))
+    for thread in threads:
+        thread.join(10)
+    assert len(got) == 5 and reader.idle == 2
+    wait_until(lambda: clients() == before + 2)
+    reader.close()
+
+
+def test_a_reader_of_a_stopped_redis_fails_within_its_timeout(tmp_path):
+    from tests.redis_util import RedisServer
+
+    server = RedisServer(tmp_path).start()
+    reader = redis_client.Reader(redis_client.connect(server.url, 0.5))
+    assert reader("PING") == "PONG"
+    server.stop()
+    started = time.monotonic()
+    with pytest.raises(redis.ConnectionError):
+        reader("PING")
+    assert time.monotonic() - started < 3
+    reader.close()

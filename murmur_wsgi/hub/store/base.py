@@ -78,6 +78,11 @@ class Store(abc.ABC):
     def get(self, tenant: str, agent: str, task_id: str):
         """The task of this tenant's agent, or None (another tenant's or agent's is None too)."""
 
+    def task_json(self, tenant: str, agent: str, task_id: str) -> str | None:
+        """The whole task's JSON (GetTask without historyLength), or None as ``get``."""
+        task = self.get(tenant, agent, task_id)
+        return None if task is None else self.render(task, as_read=True)
+
     @abc.abstractmethod
     def start(self, task_id: str) -> str | None:
         """SUBMITTED → WORKING; return the statusUpdate written, None if no longer SUBMITTED."""

@@ -30,11 +30,12 @@ import redis
 
 from murmur_wsgi.hub.store import redis_scripts as scripts
 from murmur_wsgi.hub.store.base import PENDING, Page, Store, StoreError, StoredEvent
-from murmur_wsgi.hub.store.redis_client import PREFIX, connect, public_url
+from murmur_wsgi.hub.store.redis_client import PREFIX, Reader, connect, public_url
 from murmur_wsgi.hub.store.redis_index import RedisIndex
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_limits import RedisCounters
 from murmur_wsgi.hub.task import FAILED, TERMINAL, WORKING, HubTask, status_update, task_status
+from murmur_wsgi.wire import task as wire_task
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.task import now_ms
 
@@ -45,6 +46,9 @@ CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task wa
 MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
 BLOCK_MAX_SECS = 1.0             # the longest single XREAD BLOCK
 MAX_ID_BYTES = 256               # a task id longer than this names no task
+# What GetTask reads of a record (its owner first): a finished task's wire form, else the rest.
+RECORD_FIELDS = ("tenant", "agent", "wire", "id", "ctx", "msg", "state", "text", "ms",
+                 "created", "seq", "hist", "arts")
 
 
 class RedisStore(RedisIndex, Store):
@@ -62,6 +66,7 @@ class RedisStore(RedisIndex, Store):
         self._max_events = max_events
         self._block = min(BLOCK_MAX_SECS, timeout_secs / 2)
         self._redis = connect(url, timeout_secs)
+        self._read = Reader(self._redis)          # GetTask's command, on its own connections
         self._scripts = {name: self._redis.register_script(getattr(scripts, name))
                          for name in ("CREATE", "START", "APPEND", "END", "RELEASE", "MARK")}
         self._contexts: dict[str, str] = {}
@@ -98,13 +103,20 @@ class RedisStore(RedisIndex, Store):
             return None
         task = HubTask(fields["id"], fields["ctx"], fields["tenant"], fields["agent"],
                        fields["msg"], None)
-        task.history = json.loads(fields["hist"])
-        task.artifacts = json.loads(fields["arts"])
+        wire = fields.get("wire")
+        if wire is None:                  # a task still running (or stored before ``wire``)
+            task.history = json.loads(fields["hist"])
+            task.artifacts = json.loads(fields["arts"])
+        else:                             # a finished one: its wire form holds them
+            whole = json.loads(wire)
+            task.history = whole.get("history", [])
+            task.artifacts = whole.get("artifacts", [])
         task.state = fields["state"]
         task.status_text = json.loads(fields["text"])
         task.status_ms = int(fields["ms"])
         task.created_ms = int(fields["created"])
         task.seq = int(fields["seq"])
+        task._json = wire
         return task
 
     def _each_task(self, task_ids: list, read) -> list:
@@ -156,7 +168,7 @@ class RedisStore(RedisIndex, Store):
                 _dumps(task.status_text), task.status_ms, task.created_ms,
                 _dumps(task.history), _dumps(task.artifacts), self.replica,
                 "1" if bind else "0", event, "1" if task.terminal else "0",
-                self._retention_ms]
+                self._retention_ms, task.to_json(cache=False) if task.terminal else ""]
         task.seq = int(self._scripts["CREATE"](keys=keys, args=args))
         if not task.terminal:
             self._contexts[task.id] = task.context_id
@@ -169,6 +181,18 @@ class RedisStore(RedisIndex, Store):
         if task is None or task.tenant != tenant or task.agent != agent:
             return None
         return task
+
+    @_guarded
+    def task_json(self, tenant, agent, task_id):
+        if len(task_id) > MAX_ID_BYTES:
+            return None
+        values = self._read("HMGET", self._task_key(task_id), *RECORD_FIELDS)
+        if values[0] != tenant or values[1] != agent:
+            return None
+        if values[2] is not None:                     # finished: its wire form, as it is
+            return values[2]
+        task = self._record(dict(zip(RECORD_FIELDS, values)))
+        return None if task is None else task.to_json(cache=False)
 
     @_guarded
     def start(self, task_id):
@@ -192,10 +216,12 @@ class RedisStore(RedisIndex, Store):
         context_id = self._context_of(task_id)
         status = task_status(task_id, context_id, state, text, ms)
         written = list(events) + [status_update(task_id, context_id, status)]
+        # The finished task's wire form up to its artifacts: the script completes it.
+        head = _dumps(wire_task.task(task_id, context_id, status))[:-1]
         done = self._scripts["END"](
             keys=[self._task_key(task_id), self._events_key(task_id)],
             args=[state, _dumps(text), ms, "" if artifacts is None else _dumps(artifacts),
-                  self._retention_ms, self._max_events, PREFIX, *written])
+                  self._retention_ms, self._max_events, PREFIX, head, *written])
         self._contexts.pop(task_id, None)
         return written if done else None
 
@@ -344,6 +370,7 @@ class RedisStore(RedisIndex, Store):
             pass
         # NOTE: the listener is not joined: it ends within BLOCK_MAX_SECS by itself, or at
         # once when the pool's disconnect below closes its connection.
+        self._read.close()
         self._redis.close()
         self._redis.connection_pool.disconnect()
 

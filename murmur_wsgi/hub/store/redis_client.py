@@ -78,6 +78,60 @@ def connect(url: str, timeout_secs: float) -> redis.Redis:
     return client
 
 
+class Reader:
+    """Read-only commands on connections of its own: GetTask's one command.
+
+    PERF: redis-py's pool lends each command a connection through two locks, two
+    pid checks, four observability records and an event, and the client wraps it
+    in a retry closure and a deprecation shim: under gevent, about 30 µs of a
+    worker's 260 per GetTask (docs/performance.md). A Reader's connections are
+    the client's kind, with its settings (address, password, TLS, timeouts, health
+    check), made as its pool makes them; idle ones wait in a list (``pop`` and
+    ``append`` are atomic, so one in use is its caller's only), at most
+    ``max_idle`` of them. A connection closes itself on any failure, its reply
+    unread; a command that failed on a closed or timed-out connection is sent
+    once more on a new one, as the client's ``Retry`` does.
+
+    One process: a Reader made before a fork must not be used after it (the hub
+    makes its store in each worker).
+    """
+
+    def __init__(self, client: redis.Redis, max_idle: int = 64):
+        pool = client.connection_pool
+        self._make = functools.partial(pool.connection_class, **pool.connection_kwargs)
+        self._idle: list = []
+        self._max_idle = max_idle
+        self._closed = False
+
+    def __call__(self, *args):
+        try:
+            conn = self._idle.pop()
+        except IndexError:
+            conn = self._make()                    # it connects at its first command
+        try:
+            try:
+                conn.send_command(*args)
+                return conn.read_response()
+            except (redis.ConnectionError, redis.TimeoutError):
+                conn.send_command(*args)           # it closed itself: a new connection
+                return conn.read_response()
+        finally:
+            if self._closed or len(self._idle) >= self._max_idle:
+                conn.disconnect()
+            else:
+                self._idle.append(conn)
+
+    @property
+    def idle(self) -> int:
+        return len(self._idle)
+
+    def close(self) -> None:
+        """Close the idle connections; one in use closes when its command returns."""
+        self._closed = True
+        while self._idle:
+            self._idle.pop().disconnect()
+
+
 def public_url(url: str) -> str:
     """The URL without its password, for logs."""
     scheme, sep, rest = url.partition("://")

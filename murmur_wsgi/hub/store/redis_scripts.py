@@ -27,7 +27,9 @@ end
 
 # KEYS: task, idx, ctx, seq, msg, ev, runs, replicas, st (its state's), upd
 # ARGV: id, ctx, tenant, agent, msg, state, text, ms, created, hist, arts, owner,
-#       bind ("1"/"0"), payload, terminal ("1"/"0"), retention ms
+#       bind ("1"/"0"), payload, terminal ("1"/"0"), retention ms, wire ('' unless terminal)
+# A finished task's record keeps its wire form (GetTask's answer, as it is) in 'wire',
+# which holds its history and artifacts: 'hist' and 'arts' are dropped.
 CREATE = """
 local seq = redis.call('INCR', KEYS[4])
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'ctx', ARGV[2], 'tenant', ARGV[3], 'agent', ARGV[4],
@@ -45,6 +47,8 @@ elseif redis.call('GET', KEYS[5]) == 'pending' then
 end
 redis.call('XADD', KEYS[6], '1-1', 'p', ARGV[14], 't', ARGV[15])
 if ARGV[15] == '1' then
+  redis.call('HSET', KEYS[1], 'wire', ARGV[17])
+  redis.call('HDEL', KEYS[1], 'hist', 'arts')
   redis.call('PEXPIRE', KEYS[6], ARGV[16])
 else
   redis.call('ZADD', KEYS[7], ARGV[9], ARGV[1])
@@ -73,14 +77,23 @@ return 1
 """
 
 # KEYS: task, ev   ARGV: state, text, ms, arts ('' keeps them), retention ms, maxlen,
-#                        key prefix, payloads… (the last one is the final event)
+#                        key prefix, the wire form's head (the Task up to its status),
+#                        payloads… (the last one is the final event)
+# The wire form is the head, then the artifacts and the history unless empty (the keys
+# ``wire/task.task`` leaves out), as the record would be written: tests check the bytes.
 # The task leaves its replica's runs and frees its tenant's admission slot (redis_limits).
 END = _TERMINAL + _MOVE + """
 local s = redis.call('HGET', KEYS[1], 'state')
 if not s or T[s] then return 0 end
-redis.call('HSET', KEYS[1], 'state', ARGV[1], 'text', ARGV[2], 'ms', ARGV[3])
-if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'arts', ARGV[4]) end
-for i = 8, #ARGV do
+local arts = ARGV[4]
+if arts == '' then arts = redis.call('HGET', KEYS[1], 'arts') end
+local hist = redis.call('HGET', KEYS[1], 'hist')
+local wire = ARGV[8]
+if arts and arts ~= '[]' then wire = wire .. ',"artifacts":' .. arts end
+if hist and hist ~= '[]' then wire = wire .. ',"history":' .. hist end
+redis.call('HSET', KEYS[1], 'state', ARGV[1], 'text', ARGV[2], 'ms', ARGV[3], 'wire', wire .. '}')
+redis.call('HDEL', KEYS[1], 'hist', 'arts')
+for i = 9, #ARGV do
   local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
   local final = '0'
   if i == #ARGV then final = '1' end

@@ -1,0 +1,123 @@
+"""A finished task's wire form on Redis (hub/store/redis.py), against a real redis-server.
+
+At its end a task's record keeps the Task as GetTask answers it (the field
+``wire``), completed by the end's script from the pieces the record holds; its
+history and artifacts are then kept only there. Each test builds the same task
+in Python (``HubTask.to_json``, the encoder every other answer uses) and
+compares the bytes.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from murmur_wsgi.hub.store.redis import RedisStore
+from murmur_wsgi.hub.task import (CANCELED, COMPLETED, FAILED, REJECTED, HubTask,
+                                  answer_artifact, data_part)
+from murmur_wsgi.wire.task import text_part
+
+ODD = 'ünï "quoted" </script> \\ / \u2028 \U0001F600'     # escapes an encoder could differ on
+
+
+@pytest.fixture
+def redis_store(redis_server):
+    redis_server.flush()
+    found = RedisStore(redis_server.url, timeout_secs=2.0)
+    yield found
+    found.close()
+
+
+def _new(store, text: str = "hi", state: str | None = None) -> HubTask:
+    message_id = uuid.uuid4().hex
+    task = HubTask(str(uuid.uuid4()), str(uuid.uuid4()), "acme", "echo", message_id,
+                   {"messageId": message_id, "role": "ROLE_USER", "parts": [text_part(text)]})
+    if state is not None:
+        task.set_state(state, "refused: " + ODD)
+    store.create(task, task.task_event(), bind=state is None)
+    return task
+
+
+def _record(store, task) -> dict:
+    return store._redis.hgetall(store._task_key(task.id))
+
+
+def _as_python_writes_it(task, record: dict, artifacts: list) -> str:
+    """The task with the record's final status, serialized by ``HubTask.to_json``."""
+    mirror = HubTask(task.id, task.context_id, task.tenant, task.agent, task.message_id,
+                     task.history[0])
+    mirror.state, mirror.status_ms = record["state"], int(record["ms"])
+    mirror.status_text = json.loads(record["text"])
+    mirror.artifacts = artifacts
+    return mirror.to_json(cache=False)
+
+
+ENDS = {
+    "completed, an answer": (COMPLETED, None, [answer_artifact([text_part(ODD),
+                                                                data_part({"n": 1})])]),
+    "failed, artifacts kept (none)": (FAILED, "boom: " + ODD, None),
+    "canceled, no artifacts": (CANCELED, None, []),
+}
+
+
+@pytest.mark.parametrize("started", [True, False], ids=["working", "submitted"])
+@pytest.mark.parametrize("end", ENDS.values(), ids=ENDS.keys())
+def test_the_stored_wire_form_is_the_task_as_python_writes_it(redis_store, end, started):
+    state, text, artifacts = end
+    task = _new(redis_store, ODD)
+    if started:
+        assert redis_store.start(task.id) is not None
+    assert redis_store.end(task.id, state, text, artifacts, []) is not None
+    record = _record(redis_store, task)
+    expected = _as_python_writes_it(task, record, artifacts or [])
+    assert record["wire"] == expected
+    assert "hist" not in record and "arts" not in record          # one copy: the wire form
+    assert redis_store.task_json("acme", "echo", task.id) == expected
+    read = redis_store.get("acme", "echo", task.id)
+    assert (read.history, read.artifacts) == (task.history, artifacts or [])
+    trimmed = json.loads(expected)
+    del trimmed["history"]                       # historyLength 0: rebuilt from the parts
+    assert json.loads(redis_store.render(read, 0, as_read=True)) == trimmed
+
+
+def test_a_task_refused_at_its_creation_keeps_its_wire_form_too(redis_store):
+    task = _new(redis_store, ODD, state=REJECTED)
+    record = _record(redis_store, task)
+    assert record["wire"] == task.to_json(cache=False)
+    assert "hist" not in record and "arts" not in record
+    assert redis_store.task_json("acme", "echo", task.id) == task.to_json(cache=False)
+
+
+def test_another_tenant_or_agent_reads_nothing(redis_store):
+    task = _new(redis_store)
+    redis_store.end(task.id, COMPLETED, None, [answer_artifact([text_part("x")])], [])
+    assert redis_store.task_json("acme", "echo", task.id) is not None
+    assert redis_store.task_json("other", "echo", task.id) is None
+    assert redis_store.task_json("acme", "other", task.id) is None
+    assert redis_store.task_json("acme", "echo", "no-such-task") is None
+    assert redis_store.task_json("acme", "echo", "x" * 300) is None
+
+
+def test_a_running_task_is_rendered_from_its_record(redis_store):
+    task = _new(redis_store, ODD)
+    redis_store.start(task.id)
+    record = _record(redis_store, task)
+    assert "wire" not in record
+    assert redis_store.task_json("acme", "echo", task.id) == \
+        _as_python_writes_it(task, record, [])
+
+
+def test_a_record_stored_without_a_wire_form_still_answers(redis_store):
+    """A task a hub ended before finished tasks kept their wire form (hist and arts)."""
+    artifacts = [answer_artifact([text_part(ODD)])]
+    task = _new(redis_store, ODD)
+    redis_store.end(task.id, COMPLETED, None, artifacts, [])
+    key = redis_store._task_key(task.id)
+    expected = _record(redis_store, task)["wire"]
+    redis_store._redis.hdel(key, "wire")
+    redis_store._redis.hset(key, mapping={"hist": json.dumps(task.history, ensure_ascii=False),
+                                          "arts": json.dumps(artifacts, ensure_ascii=False)})
+    assert redis_store.task_json("acme", "echo", task.id) == expected
+    page = redis_store.list("acme", "echo")
+    assert [redis_store.render(t, as_read=True) for t in page.tasks] == [expected]
