@@ -46,7 +46,8 @@ CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task wa
 MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
 BLOCK_MAX_SECS = 1.0             # the longest single XREAD BLOCK
 MAX_ID_BYTES = 256               # a task id longer than this names no task
-# What GetTask reads of a record (its owner first): a finished task's wire form, else the rest.
+# What a read of one record asks for (one HMGET, its owner first): a finished task's
+# wire form, else what rebuilds it (``_record``).
 RECORD_FIELDS = ("tenant", "agent", "wire", "id", "ctx", "msg", "state", "text", "ms",
                  "created", "seq", "hist", "arts")
 
@@ -66,7 +67,7 @@ class RedisStore(RedisIndex, Store):
         self._max_events = max_events
         self._block = min(BLOCK_MAX_SECS, timeout_secs / 2)
         self._redis = connect(url, timeout_secs)
-        self._read = Reader(self._redis)          # GetTask's command, on its own connections
+        self._read = Reader(self._redis)          # one record's read, on its own connections
         self._scripts = {name: self._redis.register_script(getattr(scripts, name))
                          for name in ("CREATE", "START", "APPEND", "END", "RELEASE", "MARK")}
         self._contexts: dict[str, str] = {}
@@ -98,8 +99,8 @@ class RedisStore(RedisIndex, Store):
     # --- records -----------------------------------------------------------
 
     @staticmethod
-    def _record(fields: dict) -> HubTask | None:
-        if not fields or "id" not in fields:
+    def _record(fields: dict | None) -> HubTask | None:
+        if not fields or fields.get("id") is None:
             return None
         task = HubTask(fields["id"], fields["ctx"], fields["tenant"], fields["agent"],
                        fields["msg"], None)
@@ -173,25 +174,29 @@ class RedisStore(RedisIndex, Store):
         if not task.terminal:
             self._contexts[task.id] = task.context_id
 
-    @_guarded
-    def get(self, tenant, agent, task_id):
-        if len(task_id) > MAX_ID_BYTES:
-            return None
-        task = self._record(self._redis.hgetall(self._task_key(task_id)))
-        if task is None or task.tenant != tenant or task.agent != agent:
-            return None
-        return task
-
-    @_guarded
-    def task_json(self, tenant, agent, task_id):
+    def _fields(self, task_id: str, tenant: str | None = None,
+                agent: str | None = None) -> dict | None:
+        """The record's fields (one ``HMGET``), None unless it is ``tenant``'s ``agent``'s
+        (when named) and exists."""
         if len(task_id) > MAX_ID_BYTES:
             return None
         values = self._read("HMGET", self._task_key(task_id), *RECORD_FIELDS)
-        if values[0] != tenant or values[1] != agent:
+        if values[0] is None or (tenant is not None and values[:2] != [tenant, agent]):
             return None
-        if values[2] is not None:                     # finished: its wire form, as it is
-            return values[2]
-        task = self._record(dict(zip(RECORD_FIELDS, values)))
+        return dict(zip(RECORD_FIELDS, values))
+
+    @_guarded
+    def get(self, tenant, agent, task_id):
+        return self._record(self._fields(task_id, tenant, agent))
+
+    @_guarded
+    def task_json(self, tenant, agent, task_id):
+        fields = self._fields(task_id, tenant, agent)
+        if fields is None:
+            return None
+        if fields["wire"] is not None:                # finished: its wire form, as it is
+            return fields["wire"]
+        task = self._record(fields)
         return None if task is None else task.to_json(cache=False)
 
     @_guarded
@@ -229,8 +234,7 @@ class RedisStore(RedisIndex, Store):
     def render(self, task, history_length=None, artifacts=True, cache=True, as_read=False):
         # NOTE: the record as it stands now (another replica may have changed it): a fresh
         # copy each time, so nothing is kept whatever ``cache`` says.
-        current = task if as_read else \
-            self._record(self._redis.hgetall(self._task_key(task.id))) or task
+        current = task if as_read else self._record(self._fields(task.id)) or task
         return current.to_json(history_length, artifacts, cache=False)
 
     # --- events ----------------------------------------------------------

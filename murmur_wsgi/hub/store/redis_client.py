@@ -79,7 +79,7 @@ def connect(url: str, timeout_secs: float) -> redis.Redis:
 
 
 class Reader:
-    """Read-only commands on connections of its own: GetTask's one command.
+    """Read-only commands on connections of its own: a task record's read (GetTask's one).
 
     PERF: redis-py's pool lends each command a connection through two locks, two
     pid checks, four observability records and an event, and the client wraps it
