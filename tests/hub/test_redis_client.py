@@ -115,9 +115,10 @@ def test_a_reader_reuses_one_connection(client, clients):
 def test_a_reader_s_connection_the_server_closed_is_replaced_at_once(client, redis_server):
     client.set("k", "v")
     reader = redis_client.Reader(client)
-    assert reader("GET", "k") == "v"
-    assert redis_server.client().client_kill_filter(skipme=True) >= 1    # every other client
+    before = reader("CLIENT", "ID")                   # its one connection's
+    assert redis_server.client().client_kill_filter(_id=before) == 1
     assert reader("GET", "k") == "v"                  # the one retry, on a new connection
+    assert reader("CLIENT", "ID") != before and reader.idle == 1
     reader.close()
 
 
