@@ -9,6 +9,8 @@ recovers when it returns.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 
@@ -219,6 +221,36 @@ def test_redis_down_answers_32603_then_recovers(tmp_path):
         hub.close(drain_timeout=5)
         server.stop()
         restarted.stop()
+
+
+def test_a_stalled_redis_answers_32603_within_its_timeout_then_recovers(tmp_path):
+    """redis-server stopped (SIGSTOP): connections open, nothing answers. Each request
+    is refused within ``redis.timeout_secs`` (a timed-out command is not sent again)."""
+    timeout = 1.0
+    server = RedisServer(tmp_path).start()
+    hub = create_hub(hub_config(store=server.url, redis={**FAST, "timeout_secs": timeout}))
+    rpc = HubClient(hub, "echo")
+    try:
+        task = rpc.send("hello")
+        assert _state(rpc, task["id"]) == "TASK_STATE_COMPLETED"
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            for method, params in (("GetTask", {"id": task["id"]}), ("ListTasks", {}),
+                                   ("SendMessage", send_params("stalled"))):
+                started = time.monotonic()
+                error = rpc.error(method, params)
+                took = time.monotonic() - started
+                assert error == {"code": -32603, "message": "Internal error: the hub's task "
+                                 "store is unavailable; try again shortly"}, method
+                assert took < 1.8 * timeout, f"{method} answered in {took:.2f} s"
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        wait_until(lambda: "result" in rpc.call("GetTask", {"id": task["id"]}).get_json())
+        assert _state(rpc, task["id"]) == "TASK_STATE_COMPLETED"
+        assert _state(rpc, rpc.send("again")["id"]) == "TASK_STATE_COMPLETED"
+    finally:
+        hub.close(drain_timeout=5)
+        server.stop()
 
 
 def test_redis_restarted_mid_load_loses_no_acknowledged_task(tmp_path):

@@ -1,8 +1,10 @@
 """The Redis store's connection: the client, its key prefix, and failures as ``StoreError``.
 
 Every ``redis.RedisError`` (down, slow past ``timeout_secs``, out of memory)
-is raised as ``StoreError``, whose message is public. Commands are retried
-once at once (a pooled connection can be stale after Redis restarts).
+is raised as ``StoreError``, whose message is public. A command whose
+connection failed is sent once more at once (a pooled connection can be stale
+after Redis restarts); one that timed out is not, so a stalled Redis is
+answered within ``timeout_secs``.
 """
 from __future__ import annotations
 
@@ -71,7 +73,8 @@ def connect(url: str, timeout_secs: float) -> redis.Redis:
     """A client of ``url`` (thread-safe, pooled) whose every wait ends within ``timeout_secs``."""
     client = redis.Redis.from_url(
         url, decode_responses=True, socket_timeout=timeout_secs,
-        socket_connect_timeout=timeout_secs, retry=Retry(NoBackoff(), 1),
+        socket_connect_timeout=timeout_secs,
+        retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
         health_check_interval=30)
     pool = client.connection_pool
     pool.connection_class = _CLASSES.get(pool.connection_class, pool.connection_class)
@@ -89,8 +92,8 @@ class Reader:
     check), made as its pool makes them; idle ones wait in a list (``pop`` and
     ``append`` are atomic, so one in use is its caller's only), at most
     ``max_idle`` of them. A connection closes itself on any failure, its reply
-    unread; a command that failed on a closed or timed-out connection is sent
-    once more on a new one, as the client's ``Retry`` does.
+    unread; a command that failed on a closed connection is sent once more on a
+    new one, as the client's ``Retry`` does (a timed-out one is not).
 
     One process: a Reader made before a fork must not be used after it (the hub
     makes its store in each worker).
@@ -112,7 +115,7 @@ class Reader:
             try:
                 conn.send_command(*args)
                 return conn.read_response()
-            except (redis.ConnectionError, redis.TimeoutError):
+            except redis.ConnectionError:
                 conn.send_command(*args)           # it closed itself: a new connection
                 return conn.read_response()
         finally:
