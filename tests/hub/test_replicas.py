@@ -229,12 +229,18 @@ def test_a_stalled_redis_answers_32603_within_its_timeout_then_recovers(tmp_path
     timeout = 1.0
     server = RedisServer(tmp_path).start()
     hub = create_hub(hub_config(store=server.url, redis={**FAST, "timeout_secs": timeout}))
-    rpc = HubClient(hub, "echo")
+    rpc, held = HubClient(hub, "echo"), HubClient(hub, "held")
     try:
         task = rpc.send("hello")
         assert _state(rpc, task["id"]) == "TASK_STATE_COMPLETED"
+        running = held.send("g-stalled", configuration={"returnImmediately": True})
+        chunks = iter(held.call("SubscribeToTask", {"id": running["id"]},
+                                buffered=False).response)
+        next(chunks)
         os.kill(server.proc.pid, signal.SIGSTOP)
         try:
+            rest = b"".join(chunks).decode()                # the stream ends, with the error
+            assert '"code":-32603' in rest and "store is unavailable" in rest
             for method, params in (("GetTask", {"id": task["id"]}), ("ListTasks", {}),
                                    ("SendMessage", send_params("stalled"))):
                 started = time.monotonic()
@@ -249,6 +255,7 @@ def test_a_stalled_redis_answers_32603_within_its_timeout_then_recovers(tmp_path
         assert _state(rpc, task["id"]) == "TASK_STATE_COMPLETED"
         assert _state(rpc, rpc.send("again")["id"]) == "TASK_STATE_COMPLETED"
     finally:
+        gate("g-stalled").set()
         hub.close(drain_timeout=5)
         server.stop()
 
