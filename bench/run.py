@@ -12,6 +12,7 @@ Scenarios (see docs/performance.md):
     hub-sendmessage        the hub: blocking SendMessage to the demo agent (echo), API key
     hub-redis-gettask      the hub on Redis (a redis-server the runner starts), one worker:
                            GetTask on a finished task
+    hub-redis-sendmessage  the same hub (one worker): blocking SendMessage to the demo agent
     hub-redis-gettask-w2   the same hub with ``--workers 2`` (its ratio to one worker too)
     bare-redis-post        the bare app plus the HMGET of a task record a GetTask sends:
                            the floor of a GetTask on Redis (hub-redis-gettask's ratio to it too)
@@ -368,6 +369,9 @@ SCENARIOS = [
              prepare_hub_send, HUB_PATH, HUB_KEY),
     Scenario("hub-redis-gettask", "hub-redis", "hub on Redis, one worker: GetTask, X-API-Key",
              prepare_hub_get, HUB_PATH, HUB_KEY),
+    Scenario("hub-redis-sendmessage", "hub-redis",
+             "hub on Redis, one worker: blocking SendMessage, X-API-Key", prepare_hub_send,
+             HUB_PATH, HUB_KEY),
     Scenario("hub-redis-gettask-w2", "hub-redis-w2",
              "hub on Redis, --workers 2: GetTask, X-API-Key", prepare_hub_get, HUB_PATH, HUB_KEY),
     Scenario("bare-redis-post", "bare-redis",
