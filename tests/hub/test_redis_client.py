@@ -90,7 +90,7 @@ def test_the_fixtures_redis_server_dies_with_a_killed_suite(tmp_path):
     assert exits_within(server, 10.0), "redis-server outlived the killed suite"
 
 
-# --- Reader: GetTask's command on connections of its own ---------------------------
+# --- Commands: the hot paths' commands on connections of their own ---------------------------
 
 
 @pytest.fixture
@@ -101,42 +101,42 @@ def clients(redis_server):
     admin.close()
 
 
-def test_a_reader_reuses_one_connection(client, clients):
+def test_commands_reuse_one_connection(client, clients):
     client.set("k", "v")
-    reader = redis_client.Reader(client)
+    commands = redis_client.Commands(client)
     before = clients()
-    assert [reader("GET", "k") for _ in range(5)] == ["v"] * 5
-    assert reader.idle == 1 and clients() == before + 1
-    reader.close()
-    assert reader.idle == 0
+    assert [commands("GET", "k") for _ in range(5)] == ["v"] * 5
+    assert commands.idle == 1 and clients() == before + 1
+    commands.close()
+    assert commands.idle == 0
     wait_until(lambda: clients() == before)
 
 
-def test_a_reader_s_connection_the_server_closed_is_replaced_at_once(client, redis_server):
+def test_a_closed_connection_of_commands_is_replaced_at_once(client, redis_server):
     client.set("k", "v")
-    reader = redis_client.Reader(client)
-    before = reader("CLIENT", "ID")                   # its one connection's
+    commands = redis_client.Commands(client)
+    before = commands("CLIENT", "ID")                   # its one connection's
     assert redis_server.client().client_kill_filter(_id=before) == 1
-    assert reader("GET", "k") == "v"                  # the one retry, on a new connection
-    assert reader("CLIENT", "ID") != before and reader.idle == 1
-    reader.close()
+    assert commands("GET", "k") == "v"                  # the one retry, on a new connection
+    assert commands("CLIENT", "ID") != before and commands.idle == 1
+    commands.close()
 
 
 def test_a_refused_command_leaves_the_connection_usable(client):
     client.set("k", "v")
-    reader = redis_client.Reader(client)
+    commands = redis_client.Commands(client)
     with pytest.raises(redis.ResponseError):
-        reader("HMGET", "k", "field")                 # WRONGTYPE: read whole, not a failure
-    assert reader("GET", "k") == "v" and reader.idle == 1
-    reader.close()
+        commands("HMGET", "k", "field")                 # WRONGTYPE: read whole, not a failure
+    assert commands("GET", "k") == "v" and commands.idle == 1
+    commands.close()
 
 
-def test_a_reader_keeps_at_most_max_idle_connections(client, clients):
-    reader = redis_client.Reader(client, max_idle=2)
+def test_commands_keep_at_most_max_idle_connections(client, clients):
+    commands = redis_client.Commands(client, max_idle=2)
     client.ping()                                     # the client's own connection
     before = clients()
     got = []
-    threads = [threading.Thread(target=lambda: got.append(reader("BLPOP", "q", 1.5)))
+    threads = [threading.Thread(target=lambda: got.append(commands("BLPOP", "q", 1.5)))
                for _ in range(5)]
     for thread in threads:
         thread.start()
@@ -144,20 +144,33 @@ def test_a_reader_keeps_at_most_max_idle_connections(client, clients):
     client.rpush("q", *range(5))
     for thread in threads:
         thread.join(10)
-    assert len(got) == 5 and reader.idle == 2
+    assert len(got) == 5 and commands.idle == 2
     wait_until(lambda: clients() == before + 2)
-    reader.close()
+    commands.close()
 
 
-def test_a_reader_of_a_stopped_redis_fails_within_its_timeout(tmp_path):
+def test_commands_to_a_stopped_redis_fail_within_its_timeout(tmp_path):
     from tests.redis_util import RedisServer
 
     server = RedisServer(tmp_path).start()
-    reader = redis_client.Reader(redis_client.connect(server.url, 0.5))
-    assert reader("PING") == "PONG"
+    commands = redis_client.Commands(redis_client.connect(server.url, 0.5))
+    assert commands("PING") == "PONG"
     server.stop()
     started = time.monotonic()
     with pytest.raises(redis.ConnectionError):
-        reader("PING")
+        commands("PING")
     assert time.monotonic() - started < 3
-    reader.close()
+    commands.close()
+
+
+def test_a_script_runs_by_its_sha_and_again_after_redis_forgot_it(client, redis_server):
+    commands = redis_client.Commands(client)
+    incr = commands.script("return redis.call('INCRBY', KEYS[1], ARGV[1])")
+    assert incr(keys=["n"], args=[2]) == 2
+    assert redis_server.client().script_flush() is True          # as after a restart
+    assert incr(keys=["n"], args=[3]) == 5                       # EVAL, once
+    assert incr(keys=["n"], args=[1]) == 6                       # EVALSHA again
+    with pytest.raises(redis.ResponseError):
+        commands.script("return redis.call('NOSUCH')")(keys=[], args=[])
+    assert commands.idle == 1
+    commands.close()

@@ -30,7 +30,7 @@ import redis
 
 from murmur_wsgi.hub.store import redis_scripts as scripts
 from murmur_wsgi.hub.store.base import PENDING, Page, Store, StoreError, StoredEvent
-from murmur_wsgi.hub.store.redis_client import PREFIX, Reader, connect, public_url
+from murmur_wsgi.hub.store.redis_client import PREFIX, Commands, connect, public_url
 from murmur_wsgi.hub.store.redis_index import RedisIndex
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_limits import RedisCounters
@@ -67,8 +67,8 @@ class RedisStore(RedisIndex, Store):
         self._max_events = max_events
         self._block = min(BLOCK_MAX_SECS, timeout_secs / 2)
         self._redis = connect(url, timeout_secs)
-        self._read = Reader(self._redis)          # one record's read, on its own connections
-        self._scripts = {name: self._redis.register_script(getattr(scripts, name))
+        self._command = Commands(self._redis)     # the hot paths, on connections of their own
+        self._scripts = {name: self._command.script(getattr(scripts, name))
                          for name in ("CREATE", "START", "APPEND", "END", "RELEASE", "MARK")}
         self._contexts: dict[str, str] = {}
         self._closed = threading.Event()
@@ -143,9 +143,9 @@ class RedisStore(RedisIndex, Store):
     def claim_message(self, tenant, agent, message_id):
         key = self._msg_key(tenant, agent, message_id)
         for _ in range(3):
-            if self._redis.set(key, PENDING, nx=True, px=CLAIM_TTL_MS):
+            if self._command("SET", key, PENDING, "NX", "PX", CLAIM_TTL_MS):
                 return None
-            found = self._redis.get(key)
+            found = self._command("GET", key)
             if found is not None:
                 return found
         return PENDING        # claimed and released twice meanwhile: someone is at it
@@ -180,7 +180,7 @@ class RedisStore(RedisIndex, Store):
         (when named) and exists."""
         if len(task_id) > MAX_ID_BYTES:
             return None
-        values = self._read("HMGET", self._task_key(task_id), *RECORD_FIELDS)
+        values = self._command("HMGET", self._task_key(task_id), *RECORD_FIELDS)
         if values[0] is None or (tenant is not None and values[:2] != [tenant, agent]):
             return None
         return dict(zip(RECORD_FIELDS, values))
@@ -330,7 +330,7 @@ class RedisStore(RedisIndex, Store):
     # --- replicas ----------------------------------------------------------
 
     def counters(self):
-        return RedisCounters(self._redis, PREFIX, self._liveness_ms)
+        return RedisCounters(self._redis, self._command, PREFIX, self._liveness_ms)
 
     @_guarded
     def heartbeat(self):
@@ -374,7 +374,7 @@ class RedisStore(RedisIndex, Store):
             pass
         # NOTE: the listener is not joined: it ends within BLOCK_MAX_SECS by itself, or at
         # once when the pool's disconnect below closes its connection.
-        self._read.close()
+        self._command.close()
         self._redis.close()
         self._redis.connection_pool.disconnect()
 

@@ -9,6 +9,7 @@ answered within ``timeout_secs``.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 
 import redis
@@ -81,21 +82,23 @@ def connect(url: str, timeout_secs: float) -> redis.Redis:
     return client
 
 
-class Reader:
-    """Read-only commands on connections of its own: a task record's read (GetTask's one).
+class Commands:
+    """Single commands and Lua scripts on connections of its own: the store's hot paths
+    (GetTask's read of a record, a message's claim, a run's scripts).
 
     PERF: redis-py's pool lends each command a connection through two locks, two
     pid checks, four observability records and an event, and the client wraps it
     in a retry closure and a deprecation shim: under gevent, about 30 µs of a
-    worker's 260 per GetTask (docs/performance.md). A Reader's connections are
-    the client's kind, with its settings (address, password, TLS, timeouts, health
-    check), made as its pool makes them; idle ones wait in a list (``pop`` and
-    ``append`` are atomic, so one in use is its caller's only), at most
-    ``max_idle`` of them. A connection closes itself on any failure, its reply
-    unread; a command that failed on a closed connection is sent once more on a
-    new one, as the client's ``Retry`` does (a timed-out one is not).
+    worker's 260 per GetTask, and 74 of 578 per blocking SendMessage
+    (docs/performance.md). These connections are the client's kind, with its
+    settings (address, password, TLS, timeouts, health check), made as its pool
+    makes them; idle ones wait in a list (``pop`` and ``append`` are atomic, so
+    one in use is its caller's only), at most ``max_idle`` of them. A connection
+    closes itself on any failure, its reply unread; a command that failed on a
+    closed connection is sent once more on a new one, as the client's ``Retry``
+    does (a timed-out one is not).
 
-    One process: a Reader made before a fork must not be used after it (the hub
+    One process: Commands made before a fork must not be used after it (the hub
     makes its store in each worker).
     """
 
@@ -123,6 +126,18 @@ class Reader:
                 conn.disconnect()
             else:
                 self._idle.append(conn)
+
+    def script(self, source: str):
+        """``source`` as ``run(keys=…, args=…)``, as ``client.register_script`` makes it:
+        ``EVALSHA``, and ``EVAL`` once when Redis does not hold it (restarted, flushed)."""
+        sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+
+        def run(keys=(), args=()):
+            try:
+                return self("EVALSHA", sha, len(keys), *keys, *args)
+            except redis.exceptions.NoScriptError:
+                return self("EVAL", source, len(keys), *keys, *args)
+        return run
 
     @property
     def idle(self) -> int:

@@ -81,11 +81,11 @@ def running_key(prefix: str, tenant: str) -> str:
 class RedisCounters:
     """Runs at once and runs per minute of each tenant, counted in one Redis for the hub."""
 
-    def __init__(self, client: redis.Redis, prefix: str, liveness_ms: int):
+    def __init__(self, client: redis.Redis, commands, prefix: str, liveness_ms: int):
         self._redis = client
         self._prefix = prefix
         self._lease_ms = LEASE_LIVENESSES * liveness_ms
-        self._admit = client.register_script(ADMIT)
+        self._admit = commands.script(ADMIT)          # every message's (redis_client.Commands)
         self._renew = client.register_script(RENEW)
         self._running = client.register_script(RUNNING)
 
