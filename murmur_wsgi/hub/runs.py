@@ -160,14 +160,23 @@ class Run:
                 self._flush_locked()
 
     def _flush_locked(self) -> None:
-        """Store the tokens not yet stored as one artifactUpdate."""
+        """Store the tokens not yet stored as one artifactUpdate.
+
+        A store that fails keeps them unstored, not lost: the next flush stores them, or
+        the end's answer carries them whole (``finish``). Nothing the run does after (its
+        end above all) waits on this write.
+        """
         if self.stored < len(self.tokens):
             text = "".join(self.tokens[self.stored:])
-            self._appended(artifact_update(
-                self.task_id, self.context_id, [text_part(text)], append=self.stored_any,
-                last=False))
-            self.stored_any = True
-            self.stored = len(self.tokens)
+            try:
+                self._appended(artifact_update(
+                    self.task_id, self.context_id, [text_part(text)], append=self.stored_any,
+                    last=False))
+            except StoreError:
+                logger.warning("task %s: streamed text could not be stored yet", self.task_id)
+            else:
+                self.stored_any = True
+                self.stored = len(self.tokens)
         self.last_flush = time.monotonic()
 
     # --- ending ----------------------------------------------------------------
@@ -192,7 +201,7 @@ class Run:
                     parts.append(data_part(data))
                 parts.append(data_part(usage_part(self.usage, runs.pricing)))
                 artifacts = self.artifacts + [answer_artifact(parts)]
-                if self.tokens and streamed == answer:
+                if self.tokens and streamed == answer and self.stored == len(self.tokens):
                     events.append(artifact_update(self.task_id, self.context_id, parts[1:],
                                                   append=True, last=True))
                 else:

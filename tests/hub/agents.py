@@ -85,6 +85,14 @@ def partial(ctx):
     return "partial answer, finished"
 
 
+def streams_on(ctx):
+    """Stream ``first``, wait for the gate the text names, stream `` second``, answer both."""
+    ctx.write("first")
+    gate(ctx.text.strip()).wait(30)
+    ctx.write(" second")
+    return "first second"
+
+
 def many(ctx):
     """Stream 60 tokens over about 0.6 s."""
     for i in range(60):

@@ -52,6 +52,7 @@ def hub_config(**overrides) -> dict:
                 "history": agent("tests.hub.agents:history"),
                 "data": agent("tests.hub.agents:with_data"),
                 "partial": agent("tests.hub.agents:partial"),
+                "streams_on": agent("tests.hub.agents:streams_on"),
                 "many": agent("tests.hub.agents:many"),
                 "named": agent("tests.hub.agents:named"),
                 "rejects": agent("tests.hub.agents:rejects"),

@@ -260,6 +260,37 @@ def test_a_stalled_redis_answers_32603_within_its_timeout_then_recovers(tmp_path
         server.stop()
 
 
+def test_a_run_whose_streamed_text_cannot_be_stored_still_ends_with_its_whole_answer(tmp_path):
+    """Redis goes away mid-run: the tokens not stored yet are kept, the run ends (its end
+    written once Redis is back), and the final event carries the whole answer."""
+    server = RedisServer(tmp_path, persist=True).start()
+    hub = create_hub(hub_config(store=server.url, redis=dict(FAST)))
+    rpc = HubClient(hub, "streams_on")
+    restarted = None
+    try:
+        task = rpc.send("g-streams", configuration={"returnImmediately": True})
+        wait_until(lambda: any('"first"' in e.payload
+                               for e in hub.store.events(task["id"], 0, 0)[0]))
+        server.stop()
+        gate("g-streams").set()
+        wait_until(lambda: hub.runs.get(task["id"]) is None)         # the run ended
+        restarted = RedisServer(tmp_path, port=server.port, persist=True).start()
+        wait_until(lambda: "result" in rpc.call("GetTask", {"id": task["id"]}).get_json()
+                   and _state(rpc, task["id"]) == "TASK_STATE_COMPLETED")
+        answer = rpc.result("GetTask", {"id": task["id"]})["artifacts"][-1]
+        assert answer["parts"][0]["text"] == "first second"
+        events = [json.loads(e.payload) for e in hub.store.events(task["id"], 0, 0)[0]]
+        last = [e["artifactUpdate"] for e in events if "artifactUpdate" in e][-1]
+        assert last["append"] is False and last["lastChunk"] is True
+        assert last["artifact"]["parts"][0]["text"] == "first second"
+    finally:
+        gate("g-streams").set()
+        hub.close(drain_timeout=5)
+        server.stop()
+        if restarted is not None:
+            restarted.stop()
+
+
 def test_redis_restarted_mid_load_loses_no_acknowledged_task(tmp_path):
     server = RedisServer(tmp_path, persist=True).start()
     hub = create_hub(hub_config(store=server.url, redis=dict(FAST)))
