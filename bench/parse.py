@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from murmur_wsgi.manifest import load_manifest                    # noqa: E402
-from murmur_wsgi.middleware.envelope import check_envelope, parse_json  # noqa: E402
+from murmur_wsgi.door.manifest import load_manifest                    # noqa: E402
+from murmur_wsgi.serving.envelope import check_envelope, parse_json  # noqa: E402
 from murmur_wsgi.wire.message import read_message                  # noqa: E402
 
 MANIFEST = load_manifest({"name": "bench", "version": "0"})

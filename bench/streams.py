@@ -232,7 +232,7 @@ def gunicorn_conf(workdir: Path, worker_connections: int, *, door: bool) -> Path
     ``worker_connections`` raised to hold the streams."""
     path = workdir / ("door-gunicorn.conf.py" if door else "bare-gunicorn.conf.py")
     if door:
-        text = ("from murmur_wsgi.gunicorn_conf import *  # noqa: F401,F403\n"
+        text = ("from murmur_wsgi.door.gunicorn_conf import *  # noqa: F401,F403\n"
                 f"worker_connections = {worker_connections}\n")
     else:
         # Not the door's hooks: they import the door, whose modules would count in the

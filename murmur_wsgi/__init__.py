@@ -5,8 +5,8 @@ __version__ = "0.1.0"
 
 
 def create_app(manifest, agent=None, **kwargs):
-    """Build the door's WSGI application; see :func:`murmur_wsgi.app.create_app`."""
-    from murmur_wsgi.app import create_app as _create_app
+    """Build the door's WSGI application; see :func:`murmur_wsgi.door.app.create_app`."""
+    from murmur_wsgi.door.app import create_app as _create_app
 
     return _create_app(manifest, agent=agent, **kwargs)
 

@@ -8,8 +8,8 @@ import socket
 import sys
 
 from murmur_wsgi.client import cli_commands as client_commands
-from murmur_wsgi.manifest import ManifestError, load_manifest_file
-from murmur_wsgi.planes.files import check_root
+from murmur_wsgi.door.manifest import ManifestError, load_manifest_file
+from murmur_wsgi.door.planes.files import check_root
 from murmur_wsgi import running
 
 logger = logging.getLogger(__name__)
@@ -46,8 +46,9 @@ def serve(args) -> int:
     # The door records itself under this pid: this process, which becomes gunicorn's master.
     os.environ[running.RECORD_ENV] = str(os.getpid())
     if args.dev:
-        from murmur_wsgi import devserver, logs
-        from murmur_wsgi.app import create_app
+        from murmur_wsgi import logs
+        from murmur_wsgi.serving import devserver
+        from murmur_wsgi.door.app import create_app
         logs.configure()                   # the door's logs as JSON lines on stderr
         host, _, port = listen.rpartition(":")
         # SIGTERM or SIGINT closes the door (answers held requests, ends streams), then
@@ -56,8 +57,8 @@ def serve(args) -> int:
     conf = args.gunicorn_conf
     if conf is None:
         conf = "conf/gunicorn.conf.py" if os.path.exists("conf/gunicorn.conf.py") else \
-            "python:murmur_wsgi.gunicorn_conf"
-    argv = [sys.executable, "-m", "gunicorn", "-c", conf, "-b", listen, "murmur_wsgi.wsgi:app"]
+            "python:murmur_wsgi.door.gunicorn_conf"
+    argv = [sys.executable, "-m", "gunicorn", "-c", conf, "-b", listen, "murmur_wsgi.door.wsgi:app"]
     sys.stdout.flush()
     os.execv(sys.executable, argv)
     return 0  # pragma: no cover - execv does not return

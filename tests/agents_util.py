@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from murmur_wsgi import create_app
-from murmur_wsgi.session.trace import read_trace
+from murmur_wsgi.door.session.trace import read_trace
 from murmur_wsgi.uris import STREAM_URI
 from tests.conftest import Rpc
 from tests.tasks_util import DEADLINE

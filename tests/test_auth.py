@@ -9,8 +9,8 @@ import pytest
 from werkzeug.test import Client
 
 from murmur_wsgi import create_app
-from murmur_wsgi.middleware import auth
-from murmur_wsgi.tasks.record import TaskRecord
+from murmur_wsgi.door.middleware import auth
+from murmur_wsgi.door.tasks.record import TaskRecord
 
 from tests.conftest import V1, Rpc, make_door
 

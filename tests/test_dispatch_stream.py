@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from murmur_wsgi.dispatch import StreamNotStarted
+from murmur_wsgi.door.dispatch import StreamNotStarted
 from tests.conftest import make_door
 
 
@@ -30,7 +30,7 @@ def test_a_stream_ends_at_the_first_heartbeat_after_its_client_left():
 
     from werkzeug.test import Client
 
-    from murmur_wsgi.methods.streams import peer_gone
+    from murmur_wsgi.door.methods.streams import peer_gone
     from tests.sse_util import SseStream, stream_door
 
     server, client = socket.socketpair()

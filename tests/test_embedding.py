@@ -14,7 +14,7 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 from werkzeug.test import Client
 
 from murmur_wsgi import create_app
-from murmur_wsgi.app import live_doors
+from murmur_wsgi.door.app import live_doors
 from murmur_wsgi.uris import CARD_PATH
 from tests.conftest import V1
 from tests.sse_util import DEADLINE, EXT, GateAgent, SseStream, msg, parse_body, shape

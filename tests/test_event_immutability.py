@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from murmur_wsgi.tasks.frames import Deferred
+from murmur_wsgi.door.tasks.frames import Deferred
 from tests.agents_util import tmp_home
 from tests.conftest import Rpc
 from tests.sse_util import COMPLETED, DEADLINE, is_state, msg, open_stream, stream_door

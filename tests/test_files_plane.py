@@ -10,9 +10,9 @@ import pytest
 from werkzeug.test import Client
 
 from murmur_wsgi import create_app
-from murmur_wsgi.manifest import ManifestError
-from murmur_wsgi.planes import files as files_mod
-from murmur_wsgi.tasks.record import COMPLETED, TaskRecord
+from murmur_wsgi.door.manifest import ManifestError
+from murmur_wsgi.door.planes import files as files_mod
+from murmur_wsgi.door.tasks.record import COMPLETED, TaskRecord
 
 MTIME_NS = 1_787_577_327_015_000_000
 MTIME_MS = "1787577327015"

@@ -8,9 +8,9 @@ import pytest
 from werkzeug.test import Client, EnvironBuilder
 
 from murmur_wsgi import create_app
-from murmur_wsgi.manifest import ManifestError, load_manifest
-from murmur_wsgi.planes import digests as digests_mod
-from murmur_wsgi.planes.files import SEND_CHUNK, FileChanged
+from murmur_wsgi.door.manifest import ManifestError, load_manifest
+from murmur_wsgi.door.planes import digests as digests_mod
+from murmur_wsgi.door.planes.files import SEND_CHUNK, FileChanged
 from tests.test_files_plane import MTIME_MS, MTIME_NS, TOO_LARGE, read_ok, sha, wire, write
 
 DEEP = 1_500

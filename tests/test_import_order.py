@@ -14,7 +14,8 @@ import textwrap
 import pytest
 
 # The modules gunicorn loads itself, or that build an app at import: not imported here.
-ENTRY_POINTS = {"murmur_wsgi.wsgi", "murmur_wsgi.gunicorn_conf", "murmur_wsgi.worker"}
+ENTRY_POINTS = {"murmur_wsgi.door.wsgi", "murmur_wsgi.door.gunicorn_conf", "murmur_wsgi.door.worker",
+                "murmur_wsgi.wsgi", "murmur_wsgi.gunicorn_conf", "murmur_wsgi.worker"}
 
 ALL_MODULES = textwrap.dedent("""
     import pkgutil
@@ -44,7 +45,7 @@ def run(code: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("code", [
     pytest.param("import murmur_wsgi\n", id="murmur_wsgi"),
-    pytest.param("import murmur_wsgi.app\n", id="murmur_wsgi.app"),
+    pytest.param("import murmur_wsgi.door.app\n", id="murmur_wsgi.door.app"),
     pytest.param("from murmur_wsgi import create_app\n"
                  "create_app({'name': 'a', 'version': '1'}, listen='127.0.0.1:41873')\n",
                  id="create_app"),

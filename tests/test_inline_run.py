@@ -8,7 +8,7 @@ import pytest
 
 from murmur_wsgi import create_app
 from murmur_wsgi.agents.demo import demo_agent
-from murmur_wsgi.tasks.render import strip_untrusted_fence as plain, wrap_untrusted
+from murmur_wsgi.door.tasks.render import strip_untrusted_fence as plain, wrap_untrusted
 from tests.agents_util import tmp_home
 from tests.conftest import Rpc
 from tests.tasks_util import (DEADLINE, NOW, send_params, strip_volatile, wait_state,

@@ -14,10 +14,10 @@ import pathlib
 import pytest
 
 import murmur_wsgi
-from murmur_wsgi import methods
+from murmur_wsgi.door import methods
 
 PACKAGE = pathlib.Path(murmur_wsgi.__file__).parent
-METHOD_MODULES = sorted((PACKAGE / "methods").glob("*.py"))
+METHOD_MODULES = sorted((PACKAGE / "door" / "methods").glob("*.py"))
 READERS = {method.read.__name__ for method in [*methods.METHODS.values(), methods.COMPLETION]}
 
 
@@ -54,7 +54,7 @@ def test_the_readers_are_found():
 
 
 def test_delegations_read_no_header_and_write_no_result():
-    source = (PACKAGE / "session" / "delegations.py").read_text(encoding="utf-8")
+    source = (PACKAGE / "door" / "session" / "delegations.py").read_text(encoding="utf-8")
     assert "environ" not in source and "HTTP_" not in source
     strings = [node.value for node in ast.walk(ast.parse(source))
                if isinstance(node, ast.Constant) and isinstance(node.value, str)]

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from bench.parse import accept, data_deep, least_cpu
-from murmur_wsgi.middleware import envelope
-from murmur_wsgi.tasks import render
+from murmur_wsgi.serving import envelope
+from murmur_wsgi.door.tasks import render
 from tests.conftest import V1, Rpc, make_door
 
 SMALL = {"limits": {"max_body_bytes": 4096},

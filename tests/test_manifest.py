@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from murmur_wsgi.manifest import Manifest, ManifestError, load_manifest, load_manifest_file
+from murmur_wsgi.door.manifest import Manifest, ManifestError, load_manifest, load_manifest_file
 
 GOOD = 'name: my-agent\nversion: "0.1.0"\n'
 

@@ -8,7 +8,7 @@ import pytest
 
 from murmur_wsgi.errors import (ContentTypeNotSupportedError, InvalidParamsError,
                                 PushNotificationNotSupportedError)
-from murmur_wsgi.manifest import load_manifest
+from murmur_wsgi.door.manifest import load_manifest
 from murmur_wsgi.uris import DOOR_URI
 from murmur_wsgi.wire.message import IncomingMessage, read_message
 

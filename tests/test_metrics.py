@@ -8,7 +8,7 @@ import pytest
 from werkzeug.test import Client
 
 from murmur_wsgi import create_app
-from murmur_wsgi.metrics import BUCKETS, CONTENT_TYPE, method_label, render
+from murmur_wsgi.door.metrics import BUCKETS, CONTENT_TYPE, method_label, render
 from tests.conftest import Rpc
 from tests.sse_util import DEADLINE, GateAgent, msg, open_stream
 

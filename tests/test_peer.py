@@ -7,9 +7,9 @@ import pytest
 from werkzeug.test import Client
 
 from murmur_wsgi import create_app
-from murmur_wsgi.context import CallContext
+from murmur_wsgi.door.context import CallContext
 from murmur_wsgi.errors import PeerNotAccepted
-from murmur_wsgi.middleware.peer import check_consent
+from murmur_wsgi.door.middleware.peer import check_consent
 
 from tests.conftest import V1, Rpc, make_door
 

@@ -131,7 +131,7 @@ def test_an_escaping_exception_fails_the_task_and_stays_server_side(doors, caplo
         secret = "s3cret-value"
         raise RuntimeError(f"boom with {secret}")
 
-    with caplog.at_level(logging.ERROR, logger="murmur_wsgi.tasks.manager"):
+    with caplog.at_level(logging.ERROR, logger="murmur_wsgi.door.tasks.manager"):
         response = doors(agent).call("SendMessage", send_params("x"))
     task = response.get_json()["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_FAILED"

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from murmur_wsgi import cli, create_app
-from murmur_wsgi.session import records
+from murmur_wsgi.door.session import records
 
 AUTH = {"scheme": "bearer", "credentials": {
     "watcher": {"scopes": ["murmur.WatchSession", "GetTask", "ListTasks"]},

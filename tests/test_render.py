@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from murmur_wsgi.tasks.record import COMPLETED, FAILED, WORKING, TaskRecord
-from murmur_wsgi.tasks.render import (RefView, agent_text, data_block, label_value,
+from murmur_wsgi.door.tasks.record import COMPLETED, FAILED, WORKING, TaskRecord
+from murmur_wsgi.door.tasks.render import (RefView, agent_text, data_block, label_value,
                                       neutralise_markers, strip_untrusted_fence, wrap_untrusted)
 from murmur_wsgi.wire.message import IncomingMessage
 

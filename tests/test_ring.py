@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from murmur_wsgi.tasks.ring import Event, EventRing, Gap, Lagged
+from murmur_wsgi.door.tasks.ring import Event, EventRing, Gap, Lagged
 
 DEADLINE = 10.0
 

@@ -7,10 +7,10 @@ from collections import deque
 import pytest
 from google.protobuf import json_format
 
-from murmur_wsgi.tasks import frames
-from murmur_wsgi.streams.sse import HEARTBEAT, SSE_HEADERS, EventStream
-from murmur_wsgi.tasks.record import TaskRecord
-from murmur_wsgi.tasks.ring import Event, EventRing, Gap, Lagged
+from murmur_wsgi.door.tasks import frames
+from murmur_wsgi.door.streams.sse import HEARTBEAT, SSE_HEADERS, EventStream
+from murmur_wsgi.door.tasks.record import TaskRecord
+from murmur_wsgi.door.tasks.ring import Event, EventRing, Gap, Lagged
 from tests.sse_util import parse_block, parse_body
 
 RECORD = TaskRecord("tsk_" + "1" * 32, "ctx_" + "2" * 32)

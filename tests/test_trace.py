@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from murmur_wsgi import create_app
-from murmur_wsgi.session import records
-from murmur_wsgi.session.trace import Trace, read_trace, trace_path
+from murmur_wsgi.door.session import records
+from murmur_wsgi.door.session.trace import Trace, read_trace, trace_path
 from tests.agents_util import records_of, tmp_home, trace_of
 from tests.conftest import Rpc
 from tests.tasks_util import DEADLINE, NOW, send_params, wait_state

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from murmur_wsgi.errors import DoorError
-from murmur_wsgi.manifest import load_manifest
+from murmur_wsgi.door.manifest import load_manifest
 from murmur_wsgi.uris import DOOR_URI
 from murmur_wsgi.wire import message as wire_message
 

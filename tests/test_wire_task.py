@@ -6,7 +6,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from murmur_wsgi.tasks.record import ALL_STATES, TaskRecord
+from murmur_wsgi.door.tasks.record import ALL_STATES, TaskRecord
 from murmur_wsgi.wire import task as wire_task
 
 _dumps = json.JSONEncoder(separators=(",", ":")).encode

@@ -7,7 +7,7 @@ import tracemalloc
 from werkzeug.test import Client
 
 from murmur_wsgi import create_app
-from murmur_wsgi.writes import Body
+from murmur_wsgi.serving.writes import Body
 from tests.conftest import Rpc
 
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from marshmallow import ValidationError, fields, validate, validates_schema
 
-from murmur_wsgi.manifest import AgentField
+from murmur_wsgi.door.manifest import AgentField
 from murmur_wsgi.settings import Block, ManifestError, Size, StrictInt
 
 logger = logging.getLogger(__name__)

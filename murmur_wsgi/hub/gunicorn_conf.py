@@ -9,10 +9,10 @@ the worker's exit waits for the drain to finish.
 import os
 import threading
 
-from murmur_wsgi.gunicorn_conf import *  # noqa: F401,F403 - the door's settings and hooks
-from murmur_wsgi.gunicorn_conf import _WorkerStop
-from murmur_wsgi.gunicorn_conf import child_exit as _door_child_exit
-from murmur_wsgi.gunicorn_conf import on_exit as _door_on_exit
+from murmur_wsgi.door.gunicorn_conf import *  # noqa: F401,F403 - the door's settings and hooks
+from murmur_wsgi.door.gunicorn_conf import _WorkerStop
+from murmur_wsgi.door.gunicorn_conf import child_exit as _door_child_exit
+from murmur_wsgi.door.gunicorn_conf import on_exit as _door_on_exit
 
 bind = [os.environ.get("MURMUR_WSGI_LISTEN", "127.0.0.1:41880")]
 

@@ -18,7 +18,7 @@ from murmur_wsgi.hub.auth import HubRefusal
 from murmur_wsgi.hub.cards import CARD_SUFFIX, PREFIX
 from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.hub.store import StoreError
-from murmur_wsgi.middleware.envelope import ABSENT, check_envelope, parse_json
+from murmur_wsgi.serving.envelope import ABSENT, check_envelope, parse_json
 from murmur_wsgi.wire import rpc as wire_rpc
 from murmur_wsgi.wire.encode import compact_utf8
 from murmur_wsgi.wire.raw import RawJSON

@@ -17,8 +17,8 @@ import time
 
 from murmur_wsgi.errors import InternalError
 from murmur_wsgi.hub.store import StoreError
-from murmur_wsgi.methods.streams import peer_gone
-from murmur_wsgi.streams.sse import HEARTBEAT
+from murmur_wsgi.door.methods.streams import peer_gone
+from murmur_wsgi.door.streams.sse import HEARTBEAT
 from murmur_wsgi.wire import rpc as wire_rpc
 from murmur_wsgi.wire.encode import compact_utf8
 

@@ -139,7 +139,7 @@ def test_the_whole_door_on_the_dev_server(tmp_path):
 
 def test_after_task_exit_stops_the_dev_server():
     from murmur_wsgi import create_app
-    from murmur_wsgi.devserver import DevServer
+    from murmur_wsgi.serving.devserver import DevServer
 
     door = create_app({"name": "once", "version": "0.1.0", "lifecycle": {"after_task": "exit"}})
     dev = DevServer(door, "127.0.0.1", 0)

@@ -21,7 +21,7 @@ from a2a.types.a2a_pb2 import (CancelTaskRequest, GetExtendedAgentCardRequest, G
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 
 from murmur_wsgi.client import DoorClient
-from murmur_wsgi.session import records
+from murmur_wsgi.door.session import records
 from murmur_wsgi.uris import CAPSULE_URI, DOOR_URI, STREAM_URI
 
 from tests.e2e.conftest import default_manifest, start_door

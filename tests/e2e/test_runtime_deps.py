@@ -18,7 +18,7 @@ def test_runtime_install_loads_the_gevent_worker_and_the_door(tmp_path):
     done = subprocess.run([str(python), "-m", "pip", "install", "-q", str(REPO)],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    probe = ("import gunicorn.workers.ggevent, murmur_wsgi.app, murmur_wsgi.gunicorn_conf; "
+    probe = ("import gunicorn.workers.ggevent, murmur_wsgi.door.app, murmur_wsgi.door.gunicorn_conf; "
              "print('ok')")
     done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True,
                           timeout=60, check=False, cwd=tmp_path)

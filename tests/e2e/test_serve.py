@@ -171,7 +171,7 @@ def test_bad_manifest_exits_2_with_one_line(tmp_path, manifest, line):
 def test_two_workers_are_refused(tmp_path):
     path = write_manifest(tmp_path, default_manifest())
     argv = [sys.executable, "-m", "gunicorn", "-c", "conf/gunicorn.conf.py", "-w", "2",
-            "-b", f"127.0.0.1:{free_port()}", "murmur_wsgi.wsgi:app"]
+            "-b", f"127.0.0.1:{free_port()}", "murmur_wsgi.door.wsgi:app"]
     done = subprocess.run(argv, cwd=REPO, env=child_env(MURMUR_WSGI_CONFIG=str(path)),
                           capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode != 0
@@ -183,7 +183,7 @@ def test_two_workers_are_refused(tmp_path):
 def test_two_workers_are_refused_without_the_doors_conf_too(tmp_path):
     path = write_manifest(tmp_path, default_manifest())
     argv = [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", "2",
-            "-b", f"127.0.0.1:{free_port()}", "murmur_wsgi.wsgi:app"]
+            "-b", f"127.0.0.1:{free_port()}", "murmur_wsgi.door.wsgi:app"]
     done = subprocess.run(argv, cwd=REPO, env=child_env(MURMUR_WSGI_CONFIG=str(path),
                                                         MURMUR_WSGI_HOME=str(tmp_path)),
                           capture_output=True, text=True, timeout=60, check=False)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from murmur_wsgi import gunicorn_conf
+from murmur_wsgi.door import gunicorn_conf
 from murmur_wsgi.uris import STREAM_URI
 from tests.e2e.conftest import CLOSE, start_door
 from tests.sse_util import parse_block

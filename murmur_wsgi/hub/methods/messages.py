@@ -11,8 +11,8 @@ from murmur_wsgi.hub.runs import Run
 from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.hub.store import PENDING, StoreError
 from murmur_wsgi.hub.task import COMPLETED, REJECTED, HubTask
-from murmur_wsgi.methods.streams import peer_gone
-from murmur_wsgi.tasks.render import data_block
+from murmur_wsgi.door.methods.streams import peer_gone
+from murmur_wsgi.door.tasks.render import data_block
 from murmur_wsgi.wire.message_hub import read_hub_message, stored_message
 from murmur_wsgi.wire.raw import RawJSON
 from murmur_wsgi.wire.stream import task_event

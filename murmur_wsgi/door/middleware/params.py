@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 
 from murmur_wsgi.errors import InvalidParamsError
-from murmur_wsgi.middleware.envelope import ABSENT
+from murmur_wsgi.serving.envelope import ABSENT
 
 logger = logging.getLogger(__name__)
 

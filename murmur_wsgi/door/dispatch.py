@@ -10,17 +10,18 @@ import logging
 import time
 from collections.abc import Iterable
 
-from murmur_wsgi import methods, metrics
-from murmur_wsgi.context import CallContext, RpcCall
+from murmur_wsgi.door import methods, metrics
+from murmur_wsgi.door.context import CallContext, RpcCall
 from murmur_wsgi.errors import DoorError, InternalError, Refusal, RpcError
-from murmur_wsgi.middleware import (auth, body, completion, envelope, params, peer, planes,
-                                    public, tenant, version)
-from murmur_wsgi.session.trace import AUTH_REFUSALS
-from murmur_wsgi.streams.sse import EventStream
+from murmur_wsgi.door.middleware import (auth, body, completion, params, peer, planes, public,
+                                         tenant, version)
+from murmur_wsgi.serving import envelope
+from murmur_wsgi.door.session.trace import AUTH_REFUSALS
+from murmur_wsgi.door.streams.sse import EventStream
 from murmur_wsgi.wire import rpc as wire_rpc
 from murmur_wsgi.wire.encode import compact_ascii
 from murmur_wsgi.wire.raw import RawJSON, RawJSONPieces
-from murmur_wsgi.writes import encoded, utf8_length
+from murmur_wsgi.serving.writes import encoded, utf8_length
 
 logger = logging.getLogger(__name__)
 access_log = logging.getLogger("murmur_wsgi.access")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from murmur_wsgi.context import CallContext
+from murmur_wsgi.door.context import CallContext
 from murmur_wsgi.errors import PeerNotAccepted
 
 logger = logging.getLogger(__name__)

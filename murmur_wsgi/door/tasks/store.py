@@ -21,7 +21,7 @@ import threading
 import time
 from collections import deque
 
-from murmur_wsgi.tasks.record import SETTLED, TERMINAL, TaskRecord, now_ms
+from murmur_wsgi.door.tasks.record import SETTLED, TERMINAL, TaskRecord, now_ms
 
 logger = logging.getLogger(__name__)
 

@@ -10,15 +10,15 @@ import weakref
 
 from murmur_wsgi import logs
 from murmur_wsgi.agents import resolve_agent
-from murmur_wsgi.card import CardCache
-from murmur_wsgi.dispatch import dispatch
-from murmur_wsgi.manifest import Manifest, load_manifest, load_manifest_file
-from murmur_wsgi.metrics import Metrics
-from murmur_wsgi.middleware.auth import TokenTable
-from murmur_wsgi.planes.files import FilesPlane, check_root, finished_tasks
-from murmur_wsgi.session import records
-from murmur_wsgi.session.core import Session
-from murmur_wsgi.writes import SOCKET_KEY, Body
+from murmur_wsgi.door.card import CardCache
+from murmur_wsgi.door.dispatch import dispatch
+from murmur_wsgi.door.manifest import Manifest, load_manifest, load_manifest_file
+from murmur_wsgi.door.metrics import Metrics
+from murmur_wsgi.door.middleware.auth import TokenTable
+from murmur_wsgi.door.planes.files import FilesPlane, check_root, finished_tasks
+from murmur_wsgi.door.session import records
+from murmur_wsgi.door.session.core import Session
+from murmur_wsgi.serving.writes import SOCKET_KEY, Body
 
 logger = logging.getLogger(__name__)
 

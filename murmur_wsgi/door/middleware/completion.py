@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from murmur_wsgi.context import RpcCall
+from murmur_wsgi.door.context import RpcCall
 from murmur_wsgi.errors import (CompletionMisaddressedError, CompletionNotAwaitedError,
                                 MethodNotFoundError)
 

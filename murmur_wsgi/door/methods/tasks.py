@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 
 from murmur_wsgi.errors import TaskNotCancelableError, TaskNotFoundError
-from murmur_wsgi.tasks.store import decode_token, encode_token
+from murmur_wsgi.door.tasks.store import decode_token, encode_token
 from murmur_wsgi.wire.params import ListTasksParams, TaskIdParams, read_list_tasks, read_task_id
 from murmur_wsgi.wire.raw import RawJSON, RawJSONPieces
 from murmur_wsgi.wire.task import list_tasks_response, list_tasks_response_pieces

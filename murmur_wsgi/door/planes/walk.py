@@ -15,7 +15,7 @@ import os
 import stat
 import time
 
-from murmur_wsgi.planes.digests import DigestCache, file_key, hash_fd
+from murmur_wsgi.door.planes.digests import DigestCache, file_key, hash_fd
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC

@@ -28,10 +28,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, \
 from prometheus_client.utils import floatToGoString
 
 from murmur_wsgi import logs
-from murmur_wsgi.context import CallContext
+from murmur_wsgi.door.context import CallContext
 from murmur_wsgi.errors import InsufficientScope
-from murmur_wsgi.methods import METHODS, PUSH_METHODS
-from murmur_wsgi.tasks.record import ALL_STATES
+from murmur_wsgi.door.methods import METHODS, PUSH_METHODS
+from murmur_wsgi.door.tasks.record import ALL_STATES
 from murmur_wsgi.uris import CARD_PATH
 
 METRICS_PATH = "/metrics"

@@ -1,6 +1,6 @@
 """The HTTP planes that serve content: the operator plane under /resources/files."""
 from __future__ import annotations
 
-from murmur_wsgi.planes.files import FilesPlane, check_root
+from murmur_wsgi.door.planes.files import FilesPlane, check_root
 
 __all__ = ["FilesPlane", "check_root"]

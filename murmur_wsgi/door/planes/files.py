@@ -23,9 +23,9 @@ from typing import Callable
 from werkzeug.http import parse_etags
 
 from murmur_wsgi.errors import PlaneRefusal
-from murmur_wsgi.manifest import ManifestError
-from murmur_wsgi.planes.digests import DigestCache, file_key, off_hub
-from murmur_wsgi.planes.walk import DIR_FLAGS, FILE_FLAGS, Bounds, scan
+from murmur_wsgi.door.manifest import ManifestError
+from murmur_wsgi.door.planes.digests import DigestCache, file_key, off_hub
+from murmur_wsgi.door.planes.walk import DIR_FLAGS, FILE_FLAGS, Bounds, scan
 from murmur_wsgi.uris import FILES_PLANE
 from murmur_wsgi.wire.encode import compact_utf8
 

@@ -13,10 +13,10 @@ import select
 import socket
 
 from murmur_wsgi.errors import UnsupportedOperationError
-from murmur_wsgi.methods import messages, tasks
-from murmur_wsgi.tasks import frames
-from murmur_wsgi.streams.sse import EventStream
-from murmur_wsgi.tasks.record import SUBMITTED
+from murmur_wsgi.door.methods import messages, tasks
+from murmur_wsgi.door.tasks import frames
+from murmur_wsgi.door.streams.sse import EventStream
+from murmur_wsgi.door.tasks.record import SUBMITTED
 from murmur_wsgi.uris import DOOR_URI, STREAM_URI
 
 logger = logging.getLogger(__name__)

@@ -21,11 +21,11 @@ import threading
 from collections import deque
 
 from murmur_wsgi.agents.base import Completed, TaskCanceled, TaskContext, TaskFailed, TaskRejected
-from murmur_wsgi.card import HTTP_FRAMES, PROCESS_FRAMES
+from murmur_wsgi.door.card import HTTP_FRAMES, PROCESS_FRAMES
 from murmur_wsgi.ids import new_id
-from murmur_wsgi.tasks import frames
-from murmur_wsgi.tasks.agent_calls import AgentCalls
-from murmur_wsgi.tasks.record import (CANCELED, COMPLETED, FAILED, INPUT_REQUIRED, REJECTED,
+from murmur_wsgi.door.tasks import frames
+from murmur_wsgi.door.tasks.agent_calls import AgentCalls
+from murmur_wsgi.door.tasks.record import (CANCELED, COMPLETED, FAILED, INPUT_REQUIRED, REJECTED,
                                       SETTLED, SUBMITTED, WORKING, TaskRecord, now_ms)
 
 logger = logging.getLogger(__name__)

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import logging
 
-from murmur_wsgi.context import CallContext
+from murmur_wsgi.door.context import CallContext
 from murmur_wsgi.errors import InsufficientScope
-from murmur_wsgi.planes.files import refuse
+from murmur_wsgi.door.planes.files import refuse
 from murmur_wsgi.uris import FILES_PLANE
 
 logger = logging.getLogger(__name__)

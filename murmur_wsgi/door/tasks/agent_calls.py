@@ -13,9 +13,9 @@ import logging
 from murmur_wsgi.agents.base import TaskCanceled, TaskFailed
 from murmur_wsgi.agents.owned import own_fields
 from murmur_wsgi.agents.usage import RunUsage
-from murmur_wsgi.tasks import frames
-from murmur_wsgi.tasks.record import INPUT_REQUIRED, TaskRecord
-from murmur_wsgi.tasks.works import CommandRefused
+from murmur_wsgi.door.tasks import frames
+from murmur_wsgi.door.tasks.record import INPUT_REQUIRED, TaskRecord
+from murmur_wsgi.door.tasks.works import CommandRefused
 
 logger = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import logging
 
 from murmur_wsgi.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
-from murmur_wsgi.tasks import render
-from murmur_wsgi.tasks.record import INPUT_REQUIRED, REJECTED, TERMINAL
+from murmur_wsgi.door.tasks import render
+from murmur_wsgi.door.tasks.record import INPUT_REQUIRED, REJECTED, TERMINAL
 from murmur_wsgi.uris import DOOR_URI
 from murmur_wsgi.wire.message import IncomingMessage, read_message
 from murmur_wsgi.wire.raw import RawJSON

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 from murmur_wsgi.agents.fence import neutralise_markers, wrap_untrusted
 from murmur_wsgi.agents.fence import strip_untrusted_fence  # noqa: F401
 from murmur_wsgi.errors import InvalidParamsError
-from murmur_wsgi.tasks.record import COMPLETED, WORDS
+from murmur_wsgi.door.tasks.record import COMPLETED, WORDS
 
 if TYPE_CHECKING:
-    from murmur_wsgi.tasks.record import TaskRecord
+    from murmur_wsgi.door.tasks.record import TaskRecord
     from murmur_wsgi.wire.message import IncomingMessage
 
 logger = logging.getLogger(__name__)

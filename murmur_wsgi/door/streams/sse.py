@@ -22,8 +22,8 @@ from __future__ import annotations
 import logging
 import time
 
-from murmur_wsgi.tasks import frames
-from murmur_wsgi.tasks.ring import Event, Gap, Lagged
+from murmur_wsgi.door.tasks import frames
+from murmur_wsgi.door.tasks.ring import Event, Gap, Lagged
 from murmur_wsgi.wire import rpc as wire_rpc
 from murmur_wsgi.wire.encode import compact_utf8
 

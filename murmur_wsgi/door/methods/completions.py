@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from murmur_wsgi.tasks import render
+from murmur_wsgi.door.tasks import render
 from murmur_wsgi.wire.message import IncomingMessage, completion_received
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from typing import Callable
 
 from murmur_wsgi.errors import (MethodNotFoundError, PushNotificationNotSupportedError,
                                 UnsupportedOperationError)
-from murmur_wsgi.methods import card, completions, messages, session, streams, tasks
+from murmur_wsgi.door.methods import card, completions, messages, session, streams, tasks
 
 logger = logging.getLogger(__name__)
 

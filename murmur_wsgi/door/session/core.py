@@ -5,13 +5,13 @@ import logging
 import threading
 import time
 
-from murmur_wsgi.session.delegations import Delegations
+from murmur_wsgi.door.session.delegations import Delegations
 from murmur_wsgi.ids import new_id
-from murmur_wsgi.session.trace import Trace
-from murmur_wsgi.tasks.works import BackgroundWorks
-from murmur_wsgi.tasks.manager import TaskManager
-from murmur_wsgi.tasks.ring import Event, EventRing, Lagged
-from murmur_wsgi.tasks.store import TaskStore
+from murmur_wsgi.door.session.trace import Trace
+from murmur_wsgi.door.tasks.works import BackgroundWorks
+from murmur_wsgi.door.tasks.manager import TaskManager
+from murmur_wsgi.door.tasks.ring import Event, EventRing, Lagged
+from murmur_wsgi.door.tasks.store import TaskStore
 
 logger = logging.getLogger(__name__)
 

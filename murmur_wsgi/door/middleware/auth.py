@@ -11,9 +11,9 @@ import hmac
 import logging
 import secrets
 
-from murmur_wsgi.context import CallContext, Credential, RpcCall
+from murmur_wsgi.door.context import CallContext, Credential, RpcCall
 from murmur_wsgi.errors import InsufficientScope, InvalidToken, Unauthenticated
-from murmur_wsgi.manifest import DOOR_SCOPES
+from murmur_wsgi.door.manifest import DOOR_SCOPES
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The WSGI plumbing both applications are served with."""
