@@ -10,7 +10,7 @@ escapes. Run it from the repository root:
 
     .venv/bin/python bench/parse.py [--mib 64] [--repeat 3]
 
-(``--mib`` defaults to ``limits.max_body_bytes``.) ``tests/test_linear_time.py``
+(``--mib`` defaults to ``limits.max_body_bytes``.) ``tests/shared/test_linear_time.py``
 times the same shapes at two sizes, and the worst of them at the limits.
 """
 from __future__ import annotations

@@ -244,7 +244,7 @@ class CompletionNotAwaitedError(MurmurError):
 
 
 # The catalogue the spec's tables list, by code (each class's, read from codes.py), checked by
-# tests/test_errors.py and tests/test_codes.py.
+# tests/shared/test_errors.py and tests/shared/test_codes.py.
 CATALOGUE = {cls.code: cls for cls in (
     ParseError, InvalidRequestError, MethodNotFoundError, InvalidParamsError, InternalError,
     TaskNotFoundError, TaskNotCancelableError, PushNotificationNotSupportedError,

@@ -11,7 +11,7 @@ PERF: a schema load costs microseconds, and SendMessage is the door's hot path
 (the whole read is ~2 µs). ``_fast_read`` reads the common message (text and
 data parts, ids, metadata without the door's key, a plain configuration) in one
 pass and declines anything else, which the steps then read. A property test
-(tests/test_wire_message.py) checks that the two agree wherever the fast path answers.
+(tests/shared/test_wire_message.py) checks that the two agree wherever the fast path answers.
 """
 from __future__ import annotations
 

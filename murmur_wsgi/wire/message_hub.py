@@ -3,7 +3,7 @@
 The hub reads a message by the second system's request limits, not the door's
 checklist (``wire/message.py``): ``HUB_STEPS`` names its checks in their order,
 and the first refusal answers; the common message is read in one pass first
-(``_fast_read``, which declines anything else; tests/test_wire_hub.py checks it
+(``_fast_read``, which declines anything else; tests/shared/test_wire_hub.py checks it
 agrees with the steps). They run before admission, so a refused message
 runs and costs nothing. A part is checked as the door checks one
 (``wire/parts.py``), one part after the other; what differs from the door: a

@@ -99,7 +99,7 @@ def text_task_json(task_id: str, context_id: str, state: str, timestamp: str,
 
     The same text as ``task()`` of ``status()``, ``agent_message()`` (its id
     ``msg_<task id>_status``) and ``artifact()`` of one ``text_part`` through the
-    door's encoder (compact, ASCII): ``tests/test_wire_task.py`` checks it. PERF: a
+    door's encoder (compact, ASCII): ``tests/shared/test_wire_task.py`` checks it. PERF: a
     quarter of the time; every held SendMessage's answer and first GetTask is one.
     ``artifact``: ``(name, text)``, an artifact named as its id; None leaves it out.
     """

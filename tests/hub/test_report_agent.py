@@ -1,6 +1,6 @@
 """examples/report_agent.py, the door's agent, hosted on the hub: checked at the wire.
 
-The same callable runs on the door (tests/test_example_report.py): typed message
+The same callable runs on the door (tests/e2e/door/test_example_report.py): typed message
 parts, ``ctx.artifacts.stream`` and ``add``, ``ctx.usage``, ``Completed`` with a
 status message, ``TaskRejected``. What the hub adds: its ``answer`` artifact last,
 holding the usage part (priced by ``pricing``), and ``ctx.caller`` is the tenant.

@@ -103,7 +103,7 @@ class Trace:
                                         for media_type, data in images]) if images else "[]"
             referenced = compact_utf8(list(references)) if references else "[]"
         # PERF: the two records of every task are written as text, not through the
-        # encoder (~3 µs each); tests/test_trace.py checks they read as compact_utf8 writes them.
+        # encoder (~3 µs each); tests/door/test_trace.py checks they read as compact_utf8 writes them.
         fields = (f',"task_id":{_str(record.id)},"context_id":{_str(record.context_id)},'
                   f'"source":"a2a","origin":{_str(record.origin or "event")},'
                   f'"trust":{_str(record.trust)},"message_parts_bytes":{parts_bytes},'

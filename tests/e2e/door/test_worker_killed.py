@@ -1,6 +1,6 @@
 """Nothing outlives its session: SIGKILL a real gunicorn worker, its processes end too.
 
-The door's agent (``tests.e2e.test_worker_killed:both``) starts a background
+The door's agent (``tests.e2e.door.test_worker_killed:both``) starts a background
 command and then serves the task with a process harness that starts a child
 in its group and waits. SIGKILL of the worker leaves the door no chance to end
 them: the parent-death signal ends the two it started, and the master's
@@ -19,13 +19,13 @@ import pytest
 from murmur_wsgi.agents.harness import HarnessAgent
 from murmur_wsgi.uris import STREAM_URI
 from tests.e2e.conftest import start_door, wait_for_card
-from tests.e2e.test_shutdown import HttpStream, alive, background, children, message, pids_running
+from tests.e2e.door.test_shutdown import HttpStream, alive, background, children, message, pids_running
 from tests.process_util import exits_within
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 BACKGROUND_SECS = 876
 DEADLINE = 10.0
 _HARNESS = HarnessAgent({"process": [sys.executable, str(REPO / "tests" / "harness_faults.py"),
@@ -41,7 +41,7 @@ def both(ctx):
 
 def test_sigkill_of_the_worker_leaves_no_process_of_its_session(tmp_path):
     manifest = {"name": "killed-worker", "version": "0.1.0",
-                "agent": "tests.e2e.test_worker_killed:both",
+                "agent": "tests.e2e.door.test_worker_killed:both",
                 "capabilities": {"shell": {"allow": ["sleep"]}}}
     with start_door(tmp_path, manifest) as door:
         (worker,) = children(door.proc.pid)

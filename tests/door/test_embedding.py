@@ -19,7 +19,7 @@ from murmur_wsgi.uris import CARD_PATH
 from tests.conftest import V1
 from tests.sse_util import DEADLINE, EXT, GateAgent, SseStream, msg, parse_body, shape
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DJANGO_DIR = REPO / "examples" / "django_project"
 MANIFEST = {"name": "mounted", "version": "0.1.0", "stream": {"heartbeat_secs": 0.2}}
 

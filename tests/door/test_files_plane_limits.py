@@ -11,7 +11,7 @@ from murmur_wsgi import create_app
 from murmur_wsgi.door.manifest import ManifestError, load_manifest
 from murmur_wsgi.door.planes import digests as digests_mod
 from murmur_wsgi.door.planes.files import SEND_CHUNK, FileChanged
-from tests.test_files_plane import MTIME_MS, MTIME_NS, TOO_LARGE, read_ok, sha, wire, write
+from tests.door.test_files_plane import MTIME_MS, MTIME_NS, TOO_LARGE, read_ok, sha, wire, write
 
 DEEP = 1_500
 GET_TASK = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask",

@@ -2,7 +2,7 @@
 
 Each command runs through ``murmur_wsgi.cli.main(argv)``; its output is read
 with ``capsys``, its exit status from the return value. The doors are the
-Werkzeug-served ``ThreadedDoor``s of tests/test_client.py.
+Werkzeug-served ``ThreadedDoor``s of tests/shared/test_client.py.
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from murmur_wsgi.cli import main
 from murmur_wsgi.client import DoorClient
 
 from tests.e2e.conftest import child_env, default_manifest, start_door
-from tests.test_client import AUTH, DEMO, WAIT, Tap, ThreadedDoor
-from tests.test_client_streams import Script, rpc
+from tests.shared.test_client import AUTH, DEMO, WAIT, Tap, ThreadedDoor
+from tests.shared.test_client_streams import Script, rpc
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,7 @@ from werkzeug.serving import make_server
 from murmur_wsgi.uris import CARD_PATH
 from tests.e2e.conftest import (CLOSE, REPO, DoorProcess, child_env, free_port, http_get,
                                 spawn, wait_for_card, write_manifest)
-from tests.e2e.test_shutdown import EXT, HEADERS, SETTLE, STOP_WITHIN, HttpStream, message, rpc
+from tests.e2e.door.test_shutdown import EXT, HEADERS, SETTLE, STOP_WITHIN, HttpStream, message, rpc
 
 pytestmark = pytest.mark.e2e
 

@@ -37,7 +37,7 @@ IMPORTED_IN = os.getpid()
 
 
 def worker_facts(ctx) -> str:
-    """An agent (``tests.e2e.test_shutdown:worker_facts``): where its session was built."""
+    """An agent (``tests.e2e.door.test_shutdown:worker_facts``): where its session was built."""
     lock = ctx._manager.store.lock
     inner = getattr(lock, "_block", lock)      # a Python RLock wraps the lock it was given
     return json.dumps({"imported_in": IMPORTED_IN, "pid": os.getpid(), "ppid": os.getppid(),
@@ -198,7 +198,7 @@ def test_sigterm_answers_held_requests_ends_streams_and_exits_fast(tmp_path):
 
 def test_after_task_exit_stops_gunicorn_and_the_session_was_built_in_the_worker(tmp_path):
     manifest = {"name": "once", "version": "0.1.0", "lifecycle": {"after_task": "exit"},
-                "agent": "tests.e2e.test_shutdown:worker_facts"}
+                "agent": "tests.e2e.door.test_shutdown:worker_facts"}
     with start_door(tmp_path, manifest) as door:
         [worker] = children(door.proc.pid)
         answer = requests.post(door.url + "/", data=rpc("SendMessage", message("where?")),

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from tests.e2e.hub_process import WAIT
-from tests.e2e.test_hub_e2e import KEY, hub_process, hub_yaml
+from tests.e2e.hub.test_hub_e2e import KEY, hub_process, hub_yaml
 
 pytestmark = pytest.mark.e2e
 

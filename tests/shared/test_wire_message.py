@@ -2,7 +2,7 @@
 
 The fast path reads the common message in one pass; wherever it answers, the
 steps (the schemas) must answer the same message, and wherever the steps refuse,
-the fast path must decline. tests/test_message.py pins every refusal's text.
+the fast path must decline. tests/shared/test_message.py pins every refusal's text.
 """
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def run(rpc, text="hello", **extra):
 
 
 def echo_agent(ctx: TaskContext) -> str:
-    """Named by the manifest test as ``tests.test_python_agent:echo_agent``."""
+    """Named by the manifest test as ``tests.shared.test_python_agent:echo_agent``."""
     return f"echo: {ctx.text}"
 
 
@@ -76,7 +76,7 @@ def test_create_app_serves_a_callable_without_yaml(doors):
 
 
 def test_a_manifest_names_a_callable_as_module_colon_name(doors):
-    rpc = Rpc(create_app(dict(MANIFEST, agent="tests.test_python_agent:echo_agent")))
+    rpc = Rpc(create_app(dict(MANIFEST, agent="tests.shared.test_python_agent:echo_agent")))
     try:
         assert response_of(run(rpc, "hi")).startswith("echo: <untrusted-content")
     finally:
@@ -97,8 +97,8 @@ def test_the_example_python_agent_from_a_manifest(doors):
 
 @pytest.mark.parametrize("spec, message", [
     ("no_such_module_x:agent", "agent: cannot import no_such_module_x"),
-    ("tests.test_python_agent:missing", "agent: tests.test_python_agent has no missing"),
-    ("tests.test_python_agent:MANIFEST", "agent: tests.test_python_agent:MANIFEST is not "
+    ("tests.shared.test_python_agent:missing", "agent: tests.shared.test_python_agent has no missing"),
+    ("tests.shared.test_python_agent:MANIFEST", "agent: tests.shared.test_python_agent:MANIFEST is not "
                                          "callable"),
 ])
 def test_an_agent_that_cannot_be_loaded_is_refused_at_start(spec, message):

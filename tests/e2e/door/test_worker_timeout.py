@@ -1,6 +1,6 @@
 """Nothing outlives its session: a worker that misses gunicorn's timeout takes its processes.
 
-The door's agent (``tests.e2e.test_worker_timeout:stall``) starts a background
+The door's agent (``tests.e2e.door.test_worker_timeout:stall``) starts a background
 command, then loops without ever yielding to the gevent hub, as a blocking
 call would: the worker's heartbeat stops, gunicorn's master logs ``WORKER
 TIMEOUT`` and sends SIGABRT, and the conf's ``worker_abort`` ends the process
@@ -16,8 +16,8 @@ import time
 import pytest
 
 from tests.e2e.conftest import CLOSE, http_post, session_id_of, start_door, wait_for_card
-from tests.e2e.test_shutdown import alive, background, children, pids_running
-from tests.e2e.test_worker_killed import exits_within
+from tests.e2e.door.test_shutdown import alive, background, children, pids_running
+from tests.e2e.door.test_worker_killed import exits_within
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
@@ -39,7 +39,7 @@ def stall(ctx):
 
 def test_a_worker_timeout_leaves_no_process_of_its_session(tmp_path):
     manifest = {"name": "stalled-worker", "version": "0.1.0",
-                "agent": "tests.e2e.test_worker_timeout:stall",
+                "agent": "tests.e2e.door.test_worker_timeout:stall",
                 "capabilities": {"shell": {"allow": ["sleep"]}}}
     with start_door(tmp_path, manifest,
                     env={"GUNICORN_CMD_ARGS": f"--timeout {TIMEOUT_SECS}"}) as door:

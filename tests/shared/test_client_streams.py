@@ -19,7 +19,7 @@ from murmur_wsgi.client import (DoorClient, HttpRefusal, ProtocolError, RpcError
 from murmur_wsgi.client.sse import SseEvent, SseParser, iter_events
 from murmur_wsgi.uris import STREAM_URI
 
-from tests.test_client import WAIT, ThreadedDoor
+from tests.shared.test_client import WAIT, ThreadedDoor
 
 TASK = "tsk_1"
 CTX = "ctx_1"

@@ -18,7 +18,7 @@ import requests
 from tests.e2e.conftest import (CLOSE, DoorProcess, child_env, default_manifest, free_port,
                                 serve_argv, session_id_of, spawn, wait_for_card,
                                 write_manifest)
-from tests.e2e.test_shutdown import EXT, HEADERS, SETTLE, STOP_WITHIN, HttpStream, message, rpc
+from tests.e2e.door.test_shutdown import EXT, HEADERS, SETTLE, STOP_WITHIN, HttpStream, message, rpc
 
 pytestmark = pytest.mark.e2e
 

@@ -3,7 +3,7 @@
 A data part in; two named artifacts out (``summary`` streamed in chunks,
 ``report.csv`` a file part); a custom final status message; a rejection.
 Every event is the SDK's own strict parse. The usage the agent reports stays
-off the wire: tests/test_example_report.py reads it on the task record.
+off the wire: tests/e2e/door/test_example_report.py reads it on the task record.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, TaskState
 from google.protobuf import json_format, struct_pb2
 
 from tests.e2e.conftest import default_manifest, start_door
-from tests.e2e.test_interop_sdk import WAIT, collect, kind, sdk
+from tests.e2e.door.test_interop_sdk import WAIT, collect, kind, sdk
 
 pytestmark = pytest.mark.e2e
 
