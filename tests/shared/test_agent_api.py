@@ -1,4 +1,4 @@
-"""The agent API of issue 12: ctx.message, ctx.caller, named artifacts, endings, usage."""
+"""The agent API: ctx.message, ctx.caller, named artifacts, endings, usage."""
 from __future__ import annotations
 
 import base64

@@ -102,7 +102,7 @@ def test_the_task_line_is_what_the_door_documents(doors):
     rpc = doors(FAULTS + ["echo-task"])
     task = rpc.result("SendMessage", send_params("hi", contextId="ctx-a"))["task"]
     line = json.loads(response_of(task))
-    # NOTE: issue 12 added message and caller after the first five keys.
+    # NOTE: message and caller come after the first five keys.
     assert list(line) == ["type", "task_id", "context_id", "text", "session", "message",
                           "caller"]
     assert line["type"] == "task" and line["task_id"] == task["id"]

@@ -1,4 +1,4 @@
-"""No body the door accepts costs more than linear time to parse and check (issue 11.2).
+"""No body the door accepts costs more than linear time to parse and check.
 
 Each shape is one of the costliest per byte that the default limits still accept
 (bench/parse.py builds them): timed in CPU seconds at a size and at four times that

@@ -108,7 +108,7 @@ def test_an_agent_that_cannot_be_loaded_is_refused_at_start(spec, message):
 
 
 def test_none_returned_completes_without_a_response(doors):
-    # NOTE: issue 12 changed this: None used to write an empty response artifact.
+    # NOTE: None writes no response artifact.
     task = run(doors(lambda ctx: None))
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert status_text(task) == "task completed"

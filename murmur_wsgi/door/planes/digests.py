@@ -1,15 +1,15 @@
-"""The operator plane's sha256 digests: hashed off the gevent hub, cached by file identity.
+"""The operator plane's sha256 digests: hashed off gevent's loop, cached by file identity.
 
 A digest reads a file to its end, which for a large file takes seconds. Under
 ``gunicorn -k gevent`` that read would hold the hub, and with it every other
-request of the worker, so ``off_hub`` runs it in a native thread of gevent's
+request of the worker, so ``off_loop`` runs it in a native thread of gevent's
 threadpool while the request's greenlet waits; without a patched ``threading``
 (Werkzeug's threaded server, an embedding) the request has its own thread and
 the work runs inline. gevent is found in ``sys.modules``, never imported here.
 
 Concurrency:
     ``DigestCache._digests`` is written only under ``_lock``, from the request's
-    greenlet or thread. Work run ``off_hub`` takes no lock (a gevent lock is not
+    greenlet or thread. Work run ``off_loop`` takes no lock (a gevent lock is not
     for a native thread): it reads with ``peek``, one dict lookup, atomic under
     the GIL, and returns what it hashed for the caller to ``remember``.
 """
@@ -30,12 +30,12 @@ RACY_NS = 2_000_000_000
 T = TypeVar("T")
 
 
-def off_hub(work: Callable[..., T], *args) -> T:
-    """Run ``work(*args)`` where it cannot hold the gevent hub, and return its result."""
+def off_loop(work: Callable[..., T], *args) -> T:
+    """Run ``work(*args)`` where it cannot hold gevent's loop, and return its result."""
     monkey = sys.modules.get("gevent.monkey")
     if monkey is not None and monkey.is_module_patched("threading"):
-        hub = sys.modules["gevent"].get_hub()
-        return hub.threadpool.apply(work, args)
+        loop = sys.modules["gevent"].get_hub()
+        return loop.threadpool.apply(work, args)
     return work(*args)
 
 
@@ -99,7 +99,7 @@ class DigestCache:
         began = time.time_ns()
         # NOTE: the thread reads (and closes) its own descriptor: were this greenlet killed
         # while it waits, closing ``fd`` must not hand the thread a number reused elsewhere.
-        sha, size = off_hub(_hash_owned, os.dup(fd), limit)
+        sha, size = off_loop(_hash_owned, os.dup(fd), limit)
         if sha is not None and size == st.st_size:
             self.remember([(key, sha, began)])
         return sha, size

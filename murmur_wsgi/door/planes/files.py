@@ -9,7 +9,7 @@ reports the class ``advisory``, and holds symlinks to the strict rule murmur
 gives ``scoped``: a symlink on the path is refused, and omitted from a listing.
 
 Nothing here holds the gevent hub for long: a listing's walk and a file's
-first digest run off it (``digests.off_hub``), a digest is hashed once per
+first digest run off it (``digests.off_loop``), a digest is hashed once per
 version of a file, and a read is streamed from its descriptor in chunks.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from werkzeug.http import parse_etags
 
 from murmur_wsgi.errors import PlaneRefusal
 from murmur_wsgi.door.manifest import ManifestError
-from murmur_wsgi.door.planes.digests import DigestCache, file_key, off_hub
+from murmur_wsgi.door.planes.digests import DigestCache, file_key, off_loop
 from murmur_wsgi.door.planes.walk import DIR_FLAGS, FILE_FLAGS, Bounds, scan
 from murmur_wsgi.uris import FILES_PLANE
 from murmur_wsgi.wire.encode import compact_utf8
@@ -175,7 +175,7 @@ class FilesPlane:
             entries, truncated = [], False
         else:
             try:
-                found = off_hub(scan, fd, self.bounds, self.digests)     # scan closes fd
+                found = off_loop(scan, fd, self.bounds, self.digests)     # scan closes fd
             except OSError as ex:
                 logger.warning("operator plane: listing failed: %s", ex.strerror)
                 raise refuse("io_error") from None

@@ -40,7 +40,7 @@ class _PooledCheck:
 
     Before lending a connection, redis-py's pool asks ``can_read(0)``: is an
     answer left over? Its answer polls the socket, and under gevent that poll
-    is a turn of the hub's loop: about a tenth of a worker's time per GetTask.
+    is a turn of gevent's loop: about a tenth of a worker's time per GetTask.
     A connection is disconnected whenever a read fails or times out, so what
     can be left is only what the parser already holds: that is checked, and a
     closed socket shows at the command, retried once on a new connection
