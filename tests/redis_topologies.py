@@ -1,0 +1,256 @@
+"""Real Redis topologies beyond one server, for the hub's tests: a Cluster and a Sentinel set.
+
+- ``Cluster(directory).start()``: three primaries (``redis-server --cluster-enabled
+  yes`` on free loopback ports), joined by ``redis-cli --cluster create``, and waited
+  for until every node reports ``cluster_state:ok``. ``url`` is the
+  ``redis-cluster://HOST:PORT,…`` form the hub's ``store`` setting takes.
+- ``SentinelSet(directory).start()``: a primary, one replica of it, and three
+  sentinels (``redis-server FILE --sentinel``) watching it under ``SERVICE``; waited
+  for until every sentinel knows the replica and the other sentinels. ``url`` is the
+  ``redis-sentinel://HOST:PORT,…/SERVICE/0`` form. ``kill_primary()`` SIGKILLs the
+  primary, ``wait_failover()`` waits until the sentinels name the replica and it is a primary.
+
+Every process is started with ``child_setup()`` (it dies with a killed suite) and every
+wait has a deadline, paced on the processes themselves; nothing sleeps.
+"""
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from redis.sentinel import Sentinel
+
+from murmur_wsgi.groups import child_setup
+from tests.redis_util import MISSING, free_port
+
+DEADLINE = 20.0
+SERVICE = "murmur"
+
+
+def _binary(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(MISSING, pytrace=False)
+    return found
+
+
+def _spawn(directory: Path, name: str, argv: list[str]) -> subprocess.Popen:
+    log = open(directory / f"{name}.log", "wb")
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=child_setup())
+    finally:
+        log.close()
+
+
+def _stop(proc: subprocess.Popen | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+def wait_until(predicate, what: str, procs, deadline: float = DEADLINE):
+    """Call ``predicate`` until it returns a true value; fail after ``deadline`` seconds.
+
+    Paced on the processes: each round waits up to 20 ms on the first one's exit, so
+    a process that dies at start fails at once with its log's name.
+    """
+    end = time.monotonic() + deadline
+    while True:
+        for proc in procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{proc.args[0]} exited while waiting for {what}")
+        try:
+            value = predicate()
+        except redis.RedisError:
+            value = None
+        if value:
+            return value
+        assert time.monotonic() < end, f"Redis did not reach {what} within {deadline} s"
+        try:
+            procs[0].wait(timeout=0.02)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+class _Node:
+    def __init__(self, directory: Path, port: int, extra: list[str]):
+        self.port = port
+        self.proc = _spawn(directory, f"redis-{port}", [
+            _binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--dir", str(directory),
+            "--daemonize", "no", *extra])
+
+    def client(self, **kwargs) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1,
+                           decode_responses=True, **kwargs)
+
+
+def cluster_port() -> int:
+    """A free port whose cluster bus port (the port + 10000) is free and valid too."""
+    while True:
+        port = free_port()
+        if port + 10000 <= 65535:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                try:
+                    probe.bind(("127.0.0.1", port + 10000))
+                except OSError:
+                    continue
+            return port
+
+
+class Cluster:
+    """Three primaries, no replicas: each owns a third of the 16384 slots."""
+
+    def __init__(self, directory: Path, size: int = 3):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.size = size
+        self.nodes: list[_Node] = []
+
+    @property
+    def url(self) -> str:
+        return "redis-cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def start(self) -> Cluster:
+        for _ in range(self.size):
+            port = cluster_port()
+            self.nodes.append(_Node(self.directory, port, [
+                "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
+                "--cluster-node-timeout", "2000"]))
+        procs = [n.proc for n in self.nodes]
+        for node in self.nodes:
+            wait_until(lambda node=node: node.client().ping(), f"PING on {node.port}", procs)
+        create = subprocess.run(
+            [_binary("redis-cli"), "--cluster", "create",
+             *[f"127.0.0.1:{n.port}" for n in self.nodes], "--cluster-yes"],
+            capture_output=True, text=True, timeout=DEADLINE)
+        assert create.returncode == 0, create.stdout + create.stderr
+        for node in self.nodes:
+            wait_until(lambda node=node: "cluster_state:ok" in node.client().execute_command(
+                "CLUSTER", "INFO"), f"cluster_state:ok on {node.port}", procs)
+        return self
+
+    def client(self) -> redis.RedisCluster:
+        return redis.RedisCluster(host="127.0.0.1", port=self.nodes[0].port,
+                                  decode_responses=True)
+
+    def flush(self) -> None:
+        for node in self.nodes:
+            client = node.client()
+            try:
+                client.flushall()
+            finally:
+                client.close()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            _stop(node.proc)
+        self.nodes = []
+
+
+class SentinelSet:
+    """A primary, one replica, three sentinels watching the primary as ``SERVICE``."""
+
+    def __init__(self, directory: Path, sentinels: int = 3):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.count = sentinels
+        self.primary: _Node | None = None
+        self.replica: _Node | None = None
+        self.sentinels: list[_Node] = []
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis-sentinel://{hosts}/{SERVICE}/0"
+
+    def _procs(self) -> list[subprocess.Popen]:
+        nodes = [self.primary, self.replica, *self.sentinels]
+        return [n.proc for n in nodes if n is not None and n.proc.poll() is None] or \
+            [n.proc for n in nodes if n is not None]
+
+    def start(self) -> SentinelSet:
+        self.primary = _Node(self.directory, free_port(), [])
+        wait_until(lambda: self.primary.client().ping(), "the primary's PING", self._procs())
+        self.replica = _Node(self.directory, free_port(),
+                             ["--replicaof", "127.0.0.1", str(self.primary.port)])
+        wait_until(lambda: self.replica.client().info("replication").get(
+            "master_link_status") == "up", "the replica's link", self._procs())
+        for _ in range(self.count):
+            port = free_port()
+            conf = self.directory / f"sentinel-{port}.conf"
+            conf.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {self.directory}\n"
+                f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 2\n"
+                f"sentinel down-after-milliseconds {SERVICE} 1000\n"
+                f"sentinel failover-timeout {SERVICE} 5000\n"
+                f"sentinel parallel-syncs {SERVICE} 1\n")
+            node = _Node.__new__(_Node)
+            node.port = port
+            node.proc = _spawn(self.directory, f"sentinel-{port}",
+                               [_binary("redis-server"), str(conf), "--sentinel"])
+            self.sentinels.append(node)
+        for node in self.sentinels:
+            wait_until(lambda node=node: self._sentinel_ready(node),
+                       f"sentinel {node.port} seeing the set", self._procs())
+        return self
+
+    def _sentinel_ready(self, node: _Node) -> bool:
+        client = node.client()
+        try:
+            master = client.execute_command("SENTINEL", "MASTER", SERVICE)
+            fields = dict(zip(master[::2], master[1::2])) if isinstance(master, list) else master
+            return (int(fields.get("num-slaves", 0)) >= 1
+                    and int(fields.get("num-other-sentinels", 0)) >= self.count - 1)
+        finally:
+            client.close()
+
+    def primary_port(self) -> int:
+        """The port the sentinels name as the primary now."""
+        client = self.sentinels[0].client()
+        try:
+            _, port = client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
+            return int(port)
+        finally:
+            client.close()
+
+    def kill_primary(self) -> None:
+        self.primary.proc.send_signal(signal.SIGKILL)
+        self.primary.proc.wait(timeout=5)
+
+    def wait_failover(self, deadline: float = DEADLINE) -> int:
+        """Wait until the sentinels name the replica as the primary; its port."""
+        old = self.primary.port
+        port = wait_until(lambda: (port := self.primary_port()) != old and port,
+                          "a failover", self._procs(), deadline)
+        node = self.replica
+        wait_until(lambda: node.client().info("replication")["role"] == "master",
+                   "the replica's promotion", self._procs(), deadline)
+        watchers = self.watchers()
+        wait_until(lambda: watchers.discover_master(SERVICE) == ("127.0.0.1", port),
+                   "the sentinels naming the new primary", self._procs(), deadline)
+        return port
+
+    def watchers(self) -> Sentinel:
+        """redis-py's client of the sentinels."""
+        return Sentinel([("127.0.0.1", s.port) for s in self.sentinels], socket_timeout=0.5)
+
+    def stop(self) -> None:
+        for node in (*self.sentinels, self.replica, self.primary):
+            if node is not None:
+                _stop(node.proc)
+        self.sentinels, self.replica, self.primary = [], None, None
