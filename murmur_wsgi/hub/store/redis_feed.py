@@ -1,0 +1,255 @@
+"""One Redis reader per worker for every open stream: a notification channel, read on demand.
+
+Every script that writes a task's event also publishes ``<task id> <n>`` (the
+event's position) on one channel. ``EventFeed`` listens to that channel on one
+connection, in one thread per store, and issues no command of its own. A task
+some local stream reads (a *watched* task) keeps the newest events read of it
+in a small buffer; a notification past the buffer wakes the task's readers,
+and one of them (single flight) reads what is new with one ``XRANGE`` for all.
+
+So an idle stream costs no Redis command, an event costs one read per worker
+that watches its task, whatever the number of its streams there, and a stream
+that opens (or falls behind the buffer) reads its own way in, as before.
+
+Correctness: a reader registers its task before its own read, so an event is
+either in that read or notified after it. While the listener is not subscribed
+(Redis away, or reconnecting) nothing is taken as covered: each reader reads
+for itself and waits at most ``block_secs`` between reads. Every (re)subscription
+starts a new epoch, and a buffer of an older epoch covers nothing.
+
+Concurrency:
+    One ``threading.Condition`` guards every watched task; no Redis command is
+    sent while holding it. Every wait has a timeout; ``close()`` wakes them all.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import redis
+
+logger = logging.getLogger(__name__)
+
+BUFFER_EVENTS = 64              # the newest events a watched task keeps for its readers
+BUFFER_BYTES = 256 * 1024      # … and at most this many payload bytes (the newest always)
+IDLE_SECS = 60.0                # a task no reader asked about for this long is forgotten
+RECONNECT_SECS = 1.0
+
+
+class _Watched:
+    """What this worker has read of one task: its newest events, and what was notified.
+
+    Forgotten once no reader asked for ``IDLE_SECS``, or at once when no reader is left
+    and its final event is read."""
+
+    __slots__ = ("entries", "first", "last", "notified", "reading", "epoch", "readers",
+                 "touched", "size")
+
+    def __init__(self, epoch: int):
+        self.entries: list = []       # StoredEvent, oldest first: positions first..last
+        self.first = 1                # the buffer covers a reader that read first - 1
+        self.last = -1                # the newest position read (-1: nothing yet)
+        self.notified = 0             # the newest position the channel announced
+        self.reading = False          # a reader is reading for every one (single flight)
+        self.epoch = epoch
+        self.readers = 0
+        self.touched = 0.0
+        self.size = 0
+
+    def covers(self, after: int, epoch: int) -> bool:
+        return self.epoch == epoch and self.last >= 0 and self.first - 1 <= after <= self.last
+
+    def since(self, after: int) -> list:
+        return [e for e in self.entries if e.seq > after]
+
+    def merge(self, after: int, entries: list) -> None:
+        """Take ``entries`` (every event after ``after``, in order, as just read)."""
+        if self.last >= after and self.last >= 0:
+            fresh = [e for e in entries if e.seq > self.last]
+        else:                                    # nothing contiguous held: start anew
+            self.entries, self.size, self.first, fresh = [], 0, after + 1, entries
+            self.last = after
+        for event in fresh:
+            self.entries.append(event)
+            self.size += len(event.payload)
+            self.last = event.seq
+        while len(self.entries) > 1 and (len(self.entries) > BUFFER_EVENTS
+                                         or self.size > BUFFER_BYTES):
+            dropped = self.entries.pop(0)
+            self.size -= len(dropped.payload)
+            self.first = dropped.seq + 1
+
+
+class EventFeed:
+    """Every local stream's events of the Redis store, through one listener.
+
+    Args:
+        client: the store's redis-py client (its ``pubsub()`` gives the connection).
+        read: ``read(task_id, after) -> (events, exists)``: the events after ``after``,
+            read now (one round trip).
+        channel: the channel the scripts publish ``<task id> <n>`` on.
+        block_secs: the longest wait between a reader's own reads while unsubscribed,
+            and the listener's longest wait for a message.
+    """
+
+    def __init__(self, client, read, channel: str, block_secs: float = 1.0,
+                 clock=time.monotonic):
+        self._client = client
+        self._read = read
+        self._channel = channel
+        self._block = block_secs
+        self._clock = clock
+        self._changed = threading.Condition()
+        self._watched: dict[str, _Watched] = {}
+        self._epoch = 0                 # odd while subscribed
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    # --- readers -----------------------------------------------------------
+
+    @property
+    def subscribed(self) -> bool:
+        return self._epoch % 2 == 1
+
+    def watching(self) -> int:
+        with self._changed:
+            return len(self._watched)
+
+    def events(self, task_id: str, after: int, timeout: float) -> tuple[list, bool]:
+        """The task's events after position ``after``: at once if some are known, else the
+        first that come within ``timeout``; ``(events, exists)`` as ``Store.events``."""
+        deadline = self._clock() + max(0.0, timeout)
+        with self._changed:
+            watched = self._watched.get(task_id)
+            if watched is None:
+                watched = self._watched[task_id] = _Watched(self._epoch)
+            watched.readers += 1
+            watched.touched = self._clock()
+        try:
+            return self._events(task_id, watched, after, deadline)
+        finally:
+            with self._changed:
+                watched.readers -= 1
+                watched.touched = self._clock()
+
+    def _events(self, task_id, watched, after, deadline):
+        own = True                              # the first look reads unless covered
+        while True:
+            with self._changed:
+                if self._closed:
+                    return [], False
+                epoch = self._epoch
+                if watched.covers(after, epoch) and epoch % 2:
+                    found = watched.since(after)
+                    if found:
+                        return found, True
+                    if watched.notified > watched.last and not watched.reading:
+                        watched.reading = True            # read once, for every reader
+                        start, own = watched.last, False
+                    else:
+                        left = deadline - self._clock()
+                        if left <= 0:
+                            return [], True
+                        self._changed.wait(left)
+                        continue
+                else:
+                    start = after
+                    if not own:                            # unsubscribed: paced reads
+                        left = deadline - self._clock()
+                        if left <= 0:
+                            return [], True
+                        self._changed.wait(min(left, self._block))
+                    own = True
+            try:
+                entries, exists = self._read(task_id, start)
+            finally:
+                if start != after or not own:
+                    with self._changed:
+                        watched.reading = False
+                        self._changed.notify_all()
+            with self._changed:
+                # NOTE: only a read begun while subscribed, in the epoch still current, is
+                # known to miss nothing the channel will not announce.
+                if exists and epoch % 2 and epoch == self._epoch:
+                    if watched.epoch != epoch:            # taken anew in this epoch
+                        watched.epoch, watched.last, watched.entries = epoch, -1, []
+                        watched.size = 0
+                    watched.merge(start, entries)
+                    self._changed.notify_all()
+            if start == after:
+                if entries or not exists:
+                    return entries, exists
+                own = False                  # known now: wait for what comes
+                if deadline - self._clock() <= 0:
+                    return [], True
+
+    # --- the listener --------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._listen, name="hub-events", daemon=True)
+        self._thread.start()
+
+    def _notified(self, data: str) -> None:
+        task_id, _, position = data.rpartition(" ")
+        try:
+            n = int(position)
+        except ValueError:
+            return
+        with self._changed:
+            watched = self._watched.get(task_id)
+            if watched is not None and n > watched.notified:
+                watched.notified = n
+                self._changed.notify_all()
+
+    def _set_epoch(self, subscribed: bool) -> None:
+        with self._changed:
+            if (self._epoch % 2 == 1) != subscribed:
+                self._epoch += 1
+                self._changed.notify_all()
+
+    def _forget_idle(self) -> None:
+        now = self._clock()
+        with self._changed:
+            idle = [k for k, w in self._watched.items() if not w.readers and (
+                w.touched < now - IDLE_SECS or (w.entries and w.entries[-1].terminal))]
+            for task_id in idle:
+                del self._watched[task_id]
+
+    def _listen(self) -> None:
+        while not self._closed:
+            pubsub = self._client.pubsub(ignore_subscribe_messages=False)
+            try:
+                pubsub.subscribe(self._channel)
+                swept = self._clock()
+                while not self._closed:
+                    message = pubsub.get_message(timeout=self._block)
+                    if message is not None:
+                        kind = message.get("type")
+                        if kind == "subscribe":
+                            self._set_epoch(True)
+                        elif kind == "message":
+                            self._notified(message["data"])
+                    if self._clock() - swept >= self._block:
+                        swept = self._clock()
+                        self._forget_idle()
+            except (redis.RedisError, OSError, ValueError, TypeError) as ex:
+                # NOTE: TypeError: hiredis's parser polling a socket close() just dropped.
+                self._set_epoch(False)
+                if self._closed:
+                    break
+                logger.warning("redis store: the event channel failed (%s); reconnecting",
+                               type(ex).__name__)
+                with self._changed:
+                    self._changed.wait_for(lambda: self._closed, RECONNECT_SECS)
+            finally:
+                self._set_epoch(False)
+                try:
+                    pubsub.close()
+                except redis.RedisError:
+                    pass
+
+    def close(self) -> None:
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
