@@ -131,21 +131,38 @@ def test_a_refused_command_leaves_the_connection_usable(client):
     commands.close()
 
 
-def test_commands_keep_at_most_max_idle_connections(client, clients):
-    commands = redis_client.Commands(client, max_idle=2)
+def test_commands_open_at_most_max_open_connections_and_serve_the_rest_in_turn(client,
+                                                                              clients):
+    commands = redis_client.Commands(client, max_open=2)
     client.ping()                                     # the client's own connection
     before = clients()
     got = []
-    threads = [threading.Thread(target=lambda: got.append(commands("BLPOP", "q", 1.5)))
+    threads = [threading.Thread(target=lambda: got.append(commands("BLPOP", "q", 5)))
                for _ in range(5)]
     for thread in threads:
         thread.start()
-    wait_until(lambda: clients() == before + 5)   # five waiting at once
-    client.rpush("q", *range(5))
+    wait_until(lambda: clients() == before + 2)   # two waiting in Redis, three in turn
+    for n in range(5):
+        client.rpush("q", n)
+        wait_until(lambda n=n: len(got) == n + 1)
+        assert clients() == before + 2
     for thread in threads:
         thread.join(10)
-    assert len(got) == 5 and commands.idle == 2
-    wait_until(lambda: clients() == before + 2)
+    assert sorted(item for _, item in got) == ["0", "1", "2", "3", "4"]
+    assert commands.idle == 2
+    commands.close()
+    wait_until(lambda: clients() == before)
+
+
+def test_several_commands_are_one_round_trip_on_one_connection(client):
+    commands = redis_client.Commands(client)
+    client.rpush("several", "a", "b")
+    assert commands.several(("LRANGE", "several", 0, -1), ("EXISTS", "several"),
+                            ("EXISTS", "none")) == [["a", "b"], 1, 0]
+    with pytest.raises(redis.ResponseError):
+        commands.several(("GET", "several"), ("PING",))    # WRONGTYPE: every answer read
+    assert commands.several(("PING",), ("LLEN", "several")) == ["PONG", 2]
+    assert commands.idle == 1
     commands.close()
 
 

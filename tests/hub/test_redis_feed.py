@@ -6,6 +6,8 @@ same script, ``PUBLISH <channel> "<id> <n>"``. The feed's readers are threads wa
 """
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -13,6 +15,7 @@ import pytest
 import redis
 
 from murmur_wsgi.hub.store.base import StoredEvent
+from murmur_wsgi.hub.store.redis_client import connect
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from tests.hub.conftest import wait_until
 from tests.redis_util import RedisServer
@@ -71,7 +74,7 @@ def feed(store):
     made.start()
     wait_until(lambda: made.subscribed)
     yield made
-    made.close()
+    made.close(wait=5)
 
 
 class Reader(threading.Thread):
@@ -139,15 +142,20 @@ def test_idle_readers_cost_no_redis_command(store, feed, redis_server):
     watcher = redis.Redis(port=redis_server.port, decode_responses=True)
     try:
         before = commands(watcher)
+        started = time.monotonic()
         for reader in readers:
             reader.join(5)
+        took = time.monotonic() - started
         after = commands(watcher)
     finally:
         watcher.close()
     assert all(r.calls >= 3 for r in readers)        # each waited, timed out and asked again
     spent = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     spent.pop("info", None)
-    assert {k: v for k, v in spent.items() if v} == {}
+    spent = {k: v for k, v in spent.items() if v}
+    # The feed's own PING when it heard nothing for block_secs (0.5): one feed, not fifty.
+    assert set(spent) <= {"ping"}
+    assert spent.get("ping", 0) <= took / 0.5 + 1
 
 
 def test_a_reader_behind_the_buffer_reads_its_own_way_in(store, feed):
@@ -165,6 +173,36 @@ def test_a_reader_behind_the_buffer_reads_its_own_way_in(store, feed):
 
 def test_an_unknown_task_is_no_stream(store, feed):
     assert feed.events("nosuch", 0, 0.1) == ([], False)
+
+
+def test_a_stalled_redis_ends_a_waiting_reader_with_an_error(tmp_path):
+    """SIGSTOP: connections open, nothing answers. The listener's PING goes unanswered,
+    the feed takes the channel for lost, and the reader's own read fails."""
+    server = RedisServer(tmp_path).start()
+    store = Store(server.port)
+    store.client.close()
+    store.client = connect(server.url, 0.5)        # the store's client: a timeout is final
+    feed = EventFeed(store.client, store.read, CHANNEL, block_secs=0.3, stall_secs=0.5)
+    feed.start()
+    try:
+        wait_until(lambda: feed.subscribed)
+        store.write("t7", "first")
+        assert [e.payload for e in feed.events("t7", 0, 0)[0]] == ["first"]
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(redis.RedisError):
+                while time.monotonic() - started < 10:
+                    feed.events("t7", 1, 5.0)
+            assert time.monotonic() - started < 5
+            assert not feed.subscribed
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        wait_until(lambda: feed.subscribed)
+    finally:
+        feed.close(wait=5)
+        store.client.close()
+        server.stop()
 
 
 def test_close_wakes_every_reader(store, feed):
@@ -200,6 +238,6 @@ def test_readers_follow_a_redis_restart(tmp_path):
         reader.join(20)
         assert [e.payload for e in reader.got] == ["before", "after", "end"]
     finally:
-        feed.close()
+        feed.close(wait=5)
         store.client.close()
         server.stop()

@@ -4,10 +4,11 @@ The key layout (every key starts with ``murmur:hub:``) is in docs/hub.md
 (ListTasks' sorted sets: ``redis_index``);
 each step that must be atomic (create, start, append, end, the cancel mark,
 a claim's release) is one Lua script (``redis_scripts``), so a task has
-exactly one final state and no event follows it. Subscribers wait in a
-blocking ``XREAD`` (at most ``BLOCK_MAX_SECS`` at a time, so a closed store
-is noticed), never in a polling loop; cancel marks are also published on a
-pub/sub channel that one thread per store listens to.
+exactly one final state and no event follows it. Every event written is
+announced on a channel, and one thread per store (``redis_feed.EventFeed``)
+listens to it for every stream of the worker: a waiting stream costs no Redis
+command, an event one read per worker that streams its task. Cancel marks are
+published on a channel of their own, listened to on the same connection.
 
 Failures: every ``redis.RedisError`` is raised as ``StoreError``, whose
 message is public (``redis_client``). Admission's counters, shared by every
@@ -33,6 +34,7 @@ from murmur_wsgi.hub.store.base import PENDING, Page, Store, StoreError, StoredE
 from murmur_wsgi.hub.store.redis_client import PREFIX, Commands, connect, public_url
 from murmur_wsgi.hub.store.redis_index import RedisIndex
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
+from murmur_wsgi.hub.store.redis_feed import EventFeed
 from murmur_wsgi.hub.store.redis_limits import RedisCounters
 from murmur_wsgi.hub.task import FAILED, TERMINAL, WORKING, HubTask, status_update, task_status
 from murmur_wsgi.wire import task as wire_task
@@ -44,12 +46,18 @@ logger = logging.getLogger(__name__)
 CHANNEL = PREFIX + "cancel"
 CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task was created
 MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
-BLOCK_MAX_SECS = 1.0             # the longest single XREAD BLOCK
+BLOCK_MAX_SECS = 1.0             # the longest wait of a listener between two looks
 MAX_ID_BYTES = 256               # a task id longer than this names no task
 # What a read of one record asks for (one HMGET, its owner first): a finished task's
 # wire form, else what rebuilds it (``_record``).
 RECORD_FIELDS = ("tenant", "agent", "wire", "id", "ctx", "msg", "state", "text", "ms",
                  "created", "seq", "hist", "arts")
+
+
+def _payload_and_end(fields: list) -> tuple[str, bool]:
+    """An event entry's raw fields (``p`` its payload, ``t`` "1" when it is the last)."""
+    found = dict(zip(fields[::2], fields[1::2]))
+    return found["p"], found["t"] == "1"
 
 
 class RedisStore(RedisIndex, Store):
@@ -72,7 +80,12 @@ class RedisStore(RedisIndex, Store):
                          for name in ("CREATE", "START", "APPEND", "END", "RELEASE", "MARK")}
         self._contexts: dict[str, str] = {}
         self._closed = threading.Event()
-        self._listener: threading.Thread | None = None
+        self._feed = EventFeed(self._redis, self._read_events, scripts.EVENTS_CHANNEL,
+                               block_secs=self._block, stall_secs=timeout_secs)
+        self._feed.also(CHANNEL, self._cancelled)
+        self._on_cancel = None
+        self._feed_lock = threading.Lock()
+        self._feed_started = False
 
     # --- keys --------------------------------------------------------------
 
@@ -246,26 +259,20 @@ class RedisStore(RedisIndex, Store):
 
     @_guarded
     def events(self, task_id, after, timeout):
+        if len(task_id) > MAX_ID_BYTES or self._closed.is_set():
+            return [], False
+        self._start_feed()
+        return self._feed.events(task_id, after, timeout)
+
+    def _read_events(self, task_id: str, after: int) -> tuple[list, bool]:
+        """The task's events after position ``after`` and whether its log exists: one
+        round trip (the feed's read, for one stream or for all of a task's)."""
         key = self._events_key(task_id)
-        if len(task_id) > MAX_ID_BYTES:
-            return [], False
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.xrange(key, f"{after + 1}-0", "+")
-        pipe.exists(key)
-        entries, exists = pipe.execute()
-        if entries:
-            return self._stored(entries), True
-        if not exists or self._closed.is_set():
-            return [], False
-        block = min(timeout, self._block)
-        if block <= 0:
-            return [], True
-        got = self._redis.xread({key: f"{after}-1"}, block=max(1, int(block * 1000)))
-        if isinstance(got, dict):                       # RESP3
-            got = list(got.items())
-        for _, entries in got or []:
-            return self._stored(entries), True
-        return [], True
+        entries, exists = self._command.several(("XRANGE", key, f"{after + 1}-0", "+"),
+                                                ("EXISTS", key))
+        # NOTE: a raw reply: each entry is [id, [field, value, …]].
+        return [StoredEvent(int(entry_id.split("-", 1)[0]), *_payload_and_end(fields))
+                for entry_id, fields in entries], bool(exists)
 
     @_guarded
     def final_event(self, task_id):
@@ -302,30 +309,22 @@ class RedisStore(RedisIndex, Store):
         return {task_id for task_id, state in zip(task_ids, states) if state in TERMINAL}
 
     def listen_cancels(self, callback):
-        """One thread: the channel's messages to ``callback``; reconnects while open."""
-        def listen():
-            while not self._closed.is_set():
-                pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-                try:
-                    pubsub.subscribe(CHANNEL)
-                    while not self._closed.is_set():
-                        message = pubsub.get_message(timeout=self._block)
-                        if message and message.get("type") == "message":
-                            callback(message["data"])
-                except (redis.RedisError, OSError, ValueError, TypeError) as ex:
-                    # NOTE: TypeError: hiredis's parser polling a socket close() just dropped.
-                    if self._closed.is_set():
-                        break
-                    logger.warning("redis store: the cancel channel failed (%s); reconnecting",
-                                   type(ex).__name__)
-                    self._closed.wait(1.0)
-                finally:
-                    try:
-                        pubsub.close()
-                    except redis.RedisError:
-                        pass
-        self._listener = threading.Thread(target=listen, name="hub-cancels", daemon=True)
-        self._listener.start()
+        """The cancel channel's messages to ``callback``, on the event feed's connection
+        and thread (one listener per store); it reconnects while the store is open."""
+        self._on_cancel = callback
+        self._start_feed()
+
+    def _cancelled(self, task_id: str) -> None:
+        if self._on_cancel is not None:
+            self._on_cancel(task_id)
+
+    def _start_feed(self) -> None:
+        if self._feed_started:
+            return
+        with self._feed_lock:
+            if not self._feed_started and not self._closed.is_set():
+                self._feed.start()
+                self._feed_started = True
 
     # --- replicas ----------------------------------------------------------
 
@@ -368,12 +367,13 @@ class RedisStore(RedisIndex, Store):
         if self._closed.is_set():
             return
         self._closed.set()
+        self._feed.close()
         try:
             self._redis.delete(self._live_key(self.replica))
         except redis.RedisError:
             pass
-        # NOTE: the listener is not joined: it ends within BLOCK_MAX_SECS by itself, or at
-        # once when the pool's disconnect below closes its connection.
+        # NOTE: the feed's listener is not joined: it ends within BLOCK_MAX_SECS by itself,
+        # or at once when the pool's disconnect below closes its connection.
         self._command.close()
         self._redis.close()
         self._redis.connection_pool.disconnect()

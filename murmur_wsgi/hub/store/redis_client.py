@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import threading
 
 import redis
 from redis.backoff import NoBackoff
@@ -93,39 +94,72 @@ class Commands:
     (docs/performance.md). These connections are the client's kind, with its
     settings (address, password, TLS, timeouts, health check), made as its pool
     makes them; idle ones wait in a list (``pop`` and ``append`` are atomic, so
-    one in use is its caller's only), at most ``max_idle`` of them. A connection
+    one in use is its caller's only). A connection
     closes itself on any failure, its reply unread; a command that failed on a
     closed connection is sent once more on a new one, as the client's ``Retry``
     does (a timed-out one is not).
+
+    At most ``max_open`` connections are in use at once (a caller waits up to
+    ``wait_secs`` for one, then fails as Redis being away does): a burst of
+    requests, or of streams opening, is served in turn on a few connections
+    instead of opening one each. Under gevent a worker runs one greenlet at a
+    time, and a handful of round trips in flight already outpace its CPU.
 
     One process: Commands made before a fork must not be used after it (the hub
     makes its store in each worker).
     """
 
-    def __init__(self, client: redis.Redis, max_idle: int = 64):
+    def __init__(self, client: redis.Redis, max_open: int = 6, wait_secs: float = 5.0):
         pool = client.connection_pool
         self._make = functools.partial(pool.connection_class, **pool.connection_kwargs)
         self._idle: list = []
-        self._max_idle = max_idle
+        self._slots = threading.BoundedSemaphore(max_open)
+        self._wait = wait_secs
         self._closed = False
 
     def __call__(self, *args):
+        return self.several(args)[0]
+
+    def several(self, *commands: tuple) -> list:
+        """Each command's answer, sent together on one connection: one round trip."""
+        if not self._slots.acquire(timeout=self._wait):
+            raise redis.ConnectionError("every connection of the store is in use")
         try:
             conn = self._idle.pop()
         except IndexError:
             conn = self._make()                    # it connects at its first command
         try:
             try:
-                conn.send_command(*args)
-                return conn.read_response()
+                return self._send(conn, commands)
             except redis.ConnectionError:
-                conn.send_command(*args)           # it closed itself: a new connection
-                return conn.read_response()
+                return self._send(conn, commands)  # it closed itself: a new connection
         finally:
-            if self._closed or len(self._idle) >= self._max_idle:
+            if self._closed:
                 conn.disconnect()
             else:
                 self._idle.append(conn)
+            self._slots.release()
+
+    @property
+    def idle(self) -> int:
+        return len(self._idle)
+
+    @staticmethod
+    def _send(conn, commands) -> list:
+        if len(commands) == 1:
+            conn.send_command(*commands[0])
+            return [conn.read_response()]
+        conn.send_packed_command(conn.pack_commands(commands))
+        answers = []
+        for _ in commands:
+            try:
+                answers.append(conn.read_response())
+            except redis.ResponseError as ex:      # every answer read: the connection stays
+                answers.append(ex)
+        for answer in answers:
+            if isinstance(answer, redis.ResponseError):
+                raise answer
+        return answers
 
     def script(self, source: str):
         """``source`` as ``run(keys=…, args=…)``, as ``client.register_script`` makes it:

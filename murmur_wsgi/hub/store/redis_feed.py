@@ -7,7 +7,8 @@ some local stream reads (a *watched* task) keeps the newest events read of it
 in a small buffer; a notification past the buffer wakes the task's readers,
 and one of them (single flight) reads what is new with one ``XRANGE`` for all.
 
-So an idle stream costs no Redis command, an event costs one read per worker
+So an idle stream costs no Redis command (the listener PINGs every
+``block_secs`` it hears nothing, one command per worker), an event one read per worker
 that watches its task, whatever the number of its streams there, and a stream
 that opens (or falls behind the buffer) reads its own way in, as before.
 
@@ -90,21 +91,25 @@ class EventFeed:
             read now (one round trip).
         channel: the channel the scripts publish ``<task id> <n>`` on.
         block_secs: the longest wait between a reader's own reads while unsubscribed,
-            and the listener's longest wait for a message.
+            and the listener's longest wait for a message (then it PINGs).
+        stall_secs: a PING unanswered this long takes the channel for lost (a stalled
+            Redis answers nothing and fails nothing).
     """
 
     def __init__(self, client, read, channel: str, block_secs: float = 1.0,
-                 clock=time.monotonic):
+                 stall_secs: float = 5.0, clock=time.monotonic):
         self._client = client
         self._read = read
         self._channel = channel
         self._block = block_secs
+        self._stall = stall_secs
         self._clock = clock
         self._changed = threading.Condition()
         self._watched: dict[str, _Watched] = {}
         self._epoch = 0                 # odd while subscribed
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._others: dict[str, object] = {}       # another channel -> its callback
 
     # --- readers -----------------------------------------------------------
 
@@ -141,14 +146,15 @@ class EventFeed:
                     return [], False
                 epoch = self._epoch
                 if watched.covers(after, epoch) and epoch % 2:
-                    found = watched.since(after)
-                    if found:
-                        return found, True
-                    if watched.notified > watched.last and not watched.reading:
+                    stale = watched.notified > watched.last
+                    if stale and not watched.reading:
                         watched.reading = True            # read once, for every reader
                         start, own = watched.last, False
                     else:
+                        found = watched.since(after)
                         left = deadline - self._clock()
+                        if found and (not stale or left <= 0):
+                            return found, True
                         if left <= 0:
                             return [], True
                         self._changed.wait(left)
@@ -186,9 +192,26 @@ class EventFeed:
 
     # --- the listener --------------------------------------------------------
 
+    def also(self, channel: str, callback) -> None:
+        """Listen to ``channel`` too, on the same connection: ``callback(data)`` per message
+        (called on the listener's thread; it must not block). Before ``start()``."""
+        self._others[channel] = callback
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._listen, name="hub-events", daemon=True)
         self._thread.start()
+
+    def _message(self, message: dict) -> None:
+        channel = message.get("channel")
+        if channel == self._channel:
+            self._notified(message["data"])
+            return
+        callback = self._others.get(channel)
+        if callback is not None:
+            try:
+                callback(message["data"])
+            except Exception:  # noqa: BLE001 - the listener must outlive a callback
+                logger.exception("redis store: a callback of %s failed", channel)
 
     def _notified(self, data: str) -> None:
         task_id, _, position = data.rpartition(" ")
@@ -220,18 +243,28 @@ class EventFeed:
         while not self._closed:
             pubsub = self._client.pubsub(ignore_subscribe_messages=False)
             try:
-                pubsub.subscribe(self._channel)
-                swept = self._clock()
+                pubsub.subscribe(self._channel, *self._others)
+                swept = heard = self._clock()
+                pinged = None
                 while not self._closed:
                     message = pubsub.get_message(timeout=self._block)
+                    now = self._clock()
                     if message is not None:
+                        heard, pinged = now, None
                         kind = message.get("type")
-                        if kind == "subscribe":
+                        if kind == "subscribe" and message.get("channel") == self._channel:
                             self._set_epoch(True)
                         elif kind == "message":
-                            self._notified(message["data"])
-                    if self._clock() - swept >= self._block:
-                        swept = self._clock()
+                            self._message(message)
+                    elif pinged is not None and now - pinged > self._stall:
+                        raise redis.TimeoutError("the event channel stalled")
+                    elif pinged is None and now - heard >= self._block:
+                        # NOTE: a stalled Redis answers nothing and fails nothing: a PING
+                        # unanswered within stall_secs takes the channel for lost.
+                        pubsub.ping()
+                        pinged = now
+                    if now - swept >= self._block:
+                        swept = now
                         self._forget_idle()
             except (redis.RedisError, OSError, ValueError, TypeError) as ex:
                 # NOTE: TypeError: hiredis's parser polling a socket close() just dropped.
@@ -249,7 +282,11 @@ class EventFeed:
                 except redis.RedisError:
                     pass
 
-    def close(self) -> None:
+    def close(self, wait: float = 0.0) -> None:
+        """Wake every reader (each answers ``([], False)``); the listener ends within
+        ``block_secs``, waited for up to ``wait`` seconds."""
         with self._changed:
             self._closed = True
             self._changed.notify_all()
+        if wait > 0 and self._thread is not None:
+            self._thread.join(wait)

@@ -7,7 +7,13 @@ the task's state first, so an event is never written after the final one.
 """
 from __future__ import annotations
 
+from murmur_wsgi.hub.store.redis_client import PREFIX
 from murmur_wsgi.hub.task import SUBMITTED, TERMINAL, WORKING
+
+# Every event written is announced on this channel as ``<task id> <n>`` (redis_feed).
+EVENTS_CHANNEL = PREFIX + "events"
+_NOTIFY = ("local function notify(id, n) redis.call('PUBLISH', '" + EVENTS_CHANNEL
+           + "', id .. ' ' .. n) end\n")
 
 _TERMINAL = "local T = {" + ", ".join(f"['{s}'] = 1" for s in sorted(TERMINAL)) + "}\n"
 
@@ -30,7 +36,7 @@ end
 #       bind ("1"/"0"), payload, terminal ("1"/"0"), retention ms, wire ('' unless terminal)
 # A finished task's record keeps its wire form (GetTask's answer, as it is) in 'wire',
 # which holds its history and artifacts: 'hist' and 'arts' are dropped.
-CREATE = """
+CREATE = _NOTIFY + """
 local seq = redis.call('INCR', KEYS[4])
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'ctx', ARGV[2], 'tenant', ARGV[3], 'agent', ARGV[4],
            'msg', ARGV[5], 'state', ARGV[6], 'text', ARGV[7], 'ms', ARGV[8],
@@ -46,6 +52,7 @@ elseif redis.call('GET', KEYS[5]) == 'pending' then
   redis.call('DEL', KEYS[5])
 end
 redis.call('XADD', KEYS[6], '1-1', 'p', ARGV[14], 't', ARGV[15])
+notify(ARGV[1], 1)
 if ARGV[15] == '1' then
   redis.call('HSET', KEYS[1], 'wire', ARGV[17])
   redis.call('HDEL', KEYS[1], 'hist', 'arts')
@@ -58,21 +65,23 @@ return seq
 """
 
 # KEYS: task, ev   ARGV: ms, payload, maxlen, key prefix
-START = _MOVE + f"""
+START = _NOTIFY + _MOVE + f"""
 if redis.call('HGET', KEYS[1], 'state') ~= '{SUBMITTED}' then return 0 end
 redis.call('HSET', KEYS[1], 'state', '{WORKING}', 'ms', ARGV[1], 'text', 'null')
-move(ARGV[4], '{SUBMITTED}', '{WORKING}', ARGV[1])
+local f = move(ARGV[4], '{SUBMITTED}', '{WORKING}', ARGV[1])
 local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], n .. '-1', 'p', ARGV[2], 't', '0')
+notify(f[1], n)
 return 1
 """
 
 # KEYS: task, ev   ARGV: payload, maxlen
-APPEND = _TERMINAL + """
-local s = redis.call('HGET', KEYS[1], 'state')
+APPEND = _NOTIFY + _TERMINAL + """
+local s, id = unpack(redis.call('HMGET', KEYS[1], 'state', 'id'))
 if not s or T[s] then return 0 end
 local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], n .. '-1', 'p', ARGV[1], 't', '0')
+notify(id, n)
 return 1
 """
 
@@ -82,7 +91,7 @@ return 1
 # The wire form is the head, then the artifacts and the history unless empty (the keys
 # ``wire/task.task`` leaves out), as the record would be written: tests check the bytes.
 # The task leaves its replica's runs and frees its tenant's admission slot (redis_limits).
-END = _TERMINAL + _MOVE + """
+END = _NOTIFY + _TERMINAL + _MOVE + """
 local s = redis.call('HGET', KEYS[1], 'state')
 if not s or T[s] then return 0 end
 local arts = ARGV[4]
@@ -101,6 +110,7 @@ for i = 9, #ARGV do
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
 local f = move(ARGV[7], s, ARGV[1], ARGV[3])
+notify(f[1], redis.call('HGET', KEYS[1], 'nev'))
 if f[2] then redis.call('ZREM', ARGV[7] .. 'runs:' .. f[2], f[1]) end
 redis.call('ZREM', ARGV[7] .. 'running:' .. f[3], f[1])
 return 1
