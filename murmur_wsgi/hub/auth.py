@@ -1,5 +1,9 @@
 """Credentials: an API key (X-API-Key) or a Bearer JWT with X-Tenant-ID; the tenant they give.
 
+A request presents one credential: one that carries both ``X-API-Key`` and
+``Authorization`` is refused (401, ``BOTH``), whether either would verify, so
+that no request is served as a tenant other than the one each header names.
+
 A key is never stored: hub.yaml lists SHA-256 hex digests, and a presented
 key's digest is compared with ``hmac.compare_digest``. A JWT is verified with
 PyJWT against the configured key and algorithms only (``alg: none`` and any
@@ -21,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "mhk_"
 _DECOY = "0" * 64
+BOTH = "send one credential: X-API-Key or Authorization, not both"
 
 
 def digest(key: str) -> str:
@@ -54,9 +59,12 @@ class Credentials:
     def tenant_of(self, environ: dict) -> tuple[str, str]:
         """Return ``(tenant, subject)`` of the request's credential, or raise a HubRefusal (401)."""
         key = environ.get("HTTP_X_API_KEY")
+        header = environ.get("HTTP_AUTHORIZATION")
+        if key is not None and header is not None:
+            raise HubRefusal(BOTH)
         if key is not None:
             return self._by_key(key), "api-key"
-        header = environ.get("HTTP_AUTHORIZATION", "")
+        header = header or ""
         scheme, _, token = header.partition(" ")
         if scheme.lower() == "bearer" and token.strip() and self._jwt is not None:
             return self._by_jwt(token.strip(), environ)

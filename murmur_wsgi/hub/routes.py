@@ -102,7 +102,11 @@ def handle(hub, environ, start_response):
 
 
 def route(hub, environ: dict) -> tuple[str, str | None]:
-    """Step 1: ``("metrics" | "card" | "rpc", agent name)``, or 404."""
+    """Step 1: ``("metrics" | "card" | "rpc", agent name)``, or 404.
+
+    An RPC path may end with one ``/`` (a client joining the card's URL with
+    ``/``, as httpx's ``base_url`` does); the card's URL itself has none.
+    """
     path = environ.get("PATH_INFO", "")
     if path == "/metrics" and hub.metrics is not None:
         return "metrics", None
@@ -114,7 +118,7 @@ def route(hub, environ: dict) -> tuple[str, str | None]:
     if rest.endswith(CARD_SUFFIX) and verb in ("GET", "HEAD"):
         kind, name = "card", rest[:-len(CARD_SUFFIX)]
     elif verb == "POST":
-        kind, name = "rpc", rest
+        kind, name = "rpc", rest[:-1] if rest.endswith("/") else rest
     else:
         raise NotServed()
     if not name or "/" in name:
