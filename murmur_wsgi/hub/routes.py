@@ -138,9 +138,7 @@ def read_body(hub, environ: dict, tenant: str) -> bytes:
     limit = hub.limits(tenant)["max_body_bytes"]
     raw = bodies.read_body(environ, limit)
     if raw is None:
-        err = BodyTooLargeError(f"the JSON-RPC body is larger than {limit} bytes")
-        err.request_id = None
-        raise err
+        raise BodyTooLargeError(f"the JSON-RPC body is larger than {limit} bytes")
     return raw
 
 
