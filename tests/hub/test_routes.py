@@ -114,8 +114,8 @@ def test_the_hubs_stream_beats_and_ends_with_its_lifetime():
 
 
 def test_the_socket_has_the_write_deadline_during_a_stream_and_its_own_timeout_after(hub):
-    """The hub's stream runs under the shared write deadline, and the socket's timeout
-    (gunicorn's) comes back when the stream ends, where the hub once set None."""
+    """The hub's stream runs under the shared write deadline, and the socket's own timeout
+    (gunicorn's) comes back when the stream ends."""
     left, right = socket.socketpair()
     try:
         left.settimeout(5.0)
