@@ -1,7 +1,11 @@
-"""The error catalogue: every refusal the door can answer, in one place.
+"""The error catalogue: every refusal the door and the hub can answer, in one place.
 
-Handlers and layers raise these; ``dispatch.py`` alone turns them into
-the wire (an HTTP refusal body or a JSON-RPC error object).
+Handlers and layers raise these; each application's request path alone
+(``door/dispatch.py``, ``hub/routes.py``) turns them into the wire: a
+``Refusal`` carries its HTTP status, challenge and body, an ``RpcError`` its
+JSON-RPC error object (``serving/answers.py`` writes both). The hub's own
+refusals (``hub/errors.py``) are ``Refusal``s too; the hub's store failing is
+``StoreError``, an internal error with a public message.
 """
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ logger = logging.getLogger(__name__)
 
 
 class DoorError(Exception):
-    """Root of every error the door answers; caught only in dispatch."""
+    """Root of every error an application answers (the door's and the hub's alike);
+    caught only in each one's request path."""
 
     message = "door error"
 
@@ -28,7 +33,7 @@ class DoorError(Exception):
 
 
 class Refusal(DoorError):
-    """An HTTP status with a plain JSON body ``{"error", "message"}``."""
+    """An HTTP status with a plain JSON body (the door's: ``{"error", "message"}``)."""
 
     status = 404
     error = "not_found"
@@ -146,6 +151,13 @@ class InvalidParamsError(RpcError):
 class InternalError(RpcError):
     wire = codes.INTERNAL_ERROR
     message = "Internal error: the door could not hand the request to the session"
+
+
+class StoreError(InternalError):
+    """The hub's task store cannot be reached in time (Redis down or slow): -32603 with a
+    public message, logged where it failed."""
+
+    message = "Internal error: the hub's task store is unavailable; try again shortly"
 
 
 class A2AError(RpcError):

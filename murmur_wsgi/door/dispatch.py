@@ -16,6 +16,7 @@ from murmur_wsgi.errors import DoorError, InternalError, Refusal, RpcError
 from murmur_wsgi.door.middleware import (auth, body, completion, params, peer, planes, public,
                                          tenant, version)
 from murmur_wsgi.serving import envelope
+from murmur_wsgi.serving.answers import JSON_HEADERS, refusal_response, rpc_error, status_line
 from murmur_wsgi.door.session.trace import AUTH_REFUSALS
 from murmur_wsgi.door.streams.sse import EventStream
 from murmur_wsgi.wire import rpc as wire_rpc
@@ -26,7 +27,6 @@ from murmur_wsgi.serving.writes import encoded, utf8_length
 logger = logging.getLogger(__name__)
 access_log = logging.getLogger("murmur_wsgi.access")
 
-JSON_HEADERS = ("Content-Type", "application/json")
 
 
 def _extensions(environ: dict) -> frozenset:
@@ -100,26 +100,6 @@ def rpc_response(request_id, result, budget: int) -> tuple[int, Iterable[bytes]]
     return len(data), [data]
 
 
-def rpc_error(request_id, error: RpcError) -> bytes:
-    """Serialize a JSON-RPC error object."""
-    return wire_rpc.error(request_id, error.error_object()).encode()
-
-
-def refusal_response(ex: Refusal) -> tuple[str, list, bytes]:
-    """An HTTP refusal: status, headers and the plain JSON body (no envelope)."""
-    data = compact_ascii(ex.body()).encode()
-    headers = [JSON_HEADERS, ("Content-Length", str(len(data)))]
-    if ex.challenge:
-        headers.append(("WWW-Authenticate", ex.challenge))
-    headers.extend(ex.headers)
-    return f"{ex.status} {_REASONS.get(ex.status, 'Error')}", headers, data
-
-
-_REASONS = {200: "OK", 304: "Not Modified", 400: "Bad Request", 401: "Unauthorized",
-            403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 410: "Gone",
-            413: "Content Too Large", 500: "Internal Server Error"}
-
-
 def dispatch(door, environ: dict, start_response):
     """The WSGI entry: run the tiers and write one answer."""
     started = time.perf_counter()
@@ -161,7 +141,7 @@ def dispatch(door, environ: dict, start_response):
         data = rpc_error(getattr(ex, "request_id", None), ex)
         status = ex.http_status
         door.metrics.request(environ, call, str(ex.code), status, started, ex)
-        start_response(f"{status} {_REASONS.get(status, 'Error')}",
+        start_response(status_line(status),
                        [JSON_HEADERS, ("Content-Length", str(len(data)))])
         return [data]
     except StreamNotStarted:

@@ -13,6 +13,7 @@ from typing import Any
 from marshmallow import (EXCLUDE, Schema, ValidationError, fields, post_load, validate,
                          validates_schema)
 
+from murmur_wsgi.agents.spec import AgentField
 from murmur_wsgi.loading import read_yaml
 from murmur_wsgi.settings import Block, ManifestError, Size, StrictInt, first_error
 
@@ -182,24 +183,6 @@ class InferenceSchema(Schema):
         unknown = EXCLUDE          # model, max_turns, command: the runtime's, not the door's
 
     transport = fields.String(load_default="http", validate=validate.OneOf(["http", "process"]))
-
-
-class HarnessSchema(Block):
-    process = fields.List(fields.String(), required=True, validate=validate.Length(min=1))
-    idle_timeout_secs = fields.Float(load_default=600.0, validate=validate.Range(min=0, min_inclusive=False))
-    cancel_grace_secs = fields.Float(load_default=10.0, validate=validate.Range(min=0))
-    max_line_bytes = Size(load_default=1024 ** 2)
-
-
-class AgentField(fields.Field):
-    """``demo``, ``"pkg.module:callable"`` or ``{process: [cmd, ...]}``."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if isinstance(value, dict):
-            return HarnessSchema().load(value)
-        if isinstance(value, str) and (value == "demo" or re.match(r"^[\w.]+:[\w.]+$", value)):
-            return value
-        raise ValidationError('must be demo, "pkg.module:callable" or {process: [cmd, ...]}')
 
 
 class ObservabilitySchema(Block):

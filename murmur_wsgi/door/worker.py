@@ -1,246 +1,26 @@
-"""The door's gunicorn worker: gevent's, with deadlines on reading requests and a reserve.
+"""The door's gunicorn worker: the shared deadline worker, with the door's manifest deadlines.
 
-``gunicorn_conf.py`` names it (``worker_class``). It imports gevent, so only
-gunicorn's worker process loads it (never the package, never the master).
-
-What it adds to gunicorn's gevent worker, per connection:
-
-- **Header deadline.** A new connection has ``limits.header_timeout_secs``
-  from its accept to the end of its request's headers; a kept-alive one waits
-  up to gunicorn's ``keepalive`` for the first byte of its next request, then
-  has the header deadline for the rest.
-- **Body deadline.** A request that declares a body has
-  ``limits.body_timeout_secs`` from the end of its headers until the door has
-  read the whole body.
-- **A reserve.** When the open connections reach the worker's capacity
-  (``worker_connections``, or the descriptors left) less a tenth, the
-  connections waiting longest for a request's headers are closed, oldest first:
-  a flood of idle connections cannot keep a ready request from being accepted.
-- **Write deadline.** The door sets it on the socket (``writes.py``); a write
-  that runs past it is a cut here: logged once, not as a socket error.
-- **No body discarded.** An answer that leaves the request's body unread (a
-  413 for a body over ``limits.max_body_bytes``, or a refusal before step 5)
-  closes the connection once it is written (``Connection: close``), instead of
-  reading the rest of the body, of any size, to find the next request.
-
-A cut shuts the connection's socket (the blocked read sees the end, gunicorn
-closes it quietly) and is counted on every live door:
-``murmur_connections_cut_total{reason}`` on ``/metrics``.
-
-Concurrency: everything runs on the worker's one gevent hub; the deadlines are
-the hub's timers, whose callbacks never block. A kept-alive connection's first
-byte is seen where gunicorn reads it (its parser's reads, wrapped per
-connection): a read watcher beside gunicorn's own missed the bytes its read
-took before the hub polled (a greenlet held up between the two, under load),
-and the connection then waited out ``keepalive`` instead of the header deadline.
+``gunicorn_conf.py`` names it (``worker_class``). What the worker does (read
+deadlines, a reserve of connections, write cuts) is ``serving/worker.py``'s;
+the door passes ``limits.header_timeout_secs`` and ``limits.body_timeout_secs``
+from its manifest and counts each cut on every live door
+(``murmur_connections_cut_total{reason}`` on ``/metrics``).
 """
 from __future__ import annotations
 
-import resource
-import time
-
-import gevent
-from gevent import getcurrent
-from gunicorn.workers.ggevent import GeventWorker
-
-from murmur_wsgi.door.gunicorn_conf import _shut
-
-HEADER_TIMEOUT, BODY_TIMEOUT = 10.0, 30.0       # the manifest's defaults, for an app not a door
-FD_MARGIN = 64                  # descriptors kept for files, pipes and agents' processes
+from murmur_wsgi.serving.worker import DeadlineWorker
 
 
-def _body_pending(req) -> bool:
-    """True while the request's declared body is not read to its end."""
-    reader = getattr(getattr(req, "body", None), "reader", None)
-    if reader is None:
-        return False
-    if hasattr(reader, "length"):
-        return reader.length > 0                # Content-Length
-    return getattr(reader, "parser", None) is not None     # chunked: None once at the end
-
-
-def _buffered(req) -> bool:
-    """True when the parser already holds bytes past this request (the next one's start)."""
-    buf = getattr(getattr(req, "unreader", None), "buf", None)
-    return buf is not None and buf.getbuffer().nbytes > 0
-
-
-class _Connection:
-    """One client connection's deadline (a hub timer), and whether it waits kept alive."""
-
-    __slots__ = ("sock", "since", "timer", "idle", "reads", "cut", "req")
-
-    def __init__(self, sock):
-        self.sock = sock
-        self.since = time.monotonic()
-        self.timer = None
-        self.idle = False           # kept alive, no byte of its next request read yet
-        self.reads = None           # the parser's reads, once wrapped (_watch_reads)
-        self.cut = None             # the reason, once cut
-        self.req = None
-
-    def disarm(self) -> None:
-        self.idle = False
-        timer, self.timer = self.timer, None
-        if timer is not None:
-            timer.stop()
-            timer.close()
-
-
-class DoorWorker(GeventWorker):
+class DoorWorker(DeadlineWorker):
     """gunicorn's gevent worker with the door's read deadlines and connection reserve."""
 
-    def run(self):
-        self._configure()
-        super().run()
-
-    def load_wsgi(self):
-        super().load_wsgi()
-        self.wsgi = self._closing_unread(self.wsgi)
-
-    def _closing_unread(self, app):
-        """``app``, whose answers close the connection when they leave the body unread."""
-        def wsgi(environ, start_response):
-            def start(status, headers, exc_info=None):
-                conn = self._connections.get(getcurrent())
-                if conn is not None and conn.req is not None and _body_pending(conn.req):
-                    conn.req.must_close = True      # gunicorn writes Connection: close
-                return start_response(status, headers, exc_info)
-            return app(environ, start)
-        return wsgi
-
-    def _configure(self) -> None:
+    def limits(self) -> dict:
         from murmur_wsgi.door.app import live_doors
 
         doors = live_doors()
-        limits = doors[0].manifest.limits if doors else {}
-        self.header_timeout = limits.get("header_timeout_secs", HEADER_TIMEOUT)
-        self.body_timeout = limits.get("body_timeout_secs", BODY_TIMEOUT)
-        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        capacity = self.worker_connections
-        if soft != resource.RLIM_INFINITY:
-            capacity = max(1, min(capacity, soft - FD_MARGIN))
-        self.capacity = capacity
-        self.threshold = capacity - max(1, capacity // 10)
-        self._loop = gevent.get_hub().loop
-        self._connections: dict = {}        # greenlet -> _Connection
-        self._waiting: dict = {}            # socket -> _Connection, waiting longest first
-        self._cut_open = 0                  # cut, not yet closed by their greenlet
-        self.log.info("murmur-wsgi: header deadline %ss, body deadline %ss, capacity %d "
-                      "connections (reserve from %d)", self.header_timeout, self.body_timeout,
-                      capacity, self.threshold)
+        return doors[0].manifest.limits if doors else {}
 
-    # --- gunicorn's calls -----------------------------------------------------------
-
-    def handle(self, listener, client, addr):
-        self._make_room()
-        conn = _Connection(client)
-        self._connections[getcurrent()] = conn
-        self._wait(conn, first=True)
-        try:
-            super().handle(listener, client, addr)
-        finally:
-            conn.disarm()
-            self._waiting.pop(client, None)
-            self._connections.pop(getcurrent(), None)
-            if conn.cut is not None:
-                self._cut_open -= 1
-
-    def timeout_ctx(self):
-        # NOTE: the connection's own deadlines (below) replace gunicorn's keepalive timeout.
-        return gevent.Timeout(None)
-
-    def handle_request(self, listener_name, req, sock, addr):
-        conn = self._connections.get(getcurrent())
-        if conn is not None:
-            conn.disarm()
-            self._waiting.pop(sock, None)
-            conn.req = req
-            if conn.reads is None and getattr(req, "unreader", None) is not None:
-                self._watch_reads(conn, req.unreader)
-            if _body_pending(req):
-                self._arm(conn, self.body_timeout, self._body_late)
-        try:
-            return super().handle_request(listener_name, req, sock, addr)
-        except TimeoutError:
-            # A write ran past stream.write_timeout_secs (writes.py): the client is cut.
-            self._count("write_timeout")
-            self.log.info("murmur-wsgi: cut a client that did not take a write within the "
-                          "write deadline (%s)", addr[0] if addr else "?")
-            raise StopIteration() from None
-        finally:
-            if conn is not None:
-                conn.disarm()
-                self._wait(conn, first=False)
-                conn.req = None
-
-    # --- deadlines --------------------------------------------------------------------
-
-    def _arm(self, conn: _Connection, seconds: float, callback) -> None:
-        timer = self._loop.timer(seconds, 0.0, ref=False)
-        timer.start(callback, conn)
-        conn.timer = timer
-
-    def _wait(self, conn: _Connection, first: bool) -> None:
-        """The connection waits for a request: the header deadline (kept alive: first byte)."""
-        conn.since = time.monotonic()
-        self._waiting[conn.sock] = conn
-        # NOTE: bytes already read ahead are the next request's start: its headers have begun.
-        if first or _buffered(conn.req):
-            self._arm(conn, self.header_timeout, self._headers_late)
-            return
-        self._arm(conn, self.cfg.keepalive or self.header_timeout, self._idle_ended)
-        conn.idle = True
-
-    def _watch_reads(self, conn: _Connection, unreader) -> None:
-        """Wrap the connection's parser's reads (its ``chunk``): a read that returns bytes
-        while the connection waits kept alive is its next request's first byte."""
-        read = conn.reads = unreader.chunk
-
-        def chunk(*args, **kwargs):
-            data = read(*args, **kwargs)
-            if data and conn.idle:
-                self._first_byte(conn)
-            return data
-
-        unreader.chunk = chunk
-
-    def _first_byte(self, conn: _Connection) -> None:
-        conn.disarm()
-        self._arm(conn, self.header_timeout, self._headers_late)
-
-    def _idle_ended(self, conn: _Connection) -> None:
-        self._cut(conn, None)                   # keepalive ended: a close, not a cut
-
-    def _headers_late(self, conn: _Connection) -> None:
-        self._cut(conn, "header_timeout")
-
-    def _body_late(self, conn: _Connection) -> None:
-        req = conn.req
-        conn.disarm()
-        if req is not None and _body_pending(req):
-            self._cut(conn, "body_timeout")
-
-    def _make_room(self) -> None:
-        """Near capacity: close the connections waiting longest for their headers."""
-        excess = len(self._connections) - self._cut_open - self.threshold + 1
-        while excess > 0 and self._waiting:
-            conn = next(iter(self._waiting.values()))
-            self._cut(conn, "reserve")
-            excess -= 1
-
-    def _cut(self, conn: _Connection, reason: str | None) -> None:
-        conn.disarm()
-        self._waiting.pop(conn.sock, None)
-        if conn.cut is not None:
-            return
-        conn.cut = reason or "idle"
-        self._cut_open += 1
-        if reason is not None:
-            self._count(reason)
-        _shut(conn.sock)
-
-    def _count(self, reason: str) -> None:
+    def count_cut(self, reason: str) -> None:
         from murmur_wsgi.door.app import live_doors
 
         for door in live_doors():

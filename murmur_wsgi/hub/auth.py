@@ -1,5 +1,9 @@
 """Credentials: an API key (X-API-Key) or a Bearer JWT with X-Tenant-ID; the tenant they give.
 
+A request presents one credential: one that carries both ``X-API-Key`` and
+``Authorization`` is refused (401, ``BOTH``), whether either would verify, so
+that no request is served as a tenant other than the one each header names.
+
 A key is never stored: hub.yaml lists SHA-256 hex digests, and a presented
 key's digest is compared with ``hmac.compare_digest``. A JWT is verified with
 PyJWT against the configured key and algorithms only (``alg: none`` and any
@@ -15,37 +19,13 @@ import secrets
 
 import jwt
 
+from murmur_wsgi.hub.errors import HubRefusal, NoTenant
+
 logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "mhk_"
 _DECOY = "0" * 64
-CHALLENGE = 'Bearer realm="murmur-hub"'
-
-
-class HubRefusal(Exception):
-    """An HTTP refusal of the hub: status and a ``{"error": …}`` body."""
-
-    status = 401
-    error = "unauthenticated"
-
-    def __init__(self, error: str | None = None, status: int | None = None):
-        super().__init__(error or self.error)
-        if error is not None:
-            self.error = error
-        if status is not None:
-            self.status = status
-
-    @property
-    def challenge(self) -> str | None:
-        return CHALLENGE if self.status == 401 else None
-
-
-class Unauthenticated(HubRefusal):
-    pass
-
-
-class NoTenant(HubRefusal):
-    error = "no tenant in context"
+BOTH = "send one credential: X-API-Key or Authorization, not both"
 
 
 def digest(key: str) -> str:
@@ -77,15 +57,18 @@ class Credentials:
                          block["leeway_secs"])
 
     def tenant_of(self, environ: dict) -> tuple[str, str]:
-        """Return ``(tenant, subject)`` of the request's credential, or raise a HubRefusal."""
+        """Return ``(tenant, subject)`` of the request's credential, or raise a HubRefusal (401)."""
         key = environ.get("HTTP_X_API_KEY")
+        header = environ.get("HTTP_AUTHORIZATION")
+        if key is not None and header is not None:
+            raise HubRefusal(BOTH)
         if key is not None:
             return self._by_key(key), "api-key"
-        header = environ.get("HTTP_AUTHORIZATION", "")
+        header = header or ""
         scheme, _, token = header.partition(" ")
         if scheme.lower() == "bearer" and token.strip() and self._jwt is not None:
             return self._by_jwt(token.strip(), environ)
-        raise Unauthenticated()
+        raise HubRefusal()
 
     def is_operator(self, environ: dict) -> bool:
         """A bearer JWT that verifies and says ``role: operator`` (no tenant needed)."""
@@ -95,7 +78,7 @@ class Credentials:
             return False
         try:
             claims = self._claims(token.strip())
-        except Unauthenticated:
+        except HubRefusal:
             return False
         return claims.get("role") == "operator"
 
@@ -108,10 +91,10 @@ class Credentials:
                               audience=audience, leeway=leeway, options=options)
         except jwt.PyJWTError as ex:
             logger.info("a JWT was refused: %s", type(ex).__name__)
-            raise Unauthenticated() from None
+            raise HubRefusal() from None
         except Exception:  # noqa: BLE001 - a malformed key or token must stay a 401
             logger.info("a JWT could not be verified")
-            raise Unauthenticated() from None
+            raise HubRefusal() from None
 
     def _by_key(self, key: str) -> str:
         presented = digest(key)
@@ -120,7 +103,7 @@ class Credentials:
         tenant = self._keys.get(presented)
         known = presented if tenant is not None else _DECOY
         if not hmac.compare_digest(presented, known) or tenant is None:
-            raise Unauthenticated()
+            raise HubRefusal()
         return tenant
 
     def _by_jwt(self, token: str, environ: dict) -> tuple[str, str]:
@@ -129,9 +112,9 @@ class Credentials:
         if not tenant:
             raise NoTenant()
         if tenant not in self._tenants:
-            raise Unauthenticated()
+            raise HubRefusal()
         allowed = claims.get("tenants")
         operator = claims.get("role") == "operator"
         if not operator and not (isinstance(allowed, list) and tenant in allowed):
-            raise Unauthenticated()
+            raise HubRefusal()
         return tenant, str(claims.get("sub", ""))

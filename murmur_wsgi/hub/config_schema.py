@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from marshmallow import ValidationError, fields, validate, validates_schema
 
-from murmur_wsgi.door.manifest import AgentField
+from murmur_wsgi.agents.spec import AgentField
 from murmur_wsgi.settings import Block, ManifestError, Size, StrictInt
 
 logger = logging.getLogger(__name__)
@@ -70,6 +70,9 @@ class LimitsSchema(Block):
     run_timeout_secs = _positive(load_default=300.0)
     max_subscriptions = StrictInt(load_default=20, validate=validate.Range(min=1))
     max_body_bytes = Size(load_default=1024 ** 2)
+    # A connection's read deadlines (the worker's, per connection: no tenant override).
+    header_timeout_secs = _positive(load_default=10.0)    # accept (or first byte) to headers' end
+    body_timeout_secs = _positive(load_default=30.0)      # headers' end to the body's end
 
 
 class TenantLimitsSchema(Block):

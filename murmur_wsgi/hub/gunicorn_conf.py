@@ -1,4 +1,9 @@
-"""gunicorn settings for the hub: the door's (one gevent worker, clean stop), closing hubs.
+"""gunicorn settings for the hub: the shared ones (a gevent worker, a clean stop), draining hubs.
+
+The settings and the process groups' hooks both applications share are
+``serving/gunicorn_base.py``'s; the worker is the hub's own (``hub/worker.py``:
+the read deadlines of hub.yaml's ``limits``), with the shared stop
+(``serving/shutdown.py``).
 
 On SIGTERM the worker stops accepting; the hook below drains the hub on a
 thread of its own (``drain_timeout_secs`` for runs in flight, background ones
@@ -9,11 +14,14 @@ the worker's exit waits for the drain to finish.
 import os
 import threading
 
-from murmur_wsgi.door.gunicorn_conf import *  # noqa: F401,F403 - the door's settings and hooks
-from murmur_wsgi.door.gunicorn_conf import _WorkerStop
-from murmur_wsgi.door.gunicorn_conf import child_exit as _door_child_exit
-from murmur_wsgi.door.gunicorn_conf import on_exit as _door_on_exit
+from murmur_wsgi.serving.gunicorn_base import *  # noqa: F401,F403 - shared settings and hooks
+from murmur_wsgi.serving.gunicorn_base import child_exit as _groups_child_exit
+from murmur_wsgi.serving.gunicorn_base import on_exit as _groups_on_exit
+from murmur_wsgi.serving.shutdown import WorkerStop
 
+# gunicorn's gevent worker, with hub.yaml's deadlines on reading a request
+# (limits.header_timeout_secs, limits.body_timeout_secs) and a reserve of connections.
+worker_class = "murmur_wsgi.hub.worker.HubWorker"
 bind = [os.environ.get("MURMUR_WSGI_LISTEN", "127.0.0.1:41880")]
 
 
@@ -31,15 +39,12 @@ def _drain_secs() -> float:
 graceful_timeout = max(30, int(_drain_secs()) + 10)
 
 
-class _HubStop(_WorkerStop):
-    """Closes the worker's hubs (not doors) as the worker stops."""
+class _HubStop(WorkerStop):
+    """Drains the worker's hubs, on a thread of its own, as the worker stops."""
 
     drain = None
 
-    def close_doors(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
+    def close_apps(self) -> None:
         from murmur_wsgi.hub.app import live_hubs
 
         def drain():
@@ -55,12 +60,12 @@ class _HubStop(_WorkerStop):
         try:
             self._run()
         finally:
-            self.close_doors()
+            self.close()
             if self.drain is not None:
                 self.drain.join(60)
 
 
-def post_worker_init(worker):  # noqa: F811 - replaces the door's hook
+def post_worker_init(worker):
     _HubStop(worker).install()
 
 
@@ -82,7 +87,7 @@ def _shared_store() -> bool:
     return config is not None and config.shared
 
 
-def on_starting(server):  # noqa: F811 - the hub's own message
+def on_starting(server):
     """Refuse more than one worker on the memory store, which lives in one process; give
     the workers one folder for their metrics (set before they fork and import the client)."""
     config = _config()
@@ -97,16 +102,16 @@ def on_starting(server):  # noqa: F811 - the hub's own message
         server.metrics_folder = os.environ[MULTIPROC_ENV]
 
 
-def child_exit(server, worker):  # noqa: F811 - the door's, then the worker's metrics
-    _door_child_exit(server, worker)
+def child_exit(server, worker):  # noqa: F811 - the process groups', then the worker's metrics
+    _groups_child_exit(server, worker)
     if getattr(server, "metrics_folder", None):
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(worker.pid)
 
 
-def on_exit(server):  # noqa: F811 - the door's, then the metrics folder
-    _door_on_exit(server)
+def on_exit(server):  # noqa: F811 - the process groups', then the metrics folder
+    _groups_on_exit(server)
     folder = getattr(server, "metrics_folder", None)
     if folder:
         import shutil
@@ -114,7 +119,7 @@ def on_exit(server):  # noqa: F811 - the door's, then the metrics folder
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def nworkers_changed(server, new_value, old_value):  # noqa: F811
+def nworkers_changed(server, new_value, old_value):
     if old_value is not None and new_value > 1 and not _shared_store():
         server.log.error("murmur-wsgi: the hub's memory store lives in one process; "
                          "staying at 1 worker")

@@ -1,37 +1,42 @@
-"""The hub's request path: routes, credentials, the agent, then JSON-RPC, in that order.
+"""The hub's request path: the numbered steps of the Nexus A2A server text, and rendering.
 
-HTTP tier (never reads the body): ``public_url`` set → a route of the text
-→ a credential → a published agent of the credential's tenant → the card,
-or the body (at most ``limits.max_body_bytes``, else 413). RPC tier: JSON →
-envelope → ``A2A-Version: 1.0`` exactly → method → params → handler. Every
-``/a2a/v1`` answer carries ``Cache-Control: private, no-store`` and ``Vary``.
-Only here is ``Exception`` caught: logged, answered -32603, never a traceback.
+HTTP tier (steps 1-4, never reads the body before step 4): a route of the
+text (``public_url`` set) → a credential → a published agent of the
+credential's tenant → the card, or the body (at most
+``limits.max_body_bytes``, else 413). RPC tier (steps 5-10): JSON → envelope
+→ ``A2A-Version: 1.0`` exactly → method → params → handler. Every ``/a2a/v1``
+answer carries ``Cache-Control: private, no-store`` and ``Vary``.
+
+Every refusal is an error of the one hierarchy (``errors.py``) carrying its
+own answer: a ``HubRefusal`` its status and body, an ``RpcError`` (the
+store's ``StoreError`` included) its JSON-RPC error. Only here is
+``Exception`` caught: logged, answered -32603, never a traceback.
 """
 from __future__ import annotations
 
 import logging
 
-from murmur_wsgi.errors import (ExtendedAgentCardNotConfiguredError, InternalError,
-                                InvalidParamsError, InvalidRequestError, MethodNotFoundError,
-                                RpcError, UnsupportedOperationError, VersionNotSupportedError)
-from murmur_wsgi.hub.auth import HubRefusal
+from murmur_wsgi.errors import (BodyTooLargeError, ExtendedAgentCardNotConfiguredError,
+                                InternalError, InvalidParamsError, MethodNotFoundError,
+                                Refusal, RpcError, UnsupportedOperationError,
+                                VersionNotSupportedError)
 from murmur_wsgi.hub.cards import CARD_SUFFIX, PREFIX
+from murmur_wsgi.hub.errors import A2A_HEADERS, AgentNotFound, HubRefusal, NotServed
 from murmur_wsgi.hub.sse import HubStream
-from murmur_wsgi.hub.store import StoreError
+from murmur_wsgi.serving import body as bodies
+from murmur_wsgi.serving.answers import JSON_HEADERS, refusal_response, rpc_error, status_line
 from murmur_wsgi.serving.envelope import ABSENT, check_envelope, parse_json
+from murmur_wsgi.serving.writes import SOCKET_KEY, Body
+from murmur_wsgi.streams.sse import PENDING_BYTES
 from murmur_wsgi.wire import rpc as wire_rpc
 from murmur_wsgi.wire.encode import compact_utf8
+from murmur_wsgi.wire.methods import PUSH_METHODS
 from murmur_wsgi.wire.raw import RawJSON
 
 logger = logging.getLogger(__name__)
 
-A2A_HEADERS = [("Cache-Control", "private, no-store"),
-               ("Vary", "Authorization, X-API-Key, X-Tenant-ID")]
-JSON = ("Content-Type", "application/json")
 SSE = [("Content-Type", "text/event-stream"), ("X-Accel-Buffering", "no")]
-PUSH_METHODS = frozenset({"CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig",
-                          "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"})
-_REASONS = {200: "OK", 401: "Unauthorized", 404: "Not Found", 413: "Content Too Large"}
+GROUP = "/a2a/v1"
 
 
 class Call:
@@ -49,152 +54,145 @@ class Call:
         self.environ = environ
 
 
-def _plain(start_response, status: int, body: dict, challenge: str | None = None,
-           a2a: bool = True):
-    data = compact_utf8(body).encode()
-    headers = [JSON, ("Content-Length", str(len(data)))]
-    if challenge:
-        headers.append(("WWW-Authenticate", challenge))
-    if a2a:
-        headers.extend(A2A_HEADERS)
-    start_response(f"{status} {_REASONS.get(status, 'Error')}", headers)
-    return [data]
+class _Request:
+    """What the steps have learnt so far, for the answer and the log of a failure."""
 
+    __slots__ = ("tenant", "agent", "id")
 
-def _rpc(start_response, data: bytes, status: int = 200):
-    start_response(f"{status} {_REASONS[status]}",
-                   [JSON, ("Content-Length", str(len(data))), *A2A_HEADERS])
-    return [data]
-
-
-def rpc_error(request_id, error: RpcError) -> bytes:
-    return wire_rpc.error(request_id, error.error_object(), compact_utf8).encode()
-
-
-def _route(path: str, verb: str) -> tuple[str, str] | None:
-    """``("card" | "rpc", agent name)`` of a route of the text, else None."""
-    if not path.startswith(PREFIX):
-        return None
-    rest = path[len(PREFIX):]
-    if rest.endswith(CARD_SUFFIX) and verb in ("GET", "HEAD"):
-        name = rest[:-len(CARD_SUFFIX)]
-        kind = "card"
-    elif verb == "POST":
-        name, kind = rest, "rpc"
-    else:
-        return None
-    if not name or "/" in name:
-        return None
-    return kind, name
-
-
-def _read_body(environ: dict, limit: int) -> bytes | None:
-    """The body, or None when it is larger than ``limit``."""
-    length = environ.get("CONTENT_LENGTH")
-    stream = environ["wsgi.input"]
-    if length:
-        try:
-            size = int(length)
-        except ValueError:
-            size = -1
-        if size > limit:
-            return None
-        if size >= 0:
-            return stream.read(size) if size else b""
-    data = stream.read(limit + 1)
-    return None if len(data) > limit else data
+    def __init__(self):
+        self.tenant = self.agent = self.id = None
 
 
 def handle(hub, environ, start_response):
     """The WSGI entry: one answer per request."""
-    path = environ.get("PATH_INFO", "")
-    if path == "/metrics" and hub.metrics is not None:
-        return _metrics_page(hub, environ, start_response)
-    in_group = path == "/a2a/v1" or path.startswith("/a2a/v1/")
-    if not in_group or not hub.config.public_url:
-        return _plain(start_response, 404, {"error": "not found"}, a2a=in_group)
-    route = _route(path, environ.get("REQUEST_METHOD", "GET"))
-    if route is None:
-        return _plain(start_response, 404, {"error": "not found"})
-    kind, name = route
+    seen = _Request()
     try:
-        tenant, subject = hub.credentials.tenant_of(environ)
-    except HubRefusal as ex:
-        return _plain(start_response, ex.status, {"error": ex.error}, ex.challenge)
-    if not hub.published(tenant, name):
-        # NOTE: unknown, unpublished and another tenant's agents answer alike.
-        return _plain(start_response, 404, {"error": "agent not found"})
-    if kind == "card":
-        data = hub.cards[(tenant, name)]
-        start_response("200 OK", [JSON, ("Content-Length", str(len(data))), *A2A_HEADERS])
-        return [data]
-    raw = _read_body(environ, hub.limits(tenant)["max_body_bytes"])
-    if raw is None:
-        limit = hub.limits(tenant)["max_body_bytes"]
-        err = InvalidRequestError(f"the JSON-RPC body is larger than {limit} bytes")
-        return _rpc(start_response, rpc_error(None, err), 413)
-    request_id = None
-    try:
-        request_id, method, params = check_envelope(parse_json(raw))
-        call = Call(request_id, method, tenant, subject, name, environ)
+        kind, seen.agent = route(hub, environ)                               # step 1
+        if kind == "metrics":
+            return _metrics_page(hub, environ, start_response)
+        seen.tenant, subject = hub.credentials.tenant_of(environ)             # step 2
+        check_published(hub, seen.tenant, seen.agent)                         # step 3
+        if kind == "card":
+            return _json(start_response, 200, hub.cards[(seen.tenant, seen.agent)])  # step 4
+        raw = read_body(hub, environ, seen.tenant)                            # step 4
+        payload = parse_json(raw)                                             # step 5
+        seen.id, method, raw_params = check_envelope(payload)                 # step 6
+        call = Call(seen.id, method, seen.tenant, subject, seen.agent, environ)
         if hub.metrics is not None:
             hub.metrics.request(method)
-        result = _call(hub, call, params)
+        check_version(environ)                                                # step 7
+        handler = lookup(hub, method)                                         # step 8
+        call.params = check_params(raw_params)                                # step 9
+        result = handler(hub, call)                                           # step 10
+    except Refusal as ex:
+        status, headers, data = refusal_response(ex, compact_utf8)
+        start_response(status, headers)
+        return [data]
     except RpcError as ex:
-        request_id = getattr(ex, "request_id", request_id)
-        return _rpc(start_response, rpc_error(request_id, ex))
-    except StoreError as ex:
-        # NOTE: logged where it failed (the store); the client gets the public message.
-        return _rpc(start_response, rpc_error(request_id, InternalError(
-            f"Internal error: {ex}")))
+        data = rpc_error(getattr(ex, "request_id", seen.id), ex, compact_utf8)
+        return _json(start_response, ex.http_status, data)
     except Exception:  # noqa: BLE001 - the one place every failure is caught
-        logger.exception("a request to %s/%s failed inside the hub", tenant, name)
-        return _rpc(start_response, rpc_error(request_id, InternalError(
-            "Internal error: the hub could not answer this request")))
+        logger.exception("a request to %s/%s failed inside the hub", seen.tenant, seen.agent)
+        return _json(start_response, 200, rpc_error(seen.id, InternalError(
+            "Internal error: the hub could not answer this request"), compact_utf8))
     if isinstance(result, HubStream):
-        try:
-            start_response("200 OK", [*SSE, *A2A_HEADERS])
-        except BaseException:
-            result.close()
-            raise
-        return result
+        return _stream(start_response, environ, result)
     text = result if isinstance(result, RawJSON) else compact_utf8(result)
-    data = wire_rpc.result(request_id, text, compact_utf8).encode()
-    return _rpc(start_response, data)
+    return _json(start_response, 200, wire_rpc.result(seen.id, text, compact_utf8).encode())
 
 
-def _metrics_page(hub, environ, start_response):
-    """``GET /metrics``: every worker's counts; an operator's JWT only (it counts every tenant)."""
-    if not hub.credentials.is_operator(environ):
-        return _plain(start_response, 401, {"error": "unauthenticated"},
-                      'Bearer realm="murmur-hub"', a2a=False)
-    data = hub.metrics.render()
-    start_response("200 OK", [("Content-Type", hub.metrics.content_type),
-                              ("Content-Length", str(len(data))),
-                              ("Cache-Control", "no-store")])
-    return [data]
+def route(hub, environ: dict) -> tuple[str, str | None]:
+    """Step 1: ``("metrics" | "card" | "rpc", agent name)``, or 404.
+
+    An RPC path may end with one ``/`` (a client joining the card's URL with
+    ``/``, as httpx's ``base_url`` does); the card's URL itself has none.
+    """
+    path = environ.get("PATH_INFO", "")
+    if path == "/metrics" and hub.metrics is not None:
+        return "metrics", None
+    in_group = path == GROUP or path.startswith(GROUP + "/")
+    if not in_group or not hub.config.public_url:
+        raise NotServed(a2a=in_group)
+    rest = path[len(PREFIX):] if path.startswith(PREFIX) else ""
+    verb = environ.get("REQUEST_METHOD", "GET")
+    if rest.endswith(CARD_SUFFIX) and verb in ("GET", "HEAD"):
+        kind, name = "card", rest[:-len(CARD_SUFFIX)]
+    elif verb == "POST":
+        kind, name = "rpc", rest[:-1] if rest.endswith("/") else rest
+    else:
+        raise NotServed()
+    if not name or "/" in name:
+        raise NotServed()
+    return kind, name
+
+
+def check_published(hub, tenant: str, name: str) -> None:
+    """Step 3: the credential's tenant publishes this agent, else 404."""
+    if not hub.published(tenant, name):
+        # NOTE: unknown, unpublished and another tenant's agents answer alike.
+        raise AgentNotFound()
+
+
+def read_body(hub, environ: dict, tenant: str) -> bytes:
+    """Step 4: the body, at most the tenant's ``limits.max_body_bytes`` (else 413)."""
+    limit = hub.limits(tenant)["max_body_bytes"]
+    raw = bodies.read_body(environ, limit)
+    if raw is None:
+        raise BodyTooLargeError(f"the JSON-RPC body is larger than {limit} bytes")
+    return raw
 
 
 def check_version(environ: dict) -> None:
-    """``A2A-Version`` must be exactly ``1.0``: any other value, or none, is -32009."""
+    """Step 7: ``A2A-Version`` must be exactly ``1.0``: any other value, or none, is -32009."""
     raw = environ.get("HTTP_A2A_VERSION")
     if raw is None or raw.strip(" \t") != "1.0":
         raise VersionNotSupportedError("" if raw is None else raw.strip(" \t"))
 
 
-def _call(hub, call: Call, raw_params):
-    check_version(call.environ)
-    handler = hub.methods.get(call.method)
-    if handler is None:
-        if call.method in PUSH_METHODS:
-            raise UnsupportedOperationError("push notifications are not enabled on this hub")
-        if call.method == "GetExtendedAgentCard":
-            raise ExtendedAgentCardNotConfiguredError()
-        raise MethodNotFoundError()
+def lookup(hub, method: str):
+    """Step 8: the method's handler, or the error the text gives an unserved one."""
+    handler = hub.methods.get(method)
+    if handler is not None:
+        return handler
+    if method in PUSH_METHODS:
+        raise UnsupportedOperationError("push notifications are not enabled on this hub")
+    if method == "GetExtendedAgentCard":
+        raise ExtendedAgentCardNotConfiguredError()
+    raise MethodNotFoundError()
+
+
+def check_params(raw_params) -> dict:
+    """Step 9: params is an object (absent or null read as ``{}``), else -32602."""
     if raw_params is ABSENT or raw_params is None:
-        call.params = {}
-    elif isinstance(raw_params, dict):
-        call.params = raw_params
-    else:
-        raise InvalidParamsError("Invalid params: params must be an object")
-    return handler(hub, call)
+        return {}
+    if isinstance(raw_params, dict):
+        return raw_params
+    raise InvalidParamsError("Invalid params: params must be an object")
+
+
+def _json(start_response, status: int, data: bytes):
+    start_response(status_line(status),
+                   [JSON_HEADERS, ("Content-Length", str(len(data))), *A2A_HEADERS])
+    return [data]
+
+
+def _stream(start_response, environ: dict, stream: HubStream):
+    """A stream's answer: its headers, then its body under the write deadline."""
+    try:
+        start_response("200 OK", [*SSE, *A2A_HEADERS])
+    except BaseException:
+        stream.close()
+        raise
+    return Body(stream, None, sock=environ.get(SOCKET_KEY), timeout=stream.write_timeout,
+                budget=PENDING_BYTES)
+
+
+def _metrics_page(hub, environ, start_response):
+    """``GET /metrics``: every worker's counts; an operator's JWT only (it counts every tenant)."""
+    if not hub.credentials.is_operator(environ):
+        raise HubRefusal(a2a=False)
+    data = hub.metrics.render()
+    start_response("200 OK", [("Content-Type", hub.metrics.content_type),
+                              ("Content-Length", str(len(data))),
+                              ("Cache-Control", "no-store")])
+    return [data]

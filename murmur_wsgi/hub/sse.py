@@ -1,32 +1,32 @@
 """The hub's SSE bodies: the run's own stream and SubscribeToTask's replay-then-live.
 
+The framing, heartbeat, chunking and the waiting loop are the shared
+``SseBody``'s (``murmur_wsgi/streams/sse.py``); the write deadline is the
+shared ``Body`` the request path puts around it (``routes.py``), which sets
+``stream.write_timeout_secs`` on the client's socket and restores its
+timeout after.
+
 Concurrency:
-    The body is a generator run by the server's thread. It waits in one
-    place, ``source(timeout)``, with the time left to the next keep-alive (or
-    the stream's end of life) as the timeout; the source wakes on its own
-    condition. ``close()`` (the server's, when the body ended or a write
-    failed) calls ``on_abort`` once when the stream had not finished: the run
-    of a SendStreamingMessage whose client left is canceled. While the body
-    runs, the client socket (gunicorn's) has ``write_timeout`` as its timeout,
-    so a client that stops reading is cut at its next write.
+    The body waits in one place, ``source(timeout)``, with the time left to
+    the next keep-alive (or the stream's end of life) as the timeout; the
+    source wakes on its own condition. ``close()`` (the server's, when the
+    body ended or a write failed) calls ``on_abort`` once when the stream had
+    not finished: the run of a SendStreamingMessage whose client left is
+    canceled.
 """
 from __future__ import annotations
 
 import logging
 import time
 
-from murmur_wsgi.errors import InternalError
-from murmur_wsgi.hub.store import StoreError
-from murmur_wsgi.door.methods.streams import peer_gone
-from murmur_wsgi.door.streams.sse import HEARTBEAT
-from murmur_wsgi.wire import rpc as wire_rpc
-from murmur_wsgi.wire.encode import compact_utf8
+from murmur_wsgi.errors import StoreError
+from murmur_wsgi.serving.connection import peer_gone
+from murmur_wsgi.streams.sse import SseBody
 
 logger = logging.getLogger(__name__)
 
 
-
-class HubStream:
+class HubStream(SseBody):
     """An SSE body: ``opening`` payloads, then what ``source`` yields until it says done.
 
     Args:
@@ -44,91 +44,34 @@ class HubStream:
                  write_timeout: float, lifetime: float | None = None,
                  expired: dict | None = None, on_abort=None, on_close=None,
                  clock=time.monotonic):
-        self._prefix = wire_rpc.head(request_id, compact_utf8)
-        self._opening = list(opening)
+        self._opening = [(None, payload) for payload in opening]
         self._source = source
-        self._keepalive = keepalive
-        self._lifetime = lifetime
-        self._expired = expired
         self._on_abort = on_abort
         self._on_close = on_close
-        self._clock = clock
-        self._peer_gone = peer_gone(environ)
-        self._sock = environ.get("gunicorn.socket")
-        self._write_timeout = write_timeout
-        self.finished = False
+        self.write_timeout = write_timeout
         self._closed = False
-        self._body = self._generate()
+        super().__init__(request_id, heartbeat_secs=keepalive, peer_gone=peer_gone(environ),
+                         lifetime=lifetime, expired=expired, clock=clock)
 
-    def __iter__(self):
-        return self
+    def first(self) -> tuple[list, bool]:
+        opening, self._opening = self._opening, None
+        batch, done = self.next(0)
+        return opening + batch, done
 
-    def __next__(self) -> bytes:
-        return next(self._body)
-
-    def event(self, payload: str) -> bytes:
-        return f"data: {self._prefix},\"result\":{payload}}}\n\n".encode("utf-8",
-                                                                       "backslashreplace")
-
-    def error_event(self, error: dict) -> bytes:
-        return f"data: {self._prefix},\"error\":{compact_utf8(error)}}}\n\n".encode()
-
-    def _generate(self):
-        if self._sock is not None:
-            try:
-                self._sock.settimeout(self._write_timeout)
-            except OSError:
-                pass
-        opened = self._clock()
-        end_at = opened + self._lifetime if self._lifetime is not None else None
+    def next(self, timeout: float) -> tuple[list, bool]:
         try:
-            payloads, done = self._source(0)
+            payloads, done = self._source(timeout)
         except StoreError as ex:
-            yield b"".join(self.event(p) for p in self._opening) + self._store_failed(ex)
-            return
-        yield b"".join(self.event(p) for p in self._opening + payloads)
-        due = opened + self._keepalive
-        while not done:
-            now = self._clock()
-            if end_at is not None and now >= end_at:
-                self.finished = True
-                yield self.error_event(self._expired)
-                return
-            if now >= due:
-                if self._peer_gone is not None and self._peer_gone():
-                    return                          # the client left: close() aborts
-                due += self._keepalive * ((now - due) // self._keepalive + 1)
-                yield HEARTBEAT
-                continue
-            wait = due - now if end_at is None else min(due, end_at) - now
-            try:
-                payloads, done = self._source(wait)
-            except StoreError as ex:
-                yield self._store_failed(ex)
-                return
-            if payloads:
-                yield b"".join(self.event(p) for p in payloads)
-        self.finished = True
-
-    def _store_failed(self, ex: StoreError) -> bytes:
-        """The stream's last event when the store fails: -32603 with its public message."""
-        self.finished = True
-        return self.error_event(InternalError(f"Internal error: {ex}").error_object())
+            # NOTE: logged where it failed (the store); the client gets the public message.
+            return [self.error_event(ex.error_object())], True
+        return [(None, payload) for payload in payloads], done
 
     def close(self) -> None:
         """Stop the body (the WSGI server calls this); abort the run when unfinished."""
         if self._closed:
             return
         self._closed = True
-        try:
-            self._body.close()
-        except ValueError:
-            pass                    # running on another thread: it ends at its next wake-up
-        if self._sock is not None:
-            try:
-                self._sock.settimeout(None)
-            except OSError:
-                pass
+        super().close()
         try:
             if not self.finished and self._on_abort is not None:
                 self._on_abort()

@@ -191,3 +191,55 @@ def test_client_imports_nothing_from_the_server_side():
     outside = sorted(m for m in reached - {PACKAGE_LEAF}
                      if not any(m == ok or m.startswith(ok + ".") for ok in CLIENT_MAY_IMPORT))
     assert outside == []
+
+
+# The two applications, and the shared rooms that must stand without either.
+DOOR = "murmur_wsgi.door"
+HUB = "murmur_wsgi.hub"
+SHARED_ROOMS = ("murmur_wsgi.agents", "murmur_wsgi.wire", "murmur_wsgi.streams",
+                "murmur_wsgi.serving", "murmur_wsgi.client")
+# The package's entry points and thin aliases may name both applications.
+ENTRY_MODULES = ("murmur_wsgi", "murmur_wsgi.cli", "murmur_wsgi.wsgi", "murmur_wsgi.worker",
+                 "murmur_wsgi.gunicorn_conf")
+
+
+def _inside(module: str, room: str) -> bool:
+    return module == room or module.startswith(room + ".")
+
+
+def _crossings(importers, forbidden) -> list[str]:
+    """Each import, by a module inside one of ``importers``, of a module inside ``forbidden``."""
+    return sorted(f"{module} imports {other}"
+                  for module, imported in GRAPH.items()
+                  if module not in ENTRY_MODULES and any(_inside(module, r) for r in importers)
+                  for other in imported if any(_inside(other, r) for r in forbidden))
+
+
+def test_crossings_names_each_offending_import():
+    assert "murmur_wsgi.door.app" in GRAPH and "murmur_wsgi.hub.app" in GRAPH
+    found = _crossings(("murmur_wsgi.door",), ("murmur_wsgi.errors",))
+    assert "murmur_wsgi.door.dispatch imports murmur_wsgi.errors" in found
+
+
+def test_the_hub_imports_nothing_from_the_door():
+    found = _crossings((HUB,), (DOOR,))
+    assert found == [], "the hub imports the door:\n  " + "\n  ".join(found)
+
+
+def test_the_door_imports_nothing_from_the_hub():
+    found = _crossings((DOOR,), (HUB,))
+    assert found == [], "the door imports the hub:\n  " + "\n  ".join(found)
+
+
+@pytest.mark.parametrize("room", SHARED_ROOMS)
+def test_shared_rooms_import_neither_application(room):
+    found = _crossings((room,), (DOOR, HUB))
+    assert found == [], f"{room} imports an application:\n  " + "\n  ".join(found)
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES
+                                    if m.count(".") == 1 and m not in ENTRY_MODULES
+                                    and not (PACKAGE / m.split(".")[1]).is_dir()])
+def test_small_shared_modules_import_neither_application(module):
+    found = _crossings((module,), (DOOR, HUB))
+    assert found == [], f"{module} imports an application:\n  " + "\n  ".join(found)

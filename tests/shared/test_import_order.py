@@ -15,6 +15,7 @@ import pytest
 
 # The modules gunicorn loads itself, or that build an app at import: not imported here.
 ENTRY_POINTS = {"murmur_wsgi.door.wsgi", "murmur_wsgi.door.gunicorn_conf", "murmur_wsgi.door.worker",
+                "murmur_wsgi.serving.worker", "murmur_wsgi.hub.worker",
                 "murmur_wsgi.wsgi", "murmur_wsgi.gunicorn_conf", "murmur_wsgi.worker"}
 
 ALL_MODULES = textwrap.dedent("""

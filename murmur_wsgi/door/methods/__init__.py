@@ -13,6 +13,7 @@ from typing import Callable
 from murmur_wsgi.errors import (MethodNotFoundError, PushNotificationNotSupportedError,
                                 UnsupportedOperationError)
 from murmur_wsgi.door.methods import card, completions, messages, session, streams, tasks
+from murmur_wsgi.wire.methods import PUSH_METHODS
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +50,6 @@ METHODS = {
 # A completion (step 9): a SendMessage delivered to the task waiting on its delegation.
 COMPLETION = Method(completions.complete, messages.message_params)
 
-PUSH_METHODS = frozenset({"CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig",
-                          "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"})
 
 
 def lookup(name: str, door) -> Method:

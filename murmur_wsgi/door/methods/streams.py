@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import logging
 import re
-import select
-import socket
 
 from murmur_wsgi.errors import UnsupportedOperationError
 from murmur_wsgi.door.methods import messages, tasks
 from murmur_wsgi.door.tasks import frames
 from murmur_wsgi.door.streams.sse import EventStream
 from murmur_wsgi.door.tasks.record import SUBMITTED
+from murmur_wsgi.serving.connection import peer_gone
 from murmur_wsgi.uris import DOOR_URI, STREAM_URI
 
 logger = logging.getLogger(__name__)
@@ -63,22 +62,6 @@ def _stream(door, call, opening, reader=None, follow_task=None) -> EventStream:
                        closing=lambda: door.session.closing,
                        heartbeat_secs=door.manifest.stream["heartbeat_secs"],
                        pending_bytes=door.manifest.stream["pending_bytes"])
-
-
-def peer_gone(environ: dict):
-    """A check that the client closed its end, where the server exposes the socket."""
-    sock = environ.get("gunicorn.socket")
-    if sock is None:
-        return None
-
-    def gone() -> bool:
-        # NOTE: select with no wait, then a peek: never blocks, and reads nothing.
-        try:
-            readable, _, _ = select.select([sock], [], [], 0)
-            return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
-        except (OSError, ValueError):
-            return True
-    return gone
 
 
 def _task_opening(door, snapshot: str, frames_on: bool) -> list:

@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 # strip_untrusted_fence: also importable from here, where docs/agents.md first named it.
 from murmur_wsgi.agents.fence import neutralise_markers, wrap_untrusted
 from murmur_wsgi.agents.fence import strip_untrusted_fence  # noqa: F401
+# data_block, fence, label_value, pretty_json: the fenced blocks, shared with the hub.
+from murmur_wsgi.agents.blocks import (OverBudget, data_block, fence,  # noqa: F401
+                                       label_value, pretty_json)
 from murmur_wsgi.errors import InvalidParamsError
 from murmur_wsgi.door.tasks.record import COMPLETED, WORDS
 
@@ -27,9 +28,6 @@ REFERENCES_HEADER = "Referenced tasks:"
 REFERENCE_BYTES = 64 * 1024         # limits.reference_bytes: a response quoted up to this
 ECHO_CHECKS = 16                    # candidate echoes compared per quoted response, at most
 DATA_TEXT_BYTES = 16 * 1024 ** 2    # limits.data_text_bytes: a message's data parts, rendered
-
-_BACKTICK_RUN = re.compile(r"`+")
-_LABEL_UNSAFE = re.compile(r"[\s`=]")          # whitespace, backticks and = become _
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,59 +99,11 @@ def cut_utf8(text: str, limit: int) -> tuple[str, int | None]:
     return data[:end].decode("utf-8", "surrogatepass"), len(data)
 
 
-def fence(label: str, content: str) -> str:
-    """Fence ``content`` so that nothing in it can close the fence."""
-    longest = max(map(len, _BACKTICK_RUN.findall(content)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return f"{ticks}{label}\n{content}\n{ticks}"
-
-
-def label_value(value: str) -> str:
-    """Make a value safe for a fence's opening line: no whitespace, ` or =."""
-    return _LABEL_UNSAFE.sub("_", value)
-
-
 def one_line(text: str) -> str:
     """Put ``text`` on one line: its lines, stripped, joined by a space."""
     if "\n" not in text and "\r" not in text and text.isprintable():
         return text.strip()
     return " ".join(filter(None, (line.strip() for line in text.splitlines())))
-
-
-_PRETTY = json.JSONEncoder(indent=2, ensure_ascii=False)
-
-
-class OverBudget(Exception):
-    """A rendering passed the bytes it was allowed."""
-
-
-def pretty_json(value, budget: int | None = None) -> str:
-    """``value`` as ``json.dumps(value, indent=2, ensure_ascii=False)`` writes it.
-
-    With a ``budget``, stop as soon as the text passes that many UTF-8 bytes
-    (``OverBudget``): indentation makes deep data grow up to ~60 times, and the
-    pure-Python indenting encoder writes about 12-50 MiB a second.
-    """
-    if budget is None:
-        return _PRETTY.encode(value)
-    chunks, used = [], 0
-    for chunk in _PRETTY.iterencode(value):
-        used += len(chunk) if chunk.isascii() else len(chunk.encode("utf-8", "surrogatepass"))
-        if used > budget:
-            raise OverBudget()
-        chunks.append(chunk)
-    return "".join(chunks)
-
-
-def data_block(value, media_type: str | None, filename: str | None,
-               budget: int | None = None) -> str:
-    """Render a data part: its value pretty-printed in a fence labelled data."""
-    label = "data"
-    if media_type:
-        label += f" media-type={label_value(media_type)}"
-    if filename:
-        label += f" filename={label_value(filename)}"
-    return fence(label, pretty_json(value, budget))
 
 
 def quoted_response(view: RefView, limit: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from murmur_wsgi.agents.blocks import data_block
 from murmur_wsgi.errors import InvalidRequestError
 from murmur_wsgi.hub.context import Caller, HubContext, Turn
 from murmur_wsgi.hub.push.methods import message_config, save_message_config
@@ -11,8 +12,7 @@ from murmur_wsgi.hub.runs import Run
 from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.hub.store import PENDING, StoreError
 from murmur_wsgi.hub.task import COMPLETED, REJECTED, HubTask
-from murmur_wsgi.door.methods.streams import peer_gone
-from murmur_wsgi.door.tasks.render import data_block
+from murmur_wsgi.serving.connection import peer_gone
 from murmur_wsgi.wire.message_hub import read_hub_message, stored_message
 from murmur_wsgi.wire.raw import RawJSON
 from murmur_wsgi.wire.stream import task_event

@@ -17,17 +17,12 @@ import abc
 import logging
 from dataclasses import dataclass
 
+# StoreError: the store cannot be reached in time; one of the errors the hub answers.
+from murmur_wsgi.errors import StoreError  # noqa: F401
+
 logger = logging.getLogger(__name__)
 
 PENDING = "pending"          # claim_message: the first message with this id has no task yet
-UNAVAILABLE = "the hub's task store is unavailable; try again shortly"
-
-
-class StoreError(Exception):
-    """The store cannot be reached in time (Redis down or slow); ``str()`` is public."""
-
-    def __init__(self, message: str = UNAVAILABLE):
-        super().__init__(message)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,64 @@
+"""The fenced blocks an agent's text is made of: a data part as a ```data fence.
+
+Both applications render a message's data parts this way for the agent's
+``ctx.text``: the value pretty-printed, in a fence labelled ``data`` (with its
+media type and filename), which nothing in the value can close.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+logger = logging.getLogger(__name__)
+
+_BACKTICK_RUN = re.compile(r"`+")
+_LABEL_UNSAFE = re.compile(r"[\s`=]")          # whitespace, backticks and = become _
+
+
+def fence(label: str, content: str) -> str:
+    """Fence ``content`` so that nothing in it can close the fence."""
+    longest = max(map(len, _BACKTICK_RUN.findall(content)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{label}\n{content}\n{ticks}"
+
+
+def label_value(value: str) -> str:
+    """Make a value safe for a fence's opening line: no whitespace, ` or =."""
+    return _LABEL_UNSAFE.sub("_", value)
+
+
+_PRETTY = json.JSONEncoder(indent=2, ensure_ascii=False)
+
+
+class OverBudget(Exception):
+    """A rendering passed the bytes it was allowed."""
+
+
+def pretty_json(value, budget: int | None = None) -> str:
+    """``value`` as ``json.dumps(value, indent=2, ensure_ascii=False)`` writes it.
+
+    With a ``budget``, stop as soon as the text passes that many UTF-8 bytes
+    (``OverBudget``): indentation makes deep data grow up to ~60 times, and the
+    pure-Python indenting encoder writes about 12-50 MiB a second.
+    """
+    if budget is None:
+        return _PRETTY.encode(value)
+    chunks, used = [], 0
+    for chunk in _PRETTY.iterencode(value):
+        used += len(chunk) if chunk.isascii() else len(chunk.encode("utf-8", "surrogatepass"))
+        if used > budget:
+            raise OverBudget()
+        chunks.append(chunk)
+    return "".join(chunks)
+
+
+def data_block(value, media_type: str | None, filename: str | None,
+               budget: int | None = None) -> str:
+    """Render a data part: its value pretty-printed in a fence labelled data."""
+    label = "data"
+    if media_type:
+        label += f" media-type={label_value(media_type)}"
+    if filename:
+        label += f" filename={label_value(filename)}"
+    return fence(label, pretty_json(value, budget))

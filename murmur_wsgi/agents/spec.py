@@ -1,0 +1,34 @@
+"""An agent spec, as murmur.yaml's ``agent`` and hub.yaml's ``agents.<name>.agent`` write it.
+
+``demo``, ``"pkg.module:callable"``, or ``{process: [cmd, ...]}`` (a harness,
+with its timeouts and line bound): ``AgentField`` checks the value and loads
+a harness block with its defaults.
+"""
+from __future__ import annotations
+
+import logging
+import re
+
+from marshmallow import ValidationError, fields, validate
+
+from murmur_wsgi.settings import Block, Size
+
+logger = logging.getLogger(__name__)
+
+
+class HarnessSchema(Block):
+    process = fields.List(fields.String(), required=True, validate=validate.Length(min=1))
+    idle_timeout_secs = fields.Float(load_default=600.0, validate=validate.Range(min=0, min_inclusive=False))
+    cancel_grace_secs = fields.Float(load_default=10.0, validate=validate.Range(min=0))
+    max_line_bytes = Size(load_default=1024 ** 2)
+
+
+class AgentField(fields.Field):
+    """``demo``, ``"pkg.module:callable"`` or ``{process: [cmd, ...]}``."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, dict):
+            return HarnessSchema().load(value)
+        if isinstance(value, str) and (value == "demo" or re.match(r"^[\w.]+:[\w.]+$", value)):
+            return value
+        raise ValidationError('must be demo, "pkg.module:callable" or {process: [cmd, ...]}')

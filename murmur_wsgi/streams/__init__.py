@@ -1,0 +1,1 @@
+"""Server-Sent Events both applications write: framing, heartbeat, bounded chunks."""

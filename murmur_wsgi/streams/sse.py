@@ -1,0 +1,198 @@
+"""An SSE response body over any event source: a WSGI iterable of ``text/event-stream`` bytes.
+
+``SseBody`` writes JSON-RPC responses as ``data:`` events (``id: n`` before
+a numbered one), a ``:heartbeat`` comment every ``heartbeat_secs`` from when
+the stream opened, and, with a ``lifetime``, an error event at its end of
+life. A subclass says where the events come from: ``first()`` (the opening,
+written at once) and ``next(timeout)`` (the next batch, waiting at most
+``timeout``), each ``(events, ended)`` with events ``(event_id or None,
+payload)`` or bytes already framed; ``release()`` frees the source.
+
+Concurrency:
+    The body is a generator run by the server's thread (a greenlet under
+    gevent's worker). It waits in one place only, the source's
+    ``next(timeout)``, with the time left to the next heartbeat (or the end
+    of life) as the timeout; the source wakes on its own condition.
+    ``close()`` is the server's call when the body ended or a write failed
+    (the client left): it closes the generator and releases the source, also
+    when the generator never started.
+
+Memory:
+    Events are encoded as they are written, in chunks of at most
+    ``pending_bytes``: a stream holds one such chunk while the server writes
+    it, whatever the size of its events. The write deadline is the server's
+    (``serving/writes.py``'s ``Body`` around this body): a client that does not
+    take a chunk in time is cut, which closes the body; the socket's timeout
+    is restored after.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from murmur_wsgi.wire import rpc as wire_rpc
+from murmur_wsgi.wire.encode import compact_utf8
+
+logger = logging.getLogger(__name__)
+
+# NOTE: no Connection header: it is hop-by-hop, which PEP 3333 leaves to the server
+# (wsgiref refuses it); gunicorn answers HTTP/1.1 with its own "Connection: keep-alive".
+SSE_HEADERS = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
+               ("X-Accel-Buffering", "no"))
+HEARTBEAT = b":heartbeat\n\n"
+PENDING_BYTES = 256 * 1024      # the largest chunk rendered ahead of the server's write
+
+
+def utf8(text: str) -> bytes:
+    """Encode JSON text; a lone surrogate (legal in a JSON string) becomes its escape."""
+    # NOTE: UTF-8 fails only on surrogates; backslashreplace writes one as
+    # \udXXX, which is exactly its JSON escape.
+    return text.encode("utf-8", "backslashreplace")
+
+
+class SseBody:
+    """The body of one stream: what its source yields, framed, chunked, with heartbeats.
+
+    Args:
+        request_id: the JSON-RPC id every event's envelope echoes.
+        heartbeat_secs: ``:heartbeat`` every this many seconds from when the
+            stream opened; events do not reset it.
+        peer_gone: ``peer_gone()`` is True once the client closed its end; asked
+            at each heartbeat, so a closed client's stream ends at the first beat
+            after it left rather than when a later write fails.
+        pending_bytes: the largest chunk it renders before the server has
+            written the previous one (an event larger than this is written in
+            several chunks).
+        lifetime: seconds after which the stream ends with ``expired``, an
+            error object written as the last event; None: no end of life.
+        clock: monotonic seconds; tests inject a fake one together with a fake
+            source whose ``next(timeout)`` moves it.
+    """
+
+    def __init__(self, request_id, *, heartbeat_secs: float = 15.0, peer_gone=None,
+                 pending_bytes: int = PENDING_BYTES, lifetime: float | None = None,
+                 expired: dict | None = None, clock=time.monotonic):
+        self._head = utf8(wire_rpc.head(request_id, compact_utf8))
+        self._prefix = self._head + b',"result":'
+        self._interval = heartbeat_secs
+        self._peer_gone = peer_gone
+        self._budget = max(1, pending_bytes)
+        self._lifetime = lifetime
+        self._expired = expired
+        self._clock = clock
+        self.opened_at = clock()
+        self.finished = False       # the source said it ended, or the stream's life did
+        self._body = self._generate()
+
+    # --- the source (a subclass's) ---------------------------------------
+
+    def first(self) -> tuple[list, bool]:
+        """The opening batch, written at once: ``(events, ended)``."""
+        return [], True
+
+    def next(self, timeout: float) -> tuple[list, bool]:
+        """The next batch, waiting at most ``timeout`` seconds: ``(events, ended)``."""
+        return [], True
+
+    def release(self) -> None:
+        """Free the source (called once the body ends or is closed)."""
+
+    # --- the WSGI iterable -----------------------------------------------
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._body)
+
+    def close(self) -> None:
+        """Stop the body and release its source (the WSGI server calls this)."""
+        try:
+            self._body.close()
+        except ValueError:
+            # NOTE: the generator runs on another thread right now; releasing
+            # the source below makes it end at its next wake-up.
+            pass
+        self.release()
+
+    # --- writing ---------------------------------------------------------
+
+    def event(self, event_id: int | None, payload: str | tuple) -> bytes:
+        """One SSE event: ``id: n`` for a numbered event, then its ``data:`` line.
+
+        ``payload`` is the result's JSON text, or a tuple of texts that make it
+        (a task's opening quotes the task's cached wire form, never a copy).
+        """
+        return b"".join(self._pieces(event_id, payload))
+
+    def error_event(self, error: dict) -> bytes:
+        """An event whose response is the JSON-RPC error ``error``."""
+        return b"data: " + self._head + b',"error":' + utf8(compact_utf8(error)) + b"}\n\n"
+
+    def _pieces(self, event_id: int | None, payload: str | tuple):
+        """One event's bytes, in pieces of at most the budget, encoded as they are asked."""
+        head = self._prefix if event_id is None else b"id: %d\n" % event_id
+        budget = self._budget
+        if event_id is None:
+            yield b"data: "
+        else:
+            yield head + b"data: "
+            head = self._prefix
+        for start in range(0, len(head), budget):
+            yield head[start:start + budget]
+        for part in (payload,) if isinstance(payload, str) else payload:
+            # NOTE: an ASCII character is one byte, any other at most four.
+            step = budget if part.isascii() else max(1, budget // 4)
+            if len(part) <= step:
+                yield utf8(part)
+            else:
+                for start in range(0, len(part), step):
+                    yield utf8(part[start:start + step])
+        yield b"}\n\n"
+
+    def _chunks(self, events: list):
+        """Write ``[(event_id, payload) or framed bytes, …]`` as chunks of at most the budget,
+        dropping each event once written."""
+        budget = self._budget
+        events.reverse()
+        out: list = []
+        size = 0
+        while events:
+            item = events.pop()
+            pieces = (item,) if isinstance(item, bytes) else self._pieces(*item)
+            for piece in pieces:
+                if size + len(piece) > budget and out:
+                    yield b"".join(out)
+                    out, size = [], 0
+                out.append(piece)
+                size += len(piece)
+            del item, pieces
+        if out:
+            yield b"".join(out)
+
+    def _generate(self):
+        try:
+            batch, ended = self.first()
+            yield from self._chunks(batch)
+            interval = self._interval
+            due = self.opened_at + interval
+            end_at = None if self._lifetime is None else self.opened_at + self._lifetime
+            while not ended:
+                now = self._clock()
+                if end_at is not None and now >= end_at:
+                    self.finished = True
+                    yield self.error_event(self._expired)
+                    return
+                if now >= due:
+                    if self._peer_gone is not None and self._peer_gone():
+                        return                  # the client left: release the source now
+                    # A write that blocked past several beats owes only one.
+                    due += interval * ((now - due) // interval + 1)
+                    yield HEARTBEAT
+                    continue
+                batch, ended = self.next((due if end_at is None else min(due, end_at)) - now)
+                if batch:
+                    yield from self._chunks(batch)
+            self.finished = True
+        finally:
+            self.release()

@@ -1,0 +1,47 @@
+"""The hub's own worker under a real gunicorn: hub.yaml's read deadlines cut a slow client."""
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from tests.e2e.hub.test_hub_e2e import KEY, hub_process, hub_yaml
+
+pytestmark = pytest.mark.e2e
+
+HEADER_SECS = 1.0
+BODY_SECS = 1.5
+
+
+def deadline_yaml(port: int) -> dict:
+    config = hub_yaml(port)
+    config["limits"] = {"header_timeout_secs": HEADER_SECS, "body_timeout_secs": BODY_SECS}
+    return config
+
+
+def _closed_after(sock: socket.socket) -> float:
+    """Seconds until the server closes ``sock`` (it reads the end), at most 10 s."""
+    started = time.monotonic()
+    sock.settimeout(10)
+    while sock.recv(4096):
+        pass
+    return time.monotonic() - started
+
+
+def test_hub_yaml_sets_the_header_and_body_deadlines(tmp_path):
+    server = hub_process(tmp_path, deadline_yaml)
+    try:
+        assert "murmur-wsgi: header deadline 1.0s, body deadline 1.5s" in server.log()
+        with socket.create_connection(("127.0.0.1", server.port)) as slow_headers:
+            slow_headers.sendall(b"POST /a2a/v1/agents/echo HTTP/1.1\r\nHost: x\r\n")
+            assert _closed_after(slow_headers) < HEADER_SECS + 2
+        with socket.create_connection(("127.0.0.1", server.port)) as slow_body:
+            slow_body.sendall(b"POST /a2a/v1/agents/echo HTTP/1.1\r\nHost: x\r\n"
+                              b"X-API-Key: " + KEY.encode() + b"\r\nA2A-Version: 1.0\r\n"
+                              b"Content-Type: application/json\r\nContent-Length: 100\r\n"
+                              b"\r\n{")
+            assert BODY_SECS - 0.5 < _closed_after(slow_body) < BODY_SECS + 2
+        assert server.rpc("GetTask", {"id": "nope"}).json()["error"]["code"] == -32001
+    finally:
+        server.stop()

@@ -1,0 +1,39 @@
+"""The shared body reader: bounded, and never a read the server did not say would end."""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from murmur_wsgi.serving.body import read_body
+
+
+class _NoRead(io.BytesIO):
+    def read(self, *args):
+        raise AssertionError("read a body whose end the server did not promise")
+
+
+def _environ(data: bytes, **extra) -> dict:
+    return {"wsgi.input": io.BytesIO(data), **extra}
+
+
+def test_a_declared_body_is_read_to_its_length():
+    assert read_body(_environ(b'{"a":1}xyz', CONTENT_LENGTH="7"), 100) == b'{"a":1}'
+
+
+def test_a_declared_body_over_the_limit_is_refused_before_a_byte_is_read():
+    assert read_body({"wsgi.input": _NoRead(), "CONTENT_LENGTH": "101"}, 100) is None
+
+
+@pytest.mark.parametrize("length", ["", "0", "abc"])
+def test_no_body_or_an_unreadable_length_reads_as_none(length):
+    assert read_body({"wsgi.input": _NoRead(), "CONTENT_LENGTH": length}, 100) == b""
+
+
+def test_without_a_length_nothing_is_read_unless_the_input_is_terminated():
+    assert read_body({"wsgi.input": _NoRead()}, 100) == b""
+
+
+def test_a_terminated_input_is_read_up_to_the_limit():
+    assert read_body(_environ(b"x" * 100, **{"wsgi.input_terminated": True}), 100) == b"x" * 100
+    assert read_body(_environ(b"x" * 101, **{"wsgi.input_terminated": True}), 100) is None
