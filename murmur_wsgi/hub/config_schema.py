@@ -64,12 +64,16 @@ class Callable(fields.String):
         return value
 
 
+MIN_ID_BYTES = 64               # limits.max_id_bytes holds the hub's own ids (36 bytes) and more
+
+
 class LimitsSchema(Block):
     concurrency = StrictInt(load_default=4, validate=validate.Range(min=1))
     rate_per_minute = StrictInt(load_default=120, validate=validate.Range(min=1))
     run_timeout_secs = _positive(load_default=300.0)
     max_subscriptions = StrictInt(load_default=20, validate=validate.Range(min=1))
     max_body_bytes = Size(load_default=1024 ** 2)
+    max_id_bytes = StrictInt(load_default=256, validate=validate.Range(min=MIN_ID_BYTES))
 
 
 class TenantLimitsSchema(Block):
@@ -80,6 +84,7 @@ class TenantLimitsSchema(Block):
     run_timeout_secs = _positive()
     max_subscriptions = StrictInt(validate=validate.Range(min=1))
     max_body_bytes = Size()
+    max_id_bytes = StrictInt(validate=validate.Range(min=MIN_ID_BYTES))
 
 
 class EventsSchema(Block):

@@ -3,8 +3,9 @@
 HTTP tier (never reads the body): ``public_url`` set → a route of the text
 → a credential → a published agent of the credential's tenant → the card,
 or the body (at most ``limits.max_body_bytes``, else 413). RPC tier: JSON →
-envelope → ``A2A-Version: 1.0`` exactly → method → params → handler. Every
-``/a2a/v1`` answer carries ``Cache-Control: private, no-store`` and ``Vary``.
+envelope → ``A2A-Version: 1.0`` exactly → method → params (an object, its ids at
+most ``limits.max_id_bytes``) → handler. Every ``/a2a/v1`` answer carries
+``Cache-Control: private, no-store`` and ``Vary``.
 Only here is ``Exception`` caught: logged, answered -32603, never a traceback.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.serving.envelope import ABSENT, check_envelope, parse_json
 from murmur_wsgi.wire import rpc as wire_rpc
 from murmur_wsgi.wire.encode import compact_utf8
+from murmur_wsgi.wire.id_limits import check_id_bytes
 from murmur_wsgi.wire.raw import RawJSON
 
 logger = logging.getLogger(__name__)
@@ -197,4 +199,5 @@ def _call(hub, call: Call, raw_params):
         call.params = raw_params
     else:
         raise InvalidParamsError("Invalid params: params must be an object")
+    check_id_bytes(call.method, call.params, hub.limits(call.tenant)["max_id_bytes"])
     return handler(hub, call)

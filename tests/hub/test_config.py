@@ -19,7 +19,8 @@ def test_defaults():
     assert config.public_url is None and config.store == "memory"
     assert config.drain_timeout_secs == 20 and config.cancel_timeout_secs == 10
     assert config.limits == {"concurrency": 4, "rate_per_minute": 120, "run_timeout_secs": 300,
-                             "max_subscriptions": 20, "max_body_bytes": 1024 ** 2}
+                             "max_subscriptions": 20, "max_body_bytes": 1024 ** 2,
+                             "max_id_bytes": 256}
     assert config.events == {"retention_secs": 86400, "merge_secs": 0.25}
     assert config.stream == {"keepalive_secs": 15, "write_timeout_secs": 10}
     assert config.push == {"enabled": False, "secret": None, "ports": [443],
