@@ -176,26 +176,22 @@ def test_step7_invalid_request(rpc, payload, echo):
     assert wire(response) == rpc_error(echo, -32600, "Request payload validation error")
 
 
+GET_TASK = b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{%s}}'
+
+
 @pytest.mark.parametrize("data", [
     pytest.param(b'{"jsonrpc":"2.0","id":"\\ud800","method":"GetTask"}', id="id"),
-    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"tenant":"\\udc00"}}',
-                 id="tenant"),
-    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"a\\uDE00b"}}',
-                 id="task-id"),
-    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"\\ud800":1}}',
-                 id="key"),
-    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"\\ud800\\ud800'
-                 b'\\udc00"}}', id="high-then-pair"),
-    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"\\ud83d\\ude00'
-                 b'\\ude00"}}', id="pair-then-low"),
-    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"\\\\\\ud800"}}',
-                 id="after-an-escaped-backslash"),
-    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t","x":1e999999}}',
-                 id="overflow"),
-    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t","x":-1e400}}',
-                 id="negative-overflow"),
-    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t","x":1' + b"0" * 400
-                 + b'.5}}', id="overflow-without-exponent"),
+    *[pytest.param(GET_TASK % params, id=name) for name, params in [
+        ("tenant", b'"tenant":"\\udc00"'),
+        ("task-id", b'"id":"a\\uDE00b"'),
+        ("key", b'"\\ud800":1'),
+        ("high-then-pair", b'"id":"\\ud800\\ud800\\udc00"'),
+        ("pair-then-low", b'"id":"\\ud83d\\ude00\\ude00"'),
+        ("after-an-escaped-backslash", b'"id":"\\\\\\ud800"'),
+        ("overflow", b'"id":"t","x":1e999999'),
+        ("negative-overflow", b'"id":"t","x":-1e400'),
+        ("overflow-without-exponent", b'"id":"t","x":1' + b"0" * 400 + b".5"),
+    ]],
 ])
 def test_step6_what_cannot_be_written_back_is_not_json(rpc, data):
     # NOTE: RFC 8259's grammar admits an escaped unpaired surrogate, but no UTF-8 text can
@@ -207,7 +203,7 @@ def test_step6_what_cannot_be_written_back_is_not_json(rpc, data):
 
 @pytest.mark.parametrize("value", [b"1e308", b"-1e-400", b"1" + b"0" * 300, b"1e-999999"])
 def test_step6_large_numbers_that_fit_are_json(rpc, value):
-    data = b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t","x":' + value + b"}}"
+    data = GET_TASK % (b'"id":"t","x":' + value)
     assert envelope_of(rpc.post(data))["error"]["code"] == -32001
 
 

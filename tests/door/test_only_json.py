@@ -13,23 +13,13 @@ import pytest
 
 from murmur_wsgi.uris import DOOR_URI
 from tests.conftest import Rpc, make_door
-from tests.shared.bad_json import FITTING, PARSE_ERROR, bodies, strict_json
+from tests.shared.bad_json import (FITTING, MESSAGE_PLACES, MSG, PARSE_ERROR, TEXT, bodies,
+                                   strict_json)
 
-MSG = '"messageId":"m-bad","role":"ROLE_USER"'
-TEXT = '"parts":[{"text":"hi"}]'
 DOOR = json.dumps(DOOR_URI)
 PLACES = {
-    "SendMessage": [
-        '{"message":{%s,"parts":[{"text":BAD}]}}' % MSG,
-        '{"message":{"messageId":BAD,"role":"ROLE_USER",%s}}' % TEXT,
-        '{"message":{%s,%s,"contextId":BAD}}' % (MSG, TEXT),
-        '{"message":{%s,%s,"taskId":BAD}}' % (MSG, TEXT),
-        '{"message":{%s,%s,"referenceTaskIds":[BAD]}}' % (MSG, TEXT),
-        '{"message":{%s,%s,"metadata":{"k":BAD}}}' % (MSG, TEXT),
+    "SendMessage": MESSAGE_PLACES + [
         '{"message":{%s,%s,"metadata":{%s:{"forgetSession":BAD}}}}' % (MSG, TEXT, DOOR),
-        '{"message":{%s,"parts":[{"data":{"x":[BAD]}}]}}' % MSG,
-        '{"message":{%s,"parts":[{"text":"hi","filename":BAD}]}}' % MSG,
-        '{"message":{%s,%s},"configuration":{"returnImmediately":BAD}}' % (MSG, TEXT),
         '{"message":{%s,%s},"tenant":BAD}' % (MSG, TEXT),
     ],
     "GetTask": ['{"id":BAD}', '{"id":"TASK","historyLength":BAD}', '{"id":"TASK","tenant":BAD}'],

@@ -6,7 +6,7 @@ import pytest
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.config import ConfigError
 from tests.hub.conftest import KEY_B, HubClient, close_hub, hub_config, send_params
-from tests.hub.push_util import push_config
+from tests.hub.push_util import push_hub_on
 
 LONG = "i" * 257
 WIDE = "\u00e9" * 129                   # 129 characters, 258 bytes
@@ -44,12 +44,7 @@ CASES = [
 
 @pytest.fixture(params=["memory", "redis"])
 def rpc(request):
-    config = push_config()
-    if request.param == "redis":
-        server = request.getfixturevalue("redis_server")
-        server.flush()
-        config["store"] = server.url
-    h = create_hub(config)
+    h = push_hub_on(request)
     yield HubClient(h)
     close_hub(h)
 

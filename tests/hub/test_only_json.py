@@ -11,32 +11,19 @@ import json
 
 import pytest
 
-from murmur_wsgi.hub import create_hub
 from tests.hub.conftest import HubClient, close_hub, wait_until
-from tests.hub.push_util import push_config
-from tests.shared.bad_json import FITTING, PARSE_ERROR, bodies, strict_json
+from tests.hub.push_util import push_hub_on
+from tests.shared.bad_json import (FITTING, MESSAGE_PLACES, MSG, PARSE_ERROR, TEXT, bodies,
+                                   strict_json)
 
-MSG = '"messageId":"m-bad","role":"ROLE_USER"'
-TEXT = '"parts":[{"text":"hi"}]'
 PUSH = '"url":"https://hooks.test/h"'
 
 # Each place a value goes, as the body's params (BAD stands for the value).
 PLACES = {
-    "SendMessage": [
-        '{"message":{%s,"parts":[{"text":BAD}]}}' % MSG,
-        '{"message":{"messageId":BAD,"role":"ROLE_USER",%s}}' % TEXT,
-        '{"message":{%s,%s,"contextId":BAD}}' % (MSG, TEXT),
-        '{"message":{%s,%s,"taskId":BAD}}' % (MSG, TEXT),
-        '{"message":{%s,%s,"referenceTaskIds":[BAD]}}' % (MSG, TEXT),
-        '{"message":{%s,%s,"metadata":{"k":BAD}}}' % (MSG, TEXT),
-        '{"message":{%s,%s,"metadata":{"k":[{"deep":BAD}]}}}' % (MSG, TEXT),
-        '{"message":{%s,"parts":[{"data":{"x":BAD}}]}}' % MSG,
-        '{"message":{%s,"parts":[{"data":BAD,"mediaType":"application/json"}]}}' % MSG,
-        '{"message":{%s,"parts":[{"text":"hi","mediaType":BAD}]}}' % MSG,
+    "SendMessage": MESSAGE_PLACES + [
         '{"message":{%s,%s},"configuration":{"historyLength":BAD}}' % (MSG, TEXT),
         '{"message":{%s,%s},"configuration":{"taskPushNotificationConfig":{"id":BAD,%s}}}'
         % (MSG, TEXT, PUSH),
-        '{"message":{%s,%s},"metadata":{"k":BAD}}' % (MSG, TEXT),
     ],
     "GetTask": ['{"id":BAD}', '{"id":"TASK","historyLength":BAD}'],
     "ListTasks": ['{"contextId":BAD}', '{"pageToken":BAD}', '{"status":BAD}',
@@ -57,12 +44,7 @@ PLACES["SendStreamingMessage"] = PLACES["SendMessage"]
 
 @pytest.fixture(params=["memory", "redis"])
 def push_hub(request):
-    config = push_config()
-    if request.param == "redis":
-        server = request.getfixturevalue("redis_server")
-        server.flush()
-        config["store"] = server.url
-    h = create_hub(config)
+    h = push_hub_on(request)
     yield h
     close_hub(h)
 

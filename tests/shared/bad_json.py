@@ -15,6 +15,24 @@ STRINGS = [r'"\ud800"', r'"a\udc00"', r'"\uDBFF\ud800\udc00"', r'"\\\ud800"',
            r'"\ud83d\ude00\ude00"']
 NUMBERS = ["1e999999", "-1e400", "1" + "0" * 400 + ".0", "NaN", "-Infinity"]
 FITTING = ["1e308", "-1e-400", "1" + "0" * 300, '"\\ud83d\\ude00"', '"\\\\ud800"']
+MSG = '"messageId":"m-bad","role":"ROLE_USER"'
+TEXT = '"parts":[{"text":"hi"}]'
+# The places of a message both applications read (BAD marks the value).
+MESSAGE_PLACES = [
+    '{"message":{%s,"parts":[{"text":BAD}]}}' % MSG,
+    '{"message":{"messageId":BAD,"role":"ROLE_USER",%s}}' % TEXT,
+    '{"message":{%s,%s,"contextId":BAD}}' % (MSG, TEXT),
+    '{"message":{%s,%s,"taskId":BAD}}' % (MSG, TEXT),
+    '{"message":{%s,%s,"referenceTaskIds":[BAD]}}' % (MSG, TEXT),
+    '{"message":{%s,%s,"metadata":{"k":BAD}}}' % (MSG, TEXT),
+    '{"message":{%s,%s,"metadata":{"k":[{"deep":BAD}]}}}' % (MSG, TEXT),
+    '{"message":{%s,"parts":[{"data":{"x":[BAD]}}]}}' % MSG,
+    '{"message":{%s,"parts":[{"data":BAD,"mediaType":"application/json"}]}}' % MSG,
+    '{"message":{%s,"parts":[{"text":"hi","mediaType":BAD}]}}' % MSG,
+    '{"message":{%s,"parts":[{"text":"hi","filename":BAD}]}}' % MSG,
+    '{"message":{%s,%s},"configuration":{"returnImmediately":BAD}}' % (MSG, TEXT),
+    '{"message":{%s,%s},"metadata":{"k":BAD}}' % (MSG, TEXT),
+]
 
 
 def bodies(places: dict, task_id: str):
