@@ -48,20 +48,21 @@ def utf8_bytes(text: str) -> int:
 def check_id_bytes(method: str, params: dict, max_bytes: int) -> None:
     """Raise -32602 for the first id of ``method``'s ``params`` longer than ``max_bytes``."""
     for path in ID_FIELDS.get(method, ()):
-        _check(params, path, 0, path[0], max_bytes)
+        value = params
+        for step, key in enumerate(path):
+            if key == EACH:
+                if type(value) is list:
+                    for i, item in enumerate(value):
+                        _check(item, f"{'.'.join(path[:step])}[{i}]", max_bytes)
+                break
+            if type(value) is not dict:
+                break
+            value = value.get(key)
+        else:
+            _check(value, ".".join(path), max_bytes)
 
 
-def _check(value, path: tuple, step: int, where: str, max_bytes: int) -> None:
-    if step == len(path):
-        # PERF: a string of at most a quarter of the cap in characters cannot pass it.
-        if type(value) is str and len(value) * 4 > max_bytes and utf8_bytes(value) > max_bytes:
-            raise invalid(f"{where} is longer than {max_bytes} bytes")
-        return
-    key = path[step]
-    if key == EACH:
-        if type(value) is list:
-            for i, item in enumerate(value):
-                _check(item, path, step + 1, f"{where}[{i}]", max_bytes)
-        return
-    if type(value) is dict and key in value:
-        _check(value[key], path, step + 1, where if step == 0 else f"{where}.{key}", max_bytes)
+def _check(value, where: str, max_bytes: int) -> None:
+    # PERF: a string of at most a quarter of the cap in characters cannot pass it.
+    if type(value) is str and len(value) * 4 > max_bytes and utf8_bytes(value) > max_bytes:
+        raise invalid(f"{where} is longer than {max_bytes} bytes")
