@@ -10,7 +10,8 @@ escapes. Run it from the repository root:
 
     .venv/bin/python bench/parse.py [--mib 64] [--repeat 3]
 
-(``--mib`` defaults to ``limits.max_body_bytes``.) ``tests/shared/test_linear_time.py``
+(``--mib`` defaults to ``limits.max_body_bytes``.) Then the bodies of millions of
+parts that step 6 refuses, in ms of CPU. ``tests/shared/test_linear_time.py``
 times the same shapes at two sizes, and the worst of them at the limits.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from murmur_wsgi.door.manifest import load_manifest                    # noqa: E402
+from murmur_wsgi.errors import ParseError                              # noqa: E402
 from murmur_wsgi.serving.envelope import check_envelope, parse_json  # noqa: E402
 from murmur_wsgi.wire.message import read_message                  # noqa: E402
 
@@ -90,6 +92,25 @@ SHAPES = {"text-parts": text_parts, "escaped-text": escaped_text,
           "data-wide": data_parts_wide, "data-deep": data_deep, "data-strings": data_strings}
 
 
+def many_parts(size: int, unit: str = '{"data":0}') -> bytes:
+    """As many parts of ``unit`` as ``size`` holds: millions, far over the value limit."""
+    return _envelope([unit] * max(1, size // (len(unit) + 1)))
+
+
+# Refused at step 6 (more values than the limit): what a refusal costs before any parse.
+REFUSED = {"many-parts": many_parts,
+           "many-string-parts": lambda size: many_parts(size, '{"data":"[,"}')}
+
+
+def refuse(body: bytes) -> None:
+    """Step 6 on a body it must refuse (ParseError), or AssertionError."""
+    try:
+        parse_json(body, DEPTH, VALUES)
+    except ParseError:
+        return
+    raise AssertionError("the body was accepted")
+
+
 def accept(body: bytes):
     """What the door does with the body before a task exists; the message it reads."""
     payload = parse_json(body, DEPTH, VALUES)
@@ -137,10 +158,17 @@ def main(argv=None) -> int:
         results[name] = seconds * 1e6 / (len(body) / 1024 ** 2)
         print(f"{name:>14}: {len(body) / 1024 ** 2:6.2f} MiB  "
               f"{seconds * 1000:8.1f} ms  {results[name]:10.0f} µs/MiB")
+    refused = {}
+    for name, build in REFUSED.items():
+        body = build(size)
+        seconds = least_cpu(lambda: refuse(body), repeat=args.repeat)[0]
+        refused[name] = round(seconds * 1000, 1)
+        print(f"{name:>17}: {len(body) / 1024 ** 2:6.2f} MiB  {seconds * 1000:8.1f} ms  refused")
     worst = max(results, key=results.get)
     print(json.dumps({"bench": "parse", "mib": args.mib, "worst": worst,
                       "us_per_mib": round(results[worst]),
-                      "shapes": {k: round(v) for k, v in results.items()}}))
+                      "shapes": {k: round(v) for k, v in results.items()},
+                      "refused_ms": refused}))
     return 0
 
 

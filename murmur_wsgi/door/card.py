@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 
 from murmur_wsgi.uris import CAPSULE_URI, DOOR_URI, STREAM_URI
+from murmur_wsgi.wire.encode import compact_ascii
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class CardCache:
         hit = self._cache.get(key)
         if hit is None:
             card = build_card(self._manifest, self._session_id, url, extended=extended)
-            body = json.dumps(card, separators=(",", ":")).encode()
+            body = compact_ascii(card).encode()
             etag = hashlib.sha256(body).hexdigest()[:32]
             if len(self._cache) < 64:          # bounded: one per Host a caller names
                 self._cache[key] = hit = (body, etag, card)

@@ -64,6 +64,9 @@ class Callable(fields.String):
         return value
 
 
+MIN_ID_BYTES = 64               # limits.max_id_bytes holds the hub's own ids (36 bytes) and more
+
+
 class LimitsSchema(Block):
     concurrency = StrictInt(load_default=4, validate=validate.Range(min=1))
     rate_per_minute = StrictInt(load_default=120, validate=validate.Range(min=1))
@@ -73,6 +76,7 @@ class LimitsSchema(Block):
     # A connection's read deadlines (the worker's, per connection: no tenant override).
     header_timeout_secs = _positive(load_default=10.0)    # accept (or first byte) to headers' end
     body_timeout_secs = _positive(load_default=30.0)      # headers' end to the body's end
+    max_id_bytes = StrictInt(load_default=256, validate=validate.Range(min=MIN_ID_BYTES))
 
 
 class TenantLimitsSchema(Block):
@@ -83,6 +87,7 @@ class TenantLimitsSchema(Block):
     run_timeout_secs = _positive()
     max_subscriptions = StrictInt(validate=validate.Range(min=1))
     max_body_bytes = Size()
+    max_id_bytes = StrictInt(validate=validate.Range(min=MIN_ID_BYTES))
 
 
 class EventsSchema(Block):

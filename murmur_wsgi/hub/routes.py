@@ -4,7 +4,8 @@ HTTP tier (steps 1-4, never reads the body before step 4): a route of the
 text (``public_url`` set) → a credential → a published agent of the
 credential's tenant → the card, or the body (at most
 ``limits.max_body_bytes``, else 413). RPC tier (steps 5-10): JSON → envelope
-→ ``A2A-Version: 1.0`` exactly → method → params → handler. Every ``/a2a/v1``
+→ ``A2A-Version: 1.0`` exactly → method → params (an object, its ids at most
+``limits.max_id_bytes``) → handler. Every ``/a2a/v1``
 answer carries ``Cache-Control: private, no-store`` and ``Vary``.
 
 Every refusal is an error of the one hierarchy (``errors.py``) carrying its
@@ -30,6 +31,7 @@ from murmur_wsgi.serving.writes import SOCKET_KEY, Body
 from murmur_wsgi.streams.sse import PENDING_BYTES
 from murmur_wsgi.wire import rpc as wire_rpc
 from murmur_wsgi.wire.encode import compact_utf8
+from murmur_wsgi.wire.id_limits import check_id_bytes
 from murmur_wsgi.wire.methods import PUSH_METHODS
 from murmur_wsgi.wire.raw import RawJSON
 
@@ -83,6 +85,7 @@ def handle(hub, environ, start_response):
         check_version(environ)                                                # step 7
         handler = lookup(hub, method)                                         # step 8
         call.params = check_params(raw_params)                                # step 9
+        check_id_bytes(method, call.params, hub.limits(seen.tenant)["max_id_bytes"])  # step 9
         result = handler(hub, call)                                           # step 10
     except Refusal as ex:
         status, headers, data = refusal_response(ex, compact_utf8)

@@ -18,7 +18,22 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
-_strict_decode = json.JSONDecoder(parse_constant=_reject_constant).decode
+_INF = float("inf")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (_INF, -_INF):
+        raise ValueError(f"{text[:16]} overflows a double")
+    return value
+
+
+# PERF: parse_float costs a Python call per number with a fraction or an exponent (0.2 s
+# for a body of a million of them, the most limits.max_json_values lets in); a body
+# without such numbers, the common one, pays nothing. A C-speed scan of the bytes for
+# long exponents and digit runs cost more than that on every body.
+_strict_decode = json.JSONDecoder(parse_constant=_reject_constant,
+                                  parse_float=_finite_float).decode
 
 
 # Every byte but the brackets and the quote; { and } read as [ and ].
@@ -67,9 +82,9 @@ def too_deep(body: bytes, max_depth: int, containers: int | None = None) -> bool
     return bool(marks)
 
 
-# What a value is, for the count: brackets (folded), commas, quotes and the first bytes of
-# numbers and literals (as 0); every other byte is dropped.
-_NOT_VALUE = bytes(range(256)).translate(None, b'[]{}",-0123456789tfn')
+# What a value is, for the count: brackets (folded), commas, colons, quotes and the first
+# bytes of numbers and literals (as 0); every other byte is dropped.
+_NOT_VALUE = bytes(range(256)).translate(None, b'[]{}",:-0123456789tfn')
 _VALUE = bytes.maketrans(b"{}-123456789tfn", b"[]0000000000000")
 
 
@@ -79,27 +94,79 @@ def values_in(body: bytes, max_values: int, containers: int | None = None) -> in
     A value is an object, an array, a string, a number, true, false or null,
     wherever it sits; an object's keys are not values. Reads the bytes without
     parsing them, in time linear in the body: one value, plus one per comma
-    and per non-empty object or array, outside strings. Exact for valid JSON.
+    and per non-empty object or array, outside strings. Of valid JSON of more
+    than ``max_values`` values, a number above ``max_values`` (not always the
+    count: ``count_values`` counts exactly).
     ``containers`` as for ``too_deep``.
     """
-    # PERF: the raw counts bound the exact one; most bodies stop here.
+    # PERF: the raw counts bound the exact one from above; most bodies stop here.
     if containers is None:
         containers = _containers_at_most(body)
     bound = 1 + body.count(b",") + containers
     if bound <= max_values:
         return bound
     body = _unescaped(body)
+    # PERF: and the quotes from below (every string is a value or an object's key, and
+    # every key has a value): a body of millions of small parts stops here, at C speed.
+    least = body.count(b'"') // 4
+    if least > max_values:
+        return least
+    return _count_values(body)
+
+
+def count_values(body: bytes) -> int:
+    """The number of JSON values in ``body``, however many (``values_in`` without a bound)."""
+    return _count_values(_unescaped(body))
+
+
+def _count_values(body: bytes) -> int:
+    """``count_values`` of a body ``_unescaped`` already."""
     marks = body.translate(_VALUE, _NOT_VALUE)
     if b'"' in marks:
-        marks = _STRING.sub(b"0", marks)        # a string is one value; its bytes are none
+        # A closing quote is followed by a colon, a comma or a bracket, all kept: every ""
+        # left is an empty string, or one without marks. PERF: replaced at C speed; only
+        # the strings holding marks are left for the slower regex.
+        marks = marks.replace(b'""', b"0")
+        if b'"' in marks:
+            marks = _STRING.sub(b"0", marks)    # a string is one value; its bytes are none
     return 1 + marks.count(b",") + marks.count(b"[") - marks.count(b"[]")
 
 
-def parse_json(body: bytes, max_depth: int = 64, max_values: int = 1_000_000):
-    """Step 6: decode the body as UTF-8 JSON (NaN and Infinity refused), or -32700.
+# A lone surrogate: a \u escape of a high surrogate not followed by one of a low
+# surrogate, or of a low one not preceded by a high one (read once escaped backslashes
+# are replaced, so that every \u left is an escape). A pair is one character, and UTF-8
+# bytes cannot encode a surrogate at all (the strict decode refuses them).
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile(
+    rb"\\u[dD](?:[89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
+    rb"|[c-fC-F][0-9a-fA-F]{2}(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}))")
 
-    JSON of more than ``max_values`` values (``limits.max_json_values``) or
-    nested deeper than ``max_depth`` (``limits.max_json_depth``) is refused
+
+def lone_surrogate(body: bytes) -> bool:
+    """Tell whether the JSON text ``body`` escapes a lone surrogate (``"\\ud800"``).
+
+    Such a string cannot be written as UTF-8 nor stored as text (RFC 8259 leaves
+    its meaning unpredictable; I-JSON, RFC 7493, forbids it). PERF: one C search
+    over the bytes; the exact one only when a surrogate escape is there at all.
+    """
+    if _SURROGATE.search(body) is None:
+        return False
+    return _LONE_SURROGATE.search(_unescaped_backslashes(body)) is not None
+
+
+def _unescaped_backslashes(body: bytes) -> bytes:
+    """``body``, each escaped backslash a ``#``: what stood on either side stays apart."""
+    return body.replace(b"\\\\", b"#") if b"\\\\" in body else body
+
+
+def parse_json(body: bytes, max_depth: int = 64, max_values: int = 1_000_000):
+    """Step 6: decode the body as UTF-8 JSON, or -32700.
+
+    Only JSON that can be written back is read: NaN and Infinity, a number
+    that overflows a double (``1e999999``) and a string escaping a lone
+    surrogate (``"\\ud800"``, wherever it sits: a key, a value, an id) are
+    refused. JSON of more than ``max_values`` values (``limits.max_json_values``)
+    or nested deeper than ``max_depth`` (``limits.max_json_depth``) is refused
     the same way, before it is parsed.
     """
     containers = _containers_at_most(body)
@@ -108,6 +175,9 @@ def parse_json(body: bytes, max_depth: int = 64, max_values: int = 1_000_000):
         raise ParseError()
     if too_deep(body, max_depth, containers):
         logger.info("refused a body nested deeper than limits.max_json_depth (%d)", max_depth)
+        raise ParseError()
+    if lone_surrogate(body):
+        logger.info("refused a body escaping a lone surrogate")
         raise ParseError()
     # PERF: the cyclic GC runs every 700 containers the parser makes, over all that
     # survive: on a body of many small arrays it took 6 times the parse itself. Nothing

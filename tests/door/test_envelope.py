@@ -176,24 +176,35 @@ def test_step7_invalid_request(rpc, payload, echo):
     assert wire(response) == rpc_error(echo, -32600, "Request payload validation error")
 
 
-@pytest.mark.parametrize("data, request_id, expected", [
-    pytest.param(b'{"jsonrpc":"2.0","id":"\\ud800","method":"GetTask"}', "\ud800",
-                 {"code": -32602, "message": "GetTask requires an id"}, id="id"),
-    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"tenant":"\\udc00"}}', 1,
-                 {"code": -32602, "message": 'Invalid params: tenant "\udc00" names a tenant; '
-                  "this agent serves no tenants, so omit tenant"}, id="tenant"),
-    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"a\\uDE00b"}}', 1,
-                 {"code": -32001, "message": "Task not found", "data": [{
-                     "@type": DATA_TYPE, "reason": "TASK_NOT_FOUND",
-                     "domain": "a2a-protocol.org", "metadata": {"taskId": "a\ude00b"}}]},
-                 id="task-id"),
+GET_TASK = b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{%s}}'
+
+
+@pytest.mark.parametrize("data", [
+    pytest.param(b'{"jsonrpc":"2.0","id":"\\ud800","method":"GetTask"}', id="id"),
+    *[pytest.param(GET_TASK % params, id=name) for name, params in [
+        ("tenant", b'"tenant":"\\udc00"'),
+        ("task-id", b'"id":"a\\uDE00b"'),
+        ("key", b'"\\ud800":1'),
+        ("high-then-pair", b'"id":"\\ud800\\ud800\\udc00"'),
+        ("pair-then-low", b'"id":"\\ud83d\\ude00\\ude00"'),
+        ("after-an-escaped-backslash", b'"id":"\\\\\\ud800"'),
+        ("overflow", b'"id":"t","x":1e999999'),
+        ("negative-overflow", b'"id":"t","x":-1e400'),
+        ("overflow-without-exponent", b'"id":"t","x":1' + b"0" * 400 + b".5"),
+    ]],
 ])
-def test_step6_unpaired_surrogate_escapes_are_json(rpc, data, request_id, expected):
-    # NOTE: RFC 8259's grammar admits an escaped unpaired surrogate, so the body is JSON;
-    # the answer carries it back escaped, as ASCII, never as bytes UTF-8 cannot hold.
+def test_step6_what_cannot_be_written_back_is_not_json(rpc, data):
+    # NOTE: RFC 8259's grammar admits an escaped unpaired surrogate, but no UTF-8 text can
+    # hold it (I-JSON, RFC 7493, forbids it), nor a double a number that overflows: refused
+    # as not JSON, wherever it sits, so that nothing the door keeps cannot be written back.
     response = rpc.post(data)
-    response.data.decode("utf-8")
-    assert envelope_of(response) == {"jsonrpc": "2.0", "id": request_id, "error": expected}
+    assert wire(response) == rpc_error(None, -32700, "Invalid JSON payload")
+
+
+@pytest.mark.parametrize("value", [b"1e308", b"-1e-400", b"1" + b"0" * 300, b"1e-999999"])
+def test_step6_large_numbers_that_fit_are_json(rpc, value):
+    data = GET_TASK % (b'"id":"t","x":' + value)
+    assert envelope_of(rpc.post(data))["error"]["code"] == -32001
 
 
 def test_step6_surrogate_pairs_are_json(rpc):

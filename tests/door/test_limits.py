@@ -238,8 +238,10 @@ JSON_VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
 def test_values_in_counts_the_values_of_any_json(value, ascii_only, compact):
     separators = (",", ":") if compact else (", ", ": ")
     body = json.dumps(value, ensure_ascii=ascii_only, separators=separators).encode()
-    assert envelope.values_in(body, 0) == values_of(value)     # 0: always counted exactly
+    count = values_of(value)
+    assert envelope.count_values(body) == count
     assert envelope.values_in(body, 10 ** 6) <= 10 ** 6
+    assert envelope.values_in(body, count) <= count < envelope.values_in(body, count - 1) + 1
 
 
 # --- limits.reference_bytes: referenced tasks cannot amplify -------------------------

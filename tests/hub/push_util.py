@@ -167,6 +167,17 @@ def push_config(receiver=None, **push) -> dict:
     return config
 
 
+def push_hub_on(request):
+    """A hub with push on (no receiver), on the store ``request.param`` names: "memory", or
+    "redis" (the session's redis-server, flushed). Close it with ``close_hub``."""
+    config = push_config()
+    if request.param == "redis":
+        server = request.getfixturevalue("redis_server")
+        server.flush()
+        config["store"] = server.url
+    return create_hub(config)
+
+
 def push_hub(receiver=None, **push):
     hub = create_hub(push_config(receiver, **push))
     hub.sleeps = Sleeps()

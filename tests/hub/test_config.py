@@ -20,7 +20,8 @@ def test_defaults():
     assert config.drain_timeout_secs == 20 and config.cancel_timeout_secs == 10
     assert config.limits == {"concurrency": 4, "rate_per_minute": 120, "run_timeout_secs": 300,
                              "max_subscriptions": 20, "max_body_bytes": 1024 ** 2,
-                             "header_timeout_secs": 10, "body_timeout_secs": 30}
+                             "header_timeout_secs": 10, "body_timeout_secs": 30,
+                             "max_id_bytes": 256}
     assert config.events == {"retention_secs": 86400, "merge_secs": 0.25}
     assert config.stream == {"keepalive_secs": 15, "write_timeout_secs": 10}
     assert config.push == {"enabled": False, "secret": None, "ports": [443],

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 
 import pytest
 
@@ -91,3 +92,36 @@ def test_a_body_still_coming_after_the_413_is_cut_not_read(door_server):
     # NOTE: what loopback's socket buffers hold; before, the door read the rest until the
     # header deadline cut it (10 s, gigabytes).
     assert sent[0] < 64 * 1024 ** 2, f"{sent[0] >> 20} MiB sent"
+
+
+def test_a_body_of_millions_of_parts_is_refused_while_others_are_served(door_server):
+    """63 MiB of 6 million data parts (under the 64 MiB cap): -32700 from the value count,
+    not a full parse; another client's requests meanwhile wait less than 1.5 s each."""
+    parts = b",".join([b'{"data":0}'] * 6_000_000)
+    body = (b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":'
+            b'{"messageId":"m","role":"ROLE_USER","parts":[' + parts + b"]}}}")
+    assert 62 * 1024 ** 2 < len(body) < 64 * 1024 ** 2
+    waits, done = [], threading.Event()
+
+    def other_client():
+        while not done.is_set():
+            started = time.monotonic()
+            assert http_get(door_server.card_url, timeout=10).status_code == 200
+            waits.append(time.monotonic() - started)
+
+    other = threading.Thread(target=other_client, daemon=True)
+    other.start()
+    with socket.create_connection(("127.0.0.1", door_server.port), timeout=30) as sock:
+        started = time.monotonic()
+        sock.sendall((HEAD + f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+        status, answered = answer(sock)
+        took = time.monotonic() - started
+    done.set()
+    other.join(15)
+    assert status == "HTTP/1.1 200 OK"
+    assert json.loads(answered) == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32700, "message": "Invalid JSON payload"}}
+    assert waits, "the other client was never answered"
+    print(f"63 MiB of 6 M parts answered in {took:.2f} s; the other client's "
+          f"{len(waits)} requests waited at most {max(waits):.3f} s")
+    assert max(waits) < 1.5, f"another client waited {max(waits):.2f} s"

@@ -1,0 +1,74 @@
+"""What the wire reads and writes is JSON any reader can hold: no lone surrogate, no infinity."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from murmur_wsgi.errors import ParseError
+from murmur_wsgi.serving.envelope import lone_surrogate, parse_json
+from murmur_wsgi.wire.encode import compact_ascii, compact_utf8
+
+# Text with surrogates (lone or next to each other), backslashes and quotes around them.
+PIECES = st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff", "\U0001f600", "\\", '"',
+                          "a", "\u00e9", "u", "d800"])
+TEXTS = st.lists(PIECES, max_size=12).map("".join) | st.text()
+
+
+def has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+@settings(max_examples=500, deadline=None)
+@given(TEXTS, st.booleans(), st.booleans())
+def test_lone_surrogate_reads_what_the_parser_would_make(text, as_key, upper):
+    body = json.dumps({text: 1} if as_key else [text])         # every surrogate escaped
+    if upper:
+        body = re.sub(r"\\u[0-9a-f]{4}", lambda m: m.group(0).upper().replace("\\U", "\\u"),
+                      body)
+    value = json.loads(body)                    # a pair of halves reads as one character
+    made = next(iter(value)) if as_key else value[0]
+    assert lone_surrogate(body.encode()) == has_lone_surrogate(made)
+
+
+@pytest.mark.parametrize("body, lone", [
+    (rb'["\ud83d\ude00"]', False),
+    (rb'["\ud83d"]', True),
+    (rb'["\ude00"]', True),
+    (rb'["\\ud800"]', False),                       # an escaped backslash, then text
+    (rb'["\\\ud800"]', True),
+    (rb'["\ud800\ud800\udc00"]', True),
+    (rb'["\ud800\udc00\udc00"]', True),
+    (rb'["\ud800", "\udc00"]', True),               # two strings: two lone halves
+    (rb'["\ud800\\\udc00"]', True),                # an escaped backslash between halves
+])
+def test_lone_surrogate_cases(body, lone):
+    assert lone_surrogate(body) is lone
+
+
+@pytest.mark.parametrize("number", ["1e309", "-1e309", "1e999999", "1" + "0" * 400 + ".0",
+                                    "-0.1e400", "NaN", "Infinity", "-Infinity"])
+def test_a_number_no_double_holds_is_not_json(number):
+    with pytest.raises(ParseError):
+        parse_json(('{"x":[%s]}' % number).encode())
+
+
+@pytest.mark.parametrize("number", ["1e308", "1.7976931348623157e308", "1e-400", "-0.0",
+                                    "1" + "0" * 400])
+def test_a_number_that_fits_is_read(number):
+    assert parse_json(('{"x":%s}' % number).encode())["x"] == json.loads(number)
+
+
+@pytest.mark.parametrize("encode", [compact_ascii, compact_utf8])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_the_encoders_write_no_nan_nor_infinity(encode, value):
+    with pytest.raises(ValueError):
+        encode({"x": [value]})
+    assert encode({"x": [1.5]}) == '{"x":[1.5]}'
