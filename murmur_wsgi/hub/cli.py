@@ -37,7 +37,8 @@ def main(args) -> int:
         workers = getattr(args, "workers", 1) or 1
         if workers < 1 or (workers > 1 and not config.shared):
             raise ConfigError(f"--workers: {workers}: the memory store lives in one process; "
-                              "more than 1 worker needs store: redis://host:port/db")
+                              "more than 1 worker needs Redis: set MURMUR_HUB_REDIS_URL="
+                              "redis://host:port/0 (or redis.url, or store: redis://…)")
         if args.dev:
             # NOTE: validated in full (agents and hooks imported) before anything listens.
             from murmur_wsgi.hub.app import Hub
