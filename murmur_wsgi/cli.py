@@ -131,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("tenant", nargs="?", help="the tenant a new key belongs to")
     p.add_argument("--config", default="conf/hub.yaml", help="the hub's hub.yaml")
     p.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:41880)")
+    p.add_argument("--public-url", help="the base URL the cards announce (default: "
+                   "$MURMUR_HUB_PUBLIC_URL, else hub.yaml's public_url)")
     p.add_argument("--workers", type=int, default=1,
                    help="gunicorn workers (more than 1 needs store: redis://…)")
     p.add_argument("--dev", action="store_true", help="Werkzeug's threaded development server")

@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import threading
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -25,15 +26,39 @@ def _listen(value: str | None) -> str:
     return listen
 
 
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+PUBLIC_URL_ENV = "MURMUR_HUB_PUBLIC_URL"
+
+
+def public_url_warning(public_url: str | None, listen: str) -> str | None:
+    """One line when the cards' loopback URL names another port than the hub listens on."""
+    if not public_url:
+        return None
+    parts = urlsplit(public_url)
+    host, _, port = listen.rpartition(":")
+    announced = parts.port or (443 if parts.scheme == "https" else 80)
+    if parts.hostname in LOOPBACK and host.strip("[]") in LOOPBACK and announced != int(port):
+        return (f"public_url {public_url} names port {announced}, but the hub listens on "
+                f"{listen}: its cards send clients elsewhere; give --public-url "
+                f"http://{listen} (or set {PUBLIC_URL_ENV})")
+    return None
+
+
 def main(args) -> int:
     if args.action == "key":
         return mint(args)
     # NOTE: agents and hooks are imported from the current directory, as gunicorn does.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    if getattr(args, "public_url", None):
+        # The environment's setting wins over the file, in this process and in gunicorn's.
+        os.environ[PUBLIC_URL_ENV] = args.public_url
     try:
         config = load_config_file(args.config)
         listen = _listen(args.listen)
+        warning = public_url_warning(config.public_url, listen)
+        if warning:
+            print(f"murmur-wsgi: warning: {warning}", file=sys.stderr)
         workers = getattr(args, "workers", 1) or 1
         if workers < 1 or (workers > 1 and not config.shared):
             raise ConfigError(f"--workers: {workers}: the memory store lives in one process; "
