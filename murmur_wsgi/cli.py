@@ -126,9 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gunicorn-conf", help="a gunicorn config file")
     p.set_defaults(func=serve)
     p = sub.add_parser("hub", help="serve a hub (hub.yaml) under gunicorn -k gevent; "
-                                   "'hub key TENANT' mints an API key")
+                                   "'hub key TENANT' mints an API key (--revoke, --list)")
     p.add_argument("action", nargs="?", choices=["key"], help="key: mint an API key")
     p.add_argument("tenant", nargs="?", help="the tenant a new key belongs to")
+    p.add_argument("--revoke", metavar="DIGEST_OR_PREFIX",
+                   help="key: revoke the tenant's key with this digest (8 digits or more)")
+    p.add_argument("--list", action="store_true", help="key: list the tenant's key digests")
     p.add_argument("--config", default="conf/hub.yaml", help="the hub's hub.yaml")
     p.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:41880)")
     p.add_argument("--public-url", help="the base URL the cards announce (default: "

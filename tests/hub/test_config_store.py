@@ -65,3 +65,15 @@ def test_more_workers_on_memory_say_what_to_set(tmp_path, capsys):
     path.write_text(yaml.safe_dump({}))
     assert main(["hub", "--config", str(path), "--workers", "2"]) == 2
     assert "set MURMUR_HUB_REDIS_URL=redis://host:port/0" in capsys.readouterr().err
+
+
+def test_remove_digest_keeps_the_comments():
+    from murmur_wsgi.hub.cli import add_digest, remove_digest
+
+    a, b = "a" * 64, "b" * 64
+    text = f"# top\ntenants:\n  acme:\n    api_keys:\n      - {a}   # first\n      - {b}\n"
+    assert remove_digest(text, "acme", a) == f"# top\ntenants:\n  acme:\n    api_keys:\n" \
+        f"      - {b}\n"
+    only = remove_digest(f"tenants:\n  acme:\n    api_keys:\n      - {a}\n", "acme", a)
+    assert yaml.safe_load(only) == {"tenants": {"acme": {"api_keys": []}}}
+    assert remove_digest(add_digest(text, "acme", "c" * 64), "acme", "c" * 64) == text
