@@ -12,6 +12,7 @@ import yaml
 
 from murmur_wsgi.hub.auth import mint_key
 from murmur_wsgi.hub.config import CONFIG_ENV, ConfigError, load_config_file
+from murmur_wsgi.serving.ports import listen_refusal
 from murmur_wsgi.hub.keys import REDIS_KEYS, REVOKED, redis_client, watch_keys
 
 logger = logging.getLogger(__name__)
@@ -57,9 +58,6 @@ def main(args) -> int:
     try:
         config = load_config_file(args.config)
         listen = _listen(args.listen)
-        warning = public_url_warning(config.public_url, listen)
-        if warning:
-            print(f"murmur-wsgi: warning: {warning}", file=sys.stderr)
         workers = getattr(args, "workers", 1) or 1
         if workers < 1 or (workers > 1 and not config.shared):
             raise ConfigError(f"--workers: {workers}: the memory store lives in one process; "
@@ -77,9 +75,15 @@ def main(args) -> int:
 
             load_agents(config)
             Admission(config)
+        refusal = listen_refusal(listen)
+        if refusal:
+            raise ConfigError(refusal)
     except ConfigError as ex:
         print(f"murmur-wsgi: {ex}", file=sys.stderr)
         return 2
+    warning = public_url_warning(config.public_url, listen)
+    if warning:
+        print(f"murmur-wsgi: warning: {warning}", file=sys.stderr)
     if args.dev:
         from murmur_wsgi import logs
 
