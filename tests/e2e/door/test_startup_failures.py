@@ -79,3 +79,30 @@ def test_a_bad_manifest(tmp_path, app, text, line, dev):
     path = write(tmp_path, text)
     done = command(app, "--config", path, "--listen", f"127.0.0.1:{free_port()}", *dev)
     assert one_line(done).startswith(f"murmur-wsgi: {path}: {line}")
+
+
+def test_a_door_on_a_random_port_says_where(tmp_path):
+    import re
+    import time
+
+    from tests.e2e.conftest import START_DEADLINE, spawn, stop_process, wait_served
+
+    path = write(tmp_path, {"name": "upper", "version": "0.1.0",
+                            "inference": {"transport": "process"},
+                            "agent": {"process": [sys.executable, "examples/harness_upper.py"]}})
+    log = tmp_path / "door.log"
+    proc = spawn([sys.executable, "-m", "murmur_wsgi.cli", "serve", "--config", path], log,
+                 child_env(MURMUR_WSGI_HOME=str(tmp_path / "home")))
+    try:
+        deadline = time.monotonic() + START_DEADLINE
+        while not re.search(r"listening on (http://\S+)", log.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)  # wait-ok: the server's first line, with a deadline
+        url = re.search(r"listening on (http://\S+)", log.read_text()).group(1)
+        card = wait_served(proc, url + "/.well-known/agent-card.json", deadline, "the door",
+                           log.read_text).json()
+    finally:
+        stop_process(proc, 40, "the door", log.read_text)
+    assert card["name"] == "upper"
+    assert log.read_text().splitlines()[0] == ("murmur-wsgi: the manifest names no port "
+                                               f"(network.internal_port): listening on {url}")
