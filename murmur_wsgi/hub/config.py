@@ -28,6 +28,7 @@ class HubConfig:
     """A validated hub.yaml; nested blocks are plain dicts with defaults filled."""
 
     public_url: str | None
+    mount_path: str
     store: str
     redis: dict
     metrics: dict
