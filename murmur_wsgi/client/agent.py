@@ -33,8 +33,10 @@ import requests
 from murmur_wsgi import __version__
 from murmur_wsgi.client.errors import (ConnectionFailed, ConnectTimeout, DoorError,
                                        HttpRefusal, ProtocolError, ReadTimeout, RpcError)
+from murmur_wsgi.client.card import agent_urls, card_endpoint, door_url, is_door  # noqa: F401
+from murmur_wsgi.client.push import PushConfigs
 from murmur_wsgi.client.streams import SUBSCRIBE, WATCH, EventStream
-from murmur_wsgi.uris import CARD_PATH, DOOR_URI, STREAM_URI
+from murmur_wsgi.uris import STREAM_URI
 
 logger = logging.getLogger(__name__)
 
@@ -47,38 +49,6 @@ LIST_FILTERS = {"context_id": "contextId", "state": "status", "status": "status"
                 "page_size": "pageSize", "page_token": "pageToken",
                 "status_timestamp_after": "statusTimestampAfter",
                 "include_artifacts": "includeArtifacts", "history_length": "historyLength"}
-
-
-def door_url(address: str) -> str:
-    """``host:port`` (a running record's form) or a URL, as ``http://host:port``."""
-    address = address.strip().rstrip("/")
-    if "://" not in address:
-        address = "http://" + address
-    return address
-
-
-def agent_urls(address: str) -> tuple[str, str]:
-    """An agent's base URL or card URL, as ``(base URL, card URL)``."""
-    url = door_url(address)
-    if url.endswith(CARD_PATH):
-        url = url[:-len(CARD_PATH)].rstrip("/")
-    return url, url + CARD_PATH
-
-
-def card_endpoint(card) -> str | None:
-    """The card's ``supportedInterfaces[0].url``, the JSON-RPC endpoint, or None."""
-    interfaces = card.get("supportedInterfaces") if isinstance(card, dict) else None
-    if isinstance(interfaces, list) and interfaces and isinstance(interfaces[0], dict):
-        url = interfaces[0].get("url")
-        if isinstance(url, str) and url.startswith(("http://", "https://")):
-            return url
-    return None
-
-
-def is_door(card) -> bool:
-    """The card declares the Murmur door extension (its own methods: watch, stop)."""
-    extensions = ((card or {}).get("capabilities") or {}).get("extensions") or []
-    return any(isinstance(e, dict) and e.get("uri") == DOOR_URI for e in extensions)
 
 
 def new_message_id() -> str:
@@ -121,7 +91,7 @@ def _reason(ex: Exception) -> str:
     return text.splitlines()[0][:200] if text else type(ex).__name__
 
 
-class A2AClient:
+class A2AClient(PushConfigs):
     """A synchronous client of one A2A agent (a door, a hub agent, any A2A v1.0 server).
 
     Args:
@@ -403,39 +373,6 @@ class A2AClient:
     def stop(self) -> dict:
         """murmur.StopSession: ``{canceled, residue, session_id}``; the door keeps serving."""
         return self.call("murmur.StopSession", {})
-
-    # --- push notification configs (a server with pushNotifications) -----------------
-
-    def push_create(self, task_id: str, url: str, *, token: str | None = None,
-                    config_id: str | None = None) -> dict:
-        """CreateTaskPushNotificationConfig: the saved config (its key in this answer only)."""
-        params = {"taskId": task_id, "url": url}
-        if token is not None:
-            params["token"] = token
-        if config_id is not None:
-            params["id"] = config_id
-        return self.call("CreateTaskPushNotificationConfig", params)
-
-    def push_get(self, task_id: str, config_id: str) -> dict:
-        """GetTaskPushNotificationConfig."""
-        return self.call("GetTaskPushNotificationConfig", {"taskId": task_id, "id": config_id})
-
-    def push_list(self, task_id: str) -> list[dict]:
-        """ListTaskPushNotificationConfigs: every config of the task, page after page."""
-        configs, token = [], ""
-        while True:
-            params = {"taskId": task_id}
-            if token:
-                params["pageToken"] = token
-            page = self.call("ListTaskPushNotificationConfigs", params)
-            configs.extend(page.get("configs") or [])
-            token = page.get("nextPageToken") or ""
-            if not token:
-                return configs
-
-    def push_delete(self, task_id: str, config_id: str) -> None:
-        """DeleteTaskPushNotificationConfig."""
-        self.call("DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": config_id})
 
 
 DoorClient = A2AClient

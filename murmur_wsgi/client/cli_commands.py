@@ -17,7 +17,8 @@ import sys
 import threading
 
 from murmur_wsgi.client import render
-from murmur_wsgi.client.agent import DoorClient, is_door
+from murmur_wsgi.client.agent import DoorClient
+from murmur_wsgi.client.card import is_door
 from murmur_wsgi.client.cli_support import (API_KEY_ENV, EXIT_INPUT, EXIT_OK, EXIT_TASK,
                                             EXIT_USAGE, TENANT_ENV, TOKEN_ENV, URL_ENV,
                                             UsageError, err, out, report, run)

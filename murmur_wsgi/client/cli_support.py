@@ -165,8 +165,9 @@ def run(command):
             return EXIT_TASK
         except HttpRefusal as ex:
             hint = unauthenticated_hint(door, ex.response) if ex.status == 401 else ""
-            err(f"{door.noun} at {door.url} refused the request: {ex.status} {ex.error}: "
-                f"{ex.message}{hint}")
+            said = f": {ex.message}" if ex.message else ""
+            err(f"{door.noun} at {door.url} refused the request: {ex.status} {ex.error}"
+                f"{said}{hint}")
             return EXIT_USAGE
         except (ConnectionFailed, Timeout, ProtocolError) as ex:
             err(str(ex))

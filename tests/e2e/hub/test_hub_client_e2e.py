@@ -98,7 +98,7 @@ def test_no_credential_names_what_the_hub_takes(cli, hub):
     status, out, err = cli("card", key=None)
     assert (status, out) == (2, "")
     assert err == (f"murmur-wsgi: the agent at {hub.agent_url} refused the request: 401 "
-                   "unauthenticated: ; a hub agent takes --api-key KEY (or $MURMUR_API_KEY), "
+                   "unauthenticated; a hub agent takes --api-key KEY (or $MURMUR_API_KEY), "
                    "or --token JWT with --tenant TENANT\n")
 
 

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from tests.e2e.conftest import CLOSE, child_env, http_get
-from tests.e2e.hub_process import PREFIX, WAIT, HubProcess
+from tests.e2e.hub_process import WAIT, HubProcess
 
 pytestmark = pytest.mark.e2e
 
