@@ -18,13 +18,19 @@ $(VENV)/.installed-test: setup.py setup.cfg | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@ $(VENV)/.installed
 
+# LISTEN=HOST:PORT serves elsewhere (make run LISTEN=127.0.0.1:41874): the door's card
+# follows the address it listens on unless the manifest sets network.public_url.
 run: $(VENV)/.installed
-	$(BIN)/murmur-wsgi serve --config $(CONFIG)
+	$(BIN)/murmur-wsgi serve --config $(CONFIG) $(if $(LISTEN),--listen $(LISTEN))
 
 # The hub (docs/hub.md): conf/hub.yaml's tenants and agents on http://127.0.0.1:41880.
+# LISTEN=HOST:PORT serves elsewhere and announces http://HOST:PORT in the cards
+# (PUBLIC_URL=https://… announces another base URL, e.g. behind a proxy).
 HUB_CONFIG ?= conf/hub.yaml
+PUBLIC_URL ?= $(if $(LISTEN),http://$(LISTEN))
 hub: $(VENV)/.installed
-	$(BIN)/murmur-wsgi hub --config $(HUB_CONFIG)
+	$(BIN)/murmur-wsgi hub --config $(HUB_CONFIG) $(if $(LISTEN),--listen $(LISTEN)) \
+		$(if $(PUBLIC_URL),--public-url $(PUBLIC_URL))
 
 # The hub's Redis tests start their own redis-server: tests/ensure_redis.sh installs it when
 # missing (root with apt-get), else says what to install and fails.

@@ -7,10 +7,12 @@ import os
 import socket
 import sys
 
+from murmur_wsgi.agents import AgentLoadError, resolve_agent
 from murmur_wsgi.client import cli_commands as client_commands
 from murmur_wsgi.door.manifest import ManifestError, load_manifest_file
 from murmur_wsgi.door.planes.files import check_root
 from murmur_wsgi import running
+from murmur_wsgi.serving.ports import listen_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -34,13 +36,23 @@ def _listen(manifest, override: str | None) -> str:
 
 def serve(args) -> int:
     """Validate the manifest, then run gunicorn -k gevent on it (or Werkzeug with --dev)."""
+    # NOTE: the agent is imported from the current directory, as gunicorn does.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         manifest = load_manifest_file(args.config)
         listen = _listen(manifest, args.listen)
         check_root(manifest.exports.get("files"), os.getcwd())
-    except ManifestError as ex:
+        resolve_agent(manifest)             # an agent that cannot be imported: one line
+        refusal = listen_refusal(listen)
+        if refusal:
+            raise ManifestError(refusal)
+    except (ManifestError, AgentLoadError) as ex:
         print(f"murmur-wsgi: {ex}", file=sys.stderr)
         return 2
+    if not args.listen and not manifest.network["internal_port"]:
+        print(f"murmur-wsgi: the manifest names no port (network.internal_port): "
+              f"listening on http://{listen}", file=sys.stderr)
     os.environ["MURMUR_WSGI_CONFIG"] = os.path.abspath(args.config)
     os.environ["MURMUR_WSGI_LISTEN"] = listen
     # The door records itself under this pid: this process, which becomes gunicorn's master.
@@ -126,11 +138,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gunicorn-conf", help="a gunicorn config file")
     p.set_defaults(func=serve)
     p = sub.add_parser("hub", help="serve a hub (hub.yaml) under gunicorn -k gevent; "
-                                   "'hub key TENANT' mints an API key")
+                                   "'hub key TENANT' mints an API key (--revoke, --list)")
     p.add_argument("action", nargs="?", choices=["key"], help="key: mint an API key")
     p.add_argument("tenant", nargs="?", help="the tenant a new key belongs to")
+    p.add_argument("--revoke", metavar="DIGEST_OR_PREFIX",
+                   help="key: revoke the tenant's key with this digest (8 digits or more)")
+    p.add_argument("--list", action="store_true", help="key: list the tenant's key digests")
     p.add_argument("--config", default="conf/hub.yaml", help="the hub's hub.yaml")
     p.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:41880)")
+    p.add_argument("--public-url", help="the base URL the cards announce (default: "
+                   "$MURMUR_HUB_PUBLIC_URL, else hub.yaml's public_url)")
     p.add_argument("--workers", type=int, default=1,
                    help="gunicorn workers (more than 1 needs store: redis://…)")
     p.add_argument("--dev", action="store_true", help="Werkzeug's threaded development server")

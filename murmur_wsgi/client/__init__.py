@@ -1,16 +1,18 @@
-"""The door's client: a synchronous A2A v1.0 client on ``requests``.
+"""One client for every A2A v1.0 server, synchronous, on ``requests``.
 
->>> from murmur_wsgi.client import DoorClient
->>> with DoorClient("http://127.0.0.1:41873") as door:          # doctest: +SKIP
+>>> from murmur_wsgi.client import A2AClient
+>>> with A2AClient("http://127.0.0.1:41873") as door:          # doctest: +SKIP
 ...     task = door.send("what is 2 + 2?")
 ...     for event in door.stream("/stream 3"):
 ...         print(event.kind, event.frame, event.text)
+>>> echo = A2AClient("http://127.0.0.1:41880/a2a/v1/agents/echo",   # doctest: +SKIP
+...                  api_key="mhk_dev-acme-change-me")
 
 See ``docs/client.md``.
 """
 from __future__ import annotations
 
-from murmur_wsgi.client.door import DoorClient, door_url, user_message
+from murmur_wsgi.client.agent import A2AClient, DoorClient, door_url, user_message
 from murmur_wsgi.client.errors import (CompletionMisaddressed, CompletionNotAwaited,
                                        ConnectionFailed, ConnectTimeout,
                                        ContentTypeNotSupported, DoorError,
@@ -24,7 +26,7 @@ from murmur_wsgi.client.events import StreamEvent, artifact_text, state_word, st
 from murmur_wsgi.client.streams import EventStream
 
 __all__ = [
-    "DoorClient", "EventStream", "StreamEvent", "door_url", "user_message",
+    "A2AClient", "DoorClient", "EventStream", "StreamEvent", "door_url", "user_message",
     "artifact_text", "state_word", "status_text",
     "DoorError", "ConnectionFailed", "ConnectTimeout", "Timeout", "ReadTimeout",
     "StreamBroken", "ProtocolError", "HttpRefusal", "RpcError", "ParseError",

@@ -1,7 +1,9 @@
-"""The operator's commands on the client: card, send, get, ps/tasks, watch, cancel, stop.
+"""The operator's commands on the client: card, send, get, ps/tasks, subscribe, cancel,
+push, and the door's own watch and stop.
 
-Each runs through ``cli_support.run``, which finds the door (``--url``/``--token``,
-``$MURMUR_DOOR_URL``/``$MURMUR_DOOR_TOKEN``, or the only running session's record) and
+Each runs through ``cli_support.run``, which finds the agent (``--url`` with ``--token``,
+``--api-key``, ``--tenant``, ``--header``; ``$MURMUR_DOOR_URL``/``$MURMUR_DOOR_TOKEN``,
+``$MURMUR_API_KEY``, ``$MURMUR_TENANT``; or the only running session's record) and
 turns every error into one line and an exit status: 0 done (a task completed), 1 a task
 failed, was canceled or rejected, or the door refused the request, 2 a usage or
 connection error, 3 a task waits for input. See docs/client.md.
@@ -15,9 +17,11 @@ import sys
 import threading
 
 from murmur_wsgi.client import render
-from murmur_wsgi.client.cli_support import (EXIT_INPUT, EXIT_OK, EXIT_TASK, EXIT_USAGE,
-                                            TOKEN_ENV, URL_ENV, err, out, report, run)
-from murmur_wsgi.client.door import DoorClient
+from murmur_wsgi.client.agent import DoorClient
+from murmur_wsgi.client.card import is_door
+from murmur_wsgi.client.cli_support import (API_KEY_ENV, EXIT_INPUT, EXIT_OK, EXIT_TASK,
+                                            EXIT_USAGE, TENANT_ENV, TOKEN_ENV, URL_ENV,
+                                            UsageError, err, out, report, run)
 from murmur_wsgi.client.errors import ProtocolError, UnsupportedOperation
 from murmur_wsgi.client.events import INPUT_REQUIRED, STATES, TERMINAL, state_word
 from murmur_wsgi.client.progress import Spinner
@@ -47,12 +51,15 @@ def send(door: DoorClient, args) -> int:
     """Send TEXT as a new task (or a reply with --task); print its outcome."""
     if args.no_wait:
         task = door.send(args.text, args.context, args.task, return_immediately=True)
+        state = (task.get("status") or {}).get("state")
+        if state in TERMINAL and state != "TASK_STATE_COMPLETED":
+            return report(task, args.json)          # rejected (a busy door): no task to follow
         if args.json:
             out(render.dumps(task))
         else:
             out(task.get("id", ""))
-            err(f"task {task.get('id')} is {state_word((task.get('status') or {}).get('state'))}"
-                f" in context {task.get('contextId')}")
+            err(f"task {task.get('id')} is {state_word(state)} in context "
+                f"{task.get('contextId')}")
         return EXIT_OK
     if args.stream:
         return _send_streaming(door, args)
@@ -65,7 +72,16 @@ def send(door: DoorClient, args) -> int:
 
 
 def _send_streaming(door: DoorClient, args) -> int:
-    stream = door.stream(args.text, args.context, args.task)
+    return _follow(door, door.stream(args.text, args.context, args.task), args)
+
+
+def subscribe(door: DoorClient, args) -> int:
+    """Print a live task's events (SubscribeToTask) until it ends or waits for input."""
+    return _follow(door, door.subscribe(args.id), args)
+
+
+def _follow(door: DoorClient, stream, args) -> int:
+    """Print a task stream's events; the exit status says how the task stands."""
     with stream:
         for event in stream:
             if args.json:
@@ -75,10 +91,10 @@ def _send_streaming(door: DoorClient, args) -> int:
             if event.task_id == stream.task_id and event.state == INPUT_REQUIRED:
                 break
     if stream.task_id is None:
-        err(f"the door at {door.url} ended the stream before naming a task")
+        err(f"{door.noun} at {door.url} ended the stream before naming a task")
         return EXIT_TASK
     if stream.state not in TERMINAL and stream.state != INPUT_REQUIRED:
-        err(f"the door at {door.url} closed before task {stream.task_id} ended "
+        err(f"{door.noun} at {door.url} closed before task {stream.task_id} ended "
             f"(murmur-wsgi get {stream.task_id} follows it)")
         return EXIT_TASK
     return report(door.get(stream.task_id), as_json=False, show=False)
@@ -125,7 +141,7 @@ def _send_with_spinner(door: DoorClient, args, spinner: Spinner) -> dict:
     finally:
         spinner.clear()
     if stream.task_id is None:
-        raise ProtocolError(f"the door at {door.url} ended the stream before naming a task",
+        raise ProtocolError(f"{door.noun} at {door.url} ended the stream before naming a task",
                             url=door.url)
     return door.get(stream.task_id)
 
@@ -147,7 +163,8 @@ def get(door: DoorClient, args) -> int:
 def tasks(door: DoorClient, args) -> int:
     """Print a table of the tasks the caller sees, most recently changed first."""
     found = []
-    for task in door.list(context_id=args.context, state=args.state):
+    for task in door.list(context_id=args.context, state=args.state,
+                          status_timestamp_after=args.since, page_size=args.page_size):
         found.append(task)
         if args.limit and len(found) >= args.limit:
             break
@@ -163,15 +180,24 @@ def tasks(door: DoorClient, args) -> int:
     return EXIT_OK
 
 
+def _door_only(door: DoorClient, what: str) -> None:
+    """Refuse a door's own method on an agent whose card is not a Murmur door's."""
+    card = door.known_card or door.card()
+    if not is_door(card):
+        raise UsageError(f"{what} is a Murmur door's own method: {door.noun} at {door.url} "
+                         "(a hub agent, or another A2A server) does not serve it")
+
+
 def watch(door: DoorClient, args) -> int:
     """Print every task's events as they happen, until the door closes."""
+    _door_only(door, "watch (murmur.WatchSession)")
     stream = door.watch(last_event_id=args.last_event_id)
     with stream:
         for event in stream:
             if args.json:
                 out(render.event_json(event))
             elif event.frame == "connection-ack":
-                err(f"watching the door at {door.url} "
+                err(f"watching {door.noun} at {door.url} "
                     f"({event.fields.get('role')}, {event.fields.get('conversationMode')})")
             else:
                 out(render.event_line(event))
@@ -196,6 +222,7 @@ def cancel(door: DoorClient, args) -> int:
 
 def stop(door: DoorClient, args) -> int:
     """Cancel every live task of the session (murmur.StopSession); the door keeps serving."""
+    _door_only(door, "stop (murmur.StopSession)")
     answer = door.stop()
     if args.json:
         out(render.dumps(answer))
@@ -208,6 +235,37 @@ def stop(door: DoorClient, args) -> int:
         out(line)
     if not residue:
         out("residue:  nothing else was left running")
+    return EXIT_OK
+
+
+def push(door: DoorClient, args) -> int:
+    """Push notification configs of a task: create, get, list, delete."""
+    if args.action == "create":
+        if not args.url_to:
+            raise UsageError("push create needs --to URL (the webhook)")
+        value = door.push_create(args.task_id, args.url_to, token=args.push_token,
+                                 config_id=args.config_id)
+    elif args.action == "list":
+        value = door.push_list(args.task_id)
+    elif not args.config_id:
+        raise UsageError(f"push {args.action} needs --config ID")
+    elif args.action == "get":
+        value = door.push_get(args.task_id, args.config_id)
+    else:
+        door.push_delete(args.task_id, args.config_id)
+        if not args.json:
+            out(f"deleted:  {args.config_id} of task {args.task_id}")
+            return EXIT_OK
+        value = {}
+    if args.json or args.action != "list":
+        out(render.dumps(value))
+        return EXIT_OK
+    if not value:
+        out("no push configs")
+    for config in value:
+        status = config.get("deliveryStatus") or {}
+        out(f"{config.get('id')}  {config.get('url')}  failures {status.get('failures', 0)}"
+            + ("  disabled" if status.get("disabled") else ""))
     return EXIT_OK
 
 
@@ -225,11 +283,18 @@ def task_state(value: str) -> str:
 
 
 def _door_options(parser) -> None:
-    group = parser.add_argument_group("the door")
-    group.add_argument("--url", help=f"the door's address (default: ${URL_ENV}, or the only "
-                       "running session's record)")
-    group.add_argument("--token", help=f"a bearer token (default: ${TOKEN_ENV} with --url, or "
-                       "the record's operator token)")
+    group = parser.add_argument_group("the agent")
+    group.add_argument("--url", help="a door's address, a hub agent's URL "
+                       "(http://host:port/a2a/v1/agents/NAME) or a card's URL (default: "
+                       f"${URL_ENV}, or the only running session's record)")
+    group.add_argument("--token", help=f"a bearer token: a door's, a hub's JWT (default: "
+                       f"${TOKEN_ENV} with --url, or the record's operator token)")
+    group.add_argument("--api-key", help=f"an API key, sent as X-API-Key (default: "
+                       f"${API_KEY_ENV})")
+    group.add_argument("--tenant", help=f"the tenant a JWT acts for, sent as X-Tenant-ID "
+                       f"(default: ${TENANT_ENV})")
+    group.add_argument("--header", action="append", metavar="'NAME: VALUE'",
+                       help="one more header on every request (repeatable)")
     group.add_argument("--session", help="a running session's id, to read its record")
     group.add_argument("--timeout", type=float, default=10.0,
                        help="seconds to wait for an answer (default 10; a held send waits "
@@ -262,8 +327,24 @@ def add_commands(sub) -> None:
                        help="only this state: completed, failed, input-required, ... "
                        "or a TASK_STATE_* name")
         p.add_argument("--limit", type=int, help="at most this many tasks")
+        p.add_argument("--since", metavar="RFC3339",
+                       help="only tasks changed after this time (2026-01-01T00:00:00Z)")
+        p.add_argument("--page-size", type=int, help="tasks per ListTasks page")
         p.set_defaults(func=run(tasks))
         _door_options(p)
+    p = sub.add_parser("subscribe", help="print a live task's events until it ends")
+    p.add_argument("id", metavar="ID")
+    p.set_defaults(func=run(subscribe))
+    _door_options(p)
+    p = sub.add_parser("push", help="a task's push notification configs (a hub with push)")
+    p.add_argument("action", choices=["create", "get", "list", "delete"])
+    p.add_argument("task_id", metavar="TASK_ID")
+    p.add_argument("--to", dest="url_to", metavar="URL", help="create: the webhook URL")
+    p.add_argument("--config", dest="config_id", metavar="ID",
+                   help="the config's id (get, delete; create: its own id)")
+    p.add_argument("--push-token", help="create: the token the notifications carry")
+    p.set_defaults(func=run(push))
+    _door_options(p)
     p = sub.add_parser("watch", help="print the session's live events until the door closes")
     p.add_argument("--last-event-id", type=int, help="replay the events after this id")
     p.set_defaults(func=run(watch))

@@ -1,8 +1,11 @@
-"""What every client command shares: finding the door, exit statuses, errors as one line.
+"""What every client command shares: finding the agent, exit statuses, errors as one line.
 
-The door is ``--url``, else ``$MURMUR_DOOR_URL`` (token: ``--token``, else
-``$MURMUR_DOOR_TOKEN``), else the running record of the only running session
-(or of ``--session``), which names the address and the operator token.
+The agent is ``--url`` (a door's address, a hub agent's URL or a card's URL),
+else ``$MURMUR_DOOR_URL`` (token: ``--token``, else ``$MURMUR_DOOR_TOKEN``),
+else the running record of the only running session (or of ``--session``),
+which names a door's address and its operator token. ``--api-key`` (else
+``$MURMUR_API_KEY``), ``--tenant`` (else ``$MURMUR_TENANT``) and ``--header
+'K: V'`` go with every request too.
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import os
 import sys
 
 from murmur_wsgi.client import render
-from murmur_wsgi.client.door import DoorClient
+from murmur_wsgi.client.agent import DoorClient
 from murmur_wsgi.client.errors import (ConnectionFailed, DoorError, HttpRefusal, ProtocolError,
                                        RpcError, Timeout, VersionError)
 from murmur_wsgi.client.events import INPUT_REQUIRED, TERMINAL, state_word
@@ -21,6 +24,8 @@ logger = logging.getLogger(__name__)
 
 URL_ENV = "MURMUR_DOOR_URL"
 TOKEN_ENV = "MURMUR_DOOR_TOKEN"
+API_KEY_ENV = "MURMUR_API_KEY"
+TENANT_ENV = "MURMUR_TENANT"
 EXIT_OK, EXIT_TASK, EXIT_USAGE, EXIT_INPUT = 0, 1, 2, 3
 
 
@@ -41,8 +46,23 @@ def err(line: str) -> None:
 # --- finding the door -----------------------------------------------------------------
 
 
+def header_pairs(values) -> dict:
+    """``--header 'K: V'`` (repeated) as a dict; a value without ``:`` is a UsageError."""
+    headers = {}
+    for value in values or []:
+        name, sep, text = value.partition(":")
+        if not sep or not name.strip() or any(c in name for c in " \t\r\n") \
+                or any(c in text for c in "\r\n"):
+            raise UsageError(f"--header: '{value}' is not 'Name: value'")
+        headers[name.strip()] = text.strip()
+    return headers
+
+
 def find_door(args) -> DoorClient:
-    """The door ``--url``, ``$MURMUR_DOOR_URL`` or the only running record names."""
+    """The agent ``--url``, ``$MURMUR_DOOR_URL`` or the only running record names."""
+    headers = header_pairs(getattr(args, "header", None))
+    api_key = getattr(args, "api_key", None) or os.environ.get(API_KEY_ENV) or None
+    tenant = getattr(args, "tenant", None) or os.environ.get(TENANT_ENV) or None
     url = args.url or os.environ.get(URL_ENV)
     token = args.token or None
     if url:
@@ -65,24 +85,56 @@ def find_door(args) -> DoorClient:
             record = live[0]
         url = record["url"]
         token = token or record.get("door_token")
-    return DoorClient(url, token, timeout=args.timeout)
+    return DoorClient(url, token, api_key=api_key, tenant=tenant, headers=headers,
+                      timeout=args.timeout)
+
+
+def _scheme_hint(scheme: dict) -> str | None:
+    """What to give for one of the card's ``securitySchemes``."""
+    if not isinstance(scheme, dict):
+        return None
+    if "apiKeySecurityScheme" in scheme:
+        name = (scheme["apiKeySecurityScheme"] or {}).get("name") or "X-API-Key"
+        if name.lower() == "x-api-key":
+            return f"--api-key KEY (or ${API_KEY_ENV})"
+        return f"--header '{name}: KEY'"
+    if "httpAuthSecurityScheme" in scheme:
+        described = str((scheme["httpAuthSecurityScheme"] or {}).get("description") or "")
+        if "X-Tenant-ID" in described:
+            return f"--token JWT with --tenant TENANT (or ${TOKEN_ENV}, ${TENANT_ENV})"
+        return f"--token TOKEN (or ${TOKEN_ENV}; murmur-wsgi token prints a door's)"
+    return None
+
+
+def unauthenticated_hint(door: DoorClient, response) -> str:
+    """What a 401 asks for: the card's securitySchemes, else the server's challenge."""
+    card = door.known_card
+    schemes = (card or {}).get("securitySchemes") or {}
+    hints = [h for h in (_scheme_hint(s) for s in schemes.values()) if h]
+    if hints:
+        return "; its card asks for " + ", or ".join(hints)
+    challenge = response.headers.get("WWW-Authenticate", "") if response is not None else ""
+    if "murmur-hub" in challenge:
+        return (f"; a hub agent takes --api-key KEY (or ${API_KEY_ENV}), or --token JWT "
+                f"with --tenant TENANT")
+    return f"; give --token or set {TOKEN_ENV} (murmur-wsgi token prints one)"
 
 
 def _hint_version(door: DoorClient, ex: VersionError) -> str:
     sent = door.headers.get("A2A-Version", "")
     speaks = ex.supported_versions or "another version"
     if ex.requested_version != sent:
-        return (f"the door at {door.url} speaks A2A {speaks}; it received A2A-Version "
+        return (f"{door.noun} at {door.url} speaks A2A {speaks}; it received A2A-Version "
                 f"'{ex.requested_version}', not the {sent} this client sent: something "
                 "between them drops or rewrites the header")
-    return (f"the door at {door.url} speaks A2A {speaks}, not the A2A {sent} this client "
+    return (f"{door.noun} at {door.url} speaks A2A {speaks}, not the A2A {sent} this client "
             f"speaks: use a client for A2A {speaks}")
 
 
 def _refused(door: DoorClient, ex: RpcError) -> str:
     meta = ", ".join(f"{k} {v}" for k, v in ex.metadata.items())
     reason = f" {ex.reason}" if ex.reason else ""
-    return (f"the door at {door.url} answered {ex.code}{reason}: {ex.message}"
+    return (f"{door.noun} at {door.url} answered {ex.code}{reason}: {ex.message}"
             + (f" ({meta})" if meta else ""))
 
 
@@ -112,17 +164,19 @@ def run(command):
             err(_refused(door, ex))
             return EXIT_TASK
         except HttpRefusal as ex:
-            hint = ""
-            if ex.status == 401:
-                hint = f"; give --token or set {TOKEN_ENV} (murmur-wsgi token prints one)"
-            err(f"the door at {door.url} refused the request: {ex.status} {ex.error}: "
-                f"{ex.message}{hint}")
+            hint = unauthenticated_hint(door, ex.response) if ex.status == 401 else ""
+            said = f": {ex.message}" if ex.message else ""
+            err(f"{door.noun} at {door.url} refused the request: {ex.status} {ex.error}"
+                f"{said}{hint}")
             return EXIT_USAGE
         except (ConnectionFailed, Timeout, ProtocolError) as ex:
             err(str(ex))
             return EXIT_USAGE
+        except UsageError as ex:
+            err(str(ex))
+            return EXIT_USAGE
         except DoorError as ex:
-            err(f"the door at {door.url}: {ex}")
+            err(f"{door.noun} at {door.url}: {ex}")
             return EXIT_USAGE
         except KeyboardInterrupt:
             sys.stderr.write("\n")
@@ -145,6 +199,11 @@ def report(task: dict, as_json: bool, show: bool = True) -> int:
 
     ``show``: print the response (or the prompt) on stdout; a stream printed it already.
     """
+    if "status" not in task and "parts" in task:
+        # A Message, not a Task: the agent answered at once.
+        if show:
+            out(render.dumps(task) if as_json else render.parts_text(task.get("parts")))
+        return EXIT_OK
     state = (task.get("status") or {}).get("state")
     if as_json and show:
         out(render.dumps(task))

@@ -7,6 +7,7 @@ or ``artifactUpdate``. A murmur frame is a ``message`` whose metadata holds
 """
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 
@@ -30,12 +31,22 @@ def state_word(state: str | None) -> str:
     return WORDS.get(state or "", (state or "unknown").lower())
 
 
+def part_text(part) -> str | None:
+    """A part as a person reads it: its text, a data part as compact JSON, else None."""
+    if not isinstance(part, dict):
+        return None
+    if isinstance(part.get("text"), str):
+        return part["text"]
+    if "data" in part:
+        return json.dumps(part["data"], ensure_ascii=False, separators=(",", ":"))
+    return None
+
+
 def parts_text(parts) -> str:
-    """The text parts of ``parts`` joined by newlines."""
+    """The text and data parts of ``parts`` joined by newlines (data parts as JSON)."""
     if not isinstance(parts, list):
         return ""
-    return "\n".join(p["text"] for p in parts if isinstance(p, dict)
-                     and isinstance(p.get("text"), str))
+    return "\n".join(t for t in (part_text(p) for p in parts) if t is not None)
 
 
 def artifact_text(task: dict, artifact_id: str) -> str | None:

@@ -23,6 +23,15 @@ def extension(card: dict, uri: str) -> dict | None:
     return None
 
 
+def _scheme_word(scheme) -> str:
+    """One of a card's securitySchemes, in a few words."""
+    if isinstance(scheme, dict) and "apiKeySecurityScheme" in scheme:
+        return f"API key ({(scheme['apiKeySecurityScheme'] or {}).get('name') or 'X-API-Key'})"
+    described = str(((scheme or {}).get("httpAuthSecurityScheme") or {}).get("description")
+                    or "") if isinstance(scheme, dict) else ""
+    return "bearer JWT with X-Tenant-ID" if "X-Tenant-ID" in described else "bearer token"
+
+
 def card_lines(card: dict) -> list[str]:
     """A card, as a person reads it."""
     lines = [f"{card.get('name', '?')} {card.get('version', '')}".rstrip()]
@@ -34,7 +43,7 @@ def card_lines(card: dict) -> list[str]:
         lines.append(f"session:   {capsule.get('sessionId')}")
     caps = card.get("capabilities") or {}
     schemes = card.get("securitySchemes") or {}
-    door = "bearer token" if schemes else "public"
+    door = " or ".join(_scheme_word(s) for s in schemes.values()) if schemes else "public"
     if caps.get("extendedAgentCard"):
         door += " (extended card: GetExtendedAgentCard)"
     lines.append(f"door:      {door}")
@@ -171,5 +180,23 @@ def prompt_of(task: dict) -> str:
     return artifact_text(task, "prompt") or ""
 
 
+def _usage_part(part) -> bool:
+    return isinstance(part, dict) and isinstance(part.get("data"), dict) \
+        and set(part["data"]) == {"usage"}
+
+
 def response_of(task: dict) -> str | None:
-    return artifact_text(task, "response")
+    """What a completed task answered: the door's ``response`` artifact, the hub's
+    ``answer``, else every artifact's text (another server's), else its status's text."""
+    text = artifact_text(task, "response")
+    if text is not None:
+        return text
+    for artifact in task.get("artifacts") or []:
+        if isinstance(artifact, dict) and artifact.get("artifactId") == "answer":
+            # NOTE: the hub's answer ends with a data part {"usage": …}: not the answer.
+            return parts_text([p for p in artifact.get("parts") or []
+                               if not _usage_part(p)])
+    artifacts = task.get("artifacts") or []
+    if artifacts:
+        return "\n".join(parts_text(a.get("parts")) for a in artifacts if isinstance(a, dict))
+    return status_text(task.get("status")) or None

@@ -43,7 +43,7 @@ class EventStream:
     ended: ``terminal``, ``capsule-closed``, ``closed``).
     """
 
-    # NOTE: ``door`` is the DoorClient that opened the stream (client/door.py imports
+    # NOTE: ``door`` is the A2AClient that opened the stream (client/agent.py imports
     # this module, so it is not imported back).
     def __init__(self, door, method: str, params: dict, *, frames: bool = True,
                  last_event_id: int | None = None, max_reconnects: int | None = None,
@@ -105,8 +105,8 @@ class EventStream:
                     raise
                 failures += 1
                 if failures > self.max_reconnects:
-                    raise StreamBroken(f"the stream from the door at {self._door.url} dropped "
-                                       f"and {failures - 1} reconnects failed: {ex}",
+                    raise StreamBroken(f"the stream from {self._where} dropped and "
+                                       f"{failures - 1} reconnects failed: {ex}",
                                        url=self._door.url) from ex
                 self._pause(failures)
                 continue
@@ -132,13 +132,17 @@ class EventStream:
             # NOTE: the connection ended before the stream did: resume it.
             failures += 1
             if failures > self.max_reconnects:
-                raise StreamBroken(f"the stream from the door at {self._door.url} dropped "
+                raise StreamBroken(f"the stream from {self._where} dropped "
                                    f"{failures} times without an event between",
                                    url=self._door.url)
             method, params = self._resume_request()
             resuming = True
             self.reconnects += 1
             self._pause(failures)
+
+    @property
+    def _where(self) -> str:
+        return f"{self._door.noun} at {self._door.url}"
 
     def _pause(self, failures: int) -> None:
         """Back off before a reconnect: nothing the first time, then doubling, at most 5 s."""
@@ -149,7 +153,7 @@ class EventStream:
         if self.session_stream:
             return WATCH, {}
         if self.task_id is None:
-            raise StreamBroken(f"the stream from the door at {self._door.url} dropped before "
+            raise StreamBroken(f"the stream from {self._where} dropped before "
                                "it named its task; ListTasks by the message's contextId finds "
                                "it", url=self._door.url)
         return SUBSCRIBE, {"id": self.task_id}
@@ -204,16 +208,16 @@ class EventStream:
         try:
             body = json.loads(data)
         except ValueError as ex:
-            raise ProtocolError(f"the door at {self._door.url} wrote an event that is not "
+            raise ProtocolError(f"{self._where} wrote an event that is not "
                                 f"JSON: {data[:80]!r}", url=self._door.url) from ex
         if not isinstance(body, dict):
-            raise ProtocolError(f"the door at {self._door.url} wrote an event that is not a "
+            raise ProtocolError(f"{self._where} wrote an event that is not a "
                                 "JSON-RPC response", url=self._door.url)
         if isinstance(body.get("error"), dict):
             raise RpcError.from_error(body["error"], url=self._door.url)
         result = body.get("result")
         if not isinstance(result, dict):
-            raise ProtocolError(f"the door at {self._door.url} wrote an event without a "
+            raise ProtocolError(f"{self._where} wrote an event without a "
                                 "result", url=self._door.url)
         try:
             event_id = int(sse_id) if sse_id not in (None, "") else None

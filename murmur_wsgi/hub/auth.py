@@ -47,6 +47,8 @@ class Credentials:
             for known in block["api_keys"]:
                 self._keys[known] = tenant
         self._tenants = frozenset(config.tenants)
+        # Run before a key is looked up: hub/keys.py's watcher, which keeps the keys current.
+        self.refresh = None
         block = (config.auth or {}).get("jwt")
         self._jwt = None
         if block:
@@ -56,6 +58,14 @@ class Credentials:
             self._jwt = (key, list(algorithms), block["issuer"], block["audience"],
                          block["leeway_secs"])
 
+    def keys(self) -> dict[str, str]:
+        """``{digest: tenant}``: the keys this hub accepts now."""
+        return dict(self._keys)
+
+    def replace_keys(self, keys: dict[str, str]) -> None:
+        """Accept exactly ``keys`` from now on (the table is replaced whole)."""
+        self._keys = dict(keys)
+
     def tenant_of(self, environ: dict) -> tuple[str, str]:
         """Return ``(tenant, subject)`` of the request's credential, or raise a HubRefusal (401)."""
         key = environ.get("HTTP_X_API_KEY")
@@ -63,6 +73,8 @@ class Credentials:
         if key is not None and header is not None:
             raise HubRefusal(BOTH)
         if key is not None:
+            if self.refresh is not None:
+                self.refresh()
             return self._by_key(key), "api-key"
         header = header or ""
         scheme, _, token = header.partition(" ")

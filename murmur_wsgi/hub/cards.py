@@ -1,4 +1,5 @@
-"""The hub's agent cards: one per published agent, its URL from ``public_url`` only."""
+"""The hub's agent cards: one per published agent, its URL from ``public_url`` and
+``mount_path`` only (never from a request)."""
 from __future__ import annotations
 
 import logging
@@ -42,11 +43,12 @@ def card_skills(tenant: str, agent: str, skills: list) -> list:
     return out
 
 
-def build_card(public_url: str, tenant: str, name: str, spec: dict, push: bool) -> dict:
+def build_card(base_url: str, tenant: str, name: str, spec: dict, push: bool) -> dict:
+    """The card; ``base_url`` is ``public_url`` and ``mount_path`` joined."""
     return {
         "name": name,
         "description": spec["description"],
-        "supportedInterfaces": [{"url": f"{public_url}{PREFIX}{name}",
+        "supportedInterfaces": [{"url": f"{base_url}{PREFIX}{name}",
                                  "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
         "version": spec["version"],
         "capabilities": {"streaming": True, "pushNotifications": push},
@@ -63,10 +65,11 @@ def card_bodies(config) -> dict[tuple[str, str], bytes]:
     if not config.public_url:
         return {}
     push = bool(config.push.get("enabled"))
+    base_url = config.public_url + config.mount_path
     out = {}
     for tenant, block in config.tenants.items():
         for name, spec in block["agents"].items():
             if spec["publish"]:
                 out[(tenant, name)] = compact_utf8(
-                    build_card(config.public_url, tenant, name, spec, push)).encode()
+                    build_card(base_url, tenant, name, spec, push)).encode()
     return out

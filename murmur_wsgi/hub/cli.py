@@ -6,11 +6,14 @@ import os
 import signal
 import sys
 import threading
+from urllib.parse import urlsplit
 
 import yaml
 
 from murmur_wsgi.hub.auth import mint_key
 from murmur_wsgi.hub.config import CONFIG_ENV, ConfigError, load_config_file
+from murmur_wsgi.serving.ports import listen_refusal
+from murmur_wsgi.hub.keys import REDIS_KEYS, REVOKED, redis_client, watch_keys
 
 logger = logging.getLogger(__name__)
 
@@ -25,33 +28,62 @@ def _listen(value: str | None) -> str:
     return listen
 
 
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+PUBLIC_URL_ENV = "MURMUR_HUB_PUBLIC_URL"
+
+
+def public_url_warning(public_url: str | None, listen: str) -> str | None:
+    """One line when the cards' loopback URL names another port than the hub listens on."""
+    if not public_url:
+        return None
+    parts = urlsplit(public_url)
+    host, _, port = listen.rpartition(":")
+    announced = parts.port or (443 if parts.scheme == "https" else 80)
+    if parts.hostname in LOOPBACK and host.strip("[]") in LOOPBACK and announced != int(port):
+        return (f"public_url {public_url} names port {announced}, but the hub listens on "
+                f"{listen}: its cards send clients elsewhere; give --public-url "
+                f"http://{listen} (or set {PUBLIC_URL_ENV})")
+    return None
+
+
 def main(args) -> int:
     if args.action == "key":
-        return mint(args)
+        return keys(args)
     # NOTE: agents and hooks are imported from the current directory, as gunicorn does.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    if getattr(args, "public_url", None):
+        # The environment's setting wins over the file, in this process and in gunicorn's.
+        os.environ[PUBLIC_URL_ENV] = args.public_url
     try:
         config = load_config_file(args.config)
         listen = _listen(args.listen)
         workers = getattr(args, "workers", 1) or 1
         if workers < 1 or (workers > 1 and not config.shared):
             raise ConfigError(f"--workers: {workers}: the memory store lives in one process; "
-                              "more than 1 worker needs store: redis://host:port/db")
+                              "more than 1 worker needs Redis: set MURMUR_HUB_REDIS_URL="
+                              "redis://host:port/0 (or redis.url, or store: redis://…)")
         if args.dev:
             # NOTE: validated in full (agents and hooks imported) before anything listens.
             from murmur_wsgi.hub.app import Hub
 
             hub = Hub(config)
+            watch_keys(hub, args.config)
         else:
             from murmur_wsgi.hub.app import load_agents
             from murmur_wsgi.hub.admission import Admission
 
             load_agents(config)
             Admission(config)
+        refusal = listen_refusal(listen)
+        if refusal:
+            raise ConfigError(refusal)
     except ConfigError as ex:
         print(f"murmur-wsgi: {ex}", file=sys.stderr)
         return 2
+    warning = public_url_warning(config.public_url, listen)
+    if warning:
+        print(f"murmur-wsgi: warning: {warning}", file=sys.stderr)
     if args.dev:
         from murmur_wsgi import logs
 
@@ -88,29 +120,96 @@ def serve_dev(hub, host: str, port: int) -> int:
     return 0
 
 
-def mint(args) -> int:
-    """Mint ``mhk_…`` for a tenant: print the key once, record its digest in hub.yaml."""
+def keys(args) -> int:
+    """``hub key TENANT``: mint a key; ``--revoke DIGEST_OR_PREFIX``; ``--list``."""
     tenant = args.tenant
     if not tenant:
         print("murmur-wsgi: hub key needs a TENANT", file=sys.stderr)
         return 2
     try:
         config = load_config_file(args.config)
+        if tenant not in config.tenants:
+            raise ConfigError(f"{args.config}: tenants.{tenant}: no such tenant")
+        redis = redis_client(config)
+        if getattr(args, "list", False):
+            return list_keys(config, tenant, redis)
+        if getattr(args, "revoke", None):
+            return revoke(args, config, tenant, redis)
+        return mint(args, tenant, redis)
     except ConfigError as ex:
         print(f"murmur-wsgi: {ex}", file=sys.stderr)
         return 2
-    if tenant not in config.tenants:
-        print(f"murmur-wsgi: {args.config}: tenants.{tenant}: no such tenant", file=sys.stderr)
-        return 2
+
+
+def _write(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _redis_table(redis) -> dict[str, str]:
+    if redis is None:
+        return {}
+    try:
+        return redis.hgetall(REDIS_KEYS)
+    except Exception as ex:  # noqa: BLE001 - one line, never a traceback
+        raise ConfigError(f"the hub's Redis cannot be reached ({type(ex).__name__})") from None
+
+
+def _redis_set(redis, digest: str, value: str) -> None:
+    if redis is None:
+        return
+    try:
+        redis.hset(REDIS_KEYS, digest, value)
+    except Exception as ex:  # noqa: BLE001 - one line, never a traceback
+        raise ConfigError(f"the hub's Redis cannot be reached ({type(ex).__name__}); "
+                          "hub.yaml is changed, the other replicas are not") from None
+
+
+def mint(args, tenant: str, redis) -> int:
+    """Mint ``mhk_…``: print the key once, record its digest in hub.yaml (and Redis)."""
     key, digest = mint_key()
     with open(args.config, encoding="utf-8") as fh:
         text = fh.read()
-    updated = add_digest(text, tenant, digest)
-    tmp = args.config + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(updated)
-    os.replace(tmp, args.config)
+    _write(args.config, add_digest(text, tenant, digest))
+    _redis_set(redis, digest, tenant)
     sys.stdout.write(key + "\n")
+    return 0
+
+
+def tenant_digests(config, tenant: str, table: dict) -> list[tuple[str, str]]:
+    """``(digest, where)`` of every key of the tenant: hub.yaml's, then Redis's only."""
+    revoked = {d for d, t in table.items() if t == REVOKED}
+    found = [(d, "hub.yaml") for d in config.tenants[tenant]["api_keys"] if d not in revoked]
+    known = {d for d, _ in found}
+    found += [(d, "redis") for d, t in sorted(table.items()) if t == tenant and d not in known]
+    return found
+
+
+def list_keys(config, tenant: str, redis) -> int:
+    for digest, where in tenant_digests(config, tenant, _redis_table(redis)):
+        sys.stdout.write(f"{digest}  {where}\n")
+    return 0
+
+
+def revoke(args, config, tenant: str, redis) -> int:
+    """Remove the key whose digest starts with ``--revoke`` from hub.yaml; mark it in Redis."""
+    prefix = args.revoke.strip().lower()
+    matches = [d for d, _ in tenant_digests(config, tenant, _redis_table(redis))
+               if d.startswith(prefix)]
+    if len(prefix) < 8 or len(matches) != 1:
+        why = "names no key" if not matches else (
+            f"names {len(matches)} keys" if len(matches) > 1 else "is shorter than 8 digits")
+        raise ConfigError(f"--revoke {args.revoke}: {why} of tenant {tenant} "
+                          f"(murmur-wsgi hub key {tenant} --list shows them)")
+    digest = matches[0]
+    with open(args.config, encoding="utf-8") as fh:
+        text = fh.read()
+    if digest in config.tenants[tenant]["api_keys"]:
+        _write(args.config, remove_digest(text, tenant, digest))
+    _redis_set(redis, digest, REVOKED)
+    sys.stdout.write(f"revoked {digest}\n")
     return 0
 
 
@@ -156,4 +255,22 @@ def add_digest(text: str, tenant: str, digest: str) -> str:
     entry = data["tenants"][tenant] or {}
     data["tenants"][tenant] = entry
     entry["api_keys"] = list(entry.get("api_keys") or []) + [digest]
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def remove_digest(text: str, tenant: str, digest: str) -> str:
+    """``text`` (hub.yaml) without ``digest`` in the tenant's api_keys, comments kept where
+    the list is a block list of more than one entry; otherwise rewritten whole."""
+    root = yaml.compose(text)
+    _, tenants = _child(root, "tenants")
+    _, block = _child(tenants, tenant)
+    _, keys = _child(block, "api_keys") if isinstance(block, yaml.MappingNode) else (None, None)
+    if isinstance(keys, yaml.SequenceNode) and keys.flow_style is False and len(keys.value) > 1:
+        node = next(n for n in keys.value if n.value == digest)
+        lines = text.splitlines(keepends=True)
+        del lines[node.start_mark.line]
+        return "".join(lines)
+    data = yaml.safe_load(text)
+    entry = data["tenants"][tenant]
+    entry["api_keys"] = [d for d in entry.get("api_keys") or [] if d != digest]
     return yaml.safe_dump(data, sort_keys=False)

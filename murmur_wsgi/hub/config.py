@@ -28,6 +28,7 @@ class HubConfig:
     """A validated hub.yaml; nested blocks are plain dicts with defaults filled."""
 
     public_url: str | None
+    mount_path: str
     store: str
     redis: dict
     metrics: dict
@@ -65,6 +66,7 @@ def load_config(data, environ=None) -> HubConfig:
     if not isinstance(data, dict):
         raise ConfigError("hub.yaml must be a mapping of keys")
     data, origin = apply_env(data, environ)
+    data = _store_of_redis_url(data, origin)
     try:
         loaded = HubSchema().load(data)
     except ValidationError as ex:
@@ -84,6 +86,33 @@ def load_config(data, environ=None) -> HubConfig:
         raise ConfigError("public_url: is required when push.enabled is true (the "
                           "notifications' iss and the card's URL come from it)")
     return HubConfig(**loaded)
+
+
+def _named(path: tuple, origin: dict) -> str:
+    """A setting as a refusal names it: its dotted key, and its variable when it came from one."""
+    dotted = ".".join(path)
+    return f"{origin[path]} ({dotted})" if path in origin else dotted
+
+
+def _store_of_redis_url(data: dict, origin: dict) -> dict:
+    """A Redis URL alone (``redis.url``, MURMUR_HUB_REDIS_URL) switches the store to Redis;
+    ``store: memory`` beside it, or another Redis URL in ``store``, is a contradiction."""
+    redis = data.get("redis")
+    url = redis.get("url") if isinstance(redis, dict) else None
+    if not url:
+        return data
+    store = data.get("store")
+    if store is None:
+        return {**data, "store": "redis"}
+    if isinstance(store, str) and (store == "redis" or store == url):
+        return data
+    url_key = _named(("redis", "url"), origin)
+    store_key = _named(("store",), origin)
+    if store == "memory":
+        raise ConfigError(f"{store_key}: memory contradicts {url_key}, which names a Redis "
+                          "store: remove one of the two (a Redis URL alone serves on Redis)")
+    raise ConfigError(f"{store_key}: names another store than {url_key}: keep one Redis URL "
+                      "(or write store: redis beside redis.url)")
 
 
 def load_config_file(path: str, environ=None) -> HubConfig:

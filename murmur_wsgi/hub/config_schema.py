@@ -20,6 +20,7 @@ logger = logging.getLogger(__name__)
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 CALLABLE = re.compile(r"^[\w.]+:[\w.]+$")
+MOUNT_SEGMENT = re.compile(r"^(/[A-Za-z0-9._~-]+)+$")
 JWT_ALGORITHMS = ("HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384",
                   "ES512", "PS256", "PS384", "PS512", "EdDSA")
 
@@ -54,6 +55,22 @@ class PublicUrl(fields.Field):
             raise ValidationError(f"'{value}' must not carry credentials")
         del port
         return value.rstrip("/")
+
+
+class MountPath(fields.String):
+    """The path the hub is mounted at (``/hub``), or "" at the root: segments of URL
+    characters, no query, fragment, ``.`` or ``..`` segment; a final ``/`` is dropped."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        value = super()._deserialize(value, attr, data, **kwargs).rstrip("/")
+        if value == "":
+            return ""
+        segments = value.split("/")
+        if segments[0] != "" or not MOUNT_SEGMENT.match(value) or \
+                any(seg in ("", ".", "..") for seg in segments[1:]):
+            raise ValidationError(f"'{value}' must be a path like /hub (segments of letters, "
+                                  "digits and - . _ ~, no query)")
+        return value
 
 
 class Callable(fields.String):
@@ -244,6 +261,7 @@ class TenantSchema(Block):
 
 class HubSchema(Block):
     public_url = PublicUrl(load_default=None, allow_none=True)
+    mount_path = MountPath(load_default="")
     store = StoreField(load_default="memory")
     redis = fields.Nested(RedisSchema, load_default=dict)
     metrics = fields.Nested(MetricsSchema, load_default=dict)

@@ -10,8 +10,13 @@ import os
 
 from murmur_wsgi.hub.app import create_hub
 from murmur_wsgi.hub.config import CONFIG_ENV
+from murmur_wsgi.hub.keys import watch_keys
 
 
 def make_app():
-    """The hub of the file ``murmur-wsgi hub --config`` named (default conf/hub.yaml)."""
-    return create_hub(os.environ.get(CONFIG_ENV, "conf/hub.yaml"))
+    """The hub of the file ``murmur-wsgi hub --config`` named (default conf/hub.yaml); its
+    API keys follow that file and the store's table of keys (hub/keys.py)."""
+    path = os.environ.get(CONFIG_ENV, "conf/hub.yaml")
+    hub = create_hub(path)
+    watch_keys(hub, path)
+    return hub

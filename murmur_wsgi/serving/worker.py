@@ -119,6 +119,19 @@ class DeadlineWorker(GeventWorker):
         self._configure()
         super().run()
 
+    def handle_quit(self, sig, frame):
+        """SIGINT or SIGQUIT (Ctrl-C): stop as the run loop stops, with no SystemExit.
+
+        gunicorn's own ends in ``sys.exit(0)`` inside a greenlet, which gevent prints as
+        a traceback; here the loop ends, the servers stop (within ``graceful_timeout``,
+        the arbiter's bound too) and ``worker_int`` closes the doors and hubs first.
+        """
+        gevent.spawn(self._quit)
+
+    def _quit(self) -> None:
+        self.alive = False
+        self.cfg.worker_int(self)
+
     def load_wsgi(self):
         super().load_wsgi()
         self.wsgi = self._closing_unread(self.wsgi)

@@ -213,7 +213,8 @@ def launch(where, manifest: dict | None = None, *, host: str = "127.0.0.1",
             door.card = wait_for_card(door, time.monotonic() + START_DEADLINE)
         except DoorStartError as ex:
             door.stop(timeout=10)
-            if "Address already in use" in door.log() and attempt + 1 < PORT_ATTEMPTS:
+            if ("Address already in use" in door.log() or " is in use; " in door.log()) \
+                    and attempt + 1 < PORT_ATTEMPTS:
                 last_error = ex
                 continue
             raise

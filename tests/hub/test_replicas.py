@@ -339,4 +339,5 @@ def test_more_than_one_worker_needs_the_redis_store(tmp_path, capsys):
     assert main(["hub", "--config", str(path), "--workers", "2"]) == 2
     assert capsys.readouterr().err.strip() == (
         "murmur-wsgi: --workers: 2: the memory store lives in one process; more than 1 worker "
-        "needs store: redis://host:port/db")
+        "needs Redis: set MURMUR_HUB_REDIS_URL=redis://host:port/0 (or redis.url, or store: "
+        "redis://…)")

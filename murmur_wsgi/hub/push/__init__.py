@@ -14,6 +14,15 @@ service.py    ``Push``: all of it for one hub
 """
 from __future__ import annotations
 
-from murmur_wsgi.hub.push.service import Push, PushUnavailable
-
+# NOTE: imported on first use, so that reading hub.yaml (its push block's rules, in
+# settings.py) imports neither ssl nor jwt: gunicorn's master reads it before a gevent
+# worker patches ssl, and ssl imported there first makes every worker warn.
 __all__ = ["Push", "PushUnavailable"]
+
+
+def __getattr__(name):
+    if name in __all__:
+        from murmur_wsgi.hub.push import service
+
+        return getattr(service, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

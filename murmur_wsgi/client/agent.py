@@ -1,7 +1,13 @@
-"""``DoorClient``: every door method over one pooled ``requests.Session``.
+"""``A2AClient``: one agent of any A2A v1.0 server over one pooled ``requests.Session``.
 
-Every JSON-RPC request is ``POST /`` with ``A2A-Version: 1.0`` and, when a
-token is given, ``Authorization: Bearer <token>``. Every call passes
+The client takes an agent's base URL (a door's ``http://host:port``, a hub
+agent's ``…/a2a/v1/agents/NAME``) or its card's URL. It reads the card first
+and posts every JSON-RPC request to the card's ``supportedInterfaces[0].url``
+exactly, with ``A2A-Version: 1.0`` and the credential on every request, the
+card's included: ``api_key`` as ``X-API-Key``, ``token`` as ``Authorization:
+Bearer``, ``tenant`` as ``X-Tenant-ID``, and any ``headers``. A door's own
+methods (``watch``, ``stop``) are there for the door; ``DoorClient`` is the
+same class under its older name. Every call passes
 ``timeout=``: ``timeout`` for ordinary calls; a held SendMessage waits
 ``hold_timeout`` (None: as long as the task takes, since the door sets no
 deadline on it) and a stream waits ``stream_timeout`` between two bytes (the
@@ -19,6 +25,7 @@ import itertools
 import json
 import logging
 import uuid
+from urllib.parse import urlsplit
 from typing import Iterator
 
 import requests
@@ -26,8 +33,10 @@ import requests
 from murmur_wsgi import __version__
 from murmur_wsgi.client.errors import (ConnectionFailed, ConnectTimeout, DoorError,
                                        HttpRefusal, ProtocolError, ReadTimeout, RpcError)
+from murmur_wsgi.client.card import agent_urls, card_endpoint, door_url, is_door  # noqa: F401
+from murmur_wsgi.client.push import PushConfigs
 from murmur_wsgi.client.streams import SUBSCRIBE, WATCH, EventStream
-from murmur_wsgi.uris import CARD_PATH, STREAM_URI
+from murmur_wsgi.uris import STREAM_URI
 
 logger = logging.getLogger(__name__)
 
@@ -40,14 +49,6 @@ LIST_FILTERS = {"context_id": "contextId", "state": "status", "status": "status"
                 "page_size": "pageSize", "page_token": "pageToken",
                 "status_timestamp_after": "statusTimestampAfter",
                 "include_artifacts": "includeArtifacts", "history_length": "historyLength"}
-
-
-def door_url(address: str) -> str:
-    """``host:port`` (a running record's form) or a URL, as ``http://host:port``."""
-    address = address.strip().rstrip("/")
-    if "://" not in address:
-        address = "http://" + address
-    return address
 
 
 def new_message_id() -> str:
@@ -90,12 +91,16 @@ def _reason(ex: Exception) -> str:
     return text.splitlines()[0][:200] if text else type(ex).__name__
 
 
-class DoorClient:
-    """A synchronous client of one door.
+class A2AClient(PushConfigs):
+    """A synchronous client of one A2A agent (a door, a hub agent, any A2A v1.0 server).
 
     Args:
-        url: the door's address: ``http://host:port`` or ``host:port``.
-        token: a bearer token (an authenticated door), or None.
+        url: the agent's base URL (``http://host:port``, ``host:port``, a hub's
+            ``http://host:port/a2a/v1/agents/NAME``) or its card's URL.
+        token: a bearer token (an authenticated door, a hub's JWT), or None.
+        api_key: an API key, sent as ``X-API-Key`` (a hub's tenant key), or None.
+        tenant: the tenant a JWT acts for, sent as ``X-Tenant-ID``, or None.
+        headers: more headers for every request (``{"X-Trace": "1"}``).
         timeout: seconds (or ``(connect, read)``) for every ordinary call.
         hold_timeout: seconds a held SendMessage waits; None waits for the task.
         stream_timeout: seconds a stream waits between two bytes before it reconnects.
@@ -104,14 +109,19 @@ class DoorClient:
         session: a ``requests.Session`` to share; the client closes only its own.
     """
 
-    def __init__(self, url: str, token: str | None = None, *, timeout=DEFAULT_TIMEOUT,
+    def __init__(self, url: str, token: str | None = None, *, api_key: str | None = None,
+                 tenant: str | None = None, headers: dict | None = None,
+                 timeout=DEFAULT_TIMEOUT,
                  hold_timeout: float | None = None,
                  stream_timeout: float = STREAM_READ_TIMEOUT, max_reconnects: int = 5,
                  reconnect_delay: float = 0.25, session: requests.Session | None = None,
                  a2a_version: str = A2A_VERSION):
-        self.url = door_url(url)
-        self.endpoint = self.url + "/"
+        self.url, self.card_url = agent_urls(url)
+        self._endpoint: str | None = None
+        self._card: dict | None = None
         self.token = token
+        self.api_key = api_key
+        self.tenant = tenant
         self.timeout = timeout
         self.hold_timeout = hold_timeout
         self.stream_timeout = stream_timeout
@@ -123,10 +133,46 @@ class DoorClient:
                         "User-Agent": f"murmur-wsgi/{__version__} (+requests)"}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
+        if api_key:
+            self.headers["X-API-Key"] = api_key
+        if tenant:
+            self.headers["X-Tenant-ID"] = tenant
+        self.headers.update(headers or {})
         self._ids = itertools.count(1)
 
     def __repr__(self) -> str:
-        return f"<DoorClient {self.url}>"
+        return f"<{type(self).__name__} {self.url}>"
+
+    @property
+    def endpoint(self) -> str:
+        """Where JSON-RPC goes: the card's ``supportedInterfaces[0].url``, read once.
+
+        A server that serves no card there (any refusal but 401 and 403, an answer
+        that is not JSON) is posted to at its base URL; a 401 or 403 is raised.
+        """
+        if self._endpoint is None:
+            try:
+                self.card()
+            except HttpRefusal as ex:
+                if ex.status in (401, 403):
+                    raise
+            except ProtocolError:
+                pass
+            if self._endpoint is None:
+                self._endpoint = self.url + "/"
+        return self._endpoint
+
+    @property
+    def noun(self) -> str:
+        """What the errors call the server: ``the door`` (a Murmur door), else ``the agent``."""
+        if self._card is not None:
+            return "the door" if is_door(self._card) else "the agent"
+        return "the agent" if urlsplit(self.url).path.strip("/") else "the door"
+
+    @property
+    def known_card(self) -> dict | None:
+        """The card this client last fetched, or None."""
+        return self._card
 
     def __enter__(self):
         return self
@@ -148,16 +194,16 @@ class DoorClient:
         try:
             return self.session.request(method, url, timeout=timeout, stream=stream, **kwargs)
         except requests.ConnectTimeout as ex:
-            raise ConnectTimeout(f"cannot reach the door at {self.url}: connect timed out",
+            raise ConnectTimeout(f"cannot reach {self.noun} at {self.url}: connect timed out",
                                  request=ex.request, url=self.url) from ex
         except requests.ReadTimeout as ex:
-            raise ReadTimeout(f"the door at {self.url} did not answer within the timeout",
+            raise ReadTimeout(f"{self.noun} at {self.url} did not answer within the timeout",
                               request=ex.request, url=self.url) from ex
         except requests.ConnectionError as ex:
-            raise ConnectionFailed(f"cannot reach the door at {self.url}: {_reason(ex)}",
+            raise ConnectionFailed(f"cannot reach {self.noun} at {self.url}: {_reason(ex)}",
                                    request=ex.request, url=self.url) from ex
         except requests.RequestException as ex:
-            raise DoorError(f"the request to the door at {self.url} failed: {_reason(ex)}",
+            raise DoorError(f"the request to {self.noun} at {self.url} failed: {_reason(ex)}",
                             request=ex.request, url=self.url) from ex
 
     def _refusal(self, response) -> HttpRefusal:
@@ -179,10 +225,10 @@ class DoorClient:
         try:
             body = response.json()
         except ValueError as ex:
-            raise ProtocolError(f"the door at {self.url} answered something that is not JSON",
+            raise ProtocolError(f"{self.noun} at {self.url} answered something that is not JSON",
                                 response=response, url=self.url) from ex
         if not isinstance(body, dict) or ("result" not in body and "error" not in body):
-            raise ProtocolError(f"the door at {self.url} answered something that is not a "
+            raise ProtocolError(f"{self.noun} at {self.url} answered something that is not a "
                                 "JSON-RPC response", response=response, url=self.url)
         if "error" in body:
             error = body["error"] if isinstance(body["error"], dict) else {"message": body}
@@ -224,22 +270,25 @@ class DoorClient:
             self._answer(response)          # a refusal is one JSON body: raise it
         finally:
             response.close()
-        raise ProtocolError(f"the door at {self.url} answered {method} without a stream",
+        raise ProtocolError(f"{self.noun} at {self.url} answered {method} without a stream",
                             response=response, url=self.url)
 
     # --- the door's methods ----------------------------------------------------------
 
     def card(self) -> dict:
-        """The public agent card (GET /.well-known/agent-card.json)."""
-        response = self._request("GET", self.url + CARD_PATH, timeout=self.timeout,
+        """The agent card (GET …/.well-known/agent-card.json, with the credential)."""
+        response = self._request("GET", self.card_url, timeout=self.timeout,
                                  headers=self.headers)
         if response.status_code != 200:
             raise self._refusal(response)
         try:
-            return response.json()
+            card = response.json()
         except ValueError as ex:
             raise ProtocolError(f"the card at {self.url} is not JSON", response=response,
                                 url=self.url) from ex
+        self._card = card
+        self._endpoint = card_endpoint(card) or self._endpoint
+        return card
 
     def extended_card(self) -> dict:
         """GetExtendedAgentCard: the authenticated card (-32004 on a public door)."""
@@ -267,7 +316,7 @@ class DoorClient:
             return result["task"]
         if isinstance(result, dict) and isinstance(result.get("message"), dict):
             return result["message"]
-        raise ProtocolError(f"the door at {self.url} answered SendMessage with neither a task "
+        raise ProtocolError(f"{self.noun} at {self.url} answered SendMessage with neither a task "
                             "nor a message", url=self.url)
 
     def stream(self, text_or_message, context_id: str | None = None,
@@ -324,3 +373,6 @@ class DoorClient:
     def stop(self) -> dict:
         """murmur.StopSession: ``{canceled, residue, session_id}``; the door keeps serving."""
         return self.call("murmur.StopSession", {})
+
+
+DoorClient = A2AClient

@@ -1,0 +1,41 @@
+"""The push notification config methods of ``A2AClient`` (a server with pushNotifications)."""
+from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+class PushConfigs:
+    """CreateTaskPushNotificationConfig and its Get, List and Delete, over ``self.call``."""
+
+    def push_create(self, task_id: str, url: str, *, token: str | None = None,
+                    config_id: str | None = None) -> dict:
+        """CreateTaskPushNotificationConfig: the saved config (its key in this answer only)."""
+        params = {"taskId": task_id, "url": url}
+        if token is not None:
+            params["token"] = token
+        if config_id is not None:
+            params["id"] = config_id
+        return self.call("CreateTaskPushNotificationConfig", params)
+
+    def push_get(self, task_id: str, config_id: str) -> dict:
+        """GetTaskPushNotificationConfig."""
+        return self.call("GetTaskPushNotificationConfig", {"taskId": task_id, "id": config_id})
+
+    def push_list(self, task_id: str) -> list[dict]:
+        """ListTaskPushNotificationConfigs: every config of the task, page after page."""
+        configs, token = [], ""
+        while True:
+            params = {"taskId": task_id}
+            if token:
+                params["pageToken"] = token
+            page = self.call("ListTaskPushNotificationConfigs", params)
+            configs.extend(page.get("configs") or [])
+            token = page.get("nextPageToken") or ""
+            if not token:
+                return configs
+
+    def push_delete(self, task_id: str, config_id: str) -> None:
+        """DeleteTaskPushNotificationConfig."""
+        self.call("DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": config_id})

@@ -1,0 +1,142 @@
+"""API keys that change while the hub runs: hub.yaml re-read, and Redis's table of keys.
+
+``murmur-wsgi hub key TENANT`` records a new key's digest in hub.yaml and, on a
+Redis hub, in the hash ``murmur:hub:api-keys`` (digest → tenant); ``--revoke``
+removes it from hub.yaml and marks it revoked in that hash (digest →
+``!revoked``), which wins over any host's file. Every worker checks the file's
+stamp and the hash at most every ``REFRESH_SECS``, when a request presents a
+key, so a change answers within seconds on every worker and replica, without a
+restart. A tenant added to hub.yaml still needs a restart: only the keys of the
+tenants the hub serves are read.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+from murmur_wsgi.hub.config_schema import DIGEST
+from murmur_wsgi.loading import read_yaml
+
+logger = logging.getLogger(__name__)
+
+REFRESH_SECS = 2.0
+REDIS_KEYS = "murmur:hub:api-keys"
+REVOKED = "!revoked"
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def file_keys(path: str, tenants) -> dict[str, str]:
+    """``{digest: tenant}`` of hub.yaml's api_keys, for the tenants in ``tenants`` only."""
+    data = read_yaml(path, _Unreadable)
+    out = {}
+    blocks = (data or {}).get("tenants") if isinstance(data, dict) else None
+    for tenant, block in (blocks or {}).items() if isinstance(blocks, dict) else ():
+        if tenant not in tenants or not isinstance(block, dict):
+            continue
+        for digest in block.get("api_keys") or []:
+            if isinstance(digest, str) and DIGEST.match(digest):
+                out.setdefault(digest, tenant)
+    return out
+
+
+def redis_client(config):
+    """A client of the hub's Redis (its own small pool), or None on the memory store."""
+    if not config.shared:
+        return None
+    from murmur_wsgi.hub.store.redis_client import connect
+
+    return connect(config.store_url(), config.redis["timeout_secs"])
+
+
+class KeyWatcher:
+    """Keeps ``credentials``' keys current: hub.yaml's (``path``), then Redis's table.
+
+    Concurrency: ``refresh`` is called by every request that presents a key; one
+    caller at a time refreshes (a non-blocking acquire: the others go on with the
+    keys they have), and the table is replaced whole, never changed in place.
+    """
+
+    def __init__(self, credentials, path: str | None, tenants, redis=None,
+                 every: float = REFRESH_SECS):
+        self.credentials = credentials
+        self.path = path
+        self.tenants = frozenset(tenants)
+        self.redis = redis
+        self.every = every
+        self._lock = threading.Lock()
+        self._next = 0.0
+        self._stamp = None
+        self._file: dict[str, str] = dict(credentials.keys())
+        self._table: dict[str, str] = {}
+
+    def refresh(self) -> None:
+        now = time.monotonic()
+        if now < self._next or not self._lock.acquire(blocking=False):
+            return
+        try:
+            self._next = now + self.every
+            changed = self._read_file()
+            changed = self._read_redis() or changed
+            if changed:
+                self.credentials.replace_keys(self.merged())
+        finally:
+            self._lock.release()
+
+    def merged(self) -> dict[str, str]:
+        keys = dict(self._file)
+        for digest, tenant in self._table.items():
+            if tenant == REVOKED:
+                keys.pop(digest, None)
+            elif tenant in self.tenants:
+                keys.setdefault(digest, tenant)
+        return keys
+
+    def _read_file(self) -> bool:
+        if self.path is None:
+            return False
+        try:
+            st = os.stat(self.path)
+        except OSError as ex:
+            logger.warning("api keys: cannot stat %s: %s; keeping the keys", self.path,
+                           ex.strerror)
+            return False
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp == self._stamp:
+            return False
+        try:
+            keys = file_keys(self.path, self.tenants)
+        except _Unreadable as ex:
+            logger.warning("api keys: %s; keeping the keys", ex)
+            return False
+        self._stamp = stamp
+        if keys == self._file:
+            return False
+        logger.info("api keys: %s changed: %d keys", self.path, len(keys))
+        self._file = keys
+        return True
+
+    def _read_redis(self) -> bool:
+        if self.redis is None:
+            return False
+        try:
+            table = self.redis.hgetall(REDIS_KEYS)
+        except Exception as ex:  # noqa: BLE001 - Redis down: the keys stay as they are
+            logger.warning("api keys: reading Redis failed (%s); keeping the keys",
+                           type(ex).__name__)
+            return False
+        if table == self._table:
+            return False
+        self._table = table
+        return True
+
+
+def watch_keys(hub, path: str | None) -> KeyWatcher:
+    """Keep ``hub``'s keys current from ``path`` (its hub.yaml) and its Redis, if any."""
+    watcher = KeyWatcher(hub.credentials, path, hub.config.tenants, redis_client(hub.config))
+    hub.credentials.refresh = watcher.refresh
+    return watcher
