@@ -31,7 +31,7 @@ SWEPT = "interrupted: the replica running it stopped answering"
 class Replica:
     def __init__(self, hub):
         self.hub = hub
-        self.store = hub.store
+        self.store = hub.stores.replicas
         settings = hub.config.redis
         self.renew_every = settings["liveness_secs"] / 3
         self.sweep_every = settings["sweep_interval_secs"]

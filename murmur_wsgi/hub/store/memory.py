@@ -3,48 +3,32 @@
 Concurrency:
     ``lock`` (an RLock: a Condition on it checks ownership without a trial
     acquire, which would yield under gevent) guards every field below.
-    ``_changed`` (on ``lock``) is notified by every write of a task or an
+    ``changed`` (on ``lock``) is notified by every write of a task or an
     event and by ``close()``; subscribers and held requests wait on it with a
     timeout. Every read-modify-write holds the lock and ends by notifying.
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import collections
 import logging
 import threading
 import time
 
-from murmur_wsgi.hub.push.memory import MemoryPushStorage
-from murmur_wsgi.hub.store.base import PENDING, Page, Store, StoredEvent
+from murmur_wsgi.hub.store.base import PENDING, Page, StoredEvent, TaskStore
+from murmur_wsgi.hub.store.pages import decode_token, encode_token
 from murmur_wsgi.hub.task import SUBMITTED, TERMINAL, WORKING
 
 logger = logging.getLogger(__name__)
 
 
-def encode_token(seq: int) -> str:
-    return base64.urlsafe_b64encode(f"t{seq}".encode()).decode().rstrip("=")
-
-
-def decode_token(token: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise ValueError("not a page token") from None
-    if not raw.startswith("t") or not raw[1:].isdigit() or len(raw) > 20:
-        raise ValueError("not a page token")
-    return int(raw[1:])
-
-
-class MemoryStore(MemoryPushStorage, Store):
+class MemoryTaskStore(TaskStore):
     """Tasks, their index, their event logs and claims, in this process's memory."""
 
     def __init__(self, retention_secs: float = 86_400.0, clock=time.monotonic):
         self.lock = threading.RLock()
-        self._changed = threading.Condition(self.lock)   # notified: every write, close()
+        self.changed = threading.Condition(self.lock)   # notified: every write, close()
         self._retention = retention_secs
-        self._clock = clock
+        self.clock = clock
         self._tasks: dict[str, object] = {}               # guarded by lock
         self._index: dict[tuple, list] = {}              # (tenant, agent) -> tasks, oldest first
         self._contexts: dict[tuple, list] = {}           # (tenant, agent, ctx) -> tasks
@@ -52,8 +36,7 @@ class MemoryStore(MemoryPushStorage, Store):
         self._events: dict[str, list] = {}               # task id -> [StoredEvent]
         self._expiry: collections.deque = collections.deque()   # (deadline, task id), in order
         self._marks: set[str] = set()
-        self._closed = False
-        self._push_init()
+        self.closed = False
 
     # --- idempotency -------------------------------------------------------
 
@@ -73,8 +56,8 @@ class MemoryStore(MemoryPushStorage, Store):
     # --- tasks -----------------------------------------------------------
 
     def create(self, task, event, bind=True):
-        with self._changed:
-            self._expire_locked()
+        with self.changed:
+            self.expire_locked()
             tasks = self._index.setdefault((task.tenant, task.agent), [])
             task.seq = len(tasks) + 1
             tasks.append(task)
@@ -87,8 +70,8 @@ class MemoryStore(MemoryPushStorage, Store):
                 del self._claims[key]
             self._events[task.id] = [StoredEvent(1, event, task.terminal)]
             if task.terminal:
-                self._expiry.append((self._clock() + self._retention, task.id))
-            self._changed.notify_all()
+                self._expiry.append((self.clock() + self._retention, task.id))
+            self.changed.notify_all()
 
     def get(self, tenant, agent, task_id):
         task = self._tasks.get(task_id)
@@ -102,26 +85,26 @@ class MemoryStore(MemoryPushStorage, Store):
             log.append(StoredEvent(len(log) + 1, payload, terminal))
 
     def start(self, task_id):
-        with self._changed:
+        with self.changed:
             task = self._tasks[task_id]
             if task.state != SUBMITTED:
                 return None
             task.set_state(WORKING)
             payload = task.status_event()
             self._append_locked(task_id, payload)
-            self._changed.notify_all()
+            self.changed.notify_all()
             return payload
 
     def append(self, task_id, event):
-        with self._changed:
+        with self.changed:
             if self._tasks[task_id].terminal:
                 return False
             self._append_locked(task_id, event)
-            self._changed.notify_all()
+            self.changed.notify_all()
             return True
 
     def end(self, task_id, state, text, artifacts, events):
-        with self._changed:
+        with self.changed:
             task = self._tasks[task_id]
             if task.terminal:
                 return None
@@ -131,8 +114,8 @@ class MemoryStore(MemoryPushStorage, Store):
             written = list(events) + [task.status_event()]
             for i, payload in enumerate(written):
                 self._append_locked(task_id, payload, terminal=i == len(written) - 1)
-            self._expiry.append((self._clock() + self._retention, task_id))
-            self._changed.notify_all()
+            self._expiry.append((self.clock() + self._retention, task_id))
+            self.changed.notify_all()
             return written
 
     def render(self, task, history_length=None, artifacts=True, cache=True, as_read=False):
@@ -184,43 +167,47 @@ class MemoryStore(MemoryPushStorage, Store):
     # --- events ----------------------------------------------------------
 
     def events(self, task_id, after, timeout):
-        deadline = self._clock() + timeout
-        with self._changed:
+        deadline = self.clock() + timeout
+        with self.changed:
             while True:
-                self._expire_locked()
+                self.expire_locked()
                 log = self._events.get(task_id)
                 if log is None:
                     return [], False
                 if len(log) > after:
                     return log[after:], True
-                if self._closed:
+                if self.closed:
                     return [], False
-                left = deadline - self._clock()
+                left = deadline - self.clock()
                 if left <= 0:
                     return [], True
-                self._changed.wait(left)
+                self.changed.wait(left)
 
-    def _expire_locked(self) -> None:
-        now = self._clock()
+    def expire_locked(self) -> None:
+        now = self.clock()
         expiry = self._expiry
         while expiry and expiry[0][0] <= now:
             _, task_id = expiry.popleft()
             self._events.pop(task_id, None)
             self._marks.discard(task_id)
 
+    def log_locked(self, task_id: str) -> list | None:
+        """The task's event log (the caller holds ``lock``), None once it expired."""
+        return self._events.get(task_id)
+
     def has_events(self, task_id: str) -> bool:
         with self.lock:
-            self._expire_locked()
+            self.expire_locked()
             return task_id in self._events
 
     # --- cancel marks ----------------------------------------------------
 
     def mark_cancel(self, task_id):
-        with self._changed:
+        with self.changed:
             task = self._tasks.get(task_id)
             if task is not None and task.state not in TERMINAL:
                 self._marks.add(task_id)
-            self._changed.notify_all()
+            self.changed.notify_all()
 
     def cancel_marked(self, task_id):
         return task_id in self._marks
@@ -229,14 +216,14 @@ class MemoryStore(MemoryPushStorage, Store):
 
     def wait(self, predicate, timeout: float) -> bool:
         """Wait until ``predicate()`` (called under the lock) holds; False past ``timeout``."""
-        with self._changed:
-            return self._changed.wait_for(lambda: predicate() or self._closed, timeout)
+        with self.changed:
+            return self.changed.wait_for(lambda: predicate() or self.closed, timeout)
 
     def notify(self) -> None:
-        with self._changed:
-            self._changed.notify_all()
+        with self.changed:
+            self.changed.notify_all()
 
     def close(self):
-        with self._changed:
-            self._closed = True
-            self._changed.notify_all()
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()

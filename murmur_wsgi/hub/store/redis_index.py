@@ -18,44 +18,33 @@ ones read, and ``totalSize`` is the count of those ids.
 from __future__ import annotations
 
 from murmur_wsgi.hub.store.base import Page
-from murmur_wsgi.hub.store.memory import decode_token, encode_token
-from murmur_wsgi.hub.store.redis_client import PREFIX, guarded
+from murmur_wsgi.hub.store.pages import decode_token, encode_token
+from murmur_wsgi.hub.store.redis_keys import index_key, state_key, updated_key
 
 SCORE_BATCH = 1000               # ids per ZMSCORE when ListTasks combines filters
 
 
 class RedisIndex:
-    """``list`` and ``context_tasks`` of the Redis store (needs its ``_redis``, ``_load``)."""
+    """ListTasks' pages from the sorted sets; ``load(ids)`` reads the page's records."""
 
-    @staticmethod
-    def _index_key(tenant: str, agent: str, context_id: str | None = None) -> str:
-        if context_id is None:
-            return f"{PREFIX}idx:{tenant}:{agent}"
-        return f"{PREFIX}ctx:{tenant}:{agent}:{context_id}"
+    def __init__(self, client, load):
+        self._redis = client
+        self._load = load
 
-    @staticmethod
-    def _state_key(tenant: str, agent: str, state: str) -> str:
-        return f"{PREFIX}st:{tenant}:{agent}:{state}"
-
-    @staticmethod
-    def _updated_key(tenant: str, agent: str) -> str:
-        return f"{PREFIX}upd:{tenant}:{agent}"
-
-    @guarded
     def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
              token=None):
         before = decode_token(token) if token else None
         if after_ms is not None and state is None and context_id is None:
             pipe = self._redis.pipeline(transaction=False)
-            pipe.zcount(self._updated_key(tenant, agent), f"({after_ms}", "+inf")
-            pipe.zcard(self._index_key(tenant, agent))
+            pipe.zcount(updated_key(tenant, agent), f"({after_ms}", "+inf")
+            pipe.zcard(index_key(tenant, agent))
             matching, every = pipe.execute()
             if matching == every:
                 after_ms = None            # every task changed since: no filter at all
         if after_ms is None and (state is None or context_id is None):
             # One sorted set holds exactly the tasks asked for, in the pages' order.
-            key = self._state_key(tenant, agent, state) if state is not None else \
-                self._index_key(tenant, agent, context_id)
+            key = state_key(tenant, agent, state) if state is not None else \
+                index_key(tenant, agent, context_id)
             pipe = self._redis.pipeline(transaction=False)
             pipe.zrevrangebyscore(key, f"({before}" if before is not None else "+inf", "-inf",
                                   start=0, num=page_size + 1)
@@ -75,14 +64,14 @@ class RedisIndex:
         narrower side (changed after ``after_ms``, or the context's), kept when they are in
         the other filters' sets (their scores, no record read)."""
         if after_ms is not None:
-            ids = self._redis.zrangebyscore(self._updated_key(tenant, agent), f"({after_ms}",
+            ids = self._redis.zrangebyscore(updated_key(tenant, agent), f"({after_ms}",
                                             "+inf")
-            within = [self._state_key(tenant, agent, state)] if state is not None else []
+            within = [state_key(tenant, agent, state)] if state is not None else []
             if context_id is not None or not within:
-                within.append(self._index_key(tenant, agent, context_id))
+                within.append(index_key(tenant, agent, context_id))
         else:
-            ids = self._redis.zrange(self._index_key(tenant, agent, context_id), 0, -1)
-            within = [self._state_key(tenant, agent, state)]
+            ids = self._redis.zrange(index_key(tenant, agent, context_id), 0, -1)
+            within = [state_key(tenant, agent, state)]
         matches = []
         for start in range(0, len(ids), SCORE_BATCH):
             batch = ids[start:start + SCORE_BATCH]
@@ -93,8 +82,3 @@ class RedisIndex:
                 if all(seq is not None for seq in seqs):
                     matches.append((int(seqs[0]), task_id))
         return matches
-
-    @guarded
-    def context_tasks(self, tenant, agent, context_id, limit):
-        ids = self._redis.zrange(self._index_key(tenant, agent, context_id), -limit, -1)
-        return self._load(ids)
