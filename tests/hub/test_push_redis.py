@@ -1,6 +1,7 @@
 """Push configs and leases on a real redis-server (store/redis_push.py), replicas sharing it.
 
-The contract (test_push_storage.py) runs on both stores; here what only Redis has: a dead holder's lease and tenant slot taken over, a waiting
+The contract (test_push_storage.py) runs on both stores; here what only Redis has: a dead
+holder's lease and tenant slot taken over, a waiting
 ``push_due`` woken by an event another replica wrote, the configs' expiry with the task's
 events, and two hubs on one Redis delivering each config once, in order, at most two
 configs of a tenant at once.

@@ -3,7 +3,7 @@
 Each part is an interface with a memory and a Redis implementation:
 
 - ``tasks`` (``base.TaskStore``): tasks, their events, claims, cancel marks,
-  ListTasks' indexes and retention (``memory``, ``redis``);
+  ListTasks' indexes and retention (``retention``) (``memory``, ``redis``);
 - ``replicas`` (``replicas.ReplicaStore``): liveness, cancels heard from
   other replicas, the stale sweep (``replicas.LocalReplicas``, ``redis_replicas``);
 - ``counters`` (``counters.Counters``): admission's runs at once and token
@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from murmur_wsgi.hub.store.base import PENDING, StoreError, StoredEvent, TaskStore
+from murmur_wsgi.hub.store.retention import Retention
 
 
 @dataclass(frozen=True)
@@ -38,21 +39,23 @@ class Stores:
         self.tasks.close()
 
 
-def memory_stores(*, retention_secs: float = 86_400.0, clock=None) -> Stores:
-    """The four parts in this process's memory (``store: memory``)."""
+def memory_stores(*, retention_secs: float = 86_400.0, clock=None,
+                  retention: Retention | None = None) -> Stores:
+    """The four parts in this process's memory (``store: memory``); ``retention_secs`` is the
+    event logs', ``retention`` the finished tasks'."""
     from murmur_wsgi.hub.store.counters import LocalCounters
     from murmur_wsgi.hub.store.memory import MemoryTaskStore
     from murmur_wsgi.hub.store.memory_push import MemoryPushStore
     from murmur_wsgi.hub.store.replicas import LocalReplicas
 
     extra = {} if clock is None else {"clock": clock}
-    tasks = MemoryTaskStore(retention_secs=retention_secs, **extra)
+    tasks = MemoryTaskStore(retention_secs=retention_secs, retention=retention, **extra)
     return Stores(tasks, LocalReplicas(tasks), LocalCounters(**extra), MemoryPushStore(tasks))
 
 
 def redis_stores(url: str, *, retention_secs: float = 86_400.0, timeout_secs: float = 5.0,
                  liveness_secs: float = 10.0, max_events: int = 10_000,
-                 replica_id: str | None = None) -> Stores:
+                 replica_id: str | None = None, retention: Retention | None = None) -> Stores:
     """The four parts on one Redis (``store: redis://…``), sharing one connection."""
     from murmur_wsgi.hub.store.redis import RedisTaskStore
     from murmur_wsgi.hub.store.redis_client import RedisConnection
@@ -62,20 +65,22 @@ def redis_stores(url: str, *, retention_secs: float = 86_400.0, timeout_secs: fl
 
     conn = RedisConnection(url, timeout_secs=timeout_secs, liveness_secs=liveness_secs,
                            replica_id=replica_id)
-    tasks = RedisTaskStore(conn, retention_secs=retention_secs, max_events=max_events)
+    tasks = RedisTaskStore(conn, retention_secs=retention_secs, max_events=max_events,
+                           retention=retention)
     return Stores(tasks, RedisReplicas(conn, tasks), RedisCounters(conn), RedisPushStore(conn))
 
 
 def open_stores(config) -> Stores:
     """The stores ``config.store`` names: ``memory``, or a Redis URL (``config.store_url``)."""
-    retention = config.events["retention_secs"]
+    events = config.events["retention_secs"]
+    retention = Retention.from_config(config)
     if config.store == "memory":
-        return memory_stores(retention_secs=retention)
+        return memory_stores(retention_secs=events, retention=retention)
     settings = config.redis
-    return redis_stores(config.store_url(), retention_secs=retention,
+    return redis_stores(config.store_url(), retention_secs=events,
                         timeout_secs=settings["timeout_secs"],
                         liveness_secs=settings["liveness_secs"],
-                        max_events=settings["max_events_per_task"])
+                        max_events=settings["max_events_per_task"], retention=retention)
 
 
 __all__ = ["PENDING", "StoreError", "StoredEvent", "Stores", "TaskStore", "memory_stores",

@@ -154,6 +154,15 @@ class TaskStore(abc.ABC):
     def cancel_marked(self, task_id: str) -> bool:
         """True once the task was marked for cancelling."""
 
+    # --- retention -------------------------------------------------------
+
+    @abc.abstractmethod
+    def expire_finished(self) -> None:
+        """Forget the finished tasks past their tenant's ``tasks.retention_secs`` (every key
+        of each: record, indexes, claim, events, cancel mark, push configs). Writes do it
+        for their tenant, and the cap ``tasks.max_per_tenant`` as well; this is for the
+        tenants that stopped writing."""
+
     # --- lifetime --------------------------------------------------------
 
     @abc.abstractmethod

@@ -23,10 +23,17 @@ class MemoryPushStore(PushStorage):
         self._tasks = tasks
         self.lock = tasks.lock
         self._changed = tasks.changed
+        tasks.on_forget(self._forget_locked)
         self._push: dict[str, dict] = {}              # task id -> {config id: PushRecord}
         self._push_active: set[tuple] = set()          # keys that may have events to deliver
         self._push_leases: dict[tuple, tuple] = {}     # key -> (owner, tenant, deadline)
         self._push_created = 0
+
+    def _forget_locked(self, task_id: str) -> None:
+        """The task is forgotten (retention): its configs and their leases go with it."""
+        for config_id in self._push.pop(task_id, {}):
+            self._push_active.discard((task_id, config_id))
+            self._push_leases.pop((task_id, config_id), None)
 
     def _push_log(self, task_id: str) -> list | None:
         return self._tasks.log_locked(task_id)

@@ -31,12 +31,15 @@ from murmur_wsgi.hub.store.base import PENDING, StoredEvent, TaskStore
 from murmur_wsgi.hub.store.redis_client import each_task
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_index import RedisIndex
-from murmur_wsgi.hub.store.redis_keys import (CHANNEL, PREFIX, REPLICAS, events_key, index_key,
-                                              mark_key, msg_key, runs_key, seq_key, state_key,
-                                              task_key, updated_key)
+from murmur_wsgi.hub.store.redis_keys import (CHANNEL, PREFIX, REPLICAS, both_key, done_key,
+                                              events_key, index_key, mark_key, msg_key,
+                                              runs_key, seq_key, state_key, task_key,
+                                              updated_key)
+from murmur_wsgi.hub.store.retention import TRIM_BATCH, Retention
 from murmur_wsgi.hub.task import WORKING, HubTask, status_update, task_status
 from murmur_wsgi.wire import task as wire_task
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
+from murmur_wsgi.wire.stream import task_event
 from murmur_wsgi.wire.task import now_ms
 
 logger = logging.getLogger(__name__)
@@ -55,7 +58,8 @@ class RedisTaskStore(TaskStore):
 
     shared = True
 
-    def __init__(self, conn, *, retention_secs: float = 86_400.0, max_events: int = 10_000):
+    def __init__(self, conn, *, retention_secs: float = 86_400.0, max_events: int = 10_000,
+                 retention: Retention | None = None):
         self.conn = conn
         self.replica = conn.replica
         self._redis = conn.redis
@@ -63,9 +67,12 @@ class RedisTaskStore(TaskStore):
         self._block = conn.block
         self._retention_ms = int(retention_secs * 1000)
         self._max_events = max_events
+        self._keep = retention or Retention()
         self._scripts = {name: self._command.script(getattr(scripts, name))
-                         for name in ("CREATE", "START", "APPEND", "END", "RELEASE", "MARK")}
+                         for name in ("CREATE", "START", "APPEND", "END", "RELEASE", "MARK",
+                                      "RETAIN")}
         self._contexts: dict[str, str] = {}
+        self._tenants: dict[str, str] = {}        # as _contexts: the running tasks' tenants
         self._index = RedisIndex(self._redis, self._load)
 
     # --- records -----------------------------------------------------------
@@ -96,6 +103,14 @@ class RedisTaskStore(TaskStore):
         records = each_task(self._redis, task_ids, lambda pipe, t: pipe.hgetall(task_key(t)))
         return [task for task in map(self._record, records) if task is not None]
 
+    def _kept(self, tenant: str) -> tuple:
+        """The retention script's arguments for ``tenant``: retention ms, cap, batch."""
+        secs, cap = self._keep.of(tenant)
+        return int(secs * 1000), cap, TRIM_BATCH
+
+    def _tenant_of(self, task_id: str) -> str:
+        return self._tenants.get(task_id) or self._redis.hget(task_key(task_id), "tenant") or ""
+
     def _context_of(self, task_id: str) -> str:
         context_id = self._contexts.get(task_id)
         if context_id is None:
@@ -123,21 +138,32 @@ class RedisTaskStore(TaskStore):
 
     @_guarded
     def create(self, task, event, bind=True):
+        task.seq = int(self._scripts["CREATE"](**self.create_call(task, event, bind)))
+        if not task.terminal:
+            self._contexts[task.id] = task.context_id
+            self._tenants[task.id] = task.tenant
+
+    def create_call(self, task, event: str, bind: bool = True) -> dict:
+        """The CREATE script's ``keys`` and ``args`` for ``task`` (a pipeline may send many)."""
         keys = [task_key(task.id), index_key(task.tenant, task.agent),
                 index_key(task.tenant, task.agent, task.context_id),
                 seq_key(task.tenant, task.agent),
                 msg_key(task.tenant, task.agent, task.message_id),
                 events_key(task.id), runs_key(self.replica), REPLICAS,
                 state_key(task.tenant, task.agent, task.state),
-                updated_key(task.tenant, task.agent)]
+                updated_key(task.tenant, task.agent),
+                both_key(task.tenant, task.agent, task.state, task.context_id),
+                done_key(task.tenant)]
+        # NOTE: a task refused at its creation keeps its message once, in its wire form: its
+        # first event is stored as '' and read as {"task": wire} (``_filled``).
         args = [task.id, task.context_id, task.tenant, task.agent, task.message_id, task.state,
                 _dumps(task.status_text), task.status_ms, task.created_ms,
                 _dumps(task.history), _dumps(task.artifacts), self.replica,
-                "1" if bind else "0", event, "1" if task.terminal else "0",
-                self._retention_ms, task.to_json(cache=False) if task.terminal else ""]
-        task.seq = int(self._scripts["CREATE"](keys=keys, args=args))
-        if not task.terminal:
-            self._contexts[task.id] = task.context_id
+                "1" if bind else "0", "" if task.terminal else event,
+                "1" if task.terminal else "0", self._retention_ms,
+                task.to_json(cache=False) if task.terminal else "", PREFIX,
+                *self._kept(task.tenant)]
+        return {"keys": keys, "args": args}
 
     def _fields(self, task_id: str, tenant: str | None = None,
                 agent: str | None = None) -> dict | None:
@@ -191,8 +217,10 @@ class RedisTaskStore(TaskStore):
         done = self._scripts["END"](
             keys=[task_key(task_id), events_key(task_id)],
             args=[state, _dumps(text), ms, "" if artifacts is None else _dumps(artifacts),
-                  self._retention_ms, self._max_events, PREFIX, head, *written])
+                  self._retention_ms, self._max_events, PREFIX, head,
+                  *self._kept(self._tenant_of(task_id)), *written])
         self._contexts.pop(task_id, None)
+        self._tenants.pop(task_id, None)
         return written if done else None
 
     @_guarded
@@ -219,7 +247,7 @@ class RedisTaskStore(TaskStore):
         pipe.exists(key)
         entries, exists = pipe.execute()
         if entries:
-            return self._stored(entries), True
+            return self._filled(task_id, self._stored(entries)), True
         if not exists or self.conn.closed.is_set():
             return [], False
         block = min(timeout, self._block)
@@ -229,8 +257,15 @@ class RedisTaskStore(TaskStore):
         if isinstance(got, dict):                       # RESP3
             got = list(got.items())
         for _, entries in got or []:
-            return self._stored(entries), True
+            return self._filled(task_id, self._stored(entries)), True
         return [], True
+
+    def _filled(self, task_id: str, events: list) -> list:
+        """``events`` with a refused task's first event read from its record's wire form."""
+        if events and events[0].payload == "":
+            wire = self._redis.hget(task_key(task_id), "wire") or "{}"
+            events[0] = StoredEvent(events[0].seq, task_event(wire), events[0].terminal)
+        return events
 
     @_guarded
     def final_event(self, task_id):
@@ -238,7 +273,7 @@ class RedisTaskStore(TaskStore):
             return None
         for _, fields in self._redis.xrevrange(events_key(task_id), "+", "-", count=1):
             if fields.get("t") == "1":
-                return fields["p"]
+                return fields["p"] or self._filled(task_id, [StoredEvent(1, "", True)])[0].payload
         return None
 
     @_guarded
@@ -257,6 +292,18 @@ class RedisTaskStore(TaskStore):
         return bool(self._redis.exists(mark_key(task_id)))
 
     # --- lifetime --------------------------------------------------------
+
+    # --- retention -------------------------------------------------------
+
+    @_guarded
+    def expire_finished(self):
+        now = now_ms()
+        for key in self._redis.scan_iter(match=done_key("*"), count=1000):
+            secs, cap = self._keep.of(key[len(done_key("")):])
+            while self._scripts["RETAIN"](keys=[key],
+                                          args=[PREFIX, cap, now - int(secs * 1000),
+                                                TRIM_BATCH]) >= TRIM_BATCH:
+                pass                      # NOTE: each call a batch, so Redis serves others
 
     @_guarded
     def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,

@@ -48,6 +48,16 @@ def state_key(tenant: str, agent: str, state: str) -> str:
     return f"{PREFIX}st:{tenant}:{agent}:{state}"
 
 
+def both_key(tenant: str, agent: str, state: str, context_id: str) -> str:
+    """A context's tasks in one state (the state first: it has no ``:``)."""
+    return f"{PREFIX}cst:{tenant}:{agent}:{state}:{context_id}"
+
+
+def done_key(tenant: str) -> str:
+    """The tenant's finished tasks, scored by their end (ms): retention's order."""
+    return f"{PREFIX}done:{tenant}"
+
+
 def updated_key(tenant: str, agent: str) -> str:
     return f"{PREFIX}upd:{tenant}:{agent}"
 
