@@ -297,12 +297,9 @@ class RedisTaskStore(TaskStore):
 
     @_guarded
     def expire_finished(self):
-        now = now_ms()
         for key in self._redis.scan_iter(match=done_key("*"), count=1000):
-            secs, cap = self._keep.of(key[len(done_key("")):])
-            while self._scripts["RETAIN"](keys=[key],
-                                          args=[PREFIX, cap, now - int(secs * 1000),
-                                                TRIM_BATCH]) >= TRIM_BATCH:
+            keep, cap, batch = self._kept(key[len(done_key("")):])
+            while self._scripts["RETAIN"](keys=[key], args=[PREFIX, cap, keep, batch]) >= batch:
                 pass                      # NOTE: each call a batch, so Redis serves others
 
     @_guarded

@@ -27,7 +27,9 @@ from murmur_wsgi.hub.store.push_base import (LEASE_SECS, MAX_CONFIGS_PER_TASK, M
                                              TENANT_DELIVERIES, PushRecord, PushStorage)
 from murmur_wsgi.hub.store.redis import MAX_ID_BYTES
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
-from murmur_wsgi.hub.store.redis_keys import PREFIX, configs_key, events_key, task_key
+from murmur_wsgi.hub.store.redis_keys import (PREFIX, PUSH_ACTIVE, PUSH_COUNTER, PUSH_WAKE,
+                                              configs_key, events_key, lease_key, slots_key,
+                                              task_key)
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.task import now_ms
 
@@ -36,21 +38,10 @@ logger = logging.getLogger(__name__)
 LEASE_MS = int(LEASE_SECS * 1000)
 FULL_SCAN_SECS = 1.0           # how often a waiting dispatcher looks at every active config
 WAKE_BATCH = 32                # push:wake entries read at once (more: a full scan)
-ACTIVE = PREFIX + "push:active"
-WAKE = PREFIX + "push:wake"
-COUNTER = PREFIX + "push:n"
 
 
 def _member(task_id: str, config_id: str) -> str:
     return f"{task_id}/{config_id}"
-
-
-def _lease_key(member: str) -> str:
-    return f"{PREFIX}push:lease:{member}"
-
-
-def _slots_key(tenant: str) -> str:
-    return f"{PREFIX}push:slots:{tenant}"
 
 
 def _record(task_id: str, config_id: str, raw: str) -> PushRecord:
@@ -94,8 +85,8 @@ class RedisPushStore(PushStorage):
                       "token": record.token})
         task_id = record.task_id
         out = self._scripts["SAVE"](
-            keys=[configs_key(task_id), task_key(task_id), COUNTER, ACTIVE,
-                  events_key(task_id), WAKE],
+            keys=[configs_key(task_id), task_key(task_id), PUSH_COUNTER, PUSH_ACTIVE,
+                  events_key(task_id), PUSH_WAKE],
             args=[record.id, raw, "1" if from_start else "0", MAX_CONFIGS_PER_TASK,
                   _member(task_id, record.id)])
         return None if out is None else _record(task_id, record.id, out)
@@ -125,7 +116,7 @@ class RedisPushStore(PushStorage):
             return False
         member = _member(task_id, config_id)
         return bool(self._scripts["DELETE"](
-            keys=[configs_key(task_id), ACTIVE, _lease_key(member), _slots_key(tenant), WAKE],
+            keys=[configs_key(task_id), PUSH_ACTIVE, lease_key(member), slots_key(tenant), PUSH_WAKE],
             args=[config_id, tenant, agent, member]))
 
     def _push_due_once(self, owner, skip, members=()) -> tuple:
@@ -133,7 +124,7 @@ class RedisPushStore(PushStorage):
         or all of ``push:active``."""
         skipped = [_member(*key) for key in skip]
         wake, due, waiting = self._scripts["DUE"](
-            keys=[ACTIVE, WAKE], args=[PREFIX, owner, len(skipped), *skipped, *members])
+            keys=[PUSH_ACTIVE, PUSH_WAKE], args=[PREFIX, owner, len(skipped), *skipped, *members])
         records = []
         for member, raw in due:
             task_id, _, config_id = member.rpartition("/")
@@ -167,7 +158,7 @@ class RedisPushStore(PushStorage):
             left = min(deadline, state.full_at) - time.monotonic()
             if left <= 0:
                 return []
-            streams = {WAKE: state.wake}
+            streams = {PUSH_WAKE: state.wake}
             for member, after in state.waiting.items():
                 key = events_key(member.rpartition("/")[0])
                 if key not in streams or int(streams[key].split("-")[0]) > after:
@@ -175,7 +166,7 @@ class RedisPushStore(PushStorage):
             got = self._redis.xread(streams, count=WAKE_BATCH,
                                     block=max(1, int(min(left, self._block) * 1000)))
             for key, entries in (got.items() if isinstance(got, dict) else got or []):
-                if key == WAKE:
+                if key == PUSH_WAKE:
                     state.wake = entries[-1][0]
                     state.candidates.update(fields["m"] for _, fields in entries
                                             if "m" in fields)
@@ -205,7 +196,7 @@ class RedisPushStore(PushStorage):
 
     def notify_push(self):
         try:
-            self._redis.xadd(WAKE, {"w": "n"}, maxlen=scripts.WAKE_LEN, approximate=True)
+            self._redis.xadd(PUSH_WAKE, {"w": "n"}, maxlen=scripts.WAKE_LEN, approximate=True)
         except redis.RedisError as ex:
             logger.warning("redis store: notify_push failed: %s", type(ex).__name__)
 
@@ -213,7 +204,7 @@ class RedisPushStore(PushStorage):
     def push_lease(self, record, owner):
         member = _member(*record.key)
         return bool(self._scripts["LEASE"](
-            keys=[_lease_key(member), _slots_key(record.tenant)],
+            keys=[lease_key(member), slots_key(record.tenant)],
             args=[owner, LEASE_MS, member, TENANT_DELIVERIES, PREFIX]))
 
     def push_release(self, record, owner):
@@ -222,7 +213,7 @@ class RedisPushStore(PushStorage):
         member = _member(*record.key)
         try:
             self._scripts["RELEASE"](
-                keys=[_lease_key(member), _slots_key(record.tenant), WAKE],
+                keys=[lease_key(member), slots_key(record.tenant), PUSH_WAKE],
                 args=[owner, member])
         except redis.RedisError as ex:
             logger.warning("redis store: push_release failed: %s", type(ex).__name__)
@@ -231,7 +222,7 @@ class RedisPushStore(PushStorage):
     def push_advance(self, record, owner, seq, outcome, error=None):
         member = _member(*record.key)
         out = self._scripts["ADVANCE"](
-            keys=[configs_key(record.task_id), _lease_key(member), _slots_key(record.tenant)],
+            keys=[configs_key(record.task_id), lease_key(member), slots_key(record.tenant)],
             args=[record.id, record.generation, owner, seq, outcome, error or "", LEASE_MS,
                   member, MAX_FAILURES, now_ms()])
         return None if out is None else _record(record.task_id, record.id, out)

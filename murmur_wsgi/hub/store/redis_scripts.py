@@ -30,8 +30,9 @@ end
 """
 
 # Retention (store/retention.py): ``done:{tenant}`` holds the tenant's finished tasks scored
-# by their end (ms). ``retain`` forgets the oldest while there are more than ``cap`` or
-# the oldest ended before ``cutoff``, at most ``batch`` of them; ``forget`` deletes every
+# by their end (Redis time, µs: scripts run one at a time, so each end has its own).
+# ``finish`` adds one, then ``retain`` forgets the oldest while there are more than ``cap``
+# or the oldest ended more than ``keep`` ms ago, at most ``batch``; ``forget`` deletes every
 # key of a task: its record, its place in every index, its claim, its events, its push
 # configs (and their place in ``push:active``), its cancel mark.
 _RETAIN = """
@@ -53,7 +54,13 @@ local function forget(P, id)
   redis.call('DEL', k, P .. 'ev:' .. id, P .. 'push:' .. id, P .. 'cancel:' .. id)
 end
 
-local function retain(P, done, cap, cutoff, batch)
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function retain(P, done, cap, keep, batch)
+  local cutoff = now_us() - keep * 1000
   local n = 0
   while n < batch do
     local oldest = redis.call('ZRANGE', done, 0, 0, 'WITHSCORES')
@@ -65,9 +72,14 @@ local function retain(P, done, cap, cutoff, batch)
   end
   return n
 end
+
+local function finish(P, done, id, cap, keep, batch)
+  redis.call('ZADD', done, now_us(), id)
+  retain(P, done, cap, keep, batch)
+end
 """
 
-# KEYS: done:{tenant}   ARGV: key prefix, cap, cutoff ms, batch
+# KEYS: done:{tenant}   ARGV: key prefix, cap, retention ms, batch
 RETAIN = _RETAIN + """
 return retain(ARGV[1], KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
 """
@@ -101,8 +113,7 @@ if ARGV[15] == '1' then
   redis.call('HSET', KEYS[1], 'wire', ARGV[17])
   redis.call('HDEL', KEYS[1], 'hist', 'arts')
   redis.call('PEXPIRE', KEYS[6], ARGV[16])
-  redis.call('ZADD', KEYS[12], ARGV[8], ARGV[1])
-  retain(ARGV[18], KEYS[12], tonumber(ARGV[20]), tonumber(ARGV[8]) - tonumber(ARGV[19]),
+  finish(ARGV[18], KEYS[12], ARGV[1], tonumber(ARGV[20]), tonumber(ARGV[19]),
          tonumber(ARGV[21]))
 else
   redis.call('ZADD', KEYS[7], ARGV[9], ARGV[1])
@@ -159,9 +170,7 @@ redis.call('PEXPIRE', KEYS[2], ARGV[5])
 local f = move(ARGV[7], s, ARGV[1], ARGV[3])
 if f[2] then redis.call('ZREM', ARGV[7] .. 'runs:' .. f[2], f[1]) end
 redis.call('ZREM', ARGV[7] .. 'running:' .. f[3], f[1])
-local done = ARGV[7] .. 'done:' .. f[3]
-redis.call('ZADD', done, ARGV[3], f[1])
-retain(ARGV[7], done, tonumber(ARGV[10]), tonumber(ARGV[3]) - tonumber(ARGV[9]),
+finish(ARGV[7], ARGV[7] .. 'done:' .. f[3], f[1], tonumber(ARGV[10]), tonumber(ARGV[9]),
        tonumber(ARGV[11]))
 return 1
 """
