@@ -1,67 +1,25 @@
 """Admission per tenant: runs at once, runs per minute (a token bucket), the optional hook.
 
 A refused admission starts nothing: the task answers REJECTED with the
-reason as its public status message. The counts live where the store says:
-in this process (``LocalCounters``, the memory store: one process), or in
-Redis for every replica and worker of the hub (``store.redis_limits``).
-
-Concurrency:
-    ``LocalCounters._lock`` guards its counts; ``take`` takes a slot and a
-    token in one step under it, ``give`` gives the slot back. The hook (the
-    operator's code) is called before, outside any lock.
+reason as its public status message. The counts are the store's counters
+(``store/counters.py``): in this process (the memory store: one process), or
+in Redis for every replica and worker of the hub (``store/redis_limits.py``).
+The hook (the operator's code) is called before the counters, outside any lock.
 """
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 from murmur_wsgi.hub.config import ConfigError
+from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE, LocalCounters
 from murmur_wsgi.loading import import_callable
 
 logger = logging.getLogger(__name__)
 
-CONCURRENCY, RATE = "concurrency", "rate"        # what ``take`` refused on
-
-
 def load_hook(spec: str, where: str):
     """Import ``pkg.mod:callable``; a bad spec is a ConfigError naming ``where``."""
     return import_callable(spec, where, ConfigError)
-
-
-class LocalCounters:
-    """Runs at once and token buckets of each tenant, in this process."""
-
-    def __init__(self, clock=time.monotonic):
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._running: dict[str, int] = {}                   # guarded by _lock
-        self._buckets: dict[str, tuple[float, float]] = {}   # tenant -> (tokens, at)
-
-    def take(self, tenant: str, task_id: str, concurrency: int, rate: int) -> str | None:
-        """Take a slot and a token: None, or what refused (CONCURRENCY, RATE)."""
-        with self._lock:
-            if self._running.get(tenant, 0) >= concurrency:
-                return CONCURRENCY
-            now = self._clock()
-            tokens, at = self._buckets.get(tenant, (float(rate), now))
-            tokens = min(float(rate), tokens + (now - at) * rate / 60.0)
-            if tokens < 1.0:
-                self._buckets[tenant] = (tokens, now)
-                return RATE
-            self._buckets[tenant] = (tokens - 1.0, now)
-            self._running[tenant] = self._running.get(tenant, 0) + 1
-        return None
-
-    def give(self, tenant: str, task_id: str) -> None:
-        with self._lock:
-            self._running[tenant] = max(0, self._running.get(tenant, 0) - 1)
-
-    def renew(self, held: list) -> None:
-        """Nothing to renew: a process's counts die with it."""
-
-    def running(self, tenant: str) -> int:
-        return self._running.get(tenant, 0)
 
 
 class Admission:

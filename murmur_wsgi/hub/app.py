@@ -14,7 +14,7 @@ from murmur_wsgi.hub.config import ConfigError, HubConfig, load_config, load_con
 from murmur_wsgi.hub.methods import METHODS
 from murmur_wsgi.hub.routes import handle
 from murmur_wsgi.hub.run_registry import Runs
-from murmur_wsgi.hub.store import StoreError, open_store
+from murmur_wsgi.hub.store import StoreError, open_stores
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +53,9 @@ class Hub:
         self.credentials = Credentials(config)
         self.cards = card_bodies(config)
         self.agents = load_agents(config)
-        self.store = open_store(config)
-        self.admission = Admission(config, self.store.counters())
+        self.stores = open_stores(config)
+        self.store = self.stores.tasks
+        self.admission = Admission(config, self.stores.counters)
         self.runs = Runs(self.store, self.admission, config.pricing,
                          config.events["merge_secs"])
         self.metrics = None
@@ -84,7 +85,7 @@ class Hub:
         from murmur_wsgi.hub.push.methods import METHODS as PUSH_METHODS
 
         try:
-            self.push = Push(self.config, self.store)
+            self.push = Push(self.config, self.stores)
         except PushUnavailable as ex:
             raise ConfigError(str(ex)) from None
         self.methods = {**METHODS, **PUSH_METHODS}
@@ -131,7 +132,7 @@ class Hub:
                                "replica ends those tasks", len(self.runs.unwritten))
         if self.push is not None:
             self.push.close()
-        self.store.close()
+        self.stores.close()
         return interrupted
 
 

@@ -36,6 +36,7 @@ class HubConfig:
     sweep_max_age_secs: float
     cancel_timeout_secs: float
     events: dict
+    tasks: dict
     stream: dict
     auth: dict
     limits: dict

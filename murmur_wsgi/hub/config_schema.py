@@ -107,6 +107,20 @@ class TenantLimitsSchema(Block):
     max_id_bytes = StrictInt(validate=validate.Range(min=MIN_ID_BYTES))
 
 
+class TasksSchema(Block):
+    """Retention of finished tasks (store/retention.py)."""
+
+    retention_secs = _positive(load_default=7 * 86_400.0)
+    max_per_tenant = StrictInt(load_default=100_000, validate=validate.Range(min=1))
+
+
+class TenantTasksSchema(Block):
+    """A tenant's overrides of ``tasks``: every key optional."""
+
+    retention_secs = _positive()
+    max_per_tenant = StrictInt(validate=validate.Range(min=1))
+
+
 class EventsSchema(Block):
     retention_secs = _positive(load_default=86_400.0)
     merge_secs = _positive(load_default=0.25)
@@ -243,6 +257,7 @@ class HostedAgentSchema(Block):
 class TenantSchema(Block):
     api_keys = fields.List(fields.String(), load_default=list)
     limits = fields.Nested(TenantLimitsSchema, load_default=dict)
+    tasks = fields.Nested(TenantTasksSchema, load_default=dict)
     admission = Callable(load_default=None, allow_none=True)
     agents = fields.Dict(keys=fields.String(), values=fields.Nested(HostedAgentSchema),
                          load_default=dict)
@@ -269,6 +284,7 @@ class HubSchema(Block):
     sweep_max_age_secs = _positive(load_default=None, allow_none=True)
     cancel_timeout_secs = _positive(load_default=10.0)
     events = fields.Nested(EventsSchema, load_default=dict)
+    tasks = fields.Nested(TasksSchema, load_default=dict)
     stream = fields.Nested(StreamSchema, load_default=dict)
     auth = fields.Nested(AuthSchema, load_default=dict)
     limits = fields.Nested(LimitsSchema, load_default=dict)

@@ -9,7 +9,9 @@ took this one for dead: the run ends here with that end), retries the
 final writes a failing store refused (``Runs.unwritten``), and every
 ``redis.sweep_interval_secs`` runs the stale sweep: the runs of replicas
 whose liveness expired, and runs older than ``sweep_max_age_secs``, end
-FAILED with their final event. A memory store has no replicas: nothing runs.
+FAILED with their final event, and the finished tasks past their retention
+are forgotten (``tasks.retention_secs``; the tenants still writing forget
+theirs as they write). A memory store has no replicas: nothing runs.
 
 Concurrency:
     ``_stop`` (an Event) ends the thread; every wait is on it, with a timeout.
@@ -31,7 +33,7 @@ SWEPT = "interrupted: the replica running it stopped answering"
 class Replica:
     def __init__(self, hub):
         self.hub = hub
-        self.store = hub.store
+        self.store = hub.stores.replicas
         settings = hub.config.redis
         self.renew_every = settings["liveness_secs"] / 3
         self.sweep_every = settings["sweep_interval_secs"]
@@ -88,6 +90,7 @@ class Replica:
                     for task_id in self.store.sweep(self.hub.config.sweep_max_age_secs, SWEPT):
                         logger.warning("sweep: task %s ended FAILED (its replica is gone, or "
                                        "it ran past sweep_max_age_secs)", task_id)
+                    self.hub.store.expire_finished()
                 if self._failing:
                     logger.warning("the hub's store answers again")
                     self._failing = False

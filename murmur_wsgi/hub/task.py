@@ -33,7 +33,7 @@ class HubTask:
 
     A store hands out the record and changes it only under its own lock;
     readers outside the store use ``to_dict``/``to_json`` (also under it for
-    the memory store, see ``MemoryStore.render``).
+    the memory store, see ``MemoryTaskStore.render``).
     """
 
     __slots__ = ("id", "context_id", "tenant", "agent", "message_id", "state", "status_text",

@@ -10,6 +10,7 @@ import pytest
 from werkzeug.test import Client
 
 from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.store import memory_stores, redis_stores
 
 KEY_A = "mhk_tenant-a-key"
 KEY_A2 = "mhk_tenant-a-second"
@@ -165,15 +166,24 @@ def wait_until(predicate, timeout=10.0):
         time.sleep(0.005)  # wait-ok: polling a condition with a deadline
 
 
-# The modules whose tests of the fixture ``hub`` run on both stores (the others, credentials
-# and configuration, do not touch the store).
-BOTH_STORES = {"test_methods", "test_rules", "test_streams", "test_tasks"}
+STORES = ("memory", "redis")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "one_store: the test (or module: pytestmark) runs on "
+                                       "the memory store only; every other test that uses "
+                                       "the fixture store, stores or hub runs on both")
 
 
 def pytest_generate_tests(metafunc):
-    if "store" in metafunc.fixturenames and \
-            metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_STORES:
-        metafunc.parametrize("store", ["memory", "redis"], indirect=True)
+    """Every test of the fixture ``store`` (``hub``, ``rpc``) or ``stores`` runs on the memory
+    store and on a real redis-server, unless marked ``one_store``."""
+    if metafunc.definition.get_closest_marker("one_store") is not None:
+        return
+    for name in ("stores", "store"):
+        if name in metafunc.fixturenames:
+            metafunc.parametrize(name, STORES, indirect=True)
+            return
 
 
 @pytest.fixture
@@ -184,6 +194,35 @@ def store(request):
     server = request.getfixturevalue("redis_server")
     server.flush()
     return server.url
+
+
+class Clock:
+    """A test clock for the memory store (Redis keeps its own time)."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def stores(request, clock):
+    """The store's four parts (``hub.store.Stores``): in memory on ``clock``, or on a flushed
+    redis-server (replica id ``me``)."""
+    if getattr(request, "param", "memory") == "memory":
+        found = memory_stores(clock=clock)
+    else:
+        server = request.getfixturevalue("redis_server")
+        server.flush()
+        found = redis_stores(server.url, timeout_secs=2.0, replica_id="me")
+    yield found
+    found.close()
 
 
 def close_hub(h) -> None:

@@ -17,6 +17,8 @@ from murmur_wsgi.hub import create_hub
 from tests.hub.conftest import (AUDIENCE, ISSUER, KEY_A, KEY_B, PUBLIC, SECRET, HubClient,
                                 hub_config, send_params, token)
 
+pytestmark = pytest.mark.one_store          # credentials: nothing a store keeps
+
 A2A = {"Cache-Control": "private, no-store", "Vary": "Authorization, X-API-Key, X-Tenant-ID"}
 UNAUTHENTICATED = (401, {"error": "unauthenticated"})
 NO_TENANT = (401, {"error": "no tenant in context"})

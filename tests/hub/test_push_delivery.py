@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from murmur_wsgi.hub.push.delivery import RETRY_DELAYS
-from murmur_wsgi.hub.push.storage import MAX_FAILURES
+from murmur_wsgi.hub.store.push_base import MAX_FAILURES
 from tests.hub.agents import gate
 from tests.hub.conftest import send_params, sse_events, wait_until
 from tests.hub.push_util import (cert, create, phub, prpc, receiver,  # noqa: F401

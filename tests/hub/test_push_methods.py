@@ -233,4 +233,4 @@ def test_a_repeated_message_saves_its_config_for_later_events(prpc):
     assert got["deliveryStatus"] == {"failures": 0, "disabled": False}
     wait_until(lambda: prpc.hub.push.dispatcher.idle())
     last = prpc.hub.store.events(first["id"], 0, 0)[0][-1].seq
-    assert prpc.hub.store.push_get("acme", "echo", first["id"], "late").cursor == last
+    assert prpc.hub.stores.push.push_get("acme", "echo", first["id"], "late").cursor == last

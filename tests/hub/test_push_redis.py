@@ -1,8 +1,7 @@
 """Push configs and leases on a real redis-server (store/redis_push.py), replicas sharing it.
 
-The contract tests of the memory store (test_push_storage.py) run here again on Redis,
-where owners are replicas: a lease counts while its holder's liveness key lives. Then
-what only Redis has: a dead holder's lease and tenant slot taken over, a waiting
+The contract (test_push_storage.py) runs on both stores; here what only Redis has: a dead
+holder's lease and tenant slot taken over, a waiting
 ``push_due`` woken by an event another replica wrote, the configs' expiry with the task's
 events, and two hubs on one Redis delivering each config once, in order, at most two
 configs of a tenant at once.
@@ -17,100 +16,95 @@ import jwt
 import pytest
 
 from murmur_wsgi.hub import create_hub
-from murmur_wsgi.hub.push.storage import DELIVERED, PushRecord
-from murmur_wsgi.hub.store import redis_push
-from murmur_wsgi.hub.store.redis_push import RedisPushStore
+from murmur_wsgi.hub.store import redis_push, redis_stores
+from murmur_wsgi.hub.store.push_base import DELIVERED, PushRecord
 from murmur_wsgi.hub.store.redis_push_scripts import SKIP_BATCH
 from murmur_wsgi.hub.task import COMPLETED
 from tests.hub.push_util import Resolver, Sleeps, cert, push_config, receiver  # noqa: F401
 from tests.hub.conftest import HubClient, wait_until
-from tests.hub.test_push_storage import (  # noqa: F401 - the same contract, on Redis
-    a_task, record, test_a_delivery_resets_the_count,
-    test_a_replaced_config_is_not_advanced_by_its_old_delivery,
-    test_advance_counts_failures_and_disables, test_at_most_ten_per_task_replace_allowed,
-    test_at_most_two_configs_of_a_tenant_at_once, test_save_from_start_or_only_later, test_scoped_to_tenant_and_agent)
+from tests.hub.test_push_storage import OWNERS, a_task, alive, record
 from tests.redis_util import RedisServer
 
-OWNERS = ("me", "r1", "r2")
-
-
-def alive(server, *owners):
-    client = server.client()
-    for owner in owners:
-        client.set(f"murmur:hub:replica:{owner}", "1", px=60_000)
-    client.close()
 
 
 @pytest.fixture
 def redis_url(redis_server):
     redis_server.flush()
-    alive(redis_server, *OWNERS)
+    client = redis_server.client()
+    alive(client, *OWNERS)
+    client.close()
     return redis_server.url
 
 
 @pytest.fixture
-def store(redis_url):
-    s = RedisPushStore(redis_url, replica_id="me")
-    yield s
-    s.close()
+def rstores(redis_url):
+    """The Redis stores of replica ``me``."""
+    found = redis_stores(redis_url, replica_id="me")
+    yield found
+    found.close()
 
 
-def test_a_dead_holders_lease_and_slot_are_taken_over(store, redis_server):
+@pytest.fixture
+def push(rstores):
+    return rstores.push
+
+
+def test_a_dead_holders_lease_and_slot_are_taken_over(rstores, push, redis_server):
     for task_id in ("t1", "t2", "t3"):
-        a_task(store, task_id=task_id)
-    saved = [store.push_save(record(task_id=t), from_start=True) for t in ("t1", "t2", "t3")]
-    assert store.push_lease(saved[0], "r1") and store.push_lease(saved[1], "r1")
-    assert store.push_lease(saved[0], "r2") is False     # r1 lives: its lease holds
-    assert store.push_lease(saved[2], "r2") is False     # and its two slots count
-    assert {r.task_id for r in store.push_due("r2", 0)} == {"t3"}
-    assert {r.task_id for r in store.push_due("r1", 0)} == {"t1", "t2", "t3"}   # its own
+        a_task(rstores, task_id=task_id)
+    saved = [push.push_save(record(task_id=t), from_start=True) for t in ("t1", "t2", "t3")]
+    assert push.push_lease(saved[0], "r1") and push.push_lease(saved[1], "r1")
+    assert push.push_lease(saved[0], "r2") is False     # r1 lives: its lease holds
+    assert push.push_lease(saved[2], "r2") is False     # and its two slots count
+    assert {r.task_id for r in push.push_due("r2", 0)} == {"t3"}
+    assert {r.task_id for r in push.push_due("r1", 0)} == {"t1", "t2", "t3"}   # its own
     redis_server.client().delete("murmur:hub:replica:r1")        # r1 died (SIGKILL)
-    assert {r.task_id for r in store.push_due("r2", 0)} == {"t1", "t2", "t3"}
-    assert store.push_lease(saved[2], "r2") is True
-    assert store.push_lease(saved[0], "r2") is True
-    assert store.push_advance(saved[0], "r1", 1, DELIVERED) is None   # r1 lost it
-    assert store.push_advance(saved[0], "r2", 1, DELIVERED).cursor == 1
+    assert {r.task_id for r in push.push_due("r2", 0)} == {"t1", "t2", "t3"}
+    assert push.push_lease(saved[2], "r2") is True
+    assert push.push_lease(saved[0], "r2") is True
+    assert push.push_advance(saved[0], "r1", 1, DELIVERED) is None   # r1 lost it
+    assert push.push_advance(saved[0], "r2", 1, DELIVERED).cursor == 1
 
 
 CHUNK = '{"artifactUpdate":{}}'
 
 
-def test_due_waits_for_an_event_not_for_chunks_alone(store):
-    task = a_task(store)
-    saved = store.push_save(record(), from_start=False)
-    assert store.push_due("r1", 0) == []
-    store.append(task.id, CHUNK)
-    assert store.push_due("r1", 0) == []                 # a chunk alone is never sent
-    store.append(task.id, '{"statusUpdate":{}}')
-    assert [r.key for r in store.push_due("r1", 0)] == [saved.key]
-    assert store.push_due("r1", 0, skip={saved.key}) == []
+def test_due_waits_for_an_event_not_for_chunks_alone(rstores, push):
+    task = a_task(rstores)
+    saved = push.push_save(record(), from_start=False)
+    assert push.push_due("r1", 0) == []
+    rstores.tasks.append(task.id, CHUNK)
+    assert push.push_due("r1", 0) == []                 # a chunk alone is never sent
+    rstores.tasks.append(task.id, '{"statusUpdate":{}}')
+    assert [r.key for r in push.push_due("r1", 0)] == [saved.key]
+    assert push.push_due("r1", 0, skip={saved.key}) == []
 
 
-def test_chunks_pile_up_to_a_batch_then_the_cursor_catches_up(store):
-    task = a_task(store)
-    store.push_save(record(), from_start=False)
+def test_chunks_pile_up_to_a_batch_then_the_cursor_catches_up(rstores, push):
+    task = a_task(rstores)
+    push.push_save(record(), from_start=False)
     for _ in range(SKIP_BATCH - 1):
-        store.append(task.id, CHUNK)
-    assert store.push_due("r1", 0) == []
-    store.append(task.id, CHUNK)
-    assert len(store.push_due("r1", 0)) == 1
+        rstores.tasks.append(task.id, CHUNK)
+    assert push.push_due("r1", 0) == []
+    rstores.tasks.append(task.id, CHUNK)
+    assert len(push.push_due("r1", 0)) == 1
 
 
-def test_a_streamed_run_wakes_no_dispatcher_until_a_status(store, redis_url, monkeypatch):
+def test_a_streamed_run_wakes_no_dispatcher_until_a_status(rstores, push, redis_url, monkeypatch):
     monkeypatch.setattr(redis_push, "FULL_SCAN_SECS", 60.0)     # as below: no full scan
-    other = RedisPushStore(redis_url, replica_id="r1")
+    other = redis_stores(redis_url, replica_id="r1")
     streamer = None
     try:
-        task = a_task(store)
-        store.push_save(record(), from_start=False)
+        task = a_task(rstores)
+        push.push_save(record(), from_start=False)
 
         def stream():
             for _ in range(5):
-                other.append(task.id, CHUNK)
-            other.append(task.id, '{"statusUpdate":{}}')
+                other.tasks.append(task.id, CHUNK)
+            other.tasks.append(task.id, '{"statusUpdate":{}}')
         streamer = threading.Timer(0.05, stream)
         streamer.start()
-        due = store.push_due("me", 10.0)                  # one call: the chunks did not end it
+        due = push.push_due("me", 10.0)                  # one call: the chunks did not end it
         assert [r.key for r in due] == [("t1", "c1")] and due[0].cursor == 1
     finally:
         if streamer is not None:
@@ -118,19 +112,19 @@ def test_a_streamed_run_wakes_no_dispatcher_until_a_status(store, redis_url, mon
         other.close()
 
 
-def test_a_waiting_due_wakes_on_another_replicas_event(store, redis_url, monkeypatch):
+def test_a_waiting_due_wakes_on_another_replicas_event(rstores, push, redis_url, monkeypatch):
     # No full scan while it waits (it would find the config as well): only a wake-up can,
     # however late the event comes on a loaded machine; without one the wait ends with [].
     monkeypatch.setattr(redis_push, "FULL_SCAN_SECS", 60.0)
-    other = RedisPushStore(redis_url, replica_id="r1")
+    other = redis_stores(redis_url, replica_id="r1")
     event = None
     try:
-        task = a_task(store)
-        store.push_save(record(), from_start=False)
-        assert store.push_due("me", 0) == []
-        event = threading.Timer(0.05, other.append, (task.id, '{"statusUpdate":{}}'))
+        task = a_task(rstores)
+        push.push_save(record(), from_start=False)
+        assert push.push_due("me", 0) == []
+        event = threading.Timer(0.05, other.tasks.append, (task.id, '{"statusUpdate":{}}'))
         event.start()
-        due = store.push_due("me", 10.0)
+        due = push.push_due("me", 10.0)
         assert [r.key for r in due] == [("t1", "c1")]
     finally:
         if event is not None:
@@ -138,13 +132,13 @@ def test_a_waiting_due_wakes_on_another_replicas_event(store, redis_url, monkeyp
         other.close()
 
 
-def test_configs_expire_with_the_tasks_events(store, redis_server):
-    task = a_task(store)
-    saved = store.push_save(record(), from_start=False)
-    assert store.end(task.id, COMPLETED, None, None, []) is not None
-    assert store.push_lease(saved, "me")
-    store.push_advance(saved, "me", 2, DELIVERED)
-    assert store.push_due("me", 0) == []                 # caught up on a final task: done
+def test_configs_expire_with_the_tasks_events(rstores, push, redis_server):
+    task = a_task(rstores)
+    saved = push.push_save(record(), from_start=False)
+    assert rstores.tasks.end(task.id, COMPLETED, None, None, []) is not None
+    assert push.push_lease(saved, "me")
+    push.push_advance(saved, "me", 2, DELIVERED)
+    assert push.push_due("me", 0) == []                 # caught up on a final task: done
     client = redis_server.client()
     assert client.pttl("murmur:hub:push:t1") > 0
     assert client.smembers("murmur:hub:push:active") == set()
@@ -152,13 +146,13 @@ def test_configs_expire_with_the_tasks_events(store, redis_server):
     assert fields["cursor"] == 2 and "secret" not in json.dumps(fields)
 
 
-def test_a_record_round_trips(store):
-    a_task(store)
-    saved = store.push_save(PushRecord("acme", "echo", "t1", "c1", "https://h.example/a",
+def test_a_record_round_trips(rstores, push):
+    a_task(rstores)
+    saved = push.push_save(PushRecord("acme", "echo", "t1", "c1", "https://h.example/a",
                                        "tok"), from_start=True)
-    assert store.push_get("acme", "echo", "t1", "c1") == saved
+    assert push.push_get("acme", "echo", "t1", "c1") == saved
     assert (saved.token, saved.generation, saved.cursor) == ("tok", 1, 0)
-    assert store.push_list("acme", "echo", "t1") == [saved]
+    assert push.push_list("acme", "echo", "t1") == [saved]
 
 
 def state_of(received) -> str:

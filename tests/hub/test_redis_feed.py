@@ -70,7 +70,7 @@ def store(redis_server):
 
 @pytest.fixture
 def feed(store):
-    made = EventFeed(store.client, store.read, CHANNEL, block_secs=0.5)
+    made = EventFeed(store.client, CHANNEL, block_secs=0.5)
     made.start()
     wait_until(lambda: made.subscribed)
     yield made
@@ -80,9 +80,9 @@ def feed(store):
 class Reader(threading.Thread):
     """A stream: reads the task's events from the start until its final one."""
 
-    def __init__(self, feed, task_id, timeout=0.5, deadline=20.0):
+    def __init__(self, feed, read, task_id, timeout=0.5, deadline=20.0):
         super().__init__(daemon=True)
-        self.feed, self.task_id, self.timeout = feed, task_id, timeout
+        self.feed, self.read, self.task_id, self.timeout = feed, read, task_id, timeout
         self.got: list = []
         self.calls = 0
         self.exists = None
@@ -92,7 +92,7 @@ class Reader(threading.Thread):
         after = 0
         while time.monotonic() < self.end:
             self.calls += 1
-            events, exists = self.feed.events(self.task_id, after, self.timeout)
+            events, exists = self.feed.events(self.task_id, after, self.timeout, self.read)
             self.exists = exists
             if not exists:
                 return
@@ -105,7 +105,7 @@ class Reader(threading.Thread):
 
 def test_a_waiting_reader_gets_each_event_as_it_is_written(store, feed):
     store.write("t1", "one")
-    reader = Reader(feed, "t1")
+    reader = Reader(feed, store.read, "t1")
     reader.start()
     wait_until(lambda: len(reader.got) == 1)
     store.write("t1", "two")
@@ -117,7 +117,7 @@ def test_a_waiting_reader_gets_each_event_as_it_is_written(store, feed):
 
 def test_many_readers_of_one_task_cost_one_read_per_event(store, feed):
     store.write("t2", "first")
-    readers = [Reader(feed, "t2", timeout=5.0) for _ in range(200)]
+    readers = [Reader(feed, store.read, "t2", timeout=5.0) for _ in range(200)]
     for reader in readers:
         reader.start()
     wait_until(lambda: all(len(r.got) == 1 for r in readers))
@@ -135,7 +135,7 @@ def test_many_readers_of_one_task_cost_one_read_per_event(store, feed):
 
 def test_idle_readers_cost_no_redis_command(store, feed, redis_server):
     store.write("t3", "first")
-    readers = [Reader(feed, "t3", timeout=0.4, deadline=1.5) for _ in range(50)]
+    readers = [Reader(feed, store.read, "t3", timeout=0.4, deadline=1.5) for _ in range(50)]
     for reader in readers:
         reader.start()
     wait_until(lambda: all(len(r.got) == 1 for r in readers))
@@ -161,10 +161,10 @@ def test_idle_readers_cost_no_redis_command(store, feed, redis_server):
 def test_a_reader_behind_the_buffer_reads_its_own_way_in(store, feed):
     for n in range(1, 101):
         store.write("t4", f"e{n}")
-    live = Reader(feed, "t4", timeout=2.0)
+    live = Reader(feed, store.read, "t4", timeout=2.0)
     live.start()
     wait_until(lambda: len(live.got) == 100)
-    late, exists = feed.events("t4", 0, 0)            # the replay from the start
+    late, exists = feed.events("t4", 0, 0, store.read)            # the replay from the start
     assert exists and [e.seq for e in late] == list(range(1, 101))
     store.write("t4", "end", terminal=True)
     live.join(10)
@@ -172,7 +172,7 @@ def test_a_reader_behind_the_buffer_reads_its_own_way_in(store, feed):
 
 
 def test_an_unknown_task_is_no_stream(store, feed):
-    assert feed.events("nosuch", 0, 0.1) == ([], False)
+    assert feed.events("nosuch", 0, 0.1, store.read) == ([], False)
 
 
 def test_a_stalled_redis_ends_a_waiting_reader_with_an_error(tmp_path):
@@ -182,18 +182,18 @@ def test_a_stalled_redis_ends_a_waiting_reader_with_an_error(tmp_path):
     store = Store(server.port)
     store.client.close()
     store.client = connect(server.url, 0.5)        # the store's client: a timeout is final
-    feed = EventFeed(store.client, store.read, CHANNEL, block_secs=0.3, stall_secs=0.5)
+    feed = EventFeed(store.client, CHANNEL, block_secs=0.3, stall_secs=0.5)
     feed.start()
     try:
         wait_until(lambda: feed.subscribed)
         store.write("t7", "first")
-        assert [e.payload for e in feed.events("t7", 0, 0)[0]] == ["first"]
+        assert [e.payload for e in feed.events("t7", 0, 0, store.read)[0]] == ["first"]
         os.kill(server.proc.pid, signal.SIGSTOP)
         try:
             started = time.monotonic()
             with pytest.raises(redis.RedisError):
                 while time.monotonic() - started < 10:
-                    feed.events("t7", 1, 5.0)
+                    feed.events("t7", 1, 5.0, store.read)
             assert time.monotonic() - started < 5
             assert not feed.subscribed
         finally:
@@ -207,7 +207,7 @@ def test_a_stalled_redis_ends_a_waiting_reader_with_an_error(tmp_path):
 
 def test_close_wakes_every_reader(store, feed):
     store.write("t5", "first")
-    reader = Reader(feed, "t5", timeout=30.0, deadline=60.0)
+    reader = Reader(feed, store.read, "t5", timeout=30.0, deadline=60.0)
     reader.start()
     wait_until(lambda: len(reader.got) == 1)
     started = time.monotonic()
@@ -220,12 +220,12 @@ def test_close_wakes_every_reader(store, feed):
 def test_readers_follow_a_redis_restart(tmp_path):
     server = RedisServer(tmp_path, persist=True).start()
     store = Store(server.port)
-    feed = EventFeed(store.client, store.read, CHANNEL, block_secs=0.3)
+    feed = EventFeed(store.client, CHANNEL, block_secs=0.3)
     feed.start()
     try:
         wait_until(lambda: feed.subscribed)
         store.write("t6", "before")
-        reader = Reader(feed, "t6", timeout=0.3, deadline=30.0)
+        reader = Reader(feed, store.read, "t6", timeout=0.3, deadline=30.0)
         reader.start()
         wait_until(lambda: len(reader.got) == 1)
         server.stop()

@@ -7,8 +7,8 @@ nobody renews (its replica died between admission and the task) expires.
 """
 from __future__ import annotations
 
-from murmur_wsgi.hub.store.redis import RedisStore
-from murmur_wsgi.hub.store.redis_limits import CONCURRENCY
+from murmur_wsgi.hub.store import redis_stores
+from murmur_wsgi.hub.store.counters import CONCURRENCY
 
 from tests.hub.agents import gate
 from tests.hub.conftest import KEY_B, HubClient, wait_until
@@ -77,9 +77,9 @@ def test_a_vanished_replica_s_slot_is_freed_by_the_sweep(pair):
 
 def test_a_lease_nobody_renews_expires(redis_server):
     redis_server.flush()
-    store = RedisStore(redis_server.url, liveness_secs=0.2)
+    stores = redis_stores(redis_server.url, liveness_secs=0.2)
     try:
-        counters = store.counters()
+        counters = stores.counters
         # A slot taken by a replica that died before its task existed: nobody renews it.
         assert counters.take("t", "orphan", 1, 100) is None
         assert counters.take("t", "other", 1, 100) == CONCURRENCY
@@ -88,4 +88,4 @@ def test_a_lease_nobody_renews_expires(redis_server):
         counters.give("t", "other")
         assert counters.running("t") == 0
     finally:
-        store.close()
+        stores.close()

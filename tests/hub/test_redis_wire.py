@@ -13,7 +13,8 @@ import uuid
 
 import pytest
 
-from murmur_wsgi.hub.store.redis import RedisStore
+from murmur_wsgi.hub.store import redis_stores
+from murmur_wsgi.hub.store.redis_keys import task_key
 from murmur_wsgi.hub.task import (CANCELED, COMPLETED, FAILED, REJECTED, HubTask,
                                   answer_artifact, data_part)
 from murmur_wsgi.wire.task import text_part
@@ -24,8 +25,8 @@ ODD = 'ünï "quoted" </script> \\ / \u2028 \U0001F600'     # escapes an encoder
 @pytest.fixture
 def redis_store(redis_server):
     redis_server.flush()
-    found = RedisStore(redis_server.url, timeout_secs=2.0)
-    yield found
+    found = redis_stores(redis_server.url, timeout_secs=2.0)
+    yield found.tasks
     found.close()
 
 
@@ -40,7 +41,7 @@ def _new(store, text: str = "hi", state: str | None = None) -> HubTask:
 
 
 def _record(store, task) -> dict:
-    return store._redis.hgetall(store._task_key(task.id))
+    return store._redis.hgetall(task_key(task.id))
 
 
 def _as_python_writes_it(task, record: dict, artifacts: list) -> str:
@@ -113,7 +114,7 @@ def test_a_record_stored_without_a_wire_form_still_answers(redis_store):
     artifacts = [answer_artifact([text_part(ODD)])]
     task = _new(redis_store, ODD)
     redis_store.end(task.id, COMPLETED, None, artifacts, [])
-    key = redis_store._task_key(task.id)
+    key = task_key(task.id)
     expected = _record(redis_store, task)["wire"]
     redis_store._redis.hdel(key, "wire")
     redis_store._redis.hset(key, mapping={"hist": json.dumps(task.history, ensure_ascii=False),

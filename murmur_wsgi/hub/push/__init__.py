@@ -3,14 +3,15 @@
 rules.py      which configs are accepted (-32602 otherwise)
 addresses.py  the public internet, and nothing else
 keys.py       per-config keys and the notification's JWT
-storage.py    the store interface for configs and delivery leases (memory.py: the memory
-              store; store/redis_push.py: Redis, across replicas)
 body.py       what one notification carries
 egress.py     the guarded, pinned HTTPS POST
 delivery.py   one event: signed attempts and retries
 dispatcher.py off the request path, in order, under a lease
 methods.py    the four *TaskPushNotificationConfig methods and SendMessage's config
 service.py    ``Push``: all of it for one hub
+
+The configs and delivery leases are the store's ``push`` part (store/push_base.py, its
+memory and Redis implementations beside it).
 """
 from __future__ import annotations
 

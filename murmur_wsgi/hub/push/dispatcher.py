@@ -21,7 +21,7 @@ import uuid
 from urllib.parse import urlsplit
 
 from murmur_wsgi.hub.push.body import event_body
-from murmur_wsgi.hub.push.storage import DELIVERED, DROPPED, SKIPPED
+from murmur_wsgi.hub.store.push_base import DELIVERED, DROPPED, SKIPPED
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +30,9 @@ CLOSE_GRACE_SECS = 2.0         # how long close() lets due notifications go out
 
 
 class Dispatcher:
-    def __init__(self, store, sender):
-        self.store = store
+    def __init__(self, store, tasks, sender):
+        self.store = store              # push configs (store.push_base)
+        self.tasks = tasks              # their tasks and events (store.base)
         self.sender = sender
         # NOTE: on a shared store the lease's owner is the replica (its liveness key tells
         # other replicas whether the lease still counts).
@@ -124,14 +125,14 @@ class Dispatcher:
     def _catch_up(self, record) -> None:
         store = self.store
         while record is not None and not self._stop.is_set():
-            task = store.get(record.tenant, record.agent, record.task_id)
-            events, available = store.events(record.task_id, record.cursor, 0)
+            task = self.tasks.get(record.tenant, record.agent, record.task_id)
+            events, available = self.tasks.events(record.task_id, record.cursor, 0)
             if task is None or not available or not events:
                 return
             for event in events:
                 if event.seq <= record.cursor:
                     continue
-                body = event_body(store, task, event)
+                body = event_body(self.tasks, task, event)
                 if body is None:
                     record = store.push_advance(record, self.owner, event.seq, SKIPPED)
                 else:

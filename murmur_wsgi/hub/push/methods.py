@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from murmur_wsgi.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 from murmur_wsgi.hub.push.rules import read_config
-from murmur_wsgi.hub.push.storage import MAX_CONFIGS_PER_TASK, PushRecord
+from murmur_wsgi.hub.store.push_base import MAX_CONFIGS_PER_TASK, PushRecord
 from murmur_wsgi.wire.task import rfc3339
 
 logger = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def _task(hub, call, task_id: str):
 def _save(hub, call, request, from_start: bool) -> PushRecord:
     record = PushRecord(call.tenant, call.agent, request.task_id, request.id, request.url,
                         request.token)
-    saved = hub.store.push_save(record, from_start)
+    saved = hub.stores.push.push_save(record, from_start)
     if saved is None:
         raise InvalidParamsError(f"Invalid params: a task has at most {MAX_CONFIGS_PER_TASK} "
                                  "push configs; delete one first")
@@ -83,7 +83,7 @@ def get_config(hub, call):
     params = _params(call)
     task_id, config_id = _string(params, "taskId"), _string(params, "id")
     _task(hub, call, task_id)
-    record = hub.store.push_get(call.tenant, call.agent, task_id, config_id)
+    record = hub.stores.push.push_get(call.tenant, call.agent, task_id, config_id)
     if record is None:
         raise InvalidParamsError("Invalid params: the task has no push config with this id")
     return render(record)
@@ -112,7 +112,7 @@ def list_configs(hub, call):
         raise InvalidParamsError("Invalid params: pageSize must be a whole number, 0 or more")
     start = _offset(_string(params, "pageToken", required=False))
     _task(hub, call, task_id)
-    records = hub.store.push_list(call.tenant, call.agent, task_id)
+    records = hub.stores.push.push_list(call.tenant, call.agent, task_id)
     page = records[start:start + size]
     more = start + size < len(records)
     token = base64.urlsafe_b64encode(f"p{start + size}".encode()).decode().rstrip("=") \
@@ -124,7 +124,7 @@ def delete_config(hub, call):
     params = _params(call)
     task_id, config_id = _string(params, "taskId"), _string(params, "id")
     _task(hub, call, task_id)
-    if not hub.store.push_delete(call.tenant, call.agent, task_id, config_id):
+    if not hub.stores.push.push_delete(call.tenant, call.agent, task_id, config_id):
         raise InvalidParamsError("Invalid params: the task has no push config with this id")
     return {}
 

@@ -8,7 +8,7 @@ from murmur_wsgi.hub.push.delivery import Sender
 from murmur_wsgi.hub.push.dispatcher import Dispatcher
 from murmur_wsgi.hub.push.egress import Egress
 from murmur_wsgi.hub.push.settings import networks, secret_bytes
-from murmur_wsgi.hub.push.storage import PushStorage
+from murmur_wsgi.hub.store.push_base import PushStorage
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,8 @@ class Push:
     ``sender.sleep(seconds) -> bool`` (retry waits).
     """
 
-    def __init__(self, config, store):
+    def __init__(self, config, stores):
+        store = stores.push
         if not isinstance(store, PushStorage):
             # NOTE: the scheme only: a Redis URL may carry a password.
             kind = config.store.split(":", 1)[0]
@@ -43,7 +44,7 @@ class Push:
                            "for the project's own tests, never production", block["retry_scale"])
         self.master = secret_bytes(block["secret"])
         self.egress = Egress(self.ports, self.allow, block["ca_file"])
-        self.dispatcher = Dispatcher(store, None)
+        self.dispatcher = Dispatcher(store, stores.tasks, None)
         self.sender = Sender(self.egress, self.master, config.public_url,
                              self.dispatcher.sleep, block["retry_scale"])
         self.dispatcher.sender = self.sender

@@ -1,4 +1,4 @@
-"""The store interface: what a hub replica keeps and shares about tasks.
+"""The task store's interface: what a hub replica keeps and shares about tasks.
 
 Every method is one atomic step, so a store shared by replicas (Redis) can
 implement each as one transaction or script: the idempotency claim is a
@@ -41,8 +41,8 @@ class Page:
     total: int                  # every task matching the filters
 
 
-class Store(abc.ABC):
-    """What the hub needs from a store; ``memory.MemoryStore`` is the reference.
+class TaskStore(abc.ABC):
+    """Tasks, their events, claims and cancel marks; ``memory.MemoryTaskStore`` is the reference.
 
     Every method may raise ``StoreError`` when a shared store cannot answer.
     """
@@ -149,33 +149,14 @@ class Store(abc.ABC):
     def cancel_marked(self, task_id: str) -> bool:
         """True once the task was marked for cancelling."""
 
-    # --- replicas (a shared store; the memory store has one process) ----------
+    # --- retention -------------------------------------------------------
 
-    def listen_cancels(self, callback) -> None:
-        """Call ``callback(task_id)`` when any replica marks a task, or its sweep ends one
-        (pub/sub)."""
-
-    def cancel_marks(self, task_ids: list) -> set:
-        """The ones of ``task_ids`` marked for cancelling (the once-a-second check)."""
-        return {task_id for task_id in task_ids if self.cancel_marked(task_id)}
-
-    def ended_of(self, task_ids: list) -> set:
-        """The ones of ``task_ids`` whose stored state is final (another replica may have
-        ended a run of this one: its sweep took it for dead). One process: none."""
-        return set()
-
-    def counters(self):
-        """Admission's counters shared by every replica (``redis_limits.RedisCounters``), or
-        None: each process counts its own (``admission.LocalCounters``)."""
-        return None
-
-    def heartbeat(self) -> None:
-        """Renew this replica's liveness."""
-
-    def sweep(self, max_age_secs: float, text: str) -> list:
-        """End FAILED (``text``) the runs of dead replicas and runs older than
-        ``max_age_secs``; return the task ids ended."""
-        return []
+    @abc.abstractmethod
+    def expire_finished(self) -> None:
+        """Forget the finished tasks past their tenant's ``tasks.retention_secs`` (every key
+        of each: record, indexes, claim, events, cancel mark, push configs). Writes do it
+        for their tenant, and the cap ``tasks.max_per_tenant`` as well; this is for the
+        tenants that stopped writing."""
 
     # --- lifetime --------------------------------------------------------
 

@@ -3,57 +3,60 @@
 Concurrency:
     ``lock`` (an RLock: a Condition on it checks ownership without a trial
     acquire, which would yield under gevent) guards every field below.
-    ``_changed`` (on ``lock``) is notified by every write of a task or an
+    ``changed`` (on ``lock``) is notified by every write of a task or an
     event and by ``close()``; subscribers and held requests wait on it with a
     timeout. Every read-modify-write holds the lock and ends by notifying.
+    A listing holds it for one index's bisect and slice (``memory_index``).
+
+Retention: a finished task is forgotten (record, indexes, claim, events,
+cancel mark, and push configs through ``on_forget``) ``tasks.retention_secs``
+after its end, or once its tenant has more than ``tasks.max_per_tenant``
+finished, the oldest first; every write checks its tenant, and every
+``RETAIN_EVERY_SECS`` every tenant. A task refused at its creation keeps its
+message once: its record's history (its first event is rendered from the
+record when read, and its wire form is not cached).
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import collections
 import logging
 import threading
 import time
 
-from murmur_wsgi.hub.push.memory import MemoryPushStorage
-from murmur_wsgi.hub.store.base import PENDING, Page, Store, StoredEvent
-from murmur_wsgi.hub.task import SUBMITTED, TERMINAL, WORKING
+from murmur_wsgi.hub.store.base import PENDING, StoredEvent, TaskStore
+from murmur_wsgi.hub.store.memory_index import TaskIndexes, filtered_page
+from murmur_wsgi.hub.store.pages import decode_token
+from murmur_wsgi.hub.store.retention import TRIM_BATCH, Retention
+from murmur_wsgi.hub.task import REJECTED, SUBMITTED, TERMINAL, WORKING
+from murmur_wsgi.wire.stream import task_event
 
 logger = logging.getLogger(__name__)
 
 
-def encode_token(seq: int) -> str:
-    return base64.urlsafe_b64encode(f"t{seq}".encode()).decode().rstrip("=")
+RETAIN_EVERY_SECS = 1.0            # how often a write looks at every tenant's oldest finished
 
 
-def decode_token(token: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise ValueError("not a page token") from None
-    if not raw.startswith("t") or not raw[1:].isdigit() or len(raw) > 20:
-        raise ValueError("not a page token")
-    return int(raw[1:])
+class MemoryTaskStore(TaskStore):
+    """Tasks, their indexes, their event logs and claims, in this process's memory."""
 
-
-class MemoryStore(MemoryPushStorage, Store):
-    """Tasks, their index, their event logs and claims, in this process's memory."""
-
-    def __init__(self, retention_secs: float = 86_400.0, clock=time.monotonic):
+    def __init__(self, retention_secs: float = 86_400.0, clock=time.monotonic,
+                 retention: Retention | None = None):
         self.lock = threading.RLock()
-        self._changed = threading.Condition(self.lock)   # notified: every write, close()
-        self._retention = retention_secs
-        self._clock = clock
+        self.changed = threading.Condition(self.lock)   # notified: every write, close()
+        self._retention = retention_secs                 # of the event logs
+        self._keep = retention or Retention()           # of the finished tasks
+        self.clock = clock
         self._tasks: dict[str, object] = {}               # guarded by lock
-        self._index: dict[tuple, list] = {}              # (tenant, agent) -> tasks, oldest first
-        self._contexts: dict[tuple, list] = {}           # (tenant, agent, ctx) -> tasks
+        self._indexes = TaskIndexes()
+        self._seqs: dict[tuple, int] = {}                 # (tenant, agent) -> the last seq
+        self._finished: dict[str, collections.OrderedDict] = {}   # tenant -> {id: ended at}
         self._claims: dict[tuple, str] = {}              # (tenant, agent, msg) -> task id | PENDING
         self._events: dict[str, list] = {}               # task id -> [StoredEvent]
         self._expiry: collections.deque = collections.deque()   # (deadline, task id), in order
         self._marks: set[str] = set()
-        self._closed = False
-        self._push_init()
+        self._forget_hooks: list = []
+        self._retained_at = clock()
+        self.closed = False
 
     # --- idempotency -------------------------------------------------------
 
@@ -73,22 +76,25 @@ class MemoryStore(MemoryPushStorage, Store):
     # --- tasks -----------------------------------------------------------
 
     def create(self, task, event, bind=True):
-        with self._changed:
-            self._expire_locked()
-            tasks = self._index.setdefault((task.tenant, task.agent), [])
-            task.seq = len(tasks) + 1
-            tasks.append(task)
-            self._contexts.setdefault((task.tenant, task.agent, task.context_id), []).append(task)
+        with self.changed:
+            self.expire_locked()
+            owner = (task.tenant, task.agent)
+            task.seq = self._seqs[owner] = self._seqs.get(owner, 0) + 1
             self._tasks[task.id] = task
+            self._indexes.add(task)
             key = (task.tenant, task.agent, task.message_id)
             if bind:
                 self._claims[key] = task.id
             elif self._claims.get(key) == PENDING:
                 del self._claims[key]
-            self._events[task.id] = [StoredEvent(1, event, task.terminal)]
             if task.terminal:
-                self._expiry.append((self._clock() + self._retention, task.id))
-            self._changed.notify_all()
+                task._json = None                  # the message once: in the record only
+                self._events[task.id] = [StoredEvent(1, None, True)]
+                self._expiry.append((self.clock() + self._retention, task.id))
+                self._finish_locked(task)
+            else:
+                self._events[task.id] = [StoredEvent(1, event, False)]
+            self.changed.notify_all()
 
     def get(self, tenant, agent, task_id):
         task = self._tasks.get(task_id)
@@ -101,126 +107,163 @@ class MemoryStore(MemoryPushStorage, Store):
         if log is not None:
             log.append(StoredEvent(len(log) + 1, payload, terminal))
 
+    def _set_state_locked(self, task, state: str, text: str | None = None) -> None:
+        old_state, old_ms = task.state, task.status_ms
+        task.set_state(state, text)
+        self._indexes.moved(task, old_state, old_ms)
+
     def start(self, task_id):
-        with self._changed:
+        with self.changed:
             task = self._tasks[task_id]
             if task.state != SUBMITTED:
                 return None
-            task.set_state(WORKING)
+            self._set_state_locked(task, WORKING)
             payload = task.status_event()
             self._append_locked(task_id, payload)
-            self._changed.notify_all()
+            self.changed.notify_all()
             return payload
 
     def append(self, task_id, event):
-        with self._changed:
+        with self.changed:
             if self._tasks[task_id].terminal:
                 return False
             self._append_locked(task_id, event)
-            self._changed.notify_all()
+            self.changed.notify_all()
             return True
 
     def end(self, task_id, state, text, artifacts, events):
-        with self._changed:
-            task = self._tasks[task_id]
-            if task.terminal:
+        with self.changed:
+            task = self._tasks.get(task_id)
+            if task is None or task.terminal:
                 return None
             if artifacts is not None:
                 task.set_artifacts(artifacts)
-            task.set_state(state, text)
+            self._set_state_locked(task, state, text)
             written = list(events) + [task.status_event()]
             for i, payload in enumerate(written):
                 self._append_locked(task_id, payload, terminal=i == len(written) - 1)
-            self._expiry.append((self._clock() + self._retention, task_id))
-            self._changed.notify_all()
+            self._expiry.append((self.clock() + self._retention, task_id))
+            self._finish_locked(task)
+            self.changed.notify_all()
             return written
 
     def render(self, task, history_length=None, artifacts=True, cache=True, as_read=False):
         with self.lock:
-            return task.to_json(history_length, artifacts, cache)
+            return task.to_json(history_length, artifacts, cache and task.state != REJECTED)
 
     def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
              token=None):
         before = decode_token(token) if token else None
         with self.lock:
-            tasks = self._index.get((tenant, agent), [])
-            if context_id is not None:
-                tasks = self._contexts.get((tenant, agent, context_id), [])
-            if before is not None:
-                # NOTE: seq is a task's place in its agent's index (1-based); a context's
-                # list is in the same order, so a bisect on seq finds the cut in both.
-                lo, hi = 0, len(tasks)
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if tasks[mid].seq < before:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                candidates = tasks[:lo]
-            else:
-                candidates = tasks
-            filtered = state is not None or after_ms is not None
-
-            def keep(task) -> bool:
-                return (state is None or task.state == state) and \
-                    (after_ms is None or task.status_ms > after_ms)
-
-            page = []
-            for task in reversed(candidates):
-                if keep(task):
-                    page.append(task)
-                    if len(page) > page_size:
-                        break
-            more = len(page) > page_size
-            page = page[:page_size]
-            total = sum(1 for task in tasks if keep(task)) if filtered else len(tasks)
-            next_token = encode_token(page[-1].seq) if more else ""
-            return Page(page, next_token, total)
+            found = self._indexes.page(tenant, agent, context_id, state, after_ms, page_size,
+                                       before)
+        if isinstance(found, list):                # the tasks changed after after_ms
+            return filtered_page(found, context_id, state, page_size, before)
+        return found
 
     def context_tasks(self, tenant, agent, context_id, limit):
         with self.lock:
-            return list(self._contexts.get((tenant, agent, context_id), [])[-limit:])
+            return self._indexes.context_tasks(tenant, agent, context_id, limit)
+
+    # --- retention ---------------------------------------------------------
+
+    def on_forget(self, hook) -> None:
+        """Call ``hook(task_id)`` (under ``lock``) as each task is forgotten."""
+        self._forget_hooks.append(hook)
+
+    def _finish_locked(self, task) -> None:
+        now = self.clock()
+        self._finished.setdefault(task.tenant, collections.OrderedDict())[task.id] = now
+        self._retain_locked(task.tenant, now)
+        if now - self._retained_at >= RETAIN_EVERY_SECS:
+            self._retained_at = now
+            for tenant in list(self._finished):
+                self._retain_locked(tenant, now)
+
+    def _retain_locked(self, tenant: str, now: float) -> None:
+        secs, cap = self._keep.of(tenant)
+        finished = self._finished[tenant]
+        for _ in range(max(len(finished) - cap, 0) + TRIM_BATCH):
+            if not finished:
+                break
+            task_id, ended = next(iter(finished.items()))
+            if len(finished) <= cap and ended + secs > now:
+                break
+            del finished[task_id]
+            self._forget_locked(task_id)
+        if not finished:
+            del self._finished[tenant]
+
+    def _forget_locked(self, task_id: str) -> None:
+        task = self._tasks.pop(task_id, None)
+        if task is None:
+            return
+        self._indexes.remove(task)
+        key = (task.tenant, task.agent, task.message_id)
+        if self._claims.get(key) == task_id:
+            del self._claims[key]
+        self._events.pop(task_id, None)
+        self._marks.discard(task_id)
+        for hook in self._forget_hooks:
+            hook(task_id)
+
+    def expire_finished(self) -> None:
+        with self.lock:
+            now = self.clock()
+            for tenant in list(self._finished):
+                self._retain_locked(tenant, now)
 
     # --- events ----------------------------------------------------------
 
     def events(self, task_id, after, timeout):
-        deadline = self._clock() + timeout
-        with self._changed:
+        deadline = self.clock() + timeout
+        with self.changed:
             while True:
-                self._expire_locked()
+                self.expire_locked()
                 log = self._events.get(task_id)
                 if log is None:
                     return [], False
                 if len(log) > after:
-                    return log[after:], True
-                if self._closed:
+                    return self._rendered_locked(task_id, log[after:]), True
+                if self.closed:
                     return [], False
-                left = deadline - self._clock()
+                left = deadline - self.clock()
                 if left <= 0:
                     return [], True
-                self._changed.wait(left)
+                self.changed.wait(left)
 
-    def _expire_locked(self) -> None:
-        now = self._clock()
+    def _rendered_locked(self, task_id: str, events: list) -> list:
+        """``events`` with a refused task's first event rendered from its record."""
+        if events[0].payload is None:
+            task = self._tasks[task_id]
+            events[0] = StoredEvent(1, task_event(task.to_json(cache=False)), True)
+        return events
+
+    def expire_locked(self) -> None:
+        now = self.clock()
         expiry = self._expiry
         while expiry and expiry[0][0] <= now:
             _, task_id = expiry.popleft()
             self._events.pop(task_id, None)
             self._marks.discard(task_id)
 
+    def log_locked(self, task_id: str) -> list | None:
+        """The task's event log (the caller holds ``lock``), None once it expired."""
+        return self._events.get(task_id)
+
     def has_events(self, task_id: str) -> bool:
         with self.lock:
-            self._expire_locked()
+            self.expire_locked()
             return task_id in self._events
 
     # --- cancel marks ----------------------------------------------------
 
     def mark_cancel(self, task_id):
-        with self._changed:
+        with self.changed:
             task = self._tasks.get(task_id)
             if task is not None and task.state not in TERMINAL:
                 self._marks.add(task_id)
-            self._changed.notify_all()
+            self.changed.notify_all()
 
     def cancel_marked(self, task_id):
         return task_id in self._marks
@@ -229,14 +272,14 @@ class MemoryStore(MemoryPushStorage, Store):
 
     def wait(self, predicate, timeout: float) -> bool:
         """Wait until ``predicate()`` (called under the lock) holds; False past ``timeout``."""
-        with self._changed:
-            return self._changed.wait_for(lambda: predicate() or self._closed, timeout)
+        with self.changed:
+            return self.changed.wait_for(lambda: predicate() or self.closed, timeout)
 
     def notify(self) -> None:
-        with self._changed:
-            self._changed.notify_all()
+        with self.changed:
+            self.changed.notify_all()
 
     def close(self):
-        with self._changed:
-            self._closed = True
-            self._changed.notify_all()
+        with self.changed:
+            self.closed = True
+            self.changed.notify_all()

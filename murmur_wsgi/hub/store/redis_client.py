@@ -12,16 +12,19 @@ import functools
 import hashlib
 import logging
 import threading
+import uuid
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from murmur_wsgi.hub.store.base import StoreError
+from murmur_wsgi.hub.store.redis_feed import EventFeed
+from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, PREFIX, live_key
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "murmur:hub:"
+BLOCK_MAX_SECS = 1.0             # the longest single blocking read (pub/sub, a wake-up XREAD)
 
 
 def guarded(method):
@@ -34,6 +37,14 @@ def guarded(method):
             logger.warning("redis store: %s failed: %s", method.__name__, type(ex).__name__)
             raise StoreError() from None
     return call
+
+
+def each_task(client: redis.Redis, task_ids: list, read) -> list:
+    """``read(pipe, task_id)`` for every task, in one round trip: the answers, in order."""
+    pipe = client.pipeline(transaction=False)
+    for task_id in task_ids:
+        read(pipe, task_id)
+    return pipe.execute()
 
 
 class _PooledCheck:
@@ -182,6 +193,62 @@ class Commands:
         self._closed = True
         while self._idle:
             self._idle.pop().disconnect()
+
+
+class RedisConnection:
+    """What every part of the Redis store shares: the client, the hot-path ``Commands``,
+    this replica's id and liveness, the longest blocking read, whether it closed, and
+    the one listener of the process (``feed``: every stream's events, and the cancel
+    channel, whose messages go to ``on_cancel``).
+
+    Concurrency: the client and its pool are thread-safe; ``closed`` is an Event; the
+    feed starts once (``start_feed``, under a lock).
+    """
+
+    def __init__(self, url: str, *, timeout_secs: float = 5.0, liveness_secs: float = 10.0,
+                 replica_id: str | None = None):
+        self.url = public_url(url)
+        self.replica = replica_id or uuid.uuid4().hex
+        self.liveness_ms = max(1, int(liveness_secs * 1000))
+        self.block = min(BLOCK_MAX_SECS, timeout_secs / 2)
+        self.redis = connect(url, timeout_secs)
+        self.command = Commands(self.redis)     # the hot paths, on connections of their own
+        self.closed = threading.Event()
+        self.feed = EventFeed(self.redis, EVENTS, block_secs=self.block,
+                              stall_secs=timeout_secs)
+        self.feed.also(CHANNEL, self._cancelled)
+        self.on_cancel = None                   # the replicas' callback, once they listen
+        self._feed_lock = threading.Lock()
+        self._feed_started = False
+
+    def _cancelled(self, task_id: str) -> None:
+        if self.on_cancel is not None:
+            self.on_cancel(task_id)
+
+    def start_feed(self) -> None:
+        """Start the one listener (at the first stream, or when the replicas listen)."""
+        if self._feed_started:
+            return
+        with self._feed_lock:
+            if not self._feed_started and not self.closed.is_set():
+                self.feed.start()
+                self._feed_started = True
+
+    def close(self) -> None:
+        """Drop this replica's liveness and every connection; idempotent."""
+        if self.closed.is_set():
+            return
+        self.closed.set()
+        # NOTE: the feed's listener is not joined: it ends within ``block`` by itself, or
+        # at once when the pool's disconnect below closes its connection.
+        self.feed.close()
+        try:
+            self.redis.delete(live_key(self.replica))
+        except redis.RedisError:
+            pass
+        self.command.close()
+        self.redis.close()
+        self.redis.connection_pool.disconnect()
 
 
 def public_url(url: str) -> str:

@@ -87,8 +87,6 @@ class EventFeed:
 
     Args:
         client: the store's redis-py client (its ``pubsub()`` gives the connection).
-        read: ``read(task_id, after) -> (events, exists)``: the events after ``after``,
-            read now (one round trip).
         channel: the channel the scripts publish ``<task id> <n>`` on.
         block_secs: the longest wait between a reader's own reads while unsubscribed,
             and the listener's longest wait for a message (then it PINGs).
@@ -96,10 +94,9 @@ class EventFeed:
             Redis answers nothing and fails nothing).
     """
 
-    def __init__(self, client, read, channel: str, block_secs: float = 1.0,
+    def __init__(self, client, channel: str, block_secs: float = 1.0,
                  stall_secs: float = 5.0, clock=time.monotonic):
         self._client = client
-        self._read = read
         self._channel = channel
         self._block = block_secs
         self._stall = stall_secs
@@ -121,9 +118,13 @@ class EventFeed:
         with self._changed:
             return len(self._watched)
 
-    def events(self, task_id: str, after: int, timeout: float) -> tuple[list, bool]:
+    def events(self, task_id: str, after: int, timeout: float, read) -> tuple[list, bool]:
         """The task's events after position ``after``: at once if some are known, else the
-        first that come within ``timeout``; ``(events, exists)`` as ``Store.events``."""
+        first that come within ``timeout``; ``(events, exists)`` as ``TaskStore.events``.
+
+        ``read(task_id, after) -> (events, exists)`` reads the events after ``after`` now,
+        in one round trip: this reader's own way in, or a read for all the task's readers.
+        """
         deadline = self._clock() + max(0.0, timeout)
         with self._changed:
             watched = self._watched.get(task_id)
@@ -132,13 +133,13 @@ class EventFeed:
             watched.readers += 1
             watched.touched = self._clock()
         try:
-            return self._events(task_id, watched, after, deadline)
+            return self._events(task_id, watched, after, deadline, read)
         finally:
             with self._changed:
                 watched.readers -= 1
                 watched.touched = self._clock()
 
-    def _events(self, task_id, watched, after, deadline):
+    def _events(self, task_id, watched, after, deadline, read):
         own = True                              # the first look reads unless covered
         while True:
             with self._changed:
@@ -168,7 +169,7 @@ class EventFeed:
                         self._changed.wait(min(left, self._block))
                     own = True
             try:
-                entries, exists = self._read(task_id, start)
+                entries, exists = read(task_id, start)
             finally:
                 if start != after or not own:
                     with self._changed:

@@ -3,59 +3,49 @@
 Per tenant and agent (every key starts with ``murmur:hub:``), scored by the
 task's creation number ``seq`` (newest first is highest first):
 ``idx:{tenant}:{agent}`` every task, ``ctx:{tenant}:{agent}:{contextId}`` a
-context's, ``st:{tenant}:{agent}:{state}`` those in one state; and
+context's, ``st:{tenant}:{agent}:{state}`` those in one state,
+``cst:{tenant}:{agent}:{state}:{contextId}`` a context's in one state; and
 ``upd:{tenant}:{agent}``, every task scored by its status time (ms). The
-scripts that create a task and change its state keep them (``redis_scripts``).
+scripts that create a task and change its state keep them (``redis_scripts``),
+and retention's ``forget`` takes a task out of each.
 
-A page with no filter, one ``contextId`` or one ``status`` is one
+A page with no filter, a ``contextId``, a ``status`` or both is one
 ``ZREVRANGEBYSCORE … LIMIT`` and a ``ZCARD`` on one set: O(log n + page),
 and only the page's records are read. ``statusTimestampAfter`` is a
-``ZRANGEBYSCORE`` on ``upd`` (the tasks changed since: usually few), and
-two filters together keep the ids of the narrower side found in the other
-sets (``ZMSCORE``: scores, no record): the page's records are still the only
-ones read, and ``totalSize`` is the count of those ids.
+``ZRANGEBYSCORE`` on ``upd`` (the tasks changed since: usually few) whose ids
+are kept when they are in the other filters' set (``ZMSCORE``: scores, no
+record): the page's records are still the only ones read, and ``totalSize``
+is the count of those ids.
 """
 from __future__ import annotations
 
 from murmur_wsgi.hub.store.base import Page
-from murmur_wsgi.hub.store.memory import decode_token, encode_token
-from murmur_wsgi.hub.store.redis_client import PREFIX, guarded
+from murmur_wsgi.hub.store.pages import decode_token, encode_token
+from murmur_wsgi.hub.store.redis_keys import both_key, index_key, state_key, updated_key
 
 SCORE_BATCH = 1000               # ids per ZMSCORE when ListTasks combines filters
 
 
 class RedisIndex:
-    """``list`` and ``context_tasks`` of the Redis store (needs its ``_redis``, ``_load``)."""
+    """ListTasks' pages from the sorted sets; ``load(ids)`` reads the page's records."""
 
-    @staticmethod
-    def _index_key(tenant: str, agent: str, context_id: str | None = None) -> str:
-        if context_id is None:
-            return f"{PREFIX}idx:{tenant}:{agent}"
-        return f"{PREFIX}ctx:{tenant}:{agent}:{context_id}"
+    def __init__(self, client, load):
+        self._redis = client
+        self._load = load
 
-    @staticmethod
-    def _state_key(tenant: str, agent: str, state: str) -> str:
-        return f"{PREFIX}st:{tenant}:{agent}:{state}"
-
-    @staticmethod
-    def _updated_key(tenant: str, agent: str) -> str:
-        return f"{PREFIX}upd:{tenant}:{agent}"
-
-    @guarded
     def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
              token=None):
         before = decode_token(token) if token else None
         if after_ms is not None and state is None and context_id is None:
             pipe = self._redis.pipeline(transaction=False)
-            pipe.zcount(self._updated_key(tenant, agent), f"({after_ms}", "+inf")
-            pipe.zcard(self._index_key(tenant, agent))
+            pipe.zcount(updated_key(tenant, agent), f"({after_ms}", "+inf")
+            pipe.zcard(index_key(tenant, agent))
             matching, every = pipe.execute()
             if matching == every:
                 after_ms = None            # every task changed since: no filter at all
-        if after_ms is None and (state is None or context_id is None):
+        if after_ms is None:
             # One sorted set holds exactly the tasks asked for, in the pages' order.
-            key = self._state_key(tenant, agent, state) if state is not None else \
-                self._index_key(tenant, agent, context_id)
+            key = self._set_of(tenant, agent, context_id, state)
             pipe = self._redis.pipeline(transaction=False)
             pipe.zrevrangebyscore(key, f"({before}" if before is not None else "+inf", "-inf",
                                   start=0, num=page_size + 1)
@@ -70,19 +60,20 @@ class RedisIndex:
         more = len(below) > page_size
         return Page(page, encode_token(page[-1].seq) if more and page else "", len(matches))
 
+    @staticmethod
+    def _set_of(tenant, agent, context_id, state) -> str:
+        """The sorted set of the tasks matching ``context_id`` and ``state`` (each or None)."""
+        if state is None:
+            return index_key(tenant, agent, context_id)
+        if context_id is None:
+            return state_key(tenant, agent, state)
+        return both_key(tenant, agent, state, context_id)
+
     def _matches(self, tenant, agent, context_id, state, after_ms) -> list:
-        """``(seq, id)`` of every task matching two filters or a status time: the ids of the
-        narrower side (changed after ``after_ms``, or the context's), kept when they are in
-        the other filters' sets (their scores, no record read)."""
-        if after_ms is not None:
-            ids = self._redis.zrangebyscore(self._updated_key(tenant, agent), f"({after_ms}",
-                                            "+inf")
-            within = [self._state_key(tenant, agent, state)] if state is not None else []
-            if context_id is not None or not within:
-                within.append(self._index_key(tenant, agent, context_id))
-        else:
-            ids = self._redis.zrange(self._index_key(tenant, agent, context_id), 0, -1)
-            within = [self._state_key(tenant, agent, state)]
+        """``(seq, id)`` of every task changed after ``after_ms`` and in the set of the other
+        filters (its score, no record read)."""
+        ids = self._redis.zrangebyscore(updated_key(tenant, agent), f"({after_ms}", "+inf")
+        within = [self._set_of(tenant, agent, context_id, state)]
         matches = []
         for start in range(0, len(ids), SCORE_BATCH):
             batch = ids[start:start + SCORE_BATCH]
@@ -93,8 +84,3 @@ class RedisIndex:
                 if all(seq is not None for seq in seqs):
                     matches.append((int(seqs[0]), task_id))
         return matches
-
-    @guarded
-    def context_tasks(self, tenant, agent, context_id, limit):
-        ids = self._redis.zrange(self._index_key(tenant, agent, context_id), -limit, -1)
-        return self._load(ids)

@@ -20,10 +20,9 @@ replicas racing for the last slot never both get it.
 """
 from __future__ import annotations
 
-import redis
-
-from murmur_wsgi.hub.admission import CONCURRENCY, RATE
+from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE, Counters
 from murmur_wsgi.hub.store.redis_client import guarded
+from murmur_wsgi.hub.store.redis_keys import rate_key, running_key
 
 LEASE_LIVENESSES = 2             # a lease lives this many liveness periods without renewal
 
@@ -74,40 +73,33 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 """
 
 
-def running_key(prefix: str, tenant: str) -> str:
-    return f"{prefix}running:{tenant}"
-
-
-class RedisCounters:
+class RedisCounters(Counters):
     """Runs at once and runs per minute of each tenant, counted in one Redis for the hub."""
 
-    def __init__(self, client: redis.Redis, commands, prefix: str, liveness_ms: int):
-        self._redis = client
-        self._prefix = prefix
-        self._lease_ms = LEASE_LIVENESSES * liveness_ms
-        self._admit = commands.script(ADMIT)          # every message's (redis_client.Commands)
-        self._renew = client.register_script(RENEW)
-        self._running = client.register_script(RUNNING)
+    def __init__(self, conn):
+        self._redis = conn.redis
+        self._lease_ms = LEASE_LIVENESSES * conn.liveness_ms
+        self._admit = conn.command.script(ADMIT)      # every message's (redis_client.Commands)
+        self._renew = self._redis.register_script(RENEW)
+        self._running = self._redis.register_script(RUNNING)
 
     @guarded
-    def take(self, tenant: str, task_id: str, concurrency: int, rate: int) -> str | None:
-        """Take a slot and a token for ``task_id``: None, or CONCURRENCY / RATE (refused)."""
-        code = self._admit(keys=[running_key(self._prefix, tenant),
-                                 f"{self._prefix}rate:{tenant}"],
+    def take(self, tenant, task_id, concurrency, rate):
+        code = self._admit(keys=[running_key(tenant),
+                                 rate_key(tenant)],
                            args=[task_id, concurrency, rate, self._lease_ms])
         return (None, CONCURRENCY, RATE)[int(code)]
 
     @guarded
-    def give(self, tenant: str, task_id: str) -> None:
-        self._redis.zrem(running_key(self._prefix, tenant), task_id)
+    def give(self, tenant, task_id):
+        self._redis.zrem(running_key(tenant), task_id)
 
     @guarded
-    def renew(self, held: list) -> None:
-        """Extend the leases of ``held`` ``(tenant, task_id)`` (the runs this replica runs)."""
+    def renew(self, held):
         if held:
-            self._renew(keys=[running_key(self._prefix, tenant) for tenant, _ in held],
+            self._renew(keys=[running_key(tenant) for tenant, _ in held],
                         args=[self._lease_ms, *(task_id for _, task_id in held)])
 
     @guarded
-    def running(self, tenant: str) -> int:
-        return int(self._running(keys=[running_key(self._prefix, tenant)]))
+    def running(self, tenant):
+        return int(self._running(keys=[running_key(tenant)]))

@@ -1,4 +1,4 @@
-"""Push configs and delivery leases on Redis (push/storage.py's contract, across replicas).
+"""Push configs and delivery leases on Redis (push_base.py's contract, across replicas).
 
 Each step is one Lua script (``redis_push_scripts``; the key layout is in
 docs/hub.md): a save checks the task's count of configs and sets the cursor
@@ -11,8 +11,8 @@ waits in one blocking XREAD on the event streams of the caught-up configs
 and on ``push:wake``, so an event written by any replica (the stale sweep's
 FAILED included) wakes the dispatchers of every live replica.
 
-The lease's owner is the store's ``replica`` id (the dispatcher's owner on
-Redis). A config's hash expires with its task's event stream.
+The lease's owner is the connection's ``replica`` id (the dispatcher's owner
+on Redis). A config's hash expires with its task's event stream.
 """
 from __future__ import annotations
 
@@ -22,10 +22,14 @@ import time
 
 import redis
 
-from murmur_wsgi.hub.push.storage import (LEASE_SECS, MAX_CONFIGS_PER_TASK, MAX_FAILURES,
-                                          TENANT_DELIVERIES, PushRecord, PushStorage)
 from murmur_wsgi.hub.store import redis_push_scripts as scripts
-from murmur_wsgi.hub.store.redis import MAX_ID_BYTES, PREFIX, RedisStore, _guarded
+from murmur_wsgi.hub.store.push_base import (LEASE_SECS, MAX_CONFIGS_PER_TASK, MAX_FAILURES,
+                                             TENANT_DELIVERIES, PushRecord, PushStorage)
+from murmur_wsgi.hub.store.redis import MAX_ID_BYTES
+from murmur_wsgi.hub.store.redis_client import guarded as _guarded
+from murmur_wsgi.hub.store.redis_keys import (PREFIX, PUSH_ACTIVE, PUSH_COUNTER, PUSH_WAKE,
+                                              configs_key, events_key, lease_key, slots_key,
+                                              task_key)
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.task import now_ms
 
@@ -34,25 +38,10 @@ logger = logging.getLogger(__name__)
 LEASE_MS = int(LEASE_SECS * 1000)
 FULL_SCAN_SECS = 1.0           # how often a waiting dispatcher looks at every active config
 WAKE_BATCH = 32                # push:wake entries read at once (more: a full scan)
-ACTIVE = PREFIX + "push:active"
-WAKE = PREFIX + "push:wake"
-COUNTER = PREFIX + "push:n"
 
 
 def _member(task_id: str, config_id: str) -> str:
     return f"{task_id}/{config_id}"
-
-
-def _configs_key(task_id: str) -> str:
-    return f"{PREFIX}push:{task_id}"
-
-
-def _lease_key(member: str) -> str:
-    return f"{PREFIX}push:lease:{member}"
-
-
-def _slots_key(tenant: str) -> str:
-    return f"{PREFIX}push:slots:{tenant}"
 
 
 def _record(task_id: str, config_id: str, raw: str) -> PushRecord:
@@ -77,32 +66,27 @@ class _Waiting:
         self.full_at = 0.0                     # monotonic time of the next full scan
 
 
-class RedisPushStorage(PushStorage):
-    """A mixin of ``RedisStore`` (``RedisPushStore``): its client, prefix and liveness."""
+class RedisPushStore(PushStorage):
+    """Push configs on the Redis store's connection (``redis_client.RedisConnection``)."""
 
-    @property
-    def _push_wait(self) -> _Waiting:
-        found = getattr(self, "_push_waiting", None)
-        if found is None:
-            found = self._push_waiting = _Waiting()
-        return found
-
-    def _push_scripts(self) -> dict:
-        found = getattr(self, "_push_registered", None)
-        if found is None:
-            found = self._push_registered = {
-                name: self._redis.register_script(getattr(scripts, name))
-                for name in ("SAVE", "DELETE", "DUE", "LEASE", "RELEASE", "ADVANCE")}
-        return found
+    def __init__(self, conn):
+        self.conn = conn
+        self.replica = conn.replica
+        self._redis = conn.redis
+        self._closed = conn.closed
+        self._block = conn.block
+        self._push_wait = _Waiting()
+        self._scripts = {name: self._redis.register_script(getattr(scripts, name))
+                         for name in ("SAVE", "DELETE", "DUE", "LEASE", "RELEASE", "ADVANCE")}
 
     @_guarded
     def push_save(self, record, from_start):
         raw = _dumps({"tenant": record.tenant, "agent": record.agent, "url": record.url,
                       "token": record.token})
         task_id = record.task_id
-        out = self._push_scripts()["SAVE"](
-            keys=[_configs_key(task_id), self._task_key(task_id), COUNTER, ACTIVE,
-                  self._events_key(task_id), WAKE],
+        out = self._scripts["SAVE"](
+            keys=[configs_key(task_id), task_key(task_id), PUSH_COUNTER, PUSH_ACTIVE,
+                  events_key(task_id), PUSH_WAKE],
             args=[record.id, raw, "1" if from_start else "0", MAX_CONFIGS_PER_TASK,
                   _member(task_id, record.id)])
         return None if out is None else _record(task_id, record.id, out)
@@ -111,7 +95,7 @@ class RedisPushStorage(PushStorage):
     def push_get(self, tenant, agent, task_id, config_id):
         if len(task_id) > MAX_ID_BYTES:
             return None
-        raw = self._redis.hget(_configs_key(task_id), config_id)
+        raw = self._redis.hget(configs_key(task_id), config_id)
         if raw is None:
             return None
         found = _record(task_id, config_id, raw)
@@ -122,7 +106,7 @@ class RedisPushStorage(PushStorage):
         if len(task_id) > MAX_ID_BYTES:
             return []
         records = [_record(task_id, config_id, raw)
-                   for config_id, raw in self._redis.hgetall(_configs_key(task_id)).items()]
+                   for config_id, raw in self._redis.hgetall(configs_key(task_id)).items()]
         return sorted((r for r in records if (r.tenant, r.agent) == (tenant, agent)),
                       key=lambda r: r.created)
 
@@ -131,16 +115,16 @@ class RedisPushStorage(PushStorage):
         if len(task_id) > MAX_ID_BYTES:
             return False
         member = _member(task_id, config_id)
-        return bool(self._push_scripts()["DELETE"](
-            keys=[_configs_key(task_id), ACTIVE, _lease_key(member), _slots_key(tenant), WAKE],
+        return bool(self._scripts["DELETE"](
+            keys=[configs_key(task_id), PUSH_ACTIVE, lease_key(member), slots_key(tenant), PUSH_WAKE],
             args=[config_id, tenant, agent, member]))
 
     def _push_due_once(self, owner, skip, members=()) -> tuple:
         """(wake's last id, due records, {member: event to wait after}); ``members`` only,
         or all of ``push:active``."""
         skipped = [_member(*key) for key in skip]
-        wake, due, waiting = self._push_scripts()["DUE"](
-            keys=[ACTIVE, WAKE], args=[PREFIX, owner, len(skipped), *skipped, *members])
+        wake, due, waiting = self._scripts["DUE"](
+            keys=[PUSH_ACTIVE, PUSH_WAKE], args=[PREFIX, owner, len(skipped), *skipped, *members])
         records = []
         for member, raw in due:
             task_id, _, config_id = member.rpartition("/")
@@ -174,15 +158,15 @@ class RedisPushStorage(PushStorage):
             left = min(deadline, state.full_at) - time.monotonic()
             if left <= 0:
                 return []
-            streams = {WAKE: state.wake}
+            streams = {PUSH_WAKE: state.wake}
             for member, after in state.waiting.items():
-                key = self._events_key(member.rpartition("/")[0])
+                key = events_key(member.rpartition("/")[0])
                 if key not in streams or int(streams[key].split("-")[0]) > after:
                     streams[key] = f"{after}-1"
             got = self._redis.xread(streams, count=WAKE_BATCH,
                                     block=max(1, int(min(left, self._block) * 1000)))
             for key, entries in (got.items() if isinstance(got, dict) else got or []):
-                if key == WAKE:
+                if key == PUSH_WAKE:
                     state.wake = entries[-1][0]
                     state.candidates.update(fields["m"] for _, fields in entries
                                             if "m" in fields)
@@ -190,7 +174,7 @@ class RedisPushStorage(PushStorage):
                         state.full_at = 0.0            # too many, or notify_push: all of them
                 else:
                     state.candidates.update(m for m in state.waiting
-                                            if self._events_key(m.rpartition("/")[0]) == key)
+                                            if events_key(m.rpartition("/")[0]) == key)
             if state.full_at == 0.0:
                 return []                              # the next call scans them all
             if any(_member(*key) in state.candidates for key in skip):
@@ -212,15 +196,15 @@ class RedisPushStorage(PushStorage):
 
     def notify_push(self):
         try:
-            self._redis.xadd(WAKE, {"w": "n"}, maxlen=scripts.WAKE_LEN, approximate=True)
+            self._redis.xadd(PUSH_WAKE, {"w": "n"}, maxlen=scripts.WAKE_LEN, approximate=True)
         except redis.RedisError as ex:
             logger.warning("redis store: notify_push failed: %s", type(ex).__name__)
 
     @_guarded
     def push_lease(self, record, owner):
         member = _member(*record.key)
-        return bool(self._push_scripts()["LEASE"](
-            keys=[_lease_key(member), _slots_key(record.tenant)],
+        return bool(self._scripts["LEASE"](
+            keys=[lease_key(member), slots_key(record.tenant)],
             args=[owner, LEASE_MS, member, TENANT_DELIVERIES, PREFIX]))
 
     def push_release(self, record, owner):
@@ -228,8 +212,8 @@ class RedisPushStorage(PushStorage):
         # hear given back expires by itself (LEASE_SECS, or at once when this replica dies).
         member = _member(*record.key)
         try:
-            self._push_scripts()["RELEASE"](
-                keys=[_lease_key(member), _slots_key(record.tenant), WAKE],
+            self._scripts["RELEASE"](
+                keys=[lease_key(member), slots_key(record.tenant), PUSH_WAKE],
                 args=[owner, member])
         except redis.RedisError as ex:
             logger.warning("redis store: push_release failed: %s", type(ex).__name__)
@@ -237,12 +221,8 @@ class RedisPushStorage(PushStorage):
     @_guarded
     def push_advance(self, record, owner, seq, outcome, error=None):
         member = _member(*record.key)
-        out = self._push_scripts()["ADVANCE"](
-            keys=[_configs_key(record.task_id), _lease_key(member), _slots_key(record.tenant)],
+        out = self._scripts["ADVANCE"](
+            keys=[configs_key(record.task_id), lease_key(member), slots_key(record.tenant)],
             args=[record.id, record.generation, owner, seq, outcome, error or "", LEASE_MS,
                   member, MAX_FAILURES, now_ms()])
         return None if out is None else _record(record.task_id, record.id, out)
-
-
-class RedisPushStore(RedisPushStorage, RedisStore):
-    """The Redis store with push configs (what ``open_store`` opens for a Redis URL)."""

@@ -1,4 +1,4 @@
-"""The Lua scripts of push on Redis (redis_push.py): each step of push/storage.py is one.
+"""The Lua scripts of push on Redis (redis_push.py): each step of push_base.py is one.
 
 A config is a field of the hash ``push:{task}`` (its value JSON: tenant,
 agent, url, token, cursor, failures, disabled, disabledMs?, lastError?, gen,

@@ -7,36 +7,97 @@ the task's state first, so an event is never written after the final one.
 """
 from __future__ import annotations
 
-from murmur_wsgi.hub.store.redis_client import PREFIX
+from murmur_wsgi.hub.store.redis_keys import EVENTS
 from murmur_wsgi.hub.task import SUBMITTED, TERMINAL, WORKING
 
-# Every event written is announced on this channel as ``<task id> <n>`` (redis_feed).
-EVENTS_CHANNEL = PREFIX + "events"
-_NOTIFY = ("local function notify(id, n) redis.call('PUBLISH', '" + EVENTS_CHANNEL
-           + "', id .. ' ' .. n) end\n")
+# Every event written is announced on ``EVENTS`` as ``<task id> <n>`` (redis_feed).
+_NOTIFY = "local function notify(id, n) redis.call('PUBLISH', '" + EVENTS + \
+    "', id .. ' ' .. n) end\n"
 
 _TERMINAL = "local T = {" + ", ".join(f"['{s}'] = 1" for s in sorted(TERMINAL)) + "}\n"
 
 # A task changes state: its id moves from ``st:{tenant}:{agent}:{old}`` to ``…:{new}``
-# (scored by seq, as ``idx``), and its score in ``upd:{tenant}:{agent}`` (by status time)
-# becomes ``ms``. Returns the record's id, owner, tenant, agent, seq.
+# and from ``cst:{tenant}:{agent}:{old}:{ctx}`` to ``…:{new}:{ctx}`` (scored by seq, as
+# ``idx``), and its score in ``upd:{tenant}:{agent}`` (by status time) becomes ``ms``.
+# Returns the record's id, owner, tenant, agent, seq, ctx.
 _MOVE = """
 local function move(prefix, old, new, ms)
-  local f = redis.call('HMGET', KEYS[1], 'id', 'owner', 'tenant', 'agent', 'seq')
+  local f = redis.call('HMGET', KEYS[1], 'id', 'owner', 'tenant', 'agent', 'seq', 'ctx')
   local base = prefix .. 'st:' .. f[3] .. ':' .. f[4] .. ':'
+  local both = prefix .. 'cst:' .. f[3] .. ':' .. f[4] .. ':'
   redis.call('ZREM', base .. old, f[1])
   redis.call('ZADD', base .. new, f[5], f[1])
+  redis.call('ZREM', both .. old .. ':' .. f[6], f[1])
+  redis.call('ZADD', both .. new .. ':' .. f[6], f[5], f[1])
   redis.call('ZADD', prefix .. 'upd:' .. f[3] .. ':' .. f[4], ms, f[1])
   return f
 end
 """
 
-# KEYS: task, idx, ctx, seq, msg, ev, runs, replicas, st (its state's), upd
+# Retention (store/retention.py): ``done:{tenant}`` holds the tenant's finished tasks scored
+# by their end (Redis time, µs: scripts run one at a time, so each end has its own).
+# ``finish`` adds one, then ``retain`` forgets the oldest while there are more than ``cap``
+# or the oldest ended more than ``keep`` ms ago, at most ``batch``; ``forget`` deletes every
+# key of a task: its record, its place in every index, its claim, its events, its push
+# configs (and their place in ``push:active``), its cancel mark.
+_RETAIN = """
+local function forget(P, id)
+  local k = P .. 'task:' .. id
+  local f = redis.call('HMGET', k, 'tenant', 'agent', 'ctx', 'msg', 'state')
+  if f[1] then
+    local ta = f[1] .. ':' .. f[2]
+    redis.call('ZREM', P .. 'idx:' .. ta, id)
+    redis.call('ZREM', P .. 'ctx:' .. ta .. ':' .. f[3], id)
+    redis.call('ZREM', P .. 'st:' .. ta .. ':' .. f[5], id)
+    redis.call('ZREM', P .. 'cst:' .. ta .. ':' .. f[5] .. ':' .. f[3], id)
+    redis.call('ZREM', P .. 'upd:' .. ta, id)
+    local m = P .. 'msg:' .. ta .. ':' .. f[4]
+    if redis.call('GET', m) == id then redis.call('DEL', m) end
+  end
+  local configs = redis.call('HKEYS', P .. 'push:' .. id)
+  for i = 1, #configs do redis.call('SREM', P .. 'push:active', id .. '/' .. configs[i]) end
+  redis.call('DEL', k, P .. 'ev:' .. id, P .. 'push:' .. id, P .. 'cancel:' .. id)
+end
+
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function retain(P, done, cap, keep, batch)
+  local cutoff = now_us() - keep * 1000
+  local n = 0
+  while n < batch do
+    local oldest = redis.call('ZRANGE', done, 0, 0, 'WITHSCORES')
+    if #oldest == 0 then break end
+    if redis.call('ZCARD', done) <= cap and tonumber(oldest[2]) > cutoff then break end
+    redis.call('ZREM', done, oldest[1])
+    forget(P, oldest[1])
+    n = n + 1
+  end
+  return n
+end
+
+local function finish(P, done, id, cap, keep, batch)
+  redis.call('ZADD', done, now_us(), id)
+  retain(P, done, cap, keep, batch)
+end
+"""
+
+# KEYS: done:{tenant}   ARGV: key prefix, cap, retention ms, batch
+RETAIN = _RETAIN + """
+return retain(ARGV[1], KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
+"""
+
+# KEYS: task, idx, ctx, seq, msg, ev, runs, replicas, st (its state's), upd, cst, done
 # ARGV: id, ctx, tenant, agent, msg, state, text, ms, created, hist, arts, owner,
-#       bind ("1"/"0"), payload, terminal ("1"/"0"), retention ms, wire ('' unless terminal)
+#       bind ("1"/"0"), payload, terminal ("1"/"0"), retention ms, wire ('' unless terminal),
+#       key prefix, the tenant's task retention ms, its cap, trim batch
 # A finished task's record keeps its wire form (GetTask's answer, as it is) in 'wire',
-# which holds its history and artifacts: 'hist' and 'arts' are dropped.
-CREATE = _NOTIFY + """
+# which holds its history and artifacts: 'hist' and 'arts' are dropped. A task refused at
+# its creation keeps its message once: its first event's payload is '' (the store reads
+# it as ``{"task": wire}``).
+CREATE = _NOTIFY + _RETAIN + """
 local seq = redis.call('INCR', KEYS[4])
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'ctx', ARGV[2], 'tenant', ARGV[3], 'agent', ARGV[4],
            'msg', ARGV[5], 'state', ARGV[6], 'text', ARGV[7], 'ms', ARGV[8],
@@ -46,6 +107,7 @@ redis.call('ZADD', KEYS[2], seq, ARGV[1])
 redis.call('ZADD', KEYS[3], seq, ARGV[1])
 redis.call('ZADD', KEYS[9], seq, ARGV[1])
 redis.call('ZADD', KEYS[10], ARGV[8], ARGV[1])
+redis.call('ZADD', KEYS[11], seq, ARGV[1])
 if ARGV[13] == '1' then
   redis.call('SET', KEYS[5], ARGV[1])
 elseif redis.call('GET', KEYS[5]) == 'pending' then
@@ -57,6 +119,8 @@ if ARGV[15] == '1' then
   redis.call('HSET', KEYS[1], 'wire', ARGV[17])
   redis.call('HDEL', KEYS[1], 'hist', 'arts')
   redis.call('PEXPIRE', KEYS[6], ARGV[16])
+  finish(ARGV[18], KEYS[12], ARGV[1], tonumber(ARGV[20]), tonumber(ARGV[19]),
+         tonumber(ARGV[21]))
 else
   redis.call('ZADD', KEYS[7], ARGV[9], ARGV[1])
   redis.call('SADD', KEYS[8], ARGV[12])
@@ -87,11 +151,13 @@ return 1
 
 # KEYS: task, ev   ARGV: state, text, ms, arts ('' keeps them), retention ms, maxlen,
 #                        key prefix, the wire form's head (the Task up to its status),
+#                        the tenant's task retention ms, its cap, trim batch,
 #                        payloads… (the last one is the final event)
 # The wire form is the head, then the artifacts and the history unless empty (the keys
 # ``wire/task.task`` leaves out), as the record would be written: tests check the bytes.
-# The task leaves its replica's runs and frees its tenant's admission slot (redis_limits).
-END = _NOTIFY + _TERMINAL + _MOVE + """
+# The task leaves its replica's runs and frees its tenant's admission slot (redis_limits),
+# and joins its tenant's finished tasks (``done``, retention).
+END = _NOTIFY + _TERMINAL + _MOVE + _RETAIN + """
 local s = redis.call('HGET', KEYS[1], 'state')
 if not s or T[s] then return 0 end
 local arts = ARGV[4]
@@ -102,7 +168,7 @@ if arts and arts ~= '[]' then wire = wire .. ',"artifacts":' .. arts end
 if hist and hist ~= '[]' then wire = wire .. ',"history":' .. hist end
 redis.call('HSET', KEYS[1], 'state', ARGV[1], 'text', ARGV[2], 'ms', ARGV[3], 'wire', wire .. '}')
 redis.call('HDEL', KEYS[1], 'hist', 'arts')
-for i = 9, #ARGV do
+for i = 12, #ARGV do
   local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
   local final = '0'
   if i == #ARGV then final = '1' end
@@ -113,6 +179,8 @@ local f = move(ARGV[7], s, ARGV[1], ARGV[3])
 notify(f[1], redis.call('HGET', KEYS[1], 'nev'))
 if f[2] then redis.call('ZREM', ARGV[7] .. 'runs:' .. f[2], f[1]) end
 redis.call('ZREM', ARGV[7] .. 'running:' .. f[3], f[1])
+finish(ARGV[7], ARGV[7] .. 'done:' .. f[3], f[1], tonumber(ARGV[10]), tonumber(ARGV[9]),
+       tonumber(ARGV[11]))
 return 1
 """
 

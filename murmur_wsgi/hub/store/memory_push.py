@@ -1,32 +1,42 @@
-"""Push configs and leases in the memory store (one process; see storage.py's contract).
+"""Push configs and leases in memory (one process; push_base.py's contract).
 
-A mixin of ``MemoryStore``: it keeps its fields under the store's ``lock``
-and wakes ``push_due`` through the store's ``_changed`` condition, which
-every write of an event notifies.
+Beside a ``MemoryTaskStore``: its fields are guarded by the task store's
+``lock``, and ``push_due`` waits on the task store's ``changed`` condition,
+which every write of an event notifies.
 """
 from __future__ import annotations
 
 import logging
 
-from murmur_wsgi.hub.push.storage import (DELIVERED, DROPPED, LEASE_SECS,
-                                          MAX_CONFIGS_PER_TASK, MAX_FAILURES,
-                                          TENANT_DELIVERIES, PushStorage)
+from murmur_wsgi.hub.store.push_base import (DELIVERED, DROPPED, LEASE_SECS,
+                                             MAX_CONFIGS_PER_TASK, MAX_FAILURES,
+                                             TENANT_DELIVERIES, PushStorage)
 from murmur_wsgi.wire.task import now_ms
 
 logger = logging.getLogger(__name__)
 
 
-class MemoryPushStorage(PushStorage):
-    """Fields (guarded by the store's ``lock``): configs by task, leases, the active set."""
+class MemoryPushStore(PushStorage):
+    """Fields (guarded by the task store's ``lock``): configs by task, leases, the active set."""
 
-    def _push_init(self) -> None:
+    def __init__(self, tasks):
+        self._tasks = tasks
+        self.lock = tasks.lock
+        self._changed = tasks.changed
+        tasks.on_forget(self._forget_locked)
         self._push: dict[str, dict] = {}              # task id -> {config id: PushRecord}
         self._push_active: set[tuple] = set()          # keys that may have events to deliver
         self._push_leases: dict[tuple, tuple] = {}     # key -> (owner, tenant, deadline)
         self._push_created = 0
 
+    def _forget_locked(self, task_id: str) -> None:
+        """The task is forgotten (retention): its configs and their leases go with it."""
+        for config_id in self._push.pop(task_id, {}):
+            self._push_active.discard((task_id, config_id))
+            self._push_leases.pop((task_id, config_id), None)
+
     def _push_log(self, task_id: str) -> list | None:
-        return self._events.get(task_id)
+        return self._tasks.log_locked(task_id)
 
     def push_save(self, record, from_start):
         with self._changed:
@@ -73,7 +83,7 @@ class MemoryPushStorage(PushStorage):
             return True
 
     def _push_due_locked(self, skip) -> list:
-        now = self._clock()
+        now = self._tasks.clock()
         due, done = [], []
         for key in self._push_active:
             record = self._push.get(key[0], {}).get(key[1])
@@ -95,12 +105,12 @@ class MemoryPushStorage(PushStorage):
 
     def push_due(self, owner, timeout, skip=frozenset()):
         with self._changed:
-            self._expire_locked()
+            self._tasks.expire_locked()
             due = self._push_due_locked(skip)
-            if due or self._closed:
+            if due or self._tasks.closed:
                 return due
             self._changed.wait(timeout)
-            self._expire_locked()
+            self._tasks.expire_locked()
             return self._push_due_locked(skip)
 
     def notify_push(self):
@@ -109,7 +119,7 @@ class MemoryPushStorage(PushStorage):
 
     def push_lease(self, record, owner):
         with self.lock:
-            now = self._clock()
+            now = self._tasks.clock()
             lease = self._push_leases.get(record.key)
             if lease is not None and lease[0] != owner and lease[2] > now:
                 return False
@@ -133,7 +143,7 @@ class MemoryPushStorage(PushStorage):
             current = self._push.get(record.task_id, {}).get(record.id)
             lease = self._push_leases.get(record.key)
             if current is None or current.generation != record.generation or lease is None \
-                    or lease[0] != owner or lease[2] <= self._clock():
+                    or lease[0] != owner or lease[2] <= self._tasks.clock():
                 return None
             changes = {"cursor": max(current.cursor, seq)}
             if outcome == DROPPED:
@@ -145,6 +155,6 @@ class MemoryPushStorage(PushStorage):
                 changes["failures"] = 0
             saved = current.but(**changes)
             self._push[record.task_id][record.id] = saved
-            self._push_leases[record.key] = (owner, record.tenant, self._clock() + LEASE_SECS)
+            self._push_leases[record.key] = (owner, record.tenant, self._tasks.clock() + LEASE_SECS)
             self._changed.notify_all()
             return saved

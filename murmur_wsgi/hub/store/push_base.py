@@ -1,4 +1,4 @@
-"""Push configs and delivery leases: the part of the store interface push needs.
+"""Push configs and delivery leases: the part of the store push needs (hub/push/).
 
 Every method is one atomic step, so a store shared by replicas (Redis) can
 do each as one script: a save checks the task's config count and sets the
@@ -7,8 +7,8 @@ lease is a set-if-absent with an expiry (``LEASE_SECS``), refused while the
 config's tenant already holds ``TENANT_DELIVERIES`` leases; an advance moves
 the cursor and the failure count only for the lease's holder and the
 config's current generation (a config replaced or deleted meanwhile is left
-alone). ``MemoryStore`` implements them (push/memory.py), and the Redis store
-(store/redis_push.py: a lease there counts only while its holder replica lives).
+alone). ``memory_push.MemoryPushStore`` implements them, and
+``redis_push.RedisPushStore`` (a lease there counts only while its holder replica lives).
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ class PushRecord:
 
 
 class PushStorage(abc.ABC):
-    """What push needs from a store, beside the task's event log (``Store.events``)."""
+    """What push needs from a store, beside the task's event log (``TaskStore.events``)."""
 
     @abc.abstractmethod
     def push_save(self, record: PushRecord, from_start: bool) -> PushRecord | None:

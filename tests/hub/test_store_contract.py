@@ -1,0 +1,141 @@
+"""The store's parts (tasks, replicas, counters) on both stores: one contract, two implementations.
+
+The fixture ``stores`` (tests/hub/conftest.py) runs every test here on the memory store
+and on a real redis-server; push configs have theirs in test_push_storage.py.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from murmur_wsgi.hub.store import PENDING
+from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE
+from murmur_wsgi.hub.task import COMPLETED, FAILED, REJECTED, WORKING, HubTask
+from murmur_wsgi.wire.task import text_part
+
+
+def new_task(stores, *, context_id="ctx", tenant="acme", agent="echo", state=None,
+             message_id=None) -> HubTask:
+    message_id = message_id or uuid.uuid4().hex
+    task = HubTask(str(uuid.uuid4()), context_id, tenant, agent, message_id,
+                   {"messageId": message_id, "role": "ROLE_USER", "parts": [text_part("hi")]})
+    if state is not None:
+        task.set_state(state, "refused")
+    assert stores.tasks.claim_message(tenant, agent, message_id) is None
+    stores.tasks.create(task, task.task_event(), bind=state is None)
+    return task
+
+
+# --- tasks ------------------------------------------------------------------------------
+
+
+def test_a_claim_is_pending_then_names_its_task(stores):
+    tasks = stores.tasks
+    assert tasks.claim_message("acme", "echo", "m1") is None
+    assert tasks.claim_message("acme", "echo", "m1") == PENDING
+    tasks.release_message("acme", "echo", "m1")
+    assert tasks.claim_message("acme", "echo", "m1") is None
+    tasks.release_message("acme", "echo", "m1")
+    task = new_task(stores, message_id="m1")
+    assert tasks.claim_message("acme", "echo", "m1") == task.id
+    assert tasks.claim_message("acme", "other", "m1") is None       # claims are per agent
+
+
+def test_a_refused_task_frees_its_claim(stores):
+    new_task(stores, state=REJECTED, message_id="m2")
+    assert stores.tasks.claim_message("acme", "echo", "m2") is None
+
+
+def test_a_task_is_its_tenants_and_agents_only(stores):
+    task = new_task(stores)
+    assert stores.tasks.get("acme", "echo", task.id).id == task.id
+    assert stores.tasks.get("globex", "echo", task.id) is None
+    assert stores.tasks.get("acme", "other", task.id) is None
+    assert stores.tasks.get("acme", "echo", "no-such-task") is None
+    assert stores.tasks.task_json("globex", "echo", task.id) is None
+
+
+def test_a_task_ends_once_and_no_event_follows_its_end(stores):
+    tasks = stores.tasks
+    task = new_task(stores)
+    assert json.loads(tasks.start(task.id))["statusUpdate"]["status"]["state"] == WORKING
+    assert tasks.start(task.id) is None
+    assert tasks.append(task.id, '{"artifactUpdate":{}}') is True
+    written = tasks.end(task.id, COMPLETED, None, None, [])
+    assert len(written) == 1
+    assert tasks.end(task.id, FAILED, "late", None, []) is None
+    assert tasks.append(task.id, '{"artifactUpdate":{}}') is False
+    events, available = tasks.events(task.id, 0, 0)
+    assert available and [e.seq for e in events] == [1, 2, 3, 4]
+    assert [e.terminal for e in events] == [False, False, False, True]
+    assert tasks.final_event(task.id) == written[-1]
+    assert json.loads(tasks.task_json("acme", "echo", task.id))["status"]["state"] == COMPLETED
+
+
+def test_events_are_read_from_an_offset(stores):
+    tasks = stores.tasks
+    task = new_task(stores)
+    tasks.start(task.id)
+    events, available = tasks.events(task.id, 1, 0)
+    assert available and [e.seq for e in events] == [2]
+    assert tasks.events(task.id, 2, 0) == ([], True)
+    assert tasks.has_events(task.id)
+    assert tasks.events("no-such-task", 0, 0) == ([], False)
+
+
+def test_a_cancel_mark_reaches_a_live_task_only(stores):
+    live, done = new_task(stores), new_task(stores)
+    stores.tasks.end(done.id, COMPLETED, None, None, [])
+    stores.tasks.mark_cancel(live.id)
+    stores.tasks.mark_cancel(done.id)
+    assert stores.tasks.cancel_marked(live.id)
+    assert not stores.tasks.cancel_marked(done.id)
+    assert stores.replicas.cancel_marks([live.id, done.id]) == {live.id}
+
+
+def test_a_listing_is_newest_first_and_pages_by_token(stores):
+    made = [new_task(stores, context_id=f"c{i % 2}") for i in range(5)]
+    page = stores.tasks.list("acme", "echo", page_size=2)
+    assert [t.id for t in page.tasks] == [made[4].id, made[3].id] and page.total == 5
+    second = stores.tasks.list("acme", "echo", page_size=2, token=page.next_token)
+    assert [t.id for t in second.tasks] == [made[2].id, made[1].id]
+    ctx = stores.tasks.list("acme", "echo", context_id="c0")
+    assert [t.id for t in ctx.tasks] == [made[4].id, made[2].id, made[0].id] and not ctx.next_token
+    turns = stores.tasks.context_tasks("acme", "echo", "c1", 5)
+    assert [t.id for t in turns] == [made[1].id, made[3].id]
+    with pytest.raises(ValueError):
+        stores.tasks.list("acme", "echo", token="not-a-token")
+
+
+# --- replicas ---------------------------------------------------------------------------
+
+
+def test_a_replica_sees_the_ended_ones_of_its_runs(stores):
+    live, done = new_task(stores), new_task(stores)
+    stores.tasks.end(done.id, COMPLETED, None, None, [])
+    stores.replicas.heartbeat()
+    ended = stores.replicas.ended_of([live.id, done.id])
+    # One process ends its own runs; a shared store tells which another replica ended.
+    assert ended == ({done.id} if stores.shared else set())
+    assert stores.replicas.sweep(3600.0, "swept") == []          # nothing old, nobody dead
+
+
+# --- counters ---------------------------------------------------------------------------
+
+
+def test_counters_bound_runs_at_once_and_per_minute(stores):
+    counters = stores.counters
+    assert counters.take("t", "r1", 2, 3) is None
+    assert counters.take("t", "r2", 2, 3) is None
+    assert counters.take("t", "r3", 2, 3) == CONCURRENCY
+    assert counters.running("t") == 2
+    counters.give("t", "r1")
+    assert counters.running("t") == 1
+    assert counters.take("t", "r4", 2, 3) is None                 # the third token
+    counters.give("t", "r4")
+    assert counters.take("t", "r5", 2, 3) == RATE
+    assert counters.running("other") == 0
+    counters.renew([("t", "r2")])
+    assert counters.running("t") == 1
