@@ -33,7 +33,7 @@ def agent(ctx: TaskContext) -> str:
         text = text[len("/slow"):].strip()
     if text == "?":
         # TASK_STATE_INPUT_REQUIRED with a "prompt" artifact until the client replies.
-        text = strip_untrusted_fence(ctx.ask("What should I count?")).strip()
+        text = strip_untrusted_fence(ctx.ask("What should I count?").text).strip()
     if not text:
         raise TaskFailed("there is nothing to count")       # TASK_STATE_FAILED, this message
 

@@ -17,6 +17,7 @@ import logging
 from typing import Callable
 
 from murmur_wsgi.agents.parts import as_part, as_parts
+from murmur_wsgi.agents.endings import check_text
 from murmur_wsgi.agents.owned import json_copy
 
 logger = logging.getLogger(__name__)
@@ -44,13 +45,28 @@ def owned(artifact: dict) -> dict:
     """The artifact, copied where the agent could still change it (data, metadata).
 
     Raises:
-        TypeError, ValueError: a data value or metadata is not JSON (no NaN or
-            infinity, string keys), in the agent's own call: no stream meets it.
+        AgentValueError (a TypeError and a ValueError): a data value or metadata is
+            not JSON (no NaN or infinity, string keys), or a text holds a lone
+            surrogate, in the agent's own call: no stream meets it.
     """
+    what = f"artifact {artifact['name']!r}"
     if "metadata" not in artifact and all(
             "data" not in part and "metadata" not in part for part in artifact["parts"]):
-        return artifact                     # PERF: strings only, which nobody can change
-    return json_copy(artifact, f"artifact {artifact['name']!r}")
+        # PERF: strings only, which nobody can change: each is checked, none copied.
+        for value in _strings(artifact):
+            check_text(value, what)
+        return artifact
+    return json_copy(artifact, what)
+
+
+def _strings(artifact: dict):
+    for key in ("name", "description"):
+        if isinstance(artifact.get(key), str):
+            yield artifact[key]
+    for part in artifact["parts"]:
+        for value in part.values():
+            if isinstance(value, str):
+                yield value
 
 
 def _check_extras(description, metadata) -> None:

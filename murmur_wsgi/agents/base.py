@@ -1,60 +1,34 @@
 """The agent contract: what an agent receives (``TaskContext``) and how it ends a task.
 
 An agent is a callable ``agent(ctx: TaskContext) -> str | Completed | None``.
-A returned ``str`` is the task's ``response`` artifact; ``Completed`` also sets
-the final status message; ``None`` completes the task without a response.
-Raising ``TaskRejected(reason)`` ends the task TASK_STATE_REJECTED, and
-``TaskFailed(message)`` TASK_STATE_FAILED, with that status message. Any other
-exception fails the task too, is logged with its traceback server-side, and
-is never sent to the client. The agent runs on its own thread (a greenlet
-under gevent).
+A returned ``str`` is the task's answer; ``Completed`` also sets the final
+status message; ``None`` completes the task without an answer; any other JSON
+value (a dict, a list, a number) is the answer's value (JSON text on the door,
+a data part on the hub). Raising ``TaskRejected(reason)`` ends the task
+TASK_STATE_REJECTED, and ``TaskFailed(message)`` TASK_STATE_FAILED, with that
+status message. Any other exception fails the task too, is logged with its
+traceback server-side, and is never sent to the client (``endings.py``). The
+agent runs on its own thread (a greenlet under gevent).
+
+``TaskContext`` calls nothing but its ``AgentPort`` (``port.py``), which the
+application running the agent implements for the task.
 """
 from __future__ import annotations
 
 import itertools
 import logging
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from murmur_wsgi.agents.artifacts import Artifacts
-from murmur_wsgi.agents.parts import Message
+from murmur_wsgi.agents.endings import (AgentValueError, Completed, TaskCanceled,  # noqa: F401
+                                        TaskFailed, TaskRejected, check_text)
+from murmur_wsgi.agents.parts import Message, Reply
+from murmur_wsgi.agents.port import AgentPort
 from murmur_wsgi.agents.usage import RunUsage
 
 logger = logging.getLogger(__name__)
 
 Agent = Callable[["TaskContext"], "str | Completed | None"]
-
-
-@dataclass(frozen=True, slots=True)
-class Completed:
-    """Return from an agent to complete its task: ``text`` is the ``response`` artifact.
-
-    ``text=None`` writes no ``response``; ``status_message`` is the final status's
-    message (``task completed`` when None).
-    """
-
-    text: str | None = None
-    status_message: str | None = None
-
-
-class TaskRejected(Exception):
-    """Raise from an agent to end its task TASK_STATE_REJECTED with ``reason``."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-class TaskFailed(Exception):
-    """Raise from an agent to end its task TASK_STATE_FAILED with ``message``."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
-
-
-class TaskCanceled(Exception):
-    """Raised inside the agent by TaskContext calls once the task is canceled."""
 
 
 class TaskContext:
@@ -79,27 +53,25 @@ class TaskContext:
             session's own tasks), unlike ``caller``.
         forget_session: the message asked to forget the context's harness
             session (``forgetSession``; only on ``inference.transport: process``).
-        conversation: ``lifecycle.conversation``, ``"stateless"`` or ``"threaded"``.
+        conversation: ``"stateless"`` or ``"threaded"``: the door's
+            ``lifecycle.conversation``; ``"threaded"`` on the hub.
     """
 
-    # NOTE: ``manager`` is the session's TaskManager and ``record`` the task's TaskRecord;
-    # not imported here, since the manager imports this contract (no import cycle).
-    def __init__(self, manager, record, text: str,
-                 images: list[tuple[str, bytes]], data: list[Any], session_key: str | None = None,
-                 forget_session: bool = False, message: Message | dict | None = None,
-                 caller: str | None = None):
-        self._manager = manager
-        self._record = record
-        self.task_id = record.id
-        self.context_id = record.context_id
+    def __init__(self, port: AgentPort, *, task_id: str, context_id: str, text: str,
+                 images: list[tuple[str, bytes]] = (), data: list[Any] = (),
+                 trust: str = "untrusted", owner: str | None = None,
+                 conversation: str = "threaded", forget_session: bool = False,
+                 message: Message | dict | None = None, caller: str | None = None):
+        self._port = port
+        self.task_id = task_id
+        self.context_id = context_id
         self.text = text
-        self.images = images
-        self.data = data
-        self.trust = record.trust
-        self.owner = record.owner
-        self.session_key = session_key
+        self.images = list(images)
+        self.data = list(data)
+        self.trust = trust
+        self.owner = owner
         self.forget_session = forget_session
-        self.conversation = manager.session.manifest.lifecycle["conversation"]
+        self.conversation = conversation
         self.caller = caller
         self._message = message        # the ProtoJSON message until first read
         self._artifacts: Artifacts | None = None
@@ -120,7 +92,7 @@ class TaskContext:
     @property
     def cancelled(self) -> bool:
         """True once the task was canceled; the agent should return soon."""
-        return self._manager.is_cancelled(self._record)
+        return self._port.cancelled()
 
     def on_cancel(self, waker: Callable[[], None]) -> None:
         """Call ``waker()`` once when the task is canceled or the session closes.
@@ -129,7 +101,7 @@ class TaskContext:
         holding the door's lock: it must only wake the agent (set an Event, put
         on a queue), never block nor call back into this context.
         """
-        self._manager.on_cancel(self._record, waker)
+        self._port.on_cancel(waker)
 
     def check_cancelled(self) -> None:
         """Raise TaskCanceled when the task was canceled."""
@@ -138,13 +110,15 @@ class TaskContext:
 
     def wait(self, seconds: float) -> bool:
         """Wait up to ``seconds``; return True early (and at once) when canceled."""
-        return self._manager.wait_cancelled(self._record, seconds)
+        return self._port.wait(seconds)
 
     # --- reporting -------------------------------------------------------
 
     def progress(self, text: str) -> None:
         """Write a TASK_STATE_WORKING status carrying ``text`` (every stream sees it)."""
-        self._manager.progress(self._record, text)
+        if isinstance(text, str):
+            check_text(text, "progress")
+        self._port.progress(text)
 
     def write(self, text: str, final: bool = False) -> None:
         """Write a ``text`` frame: a piece of the answer as it streams."""
@@ -180,14 +154,11 @@ class TaskContext:
     def artifacts(self) -> Artifacts:
         """The task's named artifacts: ``add(name, parts)`` and ``stream(name)``."""
         if self._artifacts is None:
-            manager, record = self._manager, self._record
-            self._artifacts = Artifacts(
-                lambda artifact, append, last: manager.publish_artifact(record, artifact,
-                                                                        append, last))
+            self._artifacts = Artifacts(self._port.artifact)
         return self._artifacts
 
     def close_artifacts(self) -> None:
-        """End every artifact stream still open; the door calls it as the agent returns."""
+        """End every artifact stream still open; ``run_agent`` calls it as the agent returns."""
         if self._artifacts is not None:
             for out in self._artifacts.open_streams():
                 out.close()
@@ -202,7 +173,7 @@ class TaskContext:
             ValueError: a count is not a non-negative integer, or ``model`` not a str.
         """
         report = RunUsage.check(input_tokens, output_tokens, cached_tokens, model)
-        self._manager.record_usage(self._record, report)
+        self._port.usage(report)
 
     def frame(self, name: str, text: str, fields: dict) -> None:
         """Write any murmur frame (``quota``, ``suggested-prompt`` from a harness)."""
@@ -210,17 +181,25 @@ class TaskContext:
 
     def _frame(self, name: str, text: str, fields: dict) -> None:
         self.check_cancelled()
-        self._manager.frame(self._record, name, text, fields)
+        if isinstance(text, str):
+            check_text(text, f"frame '{name}'")
+        self._port.frame(name, text, fields)
 
     def record_event(self, event_type: str, **fields) -> str:
         """Write a record to the session trace under this task's ``task_start``."""
-        return self._manager.session.trace.task_event(self.task_id, event_type, **fields)
+        return self._port.record_event(event_type, fields)
 
     # --- input and background work ---------------------------------------
 
-    def ask(self, question: str) -> str:
-        """Pause in TASK_STATE_INPUT_REQUIRED with ``question``; return the reply."""
-        return self._manager.ask(self._record, question)
+    def ask(self, question: str) -> Reply:
+        """Pause in TASK_STATE_INPUT_REQUIRED with ``question``; return the client's reply.
+
+        The reply is its ``Message`` (``message_id``, ``parts``, ``metadata`` …) with
+        ``.text``, the reply as the agent reads it (rendered like ``ctx.text``).
+        """
+        if isinstance(question, str):
+            check_text(question, "ask")
+        return self._port.ask(question)
 
     def delegate(self) -> str:
         """Open a delegation this task will wait on; return its ``dlg_…`` id.
@@ -229,13 +208,13 @@ class TaskContext:
         ``x-murmur-task-origin: completion``, ``x-murmur-completion-session: <this
         session>`` and ``x-murmur-delegation-id: <id>``, is delivered here.
         """
-        return self._manager.session.delegations.expect(self._record)
+        return self._port.delegate()
 
     def wait_completion(self, delegation_id: str, timeout: float | None = None) -> str | None:
         """Wait for a delegation's completion; return its text (None past ``timeout``)."""
-        return self._manager.session.delegations.wait(self._record, delegation_id, timeout)
+        return self._port.wait_completion(delegation_id, timeout)
 
     def background(self, command: str) -> str:
         """Start ``command`` detached (its binary must be allowed); return its ``wrk_…``."""
         self.check_cancelled()
-        return self._manager.background(self._record, command)
+        return self._port.background(command)

@@ -43,7 +43,7 @@ def _sleep(ctx: TaskContext, arg: str, rest: str, text: str) -> str:
 
 
 def _ask(ctx: TaskContext, arg: str, rest: str, text: str) -> str:
-    return strip_untrusted_fence(ctx.ask(arg or "What should I answer?"))
+    return strip_untrusted_fence(ctx.ask(arg or "What should I answer?").text)
 
 
 def _fail(ctx: TaskContext, arg: str, rest: str, text: str) -> str:

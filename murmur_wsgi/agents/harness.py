@@ -306,7 +306,7 @@ class HarnessAgent:
 
     def _on_ask(self, ctx, proc, msg, line):
         reply = ctx.ask(_field(msg, "text", str, "a string", line))
-        proc.send({"type": "reply", "text": reply})
+        proc.send({"type": "reply", "text": reply.text})
 
     def _on_response(self, ctx, proc, msg, line):
         return _field(msg, "text", str, "a string", line)

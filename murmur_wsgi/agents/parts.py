@@ -233,3 +233,22 @@ class Message:
     def data_parts(self) -> list:
         """The value of each data part, in order."""
         return [part.data for part in self.parts if isinstance(part, DataPart)]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply(Message):
+    """The client's reply to ``ctx.ask``: its message, typed, and ``text`` as the agent reads it.
+
+    ``text`` is rendered as ``ctx.text`` is: the text parts joined by newlines, data
+    fenced, and the whole inside the untrusted fence unless the sender is trusted.
+    """
+
+    text: str = ""
+
+    @classmethod
+    def from_wire(cls, msg: dict, text: str = "") -> Reply:
+        """Read the ProtoJSON reply the server accepted; ``text`` as the agent reads it."""
+        message = Message.from_wire(msg)
+        return cls(message.message_id, message.context_id, message.task_id, message.parts,
+                   message.metadata, message.extensions, message.reference_task_ids,
+                   message.role, text)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from murmur_wsgi.agents.endings import AgentValueError, check_text
+
 logger = logging.getLogger(__name__)
 
 
@@ -26,7 +28,10 @@ class TokenCounts:
 
 
 def _count(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AgentValueError(f"usage: {name} must be a non-negative integer, "
+                              f"not {type(value).__name__}")
+    if value < 0:
         raise ValueError(f"usage: {name} must be a non-negative integer")
     return value
 
@@ -51,12 +56,19 @@ class RunUsage:
         """Validate one report; return it as a tuple for ``add``.
 
         Raises:
-            ValueError: a count is not a non-negative integer, or model not a non-empty str.
+            ValueError: a count is negative, or model an empty str.
+            AgentValueError (a ValueError): a count is not an integer (NaN, a float, a
+                set …), or model is not a str or holds a lone surrogate.
         """
         counts = (_count("input_tokens", input_tokens), _count("output_tokens", output_tokens),
                   _count("cached_tokens", cached_tokens))
-        if model is not None and (not isinstance(model, str) or not model):
-            raise ValueError("usage: model must be a non-empty string or None")
+        if model is not None:
+            if not isinstance(model, str):
+                raise AgentValueError(f"usage: model must be a non-empty string or None, "
+                                      f"not {type(model).__name__}")
+            if not model:
+                raise ValueError("usage: model must be a non-empty string or None")
+            check_text(model, "usage: model")
         return counts + (model,)
 
     def add(self, input_tokens: int, output_tokens: int, cached_tokens: int,

@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import types
 import weakref
 
-from murmur_wsgi.agents import AgentLoadError, resolve_agent
+from murmur_wsgi.agents import AgentLoadError, agent_from_spec
 from murmur_wsgi.hub.admission import Admission
 from murmur_wsgi.hub.auth import Credentials
 from murmur_wsgi.hub.cards import card_bodies
@@ -32,7 +31,7 @@ def load_agents(config: HubConfig) -> dict:
     for tenant, block in config.tenants.items():
         for name, spec in block["agents"].items():
             try:
-                agents[(tenant, name)] = resolve_agent(types.SimpleNamespace(agent=spec["agent"]))
+                agents[(tenant, name)] = agent_from_spec(spec["agent"])
             except AgentLoadError as ex:
                 raise ConfigError(f"tenants.{tenant}.agents.{name}.{ex}") from None
     return agents

@@ -1,26 +1,30 @@
-"""What a hub run gives its agent: the door's ``TaskContext``, with a run behind it.
+"""What a hub run gives its agent: the door's ``TaskContext``, over the run's port.
 
 A hosted agent is the same callable as the door's (``demo``, a Python
-callable, a process harness), and gets the same ``TaskContext`` API: the
-door's task manager is replaced by ``_RunPort``, which hands each call to the
-run. On the hub ``ctx.origin == "a2a"`` on every run: the caller is a remote
-agent, never the person, so a hosted agent must never take its "yes" as a
-person's confirmation. ``ctx.history`` holds the context's earlier turns.
-The hub never asks for input (no INPUT_REQUIRED): ``ctx.ask`` fails the run,
-as do delegations and background commands. Frames other than the answer's
-text (thinking, tool calls, tool artifacts) are not forwarded.
+callable, a process harness), and gets the same ``TaskContext`` API; each
+call goes to ``RunPort``, which hands it to the run. On the hub
+``ctx.origin == "a2a"`` on every run: the caller is a remote agent, never the
+person, so a hosted agent must never take its "yes" as a person's
+confirmation. ``ctx.history`` holds the context's earlier turns, and
+``ctx.conversation`` is ``"threaded"``. The hub never asks for input (no
+INPUT_REQUIRED): ``ctx.ask`` fails the run, as do delegations and background
+commands. Frames other than the answer's text (thinking, tool calls, tool
+artifacts) are not forwarded; ``ctx.record_event`` writes to the hub's log.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 
-from murmur_wsgi.agents.base import TaskContext, TaskFailed
+from murmur_wsgi.agents.base import TaskContext
+from murmur_wsgi.agents.endings import TaskFailed
+from murmur_wsgi.agents.port import AgentPort
 
 logger = logging.getLogger(__name__)
 
 ORIGIN = "a2a"
 NO_INPUT = "this agent asked for input, and a task on the hub never waits for input"
+NO_DELEGATIONS = "delegations are not available to an agent on the hub"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,75 +44,49 @@ class Turn:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class _RunRecord:
-    """The record fields TaskContext reads."""
-
-    id: str
-    context_id: str
-    owner: str                       # what the harness keys its sessions by, with the context
-    trust: str = "untrusted"
-
-
-class _Unavailable:
-    """The session parts the hub does not have: delegations."""
-
-    def expect(self, record):
-        raise TaskFailed("delegations are not available to an agent on the hub")
-
-    def wait(self, record, delegation_id, timeout):
-        raise TaskFailed("delegations are not available to an agent on the hub")
-
-
-class _Trace:
-    def task_event(self, task_id: str, event_type: str, **fields) -> str:
-        logger.info("task %s: %s", task_id, event_type)
-        return ""
-
-
-class _Session:
-    class manifest:                                    # noqa: N801 - what TaskContext reads
-        lifecycle = {"conversation": "threaded"}
-
-    trace = _Trace()
-    delegations = _Unavailable()
-
-
-class _RunPort:
-    """Stands for the door's TaskManager: every call TaskContext makes goes to the run."""
-
-    session = _Session()
+class RunPort(AgentPort):
+    """One run's side of its agent's calls: each goes to the run (``runs.Run``)."""
 
     def __init__(self, run):
         self.run = run
 
-    def is_cancelled(self, record) -> bool:
+    def cancelled(self) -> bool:
         return self.run.stopping
 
-    def on_cancel(self, record, waker) -> None:
+    def on_cancel(self, waker) -> None:
         self.run.on_stop(waker)
 
-    def wait_cancelled(self, record, seconds: float) -> bool:
+    def wait(self, seconds: float) -> bool:
         return self.run.wait_stop(seconds)
 
-    def progress(self, record, text: str) -> None:
+    def progress(self, text: str) -> None:
         self.run.progress(text)
 
-    def frame(self, record, name: str, text: str, fields: dict) -> None:
+    def frame(self, name: str, text: str, fields: dict) -> None:
         if name == "text":
             self.run.token(text)
         # NOTE: thinking, tool calls and tool artifacts are not forwarded (the text).
 
-    def publish_artifact(self, record, artifact: dict, append: bool, last: bool) -> None:
+    def artifact(self, artifact: dict, append: bool, last: bool) -> None:
         self.run.publish_artifact(artifact, append, last)
 
-    def record_usage(self, record, report: tuple) -> None:
+    def usage(self, report: tuple) -> None:
         self.run.add_usage(report)
 
-    def ask(self, record, question: str) -> str:
+    def record_event(self, event_type: str, fields: dict) -> str:
+        logger.info("task %s: %s", self.run.task_id, event_type)
+        return ""
+
+    def ask(self, question: str):
         raise TaskFailed(NO_INPUT)
 
-    def background(self, record, command: str) -> str:
+    def delegate(self) -> str:
+        raise TaskFailed(NO_DELEGATIONS)
+
+    def wait_completion(self, delegation_id: str, timeout: float | None) -> str | None:
+        raise TaskFailed(NO_DELEGATIONS)
+
+    def background(self, command: str) -> str:
         raise TaskFailed("background commands are not available to an agent on the hub")
 
 
@@ -124,9 +102,11 @@ class HubContext(TaskContext):
 
     def __init__(self, run, text: str, data: list, message: dict, caller: Caller,
                  history: list):
-        record = _RunRecord(run.task_id, run.context_id, caller.tenant)
-        super().__init__(_RunPort(run), record, text, [], data, message=message,
-                         caller=caller.tenant)
+        # NOTE: the owner (what a harness keys its sessions by, with the context) is the
+        # tenant; every caller of the hub is untrusted.
+        super().__init__(RunPort(run), task_id=run.task_id, context_id=run.context_id,
+                         text=text, data=data, trust="untrusted", owner=caller.tenant,
+                         conversation="threaded", message=message, caller=caller.tenant)
         self.identity = caller
         self.history = history
         self.origin = ORIGIN

@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 
-from murmur_wsgi.agents.base import Completed, TaskCanceled, TaskFailed, TaskRejected
+from murmur_wsgi.agents.endings import Ending, TaskCanceled, run_agent
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.context import HubContext
 from murmur_wsgi.hub.store import StoreError
@@ -307,54 +307,49 @@ class Run:
         _thread.start_new_thread(self._work, (ctx,))
 
     def _work(self, ctx: HubContext) -> None:
+        ending = None
         try:
-            payload = self.runs.store.start(self.task_id)
-            if payload is not None:
-                with self.runs.changed:
-                    self._live(payload)
-            if self.stopping:
-                raise TaskCanceled(self.task_id)
-            result = self.agent(ctx)
-        except TaskCanceled:
-            self.finish(CANCELED)
-        except TaskFailed as ex:
-            self.finish(CANCELED if self.cancel_requested else FAILED, ex.message)
-        except TaskRejected as ex:
-            self.finish(CANCELED if self.cancel_requested else REJECTED, ex.reason)
-        except Exception:  # noqa: BLE001 - an agent's failure is logged, answered public
-            if not self.stopping:
-                logger.exception("task %s: the agent of %s/%s failed", self.task_id,
-                                 self.tenant, self.agent_name)
-            self.finish(CANCELED if self.cancel_requested else FAILED, FAILED_PUBLIC)
-        except BaseException:
-            # NOTE: SystemExit, a killed greenlet: the task still ends, so nothing waits on it.
-            logger.exception("task %s: the agent was stopped", self.task_id)
-            self.finish(FAILED, FAILED_PUBLIC)
-            raise
-        else:
             try:
-                ctx.close_artifacts()           # a stream the agent left open gets its end
-            except TaskCanceled:
-                pass                            # it ended meanwhile: finish() does nothing
-            if self.cancel_requested:
-                self.finish(CANCELED)
+                payload = self.runs.store.start(self.task_id)
+            except Exception as ex:  # noqa: BLE001 - the store's failure fails the run
+                ending = Ending(FAILED, error=ex)
             else:
-                answer, data, status_message = _outcome(result)
-                self.finish(COMPLETED, answer=answer, data=data, status_message=status_message)
+                if payload is not None:
+                    with self.runs.changed:
+                        self._live(payload)
+                ending = Ending(CANCELED) if self.stopping else run_agent(self.agent, ctx)
+            self._end(ending)
         finally:
             with self.runs.changed:
                 self.returned = True
                 self.runs.changed.notify_all()
+        if ending.stopped:
+            raise ending.error
 
-
-def _outcome(result) -> tuple[str | None, object, str | None]:
-    """(answer text, data, status message) of what an agent returned.
-
-    A ``str`` is the answer; ``Completed(text, status_message)`` also sets the
-    final status message; a ``dict`` or ``list`` is the answer's data part.
-    """
-    if isinstance(result, Completed):
-        return result.text, None, result.status_message
-    if isinstance(result, (dict, list)):
-        return None, result, None
-    return (result if isinstance(result, str) else None), None, None
+    def _end(self, ending: Ending) -> None:
+        """End the task as its agent's ending says; a cancel asked for makes it CANCELED."""
+        state, message, error = ending.state, ending.message, ending.error
+        if ending.stopped:
+            # NOTE: SystemExit, a killed greenlet: the task still ends, so nothing waits on it.
+            logger.error("task %s: the agent was stopped", self.task_id, exc_info=error)
+            self.finish(FAILED, FAILED_PUBLIC)
+            return
+        if ending.bad_value:
+            logger.error("task %s: the agent of %s/%s answered a value that is not JSON: %s",
+                         self.task_id, self.tenant, self.agent_name, error)
+        elif error is not None and message is None:
+            if not self.stopping:
+                logger.error("task %s: the agent of %s/%s failed", self.task_id, self.tenant,
+                             self.agent_name, exc_info=error)
+            message = FAILED_PUBLIC
+        if self.cancel_requested:
+            self.finish(CANCELED, None if state in (CANCELED, COMPLETED) else message)
+        elif state != COMPLETED:
+            self.finish(state, message)
+        else:
+            try:
+                self.finish(COMPLETED, answer=ending.text, data=ending.data,
+                            status_message=message)
+            except Exception:  # noqa: BLE001 - whatever failed the answer, the task ends
+                logger.exception("task %s: its answer could not be written", self.task_id)
+                self.finish(FAILED, FAILED_PUBLIC)

@@ -237,7 +237,7 @@ def test_subscribe_opens_with_the_task_and_follows_it_to_its_end():
 def _frames_then_ask(ctx):
     ctx.write("a")
     ctx.write("b")
-    return ctx.ask("Which colour?")
+    return ctx.ask("Which colour?").text
 
 
 @pytest.mark.parametrize("last_event_id, headers, replayed", [

@@ -368,7 +368,7 @@ def test_a_reply_reaches_the_agent_fenced_as_its_sender_is_untrusted():
     seen = []
 
     def agent(ctx):
-        seen.append(ctx.ask("which?"))
+        seen.append(ctx.ask("which?").text)
         return "ok"
 
     rpc = Rpc(__import__("murmur_wsgi").create_app({"name": "a", "version": "1"}, agent=agent))

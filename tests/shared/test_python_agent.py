@@ -146,7 +146,7 @@ def test_an_escaping_exception_fails_the_task_and_stays_server_side(doors, caplo
 # --- ask ---------------------------------------------------------------------------
 
 def test_ask_pauses_input_required_and_returns_the_reply(doors):
-    rpc = doors(lambda ctx: "you said " + ctx.ask("Which colour?"))
+    rpc = doors(lambda ctx: "you said " + ctx.ask("Which colour?").text)
     task = run(rpc)
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert task["artifacts"] == [{"artifactId": "prompt", "name": "prompt",
@@ -159,7 +159,7 @@ def test_ask_pauses_input_required_and_returns_the_reply(doors):
 
 
 def test_input_timeout_fails_the_task(doors):
-    rpc = doors(lambda ctx: ctx.ask("Anyone?"), lifecycle={"input_timeout_secs": 0.1})
+    rpc = doors(lambda ctx: ctx.ask("Anyone?").text, lifecycle={"input_timeout_secs": 0.1})
     task = run(rpc)
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     record = wait_state(rpc.door, task["id"], "TASK_STATE_FAILED")

@@ -78,7 +78,7 @@ def accept(door, call, message: IncomingMessage, on_accept=None, hold: bool = Fa
         reply = render.agent_text(message, [], untrusted=call.ctx.trust != "trusted",
                                   origin=call.ctx.origin,
                                   data_bytes=door.manifest.limits["data_text_bytes"])
-        while not manager.deliver_reply(record, reply, on_accept):
+        while not manager.deliver_reply(record, reply, on_accept, source=message.source):
             record = continued_task(door, call, message)   # it moved on: this raises why
     else:
         text, echoes = render.start_text(

@@ -1,17 +1,21 @@
-"""What a run's ``TaskContext`` calls on its task: cancel checks, progress, frames,
-artifacts, usage, a question to the client, a background command.
+"""The door's side of a running agent's calls: one task's ``AgentPort``.
 
-``AgentCalls`` is the agent side of ``TaskManager`` (``tasks/manager.py``), which
-it is mixed into: it uses the manager's ``store`` (its lock guards every change),
-``session``, ``works``, ``frame_names``, ``input_timeout`` and ``_publish``. Each
-call made after the task's cancel (or end) raises ``TaskCanceled``.
+``AgentCalls`` is what a task's ``TaskContext`` calls (cancel checks, progress,
+frames, artifacts, usage, a question to the client, delegations, a background
+command, trace records). ``TaskManager._run`` builds one per task, passing
+what the door knows explicitly: its manager (whose ``store`` lock guards every
+change, ``works``, ``frame_names``, ``input_timeout`` and ``publish_locked``), the
+task's record, the session's trace and delegations. Each call made after the
+task's cancel (or end) raises ``TaskCanceled``.
 """
 from __future__ import annotations
 
 import logging
 
-from murmur_wsgi.agents.base import TaskCanceled, TaskFailed
+from murmur_wsgi.agents.endings import TaskCanceled, TaskFailed
 from murmur_wsgi.agents.owned import own_fields
+from murmur_wsgi.agents.parts import Reply
+from murmur_wsgi.agents.port import AgentPort
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.door.tasks import frames
 from murmur_wsgi.door.tasks.record import INPUT_REQUIRED, TaskRecord
@@ -20,17 +24,27 @@ from murmur_wsgi.door.tasks.works import CommandRefused
 logger = logging.getLogger(__name__)
 
 
-class AgentCalls:
-    """The calls of a running agent on its task (the manager's agent side)."""
+class AgentCalls(AgentPort):
+    """The calls of one running agent on its task."""
 
-    def is_cancelled(self, record: TaskRecord) -> bool:
-        runtime = record.runtime
+    def __init__(self, manager, record: TaskRecord, trace, delegations, session):
+        self.manager = manager          # tasks.manager.TaskManager
+        self.store = manager.store
+        self.record = record
+        self.trace = trace              # session.trace.Trace
+        self.delegations = delegations  # session.delegations.Delegations
+        self.session = session          # read for ``closing`` only
+
+    # --- cancellation -----------------------------------------------------
+
+    def cancelled(self) -> bool:
+        runtime = self.record.runtime
         return runtime is None or runtime.cancelled
 
-    def on_cancel(self, record: TaskRecord, waker) -> None:
+    def on_cancel(self, waker) -> None:
         """Call ``waker()`` once the task is canceled or the session closes (now if so)."""
         with self.store.lock:
-            runtime = record.runtime
+            runtime = self.record.runtime
             if runtime is not None and not runtime.cancelled and not self.session.closing:
                 if runtime.wakers is None:
                     runtime.wakers = []
@@ -38,47 +52,52 @@ class AgentCalls:
                 return
         waker()
 
-    def wait_cancelled(self, record: TaskRecord, seconds: float) -> bool:
+    def wait(self, seconds: float) -> bool:
         with self.store.lock:
-            runtime = record.runtime
+            runtime = self.record.runtime
             if runtime is None:
                 return True
             session = self.session
             return runtime.cond.wait_for(lambda: runtime.cancelled or session.closing, seconds)
 
-    def progress(self, record: TaskRecord, text: str) -> None:
+    # --- reporting --------------------------------------------------------
+
+    def progress(self, text: str) -> None:
         if not isinstance(text, str):
             raise TypeError(f"progress: text must be a string, not {type(text).__name__}")
+        record = self.record
         with self.store.lock:
-            if self.is_cancelled(record):
+            if self.cancelled():
                 raise TaskCanceled(record.id)
-            self._publish(record, frames.status_later(record, text))
+            self.manager.publish_locked(record, frames.status_later(record, text))
 
-    def frame(self, record: TaskRecord, name: str, text: str, fields: dict) -> None:
+    def frame(self, name: str, text: str, fields: dict) -> None:
         """Publish an agent's frame; never after the task's end, never one the card omits.
 
         Raises TypeError or ValueError (naming the key) for a value that is not JSON.
         """
-        if name not in self.frame_names:
+        if name not in self.manager.frame_names:
             raise ValueError(f"'{name}' is not a frame this capsule's card lists")
         if not isinstance(text, str):
             raise TypeError(f"frame '{name}': text must be a string, not {type(text).__name__}")
         # NOTE: copied and checked now: the event is immutable once published, and a
         # value that is not JSON fails this call rather than every stream that meets it.
         fields = own_fields(name, fields)
+        record = self.record
         with self.store.lock:
-            if self.is_cancelled(record):
+            if self.cancelled():
                 raise TaskCanceled(record.id)
-            self._publish(record, frames.frame_later(name, text, fields, record), frame=True)
+            self.manager.publish_locked(record, frames.frame_later(name, text, fields, record),
+                                  frame=True)
 
-    def publish_artifact(self, record: TaskRecord, artifact: dict, append: bool,
-                         last_chunk: bool) -> None:
+    def artifact(self, artifact: dict, append: bool, last: bool) -> None:
         """Keep an agent's artifact (or chunk) on the task and publish its artifactUpdate.
 
         A chunk with ``append`` adds its parts to the artifact of the same id.
         """
+        record = self.record
         with self.store.lock:
-            if self.is_cancelled(record):
+            if self.cancelled():
                 raise TaskCanceled(record.id)
             held = record.agent_artifacts
             if held is None:
@@ -92,18 +111,25 @@ class AgentCalls:
             else:
                 held.append(artifact)
             self.store.change_locked(record)
-            self._publish(record, frames.artifact_later(record, artifact, append=append,
-                                                        last_chunk=last_chunk))
+            self.manager.publish_locked(record, frames.artifact_later(record, artifact, append=append,
+                                                                last_chunk=last))
 
-    def record_usage(self, record: TaskRecord, report: tuple) -> None:
+    def usage(self, report: tuple) -> None:
         """Add a checked ``RunUsage.check`` report to the task's usage."""
+        record = self.record
         with self.store.lock:
             if record.usage is None:
                 record.usage = RunUsage()
             record.usage.add(*report)
 
-    def ask(self, record: TaskRecord, question: str) -> str:
+    def record_event(self, event_type: str, fields: dict) -> str:
+        return self.trace.task_event(self.record.id, event_type, **fields)
+
+    # --- input and background work ------------------------------------------
+
+    def ask(self, question: str) -> Reply:
         """Pause the task in INPUT_REQUIRED until a reply, a cancel, a timeout or close."""
+        record = self.record
         with self.store.lock:
             runtime = record.runtime
             if runtime is None or runtime.cancelled:
@@ -111,12 +137,12 @@ class AgentCalls:
             runtime.reply = None
             self.store.change_locked(record, state=INPUT_REQUIRED, prompt=question)
             for artifact in record.door_artifacts():
-                self._publish(record, frames.artifact_later(record, artifact))
-            self._publish(record, frames.recorded_status_later(record))
+                self.manager.publish_locked(record, frames.artifact_later(record, artifact))
+            self.manager.publish_locked(record, frames.recorded_status_later(record))
             session = self.session
             got = runtime.cond.wait_for(
                 lambda: runtime.reply is not None or runtime.cancelled or session.closing,
-                self.input_timeout)
+                self.manager.input_timeout)
             if runtime.cancelled or (not got and session.closing) or runtime.reply is None:
                 if runtime.cancelled or session.closing:
                     raise TaskCanceled(record.id)
@@ -124,8 +150,14 @@ class AgentCalls:
             reply, runtime.reply = runtime.reply, None
             return reply
 
-    def background(self, record: TaskRecord, command: str) -> str:
+    def delegate(self) -> str:
+        return self.delegations.expect(self.record)
+
+    def wait_completion(self, delegation_id: str, timeout: float | None) -> str | None:
+        return self.delegations.wait(self.record, delegation_id, timeout)
+
+    def background(self, command: str) -> str:
         try:
-            return self.works.start(command, record.id).id
+            return self.manager.works.start(command, self.record.id).id
         except CommandRefused as ex:
             raise TaskFailed(f"background command refused: {ex}") from None

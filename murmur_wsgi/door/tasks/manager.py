@@ -1,7 +1,8 @@
 """The task lifecycle: acceptance, the agent's thread, every transition and its events.
 
 What a running agent calls on its task (progress, frames, artifacts, a question,
-a cancel check) is ``tasks/agent_calls.py``'s ``AgentCalls``, mixed in here.
+a cancel check) is ``tasks/agent_calls.py``'s ``AgentCalls``, the task's port; how
+the agent's return or raise ends the task is ``agents.endings.run_agent``'s.
 
 Concurrency:
     Every transition holds the store's lock, changes the record through
@@ -20,7 +21,9 @@ import _thread
 import threading
 from collections import deque
 
-from murmur_wsgi.agents.base import Completed, TaskCanceled, TaskContext, TaskFailed, TaskRejected
+from murmur_wsgi.agents.base import TaskContext
+from murmur_wsgi.agents.endings import NOT_JSON, Ending, run_agent
+from murmur_wsgi.agents.parts import Reply
 from murmur_wsgi.door.card import HTTP_FRAMES, PROCESS_FRAMES
 from murmur_wsgi.ids import new_id
 from murmur_wsgi.door.tasks import frames
@@ -45,7 +48,7 @@ class Runtime:
     def __init__(self, cond: threading.Condition, start, forget: bool = False):
         self.cond = cond               # on the store's lock; notified by every change
         self.cancelled = False         # guarded by the store's lock
-        self.reply: str | None = None  # guarded by the store's lock
+        self.reply: Reply | None = None  # guarded by the store's lock
         self.start = start             # (text, images, data, message, caller): the first call
         self.forget = forget           # the message's forgetSession (TaskContext.forget_session)
         self.wakers: list | None = None  # guarded by the store's lock: TaskContext.on_cancel's
@@ -60,7 +63,7 @@ class Runtime:
                 logger.exception("a cancel waker failed")
 
 
-class TaskManager(AgentCalls):
+class TaskManager:
     """Starts tasks under the manifest's acceptance, and moves them to their end."""
 
     def __init__(self, session, agent, ring, works):
@@ -73,6 +76,7 @@ class TaskManager(AgentCalls):
         # True, or a callable taking the task's text.
         self._inline = getattr(agent, "inline", False)
         lifecycle = session.manifest.lifecycle
+        self.conversation = lifecycle["conversation"]
         self.acceptance = lifecycle["task_acceptance"]
         self.queue_depth = lifecycle["queue_depth"]
         self.input_timeout = lifecycle["input_timeout_secs"]
@@ -115,7 +119,7 @@ class TaskManager(AgentCalls):
             self.store.add_locked(record)
             # NOTE: under the lock, so task_start precedes every other record of the task.
             self.session.trace.task_start(record, message)
-            self._publish(record, frames.recorded_status_later(record))
+            self.publish_locked(record, frames.recorded_status_later(record))
             if on_accept is not None:
                 on_accept(record)
             if self._busy_locked():
@@ -171,18 +175,22 @@ class TaskManager(AgentCalls):
             return BUSY
         return None
 
-    def deliver_reply(self, record: TaskRecord, text: str, on_accept=None) -> bool:
+    def deliver_reply(self, record: TaskRecord, text: str, on_accept=None,
+                      source: dict | None = None) -> bool:
         """Hand a reply to a task waiting in INPUT_REQUIRED; False if it no longer waits.
 
-        ``on_accept(record)`` runs under the store's lock once the task took it.
+        ``text`` is the reply as the agent reads it, ``source`` its ProtoJSON message
+        (the agent's ``ctx.ask`` gets both, as a ``Reply``). ``on_accept(record)``
+        runs under the store's lock once the task took it.
         """
+        reply = Reply.from_wire(source or {"messageId": "", "parts": [{"text": text}]}, text)
         with self.store.lock:
             runtime = record.runtime
             if record.state != INPUT_REQUIRED or runtime is None:
                 return False
-            runtime.reply = text
+            runtime.reply = reply
             self.store.change_locked(record, state=WORKING, prompt=None)
-            self._publish(record, frames.recorded_status_later(record))
+            self.publish_locked(record, frames.recorded_status_later(record))
             if on_accept is not None:
                 on_accept(record)
             return True
@@ -274,39 +282,42 @@ class TaskManager(AgentCalls):
             runtime.start = None
             forget = runtime.forget
             self.store.change_locked(record, state=WORKING)
-            self._publish(record, frames.recorded_status_later(record))
+            self.publish_locked(record, frames.recorded_status_later(record))
             self._agents.add(record.id)
-        ctx = TaskContext(self, record, text, images, data, forget_session=forget,
+        session = self.session
+        port = AgentCalls(self, record, session.trace, session.delegations, session)
+        ctx = TaskContext(port, task_id=record.id, context_id=record.context_id, text=text,
+                          images=images, data=data, trust=record.trust, owner=record.owner,
+                          conversation=self.conversation, forget_session=forget,
                           message=message, caller=caller)
-        try:
-            response = self.agent(ctx)
-        except TaskCanceled:
-            self.end(record, CANCELED, None, returned=True)
-        except TaskRejected as ex:
-            self.end(record, REJECTED, ex.reason or "task rejected", returned=True)
-        except TaskFailed as ex:
-            self.end(record, FAILED, ex.message or "the agent failed", returned=True)
-        except Exception as ex:  # noqa: BLE001 - an agent's bug fails its task, never the door
-            logger.exception("agent failed on task %s", record.id)
-            self.end(record, FAILED, f"the agent failed: {type(ex).__name__}", returned=True)
-        except BaseException:
+        ending = run_agent(self.agent, ctx)
+        state, status, fields = self._final(record, ending)
+        self.end(record, state, status, returned=True, **fields)
+        if ending.stopped:
+            raise ending.error
+
+    def _final(self, record: TaskRecord, ending: Ending) -> tuple:
+        """(state, status text, fields) the door ends a task with, from its agent's ending."""
+        state, message, error = ending.state, ending.message, ending.error
+        if ending.stopped:
             # NOTE: SystemExit, KeyboardInterrupt, a killed greenlet: the task still ends,
             # so no held request waits on it and the capsule is not busy forever.
-            logger.exception("agent of task %s was stopped", record.id)
-            self.end(record, FAILED, "the agent was stopped", returned=True)
-            raise
-        else:
-            try:
-                ctx.close_artifacts()
-            except TaskCanceled:
-                pass                            # it ended meanwhile: end() below does nothing
-            if type(response) is Completed:
-                status = response.status_message or COMPLETED_TEXT
-                response = response.text
-            else:
-                status = COMPLETED_TEXT
-            self.end(record, COMPLETED, status, returned=True,
-                     response=None if response is None else str(response))
+            logger.error("agent of task %s was stopped", record.id, exc_info=error)
+            return FAILED, "the agent was stopped", {}
+        if ending.bad_value:
+            logger.error("agent of task %s answered a value that is not JSON: %s",
+                         record.id, error)
+            return FAILED, NOT_JSON, {}
+        if error is not None and state == FAILED and message is None:
+            logger.error("agent failed on task %s", record.id, exc_info=error)
+            return FAILED, f"the agent failed: {type(error).__name__}", {}
+        if state == CANCELED:
+            return CANCELED, None, {}
+        if state == REJECTED:
+            return REJECTED, message or "task rejected", {}
+        if state == FAILED:
+            return FAILED, message or "the agent failed", {}
+        return COMPLETED, message or COMPLETED_TEXT, {"response": ending.answer_text()}
 
     def agent_running(self, task_id: str) -> bool:
         """True while the agent of ``task_id`` has not returned (introspection)."""
@@ -349,8 +360,8 @@ class TaskManager(AgentCalls):
         if runtime is not None:
             runtime.cond.notify_all()
         for artifact in record.door_artifacts():
-            self._publish(record, frames.artifact_later(record, artifact))
-        self._publish(record, frames.recorded_status_later(record), terminal=True)
+            self.publish_locked(record, frames.artifact_later(record, artifact))
+        self.publish_locked(record, frames.recorded_status_later(record), terminal=True)
 
     def _next_locked(self, record: TaskRecord) -> TaskRecord | None:
         self._live.discard(record.id)
@@ -360,7 +371,7 @@ class TaskManager(AgentCalls):
         self._live.add(nxt.id)
         return nxt
 
-    def _publish(self, record: TaskRecord, payload: str, *, frame: bool = False,
+    def publish_locked(self, record: TaskRecord, payload: str, *, frame: bool = False,
                  terminal: bool = False) -> None:
         # NOTE: every caller holds the store's lock, which the session's ring shares.
         self.ring.publish_locked(record.id, payload, frame=frame, terminal=terminal)

@@ -1,0 +1,70 @@
+"""The door: an agent's bad value ends its task FAILED at once; a dict answers JSON text."""
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from murmur_wsgi import create_app
+from murmur_wsgi.agents import NOT_JSON
+from tests.agents_util import response_of, status_text, tmp_home
+from tests.conftest import Rpc
+from tests.shared import bad_values_agent
+from tests.shared.json_util import strict_json
+from tests.tasks_util import send_params
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    return tmp_home(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def rpc():
+    door = create_app({"name": "bad-values", "version": "0.1.0",
+                       "lifecycle": {"task_acceptance": "queue"}},
+                      agent=bad_values_agent.bad)
+    yield Rpc(door)
+    door.close()
+
+
+@pytest.mark.parametrize("ending", bad_values_agent.ENDINGS)
+def test_a_bad_value_ends_the_task_failed_at_once(rpc, ending, caplog):
+    started = time.monotonic()
+    with caplog.at_level(logging.ERROR, logger="murmur_wsgi.door.tasks.manager"):
+        task = rpc.result("SendMessage", send_params(ending))["task"]
+    assert time.monotonic() - started < 1.0
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert status_text(task) == NOT_JSON
+    assert any("not JSON" in r.getMessage() for r in caplog.records)
+    for method, params in (("GetTask", {"id": task["id"]}), ("ListTasks", {})):
+        body = strict_json(rpc.call(method, params).get_data())
+        assert "result" in body, body
+
+
+def test_a_dict_answers_json_text():
+    door = create_app({"name": "counts", "version": "0.1.0"}, agent=bad_values_agent.counts)
+    try:
+        task = Rpc(door).result("SendMessage", send_params("one two three"))["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert response_of(task) == '{"words":3}'
+    finally:
+        door.close()
+
+
+def test_a_bad_value_caught_by_the_agent_never_reaches_the_task():
+    def agent(ctx):
+        try:
+            ctx.write(bad_values_agent.SURROGATE)
+        except ValueError as ex:
+            return f"refused: {type(ex).__name__}"
+        return "taken"
+
+    door = create_app({"name": "catches", "version": "0.1.0"}, agent=agent)
+    try:
+        task = Rpc(door).result("SendMessage", send_params("go"))["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert response_of(task) == "refused: AgentValueError"
+    finally:
+        door.close()
