@@ -25,7 +25,9 @@ class Retention:
 
     def of(self, tenant: str) -> tuple[float, int]:
         """``(retention_secs, max_per_tenant)`` of ``tenant``."""
-        block = self.tenants.get(tenant) or {}
+        block = self.tenants.get(tenant)
+        if not block:
+            return self.secs, self.max_per_tenant
         return (block.get("retention_secs", self.secs),
                 block.get("max_per_tenant", self.max_per_tenant))
 
