@@ -50,7 +50,7 @@ class MemoryTaskStore(TaskStore):
         self._indexes = TaskIndexes()
         self._seqs: dict[tuple, int] = {}                 # (tenant, agent) -> the last seq
         self._finished: dict[str, collections.OrderedDict] = {}   # tenant -> {id: ended at}
-        self._claims: dict[tuple, str] = {}              # (tenant, agent, msg) -> task id | PENDING
+        self._claims: dict[tuple, str] = {}     # (tenant, agent, msg) -> task id | PENDING
         self._events: dict[str, list] = {}               # task id -> [StoredEvent]
         self._expiry: collections.deque = collections.deque()   # (deadline, task id), in order
         self._marks: set[str] = set()

@@ -21,7 +21,7 @@ TRIM_BATCH = 100                 # finished tasks one step forgets at most (the 
 class Retention:
     secs: float = RETENTION_SECS
     max_per_tenant: int = MAX_PER_TENANT
-    tenants: dict = field(default_factory=dict)     # tenant -> {"retention_secs", "max_per_tenant"}
+    tenants: dict = field(default_factory=dict)   # tenant -> {retention_secs?, max_per_tenant?}
 
     def of(self, tenant: str) -> tuple[float, int]:
         """``(retention_secs, max_per_tenant)`` of ``tenant``."""
