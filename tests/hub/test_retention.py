@@ -12,13 +12,14 @@ import uuid
 import pytest
 
 from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.config import ConfigError, load_config
 from murmur_wsgi.hub.store.push_base import PushRecord
 from murmur_wsgi.hub.store.retention import Retention
 from murmur_wsgi.hub.task import COMPLETED, REJECTED, HubTask
 from murmur_wsgi.wire.stream import task_event
 from murmur_wsgi.wire.task import now_ms, text_part
 
-from tests.hub.conftest import KEY_B, HubClient, close_hub, hub_config, send_params, wait_until
+from tests.hub.conftest import FAST, KEY_B, HubClient, close_hub, hub_config, send_params, wait_until
 
 
 @pytest.fixture
@@ -160,4 +161,46 @@ def test_a_flood_past_the_cap_stops_growing_redis(redis_server):
         assert client.zcard("murmur:hub:done:acme") == CAP
     finally:
         client.close()
+        close_hub(hub)
+
+
+def test_hub_yaml_sets_retention_per_tenant():
+    config = load_config(hub_config(tasks={"retention_secs": 3600},
+                                    tenants={"acme": {"tasks": {"max_per_tenant": 5}},
+                                             "globex": {}}))
+    retention = Retention.from_config(config)
+    assert retention.of("acme") == (3600.0, 5)
+    assert retention.of("globex") == (3600.0, 100_000)
+    assert load_config(hub_config()).tasks == {"retention_secs": 604_800.0,
+                                               "max_per_tenant": 100_000}
+
+
+@pytest.mark.parametrize("data, line", [
+    ({"tasks": {"max_per_tenant": 0}}, "tasks.max_per_tenant"),
+    ({"tasks": {"retention_secs": -1}}, "tasks.retention_secs"),
+    ({"tasks": {"keep": 1}}, "tasks.keep: is not a key this hub reads"),
+    ({"tenants": {"a": {"tasks": {"max_per_tenant": "many"}}}},
+     "tenants.a.tasks.max_per_tenant"),
+])
+def test_bad_retention_values_name_the_key(data, line):
+    with pytest.raises(ConfigError) as info:
+        load_config(data)
+    assert str(info.value).startswith(line), str(info.value)
+
+
+@pytest.mark.one_store
+def test_a_replicas_sweep_forgets_the_tasks_of_a_tenant_that_stopped_writing(redis_server):
+    redis_server.flush()
+    hub = create_hub(hub_config(store=redis_server.url, redis=dict(FAST),
+                                tasks={"retention_secs": 0.2}))
+    try:
+        rpc = HubClient(hub)
+        task = rpc.send("hi")
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        # Nothing more is written: only the sweep (every 0.1 s here) can forget it.
+        wait_until(lambda: "error" in rpc.call("GetTask", {"id": task["id"]}).get_json())
+        assert rpc.error("GetTask", {"id": task["id"]})["code"] == -32001
+        assert rpc.result("ListTasks", {})["totalSize"] == 0
+        assert not redis_server.client().keys(f"*{task['id']}*")
+    finally:
         close_hub(hub)
