@@ -212,15 +212,23 @@ def clock():
 
 
 @pytest.fixture
-def stores(request, clock):
+def retention():
+    """The finished tasks' retention of the fixture ``stores`` (None: the defaults); a module
+    overrides it with a ``store.retention.Retention``."""
+    return None
+
+
+@pytest.fixture
+def stores(request, clock, retention):
     """The store's four parts (``hub.store.Stores``): in memory on ``clock``, or on a flushed
     redis-server (replica id ``me``)."""
     if getattr(request, "param", "memory") == "memory":
-        found = memory_stores(clock=clock)
+        found = memory_stores(clock=clock, retention=retention)
     else:
         server = request.getfixturevalue("redis_server")
         server.flush()
-        found = redis_stores(server.url, timeout_secs=2.0, replica_id="me")
+        found = redis_stores(server.url, timeout_secs=2.0, replica_id="me",
+                             retention=retention)
     yield found
     found.close()
 

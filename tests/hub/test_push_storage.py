@@ -19,7 +19,8 @@ def alive(client, *owners):
 
 @pytest.fixture
 def push(stores):
-    """The push configs of ``stores``, their owners alive (a Redis lease counts while they live)."""
+    """The push configs of ``stores``, their owners alive (on Redis a lease counts while its
+    owner lives)."""
     if stores.shared:
         alive(stores.tasks._redis, *OWNERS)
     return stores.push

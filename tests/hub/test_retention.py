@@ -12,34 +12,20 @@ import uuid
 import pytest
 
 from murmur_wsgi.hub import create_hub
-from murmur_wsgi.hub.store import memory_stores, redis_stores
+from murmur_wsgi.hub.config import ConfigError, load_config
 from murmur_wsgi.hub.store.push_base import PushRecord
 from murmur_wsgi.hub.store.retention import Retention
 from murmur_wsgi.hub.task import COMPLETED, REJECTED, HubTask
 from murmur_wsgi.wire.stream import task_event
 from murmur_wsgi.wire.task import now_ms, text_part
 
-from tests.hub.conftest import KEY_B, HubClient, close_hub, hub_config, send_params, wait_until
+from tests.hub.conftest import FAST, KEY_B, HubClient, close_hub, hub_config, send_params, wait_until
 
 
 @pytest.fixture
-def kept(request, clock):
-    """Stores keeping 3 finished tasks per tenant for 60 s (``tenants["small"]``: 1)."""
-    retention = Retention(60.0, 3, {"small": {"max_per_tenant": 1}})
-    if getattr(request, "param", "memory") == "memory":
-        found = memory_stores(clock=clock, retention=retention)
-    else:
-        server = request.getfixturevalue("redis_server")
-        server.flush()
-        found = redis_stores(server.url, timeout_secs=2.0, replica_id="me",
-                             retention=retention)
-    yield found
-    found.close()
-
-
-def pytest_generate_tests(metafunc):
-    if "kept" in metafunc.fixturenames:
-        metafunc.parametrize("kept", ["memory", "redis"], indirect=True)
+def retention():
+    """3 finished tasks per tenant for 60 s (``small``: 1), in the fixture ``stores``."""
+    return Retention(60.0, 3, {"small": {"max_per_tenant": 1}})
 
 
 def finished(stores, tenant="acme", *, state=COMPLETED, context_id="ctx") -> HubTask:
@@ -63,56 +49,56 @@ def gone(stores, task) -> bool:
             and task.id not in [t.id for t in tasks.list(task.tenant, task.agent).tasks])
 
 
-def test_past_the_cap_the_oldest_finished_go_with_every_key(kept):
-    made = [finished(kept, context_id="c1") for _ in range(3)]
-    saved = kept.push.push_save(PushRecord("acme", "echo", made[0].id, "c1", "https://h/x",
+def test_past_the_cap_the_oldest_finished_go_with_every_key(stores):
+    made = [finished(stores, context_id="c1") for _ in range(3)]
+    saved = stores.push.push_save(PushRecord("acme", "echo", made[0].id, "c1", "https://h/x",
                                            None), from_start=True)
     assert saved is not None
     running = HubTask(str(uuid.uuid4()), "c1", "acme", "echo", "live", {"messageId": "live"})
-    kept.tasks.create(running, running.task_event())
-    made.append(finished(kept, context_id="c1"))
-    assert gone(kept, made[0])
-    assert kept.push.push_list("acme", "echo", made[0].id) == []
-    assert kept.tasks.claim_message("acme", "echo", made[0].message_id) is None  # forgotten
-    page = kept.tasks.list("acme", "echo")
+    stores.tasks.create(running, running.task_event())
+    made.append(finished(stores, context_id="c1"))
+    assert gone(stores, made[0])
+    assert stores.push.push_list("acme", "echo", made[0].id) == []
+    assert stores.tasks.claim_message("acme", "echo", made[0].message_id) is None  # forgotten
+    page = stores.tasks.list("acme", "echo")
     assert [t.id for t in page.tasks] == [made[3].id, running.id, made[2].id, made[1].id]
     assert page.total == 4
-    assert kept.tasks.list("acme", "echo", context_id="c1", state=COMPLETED).total == 3
-    assert [t.id for t in kept.tasks.context_tasks("acme", "echo", "c1", 10)] == \
+    assert stores.tasks.list("acme", "echo", context_id="c1", state=COMPLETED).total == 3
+    assert [t.id for t in stores.tasks.context_tasks("acme", "echo", "c1", 10)] == \
         [made[1].id, made[2].id, running.id, made[3].id]
-    assert kept.tasks.get("acme", "echo", running.id) is not None      # running: kept
+    assert stores.tasks.get("acme", "echo", running.id) is not None      # running: kept
 
 
-def test_a_refused_task_counts_toward_its_tenants_cap_alone(kept):
-    first = finished(kept, "small", state=REJECTED)
-    other = finished(kept, "acme", state=REJECTED)
-    second = finished(kept, "small")
-    assert gone(kept, first) and not gone(kept, second) and not gone(kept, other)
+def test_a_refused_task_counts_toward_its_tenants_cap_alone(stores):
+    first = finished(stores, "small", state=REJECTED)
+    other = finished(stores, "acme", state=REJECTED)
+    second = finished(stores, "small")
+    assert gone(stores, first) and not gone(stores, second) and not gone(stores, other)
 
 
-def test_a_refused_task_keeps_its_message_once(kept):
-    task = finished(kept, state=REJECTED)
-    events, _ = kept.tasks.events(task.id, 0, 0)
-    whole = kept.tasks.task_json("acme", "echo", task.id)
+def test_a_refused_task_keeps_its_message_once(stores):
+    task = finished(stores, state=REJECTED)
+    events, _ = stores.tasks.events(task.id, 0, 0)
+    whole = stores.tasks.task_json("acme", "echo", task.id)
     assert [e.payload for e in events] == [task_event(whole)]
-    assert kept.tasks.final_event(task.id) == task_event(whole)
-    if kept.shared:             # the stream's entry is empty: the record's wire form holds it
-        entry = kept.tasks._redis.xrange(f"murmur:hub:ev:{task.id}")[0][1]
+    assert stores.tasks.final_event(task.id) == task_event(whole)
+    if stores.shared:             # the stream's entry is empty: the record's wire form holds it
+        entry = stores.tasks._redis.xrange(f"murmur:hub:ev:{task.id}")[0][1]
         assert entry == {"p": "", "t": "1"}
     else:                       # the record's history only: no cached wire form, no event text
-        stored = kept.tasks.get("acme", "echo", task.id)
-        assert stored._json is None and kept.tasks._events[task.id][0].payload is None
+        stored = stores.tasks.get("acme", "echo", task.id)
+        assert stored._json is None and stores.tasks._events[task.id][0].payload is None
 
 
-def test_past_its_retention_a_finished_task_goes(kept, clock):
-    old = finished(kept)
+def test_past_its_retention_a_finished_task_goes(stores, clock):
+    old = finished(stores)
     ended = now_ms()
     clock.now += 61.0                                    # the memory store's clock
-    if kept.shared:                                      # Redis's: the end's time, in ms
-        kept.tasks._keep = Retention(0.001, 3)
+    if stores.shared:                                      # Redis's: the end's time, in ms
+        stores.tasks._keep = Retention(0.001, 3)
         wait_until(lambda: now_ms() > ended + 1)
-    kept.tasks.expire_finished()
-    assert gone(kept, old)
+    stores.tasks.expire_finished()
+    assert gone(stores, old)
 
 
 FLOOD = 600
@@ -175,4 +161,46 @@ def test_a_flood_past_the_cap_stops_growing_redis(redis_server):
         assert client.zcard("murmur:hub:done:acme") == CAP
     finally:
         client.close()
+        close_hub(hub)
+
+
+def test_hub_yaml_sets_retention_per_tenant():
+    config = load_config(hub_config(tasks={"retention_secs": 3600},
+                                    tenants={"acme": {"tasks": {"max_per_tenant": 5}},
+                                             "globex": {}}))
+    retention = Retention.from_config(config)
+    assert retention.of("acme") == (3600.0, 5)
+    assert retention.of("globex") == (3600.0, 100_000)
+    assert load_config(hub_config()).tasks == {"retention_secs": 604_800.0,
+                                               "max_per_tenant": 100_000}
+
+
+@pytest.mark.parametrize("data, line", [
+    ({"tasks": {"max_per_tenant": 0}}, "tasks.max_per_tenant"),
+    ({"tasks": {"retention_secs": -1}}, "tasks.retention_secs"),
+    ({"tasks": {"keep": 1}}, "tasks.keep: is not a key this hub reads"),
+    ({"tenants": {"a": {"tasks": {"max_per_tenant": "many"}}}},
+     "tenants.a.tasks.max_per_tenant"),
+])
+def test_bad_retention_values_name_the_key(data, line):
+    with pytest.raises(ConfigError) as info:
+        load_config(data)
+    assert str(info.value).startswith(line), str(info.value)
+
+
+@pytest.mark.one_store
+def test_a_replicas_sweep_forgets_the_tasks_of_a_tenant_that_stopped_writing(redis_server):
+    redis_server.flush()
+    hub = create_hub(hub_config(store=redis_server.url, redis=dict(FAST),
+                                tasks={"retention_secs": 0.2}))
+    try:
+        rpc = HubClient(hub)
+        task = rpc.send("hi")
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        # Nothing more is written: only the sweep (every 0.1 s here) can forget it.
+        wait_until(lambda: "error" in rpc.call("GetTask", {"id": task["id"]}).get_json())
+        assert rpc.error("GetTask", {"id": task["id"]})["code"] == -32001
+        assert rpc.result("ListTasks", {})["totalSize"] == 0
+        assert not redis_server.client().keys(f"*{task['id']}*")
+    finally:
         close_hub(hub)

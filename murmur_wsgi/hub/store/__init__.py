@@ -20,15 +20,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from murmur_wsgi.hub.store.base import PENDING, StoreError, StoredEvent, TaskStore
+from murmur_wsgi.hub.store.counters import Counters
+from murmur_wsgi.hub.store.push_base import PushStorage
+from murmur_wsgi.hub.store.replicas import ReplicaStore
 from murmur_wsgi.hub.store.retention import Retention
 
 
 @dataclass(frozen=True)
 class Stores:
-    tasks: object           # base.TaskStore
-    replicas: object        # replicas.ReplicaStore
-    counters: object        # counters.Counters
-    push: object            # push_base.PushStorage
+    tasks: TaskStore
+    replicas: ReplicaStore
+    counters: Counters
+    push: PushStorage
 
     @property
     def shared(self) -> bool:

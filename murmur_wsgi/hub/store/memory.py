@@ -50,7 +50,7 @@ class MemoryTaskStore(TaskStore):
         self._indexes = TaskIndexes()
         self._seqs: dict[tuple, int] = {}                 # (tenant, agent) -> the last seq
         self._finished: dict[str, collections.OrderedDict] = {}   # tenant -> {id: ended at}
-        self._claims: dict[tuple, str] = {}              # (tenant, agent, msg) -> task id | PENDING
+        self._claims: dict[tuple, str] = {}     # (tenant, agent, msg) -> task id | PENDING
         self._events: dict[str, list] = {}               # task id -> [StoredEvent]
         self._expiry: collections.deque = collections.deque()   # (deadline, task id), in order
         self._marks: set[str] = set()
@@ -157,7 +157,7 @@ class MemoryTaskStore(TaskStore):
         with self.lock:
             found = self._indexes.page(tenant, agent, context_id, state, after_ms, page_size,
                                        before)
-        if isinstance(found, list):                # the tasks changed after after_ms
+        if isinstance(found, tuple):               # the tasks changed after after_ms
             return filtered_page(found, context_id, state, page_size, before)
         return found
 
@@ -173,8 +173,13 @@ class MemoryTaskStore(TaskStore):
 
     def _finish_locked(self, task) -> None:
         now = self.clock()
-        self._finished.setdefault(task.tenant, collections.OrderedDict())[task.id] = now
-        self._retain_locked(task.tenant, now)
+        finished = self._finished.get(task.tenant)
+        if finished is None:
+            finished = self._finished[task.tenant] = collections.OrderedDict()
+        finished[task.id] = now
+        secs, cap = self._keep.of(task.tenant)
+        if len(finished) > cap or next(iter(finished.values())) + secs <= now:
+            self._retain_locked(task.tenant, now)
         if now - self._retained_at >= RETAIN_EVERY_SECS:
             self._retained_at = now
             for tenant in list(self._finished):

@@ -7,7 +7,8 @@ and in one keyed by ``(status time, seq)``. A page with no filter, a
 O(log n + page). ``statusTimestampAfter`` takes the tasks changed since from
 the time index (usually few) and filters those, outside the store's lock.
 
-Concurrency: every method but ``filtered_page`` is called under the store's lock.
+Concurrency: every method but ``filtered_page`` is called under the store's lock; that
+one reads the agent's tasks by seq outside it, one ``get`` at a time (each atomic).
 """
 from __future__ import annotations
 
@@ -19,118 +20,120 @@ from murmur_wsgi.hub.store.pages import encode_token
 _AFTER_ALL = float("inf")
 
 
-class SortedIndex:
-    """Values by sortable keys; ``keys`` ascending."""
+def _insert(keys: list, key) -> None:
+    if not keys or key > keys[-1]:
+        keys.append(key)                          # the usual case: the newest
+    else:
+        bisect.insort(keys, key)
 
-    __slots__ = ("keys", "values")
 
-    def __init__(self):
-        self.keys: list = []
-        self.values: dict = {}
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def add(self, key, value) -> None:
-        if not self.keys or key > self.keys[-1]:
-            self.keys.append(key)                 # the usual case: a new task, the newest
-        else:
-            bisect.insort(self.keys, key)
-        self.values[key] = value
-
-    def remove(self, key) -> None:
-        if self.values.pop(key, None) is not None:
-            del self.keys[bisect.bisect_left(self.keys, key)]
-
-    def newest(self, before, count: int) -> list:
-        """Up to ``count`` values whose keys are below ``before`` (None: all), highest first."""
-        hi = len(self.keys) if before is None else bisect.bisect_left(self.keys, before)
-        return [self.values[key] for key in reversed(self.keys[max(0, hi - count):hi])]
-
-    def above(self, key) -> list:
-        return [self.values[k] for k in self.keys[bisect.bisect_right(self.keys, key):]]
+def _delete(keys: list, key) -> None:
+    if keys and keys[-1] == key:
+        keys.pop()                                # the usual case: the newest moves on
+    else:
+        i = bisect.bisect_left(keys, key)
+        if i < len(keys) and keys[i] == key:
+            del keys[i]
 
 
 class TaskIndexes:
-    """Every index of one memory store (guarded by its lock)."""
+    """Every index of one memory store (guarded by its lock): sorted lists of ``seq`` per
+    index, the tasks by ``seq`` per tenant and agent, and ``(status ms, seq)`` per agent."""
 
     def __init__(self):
-        self._sets: dict[tuple, SortedIndex] = {}
-        self._updated: dict[tuple, SortedIndex] = {}       # (tenant, agent) -> by (ms, seq)
+        self._tasks: dict[tuple, dict] = {}       # (tenant, agent) -> {seq: task}
+        self._lists: dict[tuple, list] = {}       # index name -> seqs, ascending
+        self._updated: dict[tuple, list] = {}     # (tenant, agent) -> [(ms, seq)], ascending
 
-    @staticmethod
-    def _names(task, state: str) -> tuple:
-        t, a, c = task.tenant, task.agent, task.context_id
-        return ((t, a), (t, a, "ctx", c), (t, a, "st", state), (t, a, "cst", c, state))
-
-    def _put(self, name: tuple, key, task) -> None:
-        found = self._sets.get(name)
+    def _put(self, name: tuple, seq: int) -> None:
+        found = self._lists.get(name)
         if found is None:
-            found = self._sets[name] = SortedIndex()
-        found.add(key, task)
+            self._lists[name] = [seq]
+        else:
+            _insert(found, seq)
 
-    def _drop(self, name: tuple, key) -> None:
-        found = self._sets.get(name)
+    def _drop(self, name: tuple, seq: int) -> None:
+        found = self._lists.get(name)
         if found is not None:
-            found.remove(key)
+            _delete(found, seq)
             if not found:
-                del self._sets[name]
+                del self._lists[name]
 
     def add(self, task) -> None:
-        for name in self._names(task, task.state):
-            self._put(name, task.seq, task)
-        updated = self._updated.setdefault((task.tenant, task.agent), SortedIndex())
-        updated.add((task.status_ms, task.seq), task)
+        owner = (t, a) = (task.tenant, task.agent)
+        c, state, seq = task.context_id, task.state, task.seq
+        self._tasks.setdefault(owner, {})[seq] = task
+        for name in (owner, (t, a, "ctx", c), (t, a, "st", state), (t, a, "cst", c, state)):
+            self._put(name, seq)
+        _insert(self._updated.setdefault(owner, []), (task.status_ms, seq))
 
     def moved(self, task, old_state: str, old_ms: int) -> None:
         """``task`` changed from ``old_state`` at ``old_ms`` to its state now."""
-        for name in self._names(task, old_state)[2:]:
-            self._drop(name, task.seq)
-        for name in self._names(task, task.state)[2:]:
-            self._put(name, task.seq, task)
-        updated = self._updated[(task.tenant, task.agent)]
-        updated.remove((old_ms, task.seq))
-        updated.add((task.status_ms, task.seq), task)
+        t, a, c, seq, state = task.tenant, task.agent, task.context_id, task.seq, task.state
+        if old_state != state:
+            self._drop((t, a, "st", old_state), seq)
+            self._drop((t, a, "cst", c, old_state), seq)
+            self._put((t, a, "st", state), seq)
+            self._put((t, a, "cst", c, state), seq)
+        updated = self._updated[(t, a)]
+        _delete(updated, (old_ms, seq))
+        _insert(updated, (task.status_ms, seq))
 
     def remove(self, task) -> None:
-        for name in self._names(task, task.state):
-            self._drop(name, task.seq)
-        updated = self._updated.get((task.tenant, task.agent))
-        if updated is not None:
-            updated.remove((task.status_ms, task.seq))
-            if not updated:
-                del self._updated[(task.tenant, task.agent)]
+        owner = (t, a) = (task.tenant, task.agent)
+        c, state, seq = task.context_id, task.state, task.seq
+        for name in (owner, (t, a, "ctx", c), (t, a, "st", state), (t, a, "cst", c, state)):
+            self._drop(name, seq)
+        by_seq = self._tasks.get(owner)
+        if by_seq is not None and by_seq.pop(seq, None) is not None and not by_seq:
+            del self._tasks[owner]
+            self._updated.pop(owner, None)
+        elif owner in self._updated:
+            _delete(self._updated[owner], (task.status_ms, seq))
+
+    def _newest(self, owner: tuple, seqs: list, before, count: int) -> list:
+        """Up to ``count`` tasks of ``seqs`` below ``before`` (None: all), newest first."""
+        hi = len(seqs) if before is None else bisect.bisect_left(seqs, before)
+        by_seq = self._tasks[owner]
+        return [by_seq[seq] for seq in reversed(seqs[max(0, hi - count):hi])]
 
     def context_tasks(self, tenant: str, agent: str, context_id: str, limit: int) -> list:
-        found = self._sets.get((tenant, agent, "ctx", context_id))
-        return [] if found is None else found.newest(None, limit)[::-1]
+        seqs = self._lists.get((tenant, agent, "ctx", context_id))
+        return [] if seqs is None else self._newest((tenant, agent), seqs, None, limit)[::-1]
 
     def page(self, tenant, agent, context_id, state, after_ms, page_size, before):
         """A Page read from one index, or (for ``after_ms``) the tasks changed since, to
         ``filtered_page`` outside the lock."""
+        owner = (tenant, agent)
         if after_ms is not None:
-            updated = self._updated.get((tenant, agent))
-            changed = [] if updated is None else updated.above((after_ms, _AFTER_ALL))
-            if updated is None or len(changed) < len(updated):
-                return changed
+            updated = self._updated.get(owner)
+            if updated is None:
+                return Page([], "", 0)
+            changed = updated[bisect.bisect_right(updated, (after_ms, _AFTER_ALL)):]
+            if len(changed) < len(updated):
+                return [seq for _, seq in changed], self._tasks[owner]
         if context_id is None:
-            name = (tenant, agent) if state is None else (tenant, agent, "st", state)
+            name = owner if state is None else (tenant, agent, "st", state)
         else:
             name = (tenant, agent, "ctx", context_id) if state is None else \
                 (tenant, agent, "cst", context_id, state)
-        found = self._sets.get(name)
-        if found is None:
+        seqs = self._lists.get(name)
+        if seqs is None:
             return Page([], "", 0)
-        tasks = found.newest(before, page_size + 1)
+        tasks = self._newest(owner, seqs, before, page_size + 1)
         more = len(tasks) > page_size
         return Page(tasks[:page_size], encode_token(tasks[page_size - 1].seq) if more else "",
-                    len(found))
+                    len(seqs))
 
 
-def filtered_page(changed: list, context_id, state, page_size: int, before) -> Page:
-    """A page of ``changed`` (tasks changed after a time) matching the other filters."""
-    matches = sorted((task for task in changed
-                      if (context_id is None or task.context_id == context_id)
+def filtered_page(changed: tuple, context_id, state, page_size: int, before) -> Page:
+    """A page of ``changed`` (the seqs of the tasks changed after a time, and the agent's
+    tasks by seq) matching the other filters. Outside the store's lock: a task that changes
+    or goes meanwhile is read as it is now, or left out."""
+    seqs, by_seq = changed
+    tasks = (by_seq.get(seq) for seq in seqs)
+    matches = sorted((task for task in tasks if task is not None
+                      and (context_id is None or task.context_id == context_id)
                       and (state is None or task.state == state)),
                      key=lambda task: task.seq, reverse=True)
     below = [task for task in matches if before is None or task.seq < before]

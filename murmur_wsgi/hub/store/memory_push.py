@@ -23,6 +23,7 @@ class MemoryPushStore(PushStorage):
         self._tasks = tasks
         self.lock = tasks.lock
         self._changed = tasks.changed
+        self._clock = tasks.clock
         tasks.on_forget(self._forget_locked)
         self._push: dict[str, dict] = {}              # task id -> {config id: PushRecord}
         self._push_active: set[tuple] = set()          # keys that may have events to deliver
@@ -83,7 +84,7 @@ class MemoryPushStore(PushStorage):
             return True
 
     def _push_due_locked(self, skip) -> list:
-        now = self._tasks.clock()
+        now = self._clock()
         due, done = [], []
         for key in self._push_active:
             record = self._push.get(key[0], {}).get(key[1])
@@ -119,7 +120,7 @@ class MemoryPushStore(PushStorage):
 
     def push_lease(self, record, owner):
         with self.lock:
-            now = self._tasks.clock()
+            now = self._clock()
             lease = self._push_leases.get(record.key)
             if lease is not None and lease[0] != owner and lease[2] > now:
                 return False
@@ -143,7 +144,7 @@ class MemoryPushStore(PushStorage):
             current = self._push.get(record.task_id, {}).get(record.id)
             lease = self._push_leases.get(record.key)
             if current is None or current.generation != record.generation or lease is None \
-                    or lease[0] != owner or lease[2] <= self._tasks.clock():
+                    or lease[0] != owner or lease[2] <= self._clock():
                 return None
             changes = {"cursor": max(current.cursor, seq)}
             if outcome == DROPPED:
@@ -155,6 +156,6 @@ class MemoryPushStore(PushStorage):
                 changes["failures"] = 0
             saved = current.but(**changes)
             self._push[record.task_id][record.id] = saved
-            self._push_leases[record.key] = (owner, record.tenant, self._tasks.clock() + LEASE_SECS)
+            self._push_leases[record.key] = (owner, record.tenant, self._clock() + LEASE_SECS)
             self._changed.notify_all()
             return saved

@@ -116,7 +116,8 @@ class RedisPushStore(PushStorage):
             return False
         member = _member(task_id, config_id)
         return bool(self._scripts["DELETE"](
-            keys=[configs_key(task_id), PUSH_ACTIVE, lease_key(member), slots_key(tenant), PUSH_WAKE],
+            keys=[configs_key(task_id), PUSH_ACTIVE, lease_key(member), slots_key(tenant),
+                  PUSH_WAKE],
             args=[config_id, tenant, agent, member]))
 
     def _push_due_once(self, owner, skip, members=()) -> tuple:

@@ -21,11 +21,13 @@ TRIM_BATCH = 100                 # finished tasks one step forgets at most (the 
 class Retention:
     secs: float = RETENTION_SECS
     max_per_tenant: int = MAX_PER_TENANT
-    tenants: dict = field(default_factory=dict)     # tenant -> {"retention_secs", "max_per_tenant"}
+    tenants: dict = field(default_factory=dict)   # tenant -> {retention_secs?, max_per_tenant?}
 
     def of(self, tenant: str) -> tuple[float, int]:
         """``(retention_secs, max_per_tenant)`` of ``tenant``."""
-        block = self.tenants.get(tenant) or {}
+        block = self.tenants.get(tenant)
+        if not block:
+            return self.secs, self.max_per_tenant
         return (block.get("retention_secs", self.secs),
                 block.get("max_per_tenant", self.max_per_tenant))
 
