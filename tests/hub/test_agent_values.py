@@ -12,8 +12,6 @@ from tests.hub.conftest import HubClient, agent, close_hub, hub_config
 from tests.shared import bad_values_agent
 from tests.shared.json_util import strict_json
 
-pytestmark = pytest.mark.parametrize("store", ["memory", "redis"], indirect=True)
-
 
 @pytest.fixture
 def hub(store):
