@@ -90,6 +90,33 @@ def test_a_refused_task_keeps_its_message_once(stores):
         assert stored._json is None and stores.tasks._events[task.id][0].payload is None
 
 
+def _footprint(stores) -> int:
+    """Redis's key count; in memory, the entries of every container of the task store and
+    of the push configs (indexes included)."""
+    if stores.shared:
+        return stores.tasks._redis.dbsize()
+    tasks, push = stores.tasks, stores.push
+    indexes = tasks._indexes
+    return (len(tasks._tasks) + len(tasks._events) + len(tasks._expiry) + len(tasks._claims)
+            + len(tasks._marks) + sum(map(len, tasks._finished.values()))
+            + sum(map(len, indexes._lists.values())) + sum(map(len, indexes._updated.values()))
+            + sum(map(len, indexes._tasks.values())) + len(push._push) + len(push._push_active))
+
+
+def test_a_flood_past_the_cap_leaves_nothing_behind(stores):
+    def flood(count):
+        for i in range(count):
+            task = finished(stores, state=REJECTED if i % 2 else COMPLETED, context_id=f"c{i}")
+            stores.push.push_save(PushRecord("acme", "echo", task.id, "c1", "https://h/x",
+                                             None), from_start=True)
+            stores.tasks.mark_cancel(task.id)
+    flood(10)
+    before = _footprint(stores)
+    flood(40)
+    assert _footprint(stores) == before
+    assert stores.tasks.list("acme", "echo").total == 3
+
+
 def test_past_its_retention_a_finished_task_goes(stores, clock):
     old = finished(stores)
     ended = now_ms()

@@ -11,8 +11,8 @@ Concurrency:
 Retention: a finished task is forgotten (record, indexes, claim, events,
 cancel mark, and push configs through ``on_forget``) ``tasks.retention_secs``
 after its end, or once its tenant has more than ``tasks.max_per_tenant``
-finished, the oldest first; every write checks its tenant, and every
-``RETAIN_EVERY_SECS`` every tenant. A task refused at its creation keeps its
+finished, the oldest first; every end checks its tenant, and, once every
+``RETAIN_EVERY_SECS``, every tenant. A task refused at its creation keeps its
 message once: its record's history (its first event is rendered from the
 record when read, and its wire form is not cached).
 """
@@ -52,7 +52,8 @@ class MemoryTaskStore(TaskStore):
         self._finished: dict[str, collections.OrderedDict] = {}   # tenant -> {id: ended at}
         self._claims: dict[tuple, str] = {}     # (tenant, agent, msg) -> task id | PENDING
         self._events: dict[str, list] = {}               # task id -> [StoredEvent]
-        self._expiry: collections.deque = collections.deque()   # (deadline, task id), in order
+        # task id -> its events' deadline, in deadline order (one retention for all)
+        self._expiry: collections.OrderedDict = collections.OrderedDict()
         self._marks: set[str] = set()
         self._forget_hooks: list = []
         self._retained_at = clock()
@@ -90,7 +91,7 @@ class MemoryTaskStore(TaskStore):
             if task.terminal:
                 task._json = None                  # the message once: in the record only
                 self._events[task.id] = [StoredEvent(1, None, True)]
-                self._expiry.append((self.clock() + self._retention, task.id))
+                self._expiry[task.id] = self.clock() + self._retention
                 self._finish_locked(task)
             else:
                 self._events[task.id] = [StoredEvent(1, event, False)]
@@ -114,8 +115,8 @@ class MemoryTaskStore(TaskStore):
 
     def start(self, task_id):
         with self.changed:
-            task = self._tasks[task_id]
-            if task.state != SUBMITTED:
+            task = self._tasks.get(task_id)
+            if task is None or task.state != SUBMITTED:
                 return None
             self._set_state_locked(task, WORKING)
             payload = task.status_event()
@@ -125,7 +126,8 @@ class MemoryTaskStore(TaskStore):
 
     def append(self, task_id, event):
         with self.changed:
-            if self._tasks[task_id].terminal:
+            task = self._tasks.get(task_id)
+            if task is None or task.terminal:
                 return False
             self._append_locked(task_id, event)
             self.changed.notify_all()
@@ -142,7 +144,7 @@ class MemoryTaskStore(TaskStore):
             written = list(events) + [task.status_event()]
             for i, payload in enumerate(written):
                 self._append_locked(task_id, payload, terminal=i == len(written) - 1)
-            self._expiry.append((self.clock() + self._retention, task_id))
+            self._expiry[task_id] = self.clock() + self._retention
             self._finish_locked(task)
             self.changed.notify_all()
             return written
@@ -208,6 +210,7 @@ class MemoryTaskStore(TaskStore):
         if self._claims.get(key) == task_id:
             del self._claims[key]
         self._events.pop(task_id, None)
+        self._expiry.pop(task_id, None)
         self._marks.discard(task_id)
         for hook in self._forget_hooks:
             hook(task_id)
@@ -247,8 +250,8 @@ class MemoryTaskStore(TaskStore):
     def expire_locked(self) -> None:
         now = self.clock()
         expiry = self._expiry
-        while expiry and expiry[0][0] <= now:
-            _, task_id = expiry.popleft()
+        while expiry and next(iter(expiry.values())) <= now:
+            task_id, _ = expiry.popitem(last=False)
             self._events.pop(task_id, None)
             self._marks.discard(task_id)
 

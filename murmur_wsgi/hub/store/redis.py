@@ -259,9 +259,12 @@ class RedisTaskStore(TaskStore):
             for entry_id, fields in entries]), bool(exists)
 
     def _filled(self, task_id: str, events: list) -> list:
-        """``events`` with a refused task's first event read from its record's wire form."""
+        """``events`` with a refused task's first event read from its record's wire form
+        (left out when the record has just been forgotten)."""
         if events and events[0].payload == "":
-            wire = self._redis.hget(task_key(task_id), "wire") or "{}"
+            wire = self._redis.hget(task_key(task_id), "wire")
+            if wire is None:
+                return events[1:]
             events[0] = StoredEvent(events[0].seq, task_event(wire), events[0].terminal)
         return events
 
@@ -271,7 +274,8 @@ class RedisTaskStore(TaskStore):
             return None
         for _, fields in self._redis.xrevrange(events_key(task_id), "+", "-", count=1):
             if fields.get("t") == "1":
-                return fields["p"] or self._filled(task_id, [StoredEvent(1, "", True)])[0].payload
+                filled = self._filled(task_id, [StoredEvent(1, fields["p"], True)])
+                return filled[0].payload if filled else None
         return None
 
     @_guarded
