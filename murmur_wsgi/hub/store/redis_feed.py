@@ -19,8 +19,10 @@ for itself and waits at most ``block_secs`` between reads. Every (re)subscriptio
 starts a new epoch, and a buffer of an older epoch covers nothing.
 
 Concurrency:
-    One ``threading.Condition`` guards every watched task; no Redis command is
-    sent while holding it. Every wait has a timeout; ``close()`` wakes them all.
+    One lock guards every watched task; each task's readers wait on a condition
+    of their own over it (a notification wakes one of them, its read all), and
+    no Redis command is sent while holding it. Every wait has a timeout;
+    ``close()`` and every change of epoch wake them all.
 """
 from __future__ import annotations
 
@@ -45,9 +47,9 @@ class _Watched:
     and its final event is read."""
 
     __slots__ = ("entries", "first", "last", "notified", "reading", "epoch", "readers",
-                 "touched", "size")
+                 "touched", "size", "cond")
 
-    def __init__(self, epoch: int):
+    def __init__(self, epoch: int, lock):
         self.entries: list = []       # StoredEvent, oldest first: positions first..last
         self.first = 1                # the buffer covers a reader that read first - 1
         self.last = -1                # the newest position read (-1: nothing yet)
@@ -57,6 +59,7 @@ class _Watched:
         self.readers = 0
         self.touched = 0.0
         self.size = 0
+        self.cond = threading.Condition(lock)   # this task's readers wait here
 
     def covers(self, after: int, epoch: int) -> bool:
         return self.epoch == epoch and self.last >= 0 and self.first - 1 <= after <= self.last
@@ -101,7 +104,8 @@ class EventFeed:
         self._block = block_secs
         self._stall = stall_secs
         self._clock = clock
-        self._changed = threading.Condition()
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)   # the epoch, the close
         self._watched: dict[str, _Watched] = {}
         self._epoch = 0                 # odd while subscribed
         self._closed = False
@@ -129,7 +133,7 @@ class EventFeed:
         with self._changed:
             watched = self._watched.get(task_id)
             if watched is None:
-                watched = self._watched[task_id] = _Watched(self._epoch)
+                watched = self._watched[task_id] = _Watched(self._epoch, self._lock)
             watched.readers += 1
             watched.touched = self._clock()
         try:
@@ -158,7 +162,7 @@ class EventFeed:
                             return found, True
                         if left <= 0:
                             return [], True
-                        self._changed.wait(left)
+                        watched.cond.wait(left)
                         continue
                 else:
                     start = after
@@ -166,15 +170,15 @@ class EventFeed:
                         left = deadline - self._clock()
                         if left <= 0:
                             return [], True
-                        self._changed.wait(min(left, self._block))
+                        watched.cond.wait(min(left, self._block))
                     own = True
             try:
                 entries, exists = read(task_id, start)
             finally:
                 if start != after or not own:
-                    with self._changed:
+                    with self._lock:
                         watched.reading = False
-                        self._changed.notify_all()
+                        watched.cond.notify_all()
             with self._changed:
                 # NOTE: only a read begun while subscribed, in the epoch still current, is
                 # known to miss nothing the channel will not announce.
@@ -183,7 +187,7 @@ class EventFeed:
                         watched.epoch, watched.last, watched.entries = epoch, -1, []
                         watched.size = 0
                     watched.merge(start, entries)
-                    self._changed.notify_all()
+                    watched.cond.notify_all()
             if start == after:
                 if entries or not exists:
                     return entries, exists
@@ -224,13 +228,19 @@ class EventFeed:
             watched = self._watched.get(task_id)
             if watched is not None and n > watched.notified:
                 watched.notified = n
-                self._changed.notify_all()
+                # NOTE: one reader wakes and reads for all; the others wake on its merge.
+                watched.cond.notify(1)
 
     def _set_epoch(self, subscribed: bool) -> None:
         with self._changed:
             if (self._epoch % 2 == 1) != subscribed:
                 self._epoch += 1
-                self._changed.notify_all()
+                self._wake_all()
+
+    def _wake_all(self) -> None:
+        """Wake every reader (the lock held): the epoch changed, or the feed closed."""
+        for watched in self._watched.values():
+            watched.cond.notify_all()
 
     def _forget_idle(self) -> None:
         now = self._clock()
@@ -289,5 +299,6 @@ class EventFeed:
         with self._changed:
             self._closed = True
             self._changed.notify_all()
+            self._wake_all()
         if wait > 0 and self._thread is not None:
             self._thread.join(wait)
