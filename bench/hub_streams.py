@@ -189,19 +189,22 @@ def main(argv=None) -> int:
     parser.add_argument("-n", "--streams", type=int, default=2000)
     parser.add_argument("-s", "--seconds", type=float, default=10.0)
     parser.add_argument("--replicas", type=int, choices=(1, 2), default=1)
+    parser.add_argument("--memory", action="store_true",
+                        help="the memory store (one replica): the streams' cost apart from Redis")
     args = parser.parse_args(argv)
     raise_nofile(args.streams * 2 + 256)
     report = {"bench": "hub-streams", "date": datetime.now(timezone.utc).isoformat(),
               "commit": git_commit(), "versions": versions(), "streams": args.streams,
-              "replicas": args.replicas}
+              "replicas": args.replicas, "store": "memory" if args.memory else "redis"}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         server = RedisServer(workdir / "redis").start()
         hubs: list[HubProcess] = []
         client = redis.Redis(port=server.port, decode_responses=True)
         try:
-            for _ in range(args.replicas):
-                hubs.append(HubProcess(workdir, lambda p: hub_yaml(p, server.url, args.streams),
+            store = "memory" if args.memory else server.url
+            for _ in range(1 if args.memory else args.replicas):
+                hubs.append(HubProcess(workdir, lambda p: hub_yaml(p, store, args.streams),
                                        agent="echo", key=KEY, workers=1))
             runner, reader = hubs[0], hubs[-1]
             task = runner.result("SendMessage", {

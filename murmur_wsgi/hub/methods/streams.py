@@ -15,15 +15,21 @@ EXTRA_LIFETIME_SECS = 2.0         # a subscription lives run timeout + this
 
 
 def event_source(store, task):
-    """Replay the task's log from its first event; once expired, the stored Task."""
+    """Replay the task's log from its first event; once expired, the stored Task.
+
+    MEMORY: an open stream keeps the task's names, not the task (a Redis store's
+    copy of it, history included, would be each stream's own).
+    """
     read = 0
+    tenant, agent, task_id = task.tenant, task.agent, task.id
 
     def source(timeout: float):
         nonlocal read
-        events, available = store.events(task.id, read, timeout)
+        events, available = store.events(task_id, read, timeout)
         if not available:
-            if read == 0:
-                return [task_event(store.render(task))], True
+            current = store.get(tenant, agent, task_id) if read == 0 else None
+            if current is not None:
+                return [task_event(store.render(current, as_read=True))], True
             return [], True
         if events:
             read = events[-1].seq           # a log's positions (a trimmed one starts later)
