@@ -8,7 +8,8 @@ SubscribeToTask streams (default 2000) are opened on it from this process
 read until its first event. Then, for ``-s`` seconds (default 10) with every
 stream open and the task quiet:
 
-- Redis connections: ``INFO clients``' ``connected_clients`` less this script's one;
+- Redis connections: ``INFO clients``' ``connected_clients`` less this script's one (every
+  replica's), and the streams' worker's own (its sockets to Redis' port, from /proc);
 - Redis commands per second: ``INFO stats``' ``total_commands_processed`` over the
   window, less this script's own INFO calls;
 - the streams' worker's RSS (``/proc``), before the streams and with them, per stream.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import hashlib
 import json
 import selectors
@@ -172,6 +174,25 @@ def worker_of(hub: HubProcess) -> int:
     return children[0]
 
 
+def connections_to(pid: int, port: int) -> int:
+    """The TCP connections process ``pid`` holds to loopback ``port`` (/proc/net/tcp)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        remote, inode = fields[2], fields[9]
+        if inode in inodes and int(remote.split(":")[1], 16) == port:
+            count += 1
+    return count
+
+
 def redis_figures(client, seconds: float) -> dict:
     first = client.info("stats")["total_commands_processed"]
     started = time.monotonic()
@@ -226,6 +247,8 @@ def main(argv=None) -> int:
                 log(f"{args.streams - report['refused']} open in {report['open_secs']} s; "
                     f"measuring {args.seconds:g} s")
                 report["with_streams"] = redis_figures(client, args.seconds)
+                report["with_streams"]["worker_connections"] = connections_to(worker,
+                                                                              server.port)
                 streams.pump(0)
                 after = memory_of(worker)
                 report["rss_bytes_before"] = before["VmRSS"]
@@ -253,13 +276,15 @@ def main(argv=None) -> int:
             server.stop()
     save(report, "hub-streams-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"), log)
     ws = report.get("with_streams", {})
-    print("| streams | refused | replicas | open (s) | Redis connections | Redis commands/s "
-          "| RSS/stream (KiB) | final events | cancel → final p50 / p99 (ms) |")
+    print("| streams | refused | replicas | open (s) | Redis connections (all / the worker's) "
+          "| Redis commands/s | RSS/stream (KiB) | final events "
+          "| cancel → final p50 / p99 (ms) |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     final = report.get("final_ms", {})
     fmt = lambda v: "–" if v is None else f"{v:.1f}"  # noqa: E731
     print(f"| {args.streams} | {report.get('refused')} | {args.replicas} | {report.get('open_secs')} "
-          f"| {ws.get('connections')} | {ws.get('commands_per_sec')} "
+          f"| {ws.get('connections')} / {ws.get('worker_connections')} "
+          f"| {ws.get('commands_per_sec')} "
           f"| {report.get('rss_kib_per_stream')} | {report.get('final_events')} "
           f"| {fmt(final.get('p50'))} / {fmt(final.get('p99'))} |")
     print(f"\nwithout streams: {report['without_streams']}")
