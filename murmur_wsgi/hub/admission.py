@@ -57,11 +57,21 @@ class LocalCounters:
         with self._lock:
             self._running[tenant] = max(0, self._running.get(tenant, 0) - 1)
 
+    def hold(self, tenant: str, member: str) -> None:
+        """Count one more run whatever the bound (an overdue run's agent, ``Admission.hold``)."""
+        with self._lock:
+            self._running[tenant] = self._running.get(tenant, 0) + 1
+
     def renew(self, held: list) -> None:
         """Nothing to renew: a process's counts die with it."""
 
     def running(self, tenant: str) -> int:
         return self._running.get(tenant, 0)
+
+
+def overdue_member(task_id: str) -> str:
+    """The slot an overdue run holds: its own ends with its task (on Redis, at once)."""
+    return f"overdue:{task_id}"
 
 
 class Admission:
@@ -104,6 +114,13 @@ class Admission:
     def release(self, tenant: str, task_id: str) -> None:
         """Give back ``task_id``'s slot (StoreError: shared counters free it by themselves)."""
         self.counters.give(tenant, task_id)
+
+    def hold(self, tenant: str, member: str) -> None:
+        """Keep a slot under ``member`` (see ``overdue_member``) for a run whose task ended
+        while its agent executes; ``release(tenant, member)`` gives it back once the agent
+        returns. Taken before the task's own slot is given back, so the count never dips.
+        Raises StoreError when shared counters cannot be reached."""
+        self.counters.hold(tenant, member)
 
     def renew(self, runs: list) -> None:
         """Keep the slots of the runs this replica runs (shared counters lease them)."""

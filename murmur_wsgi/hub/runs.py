@@ -25,6 +25,7 @@ import time
 
 from murmur_wsgi.agents.endings import Ending, TaskCanceled, run_agent
 from murmur_wsgi.agents.usage import RunUsage
+from murmur_wsgi.hub.admission import overdue_member
 from murmur_wsgi.hub.context import HubContext
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED, REJECTED,
@@ -57,6 +58,7 @@ class Run:
         self.cancel_requested = False
         self.store_failed = False    # the final write failed: Runs.unwritten retries it
         self.slot_released = False   # the tenant's admission slot was given back
+        self.overdue = False         # ended while the agent executes: it holds a slot still
         self.tokens: list[str] = []
         self.stored = 0              # tokens already in the store's log
         self.stored_any = False
@@ -228,23 +230,45 @@ class Run:
         return written is not None
 
     def release_slot(self) -> None:
-        """Give the tenant's admission slot back, once."""
-        with self.runs.changed:
+        """Give the tenant's admission slot back, once; a run whose agent still executes
+        (its task ended at its timeout, by the drain or the sweep) keeps one, as overdue,
+        until the agent returns: ``limits.concurrency`` bounds what executes."""
+        runs = self.runs
+        with runs.changed:
             if self.slot_released:
                 return
             self.slot_released = True
-        try:
-            self.runs.admission.release(self.tenant, self.task_id)
-        except StoreError:
-            pass        # a shared store frees the slot with the task's end, or its lease
+            try:
+                if not self.returned:
+                    runs.admission.hold(self.tenant, overdue_member(self.task_id))
+                    self.overdue = True
+                    runs.became_overdue(self)
+                runs.admission.release(self.tenant, self.task_id)
+            except StoreError:
+                pass    # a shared store frees the slot with the task's end, or its lease
+
+    def _agent_returned(self) -> None:
+        """The agent's call returned (or raised): an overdue run gives its slot back now."""
+        runs = self.runs
+        with runs.changed:
+            self.returned = True
+            if self.overdue:
+                self.overdue = False
+                runs.no_longer_overdue(self)
+                try:
+                    runs.admission.release(self.tenant, overdue_member(self.task_id))
+                except StoreError:
+                    pass        # a shared store's lease expires by itself
+            runs.changed.notify_all()
 
     def ended_elsewhere(self) -> None:
         """Another replica wrote the task's end (its sweep took this one for dead): the run
-        is over here too, and its own stream ends with that end."""
+        is over here too, and its own stream ends with that end. Its slot went with that
+        end: a replica taken for dead holds none, its agent executing or not."""
         with self.runs.changed:
             if self.ended:
                 return
-            self._close_locked(None)
+            self._closed_elsewhere_locked()
         self.runs.ended(self)
 
     def _close_locked(self, written: list | None) -> None:
@@ -275,8 +299,13 @@ class Run:
     def _appended(self, payload: str) -> None:
         """Store a non-final event; a task another replica ended closes the run here."""
         if not self.ended and not self.runs.store.append(self.task_id, payload):
-            self._close_locked(None)
+            self._closed_elsewhere_locked()
             self.runs.ended(self)
+
+    def _closed_elsewhere_locked(self) -> None:
+        if self.runs.store.shared:
+            self.slot_released = True   # the end another replica wrote freed the slot
+        self._close_locked(None)
 
     def request_stop(self, cancel: bool) -> None:
         with self.runs.changed:
@@ -307,7 +336,6 @@ class Run:
         _thread.start_new_thread(self._work, (ctx,))
 
     def _work(self, ctx: HubContext) -> None:
-        ending = None
         try:
             try:
                 payload = self.runs.store.start(self.task_id)
@@ -318,11 +346,9 @@ class Run:
                     with self.runs.changed:
                         self._live(payload)
                 ending = Ending(CANCELED) if self.stopping else run_agent(self.agent, ctx)
-            self._end(ending)
         finally:
-            with self.runs.changed:
-                self.returned = True
-                self.runs.changed.notify_all()
+            self._agent_returned()
+        self._end(ending)
         if ending.stopped:
             raise ending.error
 

@@ -9,6 +9,9 @@ Per tenant, two keys (both start with ``murmur:hub:``):
   replica, the sweep included, frees its slot at once). A lease whose replica
   died before its task was stored expires by itself ``LEASE_LIVENESSES`` ×
   ``redis.liveness_secs`` after its last renewal, so no slot is held forever.
+  A run whose task ended while its agent still executes (overdue) holds a
+  lease of its own, ``overdue:<task id>`` (``hold``), renewed like a run's
+  and given back when the agent returns.
 - ``rate:{tenant}``, a hash ``tokens``, ``at``: the token bucket of
   ``limits.rate_per_minute`` (full, ``rate`` tokens; one more every
   60/``rate`` s; a run takes one), the memory store's rule, kept in Redis. It
@@ -68,6 +71,13 @@ end
 return 1
 """
 
+# KEYS: running   ARGV: member, lease ms
+HOLD = _NOW + """
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
 # KEYS: running
 RUNNING = _NOW + """
 return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
@@ -87,6 +97,7 @@ class RedisCounters:
         self._lease_ms = LEASE_LIVENESSES * liveness_ms
         self._admit = commands.script(ADMIT)          # every message's (redis_client.Commands)
         self._renew = client.register_script(RENEW)
+        self._hold = client.register_script(HOLD)
         self._running = client.register_script(RUNNING)
 
     @guarded
@@ -100,6 +111,11 @@ class RedisCounters:
     @guarded
     def give(self, tenant: str, task_id: str) -> None:
         self._redis.zrem(running_key(self._prefix, tenant), task_id)
+
+    @guarded
+    def hold(self, tenant: str, member: str) -> None:
+        """Take a lease under ``member`` whatever the bound (an overdue run's agent)."""
+        self._hold(keys=[running_key(self._prefix, tenant)], args=[member, self._lease_ms])
 
     @guarded
     def renew(self, held: list) -> None:
