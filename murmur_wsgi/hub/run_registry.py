@@ -88,7 +88,10 @@ class Runs:
                  for run in self._overdue.values()]
 
     def retry_unwritten(self) -> None:
-        """Write the ends the store refused, oldest first; stop at the first failure."""
+        """Write the events the store refused: each run's kept events, then the ends, oldest
+        first; stop at the first end that fails (StoreError: the next turn retries)."""
+        for run in self.in_flight():
+            run.store_kept()
         with self.lock:
             pending = list(self.unwritten)
         for args in pending:
