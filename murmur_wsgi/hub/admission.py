@@ -22,6 +22,11 @@ def load_hook(spec: str, where: str):
     return import_callable(spec, where, ConfigError)
 
 
+def overdue_member(task_id: str) -> str:
+    """The slot an overdue run holds: its own ends with its task (on Redis, at once)."""
+    return f"overdue:{task_id}"
+
+
 class Admission:
     """Decides whether a tenant may start one more run now."""
 
@@ -62,6 +67,13 @@ class Admission:
     def release(self, tenant: str, task_id: str) -> None:
         """Give back ``task_id``'s slot (StoreError: shared counters free it by themselves)."""
         self.counters.give(tenant, task_id)
+
+    def hold(self, tenant: str, member: str) -> None:
+        """Keep a slot under ``member`` (see ``overdue_member``) for a run whose task ended
+        while its agent executes; ``release(tenant, member)`` gives it back once the agent
+        returns. Taken before the task's own slot is given back, so the count never dips.
+        Raises StoreError when shared counters cannot be reached."""
+        self.counters.hold(tenant, member)
 
     def renew(self, runs: list) -> None:
         """Keep the slots of the runs this replica runs (shared counters lease them)."""

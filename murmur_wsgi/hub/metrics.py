@@ -33,6 +33,10 @@ class HubMetrics:
         self.runs = Counter("murmur_hub_runs", "Runs started", registry=self.registry)
         self.in_flight = Gauge("murmur_hub_runs_in_flight", "Runs in flight",
                                registry=self.registry, multiprocess_mode="livesum")
+        self.overdue = Gauge("murmur_hub_runs_overdue", "Runs whose task has ended (its "
+                             "timeout, the drain, the sweep) while their agent still "
+                             "executes, holding its tenant's concurrency slot",
+                             registry=self.registry, multiprocess_mode="livesum")
 
     def request(self, method: str) -> None:
         self.requests.labels(method if method in self.methods else OTHER).inc()
@@ -43,6 +47,9 @@ class HubMetrics:
 
     def run_ended(self) -> None:
         self.in_flight.dec()
+
+    def run_overdue(self, delta: int) -> None:
+        self.overdue.inc(delta)
 
     def render(self) -> bytes:
         """The page: every worker's values when multiprocess, else this hub's."""

@@ -74,7 +74,7 @@ class Replica:
                 now = time.monotonic()
                 if now >= renew_at:
                     self.store.heartbeat()
-                    self.hub.admission.renew(self.hub.runs.in_flight())
+                    self.hub.admission.renew(self.hub.runs.leases())
                     renew_at = now + self.renew_every
                 self.hub.runs.retry_unwritten()
                 runs = self.hub.runs.in_flight()

@@ -2,14 +2,25 @@
 
 ``Runs`` holds the lock and condition every run's fields are guarded by (see
 hub/runs.py's Concurrency), the runs in flight, and the final writes a failing
-store refused (``unwritten``, retried by the replica's turn, hub/replica.py).
+store refused (``unwritten``, retried by the replica's turn, hub/replica.py), and
+the overdue runs: ended (their timeout, the drain, the sweep) while their agent
+still executes, each holding its tenant's concurrency slot until it returns.
 """
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
 
+from murmur_wsgi.hub.admission import overdue_member
 from murmur_wsgi.hub.runs import INTERRUPTED, Run
 from murmur_wsgi.hub.task import FAILED
+
+
+class Lease(NamedTuple):
+    """One admission slot to renew (what ``Admission.renew`` reads of a run)."""
+
+    tenant: str
+    task_id: str
 
 
 class Runs:
@@ -23,6 +34,7 @@ class Runs:
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)  # see the module's Concurrency
         self._runs: dict[str, Run] = {}                # guarded by lock
+        self._overdue: dict[str, Run] = {}             # guarded by lock: ended, agent executing
         self.unwritten: list[tuple] = []               # store.end args; guarded by lock
         self.metrics = None                            # HubMetrics, when /metrics is served
 
@@ -51,8 +63,35 @@ class Runs:
         if self.metrics is not None:
             self.metrics.run_ended()
 
+    def became_overdue(self, run: Run) -> None:
+        """``run``'s task ended while its agent executes (lock held)."""
+        self._overdue[run.task_id] = run
+        if self.metrics is not None:
+            self.metrics.run_overdue(1)
+
+    def no_longer_overdue(self, run: Run) -> None:
+        """The agent of an overdue ``run`` returned (lock held)."""
+        if self._overdue.pop(run.task_id, None) is not None and self.metrics is not None:
+            self.metrics.run_overdue(-1)
+
+    def overdue(self) -> list[Run]:
+        """The runs whose task ended while their agent still executes."""
+        with self.lock:
+            return list(self._overdue.values())
+
+    def leases(self) -> list:
+        """``(tenant, task_id)`` of every admission slot this replica holds, to renew: each
+        run in flight, and each overdue run under its own member."""
+        with self.lock:
+            return [Lease(run.tenant, run.task_id) for run in self._runs.values()] + \
+                [Lease(run.tenant, overdue_member(run.task_id))
+                 for run in self._overdue.values()]
+
     def retry_unwritten(self) -> None:
-        """Write the ends the store refused, oldest first; stop at the first failure."""
+        """Write the events the store refused: each run's kept events, then the ends, oldest
+        first; stop at the first end that fails (StoreError: the next turn retries)."""
+        for run in self.in_flight():
+            run.store_kept()
         with self.lock:
             pending = list(self.unwritten)
         for args in pending:

@@ -6,7 +6,9 @@ streams goes two ways: every token to the run's own SendStreamingMessage
 to the store's event log, which SubscribeToTask replays. The run ends once:
 COMPLETED with its answer and usage part, FAILED (the agent failed, the run
 timeout, the drain's "interrupted"), CANCELED (CancelTask, the client left)
-or REJECTED; whatever comes after the first end is dropped.
+or REJECTED; whatever comes after the first end is dropped. An event the
+store refuses (Redis away) is kept and written later, in order
+(``run_events.py``), never raised into the agent.
 
 Concurrency:
     ``Runs.lock`` (hub/run_registry.py, an RLock) guards every run's fields; ``Runs.changed`` (on
@@ -25,7 +27,9 @@ import time
 
 from murmur_wsgi.agents.endings import Ending, TaskCanceled, run_agent
 from murmur_wsgi.agents.usage import RunUsage
+from murmur_wsgi.hub.admission import overdue_member
 from murmur_wsgi.hub.context import HubContext
+from murmur_wsgi.hub.run_events import KeptEvents
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED, REJECTED,
                                   answer_artifact, artifact_event, artifact_update, data_part,
@@ -57,11 +61,13 @@ class Run:
         self.cancel_requested = False
         self.store_failed = False    # the final write failed: Runs.unwritten retries it
         self.slot_released = False   # the tenant's admission slot was given back
+        self.overdue = False         # ended while the agent executes: it holds a slot still
         self.tokens: list[str] = []
         self.stored = 0              # tokens already in the store's log
         self.stored_any = False
         self.live_any = False
         self.last_flush = 0.0
+        self.kept = KeptEvents(self.task_id)   # the events the store refused, in order
         self.usage = RunUsage()
         self.artifacts: list[dict] = []     # the agent's named artifacts, as they stand
         self._wakers: list = []
@@ -163,17 +169,16 @@ class Run:
         """Store the tokens not yet stored as one artifactUpdate.
 
         A store that fails keeps them unstored, not lost: the next flush stores them, or
-        the end's answer carries them whole (``finish``). Nothing the run does after (its
-        end above all) waits on this write.
+        the end's answer carries them whole (``finish``); while other events wait to be
+        stored (``_appended``) they wait too. Nothing the run does after waits on this.
         """
-        if self.stored < len(self.tokens):
+        if self.stored < len(self.tokens) and not self.kept.events:
             text = "".join(self.tokens[self.stored:])
-            try:
-                self._appended(artifact_update(
-                    self.task_id, self.context_id, [text_part(text)], append=self.stored_any,
-                    last=False))
-            except StoreError:
-                logger.warning("task %s: streamed text could not be stored yet", self.task_id)
+            self.kept.add(artifact_update(self.task_id, self.context_id, [text_part(text)],
+                                          append=self.stored_any, last=False))
+            self._store_kept_locked()
+            if self.kept.events:
+                self.kept.take()            # refused: the text stays with the tokens
             else:
                 self.stored_any = True
                 self.stored = len(self.tokens)
@@ -214,8 +219,12 @@ class Run:
             # NOTE: the tenant's slot is free before the end is visible: a client that sends
             # again as soon as it reads the final state is not refused for this run.
             self.release_slot()
+            kept = self.kept.take()
+            events = kept + events          # the events the store refused first, in order
             try:
                 written = runs.store.end(self.task_id, state, text, artifacts, events)
+                if written is not None:
+                    written = written[len(kept):]       # the run's own stream has those
             except StoreError:
                 # NOTE: the task stays in the store as it was; its end is written once the
                 # store answers again (Runs.retry_unwritten), or the sweep ends it.
@@ -228,23 +237,45 @@ class Run:
         return written is not None
 
     def release_slot(self) -> None:
-        """Give the tenant's admission slot back, once."""
-        with self.runs.changed:
+        """Give the tenant's admission slot back, once; a run whose agent still executes
+        (its task ended at its timeout, by the drain or the sweep) keeps one, as overdue,
+        until the agent returns: ``limits.concurrency`` bounds what executes."""
+        runs = self.runs
+        with runs.changed:
             if self.slot_released:
                 return
             self.slot_released = True
-        try:
-            self.runs.admission.release(self.tenant, self.task_id)
-        except StoreError:
-            pass        # a shared store frees the slot with the task's end, or its lease
+            try:
+                if not self.returned:
+                    runs.admission.hold(self.tenant, overdue_member(self.task_id))
+                    self.overdue = True
+                    runs.became_overdue(self)
+                runs.admission.release(self.tenant, self.task_id)
+            except StoreError:
+                pass    # a shared store frees the slot with the task's end, or its lease
+
+    def _agent_returned(self) -> None:
+        """The agent's call returned (or raised): an overdue run gives its slot back now."""
+        runs = self.runs
+        with runs.changed:
+            self.returned = True
+            if self.overdue:
+                self.overdue = False
+                runs.no_longer_overdue(self)
+                try:
+                    runs.admission.release(self.tenant, overdue_member(self.task_id))
+                except StoreError:
+                    pass        # a shared store's lease expires by itself
+            runs.changed.notify_all()
 
     def ended_elsewhere(self) -> None:
         """Another replica wrote the task's end (its sweep took this one for dead): the run
-        is over here too, and its own stream ends with that end."""
+        is over here too, and its own stream ends with that end. Its slot went with that
+        end: a replica taken for dead holds none, its agent executing or not."""
         with self.runs.changed:
             if self.ended:
                 return
-            self._close_locked(None)
+            self._closed_elsewhere_locked()
         self.runs.ended(self)
 
     def _close_locked(self, written: list | None) -> None:
@@ -273,10 +304,27 @@ class Run:
         return [final] if final is not None else []
 
     def _appended(self, payload: str) -> None:
-        """Store a non-final event; a task another replica ended closes the run here."""
-        if not self.ended and not self.runs.store.append(self.task_id, payload):
-            self._close_locked(None)
+        """Store a non-final event behind those kept before it (``run_events.KeptEvents``:
+        a failing store never raises into the agent); a task another replica ended closes
+        the run here."""
+        if not self.ended and self.kept.add(payload):
+            self._store_kept_locked()
+
+    def store_kept(self) -> None:
+        """Write the events the store refused, oldest first (the replica's turn)."""
+        with self.runs.changed:
+            self._store_kept_locked()
+
+    def _store_kept_locked(self) -> None:
+        if not self.ended and not self.kept.write(self.runs.store):
+            self._closed_elsewhere_locked()
             self.runs.ended(self)
+
+    def _closed_elsewhere_locked(self) -> None:
+        self.kept.take()
+        if self.runs.store.shared:
+            self.slot_released = True   # the end another replica wrote freed the slot
+        self._close_locked(None)
 
     def request_stop(self, cancel: bool) -> None:
         with self.runs.changed:
@@ -307,7 +355,6 @@ class Run:
         _thread.start_new_thread(self._work, (ctx,))
 
     def _work(self, ctx: HubContext) -> None:
-        ending = None
         try:
             try:
                 payload = self.runs.store.start(self.task_id)
@@ -318,11 +365,9 @@ class Run:
                     with self.runs.changed:
                         self._live(payload)
                 ending = Ending(CANCELED) if self.stopping else run_agent(self.agent, ctx)
-            self._end(ending)
         finally:
-            with self.runs.changed:
-                self.returned = True
-                self.runs.changed.notify_all()
+            self._agent_returned()
+        self._end(ending)
         if ending.stopped:
             raise ending.error
 

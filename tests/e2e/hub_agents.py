@@ -18,3 +18,16 @@ def ticks(ctx):
         if ctx.wait(0.02):
             raise TaskCanceled(ctx.task_id)
     return f"{n} ticks"
+
+
+def reports(ctx):
+    """Report the work as it goes: a progress status, a named artifact and a token per
+    step, for the steps the text names (a few milliseconds each)."""
+    steps = int(ctx.text.split()[0])
+    for n in range(steps):
+        ctx.progress(f"step {n}")
+        ctx.artifacts.add(f"step-{n}", f"step {n} done")
+        ctx.write(f"step {n} ")
+        if ctx.wait(0.005):
+            raise TaskCanceled(ctx.task_id)
+    return "".join(f"step {n} " for n in range(steps))

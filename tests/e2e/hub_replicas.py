@@ -19,7 +19,8 @@ CAPPED_KEY = "mhk_e2e-replicas-capped"      # tenant "capped": 2 runs at once ac
 SECRET = "e2e-replicas-operator-secret-" + "x" * 20
 
 
-AGENTS = {"ticks": {"agent": "tests.e2e.hub_agents:ticks", "publish": True}}
+AGENTS = {"ticks": {"agent": "tests.e2e.hub_agents:ticks", "publish": True},
+          "reports": {"agent": "tests.e2e.hub_agents:reports", "publish": True}}
 
 
 def hub_yaml(port: int, redis_url: str, **extra) -> dict:

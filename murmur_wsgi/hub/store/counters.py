@@ -30,6 +30,11 @@ class Counters(abc.ABC):
         """Give ``task_id``'s slot back."""
 
     @abc.abstractmethod
+    def hold(self, tenant: str, member: str) -> None:
+        """Take a slot under ``member`` whatever the bound (an overdue run's agent, which
+        executes on after its task ended: ``Admission.hold``)."""
+
+    @abc.abstractmethod
     def renew(self, held: list) -> None:
         """Keep the slots of ``held`` ``(tenant, task_id)`` (the runs this replica runs)."""
 
@@ -64,6 +69,10 @@ class LocalCounters(Counters):
     def give(self, tenant, task_id):
         with self._lock:
             self._running[tenant] = max(0, self._running.get(tenant, 0) - 1)
+
+    def hold(self, tenant, member):
+        with self._lock:
+            self._running[tenant] = self._running.get(tenant, 0) + 1
 
     def renew(self, held):
         """Nothing to renew: a process's counts die with it."""

@@ -9,6 +9,9 @@ Per tenant, two keys (both start with ``murmur:hub:``):
   replica, the sweep included, frees its slot at once). A lease whose replica
   died before its task was stored expires by itself ``LEASE_LIVENESSES`` ×
   ``redis.liveness_secs`` after its last renewal, so no slot is held forever.
+  A run whose task ended while its agent still executes (overdue) holds a
+  lease of its own, ``overdue:<task id>`` (``hold``), renewed like a run's
+  and given back when the agent returns.
 - ``rate:{tenant}``, a hash ``tokens``, ``at``: the token bucket of
   ``limits.rate_per_minute`` (full, ``rate`` tokens; one more every
   60/``rate`` s; a run takes one), the memory store's rule, kept in Redis. It
@@ -67,6 +70,13 @@ end
 return 1
 """
 
+# KEYS: running   ARGV: member, lease ms
+HOLD = _NOW + """
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
 # KEYS: running
 RUNNING = _NOW + """
 return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
@@ -81,6 +91,7 @@ class RedisCounters(Counters):
         self._lease_ms = LEASE_LIVENESSES * conn.liveness_ms
         self._admit = conn.command.script(ADMIT)      # every message's (redis_client.Commands)
         self._renew = self._redis.register_script(RENEW)
+        self._hold = self._redis.register_script(HOLD)
         self._running = self._redis.register_script(RUNNING)
 
     @guarded
@@ -93,6 +104,10 @@ class RedisCounters(Counters):
     @guarded
     def give(self, tenant, task_id):
         self._redis.zrem(running_key(tenant), task_id)
+
+    @guarded
+    def hold(self, tenant, member):
+        self._hold(keys=[running_key(tenant)], args=[member, self._lease_ms])
 
     @guarded
     def renew(self, held):

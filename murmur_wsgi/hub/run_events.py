@@ -1,0 +1,63 @@
+"""A run's events the store refused: kept in order, written when the store answers again.
+
+A progress status, an artifactUpdate or a chunk of streamed text that cannot be
+stored (``StoreError``: Redis away, restarting) never raises into the agent: the
+run keeps it here, and every later event waits behind it, so the task's event
+log gets them all, in the order the agent made them. The replica's next turns
+write them (``Runs.retry_unwritten``), or the task's end carries them before
+its final status (``Run.finish``), whichever comes first.
+
+Concurrency: guarded by ``Runs.lock``, as every field of its run.
+"""
+from __future__ import annotations
+
+import logging
+
+from murmur_wsgi.hub.store import StoreError
+
+logger = logging.getLogger(__name__)
+
+
+class KeptEvents:
+    """One run's non-final events not yet stored, oldest first."""
+
+    __slots__ = ("task_id", "events", "waiting")
+
+    def __init__(self, task_id: str):
+        self.task_id = task_id
+        self.events: list[str] = []
+        self.waiting = False           # the last write failed
+
+    def add(self, payload: str) -> bool:
+        """Keep ``payload`` behind the others; True when none waited before it (write now)."""
+        self.events.append(payload)
+        return len(self.events) == 1
+
+    def write(self, store) -> bool:
+        """Store the kept events, oldest first, until one fails (kept, retried later).
+
+        False when the store says the task has ended (another replica ended it): the
+        events left are dropped.
+        """
+        while self.events:
+            try:
+                taken = store.append(self.task_id, self.events[0])
+            except StoreError:
+                if not self.waiting:
+                    logger.warning("task %s: its events cannot be stored yet; kept",
+                                   self.task_id)
+                    self.waiting = True
+                return True
+            del self.events[0]
+            if not taken:
+                self.events.clear()
+                return False
+        if self.waiting:
+            self.waiting = False
+            logger.info("task %s: its kept events are stored", self.task_id)
+        return True
+
+    def take(self) -> list[str]:
+        """The events kept, now the caller's to write (the task's end)."""
+        events, self.events = self.events, []
+        return events
