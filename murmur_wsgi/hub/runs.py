@@ -166,12 +166,9 @@ class Run:
                 self._flush_locked()
 
     def _flush_locked(self) -> None:
-        """Store the tokens not yet stored as one artifactUpdate.
-
-        A store that fails keeps them unstored, not lost: the next flush stores them, or
-        the end's answer carries them whole (``finish``); while other events wait to be
-        stored (``_appended``) they wait too. Nothing the run does after waits on this.
-        """
+        """Store the tokens not yet stored as one artifactUpdate; a store that fails (or
+        events kept before them) keeps them unstored, not lost: the next flush stores them,
+        or the end's answer carries them whole (``finish``)."""
         if self.stored < len(self.tokens) and not self.kept.events:
             text = "".join(self.tokens[self.stored:])
             self.kept.add(artifact_update(self.task_id, self.context_id, [text_part(text)],
@@ -304,9 +301,8 @@ class Run:
         return [final] if final is not None else []
 
     def _appended(self, payload: str) -> None:
-        """Store a non-final event behind those kept before it (``run_events.KeptEvents``:
-        a failing store never raises into the agent); a task another replica ended closes
-        the run here."""
+        """Store a non-final event behind those kept (``KeptEvents``: a failing store never
+        raises into the agent); a task another replica ended closes the run here."""
         if not self.ended and self.kept.add(payload):
             self._store_kept_locked()
 
