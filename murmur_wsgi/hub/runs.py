@@ -31,7 +31,7 @@ from murmur_wsgi.hub.admission import overdue_member
 from murmur_wsgi.hub.context import HubContext
 from murmur_wsgi.hub.run_events import KeptEvents
 from murmur_wsgi.hub.store import StoreError
-from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED, REJECTED,
+from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED,
                                   answer_artifact, artifact_event, artifact_update, data_part,
                                   progress_status, status_update)
 from murmur_wsgi.hub.usage import usage_part
