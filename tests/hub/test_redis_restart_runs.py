@@ -6,7 +6,6 @@ import json
 import uuid
 
 import pytest
-import redis
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.context import Caller, HubContext
@@ -26,6 +25,16 @@ def server(tmp_path):
     server = RedisServer(tmp_path / "redis", persist=True).start()
     yield server
     server.stop()
+
+
+def _close(hub, restarted) -> None:
+    """Let the agent finish, close the hub, stop the restarted Redis (the fixture stops
+    the first)."""
+    for event in STEPS.values():
+        event.set()
+    close_hub(hub)
+    if restarted is not None:
+        restarted.stop()
 
 
 def _reached(step: str) -> None:
@@ -90,15 +99,7 @@ def test_progress_artifacts_and_tokens_written_while_redis_is_away_are_kept_in_o
         assert answer == "token 1 token 2 token 3 "
         assert seen[-1][:2] == ("status", "TASK_STATE_COMPLETED")
     finally:
-        for event in STEPS.values():
-            event.set()
-        close_hub(hub)
-        if restarted is not None:
-            restarted.stop()
-        try:
-            server.stop()
-        except redis.RedisError:
-            pass
+        _close(hub, restarted)
 
 
 def test_a_run_whose_start_cannot_be_stored_runs_and_its_start_is_written_first(
@@ -135,8 +136,4 @@ def test_a_run_whose_start_cannot_be_stored_runs_and_its_start_is_written_first(
                  and e["statusUpdate"]["status"]["state"] == "TASK_STATE_WORKING"]
         assert texts == ["step 1", "step 2", "step 3"]
     finally:
-        for event in STEPS.values():
-            event.set()
-        close_hub(hub)
-        if restarted is not None:
-            restarted.stop()
+        _close(hub, restarted)
