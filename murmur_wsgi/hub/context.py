@@ -1,4 +1,4 @@
-"""What a hub run gives its agent: the door's ``TaskContext``, over the run's port.
+"""What a hub run gives its agent: the agents' ``TaskContext``, over the run's port.
 
 A hosted agent is the same callable as the door's (``demo``, a Python
 callable, a process harness), and gets the same ``TaskContext`` API; each

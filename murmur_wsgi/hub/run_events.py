@@ -1,7 +1,8 @@
 """A run's events the store refused: kept in order, written when the store answers again.
 
-A progress status, an artifactUpdate or a chunk of streamed text that cannot be
-stored (``StoreError``: Redis away, restarting) never raises into the agent: the
+A progress status, an artifactUpdate, a chunk of streamed text, or the run's
+start (its WORKING status) that cannot be stored (``StoreError``: Redis away,
+restarting) never raises into the agent, nor fails the run: the
 run keeps it here, and every later event waits behind it, so the task's event
 log gets them all, in the order the agent made them. The replica's next turns
 write them (``Runs.retry_unwritten``), or the task's end carries them before
@@ -21,32 +22,45 @@ logger = logging.getLogger(__name__)
 class KeptEvents:
     """One run's non-final events not yet stored, oldest first."""
 
-    __slots__ = ("task_id", "events", "waiting")
+    __slots__ = ("task_id", "events", "waiting", "unstarted", "started")
 
     def __init__(self, task_id: str):
         self.task_id = task_id
         self.events: list[str] = []
         self.waiting = False           # the last write failed
+        self.unstarted = False         # the run's start (WORKING) is still to be stored
+        self.started: str | None = None  # its statusUpdate, once stored late
+
+    @property
+    def idle(self) -> bool:
+        """Nothing waits to be stored."""
+        return not self.events and not self.unstarted
 
     def add(self, payload: str) -> bool:
         """Keep ``payload`` behind the others; True when none waited before it (write now)."""
+        waited = not self.idle
         self.events.append(payload)
-        return len(self.events) == 1
+        return not waited
 
     def write(self, store) -> bool:
-        """Store the kept events, oldest first, until one fails (kept, retried later).
+        """Store the run's start if it is still to be, then the kept events, oldest first,
+        until one fails (kept, retried later).
 
         False when the store says the task has ended (another replica ended it): the
         events left are dropped.
         """
+        if self.unstarted:
+            try:
+                self.started = store.start(self.task_id)
+            except StoreError:
+                self._failed()
+                return True
+            self.unstarted = False
         while self.events:
             try:
                 taken = store.append(self.task_id, self.events[0])
             except StoreError:
-                if not self.waiting:
-                    logger.warning("task %s: its events cannot be stored yet; kept",
-                                   self.task_id)
-                    self.waiting = True
+                self._failed()
                 return True
             del self.events[0]
             if not taken:
@@ -57,7 +71,13 @@ class KeptEvents:
             logger.info("task %s: its kept events are stored", self.task_id)
         return True
 
+    def _failed(self) -> None:
+        if not self.waiting:
+            logger.warning("task %s: its events cannot be stored yet; kept", self.task_id)
+            self.waiting = True
+
     def take(self) -> list[str]:
         """The events kept, now the caller's to write (the task's end)."""
         events, self.events = self.events, []
+        self.unstarted = False              # the end is written from any state
         return events

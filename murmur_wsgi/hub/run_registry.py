@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from murmur_wsgi.hub.admission import overdue_member
 from murmur_wsgi.hub.runs import INTERRUPTED, Run
+from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.task import FAILED
 
 
@@ -64,15 +65,21 @@ class Runs:
             self.metrics.run_ended()
 
     def became_overdue(self, run: Run) -> None:
-        """``run``'s task ended while its agent executes (lock held)."""
+        """``run``'s task ends while its agent executes: it takes a slot of its own before
+        its task's is given back (lock held; StoreError: it could not)."""
+        self.admission.hold(run.tenant, overdue_member(run.task_id))
         self._overdue[run.task_id] = run
         if self.metrics is not None:
             self.metrics.run_overdue(1)
 
     def no_longer_overdue(self, run: Run) -> None:
-        """The agent of an overdue ``run`` returned (lock held)."""
+        """The agent of an overdue ``run`` returned: its slot is given back (lock held)."""
         if self._overdue.pop(run.task_id, None) is not None and self.metrics is not None:
             self.metrics.run_overdue(-1)
+        try:
+            self.admission.release(run.tenant, overdue_member(run.task_id))
+        except StoreError:
+            pass                # a shared store's lease expires by itself
 
     def overdue(self) -> list[Run]:
         """The runs whose task ended while their agent still executes."""

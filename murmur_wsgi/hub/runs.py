@@ -27,11 +27,10 @@ import time
 
 from murmur_wsgi.agents.endings import Ending, TaskCanceled, run_agent
 from murmur_wsgi.agents.usage import RunUsage
-from murmur_wsgi.hub.admission import overdue_member
 from murmur_wsgi.hub.context import HubContext
 from murmur_wsgi.hub.run_events import KeptEvents
 from murmur_wsgi.hub.store import StoreError
-from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED, REJECTED,
+from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED,
                                   answer_artifact, artifact_event, artifact_update, data_part,
                                   progress_status, status_update)
 from murmur_wsgi.hub.usage import usage_part
@@ -166,13 +165,10 @@ class Run:
                 self._flush_locked()
 
     def _flush_locked(self) -> None:
-        """Store the tokens not yet stored as one artifactUpdate.
-
-        A store that fails keeps them unstored, not lost: the next flush stores them, or
-        the end's answer carries them whole (``finish``); while other events wait to be
-        stored (``_appended``) they wait too. Nothing the run does after waits on this.
-        """
-        if self.stored < len(self.tokens) and not self.kept.events:
+        """Store the tokens not yet stored as one artifactUpdate; a store that fails (or
+        events kept before them) keeps them unstored, not lost: the next flush stores them,
+        or the end's answer carries them whole (``finish``)."""
+        if self.stored < len(self.tokens) and self.kept.idle:
             text = "".join(self.tokens[self.stored:])
             self.kept.add(artifact_update(self.task_id, self.context_id, [text_part(text)],
                                           append=self.stored_any, last=False))
@@ -238,8 +234,8 @@ class Run:
 
     def release_slot(self) -> None:
         """Give the tenant's admission slot back, once; a run whose agent still executes
-        (its task ended at its timeout, by the drain or the sweep) keeps one, as overdue,
-        until the agent returns: ``limits.concurrency`` bounds what executes."""
+        (its task ended at its timeout or by the drain) keeps one, as overdue, until the
+        agent returns: ``limits.concurrency`` bounds what executes."""
         runs = self.runs
         with runs.changed:
             if self.slot_released:
@@ -247,9 +243,8 @@ class Run:
             self.slot_released = True
             try:
                 if not self.returned:
-                    runs.admission.hold(self.tenant, overdue_member(self.task_id))
-                    self.overdue = True
                     runs.became_overdue(self)
+                    self.overdue = True
                 runs.admission.release(self.tenant, self.task_id)
             except StoreError:
                 pass    # a shared store frees the slot with the task's end, or its lease
@@ -262,10 +257,6 @@ class Run:
             if self.overdue:
                 self.overdue = False
                 runs.no_longer_overdue(self)
-                try:
-                    runs.admission.release(self.tenant, overdue_member(self.task_id))
-                except StoreError:
-                    pass        # a shared store's lease expires by itself
             runs.changed.notify_all()
 
     def ended_elsewhere(self) -> None:
@@ -304,9 +295,8 @@ class Run:
         return [final] if final is not None else []
 
     def _appended(self, payload: str) -> None:
-        """Store a non-final event behind those kept before it (``run_events.KeptEvents``:
-        a failing store never raises into the agent); a task another replica ended closes
-        the run here."""
+        """Store a non-final event behind those kept (``KeptEvents``: a failing store never
+        raises into the agent); a task another replica ended closes the run here."""
         if not self.ended and self.kept.add(payload):
             self._store_kept_locked()
 
@@ -319,6 +309,9 @@ class Run:
         if not self.ended and not self.kept.write(self.runs.store):
             self._closed_elsewhere_locked()
             self.runs.ended(self)
+        started, self.kept.started = self.kept.started, None
+        if started is not None:
+            self._live(started)                 # the start, stored late
 
     def _closed_elsewhere_locked(self) -> None:
         self.kept.take()
@@ -355,12 +348,17 @@ class Run:
         _thread.start_new_thread(self._work, (ctx,))
 
     def _work(self, ctx: HubContext) -> None:
+        ending = None
         try:
             try:
                 payload = self.runs.store.start(self.task_id)
+            except StoreError:
+                payload = None                  # stored later, before any other event
+                with self.runs.changed:
+                    self.kept.unstarted = True
             except Exception as ex:  # noqa: BLE001 - the store's failure fails the run
                 ending = Ending(FAILED, error=ex)
-            else:
+            if ending is None:
                 if payload is not None:
                     with self.runs.changed:
                         self._live(payload)

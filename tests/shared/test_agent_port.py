@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from murmur_wsgi import create_app
-from murmur_wsgi.agents import (AgentPort, DataPart, Reply, TaskContext, TaskFailed, TextPart)
+from murmur_wsgi.agents import AgentPort, DataPart, Reply, TaskContext, TaskFailed, TextPart
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.context import NO_DELEGATIONS, NO_INPUT
 from tests.agents_util import response_of, tmp_home
@@ -96,8 +96,9 @@ def test_the_door_gives_ask_the_typed_reply_and_its_conversation_mode():
 
 def test_the_hub_passes_its_own_mode_and_refuses_input_and_delegations():
     config = hub_config()
-    config["tenants"]["acme"]["agents"].update(asks=agent("tests.shared.port_agents:asks"),
-                                               delegates=agent("tests.shared.port_agents:delegates"))
+    config["tenants"]["acme"]["agents"].update(
+        asks=agent("tests.shared.port_agents:asks"),
+        delegates=agent("tests.shared.port_agents:delegates"))
     hub = create_hub(config)
     try:
         task = HubClient(hub, "asks").send("hello")

@@ -111,8 +111,8 @@ class AgentCalls(AgentPort):
             else:
                 held.append(artifact)
             self.store.change_locked(record)
-            self.manager.publish_locked(record, frames.artifact_later(record, artifact, append=append,
-                                                                last_chunk=last))
+            self.manager.publish_locked(record, frames.artifact_later(
+                record, artifact, append=append, last_chunk=last))
 
     def usage(self, report: tuple) -> None:
         """Add a checked ``RunUsage.check`` report to the task's usage."""

@@ -38,7 +38,7 @@ IMPORTED_IN = os.getpid()
 
 def worker_facts(ctx) -> str:
     """An agent (``tests.e2e.door.test_shutdown:worker_facts``): where its session was built."""
-    lock = ctx._port.store.lock                 # the door's port: its task manager's store
+    lock = ctx._port.store.lock              # the door's port (tasks/agent_calls.py)
     inner = getattr(lock, "_block", lock)      # a Python RLock wraps the lock it was given
     return json.dumps({"imported_in": IMPORTED_IN, "pid": os.getpid(), "ppid": os.getppid(),
                        "lock": type(inner).__module__})
