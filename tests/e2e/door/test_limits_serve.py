@@ -89,8 +89,8 @@ def test_a_body_still_coming_after_the_413_is_cut_not_read(door_server):
         assert card.status_code == 200
         assert ended.wait(5), f"still sending after the 413: {sent[0] >> 20} MiB taken"
         sender.join(5)
-    # NOTE: what loopback's socket buffers hold; before, the door read the rest until the
-    # header deadline cut it (10 s, gigabytes).
+    # NOTE: what loopback's socket buffers hold; gunicorn alone would read the rest until
+    # the header deadline cut it (10 s, gigabytes).
     assert sent[0] < 64 * 1024 ** 2, f"{sent[0] >> 20} MiB sent"
 
 
