@@ -20,7 +20,6 @@ SKIP_DIRS = {".git", ".venv", "__pycache__", "node_modules", ".hypothesis"}
 MENTION = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w-]+\.(?:py|md|yaml|sh))(?![\w/])")
 ELSEWHERE = {
     "a2a/server/events/event_consumer.py",      # a2a-sdk's
-    "DECISIONS.md",                             # the decisions text cited by its file name
     "prometheus.yml", "upper.yaml",             # files a reader writes
 }
 
