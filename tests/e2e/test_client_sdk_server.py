@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from murmur_wsgi.cli import main
 from murmur_wsgi.client import A2AClient, TaskNotFound
+from tests.e2e.cli_util import check_send_ps_cancel, no_ambient_agent, run_cli
 from tests.e2e.conftest import (START_DEADLINE, child_env, free_port, spawn, stop_process,
                                 wait_served)
 
@@ -49,15 +49,8 @@ def sdk_server(tmp_path_factory):
 @pytest.fixture
 def cli(sdk_server, capsys, monkeypatch, tmp_path):
     """``cli(*argv)`` -> ``(status, stdout, stderr)``: ``murmur-wsgi`` against the server."""
-    monkeypatch.setenv("MURMUR_WSGI_HOME", str(tmp_path / "home"))
-    for name in ("MURMUR_DOOR_URL", "MURMUR_DOOR_TOKEN", "MURMUR_API_KEY", "MURMUR_TENANT"):
-        monkeypatch.delenv(name, raising=False)
-
-    def run(*argv, url=None):
-        status = main([*argv, "--url", url or sdk_server])
-        captured = capsys.readouterr()
-        return status, captured.out, captured.err
-    return run
+    no_ambient_agent(monkeypatch, tmp_path / "home")
+    return lambda *argv, url=None: run_cli(capsys, [*argv, "--url", url or sdk_server])
 
 
 def test_card_names_the_sdk_agent(cli, sdk_server):
@@ -73,19 +66,7 @@ def test_card_names_the_sdk_agent(cli, sdk_server):
 
 
 def test_send_held_no_wait_get_ps_and_cancel(cli):
-    assert cli("send", "hello sdk") == (0, "hello sdk\n", "")
-    status, out, err = cli("send", "--no-wait", "/sleep 30")
-    assert status == 0, err
-    task_id = out.strip()
-    assert err.startswith(f"murmur-wsgi: task {task_id} is ")
-    status, out, _ = cli("ps", "--state", "working")
-    assert status == 0 and task_id in out
-    status, out, _ = cli("get", task_id)
-    assert status == 0 and out.splitlines()[:1] == [f"task:     {task_id}"]
-    status, out, _ = cli("cancel", task_id)
-    assert status == 0 and out.splitlines()[:2] == [f"task:     {task_id}", "state:    canceled"]
-    status, out, _ = cli("get", task_id)
-    assert status == 1 and "canceled" in out
+    check_send_ps_cancel(cli, "hello sdk")
 
 
 def test_send_stream_and_subscribe(cli):

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 
 import pytest
 
 from tests.e2e.conftest import http_get
-from tests.e2e.door.test_limits_serve import answer_with_head
+from tests.e2e.raw_http import Flood, answer_with_head
 from tests.e2e.hub.test_hub_e2e import KEY, hub_process, hub_yaml
 from tests.e2e.hub_process import PREFIX
 
@@ -66,30 +65,18 @@ def test_a_declared_body_over_the_limit_is_413_and_the_connection_closes(hub):
                                          (None, "401 Unauthorized")])
 def test_a_body_still_coming_after_the_answer_is_cut_not_read(hub, key, status):
     """1 GiB declared and sent without pause: the answer closes the connection at once."""
-    sent, ended = [0], threading.Event()
-    piece = b" " * (1 << 20)
-
-    def send_forever(sock):
-        try:
-            while sent[0] < 1 << 30:
-                sent[0] += sock.send(piece)
-        except OSError:
-            pass                            # reset: the hub closed the connection
-        ended.set()
-
     with socket.create_connection(("127.0.0.1", hub.port), timeout=10) as sock:
         sock.sendall(head(1 << 30, key))
-        sender = threading.Thread(target=send_forever, args=(sock,), daemon=True)
-        sender.start()
+        flood = Flood(sock, 1 << 30)
         lines, _ = answer_with_head(sock)
         assert lines[0] == f"HTTP/1.1 {status}"
         assert "connection: close" in [line.lower() for line in lines]
         card = http_get(hub.card_url(), {"X-API-Key": KEY}, timeout=2)   # served meanwhile
         assert card.status_code == 200
-        assert ended.wait(5), f"still sending after the answer: {sent[0] >> 20} MiB taken"
-        sender.join(5)
-    print(f"{status}: {sent[0] >> 20} MiB taken of the 1 GiB body before the close")
-    assert sent[0] < SENT_AT_MOST, f"{sent[0] >> 20} MiB sent"
+        assert flood.ended.wait(5), f"still sending after the answer: {flood.sent >> 20} MiB"
+        flood.join(5)
+    print(f"{status}: {flood.sent >> 20} MiB taken of the 1 GiB body before the close")
+    assert flood.sent < SENT_AT_MOST, f"{flood.sent >> 20} MiB sent"
 
 
 def test_a_body_within_the_limit_keeps_the_connection(hub):
