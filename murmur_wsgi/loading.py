@@ -6,6 +6,8 @@ file or spec exits 2 naming what was wrong, the same way for both applications.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 import yaml
 
@@ -14,7 +16,7 @@ def import_callable(spec: str, where: str, error: type[Exception]):
     """Import ``pkg.mod:callable``; a bad spec raises ``error`` naming ``where``."""
     module_name, _, attr = spec.partition(":")
     try:
-        target = importlib.import_module(module_name)
+        target = _import_module(module_name)
     except ImportError as ex:
         raise error(f"{where}: cannot import {module_name}: {ex}") from None
     for part in attr.split("."):
@@ -24,6 +26,27 @@ def import_callable(spec: str, where: str, error: type[Exception]):
     if not callable(target):
         raise error(f"{where}: {spec} is not callable")
     return target
+
+
+def _import_module(name: str):
+    """Import ``name`` from ``sys.path``, or else from the current directory.
+
+    gunicorn and ``python -m`` put the directory the process was started in on
+    ``sys.path``; ``flask run`` with an app file elsewhere, or a console script,
+    do not. A module found in neither is missing: the cwd is appended (after
+    every installed package, so it shadows none) only when the module's own top
+    package is what was not found, never for a missing dependency inside it.
+    """
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as ex:
+        top = name.split(".")[0]
+        cwd = os.getcwd()
+        if ex.name != top or cwd in sys.path or "" in sys.path:
+            raise
+        sys.path.append(cwd)
+        importlib.invalidate_caches()
+        return importlib.import_module(name)
 
 
 def read_yaml(path: str, error: type[Exception]):

@@ -21,7 +21,7 @@ __all__ = ["HubTask", "SUBMITTED", "WORKING", "COMPLETED", "FAILED", "CANCELED",
            "TERMINAL", "ANSWER", "data_part", "status_update", "artifact_update",
            "artifact_event", "task_status", "progress_status"]
 
-ANSWER = "answer"                # the answer artifact's id and name (HUB.md)
+ANSWER = "answer"                # the answer artifact's id and name (docs/hub.md, "Methods")
 
 
 def answer_artifact(parts: list) -> dict:

@@ -7,8 +7,8 @@ sets that socket's timeout to ``stream.write_timeout_secs`` once the request
 body has been read: every ``sendall`` of a piece then has that deadline (gevent's
 and CPython's ``sendall`` count the timeout for the whole call). A client that
 does not take a piece in time makes the write raise ``TimeoutError``; the server
-closes the body, which releases a stream's ring reader, and the door's worker
-(``worker.py``) counts the cut. ``close()`` restores the socket's timeout, so a
+closes the body, which releases a stream's reader, and the gunicorn worker
+(``serving/worker.py``) counts the cut. ``close()`` restores the socket's timeout, so a
 kept-alive connection waits for its next request as before.
 
 Without that socket (Werkzeug's development server, a test client) the pieces

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tests.e2e.conftest import http_get
+from tests.e2e.raw_http import Flood, answer, answer_with_head
 
 pytestmark = pytest.mark.e2e
 
@@ -16,30 +17,6 @@ TOO_LARGE = {"jsonrpc": "2.0", "id": None,
              "error": {"code": -32600, "message": "Request payload validation error"}}
 HEAD = ("POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         "A2A-Version: 1.0\r\n")
-
-
-def answer(sock: socket.socket) -> tuple[str, bytes]:
-    """Read one response with a Content-Length off ``sock``: (status line, body)."""
-    head, body = answer_with_head(sock)
-    return head[0], body
-
-
-def answer_with_head(sock: socket.socket) -> tuple[list[str], bytes]:
-    """Read one response with a Content-Length off ``sock``: (its head's lines, body)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        assert chunk, data
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    length = next(int(line.split(":", 1)[1]) for line in lines
-                  if line.lower().startswith("content-length:"))
-    while len(body) < length:
-        chunk = sock.recv(65536)
-        assert chunk, body
-        body += chunk
-    return lines, body[:length]
 
 
 def test_declared_body_over_the_limit_is_413_without_sending_it(door_server):
@@ -66,32 +43,20 @@ def test_chunked_body_is_refused_once_past_the_limit_before_it_ends(door_server)
 
 def test_a_body_still_coming_after_the_413_is_cut_not_read(door_server):
     """1 GiB declared and sent without pause: the 413 closes the connection at once."""
-    sent, ended = [0], threading.Event()
-    piece = b" " * (1024 ** 2)
-
-    def send_forever(sock):
-        try:
-            while sent[0] < 1 << 30:
-                sent[0] += sock.send(piece)
-        except OSError:
-            pass                            # reset: the door closed the connection
-        ended.set()
-
     with socket.create_connection(("127.0.0.1", door_server.port), timeout=10) as sock:
         sock.sendall((HEAD + f"Content-Length: {1 << 30}\r\n\r\n").encode())
-        sender = threading.Thread(target=send_forever, args=(sock,), daemon=True)
-        sender.start()
+        flood = Flood(sock, 1 << 30)
         head, body = answer_with_head(sock)
         assert head[0] == "HTTP/1.1 413 Content Too Large"
         assert "connection: close" in [line.lower() for line in head]
         assert json.loads(body) == TOO_LARGE
         card = http_get(door_server.card_url, timeout=2)      # the worker answers meanwhile
         assert card.status_code == 200
-        assert ended.wait(5), f"still sending after the 413: {sent[0] >> 20} MiB taken"
-        sender.join(5)
-    # NOTE: what loopback's socket buffers hold; before, the door read the rest until the
-    # header deadline cut it (10 s, gigabytes).
-    assert sent[0] < 64 * 1024 ** 2, f"{sent[0] >> 20} MiB sent"
+        assert flood.ended.wait(5), f"still sending after the 413: {flood.sent >> 20} MiB taken"
+        flood.join(5)
+    # NOTE: what loopback's socket buffers hold; gunicorn alone would read the rest until
+    # the header deadline cut it (10 s, gigabytes).
+    assert flood.sent < 64 * 1024 ** 2, f"{flood.sent >> 20} MiB sent"
 
 
 def test_a_body_of_millions_of_parts_is_refused_while_others_are_served(door_server):

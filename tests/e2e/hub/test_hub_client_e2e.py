@@ -17,8 +17,8 @@ import time
 import jwt
 import pytest
 
-from murmur_wsgi.cli import main
 from murmur_wsgi.client import A2AClient, DoorClient, HttpRefusal, TaskNotFound
+from tests.e2e.cli_util import check_send_ps_cancel, no_ambient_agent, run_cli
 from tests.e2e.conftest import child_env
 from tests.e2e.hub_process import PREFIX, WAIT, HubProcess
 from tests.hub.push_util import SECRET as PUSH_SECRET
@@ -67,15 +67,11 @@ def hub(request, tmp_path_factory):
 @pytest.fixture
 def cli(hub, capsys, monkeypatch, tmp_path):
     """``cli(*argv)`` -> ``(status, stdout, stderr)``: ``murmur-wsgi`` against the hub agent."""
-    monkeypatch.setenv("MURMUR_WSGI_HOME", str(tmp_path / "home"))
-    for name in ("MURMUR_DOOR_URL", "MURMUR_DOOR_TOKEN", "MURMUR_API_KEY", "MURMUR_TENANT"):
-        monkeypatch.delenv(name, raising=False)
+    no_ambient_agent(monkeypatch, tmp_path / "home")
 
     def run(*argv, key=KEY, url=None):
         extra = ["--url", url or hub.agent_url] + (["--api-key", key] if key else [])
-        status = main([*argv, *extra])
-        captured = capsys.readouterr()
-        return status, captured.out, captured.err
+        return run_cli(capsys, [*argv, *extra])
     return run
 
 
@@ -103,17 +99,7 @@ def test_no_credential_names_what_the_hub_takes(cli, hub):
 
 
 def test_send_held_no_wait_get_ps_and_cancel(cli):
-    assert cli("send", "hello hub") == (0, "hello hub\n", "")
-    status, out, err = cli("send", "--no-wait", "/sleep 30")
-    assert status == 0, err
-    task_id = out.strip()
-    assert err.startswith(f"murmur-wsgi: task {task_id} is ")
-    status, out, _ = cli("ps", "--state", "working")
-    assert status == 0 and task_id in out
-    status, out, _ = cli("cancel", task_id)
-    assert status == 0 and out.splitlines()[:2] == [f"task:     {task_id}", "state:    canceled"]
-    status, out, _ = cli("get", task_id)
-    assert status == 1 and "canceled" in out
+    check_send_ps_cancel(cli, "hello hub")
 
 
 def test_send_stream_and_subscribe(cli, hub):
