@@ -8,6 +8,12 @@ log gets them all, in the order the agent made them. The replica's next turns
 write them (``Runs.retry_unwritten``), or the task's end carries them before
 its final status (``Run.finish``), whichever comes first.
 
+Exactly once: each event is numbered in the run's order when it is kept
+(``n`` = 1, 2, …), and the store writes an event only if its number is past the
+last one it wrote for the task. A write whose answer was lost (Redis stopped
+right after it ran the script) is sent again with the same number and is not
+written twice.
+
 Concurrency: guarded by ``Runs.lock``, as every field of its run.
 """
 from __future__ import annotations
@@ -22,11 +28,12 @@ logger = logging.getLogger(__name__)
 class KeptEvents:
     """One run's non-final events not yet stored, oldest first."""
 
-    __slots__ = ("task_id", "events", "waiting", "unstarted", "started")
+    __slots__ = ("task_id", "events", "waiting", "unstarted", "started", "next")
 
     def __init__(self, task_id: str):
         self.task_id = task_id
-        self.events: list[str] = []
+        self.events: list[tuple[int, str]] = []     # (n, payload), oldest first
+        self.next = 1                               # the next event's number
         self.waiting = False           # the last write failed
         self.unstarted = False         # the run's start (WORKING) is still to be stored
         self.started: str | None = None  # its statusUpdate, once stored late
@@ -39,7 +46,8 @@ class KeptEvents:
     def add(self, payload: str) -> bool:
         """Keep ``payload`` behind the others; True when none waited before it (write now)."""
         waited = not self.idle
-        self.events.append(payload)
+        self.events.append((self.next, payload))
+        self.next += 1
         return not waited
 
     def write(self, store) -> bool:
@@ -58,7 +66,8 @@ class KeptEvents:
             self.unstarted = False
         while self.events:
             try:
-                taken = store.append(self.task_id, self.events[0])
+                n, payload = self.events[0]
+                taken = store.append(self.task_id, payload, n)
             except StoreError:
                 self._failed()
                 return True
@@ -76,8 +85,8 @@ class KeptEvents:
             logger.warning("task %s: its events cannot be stored yet; kept", self.task_id)
             self.waiting = True
 
-    def take(self) -> list[str]:
-        """The events kept, now the caller's to write (the task's end)."""
+    def take(self) -> list[tuple[int, str]]:
+        """The events kept, ``(n, payload)``, now the caller's to write (the task's end)."""
         events, self.events = self.events, []
         self.unstarted = False              # the end is written from any state
         return events

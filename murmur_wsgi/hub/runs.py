@@ -172,12 +172,11 @@ class Run:
             text = "".join(self.tokens[self.stored:])
             self.kept.add(artifact_update(self.task_id, self.context_id, [text_part(text)],
                                           append=self.stored_any, last=False))
+            # NOTE: refused, the event stays kept under its number (it may have been
+            # written, its answer lost): sent again as it is, it is written once.
+            self.stored_any = True
+            self.stored = len(self.tokens)
             self._store_kept_locked()
-            if self.kept.events:
-                self.kept.take()            # refused: the text stays with the tokens
-            else:
-                self.stored_any = True
-                self.stored = len(self.tokens)
         self.last_flush = time.monotonic()
 
     # --- ending ----------------------------------------------------------------
@@ -202,7 +201,8 @@ class Run:
                     parts.append(data_part(data))
                 parts.append(data_part(usage_part(self.usage, runs.pricing)))
                 artifacts = self.artifacts + [answer_artifact(parts)]
-                if self.tokens and streamed == answer and self.stored == len(self.tokens):
+                if self.tokens and streamed == answer and self.stored == len(self.tokens) \
+                        and self.kept.idle:
                     events.append(artifact_update(self.task_id, self.context_id, parts[1:],
                                                   append=True, last=True))
                 else:
@@ -216,16 +216,20 @@ class Run:
             # again as soon as it reads the final state is not refused for this run.
             self.release_slot()
             kept = self.kept.take()
-            events = kept + events          # the events the store refused first, in order
+            # The events the store refused first, in order, numbered from ``first``.
+            events = [payload for _, payload in kept] + events
+            numbered = (kept[0][0], len(kept)) if kept else (0, 0)
             try:
-                written = runs.store.end(self.task_id, state, text, artifacts, events)
+                written = runs.store.end(self.task_id, state, text, artifacts, events,
+                                         numbered)
                 if written is not None:
                     written = written[len(kept):]       # the run's own stream has those
             except StoreError:
                 # NOTE: the task stays in the store as it was; its end is written once the
                 # store answers again (Runs.retry_unwritten), or the sweep ends it.
                 logger.warning("task %s: its end could not be written; retrying", self.task_id)
-                runs.unwritten.append((self.task_id, state, text, artifacts, events))
+                runs.unwritten.append((self.task_id, state, text, artifacts, events,
+                                       numbered))
                 self.store_failed = True
                 written = []
             self._close_locked(written)

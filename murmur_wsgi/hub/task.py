@@ -37,7 +37,7 @@ class HubTask:
     """
 
     __slots__ = ("id", "context_id", "tenant", "agent", "message_id", "state", "status_text",
-                 "status_ms", "created_ms", "seq", "history", "artifacts", "_json")
+                 "status_ms", "created_ms", "seq", "history", "artifacts", "_json", "written")
 
     def __init__(self, task_id: str, context_id: str, tenant: str, agent: str,
                  message_id: str, message: dict):
@@ -46,6 +46,7 @@ class HubTask:
         self.tenant = tenant
         self.agent = agent
         self.message_id = message_id
+        self.written = 0        # the last of its run's numbered events stored (exactly once)
         self.state = SUBMITTED
         self.status_text: str | None = None
         self.created_ms = self.status_ms = now_ms()

@@ -74,6 +74,24 @@ def test_a_task_ends_once_and_no_event_follows_its_end(stores):
     assert json.loads(tasks.task_json("acme", "echo", task.id))["status"]["state"] == COMPLETED
 
 
+def test_a_numbered_event_sent_again_is_written_once(stores):
+    """A run's event whose answer was lost is sent again under its number: the append,
+    and the end that carries the events still kept, write each number once."""
+    tasks = stores.tasks
+    task = new_task(stores)
+    tasks.start(task.id)
+    assert tasks.append(task.id, '{"n":1}', 1) and tasks.append(task.id, '{"n":1}', 1)
+    assert tasks.append(task.id, '{"n":2}', 2)
+    assert tasks.append(task.id, '{"n":1}', 1)                  # late, and written already
+    assert tasks.append(task.id, '{"plain":1}') and tasks.append(task.id, '{"plain":1}')
+    written = tasks.end(task.id, COMPLETED, None, None, ['{"n":2}', '{"n":3}', '{"last":1}'],
+                        (2, 2))
+    assert written is not None
+    payloads = [e.payload for e in tasks.events(task.id, 0, 0)[0]]
+    assert payloads[2:-1] == ['{"n":1}', '{"n":2}', '{"plain":1}', '{"plain":1}', '{"n":3}',
+                              '{"last":1}']
+
+
 def test_events_are_read_from_an_offset(stores):
     tasks = stores.tasks
     task = new_task(stores)

@@ -83,17 +83,25 @@ class TaskStore(abc.ABC):
         """SUBMITTED → WORKING; return the statusUpdate written, None if no longer SUBMITTED."""
 
     @abc.abstractmethod
-    def append(self, task_id: str, event: str) -> bool:
-        """Append a non-final event (an artifactUpdate); False once the task has ended."""
+    def append(self, task_id: str, event: str, n: int = 0) -> bool:
+        """Append a non-final event (an artifactUpdate); False once the task has ended.
+
+        ``n``: the event's number in its run (1, 2, …; 0: none): an event whose number is
+        not past the last one written for the task was written already (its answer
+        lost) and is not written again.
+        """
 
     @abc.abstractmethod
     def end(self, task_id: str, state: str, text: str | None, artifacts: list | None,
-            events: list[str]) -> list[str] | None:
+            events: list[str], numbered: tuple[int, int] = (0, 0)) -> list[str] | None:
         """End a live task: its final state, status text, artifacts, events, final status.
 
         Atomic compare-and-set: None (and nothing written) when the task has
         already ended, so a task has exactly one final state. Otherwise the
-        payloads written: ``events`` then the final statusUpdate.
+        payloads written: ``events`` then the final statusUpdate. ``numbered``:
+        ``(first, count)``, the first ``count`` events are the run's numbered
+        ones from ``first`` (``append``'s ``n``): those written already are not
+        written again.
         """
 
     @abc.abstractmethod

@@ -124,16 +124,20 @@ class MemoryTaskStore(TaskStore):
             self.changed.notify_all()
             return payload
 
-    def append(self, task_id, event):
+    def append(self, task_id, event, n=0):
         with self.changed:
             task = self._tasks.get(task_id)
             if task is None or task.terminal:
                 return False
+            if n:
+                if n <= task.written:
+                    return True                     # written already
+                task.written = n
             self._append_locked(task_id, event)
             self.changed.notify_all()
             return True
 
-    def end(self, task_id, state, text, artifacts, events):
+    def end(self, task_id, state, text, artifacts, events, numbered=(0, 0)):
         with self.changed:
             task = self._tasks.get(task_id)
             if task is None or task.terminal:
@@ -142,7 +146,10 @@ class MemoryTaskStore(TaskStore):
                 task.set_artifacts(artifacts)
             self._set_state_locked(task, state, text)
             written = list(events) + [task.status_event()]
+            first, count = numbered
             for i, payload in enumerate(written):
+                if i < count and first + i <= task.written:
+                    continue                        # a numbered event written already
                 self._append_locked(task_id, payload, terminal=i == len(written) - 1)
             self._expiry[task_id] = self.clock() + self._retention
             self._finish_locked(task)

@@ -209,13 +209,13 @@ class RedisTaskStore(TaskStore):
         return payload if done else None
 
     @_guarded
-    def append(self, task_id, event):
+    def append(self, task_id, event, n=0):
         return bool(self._scripts["APPEND"](
             keys=[task_key(task_id), events_key(task_id)],
-            args=[event, self._max_events]))
+            args=[event, self._max_events, n]))
 
     @_guarded
-    def end(self, task_id, state, text, artifacts, events):
+    def end(self, task_id, state, text, artifacts, events, numbered=(0, 0)):
         ms = now_ms()
         context_id = self._context_of(task_id)
         status = task_status(task_id, context_id, state, text, ms)
@@ -226,7 +226,7 @@ class RedisTaskStore(TaskStore):
             keys=[task_key(task_id), events_key(task_id)],
             args=[state, _dumps(text), ms, "" if artifacts is None else _dumps(artifacts),
                   self._retention_ms, self._max_events, PREFIX, head,
-                  *self._kept(self._tenant_of(task_id)), *written])
+                  *self._kept(self._tenant_of(task_id)), *numbered, *written])
         self._contexts.pop(task_id, None)
         self._tenants.pop(task_id, None)
         return written if done else None

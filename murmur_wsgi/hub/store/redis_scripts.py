@@ -139,10 +139,17 @@ notify(f[1], n)
 return 1
 """
 
-# KEYS: task, ev   ARGV: payload, maxlen
+# KEYS: task, ev   ARGV: payload, maxlen, n (the event's number in its run; 0: none)
+# An event numbered at or below the task's 'wn' (the last number written) was written
+# already (its answer lost, sent again): nothing is written twice.
 APPEND = _NOTIFY + _TERMINAL + """
-local s, id = unpack(redis.call('HMGET', KEYS[1], 'state', 'id'))
+local s, id, wn = unpack(redis.call('HMGET', KEYS[1], 'state', 'id', 'wn'))
 if not s or T[s] then return 0 end
+local k = tonumber(ARGV[3])
+if k > 0 then
+  if k <= (tonumber(wn) or 0) then return 1 end
+  redis.call('HSET', KEYS[1], 'wn', k)
+end
 local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], n .. '-1', 'p', ARGV[1], 't', '0')
 notify(id, n)
@@ -152,6 +159,8 @@ return 1
 # KEYS: task, ev   ARGV: state, text, ms, arts ('' keeps them), retention ms, maxlen,
 #                        key prefix, the wire form's head (the Task up to its status),
 #                        the tenant's task retention ms, its cap, trim batch,
+#                        first, count (the first count payloads are the run's numbered
+#                        events from first: those at or below 'wn' are not written again),
 #                        payloads… (the last one is the final event)
 # The wire form is the head, then the artifacts and the history unless empty (the keys
 # ``wire/task.task`` leaves out), as the record would be written: tests check the bytes.
@@ -168,11 +177,16 @@ if arts and arts ~= '[]' then wire = wire .. ',"artifacts":' .. arts end
 if hist and hist ~= '[]' then wire = wire .. ',"history":' .. hist end
 redis.call('HSET', KEYS[1], 'state', ARGV[1], 'text', ARGV[2], 'ms', ARGV[3], 'wire', wire .. '}')
 redis.call('HDEL', KEYS[1], 'hist', 'arts')
-for i = 12, #ARGV do
-  local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
-  local final = '0'
-  if i == #ARGV then final = '1' end
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], n .. '-1', 'p', ARGV[i], 't', final)
+local first, count = tonumber(ARGV[12]), tonumber(ARGV[13])
+local wn = tonumber(redis.call('HGET', KEYS[1], 'wn')) or 0
+for i = 14, #ARGV do
+  local k = first + i - 14
+  if i - 14 >= count or k > wn then
+    local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
+    local final = '0'
+    if i == #ARGV then final = '1' end
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], n .. '-1', 'p', ARGV[i], 't', final)
+  end
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
 local f = move(ARGV[7], s, ARGV[1], ARGV[3])
