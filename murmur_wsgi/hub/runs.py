@@ -1,9 +1,12 @@
 """Runs: a hosted agent working on one task, from admission to its one final state.
 
 A run's agent works on its own thread (a greenlet under gevent). What it
-streams goes two ways: every token to the run's own SendStreamingMessage
-(``live``), and merged (at most one stored event every ``events.merge_secs``)
-to the store's event log, which SubscribeToTask replays. The run ends once:
+streams goes two ways: to the run's own SendStreamingMessage (``live``, a
+backlog bounded in bytes, hub/live.py), and merged (at most one stored event
+every ``events.merge_secs``) to the store's event log, which SubscribeToTask
+replays. The run keeps its streamed text merged (one string per stored event),
+not one object per token, and its agent's thread yields to the others every
+``YIELD_TOKENS`` tokens. The run ends once:
 COMPLETED with its answer and usage part, FAILED (the agent failed, the run
 timeout, the drain's "interrupted"), CANCELED (CancelTask, the client left)
 or REJECTED; whatever comes after the first end is dropped.
@@ -26,6 +29,7 @@ import time
 from murmur_wsgi.agents.endings import Ending, TaskCanceled, run_agent
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.context import HubContext
+from murmur_wsgi.hub.live import MERGE_TOKENS, LiveBacklog
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED, REJECTED,
                                   answer_artifact, artifact_event, artifact_update, data_part,
@@ -37,12 +41,13 @@ logger = logging.getLogger(__name__)
 
 FAILED_PUBLIC = "the agent failed; the details are in the hub's log"
 INTERRUPTED = "interrupted: the hub shut down before the run ended"
+YIELD_TOKENS = 256       # an agent that streams yields to the other threads this often
 
 
 class Run:
     """One task's run. Fields are guarded by ``Runs.lock``."""
 
-    def __init__(self, runs, task, agent, limits: dict, live: bool):   # run_registry.Runs
+    def __init__(self, runs, task, agent, limits: dict, live: int | None):   # run_registry.Runs
         self.runs = runs
         self.task_id = task.id
         self.context_id = task.context_id
@@ -50,17 +55,19 @@ class Run:
         self.agent_name = task.agent
         self.agent = agent
         self.timeout = limits["run_timeout_secs"]
-        self.live: list[str] | None = [] if live else None
+        # The run's own stream, ``live`` bytes at most behind; None: no stream reads it.
+        self.live = None if live is None else LiveBacklog(live, self._live_text,
+                                                          self._live_state)
         self.ended = False           # the task has its final state
         self.returned = False        # the agent's call returned (or raised)
         self.stopping = False        # the agent should stop (cancel, timeout, drain)
         self.cancel_requested = False
         self.store_failed = False    # the final write failed: Runs.unwritten retries it
         self.slot_released = False   # the tenant's admission slot was given back
-        self.tokens: list[str] = []
-        self.stored = 0              # tokens already in the store's log
+        self.tokens: list[str] = []  # the streamed text, merged (see _flush_locked)
+        self.stored = 0              # entries of tokens already in the store's log
         self.stored_any = False
-        self.live_any = False
+        self._unyielded = 0          # tokens since the agent's thread last yielded
         self.last_flush = 0.0
         self.usage = RunUsage()
         self.artifacts: list[dict] = []     # the agent's named artifacts, as they stand
@@ -116,17 +123,22 @@ class Run:
             if self.ended:
                 raise TaskCanceled(self.task_id)
             self.tokens.append(text)
+            if len(self.tokens) - self.stored >= MERGE_TOKENS:
+                self._merge_unstored()
             if self.live is not None:
-                self.live.append(artifact_update(self.task_id, self.context_id,
-                                                 [text_part(text)], append=self.live_any,
-                                                 last=False))
-                self.live_any = True
+                self.live.token(text)
             due = self.last_flush + runs.merge_secs - time.monotonic()
             if due <= 0:
                 self._flush_locked()
             elif self._flush_timer is None:
                 self._flush_timer = runs.timer(due, self._flush)
             runs.changed.notify_all()
+        self._unyielded += 1
+        if self._unyielded >= YIELD_TOKENS:
+            self._unyielded = 0
+            # NOTE: under gevent an agent that streams without waiting would hold the
+            # worker for its whole run: this hands the other greenlets their turn.
+            time.sleep(0)
 
     def progress(self, text: str) -> None:
         with self.runs.changed:
@@ -142,8 +154,36 @@ class Run:
 
     def _live(self, payload: str) -> None:
         if self.live is not None:
-            self.live.append(payload)
+            self.live.event(payload)
         self.runs.changed.notify_all()
+
+    def _live_text(self, text: str, append: bool) -> str:
+        """A piece of the answer's text on the run's own stream."""
+        return artifact_update(self.task_id, self.context_id, [text_part(text)],
+                               append=append, last=False)
+
+    def _live_state(self) -> tuple[list[str], str]:
+        """The task as it stands, for a reader that fell behind: its named artifacts whole,
+        and the answer's text so far."""
+        return ([artifact_event(self.task_id, self.context_id, artifact, False, False)
+                 for artifact in self.artifacts], "".join(self.tokens))
+
+    def _streamed_is(self, text: str) -> bool:
+        """Whether the streamed tokens make ``text``, compared without joining them."""
+        if sum(map(len, self.tokens)) != len(text):
+            return False
+        at = 0
+        for token in self.tokens:
+            if not text.startswith(token, at):
+                return False
+            at += len(token)
+        return True
+
+    def _merge_unstored(self) -> str:
+        """Join the tokens not yet stored into one entry; its text."""
+        text = "".join(self.tokens[self.stored:])
+        self.tokens[self.stored:] = [text]
+        return text
 
     def _flush(self) -> None:
         runs = self.runs
@@ -167,7 +207,7 @@ class Run:
         end above all) waits on this write.
         """
         if self.stored < len(self.tokens):
-            text = "".join(self.tokens[self.stored:])
+            text = self._merge_unstored()
             try:
                 self._appended(artifact_update(
                     self.task_id, self.context_id, [text_part(text)], append=self.stored_any,
@@ -191,7 +231,6 @@ class Run:
             self._flush_locked()
             if self.ended:
                 return False            # the flush found the task ended elsewhere
-            streamed = "".join(self.tokens)
             events: list[str] = []
             artifacts = None
             if state == COMPLETED:
@@ -201,7 +240,7 @@ class Run:
                     parts.append(data_part(data))
                 parts.append(data_part(usage_part(self.usage, runs.pricing)))
                 artifacts = self.artifacts + [answer_artifact(parts)]
-                if self.tokens and streamed == answer and self.stored == len(self.tokens):
+                if self.tokens and self._streamed_is(answer) and self.stored == len(self.tokens):
                     events.append(artifact_update(self.task_id, self.context_id, parts[1:],
                                                   append=True, last=True))
                 else:
@@ -209,6 +248,7 @@ class Run:
                                                   append=False, last=True))
                 text = status_message
             elif state == CANCELED:
+                streamed = "".join(self.tokens)
                 artifacts = self.artifacts + ([answer_artifact([text_part(streamed)])]
                                               if streamed else [])
             # NOTE: the tenant's slot is free before the end is visible: a client that sends
@@ -260,8 +300,9 @@ class Run:
         if self.live is not None:
             if written is None:
                 written = self._final_written_elsewhere()
-            # NOTE: the live stream saw every token: its last chunk is relative to them.
-            self.live.extend(written)
+            # NOTE: the live stream has every token (or, lagged, the text they make): its
+            # last chunk is relative to them.
+            self.live.end(written)
         self.runs.changed.notify_all()
 
     def _final_written_elsewhere(self) -> list[str]:
