@@ -1,10 +1,12 @@
-"""A run's own stream: its backlog bounded in bytes, tokens merged, a lagged reader, pieces."""
+"""A run's own stream: its backlog bounded in bytes, tokens merged, a lagged reader, pieces;
+a task's log replayed in pieces."""
 from __future__ import annotations
 
 import json
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.live import PIECE_CHARS, TAKE_BYTES, LiveBacklog
+from murmur_wsgi.hub.methods.streams import event_source
 from murmur_wsgi.streams.sse import PENDING_BYTES
 
 from tests.hub.conftest import HubClient, close_hub, hub_config, send_params, wait_until
@@ -120,5 +122,26 @@ def test_a_stream_that_falls_behind_is_lagged_and_still_ends_with_the_answer(sto
         assert "".join(u["artifact"]["parts"][0]["text"] for u in texts[restart:]) == answer
         assert all(len(u["artifact"]["parts"][0]["text"]) <= PIECE_CHARS for u in texts)
         assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    finally:
+        close_hub(hub)
+
+
+def test_a_long_log_is_replayed_in_pieces(store):
+    hub = create_hub(hub_config(store=store, events={"merge_secs": 0.001}))
+    try:
+        words = [f"w{i:06d}" for i in range(40_000)]            # 320 KB, stored in pieces
+        client = HubClient(hub)
+        task = client.send(" ".join(words), agent="tokens")
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        logged = [e.payload for e in hub.store.events(task["id"], 0, 0)[0]]
+        assert sum(map(len, logged)) > 2 * TAKE_BYTES
+        source = event_source(hub.store, hub.store.get("acme", "tokens", task["id"]))
+        replayed, done, calls = [], False, 0
+        while not done:
+            batch, done = source(1.0)
+            calls += 1
+            assert sum(map(len, batch)) <= TAKE_BYTES + max(map(len, logged))
+            replayed.extend(batch)
+        assert replayed == logged and calls >= 3
     finally:
         close_hub(hub)

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections import deque
 
 from murmur_wsgi.errors import InvalidRequestError
 from murmur_wsgi.hub.errors import SubscriptionExpiredError
+from murmur_wsgi.hub.live import TAKE_BYTES
 from murmur_wsgi.hub.methods.tasks import find
 from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.wire.stream import task_event
@@ -15,19 +18,34 @@ EXTRA_LIFETIME_SECS = 2.0         # a subscription lives run timeout + this
 
 
 def event_source(store, task):
-    """Replay the task's log from its first event; once expired, the stored Task."""
+    """Replay the task's log from its first event; once expired, the stored Task.
+
+    What one read of the log brings is handed over about ``TAKE_BYTES`` at a time, the
+    worker's other greenlets running between pieces (a long log is one read, not one write).
+    """
     read = 0
+    waiting: deque = deque()            # events read from the log, not handed over yet
 
     def source(timeout: float):
         nonlocal read
-        events, available = store.events(task.id, read, timeout)
-        if not available:
-            if read == 0:
-                return [task_event(store.render(task))], True
-            return [], True
-        if events:
-            read = events[-1].seq           # a log's positions (a trimmed one starts later)
-        return [e.payload for e in events], any(e.terminal for e in events)
+        if not waiting:
+            events, available = store.events(task.id, read, timeout)
+            if not available:
+                if read == 0:
+                    return [task_event(store.render(task))], True
+                return [], True
+            if events:
+                read = events[-1].seq       # a log's positions (a trimmed one starts later)
+            waiting.extend(events)
+        batch, size, done = [], 0, False
+        while waiting and (size < TAKE_BYTES or not batch):
+            event = waiting.popleft()
+            batch.append(event.payload)
+            size += len(event.payload)
+            done = done or event.terminal
+        if waiting:
+            time.sleep(0)                   # NOTE: under gevent, the others' turn
+        return batch, done
     return source
 
 
