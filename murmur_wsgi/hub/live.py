@@ -30,6 +30,18 @@ MERGE_TOKENS = 1024              # pending tokens are joined into one string thi
 SPLIT_TOKENS = 16                # a reader at most this many tokens behind gets each alone
 
 
+def made_of(parts: list[str], text: str) -> bool:
+    """Whether ``parts`` joined are ``text``, compared without joining them."""
+    if sum(map(len, parts)) != len(text):
+        return False
+    at = 0
+    for part in parts:
+        if not text.startswith(part, at):
+            return False
+        at += len(part)
+    return True
+
+
 def _is_status(payload: str) -> bool:
     return payload.startswith('{"statusUpdate"')
 
@@ -78,9 +90,11 @@ class LiveBacklog:
         render: ``render(text, append)``: the answer's artifactUpdate of ``text``.
         state: ``state()``: the task as it stands, ``(artifact events, the answer's
             text so far)``, for a lagged reader.
+        name: what the log calls the stream (its task's id).
     """
 
-    def __init__(self, limit: int, render, state):
+    def __init__(self, limit: int, render, state, name: str = ""):
+        self.name = name
         self.limit = limit
         self._render = render
         self._state = state
@@ -132,8 +146,8 @@ class LiveBacklog:
         self.bytes = 0
         self._behind = True
         self.lagged += 1
-        logger.info("a live stream fell %d bytes behind; it continues from the task as it "
-                    "stands", self.limit)
+        logger.info("task %s: its stream's reader fell %d bytes behind; it continues from "
+                    "the task as it stands", self.name, self.limit)
 
     # --- the reader's side -------------------------------------------------
 

@@ -29,7 +29,7 @@ import time
 from murmur_wsgi.agents.endings import Ending, TaskCanceled, run_agent
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.context import HubContext
-from murmur_wsgi.hub.live import MERGE_TOKENS, LiveBacklog
+from murmur_wsgi.hub.live import MERGE_TOKENS, LiveBacklog, made_of
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED, REJECTED,
                                   answer_artifact, artifact_event, artifact_update, data_part,
@@ -57,7 +57,7 @@ class Run:
         self.timeout = limits["run_timeout_secs"]
         # The run's own stream, ``live`` bytes at most behind; None: no stream reads it.
         self.live = None if live is None else LiveBacklog(live, self._live_text,
-                                                          self._live_state)
+                                                          self._live_state, task.id)
         self.ended = False           # the task has its final state
         self.returned = False        # the agent's call returned (or raised)
         self.stopping = False        # the agent should stop (cancel, timeout, drain)
@@ -168,17 +168,6 @@ class Run:
         return ([artifact_event(self.task_id, self.context_id, artifact, False, False)
                  for artifact in self.artifacts], "".join(self.tokens))
 
-    def _streamed_is(self, text: str) -> bool:
-        """Whether the streamed tokens make ``text``, compared without joining them."""
-        if sum(map(len, self.tokens)) != len(text):
-            return False
-        at = 0
-        for token in self.tokens:
-            if not text.startswith(token, at):
-                return False
-            at += len(token)
-        return True
-
     def _merge_unstored(self) -> str:
         """Join the tokens not yet stored into one entry; its text."""
         text = "".join(self.tokens[self.stored:])
@@ -240,7 +229,8 @@ class Run:
                     parts.append(data_part(data))
                 parts.append(data_part(usage_part(self.usage, runs.pricing)))
                 artifacts = self.artifacts + [answer_artifact(parts)]
-                if self.tokens and self._streamed_is(answer) and self.stored == len(self.tokens):
+                streamed_whole = self.stored == len(self.tokens) and made_of(self.tokens, answer)
+                if self.tokens and streamed_whole:
                     events.append(artifact_update(self.task_id, self.context_id, parts[1:],
                                                   append=True, last=True))
                 else:
