@@ -47,12 +47,18 @@ def _is_status(payload: str) -> bool:
 
 
 class _Text:
-    """Streamed text not taken yet; ``reset``: its first piece replaces the answer's text."""
+    """Streamed text not taken yet; ``reset``: its first piece replaces the answer's text.
 
-    __slots__ = ("parts", "size", "reset", "counted")
+    ``parts`` are the tokens, the older ones joined in blocks of ``MERGE_TOKENS``; ``at``
+    is how much of the first part was taken already (a long part is never copied whole).
+    """
+
+    __slots__ = ("parts", "at", "loose", "size", "reset", "counted")
 
     def __init__(self, reset: bool = False, counted: bool = True):
-        self.parts: list[str] = []
+        self.parts: deque = deque()
+        self.at = 0
+        self.loose = 0              # tokens at the end not joined yet
         self.size = 0
         self.reset = reset
         self.counted = counted
@@ -60,25 +66,34 @@ class _Text:
     def add(self, text: str) -> None:
         self.parts.append(text)
         self.size += len(text)
-        if len(self.parts) >= MERGE_TOKENS:
-            self.parts = ["".join(self.parts)]
+        self.loose += 1
+        if self.loose >= MERGE_TOKENS:
+            block = [self.parts.pop() for _ in range(MERGE_TOKENS)]
+            block.reverse()
+            self.parts.append("".join(block))
+            self.loose = 0
 
-    def first(self, chars: int) -> str:
-        """Take the first token off (its first ``chars`` characters when it is longer)."""
-        part = self.parts[0]
-        if len(part) <= chars:
-            del self.parts[0]
-        else:
-            part, self.parts[0] = part[:chars], part[chars:]
-        self.size -= len(part)
-        return part
-
-    def cut(self, chars: int) -> str:
-        """Take the first ``chars`` characters off, across tokens."""
-        text = "".join(self.parts)
-        piece, rest = text[:chars], text[chars:]
-        self.parts = [rest] if rest else []
-        self.size = len(rest)
+    def take(self, chars: int, across: bool) -> str:
+        """Take up to ``chars`` characters off: of the first token only, or ``across`` them."""
+        out = []
+        need = chars
+        while need and self.parts:
+            part = self.parts[0]
+            left = len(part) - self.at
+            if left <= need:
+                out.append(part[self.at:] if self.at else part)
+                self.parts.popleft()
+                self.at = 0
+                need -= left
+            else:
+                out.append(part[self.at:self.at + need])
+                self.at += need
+                need = 0
+            if not across:
+                break
+        self.loose = min(self.loose, len(self.parts))
+        piece = "".join(out)
+        self.size -= len(piece)
         return piece
 
 
@@ -174,8 +189,7 @@ class LiveBacklog:
                 continue
             chars = min(PIECE_CHARS, max(1, budget - size))
             append = self._answer_begun and not entry.reset
-            piece = entry.first(chars) if len(entry.parts) <= SPLIT_TOKENS else \
-                entry.cut(chars)
+            piece = entry.take(chars, across=len(entry.parts) > SPLIT_TOKENS)
             entry.reset = False
             if entry.counted:
                 self.bytes -= len(piece)

@@ -67,6 +67,7 @@ class Run:
         self.tokens: list[str] = []  # the streamed text, merged (see _flush_locked)
         self.stored = 0              # entries of tokens already in the store's log
         self.stored_any = False
+        self._loose = 0              # the newest tokens, not joined yet (all unstored)
         self._unyielded = 0          # tokens since the agent's thread last yielded
         self.last_flush = 0.0
         self.usage = RunUsage()
@@ -123,8 +124,10 @@ class Run:
             if self.ended:
                 raise TaskCanceled(self.task_id)
             self.tokens.append(text)
-            if len(self.tokens) - self.stored >= MERGE_TOKENS:
-                self._merge_unstored()
+            self._loose += 1
+            if self._loose >= MERGE_TOKENS:         # the newest tokens, joined in a block
+                self.tokens[-MERGE_TOKENS:] = ["".join(self.tokens[-MERGE_TOKENS:])]
+                self._loose = 0
             if self.live is not None:
                 self.live.token(text)
             due = self.last_flush + runs.merge_secs - time.monotonic()
@@ -172,6 +175,7 @@ class Run:
         """Join the tokens not yet stored into one entry; its text."""
         text = "".join(self.tokens[self.stored:])
         self.tokens[self.stored:] = [text]
+        self._loose = 0
         return text
 
     def _flush(self) -> None:
