@@ -150,6 +150,8 @@ class LiveBacklog:
         self.ended = True
 
     def _grew(self, size: int) -> None:
+        # NOTE: counted in characters, a byte each for the ASCII of JSON and of most
+        # streamed text (a str of wider characters takes up to 4 bytes for each).
         self.bytes += size
         if self.bytes > self.limit:
             self._lag()
