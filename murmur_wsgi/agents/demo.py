@@ -50,15 +50,27 @@ def _fail(ctx: TaskContext, arg: str, rest: str, text: str) -> str:
     raise TaskFailed(arg or "the demo agent was asked to fail")
 
 
+STREAM_BLOCK = 1024          # /stream's chunks joined into one string this often
+
+
 def _stream(ctx: TaskContext, arg: str, rest: str, text: str) -> str:
     try:
         count = int(arg)
     except ValueError:
         raise TaskFailed(f"/stream takes a number of chunks, not '{arg}'") from None
-    chunks = [f"chunk {i}" for i in range(1, max(0, count) + 1)]
-    for i, chunk in enumerate(chunks, 1):
-        ctx.write(chunk, final=i == len(chunks))
-    return "\n".join(chunks)
+    # NOTE: the answer is kept as joined blocks, not one string per chunk: a million
+    # chunks cost their text, not a million objects.
+    blocks, block = [], []
+    for i in range(1, max(0, count) + 1):
+        chunk = f"chunk {i}"
+        ctx.write(chunk, final=i == count)
+        block.append(chunk)
+        if len(block) == STREAM_BLOCK:
+            blocks.append("\n".join(block))
+            block = []
+    if block:
+        blocks.append("\n".join(block))
+    return "\n".join(blocks)
 
 
 def _think(ctx: TaskContext, arg: str, rest: str, text: str) -> str:

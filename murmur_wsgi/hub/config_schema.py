@@ -177,6 +177,8 @@ class MetricsSchema(Block):
 class StreamSchema(Block):
     keepalive_secs = _positive(load_default=15.0)
     write_timeout_secs = _positive(load_default=10.0)
+    # What a SendStreamingMessage reader may fall behind before it is lagged (hub/live.py).
+    live_backlog_bytes = Size(load_default=8 * 1024 ** 2, validate=validate.Range(min=64 * 1024))
 
 
 class JwtSchema(Block):

@@ -1,9 +1,12 @@
 """Runs: a hosted agent working on one task, from admission to its one final state.
 
 A run's agent works on its own thread (a greenlet under gevent). What it
-streams goes two ways: every token to the run's own SendStreamingMessage
-(``live``), and merged (at most one stored event every ``events.merge_secs``)
-to the store's event log, which SubscribeToTask replays. The run ends once:
+streams goes two ways: to the run's own SendStreamingMessage (``live``, a
+backlog bounded in bytes, hub/live.py), and merged (at most one stored event
+every ``events.merge_secs``) to the store's event log, which SubscribeToTask
+replays. The run keeps its streamed text merged (one string per stored event),
+not one object per token, and its agent's thread yields to the others every
+``YIELD_TOKENS`` tokens. The run ends once:
 COMPLETED with its answer and usage part, FAILED (the agent failed, the run
 timeout, the drain's "interrupted"), CANCELED (CancelTask, the client left)
 or REJECTED; whatever comes after the first end is dropped. An event the
@@ -28,6 +31,7 @@ import time
 from murmur_wsgi.agents.endings import Ending, TaskCanceled, run_agent
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.context import HubContext
+from murmur_wsgi.hub.live import MERGE_TOKENS, LiveBacklog, made_of
 from murmur_wsgi.hub.run_events import KeptEvents
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED,
@@ -40,12 +44,13 @@ logger = logging.getLogger(__name__)
 
 FAILED_PUBLIC = "the agent failed; the details are in the hub's log"
 INTERRUPTED = "interrupted: the hub shut down before the run ended"
+YIELD_TOKENS = 256       # an agent that streams yields to the other threads this often
 
 
 class Run:
     """One task's run. Fields are guarded by ``Runs.lock``."""
 
-    def __init__(self, runs, task, agent, limits: dict, live: bool):   # run_registry.Runs
+    def __init__(self, runs, task, agent, limits: dict, live: int | None):   # run_registry.Runs
         self.runs = runs
         self.task_id = task.id
         self.context_id = task.context_id
@@ -53,7 +58,9 @@ class Run:
         self.agent_name = task.agent
         self.agent = agent
         self.timeout = limits["run_timeout_secs"]
-        self.live: list[str] | None = [] if live else None
+        # The run's own stream, ``live`` bytes at most behind; None: no stream reads it.
+        self.live = None if live is None else LiveBacklog(live, self._live_text,
+                                                          self._live_state, task.id)
         self.ended = False           # the task has its final state
         self.returned = False        # the agent's call returned (or raised)
         self.stopping = False        # the agent should stop (cancel, timeout, drain)
@@ -61,10 +68,11 @@ class Run:
         self.store_failed = False    # the final write failed: Runs.unwritten retries it
         self.slot_released = False   # the tenant's admission slot was given back
         self.overdue = False         # ended while the agent executes: it holds a slot still
-        self.tokens: list[str] = []
-        self.stored = 0              # tokens already in the store's log
+        self.tokens: list[str] = []  # the streamed text, merged (see _flush_locked)
+        self.stored = 0              # entries of tokens already in the store's log
         self.stored_any = False
-        self.live_any = False
+        self._loose = 0              # the newest tokens, not joined yet (all unstored)
+        self._unyielded = 0          # tokens since the agent's thread last yielded
         self.last_flush = 0.0
         self.kept = KeptEvents(self.task_id)   # the events the store refused, in order
         self.usage = RunUsage()
@@ -121,17 +129,24 @@ class Run:
             if self.ended:
                 raise TaskCanceled(self.task_id)
             self.tokens.append(text)
+            self._loose += 1
+            if self._loose >= MERGE_TOKENS:         # the newest tokens, joined in a block
+                self.tokens[-MERGE_TOKENS:] = ["".join(self.tokens[-MERGE_TOKENS:])]
+                self._loose = 0
             if self.live is not None:
-                self.live.append(artifact_update(self.task_id, self.context_id,
-                                                 [text_part(text)], append=self.live_any,
-                                                 last=False))
-                self.live_any = True
+                self.live.token(text)
             due = self.last_flush + runs.merge_secs - time.monotonic()
             if due <= 0:
                 self._flush_locked()
             elif self._flush_timer is None:
                 self._flush_timer = runs.timer(due, self._flush)
             runs.changed.notify_all()
+        self._unyielded += 1
+        if self._unyielded >= YIELD_TOKENS:
+            self._unyielded = 0
+            # NOTE: under gevent an agent that streams without waiting would hold the
+            # worker for its whole run: this hands the other greenlets their turn.
+            time.sleep(0)
 
     def progress(self, text: str) -> None:
         with self.runs.changed:
@@ -147,8 +162,26 @@ class Run:
 
     def _live(self, payload: str) -> None:
         if self.live is not None:
-            self.live.append(payload)
+            self.live.event(payload)
         self.runs.changed.notify_all()
+
+    def _live_text(self, text: str, append: bool) -> str:
+        """A piece of the answer's text on the run's own stream."""
+        return artifact_update(self.task_id, self.context_id, [text_part(text)],
+                               append=append, last=False)
+
+    def _live_state(self) -> tuple[list[str], str]:
+        """The task as it stands, for a reader that fell behind: its named artifacts whole,
+        and the answer's text so far."""
+        return ([artifact_event(self.task_id, self.context_id, artifact, False, False)
+                 for artifact in self.artifacts], "".join(self.tokens))
+
+    def _merge_unstored(self) -> str:
+        """Join the tokens not yet stored into one entry; its text."""
+        text = "".join(self.tokens[self.stored:])
+        self.tokens[self.stored:] = [text]
+        self._loose = 0
+        return text
 
     def _flush(self) -> None:
         runs = self.runs
@@ -169,7 +202,7 @@ class Run:
         events kept before them) keeps them unstored, not lost: the next flush stores them,
         or the end's answer carries them whole (``finish``)."""
         if self.stored < len(self.tokens) and self.kept.idle:
-            text = "".join(self.tokens[self.stored:])
+            text = self._merge_unstored()
             self.kept.add(artifact_update(self.task_id, self.context_id, [text_part(text)],
                                           append=self.stored_any, last=False))
             # NOTE: refused, the event stays kept under its number (it may have been
@@ -191,7 +224,6 @@ class Run:
             self._flush_locked()
             if self.ended:
                 return False            # the flush found the task ended elsewhere
-            streamed = "".join(self.tokens)
             events: list[str] = []
             artifacts = None
             if state == COMPLETED:
@@ -201,8 +233,9 @@ class Run:
                     parts.append(data_part(data))
                 parts.append(data_part(usage_part(self.usage, runs.pricing)))
                 artifacts = self.artifacts + [answer_artifact(parts)]
-                if self.tokens and streamed == answer and self.stored == len(self.tokens) \
-                        and self.kept.idle:
+                streamed_whole = self.stored == len(self.tokens) and self.kept.idle \
+                    and made_of(self.tokens, answer)
+                if self.tokens and streamed_whole:
                     events.append(artifact_update(self.task_id, self.context_id, parts[1:],
                                                   append=True, last=True))
                 else:
@@ -210,6 +243,7 @@ class Run:
                                                   append=False, last=True))
                 text = status_message
             elif state == CANCELED:
+                streamed = "".join(self.tokens)
                 artifacts = self.artifacts + ([answer_artifact([text_part(streamed)])]
                                               if streamed else [])
             # NOTE: the tenant's slot is free before the end is visible: a client that sends
@@ -286,8 +320,9 @@ class Run:
         if self.live is not None:
             if written is None:
                 written = self._final_written_elsewhere()
-            # NOTE: the live stream saw every token: its last chunk is relative to them.
-            self.live.extend(written)
+            # NOTE: the live stream has every token (or, lagged, the text they make): its
+            # last chunk is relative to them.
+            self.live.end(written)
         self.runs.changed.notify_all()
 
     def _final_written_elsewhere(self) -> list[str]:

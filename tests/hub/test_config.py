@@ -23,7 +23,8 @@ def test_defaults():
                              "header_timeout_secs": 10, "body_timeout_secs": 30,
                              "max_id_bytes": 256}
     assert config.events == {"retention_secs": 86400, "merge_secs": 0.25}
-    assert config.stream == {"keepalive_secs": 15, "write_timeout_secs": 10}
+    assert config.stream == {"keepalive_secs": 15, "write_timeout_secs": 10,
+                             "live_backlog_bytes": 8 * 1024 ** 2}
     assert config.push == {"enabled": False, "secret": None, "ports": [443],
                            "allow_networks": [], "ca_file": None, "retry_scale": 1.0}
     # The text's default and floor: the larger of 300 s and run timeout + 60 s.

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 
 from murmur_wsgi.agents.blocks import data_block
@@ -91,7 +92,8 @@ def accept(hub, call, live: bool):
                 save_message_config(hub, call, push, task.id, from_start=True)
             return msg, Accepted(task, snapshot=store.render(task, msg.history_length))
         run = Run(hub.runs, task, hub.agents[(call.tenant, call.agent)],
-                  hub.limits(call.tenant), live)
+                  hub.limits(call.tenant),
+                  hub.config.stream["live_backlog_bytes"] if live else None)
         first = task.task_event()
         snapshot = task.to_json(msg.history_length)
         store.create(task, first)
@@ -130,19 +132,22 @@ def send_message(hub, call):
 
 
 def live_source(hub, run):
-    """The run's own events, every token, until its final status."""
-    read = 0
+    """The run's own events until its final status, a bounded piece at a time (hub/live.py)."""
     runs = hub.runs
+    live = run.live
 
     def source(timeout: float):
-        nonlocal read
         with runs.changed:
-            runs.changed.wait_for(lambda: len(run.live) > read or run.ended, timeout)
-            batch = run.live[read:]
-            read += len(batch)
-            done = run.ended and read >= len(run.live)
+            runs.changed.wait_for(lambda: live.pending() or run.ended, timeout)
+            batch = live.take()
+            more = live.pending()
+            done = run.ended and not more
         if done and run.store_failed:
             raise StoreError()
+        if more:
+            # NOTE: under gevent a write to a fast client may never block: the worker's
+            # other greenlets get their turn between pieces.
+            time.sleep(0)
         return batch, done
     return source
 

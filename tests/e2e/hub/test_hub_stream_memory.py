@@ -1,0 +1,38 @@
+"""A long stream on a real hub (one gunicorn worker): merged, bounded, and nobody else waits.
+
+``/stream 300000`` on the demo agent, read to its end as fast as the client can,
+while another tenant times GetTask, on the memory store and on Redis
+(``bench/hub_stream_memory.py`` measures the same with a million chunks).
+"""
+from __future__ import annotations
+
+import pytest
+
+from bench.hub_stream_memory import measure
+from tests.redis_util import RedisServer
+
+pytestmark = pytest.mark.e2e
+
+CHUNKS = 300_000
+MIB = 1024 * 1024
+
+
+@pytest.mark.parametrize("store", ["memory", "redis"])
+def test_a_long_stream_is_merged_bounded_and_holds_nobody(tmp_path, store):
+    redis_server = RedisServer(tmp_path).start() if store == "redis" else None
+    try:
+        result = measure(tmp_path, CHUNKS, redis_server and redis_server.url)
+    finally:
+        if redis_server is not None:
+            redis_server.stop()
+    run, waits, rss = result["stream"], result["gettask"], result["rss"]
+    assert run["final"] == "COMPLETED", result
+    # Every chunk reached the client, as far fewer, larger events than one per chunk.
+    assert run["bytes"] > 2 * len("chunk 300000") * CHUNKS // 2, result
+    assert run["events"] < CHUNKS / 50, result
+    # Another tenant's small requests went on meanwhile, never held long.
+    assert waits["count"] >= 3 and waits["max"] < 0.5, result
+    # The worker's memory: bounded during the run, near its start after it (what stays is
+    # the finished task itself, a few copies of its 3 MB answer on the memory store).
+    assert rss["growth"] < 100 * MIB, result
+    assert rss["left"] < 40 * MIB, result
