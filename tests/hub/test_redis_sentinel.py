@@ -12,7 +12,6 @@ import time
 import uuid
 
 import pytest
-import redis
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.config import load_config
@@ -90,8 +89,10 @@ def test_a_write_too_few_replicas_acknowledge_is_the_stores_error(sentinels):
         client.close()
     stores = redis_stores(sentinels.url, timeout_secs=0.5, wait_replicas=2)
     try:
+        # A claim does not wait (its task's creation does); a cancel mark does.
+        assert stores.tasks.claim_message("acme", "echo", uuid.uuid4().hex) is None
         with pytest.raises(StoreError):
-            stores.tasks.claim_message("acme", "echo", uuid.uuid4().hex)
+            stores.tasks.mark_cancel(str(uuid.uuid4()))
     finally:
         stores.close()
     hub = create_hub(hub_config(store=sentinels.url,
@@ -185,7 +186,14 @@ def test_a_failover_under_load_keeps_every_acknowledged_task(sentinels):
         last = reader.events[-1]
         assert ("error" in last and last["error"]["code"] == STORE_ERROR) or \
             last["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", last
+        # The one listener subscribed again on the new primary: a new stream runs live.
+        wait_until(lambda: hub.store.conn.feed.subscribed, 10.0)
+        after = rpc.send("g-sentinel-after", configuration={"returnImmediately": True})
+        again = Reader(rpc.call("SubscribeToTask", {"id": after["id"]}, buffered=False))
+        assert again.read()[0]["result"]["task"]["id"] == after["id"]
+        gate("g-sentinel-after").set()
+        assert again.until_end()[-1]["result"]["statusUpdate"]["status"]["state"] == \
+            "TASK_STATE_COMPLETED"
     finally:
         reader.close()
         close_hub(hub)
-    assert isinstance(promoted, redis.Redis)

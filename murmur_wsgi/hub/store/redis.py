@@ -133,7 +133,9 @@ class RedisTaskStore(TaskStore):
     def claim_message(self, tenant, agent, message_id):
         key = msg_key(tenant, agent, message_id)
         for _ in range(3):
-            if self._command.durable("SET", key, PENDING, "NX", "PX", CLAIM_TTL_MS):
+            # NOTE: not waited for (wait_replicas): the task's creation binds the messageId
+            # in the same key, and waits; a claim lost with its primary was never answered.
+            if self._command("SET", key, PENDING, "NX", "PX", CLAIM_TTL_MS):
                 return None
             found = self._command("GET", key)
             if found is not None:

@@ -6,8 +6,9 @@ connection failed is sent once more at once (a pooled connection can be stale
 after Redis restarts); one that timed out is not, so a stalled Redis is
 answered within ``timeout_secs``.
 
-With ``wait_replicas`` N above 0, every write the hub acknowledges (a claim, a
-task's creation, start, appends and end, a cancel mark, a push config) is sent
+With ``wait_replicas`` N above 0, every write the hub acknowledges (a task's
+creation, which binds its message's claim, start, appends and end, a cancel mark,
+a push config's save and delete) is sent
 with ``WAIT N ms`` on its connection (``Commands.durable``), ms being
 ``WAIT_SHARE`` of ``timeout_secs``; fewer replicas in time is ``Unreplicated``,
 a ``StoreError`` to the caller (the write stays on the primary).
