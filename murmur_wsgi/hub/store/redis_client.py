@@ -8,10 +8,10 @@ answered within ``timeout_secs``.
 
 With ``wait_replicas`` N above 0, every write the hub acknowledges (a task's
 creation, which binds its message's claim, start, appends and end, a cancel mark,
-a push config's save and delete) is sent
-with ``WAIT N ms`` on its connection (``Commands.durable``), ms being
-``WAIT_SHARE`` of ``timeout_secs``; fewer replicas in time is ``Unreplicated``,
-a ``StoreError`` to the caller (the write stays on the primary).
+a push config's save and delete) is sent with ``WAIT N ms`` on its connection
+(``Commands.durable``), ms being ``WAIT_SHARE`` of ``timeout_secs``; fewer
+replicas in time is ``Unreplicated``, a ``StoreError`` to the caller (the write
+stays on the primary).
 """
 from __future__ import annotations
 
@@ -138,9 +138,12 @@ def connect(url: str, timeout_secs: float) -> redis.Redis:
 
 
 def _sentinel_client(parts, timeout_secs: float, settings: dict) -> redis.Redis:
+    # NOTE: a connect asks the sentinels in turn until one names a primary: they share
+    # timeout_secs, so sentinels that are away cost a connect no more than that.
+    share = timeout_secs / len(parts.sentinels)
     watchers = Sentinel(list(parts.sentinels),
-                        sentinel_kwargs={"socket_timeout": timeout_secs,
-                                         "socket_connect_timeout": timeout_secs})
+                        sentinel_kwargs={"socket_timeout": share,
+                                         "socket_connect_timeout": share})
     return watchers.master_for(parts.service, db=parts.db, username=parts.username,
                                password=parts.password, **settings)
 

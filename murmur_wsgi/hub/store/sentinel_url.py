@@ -1,10 +1,11 @@
-"""The Sentinel form of the store's URL: ``redis-sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…]/SERVICE/DB``.
+"""The Sentinel form of the store's URL, ``redis-sentinel://HOSTS/SERVICE/DB``.
 
-The hosts are the sentinels; ``SERVICE`` is the name they watch the primary under
-(``sentinel monitor SERVICE …``); ``DB`` the primary's database number (0 when
-left out). A user and password are the primary's (and its replicas'); the
-sentinels are asked without one. ``parse`` raises ``ValueError`` with a message
-that never echoes the URL (it may carry a password).
+``HOSTS`` is ``[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…]``: the sentinels;
+``SERVICE`` the name they watch the primary under (``sentinel monitor SERVICE …``);
+``DB`` the primary's database number (0 when left out). A user and password are
+the primary's (and its replicas'); the sentinels are asked without one. ``parse``
+raises ``ValueError`` with a message that never echoes the URL (it may carry a
+password).
 """
 from __future__ import annotations
 
