@@ -8,7 +8,8 @@
   sentinels (``redis-server FILE --sentinel``) watching it under ``SERVICE``; waited
   for until every sentinel knows the replica and the other sentinels. ``url`` is the
   ``redis-sentinel://HOST:PORT,…/SERVICE/0`` form. ``kill_primary()`` SIGKILLs the
-  primary, ``wait_failover()`` waits until the sentinels name the replica and it is a primary.
+  primary, ``wait_failover()`` waits until the sentinels name the replica and it is a primary,
+  ``rejoin()`` starts the killed one again as the new primary's replica.
 
 Every process is started with ``child_setup()`` (it dies with a killed suite) and every
 wait has a deadline, paced on the processes themselves; nothing sleeps.
@@ -244,6 +245,15 @@ class SentinelSet:
         wait_until(lambda: watchers.discover_master(SERVICE) == ("127.0.0.1", port),
                    "the sentinels naming the new primary", self._procs(), deadline)
         return port
+
+    def rejoin(self) -> None:
+        """After ``wait_failover``: the killed primary started again on its port (empty) as
+        the new primary's replica, in sync; ``primary`` and ``replica`` swap."""
+        old, promoted = self.primary, self.replica
+        node = _Node(self.directory, old.port, ["--replicaof", "127.0.0.1", str(promoted.port)])
+        self.primary, self.replica = promoted, node
+        wait_until(lambda: node.client().info("replication").get(
+            "master_link_status") == "up", "the old primary's link", self._procs())
 
     def watchers(self) -> Sentinel:
         """redis-py's client of the sentinels."""

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from marshmallow import ValidationError, fields, validate, validates_schema
 
 from murmur_wsgi.agents.spec import AgentField
+from murmur_wsgi.hub.store import sentinel_url
 from murmur_wsgi.settings import Block, ManifestError, Size, StrictInt
 
 logger = logging.getLogger(__name__)
@@ -127,7 +128,8 @@ class EventsSchema(Block):
 
 
 class StoreField(fields.String):
-    """``memory``, ``redis`` (the URL is ``redis.url``) or a ``redis://``/``rediss://`` URL."""
+    """``memory``, ``redis`` (the URL is ``redis.url``) or a ``redis://``/``rediss://`` URL,
+    or ``redis-sentinel://HOST:PORT[,HOST:PORT…]/SERVICE/DB``."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         value = super()._deserialize(value, attr, data, **kwargs)
@@ -139,14 +141,20 @@ class StoreField(fields.String):
 
 def _redis_url(value: str) -> str:
     """Check a Redis URL (never echoing it: it may carry a password)."""
+    if sentinel_url.is_sentinel(value):
+        try:
+            sentinel_url.parse(value)
+        except ValueError as ex:
+            raise ValidationError(str(ex)) from None
+        return value
     try:
         parts = urlsplit(value)
         parts.port
     except ValueError:
         raise ValidationError("is not a redis:// or rediss:// URL") from None
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
-        raise ValidationError("must be memory, redis, or a redis://host:port/db or "
-                              "rediss:// URL")
+        raise ValidationError("must be memory, redis, or a redis://host:port/db, "
+                              "rediss:// or redis-sentinel://host:port/service/db URL")
     db = parts.path.strip("/")
     if db and not db.isdigit():
         raise ValidationError("a Redis URL's path is its database number (redis://host:port/0)")
@@ -168,6 +176,8 @@ class RedisSchema(Block):
     liveness_secs = fields.Float(load_default=10.0, validate=validate.Range(min=0.2))
     sweep_interval_secs = _positive(load_default=5.0)
     max_events_per_task = StrictInt(load_default=10_000, validate=validate.Range(min=100))
+    # Each acknowledged write waits for this many replicas (WAIT), within timeout_secs.
+    wait_replicas = StrictInt(load_default=0, validate=validate.Range(min=0))
 
 
 class MetricsSchema(Block):

@@ -58,8 +58,11 @@ def memory_stores(*, retention_secs: float = 86_400.0, clock=None,
 
 def redis_stores(url: str, *, retention_secs: float = 86_400.0, timeout_secs: float = 5.0,
                  liveness_secs: float = 10.0, max_events: int = 10_000,
-                 replica_id: str | None = None, retention: Retention | None = None) -> Stores:
-    """The four parts on one Redis (``store: redis://…``), sharing one connection."""
+                 replica_id: str | None = None, retention: Retention | None = None,
+                 wait_replicas: int = 0) -> Stores:
+    """The four parts on one Redis (``store: redis://…``, or the primary of
+    ``redis-sentinel://…``), sharing one connection; ``wait_replicas``: the replicas
+    each acknowledged write waits for (``redis_client.Commands.durable``)."""
     from murmur_wsgi.hub.store.redis import RedisTaskStore
     from murmur_wsgi.hub.store.redis_client import RedisConnection
     from murmur_wsgi.hub.store.redis_limits import RedisCounters
@@ -67,7 +70,7 @@ def redis_stores(url: str, *, retention_secs: float = 86_400.0, timeout_secs: fl
     from murmur_wsgi.hub.store.redis_replicas import RedisReplicas
 
     conn = RedisConnection(url, timeout_secs=timeout_secs, liveness_secs=liveness_secs,
-                           replica_id=replica_id)
+                           replica_id=replica_id, wait_replicas=wait_replicas)
     tasks = RedisTaskStore(conn, retention_secs=retention_secs, max_events=max_events,
                            retention=retention)
     return Stores(tasks, RedisReplicas(conn, tasks), RedisCounters(conn), RedisPushStore(conn))
@@ -83,7 +86,8 @@ def open_stores(config) -> Stores:
     return redis_stores(config.store_url(), retention_secs=events,
                         timeout_secs=settings["timeout_secs"],
                         liveness_secs=settings["liveness_secs"],
-                        max_events=settings["max_events_per_task"], retention=retention)
+                        max_events=settings["max_events_per_task"], retention=retention,
+                        wait_replicas=settings["wait_replicas"])
 
 
 __all__ = ["PENDING", "StoreError", "StoredEvent", "Stores", "TaskStore", "memory_stores",

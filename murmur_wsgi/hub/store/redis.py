@@ -49,6 +49,7 @@ logger = logging.getLogger(__name__)
 CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task was created
 MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
 MAX_ID_BYTES = 256               # a task id longer than this names no task
+DURABLE = ("CREATE", "START", "APPEND", "END", "MARK")   # acknowledged: redis.wait_replicas
 # What a read of one record asks for (one HMGET, its owner first): a finished task's
 # wire form, else what rebuilds it (``_record``).
 RECORD_FIELDS = ("tenant", "agent", "wire", "id", "ctx", "msg", "state", "text", "ms",
@@ -76,7 +77,8 @@ class RedisTaskStore(TaskStore):
         self._retention_ms = int(retention_secs * 1000)
         self._max_events = max_events
         self._keep = retention or Retention()
-        self._scripts = {name: self._command.script(getattr(scripts, name))
+        self._scripts = {name: self._command.script(getattr(scripts, name),
+                                                    durable=name in DURABLE)
                          for name in ("CREATE", "START", "APPEND", "END", "RELEASE", "MARK",
                                       "RETAIN")}
         self._contexts: dict[str, str] = {}
@@ -131,6 +133,8 @@ class RedisTaskStore(TaskStore):
     def claim_message(self, tenant, agent, message_id):
         key = msg_key(tenant, agent, message_id)
         for _ in range(3):
+            # NOTE: not waited for (wait_replicas): the task's creation binds the messageId
+            # in the same key, and waits; a claim lost with its primary was never answered.
             if self._command("SET", key, PENDING, "NX", "PX", CLAIM_TTL_MS):
                 return None
             found = self._command("GET", key)

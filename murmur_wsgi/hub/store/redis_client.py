@@ -5,6 +5,13 @@ is raised as ``StoreError``, whose message is public. A command whose
 connection failed is sent once more at once (a pooled connection can be stale
 after Redis restarts); one that timed out is not, so a stalled Redis is
 answered within ``timeout_secs``.
+
+With ``wait_replicas`` N above 0, every write the hub acknowledges (a task's
+creation, which binds its message's claim, start, appends and end, a cancel mark,
+a push config's save and delete) is sent with ``WAIT N ms`` on its connection
+(``Commands.durable``), ms being ``WAIT_SHARE`` of ``timeout_secs``; fewer
+replicas in time is ``Unreplicated``, a ``StoreError`` to the caller (the write
+stays on the primary).
 """
 from __future__ import annotations
 
@@ -17,7 +24,9 @@ import uuid
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from redis.sentinel import Sentinel, SentinelManagedConnection
 
+from murmur_wsgi.hub.store import sentinel_url
 from murmur_wsgi.hub.store.base import StoreError
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, PREFIX, live_key
@@ -25,6 +34,7 @@ from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, PREFIX, live_key
 logger = logging.getLogger(__name__)
 
 BLOCK_MAX_SECS = 1.0             # the longest single blocking read (pub/sub, a wake-up XREAD)
+WAIT_SHARE = 0.8                 # of timeout_secs: the longest WAIT for the replicas
 
 
 def guarded(method):
@@ -78,20 +88,68 @@ class _UnixConnection(_PooledCheck, redis.UnixDomainSocketConnection):
     pass
 
 
+class _SentinelConnection(_PooledCheck, SentinelManagedConnection):
+    """A connection to the primary the sentinels name, with two of redis-py's gaps closed.
+
+    - The pool connects its connections as it lends them; ``Commands``' connect at
+      their first command, where ``Connection`` would reach the address it last had
+      (none yet, or a primary of the past): the sentinels are asked first, as
+      ``connect`` does.
+    - ``SentinelManagedConnection.read_response`` keeps its socket when a read fails
+      (``disconnect_on_error`` False), so the next command would meet a closed socket,
+      or a reply left unread after a timeout: it disconnects, as ``Connection`` does.
+    """
+
+    def send_packed_command(self, command, check_health=True):
+        if self._sock is None:
+            self.connect()
+        super().send_packed_command(command, check_health)
+
+    def read_response(self, disable_decoding=False, *, disconnect_on_error=True, **kwargs):
+        return super().read_response(disable_decoding, disconnect_on_error=disconnect_on_error,
+                                     **kwargs)
+
+
 _CLASSES = {redis.Connection: _Connection, redis.SSLConnection: _SSLConnection,
-            redis.UnixDomainSocketConnection: _UnixConnection}
+            redis.UnixDomainSocketConnection: _UnixConnection,
+            SentinelManagedConnection: _SentinelConnection}
 
 
 def connect(url: str, timeout_secs: float) -> redis.Redis:
-    """A client of ``url`` (thread-safe, pooled) whose every wait ends within ``timeout_secs``."""
-    client = redis.Redis.from_url(
-        url, decode_responses=True, socket_timeout=timeout_secs,
-        socket_connect_timeout=timeout_secs,
-        retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
-        health_check_interval=30)
+    """A client of ``url`` (thread-safe, pooled) whose every wait ends within ``timeout_secs``.
+
+    ``redis-sentinel://…`` (``sentinel_url``): the primary the sentinels name. Its
+    connections (``SentinelManagedConnection``) ask the sentinels at each connect, so
+    one that failed reconnects to the primary of now; one still open to a demoted
+    primary fails its next write with READONLY, which it raises as ``ConnectionError``
+    (it disconnects first): the command is sent once more on a new connection.
+    """
+    settings = dict(decode_responses=True, socket_timeout=timeout_secs,
+                    socket_connect_timeout=timeout_secs,
+                    retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+                    health_check_interval=30)
+    if sentinel_url.is_sentinel(url):
+        client = _sentinel_client(sentinel_url.parse(url), timeout_secs, settings)
+    else:
+        client = redis.Redis.from_url(url, **settings)
     pool = client.connection_pool
     pool.connection_class = _CLASSES.get(pool.connection_class, pool.connection_class)
     return client
+
+
+def _sentinel_client(parts, timeout_secs: float, settings: dict) -> redis.Redis:
+    # NOTE: a connect asks the sentinels in turn until one names a primary: they share
+    # timeout_secs, so sentinels that are away cost a connect no more than that.
+    share = timeout_secs / len(parts.sentinels)
+    watchers = Sentinel(list(parts.sentinels),
+                        sentinel_kwargs={"socket_timeout": share,
+                                         "socket_connect_timeout": share})
+    return watchers.master_for(parts.service, db=parts.db, username=parts.username,
+                               password=parts.password, **settings)
+
+
+class Unreplicated(redis.RedisError):
+    """A write done on the primary that fewer replicas than asked acknowledged in time."""
 
 
 class Commands:
@@ -120,16 +178,30 @@ class Commands:
     makes its store in each worker).
     """
 
-    def __init__(self, client: redis.Redis, max_open: int = 6, wait_secs: float = 5.0):
+    def __init__(self, client: redis.Redis, max_open: int = 6, wait_secs: float = 5.0,
+                 replicas: int = 0, replicas_ms: int = 1000):
         pool = client.connection_pool
         self._make = functools.partial(pool.connection_class, **pool.connection_kwargs)
         self._idle: list = []
         self._slots = threading.BoundedSemaphore(max_open)
         self._wait = wait_secs
         self._closed = False
+        self._replicas = replicas
+        self._ack = ("WAIT", replicas, max(1, replicas_ms))
 
     def __call__(self, *args):
         return self.several(args)[0]
+
+    def durable(self, *args):
+        """``args``' answer once ``replicas`` replicas hold the write (``WAIT``, sent with it:
+        one round trip; WAIT counts every write of the connection before it); raise
+        ``Unreplicated`` when fewer did within ``replicas_ms``."""
+        if not self._replicas:
+            return self(*args)
+        answer, copies = self.several(args, self._ack)
+        if copies < self._replicas:
+            raise Unreplicated(f"{copies} of {self._replicas} replicas acknowledged a write")
+        return answer
 
     def several(self, *commands: tuple) -> list:
         """Each command's answer, sent together on one connection: one round trip."""
@@ -172,16 +244,18 @@ class Commands:
                 raise answer
         return answers
 
-    def script(self, source: str):
+    def script(self, source: str, durable: bool = False):
         """``source`` as ``run(keys=…, args=…)``, as ``client.register_script`` makes it:
-        ``EVALSHA``, and ``EVAL`` once when Redis does not hold it (restarted, flushed)."""
+        ``EVALSHA``, and ``EVAL`` once when Redis does not hold it (restarted, flushed).
+        A ``durable`` script's writes are acknowledged by the replicas (``durable``)."""
         sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+        send = self.durable if durable else self
 
         def run(keys=(), args=()):
             try:
-                return self("EVALSHA", sha, len(keys), *keys, *args)
+                return send("EVALSHA", sha, len(keys), *keys, *args)
             except redis.exceptions.NoScriptError:
-                return self("EVAL", source, len(keys), *keys, *args)
+                return send("EVAL", source, len(keys), *keys, *args)
         return run
 
     @property
@@ -206,13 +280,15 @@ class RedisConnection:
     """
 
     def __init__(self, url: str, *, timeout_secs: float = 5.0, liveness_secs: float = 10.0,
-                 replica_id: str | None = None):
+                 replica_id: str | None = None, wait_replicas: int = 0):
         self.url = public_url(url)
         self.replica = replica_id or uuid.uuid4().hex
         self.liveness_ms = max(1, int(liveness_secs * 1000))
         self.block = min(BLOCK_MAX_SECS, timeout_secs / 2)
         self.redis = connect(url, timeout_secs)
-        self.command = Commands(self.redis)     # the hot paths, on connections of their own
+        # The hot paths, on connections of their own; a WAIT ends before the socket's timeout.
+        self.command = Commands(self.redis, replicas=wait_replicas,
+                                replicas_ms=int(timeout_secs * 1000 * WAIT_SHARE))
         self.closed = threading.Event()
         self.feed = EventFeed(self.redis, EVENTS, block_secs=self.block,
                               stall_secs=timeout_secs)

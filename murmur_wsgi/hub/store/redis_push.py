@@ -77,7 +77,10 @@ class RedisPushStore(PushStorage):
         self._block = conn.block
         self._push_wait = _Waiting()
         self._scripts = {name: self._redis.register_script(getattr(scripts, name))
-                         for name in ("SAVE", "DELETE", "DUE", "LEASE", "RELEASE", "ADVANCE")}
+                         for name in ("DUE", "LEASE", "RELEASE", "ADVANCE")}
+        # A config's save and delete are acknowledged: the replicas hold them (WAIT).
+        self._scripts.update({name: conn.command.script(getattr(scripts, name), durable=True)
+                              for name in ("SAVE", "DELETE")})
 
     @_guarded
     def push_save(self, record, from_start):

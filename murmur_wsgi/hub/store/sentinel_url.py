@@ -1,0 +1,58 @@
+"""The Sentinel form of the store's URL, ``redis-sentinel://HOSTS/SERVICE/DB``.
+
+``HOSTS`` is ``[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…]``: the sentinels;
+``SERVICE`` the name they watch the primary under (``sentinel monitor SERVICE …``);
+``DB`` the primary's database number (0 when left out). A user and password are
+the primary's (and its replicas'); the sentinels are asked without one. ``parse``
+raises ``ValueError`` with a message that never echoes the URL (it may carry a
+password).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+SCHEME = "redis-sentinel"
+
+
+@dataclass(frozen=True)
+class SentinelUrl:
+    sentinels: tuple          # ((host, port), …)
+    service: str
+    db: int
+    username: str | None
+    password: str | None
+
+
+def is_sentinel(url: str) -> bool:
+    return url.startswith(SCHEME + "://")
+
+
+def parse(url: str) -> SentinelUrl:
+    rest = url[len(SCHEME) + 3:] if is_sentinel(url) else ""
+    if not rest:
+        raise ValueError("is not a redis-sentinel:// URL")
+    auth, _, rest = rest.rpartition("@")
+    hosts, _, path = rest.partition("/")
+    service, _, db = path.partition("/")
+    if not service or "/" in db:
+        raise ValueError("a redis-sentinel URL names its service: "
+                         "redis-sentinel://HOST:PORT[,HOST:PORT…]/SERVICE/DB")
+    if db and not db.isdigit():
+        raise ValueError("a redis-sentinel URL's last part is the database number "
+                         "(redis-sentinel://HOST:PORT/SERVICE/0)")
+    sentinels = tuple(_address(part) for part in hosts.split(","))
+    username = password = None
+    if auth:
+        user, colon, secret = auth.partition(":")
+        username = unquote(user) or None
+        password = unquote(secret) if colon else None
+    return SentinelUrl(sentinels, unquote(service), int(db or 0), username, password)
+
+
+def _address(part: str) -> tuple:
+    host, colon, port = part.rpartition(":")
+    host = host.strip("[]")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("a redis-sentinel URL's hosts are HOST:PORT, separated by commas")
+    return host, int(port)

@@ -1,0 +1,199 @@
+"""The hub's store behind Sentinel: ``store: redis-sentinel://…/murmur/0``, and ``wait_replicas``.
+
+One real set for the module (tests/redis_topologies.py: a primary, one replica, three
+sentinels). The tests run in order: a WAIT that too few replicas answer, a primary
+demoted while the store's connections are open to it (``SENTINEL FAILOVER``: it lives
+on as the replica), then the primary SIGKILLed under a burst of SendMessages.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.config import load_config
+from murmur_wsgi.hub.config_schema import ConfigError
+from murmur_wsgi.hub.store import StoreError, redis_stores
+from murmur_wsgi.hub.store.redis_client import Commands, Unreplicated, connect
+from murmur_wsgi.hub.store.redis_keys import task_key
+from murmur_wsgi.hub.store.sentinel_url import parse
+from tests.hub.agents import gate
+from tests.hub.conftest import HubClient, close_hub, hub_config, send_params, wait_until
+from tests.hub.test_streams import Reader
+from tests.redis_topologies import SERVICE, SentinelSet, wait_until as redis_wait
+
+pytestmark = pytest.mark.one_store
+
+STORE_ERROR = -32603
+
+
+@pytest.fixture(scope="module")
+def sentinels(tmp_path_factory):
+    started = SentinelSet(tmp_path_factory.mktemp("sentinel")).start()
+    yield started
+    started.stop()
+
+
+def _send(client: HubClient, text: str = "hi", **kwargs):
+    return client.call("SendMessage", send_params(text, **kwargs))
+
+
+def _swap_roles(sentinels: SentinelSet) -> None:
+    """After a failover that kept the old primary alive: it is the replica now, in sync."""
+    sentinels.primary, sentinels.replica = sentinels.replica, sentinels.primary
+    node = sentinels.replica
+    redis_wait(lambda: node.client().info("replication").get("master_link_status") == "up",
+               "the demoted primary's link to the new one", [node.proc])
+
+
+def test_the_url_names_sentinels_service_and_db_and_the_config_takes_it():
+    parts = parse("redis-sentinel://:s%40cret@10.0.0.1:26379,[::1]:26380/orders/2")
+    assert parts.sentinels == (("10.0.0.1", 26379), ("::1", 26380))
+    assert (parts.service, parts.db, parts.username, parts.password) == \
+        ("orders", 2, None, "s@cret")
+    assert parse("redis-sentinel://h:1/murmur").db == 0
+    config = load_config({}, {"MURMUR_HUB_REDIS_URL": "redis-sentinel://h:1/murmur/0",
+                              "MURMUR_HUB_REDIS_WAIT_REPLICAS": "1"})
+    assert config.store == "redis" and config.store_url().startswith("redis-sentinel://")
+    assert config.redis["wait_replicas"] == 1
+    assert load_config({}).redis["wait_replicas"] == 0
+    for bad, says in [("redis-sentinel://h:1", "names its service"),
+                      ("redis-sentinel://h/murmur/0", "HOST:PORT"),
+                      ("redis-sentinel://:pw@h:1/murmur/x", "database number")]:
+        with pytest.raises(ConfigError) as caught:
+            load_config({"store": bad})
+        assert says in str(caught.value) and "pw" not in str(caught.value)
+    with pytest.raises(ConfigError, match="redis.wait_replicas"):
+        load_config({"store": "redis-sentinel://h:1/m/0", "redis": {"wait_replicas": -1}})
+
+
+def test_a_write_too_few_replicas_acknowledge_is_the_stores_error(sentinels):
+    client = connect(sentinels.url, 2.0)
+    assert client.connection_pool.connection_class.__name__ == "_SentinelConnection"
+    one, two = (Commands(client, replicas=n, replicas_ms=300) for n in (1, 2))
+    try:
+        # WAIT travels with its write: one connection, one round trip, the answer kept.
+        assert one.durable("SET", "k", "v") == "OK"
+        assert one.script("return redis.call('INCR', KEYS[1])", durable=True)(keys=["n"]) == 1
+        started = time.monotonic()
+        with pytest.raises(Unreplicated):
+            two.durable("SET", "k", "w")
+        assert 0.25 < time.monotonic() - started < 2.0
+        assert client.get("k") == "w"                 # done on the primary all the same
+    finally:
+        one.close()
+        two.close()
+        client.close()
+    stores = redis_stores(sentinels.url, timeout_secs=0.5, wait_replicas=2)
+    try:
+        # A claim does not wait (its task's creation does); a cancel mark does.
+        assert stores.tasks.claim_message("acme", "echo", uuid.uuid4().hex) is None
+        with pytest.raises(StoreError):
+            stores.tasks.mark_cancel(str(uuid.uuid4()))
+    finally:
+        stores.close()
+    hub = create_hub(hub_config(store=sentinels.url,
+                                redis={"wait_replicas": 2, "timeout_secs": 0.5}))
+    try:
+        response = _send(HubClient(hub))
+        assert response.status_code == 200
+        error = response.get_json()["error"]
+        assert error["code"] == STORE_ERROR and "store" in error["message"]
+    finally:
+        close_hub(hub)
+
+
+def test_a_demoted_primarys_connections_follow_the_new_one(sentinels):
+    client = connect(sentinels.url, 2.0)
+    command = Commands(client)
+    pubsub = client.pubsub()
+    try:
+        assert command("SET", "before", "1") == "OK"         # a connection to the primary
+        old = sentinels.primary_port()
+        sentinels.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", SERVICE)
+        assert sentinels.wait_failover() != old
+        _swap_roles(sentinels)
+        # The idle connection still talks to the old primary: READONLY, as a failed
+        # connection, sent once more on a new one, to the primary the sentinels name.
+        assert command.idle == 1
+        assert command("SET", "after", "2") == "OK"
+        assert client.set("pooled", "3") is True
+        assert sentinels.primary.client().get("after") == "2"
+        assert client.connection_pool.get_master_address()[1] == sentinels.primary.port
+    finally:
+        pubsub.close()
+        command.close()
+        client.close()
+
+
+def test_a_failover_under_load_keeps_every_acknowledged_task(sentinels):
+    hub = create_hub(hub_config(store=sentinels.url,
+                                redis={"wait_replicas": 1, "timeout_secs": 1.0}))
+    acknowledged, answers, stop = [], [], threading.Event()
+
+    def load():
+        client = HubClient(hub)
+        while not stop.is_set():
+            response = _send(client, "burst")
+            payload = response.get_json() if response.status_code == 200 else None
+            answers.append((response.status_code, payload))
+            if payload and "result" in payload:
+                task = payload["result"]["task"]
+                acknowledged.append((task["id"], task["status"]["state"]))
+
+    rpc = HubClient(hub)
+    rpc.agent = "held"
+    held = rpc.send("g-sentinel", configuration={"returnImmediately": True})
+    reader = Reader(rpc.call("SubscribeToTask", {"id": held["id"]}, buffered=False))
+    assert reader.read()[0]["result"]["task"]["id"] == held["id"]
+    streamed = threading.Thread(target=reader.until_end, daemon=True)
+    streamed.start()
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(lambda: len(acknowledged) >= 20)
+        sentinels.kill_primary()
+        killed = time.monotonic()
+        wait_until(lambda: any(p and "error" in p for _, p in answers[-20:]), 10.0)
+        sentinels.wait_failover()
+        # NOTE: wait_replicas 1 needs a replica of the new primary: the old one, restarted.
+        sentinels.rejoin()
+        count = len(acknowledged)
+        wait_until(lambda: len(acknowledged) >= count + 10, 10.0)   # answering by itself
+        back = time.monotonic() - killed
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    try:
+        assert back < 10.0, back
+        assert {status for status, _ in answers} == {200}
+        errors = {p["error"]["code"] for _, p in answers if "error" in p}
+        assert errors == {STORE_ERROR}
+        promoted = sentinels.primary.client()
+        missing = [t for t, _ in acknowledged if not promoted.exists(task_key(t))]
+        assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged tasks lost"
+        for task_id, told in acknowledged:
+            assert rpc.result("GetTask", {"id": task_id}, agent="echo")["status"]["state"] \
+                == told
+        gate("g-sentinel").set()
+        streamed.join(15)
+        assert not streamed.is_alive()
+        last = reader.events[-1]
+        assert ("error" in last and last["error"]["code"] == STORE_ERROR) or \
+            last["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", last
+        # The one listener subscribed again on the new primary: a new stream runs live.
+        wait_until(lambda: hub.store.conn.feed.subscribed, 10.0)
+        after = rpc.send("g-sentinel-after", configuration={"returnImmediately": True})
+        again = Reader(rpc.call("SubscribeToTask", {"id": after["id"]}, buffered=False))
+        assert again.read()[0]["result"]["task"]["id"] == after["id"]
+        gate("g-sentinel-after").set()
+        assert again.until_end()[-1]["result"]["statusUpdate"]["status"]["state"] == \
+            "TASK_STATE_COMPLETED"
+    finally:
+        reader.close()
+        close_hub(hub)
