@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from marshmallow import ValidationError, fields, validate, validates_schema
 
 from murmur_wsgi.agents.spec import AgentField
+from murmur_wsgi.hub.store.redis_cluster import cluster_nodes, is_cluster
 from murmur_wsgi.settings import Block, ManifestError, Size, StrictInt
 
 logger = logging.getLogger(__name__)
@@ -139,14 +140,21 @@ class StoreField(fields.String):
 
 def _redis_url(value: str) -> str:
     """Check a Redis URL (never echoing it: it may carry a password)."""
+    if is_cluster(value):
+        try:
+            cluster_nodes(value)
+        except ValueError as ex:
+            raise ValidationError(f"is not a redis-cluster://HOST:PORT[,HOST:PORT…] URL: "
+                                  f"{ex}") from None
+        return value
     try:
         parts = urlsplit(value)
         parts.port
     except ValueError:
         raise ValidationError("is not a redis:// or rediss:// URL") from None
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
-        raise ValidationError("must be memory, redis, or a redis://host:port/db or "
-                              "rediss:// URL")
+        raise ValidationError("must be memory, redis, or a redis://host:port/db, "
+                              "rediss:// or redis-cluster://host:port,… URL")
     db = parts.path.strip("/")
     if db and not db.isdigit():
         raise ValidationError("a Redis URL's path is its database number (redis://host:port/0)")

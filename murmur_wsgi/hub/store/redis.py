@@ -1,6 +1,6 @@
 """The Redis task store (``store: redis://host:port/db``): every replica of a hub shares it.
 
-The key layout (every key starts with ``murmur:hub:``, names in ``redis_keys``)
+The key layout (every key starts with ``murmur:{hub}:``, names in ``redis_keys``)
 is in docs/hub.md (ListTasks' sorted sets: ``redis_index``);
 each step that must be atomic (create, start, append, end, the cancel mark,
 a claim's release) is one Lua script (``redis_scripts``), so a task has

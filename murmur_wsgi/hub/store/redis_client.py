@@ -18,6 +18,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from murmur_wsgi.hub.store import redis_cluster
 from murmur_wsgi.hub.store.base import StoreError
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, PREFIX, live_key
@@ -83,7 +84,10 @@ _CLASSES = {redis.Connection: _Connection, redis.SSLConnection: _SSLConnection,
 
 
 def connect(url: str, timeout_secs: float) -> redis.Redis:
-    """A client of ``url`` (thread-safe, pooled) whose every wait ends within ``timeout_secs``."""
+    """A client of ``url`` (thread-safe, pooled) whose every wait ends within ``timeout_secs``;
+    a ``redis-cluster://`` URL's is a ``RedisCluster`` (``redis_cluster``)."""
+    if redis_cluster.is_cluster(url):
+        return redis_cluster.connect_cluster(url, timeout_secs)
     client = redis.Redis.from_url(
         url, decode_responses=True, socket_timeout=timeout_secs,
         socket_connect_timeout=timeout_secs,
@@ -212,7 +216,10 @@ class RedisConnection:
         self.liveness_ms = max(1, int(liveness_secs * 1000))
         self.block = min(BLOCK_MAX_SECS, timeout_secs / 2)
         self.redis = connect(url, timeout_secs)
-        self.command = Commands(self.redis)     # the hot paths, on connections of their own
+        self.cluster = isinstance(self.redis, redis.RedisCluster)
+        # The hot paths, on connections of their own (on a cluster, each primary's).
+        self.command = redis_cluster.ClusterCommands(self.redis, Commands) if self.cluster \
+            else Commands(self.redis)
         self.closed = threading.Event()
         self.feed = EventFeed(self.redis, EVENTS, block_secs=self.block,
                               stall_secs=timeout_secs)
@@ -247,6 +254,10 @@ class RedisConnection:
         except redis.RedisError:
             pass
         self.command.close()
+        if self.cluster:
+            redis_cluster.disconnect(self.redis)
+            self.redis.close()
+            return
         self.redis.close()
         self.redis.connection_pool.disconnect()
 
