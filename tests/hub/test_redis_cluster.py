@@ -3,21 +3,27 @@
 The store's own tests run on the cluster too (the modules marked ``cluster``); these check
 what is the cluster's own: the URL, one slot for every key, the listener hearing a
 ``PUBLISH`` made on any node, and hot-path commands following a slot that migrates (ASK)
-and then moved (MOVED).
+and then moved (MOVED), and a stalled primary answered within the timeout.
 """
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 
 import pytest
 import redis
 
 from murmur_wsgi.hub.config import ConfigError, load_config
 from murmur_wsgi.hub.store import redis_stores
-from murmur_wsgi.hub.store.redis_cluster import ClusterCommands, cluster_nodes
+from murmur_wsgi.hub.store.redis_cluster import ClusterCommands, cluster_nodes, connect_cluster
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from murmur_wsgi.hub.store.redis_keys import EVENTS, PREFIX, task_key
-from tests.hub.conftest import KEY_B, HubClient, wait_until
+from murmur_wsgi.hub import create_hub
+from tests.hub.conftest import (FAST, KEY_B, HubClient, close_hub, hub_config, send_params,
+                                wait_until)
+from tests.redis_topologies import Cluster
 
 
 @pytest.mark.parametrize("where", ["store", "url", "env"])
@@ -78,9 +84,6 @@ def test_every_key_of_the_hub_is_in_one_slot(redis_cluster, hub_on_cluster):
 
 @pytest.fixture
 def hub_on_cluster(redis_cluster):
-    from murmur_wsgi.hub import create_hub
-    from tests.hub.conftest import close_hub, hub_config
-
     redis_cluster.flush()
     h = create_hub(hub_config(store=redis_cluster.url))
     yield HubClient(h), HubClient(h, headers={"X-API-Key": KEY_B})
@@ -132,6 +135,8 @@ def test_commands_follow_a_slot_that_migrates_then_moved(redis_cluster):
     try:
         commands("HSET", key, "id", "moving")
         commands("HSET", other, "id", "staying")
+        stale = connect_cluster(redis_cluster.url, 2.0)      # its slot map: before the move
+        assert stale.get_node_from_key(key).name == source.name
         dst_id, src_id = _node_id(dst), _node_id(src)
         dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
         src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
@@ -147,6 +152,12 @@ def test_commands_follow_a_slot_that_migrates_then_moved(redis_cluster):
             finally:
                 client.close()
         # Moved: MOVED refreshes the slot map; every command goes to the new owner.
+        pipe = stale.pipeline(transaction=False)
+        pipe.hget(other, "id")
+        pipe.exists(key)
+        assert pipe.execute() == ["staying", 1]
+        assert stale.get_node_from_key(key).name == target.name
+        stale.close()
         assert commands("HGET", other, "id") == "staying"
         assert cluster.get_node_from_key(key).name == target.name
         assert stores.tasks._scripts["RELEASE"](keys=[key + ":none"]) == 1
@@ -154,3 +165,38 @@ def test_commands_follow_a_slot_that_migrates_then_moved(redis_cluster):
         stores.close()
         src.close()
         dst.close()
+
+
+def test_a_stalled_primary_answers_32603_within_its_timeout_then_recovers(tmp_path):
+    """The primary of the store's slot stopped (SIGSTOP): each request is refused within
+    ``redis.timeout_secs``, as on one Redis, and served again once it is back."""
+    timeout = 1.0
+    cluster = Cluster(tmp_path).start()
+    hub = create_hub(hub_config(store=cluster.url, redis={**FAST, "timeout_secs": timeout}))
+    rpc = HubClient(hub, "echo")
+    try:
+        task = rpc.send("hello")
+        client = cluster.client()
+        try:
+            owner = client.get_node_from_key(PREFIX).port
+        finally:
+            client.close()
+        proc = next(n.proc for n in cluster.nodes if n.port == owner)
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            for method, params in (("GetTask", {"id": task["id"]}), ("ListTasks", {}),
+                                   ("SendMessage", send_params("stalled"))):
+                started = time.monotonic()
+                error = rpc.error(method, params)
+                took = time.monotonic() - started
+                assert error == {"code": -32603, "message": "Internal error: the hub's task "
+                                 "store is unavailable; try again shortly"}, method
+                assert took < 1.8 * timeout, f"{method} answered in {took:.2f} s"
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        wait_until(lambda: "result" in rpc.call("GetTask", {"id": task["id"]}).get_json(),
+                   timeout=20)
+        assert rpc.send("again")["status"]["state"] == "TASK_STATE_COMPLETED"
+    finally:
+        hub.close(drain_timeout=5)
+        cluster.stop()

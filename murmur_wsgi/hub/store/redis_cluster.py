@@ -2,7 +2,8 @@
 
 Every key of the store carries the hash tag of ``redis_keys.PREFIX``, so all of
 them live in one slot: each script and each pipeline touches that slot only,
-and a primary holds the store (docs/hub.md, "Key layout"). The client is
+and a primary holds the store (docs/hub.md, "Key layout"); a pipeline is sent to
+that primary (``SlotPipeline``). The client is
 redis-py's ``RedisCluster``: it learns the slots from any node named, follows
 MOVED and ASK, and its ``pubsub()`` listens on one node, which hears every
 ``PUBLISH`` of the cluster (a published message is broadcast to every node).
@@ -21,7 +22,10 @@ from urllib.parse import unquote, urlsplit
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import ClusterDownError, SlotNotCoveredError
 from redis.retry import Retry
+
+from murmur_wsgi.hub.store.redis_keys import PREFIX
 
 SCHEME = "redis-cluster"
 
@@ -54,10 +58,53 @@ def cluster_nodes(url: str) -> tuple[list[tuple[str, int]], str | None, str | No
     return nodes, user, password
 
 
+class _Cluster(RedisCluster):
+    """A ``RedisCluster`` whose timed-out command is not sent again (as on one Redis: a
+    stalled primary is answered within the timeout); one whose connection failed, or that
+    met a cluster without the slot's owner, is sent once more after a refresh.
+
+    Its ``pipeline()`` is ``SlotPipeline``: every key of the store is in one slot."""
+
+    ERRORS_ALLOW_RETRY = (redis.ConnectionError, ClusterDownError, SlotNotCoveredError)
+
+    def pipeline(self, transaction=None, shard_hint=None):
+        return SlotPipeline(self)
+
+
+class SlotPipeline:
+    """A pipeline of the store's slot, on its primary's own client: sent once, so a
+    timed-out one is not sent again (redis-py's cluster pipeline sends each command of a
+    failed one again, one by one, each with its own timeout). A MOVED or ASK answer
+    refreshes the slot map and sends the whole pipeline once more, to the slot's owner
+    then (a slot still migrating fails as Redis being away does)."""
+
+    def __init__(self, cluster: RedisCluster):
+        self._cluster = cluster
+        self._pipe = self._new()
+
+    def _new(self):
+        node = self._cluster.get_node_from_key(PREFIX)
+        return node.redis_connection.pipeline(transaction=False)
+
+    def __getattr__(self, name):
+        return getattr(self._pipe, name)              # the commands, queued on the node's
+
+    def execute(self) -> list:
+        stack = list(self._pipe.command_stack)        # execute() empties it, even failing
+        try:
+            return self._pipe.execute()
+        except (redis.exceptions.MovedError, redis.exceptions.AskError):
+            self._cluster.nodes_manager.initialize()
+            self._pipe = self._new()
+            for args, options in stack:
+                self._pipe.execute_command(*args, **options)
+            return self._pipe.execute()
+
+
 def connect_cluster(url: str, timeout_secs: float) -> RedisCluster:
     """A cluster client of ``url`` whose every wait ends within ``timeout_secs``."""
     nodes, user, password = cluster_nodes(url)
-    return RedisCluster(
+    return _Cluster(
         startup_nodes=[ClusterNode(host, port) for host, port in nodes],
         username=user, password=password, decode_responses=True,
         socket_timeout=timeout_secs, socket_connect_timeout=timeout_secs,
