@@ -28,7 +28,6 @@ from tests.redis_util import RedisServer
 pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
 
-
 @pytest.fixture
 def redis_url(redis_server):
     redis_server.flush()

@@ -20,8 +20,6 @@ from murmur_wsgi.hub.store.redis_feed import EventFeed
 from tests.hub.conftest import wait_until
 from tests.redis_util import RedisServer
 
-pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
-
 CHANNEL = "test:events"
 WRITE = """
 local n = redis.call('HINCRBY', KEYS[2], 'n', 1)
