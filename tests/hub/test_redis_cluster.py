@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from murmur_wsgi.hub.config import ConfigError, load_config
-from murmur_wsgi.hub.store import redis_stores
+from murmur_wsgi.hub.store import StoreError, redis_stores
 from murmur_wsgi.hub.store.redis_cluster import ClusterCommands, cluster_nodes, connect_cluster
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from murmur_wsgi.hub.store.redis_keys import EVENTS, PREFIX, task_key
@@ -168,7 +168,8 @@ def test_commands_follow_a_slot_that_migrates_then_moved(redis_cluster):
 
 def test_a_stalled_primary_answers_32603_within_its_timeout_then_recovers(tmp_path):
     """The primary of the store's slot stopped (SIGSTOP): each request is refused within
-    ``redis.timeout_secs``, as on one Redis, and served again once it is back."""
+    ``redis.timeout_secs``, as on one Redis, and served again once it is back; with every
+    node killed (the cluster client's own failure), refused the same way."""
     timeout = 1.0
     cluster = Cluster(tmp_path).start()
     hub = create_hub(hub_config(store=cluster.url, redis={**FAST, "timeout_secs": timeout}))
@@ -189,6 +190,13 @@ def test_a_stalled_primary_answers_32603_within_its_timeout_then_recovers(tmp_pa
         wait_until(lambda: "result" in rpc.call("GetTask", {"id": task["id"]}).get_json(),
                    timeout=20)
         assert rpc.send("again")["status"]["state"] == "TASK_STATE_COMPLETED"
+        for node in cluster.nodes:                 # then the whole cluster gone: no node left
+            os.kill(node.proc.pid, signal.SIGKILL)
+            node.proc.wait(timeout=5)
+        refused_within(rpc, task["id"], timeout)
+        for call in (hub.store.has_events, hub.store.cancel_marked, hub.store.final_event):
+            with pytest.raises(StoreError):    # through the cluster client: no node to ask
+                call(task["id"])
     finally:
         hub.close(drain_timeout=5)
         cluster.stop()

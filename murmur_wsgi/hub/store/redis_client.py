@@ -1,10 +1,10 @@
 """The Redis store's connection: the client, its key prefix, and failures as ``StoreError``.
 
-Every ``redis.RedisError`` (down, slow past ``timeout_secs``, out of memory)
-is raised as ``StoreError``, whose message is public. A command whose
-connection failed is sent once more at once (a pooled connection can be stale
-after Redis restarts); one that timed out is not, so a stalled Redis is
-answered within ``timeout_secs``.
+Every failure of Redis (``redis_cluster.FAILURES``: down, slow past ``timeout_secs``,
+out of memory, a cluster without the slot's owner) is raised as ``StoreError``, whose
+message is public. A command whose connection failed is sent once more at once (a
+pooled connection can be stale after Redis restarts); one that timed out is not, so a
+stalled Redis is answered within ``timeout_secs``.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def guarded(method):
     def call(self, *args, **kwargs):
         try:
             return method(self, *args, **kwargs)
-        except redis.RedisError as ex:
+        except redis_cluster.FAILURES as ex:
             logger.warning("redis store: %s failed: %s", method.__name__, type(ex).__name__)
             raise StoreError() from None
     return call
@@ -251,7 +251,7 @@ class RedisConnection:
         self.feed.close()
         try:
             self.redis.delete(live_key(self.replica))
-        except redis.RedisError:
+        except redis_cluster.FAILURES:
             pass
         self.command.close()
         if self.cluster:

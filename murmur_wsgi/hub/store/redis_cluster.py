@@ -22,12 +22,15 @@ from urllib.parse import unquote, urlsplit
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
-from redis.exceptions import ClusterDownError, SlotNotCoveredError
+from redis.exceptions import ClusterDownError, RedisClusterException, SlotNotCoveredError
 from redis.retry import Retry
 
 from murmur_wsgi.hub.store.redis_keys import PREFIX
 
 SCHEME = "redis-cluster"
+# What a failure of Redis is: every ``RedisError``, and a cluster's own (no node reachable,
+# a slot no node serves), which redis-py raises as ``RedisClusterException``.
+FAILURES = (redis.RedisError, RedisClusterException)
 
 
 def is_cluster(url: str) -> bool:
