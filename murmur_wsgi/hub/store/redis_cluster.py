@@ -1,9 +1,9 @@
 """The Redis store on a Redis Cluster (``store: redis-cluster://HOST:PORT[,HOST:PORT…]``).
 
 Every key of the store carries the hash tag of ``redis_keys.PREFIX``, so all of
-them live in one slot: each script and each pipeline touches that slot only,
-and a primary holds the store (docs/hub.md, "Key layout"); a pipeline is sent to
-that primary (``SlotPipeline``). The client is
+them live in one slot: each script and each pipeline touches that slot only, and
+one primary holds the store (docs/hub.md, "Key layout"); a pipeline is sent to
+that primary (``SlotPipeline``; the store sends no transaction). The client is
 redis-py's ``RedisCluster``: it learns the slots from any node named, follows
 MOVED and ASK, and its ``pubsub()`` listens on one node, which hears every
 ``PUBLISH`` of the cluster (a published message is broadcast to every node).
