@@ -42,9 +42,10 @@ def test_a_cluster_url_names_the_redis_store(where):
 
 
 @pytest.mark.parametrize("url, line", [
-    ("redis-cluster://127.0.0.1", "each node is HOST:PORT"),
-    ("redis-cluster://127.0.0.1:7000,", "each node is HOST:PORT"),
-    ("redis-cluster://127.0.0.1:7000/1", "a Redis Cluster has only database 0"),
+    pytest.param("redis-cluster://127.0.0.1", "each node is HOST:PORT", id="no-port"),
+    pytest.param("redis-cluster://127.0.0.1:7000,", "each node is HOST:PORT", id="empty"),
+    pytest.param("redis-cluster://127.0.0.1:7000/1", "a Redis Cluster has only database 0",
+                 id="db"),
 ])
 def test_a_bad_cluster_url_is_refused_without_echoing_it(url, line):
     with pytest.raises(ConfigError) as info:
