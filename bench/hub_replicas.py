@@ -15,7 +15,10 @@ config; a notification's latency is the receiver's clock when it arrived minus
 the status timestamp its body carries (the state change, ms precision),
 whichever replica delivered it (the config's lease decides).
 
-    python bench/hub_replicas.py [-r RUNS] [-s SECONDS] [-c CANCELS] [-p PUSHES]
+``--cluster``: the same on a 3-primary Redis Cluster (``store: redis-cluster://…``) instead
+of one redis-server.
+
+    python bench/hub_replicas.py [-r RUNS] [-s SECONDS] [-c CANCELS] [-p PUSHES] [--cluster]
 
 Results: a Markdown table on stdout, JSON in bench/results/hub-replicas-<timestamp>.json.
 """
@@ -39,6 +42,7 @@ from bench.push_latency import stamp  # noqa: E402
 from bench.report import git_commit, save, versions  # noqa: E402
 from tests.e2e.hub_replicas import Replica, Subscriber, send, state, until  # noqa: E402
 from tests.hub.push_util import SECRET, Receiver, make_cert  # noqa: E402
+from tests.redis_topologies import Cluster  # noqa: E402
 from tests.redis_util import RedisServer  # noqa: E402
 
 
@@ -109,10 +113,13 @@ def main() -> int:
     parser.add_argument("-c", "--cancels", type=int, default=20, help="cross-replica cancels")
     parser.add_argument("-p", "--pushes", type=int, default=50,
                         help="runs with a push config (3 notifications each)")
+    parser.add_argument("--cluster", action="store_true",
+                        help="on a 3-primary Redis Cluster instead of one redis-server")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hub-replicas-") as tmp:
         directory = Path(tmp)
-        server = RedisServer(directory).start()
+        server = (Cluster(directory / "cluster") if args.cluster
+                  else RedisServer(directory)).start()
         cert, key = make_cert(directory)
         receiver = Receiver(cert, key)
         settings = {"events": {"merge_secs": 0.001}, "limits": {"rate_per_minute": 100_000},
@@ -122,7 +129,7 @@ def main() -> int:
         try:
             a = Replica(directory, server.url, **settings)
             b = Replica(directory, server.url, **settings)
-            log(f"redis on {server.port}, replicas A {a.port} and B {b.port}")
+            log(f"redis at {server.url}, replicas A {a.port} and B {b.port}")
             delays: list[float] = []
             for _ in range(args.runs):
                 task = send(a, f"{args.seconds}")
@@ -154,6 +161,7 @@ def main() -> int:
             server.stop()
     rows = {"cross-replica event (ms)": delays, "cross-replica CancelTask (ms)": cancels,
             "push: state change to receiver (ms)": pushes}
+    print(f"store: {'a 3-primary Redis Cluster' if args.cluster else 'one redis-server'}\n")
     print("| measure | n | p50 | p99 | max |\n|---|---|---|---|---|")
     for name, values in rows.items():
         print(f"| {name} | {len(values)} | {statistics.median(values):.2f} | "
@@ -163,7 +171,7 @@ def main() -> int:
               "results": {name: {"n": len(v), "p50": statistics.median(v),
                                  "p99": percentile(v, 99), "max": max(v)}
                           for name, v in rows.items()}}
-    save(report, "hub-replicas-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"), log)
+    save(report, "hub-replicas-" + ("cluster-" if args.cluster else "") + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"), log)
     return 0
 
 

@@ -14,6 +14,7 @@ from marshmallow import ValidationError, fields, validate, validates_schema
 
 from murmur_wsgi.agents.spec import AgentField
 from murmur_wsgi.hub.store import sentinel_url
+from murmur_wsgi.hub.store.redis_cluster import cluster_nodes, is_cluster
 from murmur_wsgi.settings import Block, ManifestError, Size, StrictInt
 
 logger = logging.getLogger(__name__)
@@ -147,6 +148,13 @@ def _redis_url(value: str) -> str:
         except ValueError as ex:
             raise ValidationError(str(ex)) from None
         return value
+    if is_cluster(value):
+        try:
+            cluster_nodes(value)
+        except ValueError as ex:
+            raise ValidationError(f"is not a redis-cluster://HOST:PORT[,HOST:PORT…] URL: "
+                                  f"{ex}") from None
+        return value
     try:
         parts = urlsplit(value)
         parts.port
@@ -154,7 +162,8 @@ def _redis_url(value: str) -> str:
         raise ValidationError("is not a redis:// or rediss:// URL") from None
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
         raise ValidationError("must be memory, redis, or a redis://host:port/db, "
-                              "rediss:// or redis-sentinel://host:port/service/db URL")
+                              "rediss://, redis-sentinel://host:port/service/db or "
+                              "redis-cluster://host:port,… URL")
     db = parts.path.strip("/")
     if db and not db.isdigit():
         raise ValidationError("a Redis URL's path is its database number (redis://host:port/0)")

@@ -11,6 +11,7 @@ from werkzeug.test import Client
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store import memory_stores, redis_stores
+from tests.redis_topologies import Cluster
 
 KEY_A = "mhk_tenant-a-key"
 KEY_A2 = "mhk_tenant-a-second"
@@ -167,33 +168,65 @@ def wait_until(predicate, timeout=10.0):
 
 
 STORES = ("memory", "redis")
+CLUSTER = "cluster"          # a real 3-primary Redis Cluster (tests/redis_topologies.py)
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "one_store: the test (or module: pytestmark) runs on "
                                        "the memory store only; every other test that uses "
                                        "the fixture store, stores or hub runs on both")
+    config.addinivalue_line("markers", "cluster: the test (or module: pytestmark) runs on a "
+                                       "Redis Cluster too: its store, stores or hub as a "
+                                       "third store, its redis_server (pair) as a second")
 
 
 def pytest_generate_tests(metafunc):
     """Every test of the fixture ``store`` (``hub``, ``rpc``) or ``stores`` runs on the memory
-    store and on a real redis-server, unless marked ``one_store``."""
+    store and on a real redis-server, unless marked ``one_store``; marked ``cluster``, on a
+    Redis Cluster as well, and so does a test of ``redis_server`` (``pair``)."""
     if metafunc.definition.get_closest_marker("one_store") is not None:
         return
+    cluster = metafunc.definition.get_closest_marker("cluster") is not None
     for name in ("stores", "store"):
         if name in metafunc.fixturenames:
-            metafunc.parametrize(name, STORES, indirect=True)
+            metafunc.parametrize(name, STORES + ((CLUSTER,) if cluster else ()), indirect=True)
             return
+    if cluster and "redis_server" in metafunc.fixturenames:
+        metafunc.parametrize("redis_server", ("redis", CLUSTER), indirect=True)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory):
+    """One real 3-primary Redis Cluster for the session; flushed per test by its users."""
+    cluster = Cluster(tmp_path_factory.mktemp("cluster")).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def redis_server(redis_server, request):
+    """The session's redis-server, or (param ``cluster``) its Redis Cluster: both have
+    ``url``, ``client()`` and ``flush()``."""
+    if getattr(request, "param", "redis") == CLUSTER:
+        return request.getfixturevalue("redis_cluster")
+    return redis_server
+
+
+def _redis_of(request):
+    """The flushed Redis (a server or the cluster) a ``store``/``stores`` param names."""
+    server = request.getfixturevalue("redis_cluster" if request.param == CLUSTER
+                                     else "redis_server")
+    server.flush()
+    return server
 
 
 @pytest.fixture
 def store(request):
-    """The ``store`` setting of the fixture ``hub``: "memory", or a flushed redis-server's URL."""
+    """The ``store`` setting of the fixture ``hub``: "memory", or a flushed redis-server's
+    (or Redis Cluster's) URL."""
     if getattr(request, "param", "memory") == "memory":
         return "memory"
-    server = request.getfixturevalue("redis_server")
-    server.flush()
-    return server.url
+    return _redis_of(request).url
 
 
 class Clock:
@@ -225,9 +258,7 @@ def stores(request, clock, retention):
     if getattr(request, "param", "memory") == "memory":
         found = memory_stores(clock=clock, retention=retention)
     else:
-        server = request.getfixturevalue("redis_server")
-        server.flush()
-        found = redis_stores(server.url, timeout_secs=2.0, replica_id="me",
+        found = redis_stores(_redis_of(request).url, timeout_secs=2.0, replica_id="me",
                              retention=retention)
     yield found
     found.close()

@@ -25,6 +25,7 @@ from tests.hub.conftest import HubClient, wait_until
 from tests.hub.test_push_storage import OWNERS, a_task, alive, record
 from tests.redis_util import RedisServer
 
+pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
 
 @pytest.fixture
@@ -58,7 +59,7 @@ def test_a_dead_holders_lease_and_slot_are_taken_over(rstores, push, redis_serve
     assert push.push_lease(saved[2], "r2") is False     # and its two slots count
     assert {r.task_id for r in push.push_due("r2", 0)} == {"t3"}
     assert {r.task_id for r in push.push_due("r1", 0)} == {"t1", "t2", "t3"}   # its own
-    redis_server.client().delete("murmur:hub:replica:r1")        # r1 died (SIGKILL)
+    redis_server.client().delete("murmur:{hub}:replica:r1")        # r1 died (SIGKILL)
     assert {r.task_id for r in push.push_due("r2", 0)} == {"t1", "t2", "t3"}
     assert push.push_lease(saved[2], "r2") is True
     assert push.push_lease(saved[0], "r2") is True
@@ -140,9 +141,9 @@ def test_configs_expire_with_the_tasks_events(rstores, push, redis_server):
     push.push_advance(saved, "me", 2, DELIVERED)
     assert push.push_due("me", 0) == []                 # caught up on a final task: done
     client = redis_server.client()
-    assert client.pttl("murmur:hub:push:t1") > 0
-    assert client.smembers("murmur:hub:push:active") == set()
-    fields = json.loads(client.hget("murmur:hub:push:t1", "c1"))
+    assert client.pttl("murmur:{hub}:push:t1") > 0
+    assert client.smembers("murmur:{hub}:push:active") == set()
+    fields = json.loads(client.hget("murmur:{hub}:push:t1", "c1"))
     assert fields["cursor"] == 2 and "secret" not in json.dumps(fields)
 
 

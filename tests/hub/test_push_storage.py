@@ -9,12 +9,14 @@ from murmur_wsgi.hub.store.push_base import (DELIVERED, DROPPED, LEASE_SECS, MAX
                                              SKIPPED, PushRecord)
 from murmur_wsgi.hub.task import HubTask
 
+pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
+
 OWNERS = ("me", "r1", "r2")
 
 
 def alive(client, *owners):
     for owner in owners:
-        client.set(f"murmur:hub:replica:{owner}", "1", px=60_000)
+        client.set(f"murmur:{{hub}}:replica:{owner}", "1", px=60_000)
 
 
 @pytest.fixture

@@ -7,11 +7,15 @@ nobody renews (its replica died between admission and the task) expires.
 """
 from __future__ import annotations
 
+import pytest
+
 from murmur_wsgi.hub.store import redis_stores
 from murmur_wsgi.hub.store.counters import CONCURRENCY
 
 from tests.hub.agents import gate
 from tests.hub.conftest import KEY_B, HubClient, wait_until
+
+pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
 CONCURRENCY_REFUSED = "concurrency limit reached: 1 runs at once for this tenant"
 RATE_REFUSED = "rate limit reached: 3 runs per minute for this tenant"
@@ -39,7 +43,7 @@ def test_a_run_on_a_holds_the_tenant_s_slot_on_b(pair):
     assert _refusal(b.send("g-slot", configuration={"returnImmediately": True})) == \
         CONCURRENCY_REFUSED
     # The lease outlives its first expiry: A renews it while the run goes on.
-    first = running.zscore("murmur:hub:running:globex", task["id"])
+    first = running.zscore("murmur:{hub}:running:globex", task["id"])
     wait_until(lambda: _redis_ms(running) > first + 50, timeout=5)
     assert _refusal(b.send("g-slot", configuration={"returnImmediately": True})) == \
         CONCURRENCY_REFUSED
@@ -66,7 +70,7 @@ def test_a_vanished_replica_s_slot_is_freed_by_the_sweep(pair):
     # A vanishes (what SIGKILL leaves once its liveness expires): B's sweep ends the task,
     # which frees the slot at once.
     a.hub.replica.stop()
-    a.hub.store._redis.delete(f"murmur:hub:replica:{a.hub.store.replica}")
+    a.hub.store._redis.delete(f"murmur:{{hub}}:replica:{a.hub.store.replica}")
     wait_until(lambda: b.hub.admission.running("globex") == 0, timeout=5)
     assert b.result("GetTask", {"id": task["id"]})["status"]["state"] == "TASK_STATE_FAILED"
     again = b.send("g-gone", configuration={"returnImmediately": True})

@@ -10,16 +10,16 @@ from __future__ import annotations
 import pytest
 import redis
 
-from tests.redis_topologies import SERVICE, Cluster, SentinelSet
+from tests.redis_topologies import SERVICE, SentinelSet
 
 COUNT_KEYS = "return redis.call('INCR', KEYS[1]) + redis.call('RPUSH', KEYS[2], ARGV[1])"
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    started = Cluster(tmp_path_factory.mktemp("cluster")).start()
-    yield started
-    started.stop()
+@pytest.fixture
+def cluster(redis_cluster):
+    """The session's cluster (tests/hub/conftest.py), flushed."""
+    redis_cluster.flush()
+    return redis_cluster
 
 
 @pytest.fixture

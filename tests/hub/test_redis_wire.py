@@ -19,6 +19,8 @@ from murmur_wsgi.hub.task import (CANCELED, COMPLETED, FAILED, REJECTED, HubTask
                                   answer_artifact, data_part)
 from murmur_wsgi.wire.task import text_part
 
+pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
+
 ODD = 'ünï "quoted" </script> \\ / \u2028 \U0001F600'     # escapes an encoder could differ on
 
 

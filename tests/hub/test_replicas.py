@@ -14,6 +14,8 @@ import signal
 import threading
 import time
 
+import pytest
+
 import yaml
 
 from murmur_wsgi.cli import main
@@ -23,6 +25,8 @@ from tests.hub.agents import gate
 from tests.hub.conftest import FAST, HubClient, hub_config, send_params, sse_events, wait_until
 from tests.hub.conftest import agent as hosted
 from tests.redis_util import RedisServer
+
+pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
 def _state(rpc, task_id, agent=None):
     return rpc.result("GetTask", {"id": task_id}, agent=agent)["status"]["state"]
@@ -63,7 +67,7 @@ def test_the_mark_check_cancels_without_pub_sub(pair):
     a.agent = b.agent = "held"
     task = a.send("g-mark", configuration={"returnImmediately": True})
     # The mark alone, as if its pub/sub message were lost: A's once-a-tick check finds it.
-    b.hub.store._redis.set(f"murmur:hub:cancel:{task['id']}", "1")
+    b.hub.store._redis.set(f"murmur:{{hub}}:cancel:{task['id']}", "1")
     wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_CANCELED", timeout=5)
 
 
@@ -100,7 +104,7 @@ def test_a_vanished_replica_s_runs_end_failed_through_the_sweep(pair):
     next(chunks)
     # A vanishes: no more liveness renewals, its key gone (what SIGKILL leaves after the TTL).
     a.hub.replica.stop()
-    a.hub.store._redis.delete(f"murmur:hub:replica:{a.hub.store.replica}")
+    a.hub.store._redis.delete(f"murmur:{{hub}}:replica:{a.hub.store.replica}")
     rest = b"".join(chunks).decode()
     assert "TASK_STATE_FAILED" in rest and "interrupted" in rest
     # The run keeps going on A, and ends: the task keeps its one final state.
@@ -166,7 +170,7 @@ def test_the_sender_s_stream_on_a_replica_taken_for_dead_ends_with_the_sweep_s_e
     # A pauses (no renewals, no ticks) long enough to be taken for dead, but still listens:
     # B's sweep ends the task FAILED and says so on the channel.
     a.hub.replica.stop()
-    a.hub.store._redis.delete(f"murmur:hub:replica:{a.hub.store.replica}")
+    a.hub.store._redis.delete(f"murmur:{{hub}}:replica:{a.hub.store.replica}")
     status = _final_of(_rest_of(chunks))
     assert status["state"] == "TASK_STATE_FAILED"
     assert "interrupted" in status["message"]["parts"][0]["text"]
@@ -223,6 +227,19 @@ def test_redis_down_answers_32603_then_recovers(tmp_path):
         restarted.stop()
 
 
+def refused_within(rpc, task_id: str, timeout: float) -> None:
+    """GetTask, ListTasks and SendMessage each answer -32603 within ``timeout`` (a bit more:
+    the request's own time), as they must while the store's Redis answers nothing."""
+    for method, params in (("GetTask", {"id": task_id}), ("ListTasks", {}),
+                           ("SendMessage", send_params("stalled"))):
+        started = time.monotonic()
+        error = rpc.error(method, params)
+        took = time.monotonic() - started
+        assert error == {"code": -32603, "message": "Internal error: the hub's task "
+                         "store is unavailable; try again shortly"}, method
+        assert took < 1.8 * timeout, f"{method} answered in {took:.2f} s"
+
+
 def test_a_stalled_redis_answers_32603_within_its_timeout_then_recovers(tmp_path):
     """redis-server stopped (SIGSTOP): connections open, nothing answers. Each request
     is refused within ``redis.timeout_secs`` (a timed-out command is not sent again)."""
@@ -241,14 +258,7 @@ def test_a_stalled_redis_answers_32603_within_its_timeout_then_recovers(tmp_path
         try:
             rest = b"".join(chunks).decode()                # the stream ends, with the error
             assert '"code":-32603' in rest and "store is unavailable" in rest
-            for method, params in (("GetTask", {"id": task["id"]}), ("ListTasks", {}),
-                                   ("SendMessage", send_params("stalled"))):
-                started = time.monotonic()
-                error = rpc.error(method, params)
-                took = time.monotonic() - started
-                assert error == {"code": -32603, "message": "Internal error: the hub's task "
-                                 "store is unavailable; try again shortly"}, method
-                assert took < 1.8 * timeout, f"{method} answered in {took:.2f} s"
+            refused_within(rpc, task["id"], timeout)
         finally:
             os.kill(server.proc.pid, signal.SIGCONT)
         wait_until(lambda: "result" in rpc.call("GetTask", {"id": task["id"]}).get_json())

@@ -21,6 +21,8 @@ from murmur_wsgi.wire.task import now_ms, text_part
 
 from tests.hub.conftest import FAST, KEY_B, HubClient, close_hub, hub_config, send_params, wait_until
 
+pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
+
 
 @pytest.fixture
 def retention():
@@ -83,7 +85,7 @@ def test_a_refused_task_keeps_its_message_once(stores):
     assert [e.payload for e in events] == [task_event(whole)]
     assert stores.tasks.final_event(task.id) == task_event(whole)
     if stores.shared:             # the stream's entry is empty: the record's wire form holds it
-        entry = stores.tasks._redis.xrange(f"murmur:hub:ev:{task.id}")[0][1]
+        entry = stores.tasks._redis.xrange(f"murmur:{{hub}}:ev:{task.id}")[0][1]
         assert entry == {"p": "", "t": "1"}
     else:                       # the record's history only: no cached wire form, no event text
         stored = stores.tasks.get("acme", "echo", task.id)
@@ -185,7 +187,7 @@ def test_a_flood_past_the_cap_stops_growing_redis(redis_server):
         assert client.info("memory")["used_memory"] < memory + 512 * 1024
         for rpc in (accepted, refused):
             assert rpc.result("ListTasks", {})["totalSize"] == CAP
-        assert client.zcard("murmur:hub:done:acme") == CAP
+        assert client.zcard("murmur:{hub}:done:acme") == CAP
     finally:
         client.close()
         close_hub(hub)

@@ -15,6 +15,7 @@ from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE
 from murmur_wsgi.hub.task import COMPLETED, FAILED, REJECTED, WORKING, HubTask
 from murmur_wsgi.wire.task import text_part
 
+pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
 def new_task(stores, *, context_id="ctx", tenant="acme", agent="echo", state=None,
              message_id=None) -> HubTask:

@@ -1,6 +1,6 @@
 """The Redis task store (``store: redis://host:port/db``): every replica of a hub shares it.
 
-The key layout (every key starts with ``murmur:hub:``, names in ``redis_keys``)
+The key layout (every key starts with ``murmur:{hub}:``, names in ``redis_keys``)
 is in docs/hub.md (ListTasks' sorted sets: ``redis_index``);
 each step that must be atomic (create, start, append, end, the cancel mark,
 a claim's release) is one Lua script (``redis_scripts``), so a task has
@@ -11,7 +11,7 @@ stream costs no Redis command, an event one read per process that streams its
 task. Cancel marks are published on a channel of their own, heard by the same
 listener.
 
-Failures: every ``redis.RedisError`` is raised as ``StoreError``, whose
+Failures: every failure of Redis is raised as ``StoreError``, whose
 message is public (``redis_client``). The other parts on the same
 connection (``redis_client.RedisConnection``): the replicas' liveness and
 sweep (``redis_replicas``), admission's counters (``redis_limits``), push

@@ -1,10 +1,10 @@
 """The Redis store's connection: the client, its key prefix, and failures as ``StoreError``.
 
-Every ``redis.RedisError`` (down, slow past ``timeout_secs``, out of memory)
-is raised as ``StoreError``, whose message is public. A command whose
-connection failed is sent once more at once (a pooled connection can be stale
-after Redis restarts); one that timed out is not, so a stalled Redis is
-answered within ``timeout_secs``.
+Every failure of Redis (``redis_cluster.FAILURES``: down, slow past ``timeout_secs``,
+out of memory, a cluster without the slot's owner) is raised as ``StoreError``, whose
+message is public. A command whose connection failed is sent once more at once (a
+pooled connection can be stale after Redis restarts); one that timed out is not, so a
+stalled Redis is answered within ``timeout_secs``.
 
 With ``wait_replicas`` N above 0, every write the hub acknowledges (a task's
 creation, which binds its message's claim, start, appends and end, a cancel mark,
@@ -27,6 +27,7 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelManagedConnection
 
 from murmur_wsgi.hub.store import sentinel_url
+from murmur_wsgi.hub.store import redis_cluster
 from murmur_wsgi.hub.store.base import StoreError
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, PREFIX, live_key
@@ -43,7 +44,7 @@ def guarded(method):
     def call(self, *args, **kwargs):
         try:
             return method(self, *args, **kwargs)
-        except redis.RedisError as ex:
+        except redis_cluster.FAILURES as ex:
             logger.warning("redis store: %s failed: %s", method.__name__, type(ex).__name__)
             raise StoreError() from None
     return call
@@ -118,12 +119,15 @@ _CLASSES = {redis.Connection: _Connection, redis.SSLConnection: _SSLConnection,
 def connect(url: str, timeout_secs: float) -> redis.Redis:
     """A client of ``url`` (thread-safe, pooled) whose every wait ends within ``timeout_secs``.
 
+    ``redis-cluster://…`` (``redis_cluster``): a ``RedisCluster``.
     ``redis-sentinel://…`` (``sentinel_url``): the primary the sentinels name. Its
     connections (``SentinelManagedConnection``) ask the sentinels at each connect, so
     one that failed reconnects to the primary of now; one still open to a demoted
     primary fails its next write with READONLY, which it raises as ``ConnectionError``
     (it disconnects first): the command is sent once more on a new connection.
     """
+    if redis_cluster.is_cluster(url):
+        return redis_cluster.connect_cluster(url, timeout_secs)
     settings = dict(decode_responses=True, socket_timeout=timeout_secs,
                     socket_connect_timeout=timeout_secs,
                     retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
@@ -286,9 +290,13 @@ class RedisConnection:
         self.liveness_ms = max(1, int(liveness_secs * 1000))
         self.block = min(BLOCK_MAX_SECS, timeout_secs / 2)
         self.redis = connect(url, timeout_secs)
-        # The hot paths, on connections of their own; a WAIT ends before the socket's timeout.
-        self.command = Commands(self.redis, replicas=wait_replicas,
-                                replicas_ms=int(timeout_secs * 1000 * WAIT_SHARE))
+        self.cluster = isinstance(self.redis, redis.RedisCluster)
+        # The hot paths, on connections of their own (on a cluster, each primary's); a
+        # WAIT ends before the socket's timeout.
+        make = functools.partial(Commands, replicas=wait_replicas,
+                                 replicas_ms=int(timeout_secs * 1000 * WAIT_SHARE))
+        self.command = redis_cluster.ClusterCommands(self.redis, make) if self.cluster \
+            else make(self.redis)
         self.closed = threading.Event()
         self.feed = EventFeed(self.redis, EVENTS, block_secs=self.block,
                               stall_secs=timeout_secs)
@@ -320,9 +328,13 @@ class RedisConnection:
         self.feed.close()
         try:
             self.redis.delete(live_key(self.replica))
-        except redis.RedisError:
+        except redis_cluster.FAILURES:
             pass
         self.command.close()
+        if self.cluster:
+            redis_cluster.disconnect(self.redis)
+            self.redis.close()
+            return
         self.redis.close()
         self.redis.connection_pool.disconnect()
 

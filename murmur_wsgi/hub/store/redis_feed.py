@@ -32,6 +32,8 @@ import time
 
 import redis
 
+from murmur_wsgi.hub.store.redis_cluster import FAILURES
+
 logger = logging.getLogger(__name__)
 
 BUFFER_EVENTS = 64              # the newest events a watched task keeps for its readers
@@ -277,7 +279,7 @@ class EventFeed:
                     if now - swept >= self._block:
                         swept = now
                         self._forget_idle()
-            except (redis.RedisError, OSError, ValueError, TypeError) as ex:
+            except (*FAILURES, OSError, ValueError, TypeError) as ex:
                 # NOTE: TypeError: hiredis's parser polling a socket close() just dropped.
                 self._set_epoch(False)
                 if self._closed:
@@ -290,7 +292,7 @@ class EventFeed:
                 self._set_epoch(False)
                 try:
                     pubsub.close()
-                except redis.RedisError:
+                except FAILURES:
                     pass
 
     def close(self, wait: float = 0.0) -> None:

@@ -1,6 +1,6 @@
 """ListTasks on Redis: sorted sets that hold the tasks a page asks for, in the pages' order.
 
-Per tenant and agent (every key starts with ``murmur:hub:``), scored by the
+Per tenant and agent (every key starts with ``murmur:{hub}:``), scored by the
 task's creation number ``seq`` (newest first is highest first):
 ``idx:{tenant}:{agent}`` every task, ``ctx:{tenant}:{agent}:{contextId}`` a
 context's, ``st:{tenant}:{agent}:{state}`` those in one state,

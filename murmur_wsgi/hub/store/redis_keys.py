@@ -1,11 +1,15 @@
 """The Redis store's key names (every key starts with ``PREFIX``; docs/hub.md has the layout).
 
+``PREFIX`` holds the hash tag ``{hub}``: on a Redis Cluster every key of the store hashes
+to one slot (a key's slot is that of its first ``{…}``, so no id or name inside a key can
+move it), and each script and pipeline touches that slot only.
+
 One home for every name a part of the Redis store writes or a script builds,
 so the task store, the replicas, the counters and push name each key alike.
 """
 from __future__ import annotations
 
-PREFIX = "murmur:hub:"
+PREFIX = "murmur:{hub}:"
 CHANNEL = PREFIX + "cancel"                 # pub/sub: cancel marks and swept tasks
 EVENTS = PREFIX + "events"                  # pub/sub: "<task id> <n>" for every event written
 REPLICAS = PREFIX + "replicas"              # every replica that ran a task

@@ -1,6 +1,6 @@
 """Admission's counters in Redis: every replica and worker of a hub counts against one bound.
 
-Per tenant, two keys (both start with ``murmur:hub:``):
+Per tenant, two keys (both start with ``murmur:{hub}:``):
 
 - ``running:{tenant}``, a sorted set of leases: one member per run admitted
   (its task id), scored by the lease's expiry (Redis server time, ms). A run's

@@ -20,13 +20,12 @@ import json
 import logging
 import time
 
-import redis
-
 from murmur_wsgi.hub.store import redis_push_scripts as scripts
 from murmur_wsgi.hub.store.push_base import (LEASE_SECS, MAX_CONFIGS_PER_TASK, MAX_FAILURES,
                                              TENANT_DELIVERIES, PushRecord, PushStorage)
 from murmur_wsgi.hub.store.redis import MAX_ID_BYTES
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
+from murmur_wsgi.hub.store.redis_cluster import FAILURES
 from murmur_wsgi.hub.store.redis_keys import (PREFIX, PUSH_ACTIVE, PUSH_COUNTER, PUSH_WAKE,
                                               configs_key, events_key, lease_key, slots_key,
                                               task_key)
@@ -201,7 +200,7 @@ class RedisPushStore(PushStorage):
     def notify_push(self):
         try:
             self._redis.xadd(PUSH_WAKE, {"w": "n"}, maxlen=scripts.WAKE_LEN, approximate=True)
-        except redis.RedisError as ex:
+        except FAILURES as ex:
             logger.warning("redis store: notify_push failed: %s", type(ex).__name__)
 
     @_guarded
@@ -219,7 +218,7 @@ class RedisPushStore(PushStorage):
             self._scripts["RELEASE"](
                 keys=[lease_key(member), slots_key(record.tenant), PUSH_WAKE],
                 args=[owner, member])
-        except redis.RedisError as ex:
+        except FAILURES as ex:
             logger.warning("redis store: push_release failed: %s", type(ex).__name__)
 
     @_guarded

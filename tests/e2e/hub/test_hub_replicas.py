@@ -1,4 +1,5 @@
-"""Two hub replicas (two gunicorn masters, one of them with two workers) on one Redis.
+"""Two hub replicas (two gunicorn masters, one of them with two workers) on one Redis, and
+again on a 3-primary Redis Cluster (``store: redis-cluster://…``): every check runs on both.
 
 Send on A, then GetTask, ListTasks and SubscribeToTask on B; cancel from B; one
 run for a messageId raced on A and B; SIGKILL A mid-run: B's sweep ends the
@@ -24,18 +25,29 @@ from tests.e2e.hub_replicas import (CAPPED_KEY, SECRET, WAIT, Replica, Subscribe
                                     send, state, task_of, until)
 from tests.hub.push_util import SECRET as PUSH_SECRET
 from tests.hub.push_util import Receiver, make_cert, verify
+from tests.redis_topologies import Cluster
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def redis_url(redis_server):
-    redis_server.flush()
-    return redis_server.url
+@pytest.fixture(scope="module", params=("redis", "cluster"))
+def redis_url(request, tmp_path_factory):
+    """A flushed redis-server's URL, or a Redis Cluster's (started for the module)."""
+    if request.param == "redis":
+        server = request.getfixturevalue("redis_server")
+        server.flush()
+        yield server.url
+        return
+    cluster = Cluster(tmp_path_factory.mktemp("replicas-cluster")).start()
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="module")
-def receiver(tmp_path_factory):
+def receiver(tmp_path_factory, redis_url):
+    """The push receiver of one Redis's replicas (each Redis its own: what it got is theirs)."""
     cert_file, key_file = make_cert(tmp_path_factory.mktemp("replicas-cert"))
     r = Receiver(cert_file, key_file)
     r.settings = {"push": {"enabled": True, "secret": PUSH_SECRET, "ports": [r.port],

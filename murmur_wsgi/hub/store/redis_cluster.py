@@ -1,0 +1,195 @@
+"""The Redis store on a Redis Cluster (``store: redis-cluster://HOST:PORT[,HOST:PORT…]``).
+
+Every key of the store carries the hash tag of ``redis_keys.PREFIX``, so all of
+them live in one slot: each script and each pipeline touches that slot only, and
+one primary holds the store (docs/hub.md, "Key layout"); a pipeline is sent to
+that primary (``SlotPipeline``; the store sends no transaction). The client is
+redis-py's ``RedisCluster``: it learns the slots from any node named, follows
+MOVED and ASK, and its ``pubsub()`` listens on one node, which hears every
+``PUBLISH`` of the cluster (a published message is broadcast to every node).
+
+``ClusterCommands`` is ``redis_client.Commands`` routed by key: one
+``Commands`` per primary, on the connections of that node, chosen by the slot
+of the first key of a call. A MOVED answer refreshes the slot map and sends
+the call once more, to the new owner; an ASK answer sends it to the node named,
+each command after an ``ASKING``.
+"""
+from __future__ import annotations
+
+import threading
+from urllib.parse import unquote, urlsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import ClusterDownError, RedisClusterException, SlotNotCoveredError
+from redis.retry import Retry
+
+from murmur_wsgi.hub.store.redis_keys import PREFIX
+
+SCHEME = "redis-cluster"
+# What a failure of Redis is: every ``RedisError``, and a cluster's own (no node reachable,
+# a slot no node serves), which redis-py raises as ``RedisClusterException``.
+FAILURES = (redis.RedisError, RedisClusterException)
+
+
+def is_cluster(url: str) -> bool:
+    return url.startswith(SCHEME + "://")
+
+
+def cluster_nodes(url: str) -> tuple[list[tuple[str, int]], str | None, str | None]:
+    """The ``(host, port)`` pairs, username and password of a ``redis-cluster://`` URL.
+
+    Raises ValueError for anything else (never echoing the URL: it may carry a password)."""
+    scheme, sep, rest = url.partition("://")
+    if scheme != SCHEME or not sep:
+        raise ValueError("not a redis-cluster:// URL")
+    netloc, _, path = rest.partition("/")
+    if path.strip("/") not in ("", "0"):
+        raise ValueError("a Redis Cluster has only database 0")
+    user = password = None
+    if "@" in netloc:
+        auth, netloc = netloc.rsplit("@", 1)
+        user, _, password = auth.partition(":")
+        user, password = unquote(user) or None, unquote(password) or None
+    nodes = []
+    for address in netloc.split(","):
+        parts = urlsplit("//" + address)
+        if not parts.hostname or parts.port is None:
+            raise ValueError("each node is HOST:PORT")
+        nodes.append((parts.hostname, parts.port))
+    return nodes, user, password
+
+
+class _Cluster(RedisCluster):
+    """A ``RedisCluster`` whose timed-out command is not sent again (as on one Redis: a
+    stalled primary is answered within the timeout); one whose connection failed, or that
+    met a cluster without the slot's owner, is sent once more after a refresh.
+
+    Its ``pipeline()`` is ``SlotPipeline``: every key of the store is in one slot."""
+
+    ERRORS_ALLOW_RETRY = (redis.ConnectionError, ClusterDownError, SlotNotCoveredError)
+
+    def pipeline(self, transaction=None, shard_hint=None):
+        return SlotPipeline(self)
+
+
+class SlotPipeline:
+    """A pipeline of the store's slot, on its primary's own client: sent once, so a
+    timed-out one is not sent again (redis-py's cluster pipeline sends each command of a
+    failed one again, one by one, each with its own timeout). A MOVED or ASK answer
+    refreshes the slot map and sends the whole pipeline once more, to the slot's owner
+    then (a slot still migrating fails as Redis being away does)."""
+
+    def __init__(self, cluster: RedisCluster):
+        self._cluster = cluster
+        self._pipe = self._new()
+
+    def _new(self):
+        node = self._cluster.get_node_from_key(PREFIX)
+        return node.redis_connection.pipeline(transaction=False)
+
+    def __getattr__(self, name):
+        return getattr(self._pipe, name)              # the commands, queued on the node's
+
+    def execute(self) -> list:
+        stack = list(self._pipe.command_stack)        # execute() empties it, even failing
+        try:
+            return self._pipe.execute()
+        except (redis.exceptions.MovedError, redis.exceptions.AskError):
+            self._cluster.nodes_manager.initialize()
+            self._pipe = self._new()
+            for args, options in stack:
+                self._pipe.execute_command(*args, **options)
+            return self._pipe.execute()
+
+
+def connect_cluster(url: str, timeout_secs: float) -> RedisCluster:
+    """A cluster client of ``url`` whose every wait ends within ``timeout_secs``."""
+    nodes, user, password = cluster_nodes(url)
+    return _Cluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in nodes],
+        username=user, password=password, decode_responses=True,
+        socket_timeout=timeout_secs, socket_connect_timeout=timeout_secs,
+        retry=Retry(NoBackoff(), 1), health_check_interval=30)
+
+
+def _key_of(command: tuple) -> str | None:
+    """The first key a command names (a script's first of ``KEYS``), None when it has none."""
+    name = str(command[0]).upper()
+    if name in ("EVAL", "EVALSHA"):
+        return command[3] if int(command[2]) > 0 else None
+    return command[1] if len(command) > 1 else None
+
+
+class ClusterCommands:
+    """``Commands`` (``make``, the class) per primary of ``cluster``, each call sent to the
+    owner of its first key's slot; every command of one call is in that slot.
+
+    Concurrency: the per-node map is filled under a lock; each ``Commands`` is
+    thread-safe.
+    """
+
+    def __init__(self, cluster: RedisCluster, make):
+        self._cluster = cluster
+        self._make = make
+        self._nodes: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    def _of_node(self, node):
+        found = self._nodes.get(node.name)
+        if found is None:
+            with self._lock:
+                found = self._nodes.get(node.name)
+                if found is None:
+                    found = self._nodes[node.name] = self._make(node.redis_connection)
+        return found
+
+    def _node_of(self, commands: tuple):
+        key = _key_of(commands[0])
+        if key is None:
+            return self._cluster.get_random_node()
+        return self._cluster.get_node_from_key(key)
+
+    def __call__(self, *args):
+        return self.several(args)[0]
+
+    def several(self, *commands: tuple) -> list:
+        try:
+            return self._of_node(self._node_of(commands)).several(*commands)
+        except redis.exceptions.MovedError:
+            self._cluster.nodes_manager.initialize()       # the slot moved: ask anew
+            return self._of_node(self._node_of(commands)).several(*commands)
+        except redis.exceptions.AskError as ex:            # the slot is migrating
+            node = self._cluster.get_node(host=ex.host, port=ex.port)
+            if node is None or node.redis_connection is None:
+                self._cluster.nodes_manager.initialize()
+                node = self._cluster.get_node(host=ex.host, port=ex.port)
+                if node is None or node.redis_connection is None:
+                    raise
+            asked = [part for command in commands for part in (("ASKING",), command)]
+            return self._of_node(node).several(*asked)[1::2]
+
+    def durable(self, *args):
+        """As ``Commands.durable`` (the write and its ``WAIT`` on one connection), routed."""
+        return self._of_node(self._node_of((args,))).durable(*args)
+
+    def script(self, source: str, durable: bool = False):
+        """As ``Commands.script`` (``EVALSHA``, ``EVAL`` once when missing), routed."""
+        # NOTE: ``make`` is the class (or a partial of it): its ``script`` runs on self.
+        return getattr(self._make, "func", self._make).script(self, source, durable)
+
+    @property
+    def idle(self) -> int:
+        return sum(commands.idle for commands in list(self._nodes.values()))
+
+    def close(self) -> None:
+        for commands in list(self._nodes.values()):
+            commands.close()
+
+
+def disconnect(cluster: RedisCluster) -> None:
+    """Close every node's connections (the listener's included)."""
+    for node in cluster.get_nodes():
+        if node.redis_connection is not None:
+            node.redis_connection.connection_pool.disconnect()

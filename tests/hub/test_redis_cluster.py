@@ -1,0 +1,203 @@
+"""The Redis store on a real 3-primary Redis Cluster (hub/store/redis_cluster.py).
+
+The store's own tests run on the cluster too (the modules marked ``cluster``); these check
+what is the cluster's own: the URL, one slot for every key, the listener hearing a
+``PUBLISH`` made on any node, and hot-path commands following a slot that migrates (ASK)
+and then moved (MOVED), and a stalled primary answered within the timeout.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+import redis
+
+from murmur_wsgi.hub.config import ConfigError, load_config
+from murmur_wsgi.hub.store import StoreError, redis_stores
+from murmur_wsgi.hub.store.redis_cluster import ClusterCommands, cluster_nodes, connect_cluster
+from murmur_wsgi.hub.store.redis_feed import EventFeed
+from murmur_wsgi.hub.store.redis_keys import EVENTS, PREFIX, task_key
+from murmur_wsgi.hub import create_hub
+from tests.hub.conftest import FAST, KEY_B, HubClient, close_hub, hub_config, wait_until
+from tests.hub.test_replicas import refused_within
+from tests.redis_topologies import Cluster
+
+
+@pytest.mark.parametrize("where", ["store", "url", "env"])
+def test_a_cluster_url_names_the_redis_store(where):
+    url = "redis-cluster://127.0.0.1:7000,10.0.0.2:7001"
+    data, env = {}, {}
+    if where == "store":
+        data = {"store": url}
+    elif where == "url":
+        data = {"redis": {"url": url}}
+    else:
+        env = {"MURMUR_HUB_REDIS_URL": url}
+    config = load_config(data, environ=env)
+    assert config.store_url() == url and config.shared
+    assert cluster_nodes(url) == ([("127.0.0.1", 7000), ("10.0.0.2", 7001)], None, None)
+    assert cluster_nodes("redis-cluster://u:p%40ss@h:1/0") == ([("h", 1)], "u", "p@ss")
+
+
+@pytest.mark.parametrize("url, line", [
+    pytest.param("redis-cluster://127.0.0.1", "each node is HOST:PORT", id="no-port"),
+    pytest.param("redis-cluster://127.0.0.1:7000,", "each node is HOST:PORT", id="empty"),
+    pytest.param("redis-cluster://127.0.0.1:7000/1", "a Redis Cluster has only database 0",
+                 id="db"),
+])
+def test_a_bad_cluster_url_is_refused_without_echoing_it(url, line):
+    with pytest.raises(ConfigError) as info:
+        load_config({"store": url}, environ={})
+    assert str(info.value) == ("store: is not a redis-cluster://HOST:PORT[,HOST:PORT…] URL: "
+                               + line)
+
+
+def _keys(cluster) -> list[str]:
+    found = []
+    for node in cluster.nodes:
+        client = node.client()
+        try:
+            found += list(client.scan_iter(count=1000))
+        finally:
+            client.close()
+    return found
+
+
+def test_every_key_of_the_hub_is_in_one_slot(redis_cluster, hub_on_cluster):
+    rpc, other = hub_on_cluster
+    tasks = [rpc.send(f"hello {n}") for n in range(3)] + [other.send("hi")]
+    held = rpc.send("hold g-cluster-slot", configuration={"returnImmediately": True},
+                    agent="held")
+    rpc.result("CancelTask", {"id": held["id"]}, agent="held")
+    keys = _keys(redis_cluster)
+    client = redis_cluster.client()
+    try:
+        slots = {client.keyslot(k) for k in keys}
+    finally:
+        client.close()
+    assert len(keys) > 20 and all(k.startswith(PREFIX) for k in keys)
+    assert slots == {client.keyslot(PREFIX)}
+    assert task_key(tasks[3]["id"]) in keys and task_key(held["id"]) in keys
+
+
+@pytest.fixture
+def hub_on_cluster(redis_cluster):
+    redis_cluster.flush()
+    h = create_hub(hub_config(store=redis_cluster.url))
+    yield HubClient(h), HubClient(h, headers={"X-API-Key": KEY_B})
+    close_hub(h)
+
+
+def test_the_listener_hears_a_publish_on_every_node(redis_cluster):
+    client = redis_cluster.client()
+    heard, lock = [], threading.Lock()
+
+    def took(data):
+        with lock:
+            heard.append(data)
+
+    feed = EventFeed(client, EVENTS, block_secs=0.2)
+    feed.also(PREFIX + "test", took)
+    feed.start()
+    try:
+        wait_until(lambda: feed.subscribed)
+        for node in redis_cluster.nodes:
+            one = node.client()
+            try:
+                wait_until(lambda one=one, port=node.port: one.publish(
+                    PREFIX + "test", str(port)) >= 0 and str(port) in heard)
+            finally:
+                one.close()
+        assert {int(p) for p in heard} == {n.port for n in redis_cluster.nodes}
+    finally:
+        feed.close(wait=2.0)
+        client.close()
+
+
+def _node_id(client: redis.Redis) -> str:
+    return client.execute_command("CLUSTER", "MYID")
+
+
+def test_commands_follow_a_slot_that_migrates_then_moved(redis_cluster):
+    redis_cluster.flush()
+    stores = redis_stores(redis_cluster.url, timeout_secs=2.0, replica_id="me")
+    commands = stores.tasks.conn.command
+    assert isinstance(commands, ClusterCommands)
+    cluster = stores.tasks.conn.redis
+    key, other = task_key("moving"), task_key("staying")
+    slot = cluster.keyslot(key)
+    source = cluster.get_node_from_key(key)
+    target = next(n for n in cluster.get_primaries() if n.name != source.name)
+    nodes = {n.port: n for n in redis_cluster.nodes}
+    src, dst = nodes[source.port].client(), nodes[target.port].client()
+    try:
+        commands("HSET", key, "id", "moving")
+        commands("HSET", other, "id", "staying")
+        stale = connect_cluster(redis_cluster.url, 2.0)      # its slot map: before the move
+        assert stale.get_node_from_key(key).name == source.name
+        dst_id, src_id = _node_id(dst), _node_id(src)
+        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", key)
+        # Migrating: the moved key is answered through ASK, the other still by its source.
+        assert commands.several(("HGET", key, "id"), ("EXISTS", key)) == ["moving", 1]
+        assert commands("HGET", other, "id") == "staying"
+        src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", other)
+        for node in redis_cluster.nodes:
+            client = node.client()
+            try:
+                client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+            finally:
+                client.close()
+        # Moved: MOVED refreshes the slot map; every command goes to the new owner.
+        pipe = stale.pipeline(transaction=False)
+        pipe.hget(other, "id")
+        pipe.exists(key)
+        assert pipe.execute() == ["staying", 1]
+        assert stale.get_node_from_key(key).name == target.name
+        stale.close()
+        assert commands("HGET", other, "id") == "staying"
+        assert cluster.get_node_from_key(key).name == target.name
+        assert stores.tasks._scripts["RELEASE"](keys=[key + ":none"]) == 1
+    finally:
+        stores.close()
+        src.close()
+        dst.close()
+
+
+def test_a_stalled_primary_answers_32603_within_its_timeout_then_recovers(tmp_path):
+    """The primary of the store's slot stopped (SIGSTOP): each request is refused within
+    ``redis.timeout_secs``, as on one Redis, and served again once it is back; with every
+    node killed (the cluster client's own failure), refused the same way."""
+    timeout = 1.0
+    cluster = Cluster(tmp_path).start()
+    hub = create_hub(hub_config(store=cluster.url, redis={**FAST, "timeout_secs": timeout}))
+    rpc = HubClient(hub, "echo")
+    try:
+        task = rpc.send("hello")
+        client = cluster.client()
+        try:
+            owner = client.get_node_from_key(PREFIX).port
+        finally:
+            client.close()
+        proc = next(n.proc for n in cluster.nodes if n.port == owner)
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            refused_within(rpc, task["id"], timeout)
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        wait_until(lambda: "result" in rpc.call("GetTask", {"id": task["id"]}).get_json(),
+                   timeout=20)
+        assert rpc.send("again")["status"]["state"] == "TASK_STATE_COMPLETED"
+        for node in cluster.nodes:                 # then the whole cluster gone: no node left
+            os.kill(node.proc.pid, signal.SIGKILL)
+            node.proc.wait(timeout=5)
+        refused_within(rpc, task["id"], timeout)
+        for call in (hub.store.has_events, hub.store.cancel_marked, hub.store.final_event):
+            with pytest.raises(StoreError):    # through the cluster client: no node to ask
+                call(task["id"])
+    finally:
+        hub.close(drain_timeout=5)
+        cluster.stop()
