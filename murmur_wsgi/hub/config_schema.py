@@ -14,7 +14,7 @@ from marshmallow import ValidationError, fields, validate, validates_schema
 
 from murmur_wsgi.agents.spec import AgentField
 from murmur_wsgi.hub.store import sentinel_url
-from murmur_wsgi.hub.store.redis_cluster import cluster_nodes, is_cluster
+from murmur_wsgi.hub.store.cluster_url import cluster_nodes, is_cluster
 from murmur_wsgi.settings import Block, ManifestError, Size, StrictInt
 
 logger = logging.getLogger(__name__)

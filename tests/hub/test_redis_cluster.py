@@ -16,7 +16,8 @@ import redis
 
 from murmur_wsgi.hub.config import ConfigError, load_config
 from murmur_wsgi.hub.store import StoreError, redis_stores
-from murmur_wsgi.hub.store.redis_cluster import ClusterCommands, cluster_nodes, connect_cluster
+from murmur_wsgi.hub.store.cluster_url import cluster_nodes
+from murmur_wsgi.hub.store.redis_cluster import ClusterCommands, connect_cluster
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from murmur_wsgi.hub.store.redis_keys import EVENTS, PREFIX, task_key
 from murmur_wsgi.hub import create_hub

@@ -26,8 +26,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelManagedConnection
 
-from murmur_wsgi.hub.store import sentinel_url
-from murmur_wsgi.hub.store import redis_cluster
+from murmur_wsgi.hub.store import cluster_url, redis_cluster, sentinel_url
 from murmur_wsgi.hub.store.base import StoreError
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, PREFIX, live_key
@@ -126,7 +125,7 @@ def connect(url: str, timeout_secs: float) -> redis.Redis:
     primary fails its next write with READONLY, which it raises as ``ConnectionError``
     (it disconnects first): the command is sent once more on a new connection.
     """
-    if redis_cluster.is_cluster(url):
+    if cluster_url.is_cluster(url):
         return redis_cluster.connect_cluster(url, timeout_secs)
     settings = dict(decode_responses=True, socket_timeout=timeout_secs,
                     socket_connect_timeout=timeout_secs,
@@ -332,8 +331,10 @@ class RedisConnection:
             pass
         self.command.close()
         if self.cluster:
+            # NOTE: the nodes' connections only, as on one Redis: the client keeps its slot
+            # map, so a late call (an agent that outlived the drain giving its slot back)
+            # reconnects or fails as Redis would, never on a client without nodes.
             redis_cluster.disconnect(self.redis)
-            self.redis.close()
             return
         self.redis.close()
         self.redis.connection_pool.disconnect()

@@ -17,7 +17,6 @@ each command after an ``ASKING``.
 from __future__ import annotations
 
 import threading
-from urllib.parse import unquote, urlsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -25,40 +24,12 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import ClusterDownError, RedisClusterException, SlotNotCoveredError
 from redis.retry import Retry
 
+from murmur_wsgi.hub.store.cluster_url import cluster_nodes
 from murmur_wsgi.hub.store.redis_keys import PREFIX
 
-SCHEME = "redis-cluster"
 # What a failure of Redis is: every ``RedisError``, and a cluster's own (no node reachable,
 # a slot no node serves), which redis-py raises as ``RedisClusterException``.
 FAILURES = (redis.RedisError, RedisClusterException)
-
-
-def is_cluster(url: str) -> bool:
-    return url.startswith(SCHEME + "://")
-
-
-def cluster_nodes(url: str) -> tuple[list[tuple[str, int]], str | None, str | None]:
-    """The ``(host, port)`` pairs, username and password of a ``redis-cluster://`` URL.
-
-    Raises ValueError for anything else (never echoing the URL: it may carry a password)."""
-    scheme, sep, rest = url.partition("://")
-    if scheme != SCHEME or not sep:
-        raise ValueError("not a redis-cluster:// URL")
-    netloc, _, path = rest.partition("/")
-    if path.strip("/") not in ("", "0"):
-        raise ValueError("a Redis Cluster has only database 0")
-    user = password = None
-    if "@" in netloc:
-        auth, netloc = netloc.rsplit("@", 1)
-        user, _, password = auth.partition(":")
-        user, password = unquote(user) or None, unquote(password) or None
-    nodes = []
-    for address in netloc.split(","):
-        parts = urlsplit("//" + address)
-        if not parts.hostname or parts.port is None:
-            raise ValueError("each node is HOST:PORT")
-        nodes.append((parts.hostname, parts.port))
-    return nodes, user, password
 
 
 class _Cluster(RedisCluster):
