@@ -8,8 +8,9 @@ SubscribeToTask streams (default 2000) are opened on it from this process
 read until its first event. Then, for ``-s`` seconds (default 10) with every
 stream open and the task quiet:
 
-- Redis connections: ``INFO clients``' ``connected_clients`` less this script's one (every
-  replica's), and the streams' worker's own (its sockets to Redis' port, from /proc);
+- Redis connections at the window's end (the opening burst's idle ones closed by then):
+  ``INFO clients``' ``connected_clients`` less this script's one (every replica's), and
+  the streams' worker's own (its sockets to Redis' port, from /proc);
 - Redis commands per second: ``INFO stats``' ``total_commands_processed`` over the
   window, less this script's own INFO calls;
 - the streams' worker's RSS (``/proc``), before the streams and with them, per stream.
@@ -196,10 +197,11 @@ def connections_to(pid: int, port: int) -> int:
 def redis_figures(client, seconds: float) -> dict:
     first = client.info("stats")["total_commands_processed"]
     started = time.monotonic()
-    connections = client.info("clients")["connected_clients"] - 1     # less this client
     time.sleep(seconds)  # wait-ok: the measurement window itself
     last = client.info("stats")["total_commands_processed"]
     elapsed = time.monotonic() - started
+    # At the window's end: what the streams hold once the opening burst's are closed.
+    connections = client.info("clients")["connected_clients"] - 1     # less this client
     own = 2                                # the INFO calls between the two readings
     return {"connections": connections,
             "commands_per_sec": round((last - first - own) / elapsed, 2)}

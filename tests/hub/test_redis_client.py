@@ -154,6 +154,30 @@ def test_commands_open_at_most_max_open_connections_and_serve_the_rest_in_turn(c
     wait_until(lambda: clients() == before)
 
 
+def test_a_bursts_idle_connections_are_pruned_to_keep(client, clients):
+    now = [0.0]
+    commands = redis_client.Commands(client, max_open=8, keep=2, idle_secs=5.0,
+                                     clock=lambda: now[0])
+    client.ping()
+    before = clients()
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(commands("BLPOP", "burst", 5)))
+               for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: clients() == before + 6)
+    client.rpush("burst", *range(6))
+    for thread in threads:
+        thread.join(10)
+    assert len(got) == 6 and commands.idle == 6
+    assert commands.prune() == 0                      # not idle long enough yet
+    now[0] = 6.0
+    assert commands("PING") == "PONG"                 # the newest is taken and comes back
+    assert commands.prune() == 4 and commands.idle == 2
+    wait_until(lambda: clients() == before + 2)
+    commands.close()
+
+
 def test_several_commands_are_one_round_trip_on_one_connection(client):
     commands = redis_client.Commands(client)
     client.rpush("several", "a", "b")

@@ -19,6 +19,7 @@ import functools
 import hashlib
 import logging
 import threading
+import time
 import uuid
 
 import redis
@@ -172,21 +173,29 @@ class Commands:
     does (a timed-out one is not).
 
     At most ``max_open`` connections are in use at once (a caller waits up to
-    ``wait_secs`` for one, then fails as Redis being away does): a burst of
-    requests, or of streams opening, is served in turn on a few connections
-    instead of opening one each. Under gevent a worker runs one greenlet at a
-    time, and a handful of round trips in flight already outpace its CPU.
+    ``wait_secs`` for one, then fails as Redis being away does), so a burst of
+    requests or of streams opening cannot open one each; ``prune()`` (the
+    replica's turn, every second) closes those a burst left idle, keeping
+    ``keep``: the connections follow the load, and an idle worker holds few.
 
     One process: Commands made before a fork must not be used after it (the hub
     makes its store in each worker).
     """
 
-    def __init__(self, client: redis.Redis, max_open: int = 6, wait_secs: float = 5.0,
-                 replicas: int = 0, replicas_ms: int = 1000):
+    def __init__(self, client: redis.Redis, max_open: int = 64, wait_secs: float = 5.0,
+                 replicas: int = 0, replicas_ms: int = 1000, keep: int = 2,
+                 idle_secs: float = 5.0, clock=time.monotonic):
         pool = client.connection_pool
         self._make = functools.partial(pool.connection_class, **pool.connection_kwargs)
-        self._idle: list = []
-        self._slots = threading.BoundedSemaphore(max_open)
+        self._idle: list = []           # (connection, when it came back), the newest last
+        self._keep = keep
+        self._idle_secs = idle_secs
+        self._clock = clock
+        self._max_open = max_open
+        self._opened = 0                # connections made and not closed (guarded by _lock)
+        self._lock = threading.Lock()
+        self._returned = threading.Condition(self._lock)
+        self._waiting = 0               # callers waiting for a connection (guarded by _lock)
         self._wait = wait_secs
         self._closed = False
         self._replicas = replicas
@@ -208,12 +217,10 @@ class Commands:
 
     def several(self, *commands: tuple) -> list:
         """Each command's answer, sent together on one connection: one round trip."""
-        if not self._slots.acquire(timeout=self._wait):
-            raise redis.ConnectionError("every connection of the store is in use")
         try:
-            conn = self._idle.pop()
+            conn, _ = self._idle.pop()             # PERF: the common case takes no lock
         except IndexError:
-            conn = self._make()                    # it connects at its first command
+            conn = self._another()
         try:
             try:
                 return self._send(conn, commands)
@@ -221,10 +228,40 @@ class Commands:
                 return self._send(conn, commands)  # it closed itself: a new connection
         finally:
             if self._closed:
-                conn.disconnect()
+                self._dropped(conn)
             else:
-                self._idle.append(conn)
-            self._slots.release()
+                self._idle.append((conn, self._clock()))
+                if self._waiting:
+                    with self._lock:
+                        self._returned.notify()
+
+    def _another(self):
+        """A new connection (it connects at its first command), or an idle one that came
+        back meanwhile, once fewer than ``max_open`` are open; at most ``wait_secs``."""
+        deadline = self._clock() + self._wait
+        with self._lock:
+            while True:
+                try:
+                    return self._idle.pop()[0]
+                except IndexError:
+                    pass
+                if self._opened < self._max_open:
+                    self._opened += 1
+                    return self._make()
+                left = deadline - self._clock()
+                if left <= 0:
+                    raise redis.ConnectionError("every connection of the store is in use")
+                self._waiting += 1
+                try:
+                    # NOTE: a return notifies without the lock's order; re-look often.
+                    self._returned.wait(min(left, 0.05))
+                finally:
+                    self._waiting -= 1
+
+    def _dropped(self, conn) -> None:
+        conn.disconnect()
+        with self._lock:
+            self._opened -= 1
 
     @property
     def idle(self) -> int:
@@ -261,15 +298,25 @@ class Commands:
                 return send("EVAL", source, len(keys), *keys, *args)
         return run
 
-    @property
-    def idle(self) -> int:
-        return len(self._idle)
+    def prune(self) -> int:
+        """Close the idle connections beyond ``keep`` that no call took for ``idle_secs``
+        (the oldest first: a burst's connections go once it is over); how many closed."""
+        cutoff = self._clock() - self._idle_secs
+        closed = 0
+        while len(self._idle) > self._keep and self._idle[0][1] < cutoff:
+            try:
+                conn, _ = self._idle.pop(0)
+            except IndexError:
+                break                              # taken meanwhile
+            self._dropped(conn)
+            closed += 1
+        return closed
 
     def close(self) -> None:
         """Close the idle connections; one in use closes when its command returns."""
         self._closed = True
         while self._idle:
-            self._idle.pop().disconnect()
+            self._dropped(self._idle.pop()[0])
 
 
 class RedisConnection:

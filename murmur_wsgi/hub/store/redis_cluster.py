@@ -154,6 +154,9 @@ class ClusterCommands:
     def idle(self) -> int:
         return sum(commands.idle for commands in list(self._nodes.values()))
 
+    def prune(self) -> int:
+        return sum(commands.prune() for commands in list(self._nodes.values()))
+
     def close(self) -> None:
         for commands in list(self._nodes.values()):
             commands.close()
