@@ -240,13 +240,13 @@ class Run:
                     events.append(artifact_update(self.task_id, self.context_id, parts[1:],
                                                   append=True, last=True))
                 else:
+                    # NOTE: the chunk replaces the streamed text whole: its tokens can go.
+                    self.tokens, self.stored, self._loose = [], 0, 0
                     # PERF: the answer encoded once, for its final chunk (a piece of its
                     # text, never joined) and the task's artifacts (store.end's ``answer``).
                     encoded = _dumps(artifacts[-1])
                     events.append(artifact_event_around(self.task_id, self.context_id,
                                                         encoded, append=False, last=True))
-                    # NOTE: the chunk replaces the streamed text whole: its tokens can go.
-                    self.tokens, self.stored, self._loose = [], 0, 0
                 text = status_message
             elif state == CANCELED:
                 streamed = "".join(self.tokens)
