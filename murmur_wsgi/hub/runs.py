@@ -35,9 +35,10 @@ from murmur_wsgi.hub.live import MERGE_TOKENS, LiveBacklog, made_of
 from murmur_wsgi.hub.run_events import KeptEvents
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED,
-                                  answer_artifact, artifact_event, artifact_update, data_part,
-                                  progress_status, status_update)
+                                  answer_artifact, artifact_event, artifact_event_around,
+                                  artifact_update, data_part, progress_status, status_update)
 from murmur_wsgi.hub.usage import usage_part
+from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.task import text_part
 
 logger = logging.getLogger(__name__)
@@ -224,8 +225,8 @@ class Run:
             self._flush_locked()
             if self.ended:
                 return False            # the flush found the task ended elsewhere
-            events: list[str] = []
-            artifacts = None
+            events: list = []
+            artifacts = encoded = None
             if state == COMPLETED:
                 answer = answer if answer is not None else ""
                 parts = [text_part(answer)]
@@ -239,8 +240,13 @@ class Run:
                     events.append(artifact_update(self.task_id, self.context_id, parts[1:],
                                                   append=True, last=True))
                 else:
-                    events.append(artifact_update(self.task_id, self.context_id, parts,
-                                                  append=False, last=True))
+                    # NOTE: the chunk replaces the streamed text whole: its tokens can go.
+                    self.tokens, self.stored, self._loose = [], 0, 0
+                    # PERF: the answer encoded once, for its final chunk (a piece of its
+                    # text, never joined) and the task's artifacts (store.end's ``answer``).
+                    encoded = _dumps(artifacts[-1])
+                    events.append(artifact_event_around(self.task_id, self.context_id,
+                                                        encoded, append=False, last=True))
                 text = status_message
             elif state == CANCELED:
                 streamed = "".join(self.tokens)
@@ -255,7 +261,7 @@ class Run:
             numbered = (kept[0][0], len(kept)) if kept else (0, 0)
             try:
                 written = runs.store.end(self.task_id, state, text, artifacts, events,
-                                         numbered)
+                                         numbered, encoded)
                 if written is not None:
                     written = written[len(kept):]       # the run's own stream has those
             except StoreError:
@@ -263,7 +269,7 @@ class Run:
                 # store answers again (Runs.retry_unwritten), or the sweep ends it.
                 logger.warning("task %s: its end could not be written; retrying", self.task_id)
                 runs.unwritten.append((self.task_id, state, text, artifacts, events,
-                                       numbered))
+                                       numbered, encoded))
                 self.store_failed = True
                 written = []
             self._close_locked(written)

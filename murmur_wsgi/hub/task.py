@@ -129,3 +129,12 @@ def artifact_event(task_id: str, context_id: str, artifact: dict, append: bool,
                    last: bool) -> str:
     """An artifactUpdate of any artifact (an agent's own, or a chunk of one)."""
     return wire_stream.artifact_update(task_id, context_id, artifact, append, last, compact_utf8)
+
+
+def artifact_event_around(task_id: str, context_id: str, artifact_json: str, append: bool,
+                          last: bool) -> tuple[str, str, str]:
+    """``artifact_event`` of an artifact already encoded, as the three texts it joins to
+    (``artifact_json`` in the middle, not copied into a larger text)."""
+    head, _, tail = artifact_event(task_id, context_id, None, append,
+                                   last).rpartition('"artifact":null')
+    return head + '"artifact":', artifact_json, tail

@@ -215,3 +215,27 @@ def test_a_script_runs_by_its_sha_and_again_after_redis_forgot_it(client, redis_
         commands.script("return redis.call('NOSUCH')")(keys=[], args=[])
     assert commands.idle == 1
     commands.close()
+
+
+LONG = {"ascii": "a\"b" * 300_000, "wider": "ünï \U0001F600 " * 90_000}
+
+
+@pytest.mark.parametrize("text", LONG.values(), ids=LONG.keys())
+def test_a_long_argument_is_sent_in_pieces_as_redis_py_would_pack_it(client, text):
+    """An argument past PIECE_CHARS is encoded a piece at a time, never whole: the same
+    bytes as redis-py's packing, no piece larger than a piece of text's."""
+    conn = client.connection_pool.get_connection()
+    try:
+        commands = (("SET", "long", text, "PX", 60_000), ("WAIT", 0, 10))
+        pieces = list(redis_client._pieces(conn, commands))
+        assert b"".join(pieces) == b"".join(conn.pack_commands(commands))
+        assert max(map(len, pieces)) <= redis_client.PIECE_CHARS + 64
+        assert len(pieces) > len(text.encode()) // redis_client.PIECE_CHARS
+    finally:
+        client.connection_pool.release(conn)
+    sent = redis_client.Commands(client)
+    assert sent("SET", "long", text) == "OK" and sent("GET", "long") == text
+    assert sent.several(("APPEND", "long", text), ("STRLEN", "long")) == \
+        [2 * len(text.encode())] * 2
+    assert sent("GET", "long") == text + text and sent.idle == 1
+    sent.close()

@@ -16,7 +16,9 @@ import pytest
 from murmur_wsgi.hub.store import redis_stores
 from murmur_wsgi.hub.store.redis_keys import task_key
 from murmur_wsgi.hub.task import (CANCELED, COMPLETED, FAILED, REJECTED, HubTask,
-                                  answer_artifact, data_part)
+                                  answer_artifact, artifact_event, artifact_event_around,
+                                  data_part)
+from murmur_wsgi.wire.encode import compact_utf8
 from murmur_wsgi.wire.task import text_part
 
 pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
@@ -82,6 +84,33 @@ def test_the_stored_wire_form_is_the_task_as_python_writes_it(redis_store, end, 
     trimmed = json.loads(expected)
     del trimmed["history"]                       # historyLength 0: rebuilt from the parts
     assert json.loads(redis_store.render(read, 0, as_read=True)) == trimmed
+
+
+NAMED = {"artifactId": "notes", "name": "notes", "parts": [text_part(ODD)]}
+ANSWERS = {"long, wide characters": ODD * 40_000, "long, ASCII": "chunk 1\n" * 100_000,
+           "short": ODD}
+
+
+@pytest.mark.parametrize("named", [[], [NAMED]], ids=["the answer alone", "and another"])
+@pytest.mark.parametrize("text", ANSWERS.values(), ids=ANSWERS.keys())
+def test_an_answer_sent_once_makes_the_same_wire_form_and_final_chunk(redis_store, named,
+                                                                      text):
+    """The run encodes its answer once and gives its final chunk as the text around it: the
+    script writes both from that one argument, byte for byte as Python writes them."""
+    task = _new(redis_store, ODD)
+    redis_store.start(task.id)
+    answer = answer_artifact([text_part(text), data_part({"n": 1, "t": ODD})])
+    artifacts = named + [answer]
+    encoded = compact_utf8(answer)
+    chunk = artifact_event_around(task.id, task.context_id, encoded, append=False, last=True)
+    written = redis_store.end(task.id, COMPLETED, None, artifacts, [chunk], answer=encoded)
+    assert written[0] is chunk                      # the run's own stream writes it as it is
+    record = _record(redis_store, task)
+    assert record["wire"] == _as_python_writes_it(task, record, artifacts)
+    stored, _ = redis_store._read_events(task.id, 0)
+    assert [event.payload for event in stored[-2:]] == \
+        [artifact_event(task.id, task.context_id, answer, False, True), written[1]]
+    assert [event.terminal for event in stored[-3:]] == [False, False, True]
 
 
 def test_a_task_refused_at_its_creation_keeps_its_wire_form_too(redis_store):

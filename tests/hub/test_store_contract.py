@@ -12,7 +12,9 @@ import pytest
 
 from murmur_wsgi.hub.store import PENDING
 from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE
-from murmur_wsgi.hub.task import COMPLETED, FAILED, REJECTED, WORKING, HubTask
+from murmur_wsgi.hub.task import (COMPLETED, FAILED, REJECTED, WORKING, HubTask,
+                                  answer_artifact, artifact_event, artifact_event_around)
+from murmur_wsgi.wire.encode import compact_utf8
 from murmur_wsgi.wire.task import text_part
 
 pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
@@ -91,6 +93,26 @@ def test_a_numbered_event_sent_again_is_written_once(stores):
     payloads = [e.payload for e in tasks.events(task.id, 0, 0)[0]]
     assert payloads[2:-1] == ['{"n":1}', '{"n":2}', '{"plain":1}', '{"plain":1}', '{"n":3}',
                               '{"last":1}']
+
+
+def test_an_answer_encoded_once_is_stored_as_if_given_whole(stores):
+    """The run's final chunk in pieces around the answer it encoded once (``answer``): the
+    events and the task as GetTask reads them are those of the answer given whole; a kept
+    event before it still goes by its number."""
+    tasks = stores.tasks
+    task = new_task(stores)
+    tasks.start(task.id)
+    assert tasks.append(task.id, '{"n":1}', 1)
+    answer = answer_artifact([text_part("chunk 1\nchunk 2 ü" * 30_000)])
+    encoded = compact_utf8(answer)
+    chunk = artifact_event_around(task.id, task.context_id, encoded, append=False, last=True)
+    written = tasks.end(task.id, COMPLETED, None, [answer], ['{"n":1}', chunk], (1, 1),
+                        encoded)
+    whole = artifact_event(task.id, task.context_id, answer, False, True)
+    assert [p if isinstance(p, str) else "".join(p) for p in written[1:-1]] == [whole]
+    payloads = [e.payload for e in tasks.events(task.id, 0, 0)[0]]
+    assert payloads[2:] == ['{"n":1}', whole, written[-1]]
+    assert json.loads(tasks.task_json("acme", "echo", task.id))["artifacts"] == [answer]
 
 
 def test_events_are_read_from_an_offset(stores):

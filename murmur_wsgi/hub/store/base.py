@@ -93,7 +93,8 @@ class TaskStore(abc.ABC):
 
     @abc.abstractmethod
     def end(self, task_id: str, state: str, text: str | None, artifacts: list | None,
-            events: list[str], numbered: tuple[int, int] = (0, 0)) -> list[str] | None:
+            events: list, numbered: tuple[int, int] = (0, 0),
+            answer: str | None = None) -> list | None:
         """End a live task: its final state, status text, artifacts, events, final status.
 
         Atomic compare-and-set: None (and nothing written) when the task has
@@ -102,6 +103,11 @@ class TaskStore(abc.ABC):
         ``(first, count)``, the first ``count`` events are the run's numbered
         ones from ``first`` (``append``'s ``n``): those written already are not
         written again.
+
+        An event is its JSON text, or a tuple of the texts it joins to (an SSE
+        body writes either). ``answer``: the JSON of the last of ``artifacts``, as
+        the run encoded it once; an event ``(head, answer, tail)`` carries that
+        same text (``is``), so a store need not encode or send it twice.
         """
 
     @abc.abstractmethod

@@ -137,7 +137,7 @@ class MemoryTaskStore(TaskStore):
             self.changed.notify_all()
             return True
 
-    def end(self, task_id, state, text, artifacts, events, numbered=(0, 0)):
+    def end(self, task_id, state, text, artifacts, events, numbered=(0, 0), answer=None):
         with self.changed:
             task = self._tasks.get(task_id)
             if task is None or task.terminal:
@@ -145,7 +145,9 @@ class MemoryTaskStore(TaskStore):
             if artifacts is not None:
                 task.set_artifacts(artifacts)
             self._set_state_locked(task, state, text)
-            written = list(events) + [task.status_event()]
+            # NOTE: an event given in pieces is kept as one text, the one the stream writes.
+            written = [payload if isinstance(payload, str) else "".join(payload)
+                       for payload in events] + [task.status_event()]
             first, count = numbered
             for i, payload in enumerate(written):
                 if i < count and first + i <= task.written:

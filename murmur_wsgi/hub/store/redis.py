@@ -49,6 +49,7 @@ logger = logging.getLogger(__name__)
 CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task was created
 MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
 MAX_ID_BYTES = 256               # a task id longer than this names no task
+END_PAYLOADS = 17                # the END script's first payload, in ARGV (1-based)
 DURABLE = ("CREATE", "START", "APPEND", "END", "MARK")   # acknowledged: redis.wait_replicas
 # What a read of one record asks for (one HMGET, its owner first): a finished task's
 # wire form, else what rebuilds it (``_record``).
@@ -219,18 +220,35 @@ class RedisTaskStore(TaskStore):
             args=[event, self._max_events, n]))
 
     @_guarded
-    def end(self, task_id, state, text, artifacts, events, numbered=(0, 0)):
+    def end(self, task_id, state, text, artifacts, events, numbered=(0, 0), answer=None):
         ms = now_ms()
         context_id = self._context_of(task_id)
         status = task_status(task_id, context_id, state, text, ms)
         written = list(events) + [status_update(task_id, context_id, status)]
         # The finished task's wire form up to its artifacts: the script completes it.
         head = _dumps(wire_task.task(task_id, context_id, status))[:-1]
+        if artifacts is None:
+            arts = ""
+        elif answer is None:
+            arts = _dumps(artifacts)
+        else:                           # the answer's JSON is sent once, the others apart
+            arts = _dumps(artifacts[:-1])[1:-1]
+        # PERF: the answer (megabytes for a long one) is one argument, sent in pieces
+        # (redis_client): the event that carries it is sent as its text around it.
+        at, tail, payloads = 0, "", []
+        for i, payload in enumerate(written):
+            if isinstance(payload, tuple):
+                if answer is not None and len(payload) == 3 and payload[1] is answer:
+                    at, tail = END_PAYLOADS + i, payload[2]
+                    payload = payload[0]
+                else:
+                    payload = "".join(payload)
+            payloads.append(payload)
         done = self._scripts["END"](
             keys=[task_key(task_id), events_key(task_id)],
-            args=[state, _dumps(text), ms, "" if artifacts is None else _dumps(artifacts),
-                  self._retention_ms, self._max_events, PREFIX, head,
-                  *self._kept(self._tenant_of(task_id)), *numbered, *written])
+            args=[state, _dumps(text), ms, arts, self._retention_ms, self._max_events,
+                  PREFIX, head, *self._kept(self._tenant_of(task_id)), *numbered,
+                  answer or "", at, tail, *payloads])
         self._contexts.pop(task_id, None)
         self._tenants.pop(task_id, None)
         return written if done else None

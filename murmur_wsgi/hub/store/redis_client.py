@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 BLOCK_MAX_SECS = 1.0             # the longest single blocking read (pub/sub, a wake-up XREAD)
 WAIT_SHARE = 0.8                 # of timeout_secs: the longest WAIT for the replicas
+PIECE_CHARS = 256 * 1024         # a longer str argument is sent in pieces (``_pieces``)
 
 
 def guarded(method):
@@ -156,6 +157,33 @@ class Unreplicated(redis.RedisError):
     """A write done on the primary that fewer replicas than asked acknowledged in time."""
 
 
+def _is_long(arg) -> bool:
+    return isinstance(arg, str) and len(arg) > PIECE_CHARS
+
+
+def _pieces(conn, commands):
+    """``commands`` in the Redis protocol, as bytes sent one after another: a long str
+    argument (``_is_long``: the answer of a large task) is encoded a piece of at most
+    ``PIECE_CHARS`` characters at a time, as the socket takes them, never whole."""
+    encode = conn.encoder.encode
+    for command in commands:
+        head = [b"*%d\r\n" % len(command)]
+        for arg in command:
+            if not _is_long(arg):
+                value = encode(arg)
+                head.append(b"$%d\r\n%s\r\n" % (len(value), value))
+                continue
+            step = PIECE_CHARS if arg.isascii() else PIECE_CHARS // 4
+            size = len(arg) if arg.isascii() else \
+                sum(len(encode(arg[at:at + step])) for at in range(0, len(arg), step))
+            head.append(b"$%d\r\n" % size)
+            yield b"".join(head)
+            for at in range(0, len(arg), step):
+                yield encode(arg[at:at + step])
+            head = [b"\r\n"]
+        yield b"".join(head)
+
+
 class Commands:
     """Single commands and Lua scripts on connections of its own: the store's hot paths
     (GetTask's read of a record, a message's claim, a run's scripts).
@@ -177,6 +205,10 @@ class Commands:
     requests or of streams opening cannot open one each; ``prune()`` (the
     replica's turn, every second) closes those a burst left idle, keeping
     ``keep``: the connections follow the load, and an idle worker holds few.
+
+    A str argument longer than ``PIECE_CHARS`` (a large task's answer) is sent in
+    pieces encoded as the socket takes them (``_pieces``), never packed into one
+    command of its size.
 
     One process: Commands made before a fork must not be used after it (the hub
     makes its store in each worker).
@@ -269,10 +301,13 @@ class Commands:
 
     @staticmethod
     def _send(conn, commands) -> list:
-        if len(commands) == 1:
+        if any(_is_long(arg) for command in commands for arg in command):
+            conn.send_packed_command(_pieces(conn, commands))
+        elif len(commands) == 1:
             conn.send_command(*commands[0])
             return [conn.read_response()]
-        conn.send_packed_command(conn.pack_commands(commands))
+        else:
+            conn.send_packed_command(conn.pack_commands(commands))
         answers = []
         for _ in commands:
             try:

@@ -156,11 +156,15 @@ notify(id, n)
 return 1
 """
 
-# KEYS: task, ev   ARGV: state, text, ms, arts ('' keeps them), retention ms, maxlen,
+# KEYS: task, ev   ARGV: state, text, ms, arts ('' keeps them; with an answer: the other
+#                        artifacts' JSON, comma-separated), retention ms, maxlen,
 #                        key prefix, the wire form's head (the Task up to its status),
 #                        the tenant's task retention ms, its cap, trim batch,
 #                        first, count (the first count payloads are the run's numbered
 #                        events from first: those at or below 'wn' are not written again),
+#                        answer (the last artifact's JSON, sent once; '' none),
+#                        at, tail (the payload at ARGV[at] is an event's text up to the
+#                        answer, which the script completes with the answer and tail; 0 none),
 #                        payloads… (the last one is the final event)
 # The wire form is the head, then the artifacts and the history unless empty (the keys
 # ``wire/task.task`` leaves out), as the record would be written: tests check the bytes.
@@ -169,8 +173,13 @@ return 1
 END = _NOTIFY + _TERMINAL + _MOVE + _RETAIN + """
 local s = redis.call('HGET', KEYS[1], 'state')
 if not s or T[s] then return 0 end
-local arts = ARGV[4]
-if arts == '' then arts = redis.call('HGET', KEYS[1], 'arts') end
+local arts, answer = ARGV[4], ARGV[14]
+if answer ~= '' then
+  if arts ~= '' then arts = arts .. ',' end
+  arts = '[' .. arts .. answer .. ']'
+elseif arts == '' then
+  arts = redis.call('HGET', KEYS[1], 'arts')
+end
 local hist = redis.call('HGET', KEYS[1], 'hist')
 local wire = ARGV[8]
 if arts and arts ~= '[]' then wire = wire .. ',"artifacts":' .. arts end
@@ -179,13 +188,16 @@ redis.call('HSET', KEYS[1], 'state', ARGV[1], 'text', ARGV[2], 'ms', ARGV[3], 'w
 redis.call('HDEL', KEYS[1], 'hist', 'arts')
 local first, count = tonumber(ARGV[12]), tonumber(ARGV[13])
 local wn = tonumber(redis.call('HGET', KEYS[1], 'wn')) or 0
-for i = 14, #ARGV do
-  local k = first + i - 14
-  if i - 14 >= count or k > wn then
+local at = tonumber(ARGV[15])
+for i = 17, #ARGV do
+  local k = first + i - 17
+  if i - 17 >= count or k > wn then
     local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
     local final = '0'
     if i == #ARGV then final = '1' end
-    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], n .. '-1', 'p', ARGV[i], 't', final)
+    local p = ARGV[i]
+    if i == at then p = p .. answer .. ARGV[16] end
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], n .. '-1', 'p', p, 't', final)
   end
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
