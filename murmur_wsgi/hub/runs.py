@@ -31,19 +31,16 @@ import time
 from murmur_wsgi.agents.endings import Ending, TaskCanceled, run_agent
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.context import HubContext
-from murmur_wsgi.hub.live import MERGE_TOKENS, LiveBacklog, made_of
+from murmur_wsgi.hub.live import MERGE_TOKENS, LiveBacklog
+from murmur_wsgi.hub.run_end import end_as, final_write
 from murmur_wsgi.hub.run_events import KeptEvents
 from murmur_wsgi.hub.store import StoreError
-from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED,
-                                  answer_artifact, artifact_event, artifact_event_around,
-                                  artifact_update, data_part, progress_status, status_update)
-from murmur_wsgi.hub.usage import usage_part
-from murmur_wsgi.wire.encode import compact_utf8 as _dumps
+from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED, artifact_event,
+                                  artifact_update, progress_status, status_update)
 from murmur_wsgi.wire.task import text_part
 
 logger = logging.getLogger(__name__)
 
-FAILED_PUBLIC = "the agent failed; the details are in the hub's log"
 INTERRUPTED = "interrupted: the hub shut down before the run ended"
 YIELD_TOKENS = 256       # an agent that streams yields to the other threads this often
 
@@ -225,33 +222,9 @@ class Run:
             self._flush_locked()
             if self.ended:
                 return False            # the flush found the task ended elsewhere
-            events: list = []
-            artifacts = encoded = None
+            events, artifacts, encoded = final_write(self, state, answer, data)
             if state == COMPLETED:
-                answer = answer if answer is not None else ""
-                parts = [text_part(answer)]
-                if data is not None:
-                    parts.append(data_part(data))
-                parts.append(data_part(usage_part(self.usage, runs.pricing)))
-                artifacts = self.artifacts + [answer_artifact(parts)]
-                streamed_whole = self.stored == len(self.tokens) and self.kept.idle \
-                    and made_of(self.tokens, answer)
-                if self.tokens and streamed_whole:
-                    events.append(artifact_update(self.task_id, self.context_id, parts[1:],
-                                                  append=True, last=True))
-                else:
-                    # NOTE: the chunk replaces the streamed text whole: its tokens can go.
-                    self.tokens, self.stored, self._loose = [], 0, 0
-                    # PERF: the answer encoded once, for its final chunk (a piece of its
-                    # text, never joined) and the task's artifacts (store.end's ``answer``).
-                    encoded = _dumps(artifacts[-1])
-                    events.append(artifact_event_around(self.task_id, self.context_id,
-                                                        encoded, append=False, last=True))
                 text = status_message
-            elif state == CANCELED:
-                streamed = "".join(self.tokens)
-                artifacts = self.artifacts + ([answer_artifact([text_part(streamed)])]
-                                              if streamed else [])
             # NOTE: the tenant's slot is free before the end is visible: a client that sends
             # again as soon as it reads the final state is not refused for this run.
             self.release_slot()
@@ -415,29 +388,4 @@ class Run:
             raise ending.error
 
     def _end(self, ending: Ending) -> None:
-        """End the task as its agent's ending says; a cancel asked for makes it CANCELED."""
-        state, message, error = ending.state, ending.message, ending.error
-        if ending.stopped:
-            # NOTE: SystemExit, a killed greenlet: the task still ends, so nothing waits on it.
-            logger.error("task %s: the agent was stopped", self.task_id, exc_info=error)
-            self.finish(FAILED, FAILED_PUBLIC)
-            return
-        if ending.bad_value:
-            logger.error("task %s: the agent of %s/%s answered a value that is not JSON: %s",
-                         self.task_id, self.tenant, self.agent_name, error)
-        elif error is not None and message is None:
-            if not self.stopping:
-                logger.error("task %s: the agent of %s/%s failed", self.task_id, self.tenant,
-                             self.agent_name, exc_info=error)
-            message = FAILED_PUBLIC
-        if self.cancel_requested:
-            self.finish(CANCELED, None if state in (CANCELED, COMPLETED) else message)
-        elif state != COMPLETED:
-            self.finish(state, message)
-        else:
-            try:
-                self.finish(COMPLETED, answer=ending.text, data=ending.data,
-                            status_message=message)
-            except Exception:  # noqa: BLE001 - whatever failed the answer, the task ends
-                logger.exception("task %s: its answer could not be written", self.task_id)
-                self.finish(FAILED, FAILED_PUBLIC)
+        end_as(self, ending)

@@ -1,0 +1,83 @@
+"""How a run's ending becomes its task's end: the agent's ending as a final state, and
+what the end writes (the answer's final chunk and artifacts).
+
+Both are a run's (hub/runs.py), called with its lock held where said; they read and
+write the run's fields as its own methods would.
+"""
+from __future__ import annotations
+
+import logging
+
+from murmur_wsgi.agents.endings import Ending
+from murmur_wsgi.hub.live import made_of
+from murmur_wsgi.hub.task import (CANCELED, COMPLETED, FAILED, answer_artifact,
+                                  artifact_event_around, artifact_update, data_part)
+from murmur_wsgi.hub.usage import usage_part
+from murmur_wsgi.wire.encode import compact_utf8 as _dumps
+from murmur_wsgi.wire.task import text_part
+
+logger = logging.getLogger("murmur_wsgi.hub.runs")
+
+FAILED_PUBLIC = "the agent failed; the details are in the hub's log"
+
+
+def final_write(run, state: str, answer: str | None, data) -> tuple[list, list | None,
+                                                                   str | None]:
+    """``(events, artifacts, encoded)`` the run's end writes (``Runs.lock`` held):
+    COMPLETED's answer artifact and final chunk, CANCELED's streamed text kept."""
+    events: list = []
+    artifacts = encoded = None
+    if state == COMPLETED:
+        answer = answer if answer is not None else ""
+        parts = [text_part(answer)]
+        if data is not None:
+            parts.append(data_part(data))
+        parts.append(data_part(usage_part(run.usage, run.runs.pricing)))
+        artifacts = run.artifacts + [answer_artifact(parts)]
+        streamed_whole = run.stored == len(run.tokens) and run.kept.idle \
+            and made_of(run.tokens, answer)
+        if run.tokens and streamed_whole:
+            events.append(artifact_update(run.task_id, run.context_id, parts[1:],
+                                          append=True, last=True))
+        else:
+            # NOTE: the chunk replaces the streamed text whole: its tokens can go.
+            run.tokens, run.stored, run._loose = [], 0, 0
+            # PERF: the answer encoded once, for its final chunk (a piece of its text,
+            # never joined) and the task's artifacts (store.end's ``answer``).
+            encoded = _dumps(artifacts[-1])
+            events.append(artifact_event_around(run.task_id, run.context_id, encoded,
+                                                append=False, last=True))
+    elif state == CANCELED:
+        streamed = "".join(run.tokens)
+        artifacts = run.artifacts + ([answer_artifact([text_part(streamed)])]
+                                     if streamed else [])
+    return events, artifacts, encoded
+
+
+def end_as(run, ending: Ending) -> None:
+    """End the task as its agent's ending says; a cancel asked for makes it CANCELED."""
+    state, message, error = ending.state, ending.message, ending.error
+    if ending.stopped:
+        # NOTE: SystemExit, a killed greenlet: the task still ends, so nothing waits on it.
+        logger.error("task %s: the agent was stopped", run.task_id, exc_info=error)
+        run.finish(FAILED, FAILED_PUBLIC)
+        return
+    if ending.bad_value:
+        logger.error("task %s: the agent of %s/%s answered a value that is not JSON: %s",
+                     run.task_id, run.tenant, run.agent_name, error)
+    elif error is not None and message is None:
+        if not run.stopping:
+            logger.error("task %s: the agent of %s/%s failed", run.task_id, run.tenant,
+                         run.agent_name, exc_info=error)
+        message = FAILED_PUBLIC
+    if run.cancel_requested:
+        run.finish(CANCELED, None if state in (CANCELED, COMPLETED) else message)
+    elif state != COMPLETED:
+        run.finish(state, message)
+    else:
+        try:
+            run.finish(COMPLETED, answer=ending.text, data=ending.data,
+                       status_message=message)
+        except Exception:  # noqa: BLE001 - whatever failed the answer, the task ends
+            logger.exception("task %s: its answer could not be written", run.task_id)
+            run.finish(FAILED, FAILED_PUBLIC)
