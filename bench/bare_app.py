@@ -6,7 +6,7 @@ Served by bench/run.py as ``gunicorn -c conf/gunicorn.conf.py bench.bare_app:app
 
 ``redis_app`` is the floor of a GetTask on Redis: the same, plus the one command a hub's
 GetTask sends (``HMGET`` of a finished task's record, shaped and sized as the hub writes
-it), through the hub's own client and helper (``hub/store/redis_client.Commands``), on the
+it), through the hub's own client and helper (``hub/store/redis_commands.Commands``), on the
 redis-server of ``BENCH_REDIS_URL``. What a hub on Redis pays above it is the hub.
 """
 from __future__ import annotations
@@ -37,7 +37,8 @@ def _record_read():
         import functools
 
         from murmur_wsgi.hub.store.redis import RECORD_FIELDS
-        from murmur_wsgi.hub.store.redis_client import Commands, connect
+        from murmur_wsgi.hub.store.redis_client import connect
+        from murmur_wsgi.hub.store.redis_commands import Commands
 
         _client = connect(os.environ["BENCH_REDIS_URL"], 5.0)
         wire = ('{"id":"%s","contextId":"%s","status":{"state":"TASK_STATE_COMPLETED",'

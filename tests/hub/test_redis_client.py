@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from murmur_wsgi.hub.store import redis_client
+from murmur_wsgi.hub.store import redis_client, redis_commands
 from tests.hub.conftest import wait_until
 from tests.process_util import exits_within
 
@@ -103,7 +103,7 @@ def clients(redis_server):
 
 def test_commands_reuse_one_connection(client, clients):
     client.set("k", "v")
-    commands = redis_client.Commands(client)
+    commands = redis_commands.Commands(client)
     before = clients()
     assert [commands("GET", "k") for _ in range(5)] == ["v"] * 5
     assert commands.idle == 1 and clients() == before + 1
@@ -114,7 +114,7 @@ def test_commands_reuse_one_connection(client, clients):
 
 def test_a_closed_connection_of_commands_is_replaced_at_once(client, redis_server):
     client.set("k", "v")
-    commands = redis_client.Commands(client)
+    commands = redis_commands.Commands(client)
     before = commands("CLIENT", "ID")                   # its one connection's
     assert redis_server.client().client_kill_filter(_id=before) == 1
     assert commands("GET", "k") == "v"                  # the one retry, on a new connection
@@ -124,7 +124,7 @@ def test_a_closed_connection_of_commands_is_replaced_at_once(client, redis_serve
 
 def test_a_refused_command_leaves_the_connection_usable(client):
     client.set("k", "v")
-    commands = redis_client.Commands(client)
+    commands = redis_commands.Commands(client)
     with pytest.raises(redis.ResponseError):
         commands("HMGET", "k", "field")                 # WRONGTYPE: read whole, not a failure
     assert commands("GET", "k") == "v" and commands.idle == 1
@@ -133,7 +133,7 @@ def test_a_refused_command_leaves_the_connection_usable(client):
 
 def test_commands_open_at_most_max_open_connections_and_serve_the_rest_in_turn(client,
                                                                               clients):
-    commands = redis_client.Commands(client, max_open=2)
+    commands = redis_commands.Commands(client, max_open=2)
     client.ping()                                     # the client's own connection
     before = clients()
     got = []
@@ -156,7 +156,7 @@ def test_commands_open_at_most_max_open_connections_and_serve_the_rest_in_turn(c
 
 def test_a_bursts_idle_connections_are_pruned_to_keep(client, clients):
     now = [0.0]
-    commands = redis_client.Commands(client, max_open=8, keep=2, idle_secs=5.0,
+    commands = redis_commands.Commands(client, max_open=8, keep=2, idle_secs=5.0,
                                      clock=lambda: now[0])
     client.ping()
     before = clients()
@@ -179,7 +179,7 @@ def test_a_bursts_idle_connections_are_pruned_to_keep(client, clients):
 
 
 def test_several_commands_are_one_round_trip_on_one_connection(client):
-    commands = redis_client.Commands(client)
+    commands = redis_commands.Commands(client)
     client.rpush("several", "a", "b")
     assert commands.several(("LRANGE", "several", 0, -1), ("EXISTS", "several"),
                             ("EXISTS", "none")) == [["a", "b"], 1, 0]
@@ -194,7 +194,7 @@ def test_commands_to_a_stopped_redis_fail_within_its_timeout(tmp_path):
     from tests.redis_util import RedisServer
 
     server = RedisServer(tmp_path).start()
-    commands = redis_client.Commands(redis_client.connect(server.url, 0.5))
+    commands = redis_commands.Commands(redis_client.connect(server.url, 0.5))
     assert commands("PING") == "PONG"
     server.stop()
     started = time.monotonic()
@@ -205,7 +205,7 @@ def test_commands_to_a_stopped_redis_fail_within_its_timeout(tmp_path):
 
 
 def test_a_script_runs_by_its_sha_and_again_after_redis_forgot_it(client, redis_server):
-    commands = redis_client.Commands(client)
+    commands = redis_commands.Commands(client)
     incr = commands.script("return redis.call('INCRBY', KEYS[1], ARGV[1])")
     assert incr(keys=["n"], args=[2]) == 2
     assert redis_server.client().script_flush() is True          # as after a restart
@@ -227,13 +227,13 @@ def test_a_long_argument_is_sent_in_pieces_as_redis_py_would_pack_it(client, tex
     conn = client.connection_pool.get_connection()
     try:
         commands = (("SET", "long", text, "PX", 60_000), ("WAIT", 0, 10))
-        pieces = list(redis_client._pieces(conn, commands))
+        pieces = list(redis_commands._pieces(conn, commands))
         assert b"".join(pieces) == b"".join(conn.pack_commands(commands))
-        assert max(map(len, pieces)) <= redis_client.PIECE_CHARS + 64
-        assert len(pieces) > len(text.encode()) // redis_client.PIECE_CHARS
+        assert max(map(len, pieces)) <= redis_commands.PIECE_CHARS + 64
+        assert len(pieces) > len(text.encode()) // redis_commands.PIECE_CHARS
     finally:
         client.connection_pool.release(conn)
-    sent = redis_client.Commands(client)
+    sent = redis_commands.Commands(client)
     assert sent("SET", "long", text) == "OK" and sent("GET", "long") == text
     assert sent.several(("APPEND", "long", text), ("STRLEN", "long")) == \
         [2 * len(text.encode())] * 2

@@ -17,7 +17,8 @@ from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.config import load_config
 from murmur_wsgi.hub.config_schema import ConfigError
 from murmur_wsgi.hub.store import StoreError, redis_stores
-from murmur_wsgi.hub.store.redis_client import Commands, Unreplicated, connect
+from murmur_wsgi.hub.store.redis_client import connect
+from murmur_wsgi.hub.store.redis_commands import Commands, Unreplicated
 from murmur_wsgi.hub.store.redis_keys import task_key
 from murmur_wsgi.hub.store.sentinel_url import parse
 from tests.hub.agents import gate

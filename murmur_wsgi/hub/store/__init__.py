@@ -62,7 +62,7 @@ def redis_stores(url: str, *, retention_secs: float = 86_400.0, timeout_secs: fl
                  wait_replicas: int = 0) -> Stores:
     """The four parts on one Redis (``store: redis://…``, or the primary of
     ``redis-sentinel://…``), sharing one connection; ``wait_replicas``: the replicas
-    each acknowledged write waits for (``redis_client.Commands.durable``)."""
+    each acknowledged write waits for (``redis_commands.Commands.durable``)."""
     from murmur_wsgi.hub.store.redis import RedisTaskStore
     from murmur_wsgi.hub.store.redis_client import RedisConnection
     from murmur_wsgi.hub.store.redis_limits import RedisCounters

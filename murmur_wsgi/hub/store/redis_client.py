@@ -1,4 +1,5 @@
-"""The Redis store's connection: the client, its key prefix, and failures as ``StoreError``.
+"""The Redis store's connection: the client, the parts' shared connection, failures as
+``StoreError``; the hot paths' own connections are ``redis_commands.Commands``.
 
 Every failure of Redis (``redis_cluster.FAILURES``: down, slow past ``timeout_secs``,
 out of memory, a cluster without the slot's owner) is raised as ``StoreError``, whose
@@ -16,10 +17,8 @@ stays on the primary).
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import threading
-import time
 import uuid
 
 import redis
@@ -29,14 +28,14 @@ from redis.sentinel import Sentinel, SentinelManagedConnection
 
 from murmur_wsgi.hub.store import cluster_url, redis_cluster, sentinel_url
 from murmur_wsgi.hub.store.base import StoreError
+from murmur_wsgi.hub.store.redis_commands import Commands
 from murmur_wsgi.hub.store.redis_feed import EventFeed
-from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, PREFIX, live_key
+from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, live_key
 
 logger = logging.getLogger(__name__)
 
 BLOCK_MAX_SECS = 1.0             # the longest single blocking read (pub/sub, a wake-up XREAD)
 WAIT_SHARE = 0.8                 # of timeout_secs: the longest WAIT for the replicas
-PIECE_CHARS = 256 * 1024         # a longer str argument is sent in pieces (``_pieces``)
 
 
 def guarded(method):
@@ -151,207 +150,6 @@ def _sentinel_client(parts, timeout_secs: float, settings: dict) -> redis.Redis:
                                          "socket_connect_timeout": share})
     return watchers.master_for(parts.service, db=parts.db, username=parts.username,
                                password=parts.password, **settings)
-
-
-class Unreplicated(redis.RedisError):
-    """A write done on the primary that fewer replicas than asked acknowledged in time."""
-
-
-def _is_long(arg) -> bool:
-    return isinstance(arg, str) and len(arg) > PIECE_CHARS
-
-
-def _pieces(conn, commands):
-    """``commands`` in the Redis protocol, as bytes sent one after another: a long str
-    argument (``_is_long``: the answer of a large task) is encoded a piece of at most
-    ``PIECE_CHARS`` characters at a time, as the socket takes them, never whole."""
-    encode = conn.encoder.encode
-    for command in commands:
-        head = [b"*%d\r\n" % len(command)]
-        for arg in command:
-            if not _is_long(arg):
-                value = encode(arg)
-                head.append(b"$%d\r\n%s\r\n" % (len(value), value))
-                continue
-            step = PIECE_CHARS if arg.isascii() else PIECE_CHARS // 4
-            size = len(arg) if arg.isascii() else \
-                sum(len(encode(arg[at:at + step])) for at in range(0, len(arg), step))
-            head.append(b"$%d\r\n" % size)
-            yield b"".join(head)
-            for at in range(0, len(arg), step):
-                yield encode(arg[at:at + step])
-            head = [b"\r\n"]
-        yield b"".join(head)
-
-
-class Commands:
-    """Single commands and Lua scripts on connections of its own: the store's hot paths
-    (GetTask's read of a record, a message's claim, a run's scripts).
-
-    PERF: redis-py's pool lends each command a connection through two locks, two
-    pid checks, four observability records and an event, and the client wraps it
-    in a retry closure and a deprecation shim: under gevent, about 30 µs of a
-    worker's 260 per GetTask, and 74 of 578 per blocking SendMessage
-    (docs/performance.md). These connections are the client's kind, with its
-    settings (address, password, TLS, timeouts, health check), made as its pool
-    makes them; idle ones wait in a list (``pop`` and ``append`` are atomic, so
-    one in use is its caller's only). A connection
-    closes itself on any failure, its reply unread; a command that failed on a
-    closed connection is sent once more on a new one, as the client's ``Retry``
-    does (a timed-out one is not).
-
-    At most ``max_open`` connections are in use at once (a caller waits up to
-    ``wait_secs`` for one, then fails as Redis being away does), so a burst of
-    requests or of streams opening cannot open one each; ``prune()`` (the
-    replica's turn, every second) closes those a burst left idle, keeping
-    ``keep``: the connections follow the load, and an idle worker holds few.
-
-    A str argument longer than ``PIECE_CHARS`` (a large task's answer) is sent in
-    pieces encoded as the socket takes them (``_pieces``), never packed into one
-    command of its size.
-
-    One process: Commands made before a fork must not be used after it (the hub
-    makes its store in each worker).
-    """
-
-    def __init__(self, client: redis.Redis, max_open: int = 64, wait_secs: float = 5.0,
-                 replicas: int = 0, replicas_ms: int = 1000, keep: int = 2,
-                 idle_secs: float = 5.0, clock=time.monotonic):
-        pool = client.connection_pool
-        self._make = functools.partial(pool.connection_class, **pool.connection_kwargs)
-        self._idle: list = []           # (connection, when it came back), the newest last
-        self._keep = keep
-        self._idle_secs = idle_secs
-        self._clock = clock
-        self._max_open = max_open
-        self._opened = 0                # connections made and not closed (guarded by _lock)
-        self._lock = threading.Lock()
-        self._returned = threading.Condition(self._lock)
-        self._waiting = 0               # callers waiting for a connection (guarded by _lock)
-        self._wait = wait_secs
-        self._closed = False
-        self._replicas = replicas
-        self._ack = ("WAIT", replicas, max(1, replicas_ms))
-
-    def __call__(self, *args):
-        return self.several(args)[0]
-
-    def durable(self, *args):
-        """``args``' answer once ``replicas`` replicas hold the write (``WAIT``, sent with it:
-        one round trip; WAIT counts every write of the connection before it); raise
-        ``Unreplicated`` when fewer did within ``replicas_ms``."""
-        if not self._replicas:
-            return self(*args)
-        answer, copies = self.several(args, self._ack)
-        if copies < self._replicas:
-            raise Unreplicated(f"{copies} of {self._replicas} replicas acknowledged a write")
-        return answer
-
-    def several(self, *commands: tuple) -> list:
-        """Each command's answer, sent together on one connection: one round trip."""
-        try:
-            conn, _ = self._idle.pop()             # PERF: the common case takes no lock
-        except IndexError:
-            conn = self._another()
-        try:
-            try:
-                return self._send(conn, commands)
-            except redis.ConnectionError:
-                return self._send(conn, commands)  # it closed itself: a new connection
-        finally:
-            if self._closed:
-                self._dropped(conn)
-            else:
-                self._idle.append((conn, self._clock()))
-                if self._waiting:
-                    with self._lock:
-                        self._returned.notify()
-
-    def _another(self):
-        """A new connection (it connects at its first command), or an idle one that came
-        back meanwhile, once fewer than ``max_open`` are open; at most ``wait_secs``."""
-        deadline = self._clock() + self._wait
-        with self._lock:
-            while True:
-                try:
-                    return self._idle.pop()[0]
-                except IndexError:
-                    pass
-                if self._opened < self._max_open:
-                    self._opened += 1
-                    return self._make()
-                left = deadline - self._clock()
-                if left <= 0:
-                    raise redis.ConnectionError("every connection of the store is in use")
-                self._waiting += 1
-                try:
-                    # NOTE: a return notifies without the lock's order; re-look often.
-                    self._returned.wait(min(left, 0.05))
-                finally:
-                    self._waiting -= 1
-
-    def _dropped(self, conn) -> None:
-        conn.disconnect()
-        with self._lock:
-            self._opened -= 1
-
-    @property
-    def idle(self) -> int:
-        return len(self._idle)
-
-    @staticmethod
-    def _send(conn, commands) -> list:
-        if any(_is_long(arg) for command in commands for arg in command):
-            conn.send_packed_command(_pieces(conn, commands))
-        elif len(commands) == 1:
-            conn.send_command(*commands[0])
-            return [conn.read_response()]
-        else:
-            conn.send_packed_command(conn.pack_commands(commands))
-        answers = []
-        for _ in commands:
-            try:
-                answers.append(conn.read_response())
-            except redis.ResponseError as ex:      # every answer read: the connection stays
-                answers.append(ex)
-        for answer in answers:
-            if isinstance(answer, redis.ResponseError):
-                raise answer
-        return answers
-
-    def script(self, source: str, durable: bool = False):
-        """``source`` as ``run(keys=…, args=…)``, as ``client.register_script`` makes it:
-        ``EVALSHA``, and ``EVAL`` once when Redis does not hold it (restarted, flushed).
-        A ``durable`` script's writes are acknowledged by the replicas (``durable``)."""
-        sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
-        send = self.durable if durable else self
-
-        def run(keys=(), args=()):
-            try:
-                return send("EVALSHA", sha, len(keys), *keys, *args)
-            except redis.exceptions.NoScriptError:
-                return send("EVAL", source, len(keys), *keys, *args)
-        return run
-
-    def prune(self) -> int:
-        """Close the idle connections beyond ``keep`` that no call took for ``idle_secs``
-        (the oldest first: a burst's connections go once it is over); how many closed."""
-        cutoff = self._clock() - self._idle_secs
-        closed = 0
-        while len(self._idle) > self._keep and self._idle[0][1] < cutoff:
-            try:
-                conn, _ = self._idle.pop(0)
-            except IndexError:
-                break                              # taken meanwhile
-            self._dropped(conn)
-            closed += 1
-        return closed
-
-    def close(self) -> None:
-        """Close the idle connections; one in use closes when its command returns."""
-        self._closed = True
-        while self._idle:
-            self._dropped(self._idle.pop()[0])
 
 
 class RedisConnection:

@@ -8,7 +8,7 @@ redis-py's ``RedisCluster``: it learns the slots from any node named, follows
 MOVED and ASK, and its ``pubsub()`` listens on one node, which hears every
 ``PUBLISH`` of the cluster (a published message is broadcast to every node).
 
-``ClusterCommands`` is ``redis_client.Commands`` routed by key: one
+``ClusterCommands`` is ``redis_commands.Commands`` routed by key: one
 ``Commands`` per primary, on the connections of that node, chosen by the slot
 of the first key of a call. A MOVED answer refreshes the slot map and sends
 the call once more, to the new owner; an ASK answer sends it to the node named,

@@ -89,7 +89,7 @@ class RedisCounters(Counters):
     def __init__(self, conn):
         self._redis = conn.redis
         self._lease_ms = LEASE_LIVENESSES * conn.liveness_ms
-        self._admit = conn.command.script(ADMIT)      # every message's (redis_client.Commands)
+        self._admit = conn.command.script(ADMIT)      # every message's (redis_commands.Commands)
         self._renew = self._redis.register_script(RENEW)
         self._hold = self._redis.register_script(HOLD)
         self._running = self._redis.register_script(RUNNING)

@@ -46,7 +46,7 @@ class RedisReplicas(ReplicaStore):
     @guarded
     def heartbeat(self):
         self._redis.set(live_key(self.conn.replica), str(now_ms()), px=self.conn.liveness_ms)
-        self.conn.command.prune()           # what a burst left idle (redis_client.Commands)
+        self.conn.command.prune()           # what a burst left idle (redis_commands.Commands)
 
     @guarded
     def sweep(self, max_age_secs, text):
