@@ -25,6 +25,7 @@ from redis.exceptions import ClusterDownError, RedisClusterException, SlotNotCov
 from redis.retry import Retry
 
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes
+from murmur_wsgi.hub.store.redis_commands import Commands
 from murmur_wsgi.hub.store.redis_keys import PREFIX
 
 # What a failure of Redis is: every ``RedisError``, and a cluster's own (no node reachable,
@@ -147,8 +148,7 @@ class ClusterCommands:
 
     def script(self, source: str, durable: bool = False):
         """As ``Commands.script`` (``EVALSHA``, ``EVAL`` once when missing), routed."""
-        # NOTE: ``make`` is the class (or a partial of it): its ``script`` runs on self.
-        return getattr(self._make, "func", self._make).script(self, source, durable)
+        return Commands.script(self, source, durable)
 
     @property
     def idle(self) -> int:
