@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 from murmur_wsgi.hub.config import ConfigError
 from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE, LocalCounters
@@ -25,6 +26,17 @@ def load_hook(spec: str, where: str):
 def overdue_member(task_id: str) -> str:
     """The slot an overdue run holds: its own ends with its task (on Redis, at once)."""
     return f"overdue:{task_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """What ``Admission.open`` decided: ``found`` (the messageId's task, or PENDING),
+    ``reason`` (refused: nothing stored), else the run may start: ``started`` is its
+    task's WORKING statusUpdate, stored."""
+
+    found: str | None = None
+    reason: str | None = None
+    started: str | None = None
 
 
 class Admission:
@@ -45,18 +57,45 @@ class Admission:
     def admit(self, tenant: str, agent: str, text: str, task_id: str) -> str | None:
         """Take a slot and a token for ``task_id``; return None, or the public reason of a
         refusal. Raises StoreError when shared counters cannot be reached."""
-        hook = self._hooks.get(tenant)
-        if hook is not None:
-            try:
-                reason = hook(tenant, agent, text)
-            except Exception:  # noqa: BLE001 - the operator's hook failing refuses, logged
-                logger.exception("the admission hook of tenant %s failed", tenant)
-                return "admission is not available right now"
-            if reason is not None:
-                return str(reason)
+        reason = self._hook_reason(tenant, agent, text)
+        if reason is not None:
+            return reason
         limits = self._limits[tenant]
-        refused = self.counters.take(tenant, task_id, limits["concurrency"],
-                                     limits["rate_per_minute"])
+        return self._reason(tenant, self.counters.take(tenant, task_id, limits["concurrency"],
+                                                       limits["rate_per_minute"]))
+
+    def open(self, store, task, text: str, event: str) -> Admitted:
+        """Accept ``task``'s message: its messageId's claim, admission, the task stored and
+        started, in one store step (``TaskStore.open``) unless the tenant has a hook, which
+        is called between the claim and the counters. Raises StoreError."""
+        tenant = task.tenant
+        limits = self._limits[tenant]
+        claimed = tenant in self._hooks
+        if claimed:
+            found = store.claim_message(tenant, task.agent, task.message_id)
+            if found is not None:
+                return Admitted(found=found)
+            reason = self._hook_reason(tenant, task.agent, text)
+            if reason is not None:
+                return Admitted(reason=reason)          # the claim is the caller's to release
+        opened = store.open(task, event, self.counters, limits["concurrency"],
+                            limits["rate_per_minute"], claimed=claimed)
+        return Admitted(found=opened.found, reason=self._reason(tenant, opened.refused),
+                        started=opened.started)
+
+    def _hook_reason(self, tenant: str, agent: str, text: str) -> str | None:
+        hook = self._hooks.get(tenant)
+        if hook is None:
+            return None
+        try:
+            reason = hook(tenant, agent, text)
+        except Exception:  # noqa: BLE001 - the operator's hook failing refuses, logged
+            logger.exception("the admission hook of tenant %s failed", tenant)
+            return "admission is not available right now"
+        return None if reason is None else str(reason)
+
+    def _reason(self, tenant: str, refused: str | None) -> str | None:
+        limits = self._limits[tenant]
         if refused == CONCURRENCY:
             return (f"concurrency limit reached: {limits['concurrency']} runs at once "
                     "for this tenant")

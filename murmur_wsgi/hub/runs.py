@@ -65,6 +65,8 @@ class Run:
         self.cancel_requested = False
         self.store_failed = False    # the final write failed: Runs.unwritten retries it
         self.slot_released = False   # the tenant's admission slot was given back
+        self.keep_answer = False     # a held SendMessage answers with the finished task
+        self.final_json = None       # its JSON, when the store's end returned it
         self.overdue = False         # ended while the agent executes: it holds a slot still
         self.tokens: list[str] = []  # the streamed text, merged (see _flush_locked)
         self.stored = 0              # entries of tokens already in the store's log
@@ -225,17 +227,19 @@ class Run:
             events, artifacts, encoded = final_write(self, state, answer, data)
             if state == COMPLETED:
                 text = status_message
-            # NOTE: the tenant's slot is free before the end is visible: a client that sends
-            # again as soon as it reads the final state is not refused for this run.
-            self.release_slot()
+            # NOTE: the tenant's slot is free before the end is visible (or with it: shared
+            # counters whose store's end frees it): a client that sends again as soon as it
+            # reads the final state is not refused for this run.
+            self.release_slot(by_end=True)
             kept = self.kept.take()
             # The events the store refused first, in order, numbered from ``first``.
             events = [payload for _, payload in kept] + events
             numbered = (kept[0][0], len(kept)) if kept else (0, 0)
             try:
                 written = runs.store.end(self.task_id, state, text, artifacts, events,
-                                         numbered, encoded)
+                                         numbered, encoded, keep=self.keep_answer)
                 if written is not None:
+                    self.final_json = getattr(written, "wire", None)
                     written = written[len(kept):]       # the run's own stream has those
             except StoreError:
                 # NOTE: the task stays in the store as it was; its end is written once the
@@ -249,10 +253,11 @@ class Run:
         runs.ended(self)
         return written is not None
 
-    def release_slot(self) -> None:
+    def release_slot(self, by_end: bool = False) -> None:
         """Give the tenant's admission slot back, once; a run whose agent still executes
         (its task ended at its timeout or by the drain) keeps one, as overdue, until the
-        agent returns: ``limits.concurrency`` bounds what executes."""
+        agent returns: ``limits.concurrency`` bounds what executes. ``by_end``: the task's
+        end is written next, which frees the slot itself on shared counters (``ends_free``)."""
         runs = self.runs
         with runs.changed:
             if self.slot_released:
@@ -262,7 +267,8 @@ class Run:
                 if not self.returned:
                     runs.became_overdue(self)
                     self.overdue = True
-                runs.admission.release(self.tenant, self.task_id)
+                if not (by_end and runs.admission.counters.ends_free):
+                    runs.admission.release(self.tenant, self.task_id)
             except StoreError:
                 pass    # a shared store frees the slot with the task's end, or its lease
 
@@ -360,16 +366,19 @@ class Run:
 
     # --- the thread -----------------------------------------------------------
 
-    def start(self, ctx: HubContext) -> None:
+    def start(self, ctx: HubContext, started: str | None = None) -> None:
+        """Run the agent on a thread of its own; ``started``: the task's WORKING statusUpdate,
+        stored already (``TaskStore.open``), else the thread stores the start first."""
         with self.runs.changed:
             self._timers.append(self.runs.timer(self.timeout, self._timed_out))
-        _thread.start_new_thread(self._work, (ctx,))
+        _thread.start_new_thread(self._work, (ctx, started))
 
-    def _work(self, ctx: HubContext) -> None:
+    def _work(self, ctx: HubContext, payload: str | None) -> None:
         ending = None
         try:
             try:
-                payload = self.runs.store.start(self.task_id)
+                if payload is None:
+                    payload = self.runs.store.start(self.task_id)
             except StoreError:
                 payload = None                  # stored later, before any other event
                 with self.runs.changed:

@@ -42,7 +42,9 @@ def held(ctx):
 
 
 def stubborn(ctx):
-    """Ignore cancellation until the gate named by the text opens."""
+    """Ignore cancellation until the gate named by the text opens (``<name>-in`` is set once
+    it waits)."""
+    gate(ctx.text.strip() + "-in").set()
     gate(ctx.text.strip()).wait(30)
     return "done at last"
 

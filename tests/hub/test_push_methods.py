@@ -234,3 +234,24 @@ def test_a_repeated_message_saves_its_config_for_later_events(prpc):
     wait_until(lambda: prpc.hub.push.dispatcher.idle())
     last = prpc.hub.store.events(first["id"], 0, 0)[0][-1].seq
     assert prpc.hub.stores.push.push_get("acme", "echo", first["id"], "late").cursor == last
+
+
+def test_a_config_that_cannot_be_saved_ends_its_started_task(phub, prpc, monkeypatch):
+    """The task is stored and started before SendMessage's config is saved: when saving
+    fails (the store away), the client gets -32603 and the task ends FAILED at once, its
+    slot given back, so nothing is left WORKING without a run."""
+    from murmur_wsgi.hub.methods import messages
+    from murmur_wsgi.hub.store import StoreError
+
+    def unavailable(*args, **kwargs):
+        raise StoreError()
+
+    monkeypatch.setattr(messages, "save_message_config", unavailable)
+    params = send_params("hello", configuration={"taskPushNotificationConfig": {
+        "id": "lost", "url": URL}})
+    assert prpc.error("SendMessage", params)["code"] == -32603
+    tasks = prpc.result("ListTasks", {})["tasks"]
+    assert [t["status"]["state"] for t in tasks] == ["TASK_STATE_FAILED"]
+    assert tasks[0]["status"]["message"]["parts"][0]["text"] == messages.NOT_STARTED
+    assert phub.admission.running("acme") == 0
+    assert not phub.runs.in_flight()

@@ -180,3 +180,85 @@ def test_counters_bound_runs_at_once_and_per_minute(stores):
     assert counters.running("other") == 0
     counters.renew([("t", "r2")])
     assert counters.running("t") == 1
+
+
+# --- a message's acceptance in one step ----------------------------------------------------
+
+
+def fresh_task(tenant="acme", message_id="m-open") -> HubTask:
+    task = HubTask(str(uuid.uuid4()), "ctx", tenant, "echo", message_id,
+                   {"messageId": message_id, "role": "ROLE_USER", "parts": [text_part("hi")]})
+    return task
+
+
+def test_open_claims_admits_stores_and_starts_a_task(stores):
+    tasks, counters = stores.tasks, stores.counters
+    task = fresh_task()
+    opened = tasks.open(task, task.task_event(), counters, 5, 100)
+    assert opened.found is None and opened.refused is None
+    assert json.loads(opened.started)["statusUpdate"]["status"]["state"] == WORKING
+    assert tasks.get("acme", "echo", task.id).state == WORKING
+    events, _ = tasks.events(task.id, 0, 0)
+    assert [json.loads(e.payload).popitem()[0] for e in events] == ["task", "statusUpdate"]
+    assert json.loads(events[0].payload)["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert events[1].payload == opened.started
+    assert counters.running("acme") == 1
+    assert tasks.claim_message("acme", "echo", "m-open") == task.id
+    page = tasks.list("acme", "echo", state=WORKING)
+    assert [t.id for t in page.tasks] == [task.id]
+    # The same messageId again: the task it names, nothing else done.
+    again = fresh_task()
+    assert tasks.open(again, again.task_event(), counters, 5, 100).found == task.id
+    assert tasks.get("acme", "echo", again.id) is None
+    assert counters.running("acme") == 1
+    # Its end gives the slot back on shared counters (``ends_free``), else the caller does.
+    assert tasks.end(task.id, COMPLETED, None, None, []) is not None
+    if not counters.ends_free:
+        counters.give("acme", task.id)
+    assert counters.running("acme") == 0
+
+
+def test_open_refused_stores_nothing_and_leaves_the_claim_free(stores):
+    tasks, counters = stores.tasks, stores.counters
+    first = fresh_task(tenant="t", message_id="a")
+    assert tasks.open(first, first.task_event(), counters, 1, 100).started is not None
+    second = fresh_task(tenant="t", message_id="b")
+    opened = tasks.open(second, second.task_event(), counters, 1, 100)
+    assert opened.refused == CONCURRENCY and opened.started is None
+    assert tasks.get("t", "echo", second.id) is None
+    assert tasks.claim_message("t", "echo", "b") is None            # free: claimed now
+    tasks.release_message("t", "echo", "b")
+    assert counters.running("t") == 1
+    third = fresh_task(tenant="r", message_id="c")
+    assert tasks.open(third, third.task_event(), counters, 5, 1).started is not None
+    fourth = fresh_task(tenant="r", message_id="d")
+    assert tasks.open(fourth, fourth.task_event(), counters, 5, 1).refused == RATE
+
+
+def test_open_with_a_pending_claim_is_the_claimers_or_nobody_elses(stores):
+    tasks, counters = stores.tasks, stores.counters
+    assert tasks.claim_message("acme", "echo", "held") is None       # a hook runs meanwhile
+    other = fresh_task(message_id="held")
+    assert tasks.open(other, other.task_event(), counters, 5, 100).found == PENDING
+    mine = fresh_task(message_id="held")
+    assert tasks.open(mine, mine.task_event(), counters, 5, 100, claimed=True).started
+    assert tasks.claim_message("acme", "echo", "held") == mine.id
+    refused = fresh_task(message_id="held-2")
+    assert tasks.claim_message("acme", "echo", "held-2") is None
+    assert tasks.open(refused, refused.task_event(), counters, 1, 100,
+                      claimed=True).refused == CONCURRENCY
+    assert tasks.claim_message("acme", "echo", "held-2") is None     # released
+
+
+def test_an_end_asked_to_keep_returns_the_finished_task_or_nothing(stores):
+    tasks = stores.tasks
+    task = fresh_task(message_id="kept")
+    tasks.open(task, task.task_event(), stores.counters, 5, 100)
+    written = tasks.end(task.id, COMPLETED, None, [answer_artifact([text_part("ok")])], [],
+                        keep=True)
+    stored = tasks.task_json("acme", "echo", task.id)
+    # A store that builds the finished task's JSON returns it as GetTask answers it.
+    assert getattr(written, "wire", None) in (None, stored)
+    if stores.shared:
+        assert written.wire == stored
+    assert tasks.end(task.id, FAILED, None, None, [], keep=True) is None

@@ -124,8 +124,7 @@ def test_cancel_a_run_that_does_not_stop():
     hub = create_hub(hub_config(cancel_timeout_secs=0.1))
     client = HubClient(hub, "stubborn")
     task = client.send("g-stubborn", configuration={"returnImmediately": True})
-    wait_until(lambda: client.result("GetTask", {"id": task["id"]})["status"]["state"]
-               == "TASK_STATE_WORKING")
+    assert gate("g-stubborn-in").wait(5)                   # its agent executes
     error = client.error("CancelTask", {"id": task["id"]})
     assert error["code"] == -32002
     assert error["data"][0]["metadata"]["state"] == "TASK_STATE_WORKING"

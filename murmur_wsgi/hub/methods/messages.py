@@ -7,12 +7,13 @@ import uuid
 
 from murmur_wsgi.agents.blocks import data_block
 from murmur_wsgi.errors import InvalidRequestError
+from murmur_wsgi.hub.admission import Admitted
 from murmur_wsgi.hub.context import Caller, HubContext, Turn
 from murmur_wsgi.hub.push.methods import message_config, save_message_config
 from murmur_wsgi.hub.runs import Run
 from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.hub.store import PENDING, StoreError
-from murmur_wsgi.hub.task import COMPLETED, REJECTED, HubTask
+from murmur_wsgi.hub.task import COMPLETED, FAILED, REJECTED, HubTask
 from murmur_wsgi.serving.connection import peer_gone
 from murmur_wsgi.wire.message_hub import read_hub_message, stored_message
 from murmur_wsgi.wire.raw import RawJSON
@@ -22,6 +23,7 @@ logger = logging.getLogger(__name__)
 
 HISTORY_TURNS = 50             # earlier tasks of a context a run is handed (ctx.history)
 CLOSING = "the hub is shutting down; send the message again later"
+NOT_STARTED = "the task could not be started; send the message again"
 PEER_CHECK_SECS = 1.0          # a held SendMessage looks at its client this often
 
 
@@ -63,55 +65,75 @@ def accept(hub, call, live: bool):
     text = agent_text(msg.parts)
     push = message_config(hub, msg.push_config)
     store = hub.store
-    found = store.claim_message(call.tenant, call.agent, msg.message_id)
-    admitted = None
-    if found == PENDING:
+    task_id = str(uuid.uuid4())
+    context_id = msg.context_id or str(uuid.uuid4())
+    history = context_history(hub, call.tenant, call.agent, context_id) \
+        if msg.context_id else []
+    task = HubTask(task_id, context_id, call.tenant, call.agent, msg.message_id,
+                   stored_message(msg.message, task_id, context_id))
+    first = task.task_event()
+    snapshot = task.to_json(msg.history_length)
+    if hub.closing:
+        found = store.claim_message(call.tenant, call.agent, msg.message_id)
+        admitted = Admitted(found=found, reason=None if found else CLOSING)
+    else:
+        admitted = hub.admission.open(store, task, text, first)
+    if admitted.found == PENDING:
         raise InvalidRequestError("a message with this messageId is still being started; "
                                   "ask again in a moment")
-    if found is not None:
-        task = store.get(call.tenant, call.agent, found)
+    if admitted.found is not None:
+        task = store.get(call.tenant, call.agent, admitted.found)
         if push is not None:
             save_message_config(hub, call, push, task.id, from_start=False)
         return msg, Accepted(task, snapshot=store.render(task, msg.history_length),
                              existing=True)
-    try:
-        task_id = str(uuid.uuid4())
-        context_id = msg.context_id or str(uuid.uuid4())
-        history = context_history(hub, call.tenant, call.agent, context_id) \
-            if msg.context_id else []
-        task = HubTask(task_id, context_id, call.tenant, call.agent, msg.message_id,
-                       stored_message(msg.message, task_id, context_id))
-        reason = CLOSING if hub.closing else hub.admission.admit(call.tenant, call.agent,
-                                                                 text, task_id)
-        if reason is None:
-            admitted = task_id
-        else:
-            task.set_state(REJECTED, reason)
+    if admitted.reason is not None:
+        task.set_state(REJECTED, admitted.reason)
+        try:
             store.create(task, task.task_event(), bind=False)
-            if push is not None:
-                save_message_config(hub, call, push, task.id, from_start=True)
-            return msg, Accepted(task, snapshot=store.render(task, msg.history_length))
+        except BaseException:
+            _release_claim(store, task)
+            raise
+        if push is not None:
+            save_message_config(hub, call, push, task.id, from_start=True)
+        return msg, Accepted(task, snapshot=store.render(task, msg.history_length))
+    try:
         run = Run(hub.runs, task, hub.agents[(call.tenant, call.agent)],
                   hub.limits(call.tenant),
                   hub.config.stream["live_backlog_bytes"] if live else None)
-        first = task.task_event()
-        snapshot = task.to_json(msg.history_length)
-        store.create(task, first)
         if push is not None:
             save_message_config(hub, call, push, task.id, from_start=True)
     except BaseException:
-        try:
-            store.release_message(call.tenant, call.agent, msg.message_id)
-            if admitted is not None:
-                hub.admission.release(call.tenant, admitted)
-        except StoreError:
-            pass                # the claim and the slot expire by themselves (a shared store)
+        _abandon(hub, task)
         raise
+    run.keep_answer = not live and not msg.return_immediately
     hub.runs.add(run)
     ctx = HubContext(run, text, msg.data, task.history[0],
                      Caller(call.tenant, call.subject, call.agent), history)
-    run.start(ctx)
+    run.start(ctx, admitted.started)
     return msg, Accepted(task, run, snapshot)
+
+
+def _release_claim(store, task) -> None:
+    try:
+        store.release_message(task.tenant, task.agent, task.message_id)
+    except StoreError:
+        pass                    # the claim expires by itself (a shared store)
+
+
+def _abandon(hub, task) -> None:
+    """A task stored and started whose run cannot begin ends FAILED (now, or once the store
+    answers again: ``Runs.unwritten``), and its slot is given back."""
+    args = (task.id, FAILED, NOT_STARTED, None, [], (0, 0), None)
+    try:
+        hub.store.end(*args)
+    except StoreError:
+        with hub.runs.lock:
+            hub.runs.unwritten.append(args)
+    try:
+        hub.admission.release(task.tenant, task.id)
+    except StoreError:
+        pass                    # a shared store's lease expires by itself
 
 
 def send_message(hub, call):
@@ -127,7 +149,10 @@ def send_message(hub, call):
             logger.info("task %s: the client left a blocking SendMessage; canceling", run.task_id)
             run.request_stop(cancel=True)
             break
-    answer = hub.store.render(accepted.task, msg.history_length, cache=False)
+    with runs.lock:
+        answer = run.final_json if msg.history_length is None else None
+    if answer is None:
+        answer = hub.store.render(accepted.task, msg.history_length, cache=False)
     return RawJSON(task_event(answer))
 
 

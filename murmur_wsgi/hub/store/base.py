@@ -34,6 +34,28 @@ class StoredEvent:
     terminal: bool = False
 
 
+class Written(list):
+    """The payloads a task's end wrote (``TaskStore.end``); ``wire``: the finished task's
+    JSON as GetTask answers it, when the store had it at hand (else None)."""
+
+    __slots__ = ("wire",)
+
+    def __init__(self, payloads=(), wire: str | None = None):
+        super().__init__(payloads)
+        self.wire = wire
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What ``TaskStore.open`` did: ``found`` (the messageId names a task already, or is
+    PENDING: nothing done), ``refused`` (admission refused, CONCURRENCY or RATE: nothing
+    stored), else the task is stored and started: ``started`` is its WORKING statusUpdate."""
+
+    found: str | None = None
+    refused: str | None = None
+    started: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
     tasks: list                 # HubTask, newest first
@@ -60,6 +82,35 @@ class TaskStore(abc.ABC):
         """Forget a claim that made no task (a refused admission, a failed start)."""
 
     # --- tasks -----------------------------------------------------------
+
+    def open(self, task, event: str, counters, concurrency: int, rate: int,
+             claimed: bool = False) -> Opened:
+        """Accept a new message in one step where the store can: claim its messageId
+        (``claimed``: the caller holds its PENDING claim already), take its tenant's
+        admission slot and token from ``counters``, store ``task`` with its first event
+        and start it (SUBMITTED → WORKING). Nothing is left behind when it refuses or
+        raises: the claim is released, the slot given back."""
+        if not claimed:
+            found = self.claim_message(task.tenant, task.agent, task.message_id)
+            if found is not None:
+                return Opened(found=found)
+        taken = False
+        try:
+            refused = counters.take(task.tenant, task.id, concurrency, rate)
+            if refused is not None:
+                self.release_message(task.tenant, task.agent, task.message_id)
+                return Opened(refused=refused)
+            taken = True
+            self.create(task, event)
+            return Opened(started=self.start(task.id))
+        except BaseException:
+            try:
+                self.release_message(task.tenant, task.agent, task.message_id)
+                if taken:
+                    counters.give(task.tenant, task.id)
+            except StoreError:
+                pass            # the claim and the slot expire by themselves (a shared store)
+            raise
 
     @abc.abstractmethod
     def create(self, task, event: str, bind: bool = True) -> None:
@@ -94,7 +145,7 @@ class TaskStore(abc.ABC):
     @abc.abstractmethod
     def end(self, task_id: str, state: str, text: str | None, artifacts: list | None,
             events: list, numbered: tuple[int, int] = (0, 0),
-            answer: str | None = None) -> list | None:
+            answer: str | None = None, keep: bool = False) -> list | None:
         """End a live task: its final state, status text, artifacts, events, final status.
 
         Atomic compare-and-set: None (and nothing written) when the task has
@@ -108,6 +159,8 @@ class TaskStore(abc.ABC):
         body writes either). ``answer``: the JSON of the last of ``artifacts``, as
         the run encoded it once; an event ``(head, answer, tail)`` carries that
         same text (``is``), so a store need not encode or send it twice.
+        ``keep``: the caller answers with the finished task: a store that builds its
+        JSON returns it too (``Written.wire``), sparing a read.
         """
 
     @abc.abstractmethod

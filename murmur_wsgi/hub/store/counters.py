@@ -21,6 +21,8 @@ CONCURRENCY, RATE = "concurrency", "rate"        # what ``take`` refused on
 class Counters(abc.ABC):
     """Every method of a shared implementation may raise ``StoreError``."""
 
+    ends_free = False        # the task store's end of a task gives its run's slot back
+
     @abc.abstractmethod
     def take(self, tenant: str, task_id: str, concurrency: int, rate: int) -> str | None:
         """Take a slot and a token for ``task_id``: None, or what refused (CONCURRENCY, RATE)."""

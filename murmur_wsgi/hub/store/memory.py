@@ -137,7 +137,8 @@ class MemoryTaskStore(TaskStore):
             self.changed.notify_all()
             return True
 
-    def end(self, task_id, state, text, artifacts, events, numbered=(0, 0), answer=None):
+    def end(self, task_id, state, text, artifacts, events, numbered=(0, 0), answer=None,
+            keep=False):
         with self.changed:
             task = self._tasks.get(task_id)
             if task is None or task.terminal:

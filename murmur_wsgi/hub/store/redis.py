@@ -2,9 +2,10 @@
 
 The key layout (every key starts with ``murmur:{hub}:``, names in ``redis_keys``)
 is in docs/hub.md (ListTasks' sorted sets: ``redis_index``);
-each step that must be atomic (create, start, append, end, the cancel mark,
-a claim's release) is one Lua script (``redis_scripts``), so a task has
-exactly one final state and no event follows it. Every event written is
+each step that must be atomic (a message's acceptance: claim, admission,
+creation and start; create, start, append, end, the cancel mark, a claim's
+release) is one Lua script (``redis_scripts``), so a task has exactly one
+final state and no event follows it. Every event written is
 announced on a channel, and the connection's one listener
 (``redis_feed.EventFeed``) serves every stream of the process: a waiting
 stream costs no Redis command, an event one read per process that streams its
@@ -29,14 +30,16 @@ import json
 import logging
 
 from murmur_wsgi.hub.store import redis_scripts as scripts
-from murmur_wsgi.hub.store.base import PENDING, StoredEvent, TaskStore
+from murmur_wsgi.hub.store.base import PENDING, Opened, StoredEvent, TaskStore, Written
+from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE
 from murmur_wsgi.hub.store.redis_client import each_task
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_index import RedisIndex
+from murmur_wsgi.hub.store.redis_limits import RedisCounters
 from murmur_wsgi.hub.store.redis_keys import (CHANNEL, PREFIX, REPLICAS, both_key, done_key,
                                               events_key, index_key, mark_key, msg_key,
-                                              runs_key, seq_key, state_key, task_key,
-                                              updated_key)
+                                              rate_key, running_key, runs_key, seq_key,
+                                              state_key, task_key, updated_key)
 from murmur_wsgi.hub.store.retention import TRIM_BATCH, Retention
 from murmur_wsgi.hub.task import WORKING, HubTask, status_update, task_status
 from murmur_wsgi.wire import task as wire_task
@@ -49,8 +52,8 @@ logger = logging.getLogger(__name__)
 CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task was created
 MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
 MAX_ID_BYTES = 256               # a task id longer than this names no task
-END_PAYLOADS = 17                # the END script's first payload, in ARGV (1-based)
-DURABLE = ("CREATE", "START", "APPEND", "END", "MARK")   # acknowledged: redis.wait_replicas
+END_PAYLOADS = 18                # the END script's first payload, in ARGV (1-based)
+DURABLE = ("OPEN", "CREATE", "START", "APPEND", "END", "MARK")   # acknowledged: redis.wait_replicas
 # What a read of one record asks for (one HMGET, its owner first): a finished task's
 # wire form, else what rebuilds it (``_record``).
 RECORD_FIELDS = ("tenant", "agent", "wire", "id", "ctx", "msg", "state", "text", "ms",
@@ -80,7 +83,7 @@ class RedisTaskStore(TaskStore):
         self._keep = retention or Retention()
         self._scripts = {name: self._command.script(getattr(scripts, name),
                                                     durable=name in DURABLE)
-                         for name in ("CREATE", "START", "APPEND", "END", "RELEASE", "MARK",
+                         for name in ("OPEN", "CREATE", "START", "APPEND", "END", "RELEASE", "MARK",
                                       "RETAIN")}
         self._contexts: dict[str, str] = {}
         self._tenants: dict[str, str] = {}        # as _contexts: the running tasks' tenants
@@ -156,27 +159,55 @@ class RedisTaskStore(TaskStore):
             self._contexts[task.id] = task.context_id
             self._tenants[task.id] = task.tenant
 
-    def create_call(self, task, event: str, bind: bool = True) -> dict:
-        """The CREATE script's ``keys`` and ``args`` for ``task`` (a pipeline may send many)."""
+    def create_call(self, task, event: str, bind: bool = True, state: str | None = None,
+                    ms: int | None = None) -> dict:
+        """The CREATE script's ``keys`` and ``args`` for ``task`` (a pipeline may send many);
+        ``state`` and ``ms``: the record's state and status time, if not the task's."""
+        state = state or task.state
         keys = [task_key(task.id), index_key(task.tenant, task.agent),
                 index_key(task.tenant, task.agent, task.context_id),
                 seq_key(task.tenant, task.agent),
                 msg_key(task.tenant, task.agent, task.message_id),
                 events_key(task.id), runs_key(self.replica), REPLICAS,
-                state_key(task.tenant, task.agent, task.state),
+                state_key(task.tenant, task.agent, state),
                 updated_key(task.tenant, task.agent),
-                both_key(task.tenant, task.agent, task.state, task.context_id),
+                both_key(task.tenant, task.agent, state, task.context_id),
                 done_key(task.tenant)]
         # NOTE: a task refused at its creation keeps its message once, in its wire form: its
         # first event is stored as '' and read as {"task": wire} (``_filled``).
-        args = [task.id, task.context_id, task.tenant, task.agent, task.message_id, task.state,
-                _dumps(task.status_text), task.status_ms, task.created_ms,
+        args = [task.id, task.context_id, task.tenant, task.agent, task.message_id, state,
+                _dumps(task.status_text), ms or task.status_ms, task.created_ms,
                 _dumps(task.history), _dumps(task.artifacts), self.replica,
                 "1" if bind else "0", "" if task.terminal else event,
                 "1" if task.terminal else "0", self._retention_ms,
                 task.to_json(cache=False) if task.terminal else "", PREFIX,
                 *self._kept(task.tenant)]
         return {"keys": keys, "args": args}
+
+    def open(self, task, event, counters, concurrency, rate, claimed=False):
+        if not isinstance(counters, RedisCounters):
+            return super().open(task, event, counters, concurrency, rate, claimed)
+        # PERF: one round trip (the OPEN script): claim, admission, creation and start.
+        ms = now_ms()
+        started = status_update(task.id, task.context_id,
+                                task_status(task.id, task.context_id, WORKING, None, ms))
+        call = self.create_call(task, event, state=WORKING, ms=ms)
+        code, value = self._open(
+            keys=call["keys"] + [running_key(task.tenant), rate_key(task.tenant)],
+            args=call["args"] + ["1" if claimed else "0", concurrency, rate, counters.lease_ms,
+                                 started, self._max_events])
+        if code == 1:
+            return Opened(found=value)
+        if code == 2:
+            return Opened(refused=(CONCURRENCY, RATE)[int(value) - 1])
+        task.seq = int(value)
+        self._contexts[task.id] = task.context_id
+        self._tenants[task.id] = task.tenant
+        return Opened(started=started)
+
+    @_guarded
+    def _open(self, keys, args):
+        return self._scripts["OPEN"](keys=keys, args=args)
 
     def _fields(self, task_id: str, tenant: str | None = None,
                 agent: str | None = None) -> dict | None:
@@ -220,7 +251,8 @@ class RedisTaskStore(TaskStore):
             args=[event, self._max_events, n]))
 
     @_guarded
-    def end(self, task_id, state, text, artifacts, events, numbered=(0, 0), answer=None):
+    def end(self, task_id, state, text, artifacts, events, numbered=(0, 0), answer=None,
+            keep=False):
         ms = now_ms()
         context_id = self._context_of(task_id)
         status = task_status(task_id, context_id, state, text, ms)
@@ -248,10 +280,12 @@ class RedisTaskStore(TaskStore):
             keys=[task_key(task_id), events_key(task_id)],
             args=[state, _dumps(text), ms, arts, self._retention_ms, self._max_events,
                   PREFIX, head, *self._kept(self._tenant_of(task_id)), *numbered,
-                  answer or "", at, tail, *payloads])
+                  answer or "", at, tail, "1" if keep else "0", *payloads])
         self._contexts.pop(task_id, None)
         self._tenants.pop(task_id, None)
-        return written if done else None
+        if not done:
+            return None
+        return Written(written, done if keep else None)
 
     @_guarded
     def render(self, task, history_length=None, artifacts=True, cache=True, as_read=False):

@@ -34,30 +34,39 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
 
+# Takes a run's lease in ``running`` and a token of ``rate`` (the bucket): 0, or what
+# refused (1: the concurrency bound, 2: the rate). Also part of the task store's OPEN script.
+ADMIT_FN = """
+local function admit(running, bucket, id, concurrency, rate, lease)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', running, '-inf', now)
+  if redis.call('ZCARD', running) >= concurrency then return 1 end
+  local b = redis.call('HMGET', bucket, 'tokens', 'at')
+  local tokens = tonumber(b[1])
+  if tokens == nil then
+    tokens = rate
+  else
+    tokens = math.min(rate, tokens + math.max(0, now - tonumber(b[2])) * rate / 60000)
+  end
+  local code = 2
+  if tokens >= 1 then
+    tokens = tokens - 1
+    code = 0
+  end
+  redis.call('HSET', bucket, 'tokens', tostring(tokens), 'at', now)
+  redis.call('PEXPIRE', bucket, 60000)
+  if code == 0 then
+    redis.call('ZADD', running, now + lease, id)
+    redis.call('PEXPIRE', running, lease)
+  end
+  return code
+end
+"""
+
 # KEYS: running, rate   ARGV: task id, concurrency, rate per minute, lease ms
-ADMIT = _NOW + """
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 1 end
-local rate = tonumber(ARGV[3])
-local b = redis.call('HMGET', KEYS[2], 'tokens', 'at')
-local tokens = tonumber(b[1])
-if tokens == nil then
-  tokens = rate
-else
-  tokens = math.min(rate, tokens + math.max(0, now - tonumber(b[2])) * rate / 60000)
-end
-local code = 2
-if tokens >= 1 then
-  tokens = tokens - 1
-  code = 0
-end
-redis.call('HSET', KEYS[2], 'tokens', tostring(tokens), 'at', now)
-redis.call('PEXPIRE', KEYS[2], 60000)
-if code == 0 then
-  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[1])
-  redis.call('PEXPIRE', KEYS[1], ARGV[4])
-end
-return code
+ADMIT = ADMIT_FN + """
+return admit(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
 """
 
 # KEYS: running keys (one per lease)   ARGV: lease ms, task ids (one per key)
@@ -86,9 +95,11 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 class RedisCounters(Counters):
     """Runs at once and runs per minute of each tenant, counted in one Redis for the hub."""
 
+    ends_free = True         # the END script (redis_scripts) frees the task's slot
+
     def __init__(self, conn):
         self._redis = conn.redis
-        self._lease_ms = LEASE_LIVENESSES * conn.liveness_ms
+        self.lease_ms = LEASE_LIVENESSES * conn.liveness_ms
         self._admit = conn.command.script(ADMIT)      # every message's (redis_commands.Commands)
         self._renew = self._redis.register_script(RENEW)
         self._hold = self._redis.register_script(HOLD)
@@ -98,7 +109,7 @@ class RedisCounters(Counters):
     def take(self, tenant, task_id, concurrency, rate):
         code = self._admit(keys=[running_key(tenant),
                                  rate_key(tenant)],
-                           args=[task_id, concurrency, rate, self._lease_ms])
+                           args=[task_id, concurrency, rate, self.lease_ms])
         return (None, CONCURRENCY, RATE)[int(code)]
 
     @guarded
@@ -107,13 +118,13 @@ class RedisCounters(Counters):
 
     @guarded
     def hold(self, tenant, member):
-        self._hold(keys=[running_key(tenant)], args=[member, self._lease_ms])
+        self._hold(keys=[running_key(tenant)], args=[member, self.lease_ms])
 
     @guarded
     def renew(self, held):
         if held:
             self._renew(keys=[running_key(tenant) for tenant, _ in held],
-                        args=[self._lease_ms, *(task_id for _, task_id in held)])
+                        args=[self.lease_ms, *(task_id for _, task_id in held)])
 
     @guarded
     def running(self, tenant):

@@ -8,6 +8,7 @@ the task's state first, so an event is never written after the final one.
 from __future__ import annotations
 
 from murmur_wsgi.hub.store.redis_keys import EVENTS
+from murmur_wsgi.hub.store.redis_limits import ADMIT_FN
 from murmur_wsgi.hub.task import SUBMITTED, TERMINAL, WORKING
 
 # Every event written is announced on ``EVENTS`` as ``<task id> <n>`` (redis_feed).
@@ -96,36 +97,69 @@ return retain(ARGV[1], KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(A
 # A finished task's record keeps its wire form (GetTask's answer, as it is) in 'wire',
 # which holds its history and artifacts: 'hist' and 'arts' are dropped. A task refused at
 # its creation keeps its message once: its first event's payload is '' (the store reads
-# it as ``{"task": wire}``).
-CREATE = _NOTIFY + _RETAIN + """
-local seq = redis.call('INCR', KEYS[4])
-redis.call('HSET', KEYS[1], 'id', ARGV[1], 'ctx', ARGV[2], 'tenant', ARGV[3], 'agent', ARGV[4],
-           'msg', ARGV[5], 'state', ARGV[6], 'text', ARGV[7], 'ms', ARGV[8],
-           'created', ARGV[9], 'seq', seq, 'hist', ARGV[10], 'arts', ARGV[11],
-           'owner', ARGV[12], 'nev', 1)
-redis.call('ZADD', KEYS[2], seq, ARGV[1])
-redis.call('ZADD', KEYS[3], seq, ARGV[1])
-redis.call('ZADD', KEYS[9], seq, ARGV[1])
-redis.call('ZADD', KEYS[10], ARGV[8], ARGV[1])
-redis.call('ZADD', KEYS[11], seq, ARGV[1])
-if ARGV[13] == '1' then
-  redis.call('SET', KEYS[5], ARGV[1])
-elseif redis.call('GET', KEYS[5]) == 'pending' then
-  redis.call('DEL', KEYS[5])
+# it as ``{"task": wire}``). ``create`` announces nothing: its callers do.
+_CREATE = _RETAIN + """
+local function create()
+  local seq = redis.call('INCR', KEYS[4])
+  redis.call('HSET', KEYS[1], 'id', ARGV[1], 'ctx', ARGV[2], 'tenant', ARGV[3],
+             'agent', ARGV[4], 'msg', ARGV[5], 'state', ARGV[6], 'text', ARGV[7],
+             'ms', ARGV[8], 'created', ARGV[9], 'seq', seq, 'hist', ARGV[10],
+             'arts', ARGV[11], 'owner', ARGV[12], 'nev', 1)
+  redis.call('ZADD', KEYS[2], seq, ARGV[1])
+  redis.call('ZADD', KEYS[3], seq, ARGV[1])
+  redis.call('ZADD', KEYS[9], seq, ARGV[1])
+  redis.call('ZADD', KEYS[10], ARGV[8], ARGV[1])
+  redis.call('ZADD', KEYS[11], seq, ARGV[1])
+  if ARGV[13] == '1' then
+    redis.call('SET', KEYS[5], ARGV[1])
+  elseif redis.call('GET', KEYS[5]) == 'pending' then
+    redis.call('DEL', KEYS[5])
+  end
+  redis.call('XADD', KEYS[6], '1-1', 'p', ARGV[14], 't', ARGV[15])
+  if ARGV[15] == '1' then
+    redis.call('HSET', KEYS[1], 'wire', ARGV[17])
+    redis.call('HDEL', KEYS[1], 'hist', 'arts')
+    redis.call('PEXPIRE', KEYS[6], ARGV[16])
+    finish(ARGV[18], KEYS[12], ARGV[1], tonumber(ARGV[20]), tonumber(ARGV[19]),
+           tonumber(ARGV[21]))
+  else
+    redis.call('ZADD', KEYS[7], ARGV[9], ARGV[1])
+    redis.call('SADD', KEYS[8], ARGV[12])
+  end
+  return seq
 end
-redis.call('XADD', KEYS[6], '1-1', 'p', ARGV[14], 't', ARGV[15])
+"""
+
+CREATE = _NOTIFY + _CREATE + """
+local seq = create()
 notify(ARGV[1], 1)
-if ARGV[15] == '1' then
-  redis.call('HSET', KEYS[1], 'wire', ARGV[17])
-  redis.call('HDEL', KEYS[1], 'hist', 'arts')
-  redis.call('PEXPIRE', KEYS[6], ARGV[16])
-  finish(ARGV[18], KEYS[12], ARGV[1], tonumber(ARGV[20]), tonumber(ARGV[19]),
-         tonumber(ARGV[21]))
-else
-  redis.call('ZADD', KEYS[7], ARGV[9], ARGV[1])
-  redis.call('SADD', KEYS[8], ARGV[12])
-end
 return seq
+"""
+
+# A new message's whole acceptance in one step: its messageId's claim, its tenant's
+# admission (redis_limits), its task's creation, and its start (WORKING, the second event).
+# KEYS: CREATE's (st and cst those of WORKING), then running, rate
+# ARGV: CREATE's (state WORKING, ms the start's, text null; bind "1", terminal "0"), then
+#       claimed ("1": the caller holds the messageId's pending claim), concurrency,
+#       rate per minute, lease ms, the start's payload, maxlen
+# Returns {0, seq} (created and started), {1, the id the messageId names, or 'pending'}
+# (nothing done), or {2, what admission refused: 1 concurrency, 2 rate} (nothing stored:
+# the claim is left free).
+OPEN = _NOTIFY + _CREATE + ADMIT_FN + """
+local found = redis.call('GET', KEYS[5])
+local claimed = found == 'pending' and ARGV[22] == '1'
+if found and not claimed then return {1, found} end
+local code = admit(KEYS[13], KEYS[14], ARGV[1], tonumber(ARGV[23]), tonumber(ARGV[24]),
+                   tonumber(ARGV[25]))
+if code ~= 0 then
+  if claimed then redis.call('DEL', KEYS[5]) end
+  return {2, code}
+end
+local seq = create()
+redis.call('HSET', KEYS[1], 'nev', 2)
+redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[27], '2-1', 'p', ARGV[26], 't', '0')
+notify(ARGV[1], 2)
+return {0, seq}
 """
 
 # KEYS: task, ev   ARGV: ms, payload, maxlen, key prefix
@@ -165,6 +199,7 @@ return 1
 #                        answer (the last artifact's JSON, sent once; '' none),
 #                        at, tail (the payload at ARGV[at] is an event's text up to the
 #                        answer, which the script completes with the answer and tail; 0 none),
+#                        keep ("1": return the wire form),
 #                        payloads… (the last one is the final event)
 # The wire form is the head, then the artifacts and the history unless empty (the keys
 # ``wire/task.task`` leaves out), as the record would be written: tests check the bytes.
@@ -184,14 +219,15 @@ local hist = redis.call('HGET', KEYS[1], 'hist')
 local wire = ARGV[8]
 if arts and arts ~= '[]' then wire = wire .. ',"artifacts":' .. arts end
 if hist and hist ~= '[]' then wire = wire .. ',"history":' .. hist end
-redis.call('HSET', KEYS[1], 'state', ARGV[1], 'text', ARGV[2], 'ms', ARGV[3], 'wire', wire .. '}')
+wire = wire .. '}'
+redis.call('HSET', KEYS[1], 'state', ARGV[1], 'text', ARGV[2], 'ms', ARGV[3], 'wire', wire)
 redis.call('HDEL', KEYS[1], 'hist', 'arts')
 local first, count = tonumber(ARGV[12]), tonumber(ARGV[13])
 local wn = tonumber(redis.call('HGET', KEYS[1], 'wn')) or 0
 local at = tonumber(ARGV[15])
-for i = 17, #ARGV do
-  local k = first + i - 17
-  if i - 17 >= count or k > wn then
+for i = 18, #ARGV do
+  local k = first + i - 18
+  if i - 18 >= count or k > wn then
     local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
     local final = '0'
     if i == #ARGV then final = '1' end
@@ -207,6 +243,7 @@ if f[2] then redis.call('ZREM', ARGV[7] .. 'runs:' .. f[2], f[1]) end
 redis.call('ZREM', ARGV[7] .. 'running:' .. f[3], f[1])
 finish(ARGV[7], ARGV[7] .. 'done:' .. f[3], f[1], tonumber(ARGV[10]), tonumber(ARGV[9]),
        tonumber(ARGV[11]))
+if ARGV[17] == '1' then return wire end
 return 1
 """
 
