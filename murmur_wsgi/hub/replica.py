@@ -59,7 +59,7 @@ class Replica:
         if run is None:
             return
         try:
-            if self.store.ended_of([task_id]):
+            if self.store.ended_of([(run.tenant, task_id)]):
                 run.ended_elsewhere()
                 return
         except StoreError:
@@ -78,10 +78,10 @@ class Replica:
                     renew_at = now + self.renew_every
                 self.hub.runs.retry_unwritten()
                 runs = self.hub.runs.in_flight()
-                ids = [run.task_id for run in runs]
-                for task_id in self.store.cancel_marks(ids):
+                named = [(run.tenant, run.task_id) for run in runs]
+                for task_id in self.store.cancel_marks(named):
                     self.cancelled(task_id)
-                ended = self.store.ended_of(ids)
+                ended = self.store.ended_of(named)
                 for run in runs:
                     if run.task_id in ended:
                         run.ended_elsewhere()       # its sweep took this replica for dead

@@ -18,6 +18,7 @@ import pytest
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store import redis_push, redis_stores
 from murmur_wsgi.hub.store.push_base import DELIVERED, PushRecord
+from murmur_wsgi.hub.store.redis_keys import configs_key
 from murmur_wsgi.hub.store.redis_push_scripts import SKIP_BATCH
 from murmur_wsgi.hub.task import COMPLETED
 from tests.hub.push_util import Resolver, Sleeps, cert, push_config, receiver  # noqa: F401
@@ -101,8 +102,8 @@ def test_a_streamed_run_wakes_no_dispatcher_until_a_status(rstores, push, redis_
 
         def stream():
             for _ in range(5):
-                other.tasks.append(task.id, CHUNK)
-            other.tasks.append(task.id, '{"statusUpdate":{}}')
+                other.tasks.append(task.id, CHUNK, tenant="acme")
+            other.tasks.append(task.id, '{"statusUpdate":{}}', tenant="acme")
         streamer = threading.Timer(0.05, stream)
         streamer.start()
         due = push.push_due("me", 10.0)                  # one call: the chunks did not end it
@@ -123,7 +124,8 @@ def test_a_waiting_due_wakes_on_another_replicas_event(rstores, push, redis_url,
         task = a_task(rstores)
         push.push_save(record(), from_start=False)
         assert push.push_due("me", 0) == []
-        event = threading.Timer(0.05, other.tasks.append, (task.id, '{"statusUpdate":{}}'))
+        event = threading.Timer(0.05, other.tasks.append, (task.id, '{"statusUpdate":{}}'),
+                                {"tenant": "acme"})
         event.start()
         due = push.push_due("me", 10.0)
         assert [r.key for r in due] == [("t1", "c1")]
@@ -141,9 +143,9 @@ def test_configs_expire_with_the_tasks_events(rstores, push, redis_server):
     push.push_advance(saved, "me", 2, DELIVERED)
     assert push.push_due("me", 0) == []                 # caught up on a final task: done
     client = redis_server.client()
-    assert client.pttl("murmur:{hub}:push:t1") > 0
+    assert client.pttl(configs_key("acme", "t1")) > 0
     assert client.smembers("murmur:{hub}:push:active") == set()
-    fields = json.loads(client.hget("murmur:{hub}:push:t1", "c1"))
+    fields = json.loads(client.hget(configs_key("acme", "t1"), "c1"))
     assert fields["cursor"] == 2 and "secret" not in json.dumps(fields)
 
 

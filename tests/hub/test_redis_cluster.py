@@ -1,9 +1,10 @@
 """The Redis store on a real 3-primary Redis Cluster (hub/store/redis_cluster.py).
 
 The store's own tests run on the cluster too (the modules marked ``cluster``); these check
-what is the cluster's own: the URL, one slot for every key, the listener hearing a
-``PUBLISH`` made on any node, and hot-path commands following a slot that migrates (ASK)
-and then moved (MOVED), and a stalled primary answered within the timeout.
+what is the cluster's own: the URL, every key in its tenant's slot or the hub's, the
+listener hearing a ``PUBLISH`` made on any node, and hot-path commands following a slot
+that migrates (ASK) and then moved (MOVED), and a stalled primary answered within the
+timeout. tests/hub/test_redis_slots.py shows tenants spread over the primaries.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from murmur_wsgi.hub.store import StoreError, redis_stores
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes
 from murmur_wsgi.hub.store.redis_cluster import ClusterCommands, connect_cluster
 from murmur_wsgi.hub.store.redis_feed import EventFeed
-from murmur_wsgi.hub.store.redis_keys import EVENTS, PREFIX, task_key
+from murmur_wsgi.hub.store.redis_keys import EVENTS, HUB, task_key, tenant_prefix
 from murmur_wsgi.hub import create_hub
 from tests.hub.conftest import FAST, KEY_B, HubClient, close_hub, hub_config, wait_until
 from tests.hub.test_replicas import refused_within
@@ -66,7 +67,7 @@ def _keys(cluster) -> list[str]:
     return found
 
 
-def test_every_key_of_the_hub_is_in_one_slot(redis_cluster, hub_on_cluster):
+def test_every_key_is_in_its_tenants_slot_or_the_hubs(redis_cluster, hub_on_cluster):
     rpc, other = hub_on_cluster
     tasks = [rpc.send(f"hello {n}") for n in range(3)] + [other.send("hi")]
     held = rpc.send("hold g-cluster-slot", configuration={"returnImmediately": True},
@@ -75,12 +76,19 @@ def test_every_key_of_the_hub_is_in_one_slot(redis_cluster, hub_on_cluster):
     keys = _keys(redis_cluster)
     client = redis_cluster.client()
     try:
-        slots = {client.keyslot(k) for k in keys}
+        slot_of = {k: client.keyslot(k) for k in keys}
+        tags = {tag: client.keyslot(tag) for tag in (HUB, tenant_prefix("acme"),
+                                                    tenant_prefix("globex"))}
     finally:
         client.close()
-    assert len(keys) > 20 and all(k.startswith(PREFIX) for k in keys)
-    assert slots == {client.keyslot(PREFIX)}
-    assert task_key(tasks[3]["id"]) in keys and task_key(held["id"]) in keys
+    assert len(keys) > 20
+    for key, slot in slot_of.items():
+        tag = next(t for t in tags if key.startswith(t))
+        assert slot == tags[tag], key
+    assert {slot_of[k] for k in keys if k.startswith(tenant_prefix("acme"))} == \
+        {tags[tenant_prefix("acme")]}
+    assert task_key("globex", tasks[3]["id"]) in keys and task_key("acme", held["id"]) in keys
+    assert any(k.startswith(HUB) for k in keys)         # the replicas' own keys
 
 
 @pytest.fixture
@@ -100,7 +108,7 @@ def test_the_listener_hears_a_publish_on_every_node(redis_cluster):
             heard.append(data)
 
     feed = EventFeed(client, EVENTS, block_secs=0.2)
-    feed.also(PREFIX + "test", took)
+    feed.also(HUB + "test", took)
     feed.start()
     try:
         wait_until(lambda: feed.subscribed)
@@ -108,7 +116,7 @@ def test_the_listener_hears_a_publish_on_every_node(redis_cluster):
             one = node.client()
             try:
                 wait_until(lambda one=one, port=node.port: one.publish(
-                    PREFIX + "test", str(port)) >= 0 and str(port) in heard)
+                    HUB + "test", str(port)) >= 0 and str(port) in heard)
             finally:
                 one.close()
         assert {int(p) for p in heard} == {n.port for n in redis_cluster.nodes}
@@ -127,7 +135,7 @@ def test_commands_follow_a_slot_that_migrates_then_moved(redis_cluster):
     commands = stores.tasks.conn.command
     assert isinstance(commands, ClusterCommands)
     cluster = stores.tasks.conn.redis
-    key, other = task_key("moving"), task_key("staying")
+    key, other = task_key("acme", "moving"), task_key("acme", "staying")
     slot = cluster.keyslot(key)
     source = cluster.get_node_from_key(key)
     target = next(n for n in cluster.get_primaries() if n.name != source.name)
@@ -169,7 +177,7 @@ def test_commands_follow_a_slot_that_migrates_then_moved(redis_cluster):
 
 
 def test_a_stalled_primary_answers_32603_within_its_timeout_then_recovers(tmp_path):
-    """The primary of the store's slot stopped (SIGSTOP): each request is refused within
+    """The primary of the tenant's slot stopped (SIGSTOP): each request is refused within
     ``redis.timeout_secs``, as on one Redis, and served again once it is back; with every
     node killed (the cluster client's own failure), refused the same way."""
     timeout = 1.0
@@ -180,7 +188,7 @@ def test_a_stalled_primary_answers_32603_within_its_timeout_then_recovers(tmp_pa
         task = rpc.send("hello")
         client = cluster.client()
         try:
-            owner = client.get_node_from_key(PREFIX).port
+            owner = client.get_node_from_key(tenant_prefix("acme")).port
         finally:
             client.close()
         proc = next(n.proc for n in cluster.nodes if n.port == owner)

@@ -11,6 +11,7 @@ import pytest
 
 from murmur_wsgi.hub.store import redis_stores
 from murmur_wsgi.hub.store.counters import CONCURRENCY
+from murmur_wsgi.hub.store.redis_keys import running_key
 
 from tests.hub.agents import gate
 from tests.hub.conftest import KEY_B, HubClient, wait_until
@@ -43,7 +44,7 @@ def test_a_run_on_a_holds_the_tenant_s_slot_on_b(pair):
     assert _refusal(b.send("g-slot", configuration={"returnImmediately": True})) == \
         CONCURRENCY_REFUSED
     # The lease outlives its first expiry: A renews it while the run goes on.
-    first = running.zscore("murmur:{hub}:running:globex", task["id"])
+    first = running.zscore(running_key("globex"), task["id"])
     wait_until(lambda: _redis_ms(running) > first + 50, timeout=5)
     assert _refusal(b.send("g-slot", configuration={"returnImmediately": True})) == \
         CONCURRENCY_REFUSED

@@ -13,7 +13,7 @@ import pytest
 from redis import RedisCluster
 
 from murmur_wsgi.hub import create_hub
-from murmur_wsgi.hub.store.redis_keys import PREFIX
+from murmur_wsgi.hub.store.redis_keys import tenant_prefix
 from murmur_wsgi.wire.task import now_ms, rfc3339
 
 from tests.hub.agents import GATES, gate
@@ -85,8 +85,8 @@ def hubs(redis_server):
 def test_filtered_pages_read_a_page_and_answer_as_the_memory_store(hubs, redis_server):
     cuts = {store: _fill(rpc, store) for store, rpc in hubs.items()}
     client = redis_server.client()
-    # On a cluster, the counts of the primary that holds the store's slot.
-    counted = client.get_node_from_key(PREFIX).redis_connection \
+    # On a cluster, the counts of the primary that holds the tenant's slot.
+    counted = client.get_node_from_key(tenant_prefix("acme")).redis_connection \
         if isinstance(client, RedisCluster) else client
     reads = []
 

@@ -1,9 +1,11 @@
-"""What a message costs on Redis, counted by Redis itself (MONITOR): round trips per message.
+"""What a message costs on Redis, counted by Redis itself (MONITOR), and its round trips.
 
 A blocking SendMessage to an agent that answers at once is two round trips from the
-hub: the OPEN script (the messageId's claim, admission, the task's creation and start)
-and the END script, which frees the tenant's slot and returns the finished task the
-answer is. A tenant with an admission hook pays one more: the claim, before its hook.
+hub: the run's place in its replica's runs (``ZADD``, and ``SADD`` of the replica) sent
+with the OPEN script (the messageId's claim, admission, the task's creation and start),
+then the END script, which frees the tenant's slot and returns the finished task the
+answer is; the run leaves its replica's runs at the replica's next beat. A tenant with
+an admission hook pays one more: the claim, before its hook.
 """
 from __future__ import annotations
 
@@ -16,12 +18,24 @@ from tests.hub.conftest import KEY_B, HubClient, close_hub, hub_config, send_par
 MARK = "round-trips-counted"
 
 
-def _commands(redis_server, client, params) -> tuple[dict, list[str]]:
+def _commands(redis_server, client, params, trips=None) -> tuple[dict, list[str]]:
     """The answer to SendMessage ``params``, and every command a client (not a script)
-    sent Redis meanwhile that names its message or its task."""
+    sent Redis meanwhile that names its message or its task; ``trips``: a list that gets
+    the commands of each round trip of the store's hot paths (``Commands.several``)."""
+    commands = client.hub.store._command
+    several = commands.several
+
+    def counted(*sent):
+        if trips is not None:
+            trips.append([command[0] for command in sent])
+        return several(*sent)
     watcher = redis_server.client()
     with watcher.monitor() as monitor:
-        answer = client.result("SendMessage", params)
+        commands.several = counted
+        try:
+            answer = client.result("SendMessage", params)
+        finally:
+            del commands.several
         redis_server.client().echo(MARK)
         seen = []
         while True:
@@ -45,11 +59,13 @@ def test_a_blocking_send_message_is_two_round_trips(redis_server):
     try:
         client = HubClient(hub)
         assert client.send("warm")["status"]["state"] == "TASK_STATE_COMPLETED"
+        trips = []
         answer, commands = _commands(redis_server, client,
-                                     send_params("hi", message_id=str(uuid.uuid4())))
+                                     send_params("hi", message_id=str(uuid.uuid4())), trips)
         assert answer["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-        assert len(commands) == 2, commands
-        assert all(c.startswith("EVALSHA") for c in commands), commands
+        assert [c.split(" ", 1)[0] for c in commands] == ["ZADD", "EVALSHA", "EVALSHA"], \
+            commands
+        assert trips == [["ZADD", "SADD", "EVALSHA"], ["EVALSHA"]], trips
         # The answer is the stored task, byte for byte what GetTask reads.
         stored = client.result("GetTask", {"id": answer["task"]["id"]})
         assert answer["task"] == stored
@@ -65,7 +81,7 @@ def test_a_tenant_with_an_admission_hook_claims_first(redis_server):
         answer, commands = _commands(redis_server, client,
                                      send_params("hi", message_id=str(uuid.uuid4())))
         assert answer["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-        assert [c.split(" ", 1)[0] for c in commands] == ["SET", "EVALSHA", "EVALSHA"], \
-            commands
+        assert [c.split(" ", 1)[0] for c in commands] == ["SET", "ZADD", "EVALSHA",
+                                                          "EVALSHA"], commands
     finally:
         close_hub(hub)

@@ -176,7 +176,7 @@ def test_a_failover_under_load_keeps_every_acknowledged_task(sentinels):
         errors = {p["error"]["code"] for _, p in answers if "error" in p}
         assert errors == {STORE_ERROR}
         promoted = sentinels.primary.client()
-        missing = [t for t, _ in acknowledged if not promoted.exists(task_key(t))]
+        missing = [t for t, _ in acknowledged if not promoted.exists(task_key("acme", t))]
         assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged tasks lost"
         for task_id, told in acknowledged:
             assert rpc.result("GetTask", {"id": task_id}, agent="echo")["status"]["state"] \

@@ -45,7 +45,7 @@ def _new(store, text: str = "hi", state: str | None = None) -> HubTask:
 
 
 def _record(store, task) -> dict:
-    return store._redis.hgetall(task_key(task.id))
+    return store._redis.hgetall(task_key(task.tenant, task.id))
 
 
 def _as_python_writes_it(task, record: dict, artifacts: list) -> str:
@@ -107,7 +107,7 @@ def test_an_answer_sent_once_makes_the_same_wire_form_and_final_chunk(redis_stor
     assert written[0] is chunk                      # the run's own stream writes it as it is
     record = _record(redis_store, task)
     assert record["wire"] == _as_python_writes_it(task, record, artifacts)
-    stored, _ = redis_store._read_events(task.id, 0)
+    stored, _ = redis_store._read_events(task.tenant, task.id, 0)
     assert [event.payload for event in stored[-2:]] == \
         [artifact_event(task.id, task.context_id, answer, False, True), written[1]]
     assert [event.terminal for event in stored[-3:]] == [False, False, True]
@@ -145,7 +145,7 @@ def test_a_record_stored_without_a_wire_form_still_answers(redis_store):
     artifacts = [answer_artifact([text_part(ODD)])]
     task = _new(redis_store, ODD)
     redis_store.end(task.id, COMPLETED, None, artifacts, [])
-    key = task_key(task.id)
+    key = task_key(task.tenant, task.id)
     expected = _record(redis_store, task)["wire"]
     redis_store._redis.hdel(key, "wire")
     redis_store._redis.hset(key, mapping={"hist": json.dumps(task.history, ensure_ascii=False),

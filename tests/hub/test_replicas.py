@@ -20,6 +20,7 @@ import yaml
 
 from murmur_wsgi.cli import main
 from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.store.redis_keys import mark_key
 
 from tests.hub.agents import gate
 from tests.hub.conftest import FAST, HubClient, hub_config, send_params, sse_events, wait_until
@@ -67,7 +68,7 @@ def test_the_mark_check_cancels_without_pub_sub(pair):
     a.agent = b.agent = "held"
     task = a.send("g-mark", configuration={"returnImmediately": True})
     # The mark alone, as if its pub/sub message were lost: A's once-a-tick check finds it.
-    b.hub.store._redis.set(f"murmur:{{hub}}:cancel:{task['id']}", "1")
+    b.hub.store._redis.set(mark_key("acme", task["id"]), "1")
     wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_CANCELED", timeout=5)
 
 
@@ -153,7 +154,8 @@ def test_the_sender_s_stream_ends_with_an_end_another_replica_wrote(pair):
     chunks, task_id = _streaming_on_a(a, "g-own")
     # Another replica writes the task's end, without a word to A (no pub/sub): A's
     # once-a-tick check finds it, and the sender's stream ends with that end.
-    assert b.hub.store.end(task_id, "TASK_STATE_FAILED", "ended elsewhere", None, [])
+    assert b.hub.store.end(task_id, "TASK_STATE_FAILED", "ended elsewhere", None, [],
+                           tenant="acme")
     status = _final_of(_rest_of(chunks))
     assert status["state"] == "TASK_STATE_FAILED"
     assert status["message"]["parts"][0]["text"] == "ended elsewhere"

@@ -14,6 +14,7 @@ import pytest
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.config import ConfigError, load_config
 from murmur_wsgi.hub.store.push_base import PushRecord
+from murmur_wsgi.hub.store.redis_keys import done_key, events_key
 from murmur_wsgi.hub.store.retention import Retention
 from murmur_wsgi.hub.task import COMPLETED, REJECTED, HubTask
 from murmur_wsgi.wire.stream import task_event
@@ -85,7 +86,7 @@ def test_a_refused_task_keeps_its_message_once(stores):
     assert [e.payload for e in events] == [task_event(whole)]
     assert stores.tasks.final_event(task.id) == task_event(whole)
     if stores.shared:             # the stream's entry is empty: the record's wire form holds it
-        entry = stores.tasks._redis.xrange(f"murmur:{{hub}}:ev:{task.id}")[0][1]
+        entry = stores.tasks._redis.xrange(events_key("acme", task.id))[0][1]
         assert entry == {"p": "", "t": "1"}
     else:                       # the record's history only: no cached wire form, no event text
         stored = stores.tasks.get("acme", "echo", task.id)
@@ -187,7 +188,7 @@ def test_a_flood_past_the_cap_stops_growing_redis(redis_server):
         assert client.info("memory")["used_memory"] < memory + 512 * 1024
         for rpc in (accepted, refused):
             assert rpc.result("ListTasks", {})["totalSize"] == CAP
-        assert client.zcard("murmur:{hub}:done:acme") == CAP
+        assert client.zcard(done_key("acme")) == CAP
     finally:
         client.close()
         close_hub(hub)

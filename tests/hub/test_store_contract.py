@@ -133,7 +133,8 @@ def test_a_cancel_mark_reaches_a_live_task_only(stores):
     stores.tasks.mark_cancel(done.id)
     assert stores.tasks.cancel_marked(live.id)
     assert not stores.tasks.cancel_marked(done.id)
-    assert stores.replicas.cancel_marks([live.id, done.id]) == {live.id}
+    runs = [("acme", live.id), ("acme", done.id)]
+    assert stores.replicas.cancel_marks(runs) == {live.id}
 
 
 def test_a_listing_is_newest_first_and_pages_by_token(stores):
@@ -157,7 +158,7 @@ def test_a_replica_sees_the_ended_ones_of_its_runs(stores):
     live, done = new_task(stores), new_task(stores)
     stores.tasks.end(done.id, COMPLETED, None, None, [])
     stores.replicas.heartbeat()
-    ended = stores.replicas.ended_of([live.id, done.id])
+    ended = stores.replicas.ended_of([("acme", live.id), ("acme", done.id)])
     # One process ends its own runs; a shared store tells which another replica ended.
     assert ended == ({done.id} if stores.shared else set())
     assert stores.replicas.sweep(3600.0, "swept") == []          # nothing old, nobody dead

@@ -32,7 +32,7 @@ def event_source(store, task):
     def source(timeout: float):
         nonlocal read
         if not waiting:
-            events, available = store.events(task_id, read, timeout)
+            events, available = store.events(task_id, read, timeout, tenant=tenant)
             if not available:
                 current = store.get(tenant, agent, task_id) if read == 0 else None
                 if current is not None:

@@ -44,25 +44,26 @@ def cancel_task(hub, call):
         raise TaskNotCancelableError(task.id, task.state)
     if run is not None:
         run.request_stop(cancel=True)
-    hub.store.mark_cancel(task.id)          # another replica's run learns it at once
+    hub.store.mark_cancel(task.id, tenant=task.tenant)   # another replica's run hears it
     timeout = hub.config.cancel_timeout_secs
     if run is not None:
         stopped = hub.runs.wait(lambda: run.ended, timeout)
     else:
-        stopped = _ended_in_store(hub.store, task.id, timeout)
+        stopped = _ended_in_store(hub.store, task, timeout)
     task = hub.store.get(call.tenant, call.agent, task.id)
     if not stopped or task.state != "TASK_STATE_CANCELED":
         raise TaskNotCancelableError(task.id, task.state)
     return RawJSON(hub.store.render(task))
 
 
-def _ended_in_store(store, task_id: str, timeout: float) -> bool:
+def _ended_in_store(store, task, timeout: float) -> bool:
     """Wait (reading the task's log) until its final event, at most ``timeout``."""
     deadline = time.monotonic() + timeout
     after = 0
     while True:
         left = deadline - time.monotonic()
-        events, available = store.events(task_id, after, max(0.0, left))
+        events, available = store.events(task.id, after, max(0.0, left),
+                                         tenant=task.tenant)
         if any(event.terminal for event in events):
             return True
         if not available or left <= 0:

@@ -126,7 +126,8 @@ class Dispatcher:
         store = self.store
         while record is not None and not self._stop.is_set():
             task = self.tasks.get(record.tenant, record.agent, record.task_id)
-            events, available = self.tasks.events(record.task_id, record.cursor, 0)
+            events, available = self.tasks.events(record.task_id, record.cursor, 0,
+                                                  tenant=record.tenant)
             if task is None or not available or not events:
                 return
             for event in events:

@@ -10,6 +10,12 @@ marks let one replica ask the replica running a task to stop it.
 
 Records (``HubTask``) come out of a store as values: a caller never changes
 one in place, it asks the store (``start``, ``end``, ``set_artifacts``).
+
+The methods that name a task by its id alone, from a replica that may not run it
+(``events``, ``has_events``, ``final_event``, ``mark_cancel``, ``cancel_marked``),
+take its ``tenant``: a shared store keeps a tenant's tasks apart (on Redis, in its
+tenant's slot) and finds one by id only with it, or when this replica created the
+task and still runs it. The memory store finds every task by id.
 """
 from __future__ import annotations
 
@@ -190,7 +196,8 @@ class TaskStore(abc.ABC):
     # --- events ----------------------------------------------------------
 
     @abc.abstractmethod
-    def events(self, task_id: str, after: int, timeout: float) -> tuple[list, bool]:
+    def events(self, task_id: str, after: int, timeout: float,
+               tenant: str | None = None) -> tuple[list, bool]:
         """Events after position ``after`` (waiting up to ``timeout`` for one).
 
         Returns ``(events, available)``: ``available`` is False when the task's
@@ -198,22 +205,22 @@ class TaskStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def has_events(self, task_id: str) -> bool:
+    def has_events(self, task_id: str, tenant: str | None = None) -> bool:
         """False once the task's log has expired (the task itself stays)."""
 
-    def final_event(self, task_id: str) -> str | None:
+    def final_event(self, task_id: str, tenant: str | None = None) -> str | None:
         """The task's final event (whoever wrote it), or None while it runs or once expired."""
-        events, _ = self.events(task_id, 0, 0)
+        events, _ = self.events(task_id, 0, 0, tenant=tenant)
         return next((event.payload for event in reversed(events) if event.terminal), None)
 
     # --- cancel marks ----------------------------------------------------
 
     @abc.abstractmethod
-    def mark_cancel(self, task_id: str) -> None:
+    def mark_cancel(self, task_id: str, tenant: str | None = None) -> None:
         """Ask whichever replica runs the task to cancel it."""
 
     @abc.abstractmethod
-    def cancel_marked(self, task_id: str) -> bool:
+    def cancel_marked(self, task_id: str, tenant: str | None = None) -> bool:
         """True once the task was marked for cancelling."""
 
     # --- retention -------------------------------------------------------

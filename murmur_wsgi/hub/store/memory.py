@@ -233,7 +233,7 @@ class MemoryTaskStore(TaskStore):
 
     # --- events ----------------------------------------------------------
 
-    def events(self, task_id, after, timeout):
+    def events(self, task_id, after, timeout, tenant=None):
         deadline = self.clock() + timeout
         with self.changed:
             while True:
@@ -269,21 +269,21 @@ class MemoryTaskStore(TaskStore):
         """The task's event log (the caller holds ``lock``), None once it expired."""
         return self._events.get(task_id)
 
-    def has_events(self, task_id: str) -> bool:
+    def has_events(self, task_id: str, tenant: str | None = None) -> bool:
         with self.lock:
             self.expire_locked()
             return task_id in self._events
 
     # --- cancel marks ----------------------------------------------------
 
-    def mark_cancel(self, task_id):
+    def mark_cancel(self, task_id, tenant=None):
         with self.changed:
             task = self._tasks.get(task_id)
             if task is not None and task.state not in TERMINAL:
                 self._marks.add(task_id)
             self.changed.notify_all()
 
-    def cancel_marked(self, task_id):
+    def cancel_marked(self, task_id, tenant=None):
         return task_id in self._marks
 
     # --- lifetime --------------------------------------------------------

@@ -1,11 +1,16 @@
 """The Redis task store (``store: redis://host:port/db``): every replica of a hub shares it.
 
-The key layout (every key starts with ``murmur:{hub}:``, names in ``redis_keys``)
-is in docs/hub.md (ListTasks' sorted sets: ``redis_index``);
+The key layout (a tenant's keys in its own slot, the hub's in ``{hub}``'s; names
+in ``redis_keys``) is in docs/hub.md (ListTasks' sorted sets: ``redis_index``);
 each step that must be atomic (a message's acceptance: claim, admission,
 creation and start; create, start, append, end, the cancel mark, a claim's
-release) is one Lua script (``redis_scripts``), so a task has exactly one
-final state and no event follows it. Every event written is
+release, forgetting finished tasks) is one Lua script (``redis_scripts``) on the
+tenant's keys, so a task has exactly one final state and no event follows it.
+A task's run is in its replica's runs (``runs:<replica>``, the hub's slot) before
+its task exists (sent first, on one Redis in the same round trip) and leaves
+them after its end (``flush_runs``, the replica's next beat): the sweep ends
+what a dead replica's runs still list, and a run listed whose task had ended,
+or never came to be, is dropped as it is met. Every event written is
 announced on a channel, and the connection's one listener
 (``redis_feed.EventFeed``) serves every stream of the process: a waiting
 stream costs no Redis command, an event one read per process that streams its
@@ -18,14 +23,22 @@ connection (``redis_client.RedisConnection``): the replicas' liveness and
 sweep (``redis_replicas``), admission's counters (``redis_limits``), push
 configs (``redis_push``).
 
+Every method that names a task by id alone (``start``, ``append``, ``end``,
+``events``, ``final_event``, ``has_events``, ``mark_cancel``, ``cancel_marked``)
+takes its ``tenant`` (the task's keys are in its tenant's slot); without one, a
+task this replica created and still runs is known (``_names``), and so are the
+last ``RECENT`` it ended (``_recent``); any other is not found.
+
 Concurrency:
     The redis-py client and its pool are thread-safe; nothing here is shared
-    between threads but ``_contexts`` (a cache of the context ids of the tasks
-    this replica created, guarded by the GIL's atomic dict operations) and the
+    between threads but ``_names`` (the tenant, agent and context of the tasks
+    this replica created and runs), ``_left`` (runs to take out of this replica's
+    runs), each changed by the GIL's atomic dict and list operations, and the
     connection's ``closed`` (an Event).
 """
 from __future__ import annotations
 
+import collections
 import json
 import logging
 
@@ -36,12 +49,13 @@ from murmur_wsgi.hub.store.redis_client import each_task
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_index import RedisIndex
 from murmur_wsgi.hub.store.redis_limits import RedisCounters
-from murmur_wsgi.hub.store.redis_keys import (CHANNEL, PREFIX, REPLICAS, both_key, done_key,
-                                              events_key, index_key, mark_key, msg_key,
-                                              rate_key, running_key, runs_key, seq_key,
-                                              state_key, task_key, updated_key)
+from murmur_wsgi.hub.store.redis_keys import (CHANNEL, REPLICAS, TENANT_PREFIX, both_key,
+                                              configs_key, done_key, events_key, index_key, mark_key,
+                                              member, msg_key, rate_key, running_key,
+                                              runs_key, seq_key, state_key, task_key,
+                                              tenant_of_prefix, updated_key)
 from murmur_wsgi.hub.store.retention import TRIM_BATCH, Retention
-from murmur_wsgi.hub.task import WORKING, HubTask, status_update, task_status
+from murmur_wsgi.hub.task import SUBMITTED, WORKING, HubTask, status_update, task_status
 from murmur_wsgi.wire import task as wire_task
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.stream import task_event
@@ -52,7 +66,8 @@ logger = logging.getLogger(__name__)
 CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task was created
 MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
 MAX_ID_BYTES = 256               # a task id longer than this names no task
-END_PAYLOADS = 18                # the END script's first payload, in ARGV (1-based)
+RECENT = 4096                    # the tasks ended here whose tenant is kept (id-only calls)
+END_PAYLOADS = 17                # the END script's first payload, in ARGV (1-based)
 DURABLE = ("OPEN", "CREATE", "START", "APPEND", "END", "MARK")   # acknowledged: redis.wait_replicas
 # What a read of one record asks for (one HMGET, its owner first): a finished task's
 # wire form, else what rebuilds it (``_record``).
@@ -84,9 +99,10 @@ class RedisTaskStore(TaskStore):
         self._scripts = {name: self._command.script(getattr(scripts, name),
                                                     durable=name in DURABLE)
                          for name in ("OPEN", "CREATE", "START", "APPEND", "END", "RELEASE", "MARK",
-                                      "RETAIN")}
-        self._contexts: dict[str, str] = {}
-        self._tenants: dict[str, str] = {}        # as _contexts: the running tasks' tenants
+                                      "DOOMED", "FORGET")}
+        self._names: dict[str, tuple] = {}   # a running task's (tenant, agent, context id)
+        self._recent: collections.OrderedDict = collections.OrderedDict()   # ended: the same
+        self._left: list[str] = []           # runs (members) to take out of this replica's
         self._index = RedisIndex(self._redis, self._load)
 
     # --- records -----------------------------------------------------------
@@ -113,8 +129,9 @@ class RedisTaskStore(TaskStore):
         task._json = wire
         return task
 
-    def _load(self, task_ids: list) -> list:
-        records = each_task(self._redis, task_ids, lambda pipe, t: pipe.hgetall(task_key(t)))
+    def _load(self, tenant: str, task_ids: list) -> list:
+        records = each_task(self._redis, task_ids,
+                            lambda pipe, t: pipe.hgetall(task_key(tenant, t)))
         return [task for task in map(self._record, records) if task is not None]
 
     def _kept(self, tenant: str) -> tuple:
@@ -122,14 +139,48 @@ class RedisTaskStore(TaskStore):
         secs, cap = self._keep.of(tenant)
         return int(secs * 1000), cap, TRIM_BATCH
 
-    def _tenant_of(self, task_id: str) -> str:
-        return self._tenants.get(task_id) or self._redis.hget(task_key(task_id), "tenant") or ""
+    def _names_of(self, task_id: str, tenant: str | None) -> tuple | None:
+        """``(tenant, agent, context id)`` of a task: one this replica runs, or ``tenant``'s
+        (read from its record); None when unknown."""
+        names = self._names.get(task_id) or self._recent.get(task_id)
+        if names is not None and tenant in (None, names[0]):
+            return names
+        if tenant is None or len(task_id) > MAX_ID_BYTES:
+            return None
+        agent, context_id = self._command("HMGET", task_key(tenant, task_id), "agent", "ctx")
+        return None if agent is None else (tenant, agent, context_id)
 
-    def _context_of(self, task_id: str) -> str:
-        context_id = self._contexts.get(task_id)
-        if context_id is None:
-            context_id = self._redis.hget(task_key(task_id), "ctx") or ""
-        return context_id
+    def _tenant_of(self, task_id: str, tenant: str | None) -> str | None:
+        if tenant is not None:
+            return tenant if len(task_id) <= MAX_ID_BYTES else None
+        names = self._names.get(task_id) or self._recent.get(task_id)
+        return None if names is None else names[0]
+
+    def _running(self, task) -> list:
+        """The commands that put ``task``'s run in this replica's runs (before it exists)."""
+        return [("ZADD", runs_key(self.replica), task.created_ms, member(task.tenant, task.id)),
+                ("SADD", REPLICAS, self.replica)]
+
+    def _ended(self, task_id: str, names: tuple) -> None:
+        self._recent[task_id] = names
+        while len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
+
+    def _ran(self, tenant: str, task_id: str) -> None:
+        names = self._names.pop(task_id, None)
+        if names is not None:
+            self._ended(task_id, names)
+        self._left.append(member(tenant, task_id))
+
+    def flush_runs(self) -> None:
+        """Take the runs that ended (or never began) out of this replica's runs."""
+        if self._left:
+            left, self._left[:] = list(self._left), []
+            try:
+                self._redis.zrem(runs_key(self.replica), *left)
+            except BaseException:
+                self._left.extend(left)             # the next beat tries again
+                raise
 
     # --- idempotency -------------------------------------------------------
 
@@ -154,40 +205,44 @@ class RedisTaskStore(TaskStore):
 
     @_guarded
     def create(self, task, event, bind=True):
-        task.seq = int(self._scripts["CREATE"](**self.create_call(task, event, bind)))
-        if not task.terminal:
-            self._contexts[task.id] = task.context_id
-            self._tenants[task.id] = task.tenant
+        before = () if task.terminal else self._running(task)
+        seq, gone = self._scripts["CREATE"](**self.create_call(task, event, bind),
+                                            before=before)
+        task.seq = int(seq)
+        names = (task.tenant, task.agent, task.context_id)
+        if task.terminal:
+            self._ended(task.id, names)
+        else:
+            self._names[task.id] = names
+        self._forget(task.tenant, gone)
 
     def create_call(self, task, event: str, bind: bool = True, state: str | None = None,
                     ms: int | None = None) -> dict:
-        """The CREATE script's ``keys`` and ``args`` for ``task`` (a pipeline may send many);
-        ``state`` and ``ms``: the record's state and status time, if not the task's."""
+        """The CREATE script's ``keys`` and ``args`` for ``task`` (a pipeline may send many
+        finished ones); ``state`` and ``ms``: the record's state and status time, if not
+        the task's."""
         state = state or task.state
-        keys = [task_key(task.id), index_key(task.tenant, task.agent),
-                index_key(task.tenant, task.agent, task.context_id),
-                seq_key(task.tenant, task.agent),
-                msg_key(task.tenant, task.agent, task.message_id),
-                events_key(task.id), runs_key(self.replica), REPLICAS,
-                state_key(task.tenant, task.agent, state),
-                updated_key(task.tenant, task.agent),
-                both_key(task.tenant, task.agent, state, task.context_id),
-                done_key(task.tenant)]
+        tenant, agent, context_id = task.tenant, task.agent, task.context_id
+        keys = [task_key(tenant, task.id), index_key(tenant, agent),
+                index_key(tenant, agent, context_id), seq_key(tenant, agent),
+                msg_key(tenant, agent, task.message_id), events_key(tenant, task.id),
+                state_key(tenant, agent, state), updated_key(tenant, agent),
+                both_key(tenant, agent, state, context_id), done_key(tenant)]
         # NOTE: a task refused at its creation keeps its message once, in its wire form: its
         # first event is stored as '' and read as {"task": wire} (``_filled``).
-        args = [task.id, task.context_id, task.tenant, task.agent, task.message_id, state,
+        args = [task.id, context_id, tenant, agent, task.message_id, state,
                 _dumps(task.status_text), ms or task.status_ms, task.created_ms,
                 _dumps(task.history), _dumps(task.artifacts), self.replica,
                 "1" if bind else "0", "" if task.terminal else event,
                 "1" if task.terminal else "0", self._retention_ms,
-                task.to_json(cache=False) if task.terminal else "", PREFIX,
-                *self._kept(task.tenant)]
+                task.to_json(cache=False) if task.terminal else "", *self._kept(tenant)]
         return {"keys": keys, "args": args}
 
     def open(self, task, event, counters, concurrency, rate, claimed=False):
         if not isinstance(counters, RedisCounters):
             return super().open(task, event, counters, concurrency, rate, claimed)
-        # PERF: one round trip (the OPEN script): claim, admission, creation and start.
+        # PERF: one round trip on one Redis (the run's place in the replica's runs, then
+        # the OPEN script: claim, admission, creation and start); two on a cluster.
         ms = now_ms()
         started = status_update(task.id, task.context_id,
                                 task_status(task.id, task.context_id, WORKING, None, ms))
@@ -195,38 +250,39 @@ class RedisTaskStore(TaskStore):
         code, value = self._open(
             keys=call["keys"] + [running_key(task.tenant), rate_key(task.tenant)],
             args=call["args"] + ["1" if claimed else "0", concurrency, rate, counters.lease_ms,
-                                 started, self._max_events])
+                                 started, self._max_events], before=self._running(task))
+        if code != 0:
+            self._left.append(member(task.tenant, task.id))      # no run: out of the runs
         if code == 1:
             return Opened(found=value)
         if code == 2:
             return Opened(refused=(CONCURRENCY, RATE)[int(value) - 1])
         task.seq = int(value)
-        self._contexts[task.id] = task.context_id
-        self._tenants[task.id] = task.tenant
+        self._names[task.id] = (task.tenant, task.agent, task.context_id)
         return Opened(started=started)
 
     @_guarded
-    def _open(self, keys, args):
-        return self._scripts["OPEN"](keys=keys, args=args)
+    def _open(self, keys, args, before):
+        return self._scripts["OPEN"](keys=keys, args=args, before=before)
 
-    def _fields(self, task_id: str, tenant: str | None = None,
-                agent: str | None = None) -> dict | None:
-        """The record's fields (one ``HMGET``), None unless it is ``tenant``'s ``agent``'s
-        (when named) and exists."""
+    def _fields(self, tenant: str, task_id: str, agent: str | None = None) -> dict | None:
+        """The record's fields (one ``HMGET``), None unless it is ``agent``'s (when named)
+        and exists (a task of another tenant is not in this one's keys)."""
         if len(task_id) > MAX_ID_BYTES:
             return None
-        values = self._command("HMGET", task_key(task_id), *RECORD_FIELDS)
-        if values[0] is None or (tenant is not None and values[:2] != [tenant, agent]):
+        values = self._command("HMGET", task_key(tenant, task_id), *RECORD_FIELDS)
+        if values[0] is None or values[0] != tenant or (agent is not None
+                                                         and values[1] != agent):
             return None
         return dict(zip(RECORD_FIELDS, values))
 
     @_guarded
     def get(self, tenant, agent, task_id):
-        return self._record(self._fields(task_id, tenant, agent))
+        return self._record(self._fields(tenant, task_id, agent))
 
     @_guarded
     def task_json(self, tenant, agent, task_id):
-        fields = self._fields(task_id, tenant, agent)
+        fields = self._fields(tenant, task_id, agent)
         if fields is None:
             return None
         if fields["wire"] is not None:                # finished: its wire form, as it is
@@ -234,27 +290,48 @@ class RedisTaskStore(TaskStore):
         task = self._record(fields)
         return None if task is None else task.to_json(cache=False)
 
+    @staticmethod
+    def _moves(tenant: str, agent: str, context_id: str, new: str) -> list:
+        """A state change's sets: ``st:`` and ``cst:`` of SUBMITTED, WORKING (the states a
+        task leaves) and ``new``, then ``upd``."""
+        return [state_key(tenant, agent, SUBMITTED), state_key(tenant, agent, WORKING),
+                state_key(tenant, agent, new), both_key(tenant, agent, SUBMITTED, context_id),
+                both_key(tenant, agent, WORKING, context_id),
+                both_key(tenant, agent, new, context_id), updated_key(tenant, agent)]
+
     @_guarded
-    def start(self, task_id):
+    def start(self, task_id, tenant=None):
+        names = self._names_of(task_id, tenant)
+        if names is None:
+            return None
+        tenant, agent, context_id = names
         ms = now_ms()
-        context_id = self._context_of(task_id)
         payload = status_update(task_id, context_id, task_status(task_id, context_id, WORKING,
                                                                  None, ms))
-        done = self._scripts["START"](keys=[task_key(task_id), events_key(task_id)],
-                                      args=[ms, payload, self._max_events, PREFIX])
+        moves = self._moves(tenant, agent, context_id, WORKING)
+        done = self._scripts["START"](
+            keys=[task_key(tenant, task_id), events_key(tenant, task_id), moves[0], moves[1],
+                  moves[3], moves[4], moves[6]],
+            args=[ms, payload, self._max_events])
         return payload if done else None
 
     @_guarded
-    def append(self, task_id, event, n=0):
+    def append(self, task_id, event, n=0, tenant=None):
+        tenant = self._tenant_of(task_id, tenant)
+        if tenant is None:
+            return False
         return bool(self._scripts["APPEND"](
-            keys=[task_key(task_id), events_key(task_id)],
+            keys=[task_key(tenant, task_id), events_key(tenant, task_id)],
             args=[event, self._max_events, n]))
 
     @_guarded
     def end(self, task_id, state, text, artifacts, events, numbered=(0, 0), answer=None,
-            keep=False):
+            keep=False, tenant=None):
+        names = self._names_of(task_id, tenant)
+        if names is None:
+            return None
+        tenant, agent, context_id = names
         ms = now_ms()
-        context_id = self._context_of(task_id)
         status = task_status(task_id, context_id, state, text, ms)
         written = list(events) + [status_update(task_id, context_id, status)]
         # The finished task's wire form up to its artifacts: the script completes it.
@@ -277,88 +354,121 @@ class RedisTaskStore(TaskStore):
                     payload = "".join(payload)
             payloads.append(payload)
         done = self._scripts["END"](
-            keys=[task_key(task_id), events_key(task_id)],
+            keys=[task_key(tenant, task_id), events_key(tenant, task_id),
+                  *self._moves(tenant, agent, context_id, state), running_key(tenant),
+                  done_key(tenant)],
             args=[state, _dumps(text), ms, arts, self._retention_ms, self._max_events,
-                  PREFIX, head, *self._kept(self._tenant_of(task_id)), *numbered,
-                  answer or "", at, tail, "1" if keep else "0", *payloads])
-        self._contexts.pop(task_id, None)
-        self._tenants.pop(task_id, None)
+                  head, *self._kept(tenant), *numbered, answer or "", at, tail,
+                  "1" if keep else "0", *payloads])
+        if task_id in self._names:
+            self._ran(tenant, task_id)
         if not done:
             return None
-        return Written(written, done if keep else None)
+        wire, gone = done
+        self._forget(tenant, gone)
+        return Written(written, wire if keep else None)
+
+    def _forget(self, tenant: str, task_ids: list) -> int:
+        """Forget the tenant's finished ``task_ids`` (the oldest, past retention) with every
+        key of each: their names read, then one script; how many it forgot."""
+        if not task_ids:
+            return 0
+        fields = each_task(self._redis, task_ids, lambda pipe, t: pipe.hmget(
+            task_key(tenant, t), "agent", "ctx", "msg", "state"))
+        keys = [done_key(tenant)]
+        for task_id, (agent, context_id, message_id, state) in zip(task_ids, fields):
+            agent, context_id = agent or "", context_id or ""
+            keys += [task_key(tenant, task_id), events_key(tenant, task_id),
+                     configs_key(tenant, task_id), mark_key(tenant, task_id),
+                     index_key(tenant, agent), index_key(tenant, agent, context_id),
+                     state_key(tenant, agent, state or ""),
+                     both_key(tenant, agent, state or "", context_id),
+                     updated_key(tenant, agent), msg_key(tenant, agent, message_id or "")]
+        return int(self._scripts["FORGET"](keys=keys, args=list(task_ids)))
 
     @_guarded
     def render(self, task, history_length=None, artifacts=True, cache=True, as_read=False):
         # NOTE: the record as it stands now (another replica may have changed it): a fresh
         # copy each time, so nothing is kept whatever ``cache`` says.
-        current = task if as_read else self._record(self._fields(task.id)) or task
+        current = task if as_read else self._record(self._fields(task.tenant, task.id)) or task
         return current.to_json(history_length, artifacts, cache=False)
 
     # --- events ----------------------------------------------------------
 
     @_guarded
-    def events(self, task_id, after, timeout):
-        if len(task_id) > MAX_ID_BYTES or self.conn.closed.is_set():
+    def events(self, task_id, after, timeout, tenant=None):
+        tenant = self._tenant_of(task_id, tenant)
+        if tenant is None or self.conn.closed.is_set():
             return [], False
         self.conn.start_feed()
-        return self.conn.feed.events(task_id, after, timeout, self._read_events)
+        return self.conn.feed.events(task_id, after, timeout,
+                                     lambda t, a: self._read_events(tenant, t, a))
 
-    def _read_events(self, task_id: str, after: int) -> tuple[list, bool]:
+    def _read_events(self, tenant: str, task_id: str, after: int) -> tuple[list, bool]:
         """The task's events after position ``after`` and whether its log exists: one
         round trip (the feed's read, for one stream or for all of a task's)."""
-        key = events_key(task_id)
+        key = events_key(tenant, task_id)
         entries, exists = self._command.several(("XRANGE", key, f"{after + 1}-0", "+"),
                                                 ("EXISTS", key))
         # NOTE: a raw reply: each entry is [id, [field, value, …]].
-        return self._filled(task_id, [
+        return self._filled(tenant, task_id, [
             StoredEvent(int(entry_id.split("-", 1)[0]), *_payload_and_end(fields))
             for entry_id, fields in entries]), bool(exists)
 
-    def _filled(self, task_id: str, events: list) -> list:
+    def _filled(self, tenant: str, task_id: str, events: list) -> list:
         """``events`` with a refused task's first event read from its record's wire form
         (left out when the record has just been forgotten)."""
         if events and events[0].payload == "":
-            wire = self._redis.hget(task_key(task_id), "wire")
+            wire = self._redis.hget(task_key(tenant, task_id), "wire")
             if wire is None:
                 return events[1:]
             events[0] = StoredEvent(events[0].seq, task_event(wire), events[0].terminal)
         return events
 
     @_guarded
-    def final_event(self, task_id):
-        if len(task_id) > MAX_ID_BYTES:
+    def final_event(self, task_id, tenant=None):
+        tenant = self._tenant_of(task_id, tenant)
+        if tenant is None:
             return None
-        for _, fields in self._redis.xrevrange(events_key(task_id), "+", "-", count=1):
+        for _, fields in self._redis.xrevrange(events_key(tenant, task_id), "+", "-", count=1):
             if fields.get("t") == "1":
-                filled = self._filled(task_id, [StoredEvent(1, fields["p"], True)])
+                filled = self._filled(tenant, task_id, [StoredEvent(1, fields["p"], True)])
                 return filled[0].payload if filled else None
         return None
 
     @_guarded
-    def has_events(self, task_id):
-        return len(task_id) <= MAX_ID_BYTES and bool(self._redis.exists(events_key(task_id)))
+    def has_events(self, task_id, tenant=None):
+        tenant = self._tenant_of(task_id, tenant)
+        return tenant is not None and bool(self._redis.exists(events_key(tenant, task_id)))
 
     # --- cancel marks ----------------------------------------------------
 
     @_guarded
-    def mark_cancel(self, task_id):
-        self._scripts["MARK"](keys=[task_key(task_id), mark_key(task_id)],
-                              args=[CHANNEL, task_id, MARK_TTL_MS])
+    def mark_cancel(self, task_id, tenant=None):
+        tenant = self._tenant_of(task_id, tenant)
+        if tenant is not None:
+            self._scripts["MARK"](keys=[task_key(tenant, task_id), mark_key(tenant, task_id)],
+                                  args=[CHANNEL, task_id, MARK_TTL_MS])
 
     @_guarded
-    def cancel_marked(self, task_id):
-        return bool(self._redis.exists(mark_key(task_id)))
-
-    # --- lifetime --------------------------------------------------------
+    def cancel_marked(self, task_id, tenant=None):
+        tenant = self._tenant_of(task_id, tenant)
+        return tenant is not None and bool(self._redis.exists(mark_key(tenant, task_id)))
 
     # --- retention -------------------------------------------------------
 
     @_guarded
     def expire_finished(self):
-        for key in self._redis.scan_iter(match=done_key("*"), count=1000):
-            keep, cap, batch = self._kept(key[len(done_key("")):])
-            while self._scripts["RETAIN"](keys=[key], args=[PREFIX, cap, keep, batch]) >= batch:
-                pass                      # NOTE: each call a batch, so Redis serves others
+        for key in self._redis.scan_iter(match=TENANT_PREFIX + "*}:done", count=1000,
+                                         _type="zset"):
+            tenant = tenant_of_prefix(key)
+            if tenant is None or key != done_key(tenant):
+                continue                  # a key of another kind whose name ends so
+            keep, cap, batch = self._kept(tenant)
+            while True:                   # NOTE: each call a batch, so Redis serves others
+                gone = self._scripts["DOOMED"](keys=[key], args=[cap, keep, batch])
+                if self._forget(tenant, gone) < batch:
+                    break
 
     @_guarded
     def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
@@ -368,7 +478,12 @@ class RedisTaskStore(TaskStore):
 
     @_guarded
     def context_tasks(self, tenant, agent, context_id, limit):
-        return self._load(self._redis.zrange(index_key(tenant, agent, context_id), -limit, -1))
+        return self._load(tenant, self._redis.zrange(index_key(tenant, agent, context_id),
+                                                     -limit, -1))
 
     def close(self):
+        try:
+            self.flush_runs()
+        except Exception:  # noqa: BLE001 - closing: the sweep drops what is left
+            pass
         self.conn.close()

@@ -30,7 +30,7 @@ from murmur_wsgi.hub.store import cluster_url, redis_cluster, sentinel_url
 from murmur_wsgi.hub.store.base import StoreError
 from murmur_wsgi.hub.store.redis_commands import Commands
 from murmur_wsgi.hub.store.redis_feed import EventFeed
-from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, live_key
+from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, PUSH_WAKE, live_key
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +156,8 @@ class RedisConnection:
     """What every part of the Redis store shares: the client, the hot-path ``Commands``,
     this replica's id and liveness, the longest blocking read, whether it closed, and
     the one listener of the process (``feed``: every stream's events, and the cancel
-    channel, whose messages go to ``on_cancel``).
+    channel, whose messages go to ``on_cancel``; push's wake channel to ``on_wake``, and
+    every event notified to ``on_event``).
 
     Concurrency: the client and its pool are thread-safe; ``closed`` is an Event; the
     feed starts once (``start_feed``, under a lock).
@@ -180,13 +181,25 @@ class RedisConnection:
         self.feed = EventFeed(self.redis, EVENTS, block_secs=self.block,
                               stall_secs=timeout_secs)
         self.feed.also(CHANNEL, self._cancelled)
+        self.feed.also(PUSH_WAKE, self._woken)
+        self.feed.observe(self._evented)
         self.on_cancel = None                   # the replicas' callback, once they listen
+        self.on_wake = None                     # push's (a config saved, deleted, released)
+        self.on_event = None                    # push's (an event written: task id, n)
         self._feed_lock = threading.Lock()
         self._feed_started = False
 
     def _cancelled(self, task_id: str) -> None:
         if self.on_cancel is not None:
             self.on_cancel(task_id)
+
+    def _woken(self, name: str) -> None:
+        if self.on_wake is not None:
+            self.on_wake(name)
+
+    def _evented(self, task_id: str, n: int) -> None:
+        if self.on_event is not None:
+            self.on_event(task_id, n)
 
     def start_feed(self) -> None:
         """Start the one listener (at the first stream, or when the replicas listen)."""

@@ -1,9 +1,10 @@
 """The Redis store on a Redis Cluster (``store: redis-cluster://HOST:PORT[,HOST:PORT…]``).
 
-Every key of the store carries the hash tag of ``redis_keys.PREFIX``, so all of
-them live in one slot: each script and each pipeline touches that slot only, and
-one primary holds the store (docs/hub.md, "Key layout"); a pipeline is sent to
-that primary (``SlotPipeline``; the store sends no transaction). The client is
+Every key of the store carries a hash tag (``redis_keys``): a tenant's keys the tag
+of that tenant, the hub's own ``{hub}``, so tenants spread over the primaries while
+each script touches one slot (docs/hub.md, "Key layout"). A pipeline may hold
+commands of several slots: each node's go to it together (``NodePipeline``; the
+store sends no transaction). The client is
 redis-py's ``RedisCluster``: it learns the slots from any node named, follows
 MOVED and ASK, and its ``pubsub()`` listens on one node, which hears every
 ``PUBLISH`` of the cluster (a published message is broadcast to every node).
@@ -26,7 +27,6 @@ from redis.retry import Retry
 
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes
 from murmur_wsgi.hub.store.redis_commands import Commands
-from murmur_wsgi.hub.store.redis_keys import PREFIX
 
 # What a failure of Redis is: every ``RedisError``, and a cluster's own (no node reachable,
 # a slot no node serves), which redis-py raises as ``RedisClusterException``.
@@ -38,42 +38,63 @@ class _Cluster(RedisCluster):
     stalled primary is answered within the timeout); one whose connection failed, or that
     met a cluster without the slot's owner, is sent once more after a refresh.
 
-    Its ``pipeline()`` is ``SlotPipeline``: every key of the store is in one slot."""
+    Its ``pipeline()`` is ``NodePipeline``."""
 
     ERRORS_ALLOW_RETRY = (redis.ConnectionError, ClusterDownError, SlotNotCoveredError)
 
     def pipeline(self, transaction=None, shard_hint=None):
-        return SlotPipeline(self)
+        return NodePipeline(self)
 
 
-class SlotPipeline:
-    """A pipeline of the store's slot, on its primary's own client: sent once, so a
-    timed-out one is not sent again (redis-py's cluster pipeline sends each command of a
-    failed one again, one by one, each with its own timeout). A MOVED or ASK answer
-    refreshes the slot map and sends the whole pipeline once more, to the slot's owner
-    then (a slot still migrating fails as Redis being away does)."""
+class NodePipeline(redis.client.Pipeline):
+    """A pipeline (no transaction) whose commands may be in several slots: each node's
+    commands (by the slot of each command's first key) go to it in one pipeline of its
+    own, node after node, each sent once, so a timed-out one is not sent again
+    (redis-py's cluster pipeline sends each command of a failed one again, one by one,
+    each with its own timeout). The answers come back in the order queued. A MOVED or ASK
+    answer refreshes the slot map and sends that node's commands once more, each to its
+    slot's owner then (a slot still migrating fails as Redis being away does). A
+    script queued (``Script(keys, args, client=pipe)``) is loaded on each node first.
+
+    It queues as a node's pipeline does and is never sent itself: ``execute`` sends."""
 
     def __init__(self, cluster: RedisCluster):
+        node = cluster.get_default_node().redis_connection
+        super().__init__(node.connection_pool, node.response_callbacks, transaction=False,
+                         shard_hint=None)
         self._cluster = cluster
-        self._pipe = self._new()
 
-    def _new(self):
-        node = self._cluster.get_node_from_key(PREFIX)
-        return node.redis_connection.pipeline(transaction=False)
+    def _groups(self, indexed) -> dict:
+        groups: dict = {}
+        for i, (args, options) in indexed:
+            key = _key_of(args)
+            node = self._cluster.get_default_node() if key is None else \
+                self._cluster.get_node_from_key(key)
+            groups.setdefault(node.name, (node, []))[1].append((i, (args, options)))
+        return groups
 
-    def __getattr__(self, name):
-        return getattr(self._pipe, name)              # the commands, queued on the node's
+    def _send(self, node, commands, scripts) -> list:
+        pipe = node.redis_connection.pipeline(transaction=False)
+        pipe.scripts = set(scripts)
+        for _, (args, options) in commands:
+            pipe.execute_command(*args, **options)
+        return pipe.execute()
 
-    def execute(self) -> list:
-        stack = list(self._pipe.command_stack)        # execute() empties it, even failing
-        try:
-            return self._pipe.execute()
-        except (redis.exceptions.MovedError, redis.exceptions.AskError):
-            self._cluster.nodes_manager.initialize()
-            self._pipe = self._new()
-            for args, options in stack:
-                self._pipe.execute_command(*args, **options)
-            return self._pipe.execute()
+    def execute(self, raise_on_error: bool = True) -> list:
+        stack = list(enumerate(self.command_stack))
+        scripts = set(self.scripts)
+        self.reset()
+        answers: dict = {}
+        for node, commands in self._groups(stack).values():
+            try:
+                found = self._send(node, commands, scripts)
+            except (redis.exceptions.MovedError, redis.exceptions.AskError):
+                self._cluster.nodes_manager.initialize()
+                for again, some in self._groups(commands).values():
+                    answers.update(zip((i for i, _ in some), self._send(again, some, scripts)))
+                continue
+            answers.update(zip((i for i, _ in commands), found))
+        return [answers[i] for i in range(len(stack))]
 
 
 def connect_cluster(url: str, timeout_secs: float) -> RedisCluster:
@@ -149,6 +170,14 @@ class ClusterCommands:
     def script(self, source: str, durable: bool = False):
         """As ``Commands.script`` (``EVALSHA``, ``EVAL`` once when missing), routed."""
         return Commands.script(self, source, durable)
+
+    def after(self, before, command: tuple, durable: bool = False):
+        """As ``Commands.after``, but ``before`` (every command of it in one slot) goes to
+        its own slot's primary first, in a round trip of its own: then ``command``, to
+        its slot's."""
+        if before:
+            self.several(*before)
+        return self.durable(*command) if durable else self(*command)
 
     @property
     def idle(self) -> int:

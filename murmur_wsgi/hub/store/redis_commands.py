@@ -104,12 +104,7 @@ class Commands:
         """``args``' answer once ``replicas`` replicas hold the write (``WAIT``, sent with it:
         one round trip; WAIT counts every write of the connection before it); raise
         ``Unreplicated`` when fewer did within ``replicas_ms``."""
-        if not self._replicas:
-            return self(*args)
-        answer, copies = self.several(args, self._ack)
-        if copies < self._replicas:
-            raise Unreplicated(f"{copies} of {self._replicas} replicas acknowledged a write")
-        return answer
+        return self.after((), args, durable=True)
 
     def several(self, *commands: tuple) -> list:
         """Each command's answer, sent together on one connection: one round trip."""
@@ -184,18 +179,30 @@ class Commands:
         return answers
 
     def script(self, source: str, durable: bool = False):
-        """``source`` as ``run(keys=…, args=…)``, as ``client.register_script`` makes it:
-        ``EVALSHA``, and ``EVAL`` once when Redis does not hold it (restarted, flushed).
-        A ``durable`` script's writes are acknowledged by the replicas (``durable``)."""
+        """``source`` as ``run(keys=…, args=…, before=())``, as ``client.register_script``
+        makes it: ``EVALSHA``, and ``EVAL`` once when Redis does not hold it (restarted,
+        flushed). A ``durable`` script's writes are acknowledged by the replicas
+        (``durable``); ``before``: commands sent first (``after``)."""
         sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
-        send = self.durable if durable else self
 
-        def run(keys=(), args=()):
+        def run(keys=(), args=(), before=()):
             try:
-                return send("EVALSHA", sha, len(keys), *keys, *args)
+                return self.after(before, ("EVALSHA", sha, len(keys), *keys, *args), durable)
             except redis.exceptions.NoScriptError:
-                return send("EVAL", source, len(keys), *keys, *args)
+                return self.after(before, ("EVAL", source, len(keys), *keys, *args), durable)
         return run
+
+    def after(self, before, command: tuple, durable: bool = False):
+        """``command``'s answer, sent after each of ``before`` (writes that must be done
+        before it: on one connection, in one round trip), with its ``WAIT`` when
+        ``durable``. Every command of ``before`` may be sent again (a script Redis had
+        forgotten is sent once more, ``before`` with it)."""
+        ack = (self._ack,) if durable and self._replicas else ()
+        answers = self.several(*before, command, *ack)
+        if ack and answers[-1] < self._replicas:
+            raise Unreplicated(f"{answers[-1]} of {self._replicas} replicas acknowledged a "
+                               "write")
+        return answers[len(before)]
 
     def prune(self) -> int:
         """Close the idle connections beyond ``keep`` that no call took for ``idle_secs``

@@ -113,6 +113,7 @@ class EventFeed:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._others: dict[str, object] = {}       # another channel -> its callback
+        self._observer = None                      # told of every event notified
 
     # --- readers -----------------------------------------------------------
 
@@ -204,6 +205,11 @@ class EventFeed:
         (called on the listener's thread; it must not block). Before ``start()``."""
         self._others[channel] = callback
 
+    def observe(self, callback) -> None:
+        """``callback(task_id, n)`` for every event notified on the channel, whoever reads
+        its task (called on the listener's thread; it must not block). Before ``start()``."""
+        self._observer = callback
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._listen, name="hub-events", daemon=True)
         self._thread.start()
@@ -226,6 +232,11 @@ class EventFeed:
             n = int(position)
         except ValueError:
             return
+        if self._observer is not None:
+            try:
+                self._observer(task_id, n)
+            except Exception:  # noqa: BLE001 - the listener must outlive a callback
+                logger.exception("redis store: an observer of the event channel failed")
         with self._changed:
             watched = self._watched.get(task_id)
             if watched is not None and n > watched.notified:

@@ -1,11 +1,11 @@
 """ListTasks on Redis: sorted sets that hold the tasks a page asks for, in the pages' order.
 
-Per tenant and agent (every key starts with ``murmur:{hub}:``), scored by the
-task's creation number ``seq`` (newest first is highest first):
-``idx:{tenant}:{agent}`` every task, ``ctx:{tenant}:{agent}:{contextId}`` a
-context's, ``st:{tenant}:{agent}:{state}`` those in one state,
-``cst:{tenant}:{agent}:{state}:{contextId}`` a context's in one state; and
-``upd:{tenant}:{agent}``, every task scored by its status time (ms). The
+Per agent, among its tenant's keys (``murmur:{t:<tenant>}:``, one slot: a
+listing's pipeline goes to one node), scored by the task's creation number
+``seq`` (newest first is highest first): ``idx:<agent>`` every task,
+``ctx:<agent>:<contextId>`` a context's, ``st:<agent>:<state>`` those in one
+state, ``cst:<agent>:<state>:<contextId>`` a context's in one state; and
+``upd:<agent>``, every task scored by its status time (ms). The
 scripts that create a task and change its state keep them (``redis_scripts``),
 and retention's ``forget`` takes a task out of each.
 
@@ -27,7 +27,8 @@ SCORE_BATCH = 1000               # ids per ZMSCORE when ListTasks combines filte
 
 
 class RedisIndex:
-    """ListTasks' pages from the sorted sets; ``load(ids)`` reads the page's records."""
+    """ListTasks' pages from the sorted sets; ``load(tenant, ids)`` reads the page's
+    records."""
 
     def __init__(self, client, load):
         self._redis = client
@@ -51,12 +52,12 @@ class RedisIndex:
                                   start=0, num=page_size + 1)
             pipe.zcard(key)
             ids, total = pipe.execute()
-            page = self._load(ids[:page_size])
+            page = self._load(tenant, ids[:page_size])
             more = len(ids) > page_size
             return Page(page, encode_token(page[-1].seq) if more and page else "", total)
         matches = sorted(self._matches(tenant, agent, context_id, state, after_ms), reverse=True)
         below = [task_id for seq, task_id in matches if before is None or seq < before]
-        page = self._load(below[:page_size])
+        page = self._load(tenant, below[:page_size])
         more = len(below) > page_size
         return Page(page, encode_token(page[-1].seq) if more and page else "", len(matches))
 

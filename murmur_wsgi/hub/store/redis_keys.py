@@ -1,107 +1,146 @@
-"""The Redis store's key names (every key starts with ``PREFIX``; docs/hub.md has the layout).
+"""The Redis store's key names (docs/hub.md has the layout and how keys map to slots).
 
-``PREFIX`` holds the hash tag ``{hub}``: on a Redis Cluster every key of the store hashes
-to one slot (a key's slot is that of its first ``{…}``, so no id or name inside a key can
-move it), and each script and pipeline touches that slot only.
+Every key carries a Redis Cluster hash tag, its first ``{…}``, which alone picks its
+slot. A tenant's keys share the tag of its own, ``{t:<tenant>}`` (``tenant_prefix``):
+its task records, events, indexes, claims, cancel marks, push configs and leases,
+admission counters and retention set all hash to one slot, so each script and each
+pipeline of a tenant's keys touches that slot only, and tenants spread over a
+cluster's primaries. The keys of the whole hub (the replicas, their liveness and runs,
+push's set of active configs) share the tag ``{hub}`` (``HUB``). A tenant name outside
+``[A-Za-z0-9._-]`` (hub.yaml allows none) is percent-encoded in its tag, so no name can
+close the tag early or take another tenant's: the tag is one tenant's, and only its.
 
-One home for every name a part of the Redis store writes or a script builds,
-so the task store, the replicas, the counters and push name each key alike.
+One home for every name a part of the Redis store writes, so the task store, the
+replicas, the counters and push name each key alike; no script builds a key.
 """
 from __future__ import annotations
 
-PREFIX = "murmur:{hub}:"
-CHANNEL = PREFIX + "cancel"                 # pub/sub: cancel marks and swept tasks
-EVENTS = PREFIX + "events"                  # pub/sub: "<task id> <n>" for every event written
-REPLICAS = PREFIX + "replicas"              # every replica that ran a task
-PUSH_ACTIVE = PREFIX + "push:active"        # {task}/{config} of the configs with work left
-PUSH_WAKE = PREFIX + "push:wake"            # the stream that wakes waiting dispatchers
-PUSH_COUNTER = PREFIX + "push:n"            # the last creation number of a config
+from functools import lru_cache
+from urllib.parse import quote, unquote
+
+HUB = "murmur:{hub}:"
+CHANNEL = HUB + "cancel"                    # pub/sub: cancel marks and swept tasks
+EVENTS = HUB + "events"                     # pub/sub: "<task id> <n>" for every event written
+PUSH_WAKE = HUB + "push:wake"               # pub/sub: a push config saved, deleted, released
+REPLICAS = HUB + "replicas"                 # every replica that may have runs
+PUSH_ACTIVE = HUB + "push:active"           # <tenant>/<task>/<config> of configs with work left
+TENANT_PREFIX = "murmur:{t:"                 # every tenant's keys begin so
 
 
-def key(*parts: str) -> str:
-    """``PREFIX`` then ``parts`` joined by ``:`` (``key("task", id)`` is ``…task:{id}``)."""
-    return PREFIX + ":".join(parts)
+@lru_cache(maxsize=4096)
+def tenant_prefix(tenant: str) -> str:
+    """``murmur:{t:<tenant>}:``, the tenant percent-encoded outside ``[A-Za-z0-9._-]``."""
+    return TENANT_PREFIX + quote(tenant, safe="._-") + "}:"
 
 
-def task_key(task_id: str) -> str:
-    return key("task", task_id)
+def tenant_of_prefix(key: str) -> str | None:
+    """The tenant whose keys ``key`` is one of (``tenant_prefix``'s inverse), else None."""
+    if not key.startswith(TENANT_PREFIX):
+        return None
+    tag, sep, _ = key[len(TENANT_PREFIX):].partition("}:")
+    return unquote(tag) if sep else None
 
 
-def events_key(task_id: str) -> str:
-    return key("ev", task_id)
+# --- a tenant's keys (its slot) ------------------------------------------------------
+
+def task_key(tenant: str, task_id: str) -> str:
+    return tenant_prefix(tenant) + "task:" + task_id
+
+
+def events_key(tenant: str, task_id: str) -> str:
+    return tenant_prefix(tenant) + "ev:" + task_id
+
+
+def mark_key(tenant: str, task_id: str) -> str:
+    """A task's cancel mark."""
+    return tenant_prefix(tenant) + "cancel:" + task_id
+
+
+def configs_key(tenant: str, task_id: str) -> str:
+    """The task's push configs."""
+    return tenant_prefix(tenant) + "push:" + task_id
 
 
 def msg_key(tenant: str, agent: str, message_id: str) -> str:
-    return key("msg", tenant, agent, message_id)
+    return tenant_prefix(tenant) + f"msg:{agent}:{message_id}"
 
 
 def index_key(tenant: str, agent: str, context_id: str | None = None) -> str:
     """Every task of the agent, or (``context_id``) a context's."""
     if context_id is None:
-        return key("idx", tenant, agent)
-    return key("ctx", tenant, agent, context_id)
+        return tenant_prefix(tenant) + "idx:" + agent
+    return tenant_prefix(tenant) + f"ctx:{agent}:{context_id}"
 
 
 def both_key(tenant: str, agent: str, state: str, context_id: str) -> str:
     """A context's tasks in one state (the state first: it has no ``:``)."""
-    return key("cst", tenant, agent, state, context_id)
-
-
-def mark_key(task_id: str) -> str:
-    """A task's cancel mark."""
-    return key("cancel", task_id)
+    return tenant_prefix(tenant) + f"cst:{agent}:{state}:{context_id}"
 
 
 def seq_key(tenant: str, agent: str) -> str:
     """The agent's last creation number."""
-    return key("seq", tenant, agent)
-
-
-def runs_key(replica: str) -> str:
-    """A replica's runs in flight."""
-    return key("runs", replica)
-
-
-def live_key(replica: str) -> str:
-    """A replica's liveness."""
-    return key("replica", replica)
+    return tenant_prefix(tenant) + "seq:" + agent
 
 
 def state_key(tenant: str, agent: str, state: str) -> str:
     """The agent's tasks in one state."""
-    return key("st", tenant, agent, state)
+    return tenant_prefix(tenant) + f"st:{agent}:{state}"
 
 
 def updated_key(tenant: str, agent: str) -> str:
     """The agent's tasks by status time."""
-    return key("upd", tenant, agent)
+    return tenant_prefix(tenant) + "upd:" + agent
 
 
 def done_key(tenant: str) -> str:
     """The tenant's finished tasks by their end: retention's order."""
-    return key("done", tenant)
+    return tenant_prefix(tenant) + "done"
 
 
 def running_key(tenant: str) -> str:
     """The tenant's admission slots."""
-    return key("running", tenant)
+    return tenant_prefix(tenant) + "running"
 
 
 def rate_key(tenant: str) -> str:
     """The tenant's token bucket."""
-    return key("rate", tenant)
+    return tenant_prefix(tenant) + "rate"
 
 
-def configs_key(task_id: str) -> str:
-    """The task's push configs."""
-    return key("push", task_id)
+def push_counter_key(tenant: str) -> str:
+    """The last creation number of the tenant's push configs (List's order)."""
+    return tenant_prefix(tenant) + "push:n"
 
 
-def lease_key(member: str) -> str:
+def lease_key(tenant: str, task_id: str, config_id: str) -> str:
     """A push config's delivery lease."""
-    return key("push", "lease", member)
+    return tenant_prefix(tenant) + f"push:lease:{task_id}/{config_id}"
 
 
 def slots_key(tenant: str) -> str:
     """The tenant's push deliveries at once."""
-    return key("push", "slots", tenant)
+    return tenant_prefix(tenant) + "push:slots"
+
+
+# --- the hub's keys (the slot of {hub}) -----------------------------------------------
+
+def runs_key(replica: str) -> str:
+    """A replica's runs in flight (each a ``member``)."""
+    return HUB + "runs:" + replica
+
+
+def live_key(replica: str) -> str:
+    """A replica's liveness."""
+    return HUB + "replica:" + replica
+
+
+def member(tenant: str, *parts: str) -> str:
+    """A task (or a task's push config) in a hub-wide set: ``<tenant>/<task id>[/<config
+    id>]``, the tenant percent-encoded as in its tag (so it has no ``/``)."""
+    return "/".join((quote(tenant, safe="._-"), *parts))
+
+
+def split_member(found: str) -> tuple[str, str]:
+    """``(tenant, the rest)`` of a ``member``."""
+    tenant, _, rest = found.partition("/")
+    return unquote(tenant), rest

@@ -1,8 +1,8 @@
 """Admission's counters in Redis: every replica and worker of a hub counts against one bound.
 
-Per tenant, two keys (both start with ``murmur:{hub}:``):
+Per tenant, two keys among the tenant's own (``murmur:{t:<tenant>}:``, its slot):
 
-- ``running:{tenant}``, a sorted set of leases: one member per run admitted
+- ``running``, a sorted set of leases: one member per run admitted
   (its task id), scored by the lease's expiry (Redis server time, ms). A run's
   replica renews its leases with its liveness (``renew``), a run that ends
   gives its lease back (``give``, and the END script: a task ended by any
@@ -12,7 +12,7 @@ Per tenant, two keys (both start with ``murmur:{hub}:``):
   A run whose task ended while its agent still executes (overdue) holds a
   lease of its own, ``overdue:<task id>`` (``hold``), renewed like a run's
   and given back when the agent returns.
-- ``rate:{tenant}``, a hash ``tokens``, ``at``: the token bucket of
+- ``rate``, a hash ``tokens``, ``at``: the token bucket of
   ``limits.rate_per_minute`` (full, ``rate`` tokens; one more every
   60/``rate`` s; a run takes one), the memory store's rule, kept in Redis. It
   expires a minute after its last use: by then the bucket would be full again.
@@ -69,11 +69,11 @@ ADMIT = ADMIT_FN + """
 return admit(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
 """
 
-# KEYS: running keys (one per lease)   ARGV: lease ms, task ids (one per key)
+# KEYS: running (one tenant's)   ARGV: lease ms, its task ids (or overdue members)
 RENEW = _NOW + """
-for i = 1, #KEYS do
-  if redis.call('ZADD', KEYS[i], 'XX', 'CH', now + tonumber(ARGV[1]), ARGV[i + 1]) == 1 then
-    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+for i = 2, #ARGV do
+  if redis.call('ZADD', KEYS[1], 'XX', 'CH', now + tonumber(ARGV[1]), ARGV[i]) == 1 then
+    redis.call('PEXPIRE', KEYS[1], ARGV[1])
   end
 end
 return 1
@@ -122,9 +122,17 @@ class RedisCounters(Counters):
 
     @guarded
     def renew(self, held):
-        if held:
-            self._renew(keys=[running_key(tenant) for tenant, _ in held],
-                        args=[self.lease_ms, *(task_id for _, task_id in held)])
+        # NOTE: one script per tenant (each its own slot), all in one pipeline: on a
+        # cluster, one round trip per primary.
+        tenants: dict[str, list] = {}
+        for tenant, task_id in held:
+            tenants.setdefault(tenant, []).append(task_id)
+        if tenants:
+            pipe = self._redis.pipeline(transaction=False)
+            for tenant, task_ids in tenants.items():
+                self._renew(keys=[running_key(tenant)], args=[self.lease_ms, *task_ids],
+                            client=pipe)
+            pipe.execute()
 
     @guarded
     def running(self, tenant):

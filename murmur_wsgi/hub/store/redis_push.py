@@ -1,34 +1,50 @@
 """Push configs and delivery leases on Redis (push_base.py's contract, across replicas).
 
-Each step is one Lua script (``redis_push_scripts``; the key layout is in
-docs/hub.md): a save checks the task's count of configs and sets the cursor
-from the task's event count; a lease is set-if-absent with a 60 s expiry,
-renewed by every advance, and counts only while its holder's liveness key
-lives, so a SIGKILLed replica's configs (and its tenant slots) are taken
-over as soon as its liveness expires. Deliveries are driven from Redis, not
-from memory: ``push_due`` reads ``push:active`` and, when nothing is due,
-waits in one blocking XREAD on the event streams of the caught-up configs
-and on ``push:wake``, so an event written by any replica (the stale sweep's
-FAILED included) wakes the dispatchers of every live replica.
+Each step on a config is one Lua script on its tenant's keys (``redis_push_scripts``;
+the key layout is in docs/hub.md): a save checks the task's count of configs and sets
+the cursor from the task's event count; a lease is set-if-absent with a 60 s expiry,
+renewed by every advance, and counts only while its holder's liveness key lives, so a
+SIGKILLed replica's configs (and its tenant slots) are taken over as soon as its
+liveness expires. The liveness keys are the hub's: a script of a tenant's slot cannot
+read them, so the caller reads the holders' liveness and tells the script.
 
-The lease's owner is the connection's ``replica`` id (the dispatcher's owner
-on Redis). A config's hash expires with its task's event stream.
+Deliveries are driven from Redis, not from memory: ``push_due`` reads ``push:active``
+(the hub's set of ``<tenant>/<task>/<config>``), looks at each tenant's configs with
+one script on that tenant's slot (all of them in one pipeline), and, when nothing is
+due, waits for a wake-up on the connection's one listener: an event written to the
+task of a config it waits on (the event channel, ``redis_feed``), or a config saved,
+deleted or released on any replica (the ``push:wake`` channel). What the listener
+misses (not subscribed, reconnecting) the next look at every config finds, at most
+``FULL_SCAN_SECS`` later; while it is not subscribed the waiting configs are looked at
+again every ``block`` seconds.
+
+A config enters ``push:active`` before its save and leaves it after a look found it
+gone or done, so a config saved is always listed while it has events to send.
+
+The lease's owner is the connection's ``replica`` id (the dispatcher's owner on Redis).
+A config's hash expires with its task's event stream.
+
+Concurrency: ``_cond`` (a Condition) guards what the listener's thread tells the
+dispatcher's (``_heard``, ``_woken``, ``_every``, ``_watch``, ``_notified``); the
+dispatcher's own state (``_Waiting``) is its thread's only.
 """
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 
 from murmur_wsgi.hub.store import redis_push_scripts as scripts
 from murmur_wsgi.hub.store.push_base import (LEASE_SECS, MAX_CONFIGS_PER_TASK, MAX_FAILURES,
                                              TENANT_DELIVERIES, PushRecord, PushStorage)
 from murmur_wsgi.hub.store.redis import MAX_ID_BYTES
+from murmur_wsgi.hub.store.redis_client import each_task
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_cluster import FAILURES
-from murmur_wsgi.hub.store.redis_keys import (PREFIX, PUSH_ACTIVE, PUSH_COUNTER, PUSH_WAKE,
-                                              configs_key, events_key, lease_key, slots_key,
-                                              task_key)
+from murmur_wsgi.hub.store.redis_keys import (PUSH_ACTIVE, PUSH_WAKE, configs_key, events_key,
+                                              lease_key, live_key, member, push_counter_key,
+                                              slots_key, split_member, task_key)
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.task import now_ms
 
@@ -36,11 +52,7 @@ logger = logging.getLogger(__name__)
 
 LEASE_MS = int(LEASE_SECS * 1000)
 FULL_SCAN_SECS = 1.0           # how often a waiting dispatcher looks at every active config
-WAKE_BATCH = 32                # push:wake entries read at once (more: a full scan)
-
-
-def _member(task_id: str, config_id: str) -> str:
-    return f"{task_id}/{config_id}"
+DUE_BATCH = 256                # configs one DUE script looks at, at most
 
 
 def _record(task_id: str, config_id: str, raw: str) -> PushRecord:
@@ -54,14 +66,20 @@ def _record(task_id: str, config_id: str, raw: str) -> PushRecord:
                       created=int(fields["created"]))
 
 
+def _key_of(name: str) -> tuple[str, str, str]:
+    """``(tenant, task id, config id)`` of a hub-wide name ``<tenant>/<task>/<config>``."""
+    tenant, local = split_member(name)
+    task_id, _, config_id = local.rpartition("/")
+    return tenant, task_id, config_id
+
+
 class _Waiting:
     """What the dispatcher's ``push_due`` keeps between calls (its thread's only)."""
 
     def __init__(self):
-        self.wake: str | None = None           # push:wake's last id seen
-        self.waiting: dict[str, int] = {}      # member -> the event after which to wake
-        self.candidates: set[str] = set()      # members to look at again
-        self.skip: frozenset = frozenset()     # the last call's skip (members' keys)
+        self.waiting: dict[str, int] = {}      # name -> the event after which to wake
+        self.candidates: set[str] = set()      # names to look at again
+        self.skip: frozenset = frozenset()     # the last call's skip (records' keys)
         self.full_at = 0.0                     # monotonic time of the next full scan
 
 
@@ -80,24 +98,63 @@ class RedisPushStore(PushStorage):
         # A config's save and delete are acknowledged: the replicas hold them (WAIT).
         self._scripts.update({name: conn.command.script(getattr(scripts, name), durable=True)
                               for name in ("SAVE", "DELETE")})
+        self._cond = threading.Condition()
+        self._heard: set[str] = set()          # names the wake channel brought
+        self._woken: set[str] = set()          # tasks of waiting configs with a new event
+        self._every = False                    # notify_push: look at every config
+        self._watch: dict[str, int] = {}       # task id -> the event after which to wake
+        self._notified: dict[str, int] = {}    # task id -> its newest event heard
+        self._tenants: dict[tuple, str] = {}   # a config's key -> its tenant (names met)
+        conn.on_wake, conn.on_event = self._on_wake, self._on_event
+
+    # --- the listener's side (its thread) ---------------------------------------
+
+    def _on_wake(self, name: str) -> None:
+        with self._cond:
+            self._heard.add(name)
+            self._cond.notify_all()
+
+    def _on_event(self, task_id: str, n: int) -> None:
+        with self._cond:
+            if n > self._notified.get(task_id, 0):
+                self._notified[task_id] = n
+            after = self._watch.get(task_id)
+            if after is not None and n > after:
+                self._woken.add(task_id)
+                self._cond.notify_all()
+
+    def _watching(self, waiting: dict) -> None:
+        """Wake on a new event of the tasks of ``waiting``; one heard already wakes now."""
+        watch: dict[str, int] = {}
+        for name, after in waiting.items():
+            task_id = _key_of(name)[1]
+            watch[task_id] = min(after, watch.get(task_id, after))
+        with self._cond:
+            self._watch = watch
+            self._woken.update(t for t, after in watch.items()
+                               if self._notified.get(t, 0) > after)
+
+    # --- configs ------------------------------------------------------------------
 
     @_guarded
     def push_save(self, record, from_start):
         raw = _dumps({"tenant": record.tenant, "agent": record.agent, "url": record.url,
                       "token": record.token})
-        task_id = record.task_id
+        tenant, task_id = record.tenant, record.task_id
+        name = member(tenant, task_id, record.id)
         out = self._scripts["SAVE"](
-            keys=[configs_key(task_id), task_key(task_id), PUSH_COUNTER, PUSH_ACTIVE,
-                  events_key(task_id), PUSH_WAKE],
+            keys=[configs_key(tenant, task_id), task_key(tenant, task_id),
+                  push_counter_key(tenant), events_key(tenant, task_id)],
             args=[record.id, raw, "1" if from_start else "0", MAX_CONFIGS_PER_TASK,
-                  _member(task_id, record.id)])
+                  PUSH_WAKE, name],
+            before=[("SADD", PUSH_ACTIVE, name)])      # listed before it exists
         return None if out is None else _record(task_id, record.id, out)
 
     @_guarded
     def push_get(self, tenant, agent, task_id, config_id):
         if len(task_id) > MAX_ID_BYTES:
             return None
-        raw = self._redis.hget(configs_key(task_id), config_id)
+        raw = self._redis.hget(configs_key(tenant, task_id), config_id)
         if raw is None:
             return None
         found = _record(task_id, config_id, raw)
@@ -107,8 +164,8 @@ class RedisPushStore(PushStorage):
     def push_list(self, tenant, agent, task_id):
         if len(task_id) > MAX_ID_BYTES:
             return []
-        records = [_record(task_id, config_id, raw)
-                   for config_id, raw in self._redis.hgetall(configs_key(task_id)).items()]
+        records = [_record(task_id, config_id, raw) for config_id, raw
+                   in self._redis.hgetall(configs_key(tenant, task_id)).items()]
         return sorted((r for r in records if (r.tenant, r.agent) == (tenant, agent)),
                       key=lambda r: r.created)
 
@@ -116,116 +173,179 @@ class RedisPushStore(PushStorage):
     def push_delete(self, tenant, agent, task_id, config_id):
         if len(task_id) > MAX_ID_BYTES:
             return False
-        member = _member(task_id, config_id)
-        return bool(self._scripts["DELETE"](
-            keys=[configs_key(task_id), PUSH_ACTIVE, lease_key(member), slots_key(tenant),
-                  PUSH_WAKE],
-            args=[config_id, tenant, agent, member]))
+        name = member(tenant, task_id, config_id)
+        deleted = bool(self._scripts["DELETE"](
+            keys=[configs_key(tenant, task_id), lease_key(tenant, task_id, config_id),
+                  slots_key(tenant)],
+            args=[config_id, tenant, agent, f"{task_id}/{config_id}", PUSH_WAKE, name]))
+        if deleted:
+            try:
+                self._redis.srem(PUSH_ACTIVE, name)
+            except FAILURES:
+                pass                # a look drops a name whose config is gone
+        return deleted
 
-    def _push_due_once(self, owner, skip, members=()) -> tuple:
-        """(wake's last id, due records, {member: event to wait after}); ``members`` only,
-        or all of ``push:active``."""
-        skipped = [_member(*key) for key in skip]
-        wake, due, waiting = self._scripts["DUE"](
-            keys=[PUSH_ACTIVE, PUSH_WAKE], args=[PREFIX, owner, len(skipped), *skipped, *members])
+    # --- what is due ------------------------------------------------------------
+
+    def _alive(self, holders) -> dict:
+        """``{holder: whether its liveness key lives}`` (the hub's keys: one round trip)."""
+        holders = sorted(holders)
+        found = each_task(self._redis, holders, lambda pipe, h: pipe.exists(live_key(h)))
+        return {holder: bool(hit) for holder, hit in zip(holders, found)}
+
+    def _push_due_once(self, owner, skip, names=None) -> tuple:
+        """(due records, {name: event to wait after}); ``names`` only, or all of
+        ``push:active``."""
+        if names is None:
+            names = self._redis.smembers(PUSH_ACTIVE)
+            self._tenants = {}                  # the names met: those listed now
+        skipped = {f"{task_id}/{config_id}" for task_id, config_id in skip}
+        calls: list[tuple] = []
+        by_tenant: dict[str, list] = {}
+        for name in names:
+            tenant, task_id, config_id = _key_of(name)
+            by_tenant.setdefault(tenant, []).append((task_id, config_id))
+            self._tenants[(task_id, config_id)] = tenant
+        for tenant, configs in sorted(by_tenant.items()):
+            for start in range(0, len(configs), DUE_BATCH):
+                keys, args = [], []
+                for task_id, config_id in configs[start:start + DUE_BATCH]:
+                    local = f"{task_id}/{config_id}"
+                    keys += [configs_key(tenant, task_id), task_key(tenant, task_id),
+                             events_key(tenant, task_id),
+                             lease_key(tenant, task_id, config_id)]
+                    args += [local, "1" if local in skipped else "0"]
+                calls.append((tenant, keys, args))
+        if len(calls) == 1:
+            answers = [self._scripts["DUE"](keys=calls[0][1], args=calls[0][2])]
+        elif calls:
+            pipe = self._redis.pipeline(transaction=False)
+            for _, keys, args in calls:
+                self._scripts["DUE"](keys=keys, args=args, client=pipe)
+            answers = pipe.execute()            # NOTE: on a cluster, a round trip per node
+        else:
+            answers = []
+        pending, waiting, gone = [], {}, []
+        for (tenant, _, _), (due, wait, done) in zip(calls, answers):
+            pending += [(tenant, local, raw, holder) for local, raw, holder in due]
+            waiting.update((member(tenant, local), int(n)) for local, n in wait)
+            gone += [member(tenant, local) for local in done]
+        if gone:
+            self._redis.srem(PUSH_ACTIVE, *gone)
+        alive = self._alive({h for *_, h in pending if h and h != owner})
         records = []
-        for member, raw in due:
-            task_id, _, config_id = member.rpartition("/")
-            records.append(_record(task_id, config_id, raw))
-        return wake, records, {member: int(n) for member, n in waiting}
+        for tenant, local, raw, holder in pending:
+            if not holder or holder == owner or not alive[holder]:
+                task_id, _, config_id = local.rpartition("/")
+                records.append(_record(task_id, config_id, raw))
+        return records, waiting
 
     @_guarded
     def push_due(self, owner, timeout, skip=frozenset()):
         # NOTE: a full scan of push:active at most every FULL_SCAN_SECS (and whenever
-        # ``timeout`` is 0); otherwise only the configs something woke: a followed stream's
-        # new event, a push:wake entry naming a config (saved, deleted, released anywhere),
-        # or one that left ``skip`` since the last call (delivered here, or no longer
-        # blocked); a wake-up for a skipped config returns [] at once, so the dispatcher
-        # retries the configs it found blocked. So a streamed run, or a delivery, costs its
-        # own configs, not every active one. Only the dispatcher's loop waits here
-        # (timeout > 0); the state below is its own.
+        # ``timeout`` is 0); otherwise only the configs something woke: an event written to
+        # a waiting config's task, a config named on push:wake (saved, deleted, released
+        # anywhere), or one that left ``skip`` since the last call (delivered here, or no
+        # longer blocked); a wake-up for a skipped config returns [] at once, so the
+        # dispatcher retries the configs it found blocked. So a streamed run, or a
+        # delivery, costs its own configs, not every active one. Only the dispatcher's loop
+        # waits here (timeout > 0); the state below is its own.
         if timeout <= 0:
-            return self._push_due_once(owner, skip)[1]
+            return self._push_due_once(owner, skip)[0]
+        self.conn.start_feed()
         now = time.monotonic()
         state = self._push_wait
         left_skip = state.skip - set(skip)
         state.skip = frozenset(skip)
-        if state.wake is None or now >= state.full_at:
-            state.wake, due, state.waiting = self._push_due_once(owner, skip)
+        if now >= state.full_at:
+            with self._cond:
+                self._notified.clear()          # what comes now, the scan or a wake-up sees
+                self._heard.clear()
+                self._every = False
+            due, state.waiting = self._push_due_once(owner, skip)
             state.full_at, state.candidates = now + FULL_SCAN_SECS, set()
+            self._watching(state.waiting)
         else:
-            state.candidates.update(_member(*key) for key in left_skip)
+            state.candidates.update(member(self._tenants[key], *key) for key in left_skip
+                                    if key in self._tenants)
             due = self._push_look(state, owner, skip)
         deadline = now + timeout
+        skipped = set(skip)
         while not due and not self._closed.is_set():
             left = min(deadline, state.full_at) - time.monotonic()
             if left <= 0:
                 return []
-            streams = {PUSH_WAKE: state.wake}
-            for member, after in state.waiting.items():
-                key = events_key(member.rpartition("/")[0])
-                if key not in streams or int(streams[key].split("-")[0]) > after:
-                    streams[key] = f"{after}-1"
-            got = self._redis.xread(streams, count=WAKE_BATCH,
-                                    block=max(1, int(min(left, self._block) * 1000)))
-            for key, entries in (got.items() if isinstance(got, dict) else got or []):
-                if key == PUSH_WAKE:
-                    state.wake = entries[-1][0]
-                    state.candidates.update(fields["m"] for _, fields in entries
-                                            if "m" in fields)
-                    if len(entries) >= WAKE_BATCH or any("m" not in f for _, f in entries):
-                        state.full_at = 0.0            # too many, or notify_push: all of them
-                else:
-                    state.candidates.update(m for m in state.waiting
-                                            if events_key(m.rpartition("/")[0]) == key)
-            if state.full_at == 0.0:
+            subscribed = self.conn.feed.subscribed
+            with self._cond:
+                self._cond.wait_for(lambda: self._heard or self._woken or self._every,
+                                    left if subscribed else min(left, self._block))
+                heard, woken, every = self._heard, self._woken, self._every
+                self._heard, self._woken, self._every = set(), set(), False
+            if every:
+                state.full_at = 0.0
                 return []                              # the next call scans them all
-            if any(_member(*key) in state.candidates for key in skip):
+            state.candidates.update(heard)
+            state.candidates.update(name for name in state.waiting
+                                    if not subscribed or _key_of(name)[1] in woken)
+            if any(_key_of(name)[1:] in skipped for name in state.candidates):
                 return []      # one the dispatcher skips moved: let it reconsider its skip
             due = self._push_look(state, owner, skip)
         return due
 
     def _push_look(self, state, owner, skip) -> list:
         """Look again at ``state.candidates`` only (then none are left)."""
-        members = sorted(state.candidates)
+        names = sorted(state.candidates)
         state.candidates = set()
-        if not members:
+        if not names:
             return []
-        _, due, again = self._push_due_once(owner, skip, members)
-        for member in members:
-            state.waiting.pop(member, None)
+        due, again = self._push_due_once(owner, skip, names)
+        for name in names:
+            state.waiting.pop(name, None)
         state.waiting.update(again)
+        self._watching(state.waiting)
         return due
 
     def notify_push(self):
-        try:
-            self._redis.xadd(PUSH_WAKE, {"w": "n"}, maxlen=scripts.WAKE_LEN, approximate=True)
-        except FAILURES as ex:
-            logger.warning("redis store: notify_push failed: %s", type(ex).__name__)
+        with self._cond:
+            self._every = True
+            self._cond.notify_all()
+
+    # --- leases -------------------------------------------------------------------
 
     @_guarded
     def push_lease(self, record, owner):
-        member = _member(*record.key)
-        return bool(self._scripts["LEASE"](
-            keys=[lease_key(member), slots_key(record.tenant)],
-            args=[owner, LEASE_MS, member, TENANT_DELIVERIES, PREFIX]))
+        tenant, task_id, config_id = record.tenant, record.task_id, record.id
+        keys = [lease_key(tenant, task_id, config_id), slots_key(tenant)]
+        args = [owner, LEASE_MS, f"{task_id}/{config_id}", TENANT_DELIVERIES]
+        if self._scripts["LEASE"](keys=keys, args=args):
+            return True
+        # NOTE: refused while a holder may live: the holders' liveness read, then once more.
+        holder, slots = self._redis.get(keys[0]), self._redis.hgetall(keys[1])
+        holders = ({holder} | {v.rpartition(" ")[0] for v in slots.values()}) - {None, owner}
+        alive = self._alive(holders)
+        if all(alive.values()):
+            return False
+        told = [part for h, live in alive.items() for part in (h, "1" if live else "0")]
+        return bool(self._scripts["LEASE"](keys=keys, args=args + told))
 
     def push_release(self, record, owner):
         # NOTE: never raises: the dispatcher releases in a ``finally``; a lease Redis did not
         # hear given back expires by itself (LEASE_SECS, or at once when this replica dies).
-        member = _member(*record.key)
+        tenant, task_id, config_id = record.tenant, record.task_id, record.id
         try:
             self._scripts["RELEASE"](
-                keys=[lease_key(member), slots_key(record.tenant), PUSH_WAKE],
-                args=[owner, member])
+                keys=[lease_key(tenant, task_id, config_id), slots_key(tenant)],
+                args=[owner, f"{task_id}/{config_id}", PUSH_WAKE,
+                      member(tenant, task_id, config_id)])
         except FAILURES as ex:
             logger.warning("redis store: push_release failed: %s", type(ex).__name__)
 
     @_guarded
     def push_advance(self, record, owner, seq, outcome, error=None):
-        member = _member(*record.key)
+        tenant, task_id, config_id = record.tenant, record.task_id, record.id
         out = self._scripts["ADVANCE"](
-            keys=[configs_key(record.task_id), lease_key(member), slots_key(record.tenant)],
-            args=[record.id, record.generation, owner, seq, outcome, error or "", LEASE_MS,
-                  member, MAX_FAILURES, now_ms()])
-        return None if out is None else _record(record.task_id, record.id, out)
+            keys=[configs_key(tenant, task_id), lease_key(tenant, task_id, config_id),
+                  slots_key(tenant)],
+            args=[config_id, record.generation, owner, seq, outcome, error or "", LEASE_MS,
+                  f"{task_id}/{config_id}", MAX_FAILURES, now_ms()])
+        return None if out is None else _record(task_id, config_id, out)

@@ -1,21 +1,35 @@
 """The replicas on Redis: liveness keys, the cancel channel, the stale sweep.
 
-Each replica renews ``replica:{id}`` (``PX`` its liveness) and keeps the
-tasks it runs in ``runs:{id}`` (scored by creation); ``replicas`` lists every
-replica that ran one. The sweep ends FAILED, through the task store's END
-script, the runs of replicas whose liveness key expired and runs older than
-``sweep_max_age_secs``, and publishes each on the cancel channel, where the
-connection's one listener (``listen_cancels``) hears every replica's marks.
+Each replica renews ``replica:<id>`` (``PX`` its liveness) and keeps the tasks it
+runs in ``runs:<id>`` (members ``<tenant>/<task id>``, scored by creation; the
+hub's slot, as ``replicas``, which lists every replica that may have runs or hold
+a push lease). A run enters its replica's runs before its task exists and leaves
+them after its end (the task store's ``flush_runs``, at each beat), so every task
+that runs is listed while it runs. The sweep ends FAILED, through the task store's
+END script (on the tenant's slot, the tenant read from the member), the runs of
+replicas whose liveness key expired and runs older than ``sweep_max_age_secs``;
+a member whose task had ended, or never came to be, is dropped. Each task it ends
+is published on the cancel channel, where the connection's one listener
+(``listen_cancels``) hears every replica's marks.
 """
 from __future__ import annotations
 
-
 from murmur_wsgi.hub.store.redis_client import each_task, guarded
-from murmur_wsgi.hub.store.redis_keys import CHANNEL, REPLICAS, live_key, mark_key, runs_key, \
-    task_key
+from murmur_wsgi.hub.store.redis_keys import (CHANNEL, REPLICAS, live_key, mark_key, runs_key,
+                                              split_member, task_key)
 from murmur_wsgi.hub.store.replicas import ReplicaStore
 from murmur_wsgi.hub.task import FAILED, TERMINAL
 from murmur_wsgi.wire.task import now_ms
+
+# KEYS: the replica's liveness, its runs, replicas   ARGV: the replica
+# A replica leaves ``replicas`` only while it is dead and lists no run: a replica that
+# comes back lists its next run (ZADD, then SADD) before that run's task exists.
+FORGET_REPLICA = """
+if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[2]) == 0 then
+  redis.call('SREM', KEYS[3], ARGV[1])
+end
+return 1
+"""
 
 
 class RedisReplicas(ReplicaStore):
@@ -25,17 +39,18 @@ class RedisReplicas(ReplicaStore):
         self.conn = conn
         self._redis = conn.redis
         self._tasks = tasks
+        self._forget_replica = self._redis.register_script(FORGET_REPLICA)
 
     @guarded
-    def cancel_marks(self, task_ids):
-        hits = each_task(self._redis, task_ids, lambda pipe, t: pipe.exists(mark_key(t)))
-        return {task_id for task_id, hit in zip(task_ids, hits) if hit}
+    def cancel_marks(self, runs):
+        hits = each_task(self._redis, runs, lambda pipe, run: pipe.exists(mark_key(*run)))
+        return {task_id for (_, task_id), hit in zip(runs, hits) if hit}
 
     @guarded
-    def ended_of(self, task_ids):
-        states = each_task(self._redis, task_ids,
-                           lambda pipe, t: pipe.hget(task_key(t), "state"))
-        return {task_id for task_id, state in zip(task_ids, states) if state in TERMINAL}
+    def ended_of(self, runs):
+        states = each_task(self._redis, runs,
+                           lambda pipe, run: pipe.hget(task_key(*run), "state"))
+        return {task_id for (_, task_id), state in zip(runs, states) if state in TERMINAL}
 
     def listen_cancels(self, callback):
         """The cancel channel's messages to ``callback``, on the connection's one listener
@@ -46,6 +61,7 @@ class RedisReplicas(ReplicaStore):
     @guarded
     def heartbeat(self):
         self._redis.set(live_key(self.conn.replica), str(now_ms()), px=self.conn.liveness_ms)
+        self._tasks.flush_runs()            # the runs that ended since the last beat
         self.conn.command.prune()           # what a burst left idle (redis_commands.Commands)
 
     @guarded
@@ -61,15 +77,16 @@ class RedisReplicas(ReplicaStore):
         ended = []
         for replica, live in zip(replicas, alive):
             runs = runs_key(replica)
-            ids = self._redis.zrangebyscore(runs, "-inf", oldest) if live else \
+            members = self._redis.zrangebyscore(runs, "-inf", oldest) if live else \
                 self._redis.zrange(runs, 0, -1)
-            for task_id in ids:
-                if self._tasks.end(task_id, FAILED, text, None, []) is not None:
+            for found in members:
+                tenant, task_id = split_member(found)
+                if self._tasks.end(task_id, FAILED, text, None, [], tenant=tenant) is not None:
                     ended.append(task_id)
                     # NOTE: a replica taken for dead may still run it: told at once, it ends
                     # its run and the sender's own stream with this end.
                     self._redis.publish(CHANNEL, task_id)
-                self._redis.zrem(runs, task_id)
-            if not live and not self._redis.zcard(runs):
-                self._redis.srem(REPLICAS, replica)
+                self._redis.zrem(runs, found)
+            if not live:
+                self._forget_replica(keys=[live_key(replica), runs, REPLICAS], args=[replica])
         return ended

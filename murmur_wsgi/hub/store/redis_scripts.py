@@ -1,9 +1,14 @@
 """The Redis store's Lua scripts: each store step that must be atomic is one script.
 
-A task's record is the hash ``task:{id}``; its events are the stream
-``ev:{id}`` whose entry ids are ``<n>-1`` (n = 1, 2, …: the event's position,
+A task's record is the hash ``task:<id>``; its events are the stream
+``ev:<id>`` whose entry ids are ``<n>-1`` (n = 1, 2, …: the event's position,
 counted in the hash's field ``nev``). Every script that writes an event checks
 the task's state first, so an event is never written after the final one.
+
+Every key a script touches is one of its ``KEYS``, all in the slot of the task's
+tenant (redis_keys): no script builds a key name (tests/hub/test_redis_slots.py
+checks it). What a step does beside the tenant's keys (the replica's runs, push's
+active configs: the hub's slot) is its caller's, before or after the script.
 """
 from __future__ import annotations
 
@@ -17,87 +22,84 @@ _NOTIFY = "local function notify(id, n) redis.call('PUBLISH', '" + EVENTS + \
 
 _TERMINAL = "local T = {" + ", ".join(f"['{s}'] = 1" for s in sorted(TERMINAL)) + "}\n"
 
-# A task changes state: its id moves from ``st:{tenant}:{agent}:{old}`` to ``…:{new}``
-# and from ``cst:{tenant}:{agent}:{old}:{ctx}`` to ``…:{new}:{ctx}`` (scored by seq, as
-# ``idx``), and its score in ``upd:{tenant}:{agent}`` (by status time) becomes ``ms``.
-# Returns the record's id, owner, tenant, agent, seq, ctx.
+# A task changes state: its id moves from its old state's ``st:`` set to the new one's and
+# from its old ``cst:`` set to the new one's (scored by seq, as ``idx``), and its score in
+# ``upd`` (by status time) becomes ``ms``. Every key is the caller's (KEYS).
 _MOVE = """
-local function move(prefix, old, new, ms)
-  local f = redis.call('HMGET', KEYS[1], 'id', 'owner', 'tenant', 'agent', 'seq', 'ctx')
-  local base = prefix .. 'st:' .. f[3] .. ':' .. f[4] .. ':'
-  local both = prefix .. 'cst:' .. f[3] .. ':' .. f[4] .. ':'
-  redis.call('ZREM', base .. old, f[1])
-  redis.call('ZADD', base .. new, f[5], f[1])
-  redis.call('ZREM', both .. old .. ':' .. f[6], f[1])
-  redis.call('ZADD', both .. new .. ':' .. f[6], f[5], f[1])
-  redis.call('ZADD', prefix .. 'upd:' .. f[3] .. ':' .. f[4], ms, f[1])
-  return f
+local function move(st_old, st_new, cst_old, cst_new, upd, id, seq, ms)
+  redis.call('ZREM', st_old, id)
+  redis.call('ZADD', st_new, seq, id)
+  redis.call('ZREM', cst_old, id)
+  redis.call('ZADD', cst_new, seq, id)
+  redis.call('ZADD', upd, ms, id)
 end
 """
 
-# Retention (store/retention.py): ``done:{tenant}`` holds the tenant's finished tasks scored
-# by their end (Redis time, µs: scripts run one at a time, so each end has its own).
-# ``finish`` adds one, then ``retain`` forgets the oldest while there are more than ``cap``
-# or the oldest ended more than ``keep`` ms ago, at most ``batch``; ``forget`` deletes every
-# key of a task: its record, its place in every index, its claim, its events, its push
-# configs (and their place in ``push:active``), its cancel mark.
+# Retention (store/retention.py): ``done`` holds the tenant's finished tasks scored by their
+# end (Redis time, µs: scripts run one at a time, so each end has its own). ``finish`` adds
+# one and returns the ``doomed``: the oldest to forget while there are more than ``cap`` or
+# the oldest ended more than ``keep`` ms ago, at most ``batch``. Forgetting one takes every
+# key of it, which no script may name unless its caller declares it: ``FORGET`` does it,
+# given those keys (redis.py reads the records' names first).
 _RETAIN = """
-local function forget(P, id)
-  local k = P .. 'task:' .. id
-  local f = redis.call('HMGET', k, 'tenant', 'agent', 'ctx', 'msg', 'state')
-  if f[1] then
-    local ta = f[1] .. ':' .. f[2]
-    redis.call('ZREM', P .. 'idx:' .. ta, id)
-    redis.call('ZREM', P .. 'ctx:' .. ta .. ':' .. f[3], id)
-    redis.call('ZREM', P .. 'st:' .. ta .. ':' .. f[5], id)
-    redis.call('ZREM', P .. 'cst:' .. ta .. ':' .. f[5] .. ':' .. f[3], id)
-    redis.call('ZREM', P .. 'upd:' .. ta, id)
-    local m = P .. 'msg:' .. ta .. ':' .. f[4]
-    if redis.call('GET', m) == id then redis.call('DEL', m) end
-  end
-  local configs = redis.call('HKEYS', P .. 'push:' .. id)
-  for i = 1, #configs do redis.call('SREM', P .. 'push:active', id .. '/' .. configs[i]) end
-  redis.call('DEL', k, P .. 'ev:' .. id, P .. 'push:' .. id, P .. 'cancel:' .. id)
-end
-
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
-local function retain(P, done, cap, keep, batch)
+local function doomed(done, cap, keep, batch)
   local cutoff = now_us() - keep * 1000
-  local n = 0
-  while n < batch do
-    local oldest = redis.call('ZRANGE', done, 0, 0, 'WITHSCORES')
-    if #oldest == 0 then break end
-    if redis.call('ZCARD', done) <= cap and tonumber(oldest[2]) > cutoff then break end
-    redis.call('ZREM', done, oldest[1])
-    forget(P, oldest[1])
+  local card = redis.call('ZCARD', done)
+  local oldest = redis.call('ZRANGE', done, 0, batch - 1, 'WITHSCORES')
+  local out = {}
+  for j = 1, #oldest, 2 do
+    if card - (j - 1) / 2 <= cap and tonumber(oldest[j + 1]) > cutoff then break end
+    out[#out + 1] = oldest[j]
+  end
+  return out
+end
+
+local function finish(done, id, cap, keep, batch)
+  redis.call('ZADD', done, now_us(), id)
+  return doomed(done, cap, keep, batch)
+end
+"""
+
+# KEYS: done   ARGV: cap, retention ms, batch
+# Returns the ids to forget (``FORGET``), the oldest first.
+DOOMED = _RETAIN + """
+return doomed(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
+"""
+
+FORGET_KEYS = 10         # per task: task ev push cancel idx ctx st cst upd msg
+# KEYS: done, then FORGET_KEYS per task (its record, events, push configs, cancel mark, its
+# sets idx ctx st cst upd, its msg claim)   ARGV: the task ids, in the same order
+# Forgets each task still in ``done`` (a finished task's names never change): every key of
+# it; its push configs' members of ``push:active`` (the hub's) are left to the dispatchers,
+# which drop a member whose config is gone. Returns how many it forgot.
+FORGET = """
+local n = 0
+for i = 1, #ARGV do
+  local id, b = ARGV[i], 1 + (i - 1) * 10
+  if redis.call('ZREM', KEYS[1], id) == 1 then
+    for k = b + 5, b + 9 do redis.call('ZREM', KEYS[k], id) end
+    if redis.call('GET', KEYS[b + 10]) == id then redis.call('DEL', KEYS[b + 10]) end
+    redis.call('DEL', KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4])
     n = n + 1
   end
-  return n
 end
-
-local function finish(P, done, id, cap, keep, batch)
-  redis.call('ZADD', done, now_us(), id)
-  retain(P, done, cap, keep, batch)
-end
+return n
 """
 
-# KEYS: done:{tenant}   ARGV: key prefix, cap, retention ms, batch
-RETAIN = _RETAIN + """
-return retain(ARGV[1], KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
-"""
-
-# KEYS: task, idx, ctx, seq, msg, ev, runs, replicas, st (its state's), upd, cst, done
+# KEYS: task, idx, ctx, seq, msg, ev, st (its state's), upd, cst, done
 # ARGV: id, ctx, tenant, agent, msg, state, text, ms, created, hist, arts, owner,
 #       bind ("1"/"0"), payload, terminal ("1"/"0"), retention ms, wire ('' unless terminal),
-#       key prefix, the tenant's task retention ms, its cap, trim batch
+#       the tenant's task retention ms, its cap, trim batch
 # A finished task's record keeps its wire form (GetTask's answer, as it is) in 'wire',
 # which holds its history and artifacts: 'hist' and 'arts' are dropped. A task refused at
 # its creation keeps its message once: its first event's payload is '' (the store reads
-# it as ``{"task": wire}``). ``create`` announces nothing: its callers do.
+# it as ``{"task": wire}``). ``create`` announces nothing: its callers do. It returns the
+# task's seq and the tenant's tasks to forget now (``doomed``; none unless terminal).
 _CREATE = _RETAIN + """
 local function create()
   local seq = redis.call('INCR', KEYS[4])
@@ -107,33 +109,31 @@ local function create()
              'arts', ARGV[11], 'owner', ARGV[12], 'nev', 1)
   redis.call('ZADD', KEYS[2], seq, ARGV[1])
   redis.call('ZADD', KEYS[3], seq, ARGV[1])
+  redis.call('ZADD', KEYS[7], seq, ARGV[1])
+  redis.call('ZADD', KEYS[8], ARGV[8], ARGV[1])
   redis.call('ZADD', KEYS[9], seq, ARGV[1])
-  redis.call('ZADD', KEYS[10], ARGV[8], ARGV[1])
-  redis.call('ZADD', KEYS[11], seq, ARGV[1])
   if ARGV[13] == '1' then
     redis.call('SET', KEYS[5], ARGV[1])
   elseif redis.call('GET', KEYS[5]) == 'pending' then
     redis.call('DEL', KEYS[5])
   end
   redis.call('XADD', KEYS[6], '1-1', 'p', ARGV[14], 't', ARGV[15])
+  local gone = {}
   if ARGV[15] == '1' then
     redis.call('HSET', KEYS[1], 'wire', ARGV[17])
     redis.call('HDEL', KEYS[1], 'hist', 'arts')
     redis.call('PEXPIRE', KEYS[6], ARGV[16])
-    finish(ARGV[18], KEYS[12], ARGV[1], tonumber(ARGV[20]), tonumber(ARGV[19]),
-           tonumber(ARGV[21]))
-  else
-    redis.call('ZADD', KEYS[7], ARGV[9], ARGV[1])
-    redis.call('SADD', KEYS[8], ARGV[12])
+    gone = finish(KEYS[10], ARGV[1], tonumber(ARGV[19]), tonumber(ARGV[18]),
+                  tonumber(ARGV[20]))
   end
-  return seq
+  return seq, gone
 end
 """
 
 CREATE = _NOTIFY + _CREATE + """
-local seq = create()
+local seq, gone = create()
 notify(ARGV[1], 1)
-return seq
+return {seq, gone}
 """
 
 # A new message's whole acceptance in one step: its messageId's claim, its tenant's
@@ -147,26 +147,28 @@ return seq
 # the claim is left free).
 OPEN = _NOTIFY + _CREATE + ADMIT_FN + """
 local found = redis.call('GET', KEYS[5])
-local claimed = found == 'pending' and ARGV[22] == '1'
+local claimed = found == 'pending' and ARGV[21] == '1'
 if found and not claimed then return {1, found} end
-local code = admit(KEYS[13], KEYS[14], ARGV[1], tonumber(ARGV[23]), tonumber(ARGV[24]),
-                   tonumber(ARGV[25]))
+local code = admit(KEYS[11], KEYS[12], ARGV[1], tonumber(ARGV[22]), tonumber(ARGV[23]),
+                   tonumber(ARGV[24]))
 if code ~= 0 then
   if claimed then redis.call('DEL', KEYS[5]) end
   return {2, code}
 end
 local seq = create()
 redis.call('HSET', KEYS[1], 'nev', 2)
-redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[27], '2-1', 'p', ARGV[26], 't', '0')
+redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[26], '2-1', 'p', ARGV[25], 't', '0')
 notify(ARGV[1], 2)
 return {0, seq}
 """
 
-# KEYS: task, ev   ARGV: ms, payload, maxlen, key prefix
+# KEYS: task, ev, then the move's: st (SUBMITTED, WORKING), cst (SUBMITTED, WORKING), upd
+# ARGV: ms, payload, maxlen
 START = _NOTIFY + _MOVE + f"""
 if redis.call('HGET', KEYS[1], 'state') ~= '{SUBMITTED}' then return 0 end
 redis.call('HSET', KEYS[1], 'state', '{WORKING}', 'ms', ARGV[1], 'text', 'null')
-local f = move(ARGV[4], '{SUBMITTED}', '{WORKING}', ARGV[1])
+local f = redis.call('HMGET', KEYS[1], 'id', 'seq')
+move(KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], f[1], f[2], ARGV[1])
 local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], n .. '-1', 'p', ARGV[2], 't', '0')
 notify(f[1], n)
@@ -190,25 +192,37 @@ notify(id, n)
 return 1
 """
 
-# KEYS: task, ev   ARGV: state, text, ms, arts ('' keeps them; with an answer: the other
-#                        artifacts' JSON, comma-separated), retention ms, maxlen,
-#                        key prefix, the wire form's head (the Task up to its status),
-#                        the tenant's task retention ms, its cap, trim batch,
-#                        first, count (the first count payloads are the run's numbered
-#                        events from first: those at or below 'wn' are not written again),
-#                        answer (the last artifact's JSON, sent once; '' none),
-#                        at, tail (the payload at ARGV[at] is an event's text up to the
-#                        answer, which the script completes with the answer and tail; 0 none),
-#                        keep ("1": return the wire form),
-#                        payloads… (the last one is the final event)
+END_KEYS = ("task", "ev", "st SUBMITTED", "st WORKING", "st new", "cst SUBMITTED",
+            "cst WORKING", "cst new", "upd", "running", "done")
+# KEYS: END_KEYS (st and cst: the task's sets in each state it may leave, and the new one's)
+# ARGV: state, text, ms, arts ('' keeps them; with an answer: the other artifacts' JSON,
+#       comma-separated), retention ms, maxlen, the wire form's head (the Task up to its
+#       status), the tenant's task retention ms, its cap, trim batch,
+#       first, count (the first count payloads are the run's numbered events from first:
+#       those at or below 'wn' are not written again),
+#       answer (the last artifact's JSON, sent once; '' none),
+#       at, tail (the payload at ARGV[at] is an event's text up to the answer, which the
+#       script completes with the answer and tail; 0 none),
+#       keep ("1": return the wire form),
+#       payloads… (the last one is the final event)
 # The wire form is the head, then the artifacts and the history unless empty (the keys
 # ``wire/task.task`` leaves out), as the record would be written: tests check the bytes.
-# The task leaves its replica's runs and frees its tenant's admission slot (redis_limits),
-# and joins its tenant's finished tasks (``done``, retention).
-END = _NOTIFY + _TERMINAL + _MOVE + _RETAIN + """
+# The task frees its tenant's admission slot (redis_limits) and joins its tenant's
+# finished tasks (``done``, retention); its replica takes it out of its runs (the hub's
+# key) once this has answered. Returns 0 (the task had ended: nothing written), or
+# {the wire form (keep) or 1, the tenant's tasks to forget now}.
+END = _NOTIFY + _TERMINAL + _MOVE + _RETAIN + f"""
 local s = redis.call('HGET', KEYS[1], 'state')
 if not s or T[s] then return 0 end
-local arts, answer = ARGV[4], ARGV[14]
+local st_old, cst_old
+if s == '{SUBMITTED}' then
+  st_old, cst_old = KEYS[3], KEYS[6]
+elseif s == '{WORKING}' then
+  st_old, cst_old = KEYS[4], KEYS[7]
+else
+  return redis.error_reply('END: a task in state ' .. s)
+end
+local arts, answer = ARGV[4], ARGV[13]
 if answer ~= '' then
   if arts ~= '' then arts = arts .. ',' end
   arts = '[' .. arts .. answer .. ']'
@@ -216,35 +230,34 @@ elseif arts == '' then
   arts = redis.call('HGET', KEYS[1], 'arts')
 end
 local hist = redis.call('HGET', KEYS[1], 'hist')
-local wire = ARGV[8]
+local wire = ARGV[7]
 if arts and arts ~= '[]' then wire = wire .. ',"artifacts":' .. arts end
 if hist and hist ~= '[]' then wire = wire .. ',"history":' .. hist end
-wire = wire .. '}'
+wire = wire .. '}}'
 redis.call('HSET', KEYS[1], 'state', ARGV[1], 'text', ARGV[2], 'ms', ARGV[3], 'wire', wire)
 redis.call('HDEL', KEYS[1], 'hist', 'arts')
-local first, count = tonumber(ARGV[12]), tonumber(ARGV[13])
+local first, count = tonumber(ARGV[11]), tonumber(ARGV[12])
 local wn = tonumber(redis.call('HGET', KEYS[1], 'wn')) or 0
-local at = tonumber(ARGV[15])
-for i = 18, #ARGV do
-  local k = first + i - 18
-  if i - 18 >= count or k > wn then
+local at = tonumber(ARGV[14])
+for i = 17, #ARGV do
+  local k = first + i - 17
+  if i - 17 >= count or k > wn then
     local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
     local final = '0'
     if i == #ARGV then final = '1' end
     local p = ARGV[i]
-    if i == at then p = p .. answer .. ARGV[16] end
+    if i == at then p = p .. answer .. ARGV[15] end
     redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], n .. '-1', 'p', p, 't', final)
   end
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
-local f = move(ARGV[7], s, ARGV[1], ARGV[3])
-notify(f[1], redis.call('HGET', KEYS[1], 'nev'))
-if f[2] then redis.call('ZREM', ARGV[7] .. 'runs:' .. f[2], f[1]) end
-redis.call('ZREM', ARGV[7] .. 'running:' .. f[3], f[1])
-finish(ARGV[7], ARGV[7] .. 'done:' .. f[3], f[1], tonumber(ARGV[10]), tonumber(ARGV[9]),
-       tonumber(ARGV[11]))
-if ARGV[17] == '1' then return wire end
-return 1
+local f = redis.call('HMGET', KEYS[1], 'id', 'seq', 'nev')
+move(st_old, KEYS[5], cst_old, KEYS[8], KEYS[9], f[1], f[2], ARGV[3])
+notify(f[1], f[3])
+redis.call('ZREM', KEYS[10], f[1])
+local gone = finish(KEYS[11], f[1], tonumber(ARGV[9]), tonumber(ARGV[8]), tonumber(ARGV[10]))
+if ARGV[16] == '1' then return {{wire, gone}} end
+return {{1, gone}}
 """
 
 # KEYS: msg

@@ -19,13 +19,14 @@ class ReplicaStore(abc.ABC):
         (pub/sub)."""
 
     @abc.abstractmethod
-    def cancel_marks(self, task_ids: list) -> set:
-        """The ones of ``task_ids`` marked for cancelling (the once-a-second check)."""
+    def cancel_marks(self, runs: list) -> set:
+        """The task ids of ``runs`` (``(tenant, task_id)`` each) marked for cancelling (the
+        once-a-second check)."""
 
     @abc.abstractmethod
-    def ended_of(self, task_ids: list) -> set:
-        """The ones of ``task_ids`` whose stored state is final (another replica may have
-        ended a run of this one: its sweep took it for dead)."""
+    def ended_of(self, runs: list) -> set:
+        """The task ids of ``runs`` (``(tenant, task_id)`` each) whose stored state is final
+        (another replica may have ended a run of this one: its sweep took it for dead)."""
 
     @abc.abstractmethod
     def heartbeat(self) -> None:
@@ -46,10 +47,11 @@ class LocalReplicas(ReplicaStore):
     def listen_cancels(self, callback):
         """Nothing to listen to: a cancel mark is set in this process."""
 
-    def cancel_marks(self, task_ids):
-        return {task_id for task_id in task_ids if self._tasks.cancel_marked(task_id)}
+    def cancel_marks(self, runs):
+        return {task_id for tenant, task_id in runs
+                if self._tasks.cancel_marked(task_id, tenant=tenant)}
 
-    def ended_of(self, task_ids):
+    def ended_of(self, runs):
         return set()
 
     def heartbeat(self):
