@@ -93,7 +93,7 @@ def test_a_write_too_few_replicas_acknowledge_is_the_stores_error(sentinels):
         # A claim does not wait (its task's creation does); a cancel mark does.
         assert stores.tasks.claim_message("acme", "echo", uuid.uuid4().hex) is None
         with pytest.raises(StoreError):
-            stores.tasks.mark_cancel(str(uuid.uuid4()))
+            stores.tasks.mark_cancel(str(uuid.uuid4()), tenant="acme")
     finally:
         stores.close()
     hub = create_hub(hub_config(store=sentinels.url,

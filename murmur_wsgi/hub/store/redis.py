@@ -43,28 +43,27 @@ import json
 import logging
 
 from murmur_wsgi.hub.store import redis_scripts as scripts
-from murmur_wsgi.hub.store.base import PENDING, Opened, StoredEvent, TaskStore, Written
+from murmur_wsgi.hub.store.base import PENDING, Opened, TaskStore, Written
 from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE
 from murmur_wsgi.hub.store.redis_client import each_task
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
+from murmur_wsgi.hub.store.redis_events import TaskEvents
 from murmur_wsgi.hub.store.redis_index import RedisIndex
 from murmur_wsgi.hub.store.redis_limits import RedisCounters
-from murmur_wsgi.hub.store.redis_keys import (CHANNEL, REPLICAS, TENANT_PREFIX, both_key,
-                                              configs_key, done_key, events_key, index_key, mark_key,
-                                              member, msg_key, rate_key, running_key,
-                                              runs_key, seq_key, state_key, task_key,
-                                              tenant_of_prefix, updated_key)
+from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, done_key, events_key,
+                                              index_key, member, msg_key, rate_key,
+                                              running_key, runs_key, seq_key, state_key,
+                                              task_key, updated_key)
+from murmur_wsgi.hub.store.redis_retain import Forgetting
 from murmur_wsgi.hub.store.retention import TRIM_BATCH, Retention
 from murmur_wsgi.hub.task import SUBMITTED, WORKING, HubTask, status_update, task_status
 from murmur_wsgi.wire import task as wire_task
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
-from murmur_wsgi.wire.stream import task_event
 from murmur_wsgi.wire.task import now_ms
 
 logger = logging.getLogger(__name__)
 
 CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task was created
-MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
 MAX_ID_BYTES = 256               # a task id longer than this names no task
 RECENT = 4096                    # the tasks ended here whose tenant is kept (id-only calls)
 END_PAYLOADS = 17                # the END script's first payload, in ARGV (1-based)
@@ -75,14 +74,9 @@ RECORD_FIELDS = ("tenant", "agent", "wire", "id", "ctx", "msg", "state", "text",
                  "created", "seq", "hist", "arts")
 
 
-def _payload_and_end(fields: list) -> tuple[str, bool]:
-    """An event entry's raw fields (``p`` its payload, ``t`` "1" when it is the last)."""
-    found = dict(zip(fields[::2], fields[1::2]))
-    return found["p"], found["t"] == "1"
-
-
-class RedisTaskStore(TaskStore):
-    """Tasks, their index, events, claims and cancel marks, in one Redis (``conn``)."""
+class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
+    """Tasks, their index, events, claims and cancel marks, in one Redis (``conn``): the
+    events and marks in ``redis_events``, retention in ``redis_retain``."""
 
     shared = True
 
@@ -368,107 +362,12 @@ class RedisTaskStore(TaskStore):
         self._forget(tenant, gone)
         return Written(written, wire if keep else None)
 
-    def _forget(self, tenant: str, task_ids: list) -> int:
-        """Forget the tenant's finished ``task_ids`` (the oldest, past retention) with every
-        key of each: their names read, then one script; how many it forgot."""
-        if not task_ids:
-            return 0
-        fields = each_task(self._redis, task_ids, lambda pipe, t: pipe.hmget(
-            task_key(tenant, t), "agent", "ctx", "msg", "state"))
-        keys = [done_key(tenant)]
-        for task_id, (agent, context_id, message_id, state) in zip(task_ids, fields):
-            agent, context_id = agent or "", context_id or ""
-            keys += [task_key(tenant, task_id), events_key(tenant, task_id),
-                     configs_key(tenant, task_id), mark_key(tenant, task_id),
-                     index_key(tenant, agent), index_key(tenant, agent, context_id),
-                     state_key(tenant, agent, state or ""),
-                     both_key(tenant, agent, state or "", context_id),
-                     updated_key(tenant, agent), msg_key(tenant, agent, message_id or "")]
-        return int(self._scripts["FORGET"](keys=keys, args=list(task_ids)))
-
     @_guarded
     def render(self, task, history_length=None, artifacts=True, cache=True, as_read=False):
         # NOTE: the record as it stands now (another replica may have changed it): a fresh
         # copy each time, so nothing is kept whatever ``cache`` says.
         current = task if as_read else self._record(self._fields(task.tenant, task.id)) or task
         return current.to_json(history_length, artifacts, cache=False)
-
-    # --- events ----------------------------------------------------------
-
-    @_guarded
-    def events(self, task_id, after, timeout, tenant=None):
-        tenant = self._tenant_of(task_id, tenant)
-        if tenant is None or self.conn.closed.is_set():
-            return [], False
-        self.conn.start_feed()
-        return self.conn.feed.events(task_id, after, timeout,
-                                     lambda t, a: self._read_events(tenant, t, a))
-
-    def _read_events(self, tenant: str, task_id: str, after: int) -> tuple[list, bool]:
-        """The task's events after position ``after`` and whether its log exists: one
-        round trip (the feed's read, for one stream or for all of a task's)."""
-        key = events_key(tenant, task_id)
-        entries, exists = self._command.several(("XRANGE", key, f"{after + 1}-0", "+"),
-                                                ("EXISTS", key))
-        # NOTE: a raw reply: each entry is [id, [field, value, …]].
-        return self._filled(tenant, task_id, [
-            StoredEvent(int(entry_id.split("-", 1)[0]), *_payload_and_end(fields))
-            for entry_id, fields in entries]), bool(exists)
-
-    def _filled(self, tenant: str, task_id: str, events: list) -> list:
-        """``events`` with a refused task's first event read from its record's wire form
-        (left out when the record has just been forgotten)."""
-        if events and events[0].payload == "":
-            wire = self._redis.hget(task_key(tenant, task_id), "wire")
-            if wire is None:
-                return events[1:]
-            events[0] = StoredEvent(events[0].seq, task_event(wire), events[0].terminal)
-        return events
-
-    @_guarded
-    def final_event(self, task_id, tenant=None):
-        tenant = self._tenant_of(task_id, tenant)
-        if tenant is None:
-            return None
-        for _, fields in self._redis.xrevrange(events_key(tenant, task_id), "+", "-", count=1):
-            if fields.get("t") == "1":
-                filled = self._filled(tenant, task_id, [StoredEvent(1, fields["p"], True)])
-                return filled[0].payload if filled else None
-        return None
-
-    @_guarded
-    def has_events(self, task_id, tenant=None):
-        tenant = self._tenant_of(task_id, tenant)
-        return tenant is not None and bool(self._redis.exists(events_key(tenant, task_id)))
-
-    # --- cancel marks ----------------------------------------------------
-
-    @_guarded
-    def mark_cancel(self, task_id, tenant=None):
-        tenant = self._tenant_of(task_id, tenant)
-        if tenant is not None:
-            self._scripts["MARK"](keys=[task_key(tenant, task_id), mark_key(tenant, task_id)],
-                                  args=[CHANNEL, task_id, MARK_TTL_MS])
-
-    @_guarded
-    def cancel_marked(self, task_id, tenant=None):
-        tenant = self._tenant_of(task_id, tenant)
-        return tenant is not None and bool(self._redis.exists(mark_key(tenant, task_id)))
-
-    # --- retention -------------------------------------------------------
-
-    @_guarded
-    def expire_finished(self):
-        for key in self._redis.scan_iter(match=TENANT_PREFIX + "*}:done", count=1000,
-                                         _type="zset"):
-            tenant = tenant_of_prefix(key)
-            if tenant is None or key != done_key(tenant):
-                continue                  # a key of another kind whose name ends so
-            keep, cap, batch = self._kept(tenant)
-            while True:                   # NOTE: each call a batch, so Redis serves others
-                gone = self._scripts["DOOMED"](keys=[key], args=[cap, keep, batch])
-                if self._forget(tenant, gone) < batch:
-                    break
 
     @_guarded
     def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,

@@ -1,0 +1,87 @@
+"""The Redis task store's reads of a task's events and its cancel marks (``TaskEvents``).
+
+Mixed into ``redis.RedisTaskStore``: each method names a task by id alone, so it takes
+the task's ``tenant`` (its keys are in its tenant's slot), or finds it among the tasks
+the store knows (``_tenant_of``). Events are read through the connection's one listener
+(``redis_feed``): a stream waiting for its task's next event costs no command, an event
+one read per process that streams its task.
+"""
+from __future__ import annotations
+
+from murmur_wsgi.hub.store.base import StoredEvent
+from murmur_wsgi.hub.store.redis_client import guarded as _guarded
+from murmur_wsgi.hub.store.redis_keys import CHANNEL, events_key, mark_key, task_key
+from murmur_wsgi.wire.stream import task_event
+
+MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
+
+
+def _payload_and_end(fields: list) -> tuple[str, bool]:
+    """An event entry's raw fields (``p`` its payload, ``t`` "1" when it is the last)."""
+    found = dict(zip(fields[::2], fields[1::2]))
+    return found["p"], found["t"] == "1"
+
+
+class TaskEvents:
+    """A task's event log (``ev:<id>``) and cancel mark (``cancel:<id>``) on Redis."""
+
+    @_guarded
+    def events(self, task_id, after, timeout, tenant=None):
+        tenant = self._tenant_of(task_id, tenant)
+        if tenant is None or self.conn.closed.is_set():
+            return [], False
+        self.conn.start_feed()
+        return self.conn.feed.events(task_id, after, timeout,
+                                     lambda t, a: self._read_events(tenant, t, a))
+
+    def _read_events(self, tenant: str, task_id: str, after: int) -> tuple[list, bool]:
+        """The task's events after position ``after`` and whether its log exists: one
+        round trip (the feed's read, for one stream or for all of a task's)."""
+        key = events_key(tenant, task_id)
+        entries, exists = self._command.several(("XRANGE", key, f"{after + 1}-0", "+"),
+                                                ("EXISTS", key))
+        # NOTE: a raw reply: each entry is [id, [field, value, …]].
+        return self._filled(tenant, task_id, [
+            StoredEvent(int(entry_id.split("-", 1)[0]), *_payload_and_end(fields))
+            for entry_id, fields in entries]), bool(exists)
+
+    def _filled(self, tenant: str, task_id: str, events: list) -> list:
+        """``events`` with a refused task's first event read from its record's wire form
+        (left out when the record has just been forgotten)."""
+        if events and events[0].payload == "":
+            wire = self._redis.hget(task_key(tenant, task_id), "wire")
+            if wire is None:
+                return events[1:]
+            events[0] = StoredEvent(events[0].seq, task_event(wire), events[0].terminal)
+        return events
+
+    @_guarded
+    def final_event(self, task_id, tenant=None):
+        tenant = self._tenant_of(task_id, tenant)
+        if tenant is None:
+            return None
+        for _, fields in self._redis.xrevrange(events_key(tenant, task_id), "+", "-", count=1):
+            if fields.get("t") == "1":
+                filled = self._filled(tenant, task_id, [StoredEvent(1, fields["p"], True)])
+                return filled[0].payload if filled else None
+        return None
+
+    @_guarded
+    def has_events(self, task_id, tenant=None):
+        tenant = self._tenant_of(task_id, tenant)
+        return tenant is not None and bool(self._redis.exists(events_key(tenant, task_id)))
+
+    # --- cancel marks ----------------------------------------------------
+
+    @_guarded
+    def mark_cancel(self, task_id, tenant=None):
+        tenant = self._tenant_of(task_id, tenant)
+        if tenant is not None:
+            self._scripts["MARK"](keys=[task_key(tenant, task_id), mark_key(tenant, task_id)],
+                                  args=[CHANNEL, task_id, MARK_TTL_MS])
+
+    @_guarded
+    def cancel_marked(self, task_id, tenant=None):
+        tenant = self._tenant_of(task_id, tenant)
+        return tenant is not None and bool(self._redis.exists(mark_key(tenant, task_id)))
+

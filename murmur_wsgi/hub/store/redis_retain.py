@@ -1,0 +1,54 @@
+"""Retention of finished tasks on Redis (``Forgetting``, mixed into ``redis.RedisTaskStore``).
+
+A task's end (END, or CREATE of a task refused at once) adds it to its tenant's
+``done`` and names the tenant's tasks to forget now (``redis_scripts``: past
+``tasks.max_per_tenant``, or ended more than ``tasks.retention_secs`` ago); no script
+may name a key its caller did not declare, so forgetting is two steps: the tasks'
+names read (agent, context, messageId, state: one pipeline of the tenant's slot), then
+one ``FORGET`` script given every key of each, which forgets a task only while it is
+still in ``done``. ``expire_finished`` does the same for every tenant's ``done``.
+"""
+from __future__ import annotations
+
+from murmur_wsgi.hub.store.redis_client import each_task
+from murmur_wsgi.hub.store.redis_client import guarded as _guarded
+from murmur_wsgi.hub.store.redis_keys import (TENANT_PREFIX, both_key, configs_key, done_key,
+                                              events_key, index_key, mark_key, msg_key,
+                                              state_key, task_key, tenant_of_prefix,
+                                              updated_key)
+
+
+class Forgetting:
+    """The forgetting of a tenant's oldest finished tasks, every key of each."""
+
+    def _forget(self, tenant: str, task_ids: list) -> int:
+        """Forget the tenant's finished ``task_ids`` (the oldest, past retention) with every
+        key of each: their names read, then one script; how many it forgot."""
+        if not task_ids:
+            return 0
+        fields = each_task(self._redis, task_ids, lambda pipe, t: pipe.hmget(
+            task_key(tenant, t), "agent", "ctx", "msg", "state"))
+        keys = [done_key(tenant)]
+        for task_id, (agent, context_id, message_id, state) in zip(task_ids, fields):
+            agent, context_id = agent or "", context_id or ""
+            keys += [task_key(tenant, task_id), events_key(tenant, task_id),
+                     configs_key(tenant, task_id), mark_key(tenant, task_id),
+                     index_key(tenant, agent), index_key(tenant, agent, context_id),
+                     state_key(tenant, agent, state or ""),
+                     both_key(tenant, agent, state or "", context_id),
+                     updated_key(tenant, agent), msg_key(tenant, agent, message_id or "")]
+        return int(self._scripts["FORGET"](keys=keys, args=list(task_ids)))
+
+    @_guarded
+    def expire_finished(self):
+        for key in self._redis.scan_iter(match=TENANT_PREFIX + "*}:done", count=1000,
+                                         _type="zset"):
+            tenant = tenant_of_prefix(key)
+            if tenant is None or key != done_key(tenant):
+                continue                  # a key of another kind whose name ends so
+            keep, cap, batch = self._kept(tenant)
+            while True:                   # NOTE: each call a batch, so Redis serves others
+                gone = self._scripts["DOOMED"](keys=[key], args=[cap, keep, batch])
+                if self._forget(tenant, gone) < batch:
+                    break
+
