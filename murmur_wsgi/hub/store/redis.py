@@ -160,6 +160,11 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
         while len(self._recent) > RECENT:
             self._recent.popitem(last=False)
 
+    def ended_elsewhere(self, tenant: str, task_id: str) -> None:
+        """A run of this replica whose task another replica ended: out of the runs here."""
+        if task_id in self._names:
+            self._ran(tenant, task_id)
+
     def _ran(self, tenant: str, task_id: str) -> None:
         names = self._names.pop(task_id, None)
         if names is not None:
@@ -208,7 +213,7 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
             self._ended(task.id, names)
         else:
             self._names[task.id] = names
-        self._forget(task.tenant, gone)
+        self._forget_after(task.tenant, gone)
 
     def create_call(self, task, event: str, bind: bool = True, state: str | None = None,
                     ms: int | None = None) -> dict:
@@ -359,7 +364,7 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
         if not done:
             return None
         wire, gone = done
-        self._forget(tenant, gone)
+        self._forget_after(tenant, gone)
         return Written(written, wire if keep else None)
 
     @_guarded

@@ -53,6 +53,7 @@ logger = logging.getLogger(__name__)
 LEASE_MS = int(LEASE_SECS * 1000)
 FULL_SCAN_SECS = 1.0           # how often a waiting dispatcher looks at every active config
 DUE_BATCH = 256                # configs one DUE script looks at, at most
+NOTIFIED_MAX = 50_000          # tasks heard of between two full looks (more: look at all)
 
 
 def _record(task_id: str, config_id: str, raw: str) -> PushRecord:
@@ -105,7 +106,6 @@ class RedisPushStore(PushStorage):
         self._watch: dict[str, int] = {}       # task id -> the event after which to wake
         self._notified: dict[str, int] = {}    # task id -> its newest event heard
         self._tenants: dict[tuple, str] = {}   # a config's key -> its tenant (names met)
-        conn.on_wake, conn.on_event = self._on_wake, self._on_event
 
     # --- the listener's side (its thread) ---------------------------------------
 
@@ -118,6 +118,10 @@ class RedisPushStore(PushStorage):
         with self._cond:
             if n > self._notified.get(task_id, 0):
                 self._notified[task_id] = n
+            if len(self._notified) > NOTIFIED_MAX:
+                self._notified.clear()             # too many to keep: look at them all
+                self._every = True
+                self._cond.notify_all()
             after = self._watch.get(task_id)
             if after is not None and n > after:
                 self._woken.add(task_id)
@@ -252,6 +256,8 @@ class RedisPushStore(PushStorage):
         # waits here (timeout > 0); the state below is its own.
         if timeout <= 0:
             return self._push_due_once(owner, skip)[0]
+        # NOTE: the listener tells a waiting dispatcher only: a hub without one keeps nothing.
+        self.conn.on_wake, self.conn.on_event = self._on_wake, self._on_event
         self.conn.start_feed()
         now = time.monotonic()
         state = self._push_wait

@@ -50,7 +50,11 @@ class RedisReplicas(ReplicaStore):
     def ended_of(self, runs):
         states = each_task(self._redis, runs,
                            lambda pipe, run: pipe.hget(task_key(*run), "state"))
-        return {task_id for (_, task_id), state in zip(runs, states) if state in TERMINAL}
+        ended = {(tenant, task_id) for (tenant, task_id), state in zip(runs, states)
+                 if state in TERMINAL}
+        for tenant, task_id in ended:
+            self._tasks.ended_elsewhere(tenant, task_id)    # leaves this replica's runs
+        return {task_id for _, task_id in ended}
 
     def listen_cancels(self, callback):
         """The cancel channel's messages to ``callback``, on the connection's one listener

@@ -10,16 +10,32 @@ still in ``done``. ``expire_finished`` does the same for every tenant's ``done``
 """
 from __future__ import annotations
 
+import logging
+
 from murmur_wsgi.hub.store.redis_client import each_task
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
+from murmur_wsgi.hub.store.redis_cluster import FAILURES
 from murmur_wsgi.hub.store.redis_keys import (TENANT_PREFIX, both_key, configs_key, done_key,
                                               events_key, index_key, mark_key, msg_key,
                                               state_key, task_key, tenant_of_prefix,
                                               updated_key)
 
 
+logger = logging.getLogger(__name__)
+
+
 class Forgetting:
     """The forgetting of a tenant's oldest finished tasks, every key of each."""
+
+    def _forget_after(self, tenant: str, task_ids: list) -> None:
+        """``_forget`` after an end that is written: a failure there is not the end's (the
+        tasks stay in ``done``: the next end, or the sweep's ``expire_finished``, forgets
+        them)."""
+        try:
+            self._forget(tenant, task_ids)
+        except FAILURES as ex:
+            logger.warning("redis store: forgetting finished tasks failed: %s",
+                           type(ex).__name__)
 
     def _forget(self, tenant: str, task_ids: list) -> int:
         """Forget the tenant's finished ``task_ids`` (the oldest, past retention) with every
