@@ -8,6 +8,8 @@ from murmur_wsgi.hub import create_hub
 from tests.hub.agents import gate
 from tests.hub.conftest import HubClient, hub_config, send_params, sse_events, wait_until
 
+pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
+
 USAGE_ZERO = {"usage": {"input_tokens": 0, "output_tokens": 0, "credits": 0.0,
                         "credits_micros": 0, "pricing_status": "priced"}}
 

@@ -6,11 +6,15 @@ import threading
 import time
 import tracemalloc
 
+import pytest
+
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.methods import streams as stream_methods
 
 from tests.hub.agents import gate
 from tests.hub.conftest import KEY_B, HubClient, hub_config, send_params, sse_events, wait_until
+
+pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
 
 def _payloads(chunk: bytes) -> list[dict]:

@@ -10,6 +10,8 @@ from murmur_wsgi.hub import create_hub
 from tests.hub.agents import gate
 from tests.hub.conftest import KEY_B, HubClient, hub_config, send_params, sse_events, wait_until
 
+pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
+
 
 def _ids(page):
     return [t["id"] for t in page["tasks"]]

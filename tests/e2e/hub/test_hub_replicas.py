@@ -1,5 +1,7 @@
 """Two hub replicas (two gunicorn masters, one of them with two workers) on one Redis, and
 again on a 3-primary Redis Cluster (``store: redis-cluster://…``): every check runs on both.
+On the cluster the keys of the tenants ``acme`` and ``capped`` and the hub's own are on
+three different primaries.
 
 Send on A, then GetTask, ListTasks and SubscribeToTask on B; cancel from B; one
 run for a messageId raced on A and B; SIGKILL A mid-run: B's sweep ends the
@@ -19,6 +21,8 @@ import uuid
 import jwt
 import pytest
 import requests
+
+from murmur_wsgi.hub.store.redis_keys import HUB, tenant_prefix
 
 from tests.e2e.conftest import CLOSE
 from tests.e2e.hub_replicas import (CAPPED_KEY, SECRET, WAIT, Replica, Subscriber, final_state,
@@ -40,6 +44,12 @@ def redis_url(request, tmp_path_factory):
         return
     cluster = Cluster(tmp_path_factory.mktemp("replicas-cluster")).start()
     try:
+        client = cluster.client()
+        try:    # the tenants' keys and the hub's on three primaries: every step crosses nodes
+            assert len({client.get_node_from_key(tag).name for tag in (
+                HUB, tenant_prefix("acme"), tenant_prefix("capped"))}) == 3
+        finally:
+            client.close()
         yield cluster.url
     finally:
         cluster.stop()
