@@ -2,8 +2,7 @@
 
 Each replica renews ``replica:<id>`` (``PX`` its liveness) and keeps the tasks it
 runs in ``runs:<id>`` (members ``<tenant>/<task id>``, scored by creation; the
-hub's slot, as ``replicas``, which lists every replica that may have runs or hold
-a push lease). A run enters its replica's runs before its task exists and leaves
+hub's slot, as ``replicas``, which lists every replica that may have runs). A run enters its replica's runs before its task exists and leaves
 them after its end (the task store's ``flush_runs``, at each beat), so every task
 that runs is listed while it runs. The sweep ends FAILED, through the task store's
 END script (on the tenant's slot, the tenant read from the member), the runs of
