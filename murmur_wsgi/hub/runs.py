@@ -18,14 +18,13 @@ Concurrency:
     it) is notified by every live event, every stop request and every end,
     and wakes the run's own stream, held SendMessage requests, CancelTask
     and an agent in ``ctx.wait``. Lock order: ``Runs.lock``, then the store's.
-    Timers (the run timeout, the merge flush) are ``threading.Timer``s,
-    cancelled when the run ends.
+    Timers (the run timeout, the merge flush) are ``Runs.timer``'s (hub/timers.py:
+    one thread for every run's), cancelled when the run ends.
 """
 from __future__ import annotations
 
 import _thread
 import logging
-import threading
 import time
 
 from murmur_wsgi.agents.endings import Ending, TaskCanceled, run_agent
@@ -78,7 +77,7 @@ class Run:
         self.usage = RunUsage()
         self.artifacts: list[dict] = []     # the agent's named artifacts, as they stand
         self._wakers: list = []
-        self._timers: list[threading.Timer] = []
+        self._timers: list = []         # hub/timers.Timer
         self._flush_timer = None
 
     # --- the agent's side ----------------------------------------------------
