@@ -52,6 +52,8 @@ logger = logging.getLogger(__name__)
 CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task was created
 MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
 MAX_ID_BYTES = 256               # a task id longer than this names no task
+WATCH_MS = 300_000               # a read watches its task this long (redis_scripts.READ)
+REWATCH_SECS = 60.0              # … renewed this often while a stream still reads it
 END_PAYLOADS = 18                # the END script's first payload, in ARGV (1-based)
 DURABLE = ("OPEN", "CREATE", "START", "APPEND", "END", "MARK")   # acknowledged: redis.wait_replicas
 # What a read of one record asks for (one HMGET, its owner first): a finished task's
@@ -84,7 +86,7 @@ class RedisTaskStore(TaskStore):
         self._scripts = {name: self._command.script(getattr(scripts, name),
                                                     durable=name in DURABLE)
                          for name in ("OPEN", "CREATE", "START", "APPEND", "END", "RELEASE", "MARK",
-                                      "RETAIN")}
+                                      "RETAIN", "READ", "WATCH")}
         self._contexts: dict[str, str] = {}
         self._tenants: dict[str, str] = {}        # as _contexts: the running tasks' tenants
         self._index = RedisIndex(self._redis, self._load)
@@ -305,10 +307,10 @@ class RedisTaskStore(TaskStore):
 
     def _read_events(self, task_id: str, after: int) -> tuple[list, bool]:
         """The task's events after position ``after`` and whether its log exists: one
-        round trip (the feed's read, for one stream or for all of a task's)."""
-        key = events_key(task_id)
-        entries, exists = self._command.several(("XRANGE", key, f"{after + 1}-0", "+"),
-                                                ("EXISTS", key))
+        round trip (the feed's read, for one stream or for all of a task's), which marks
+        the task watched: its next events are announced (``redis_scripts.READ``)."""
+        entries, exists = self._scripts["READ"](
+            keys=[task_key(task_id), events_key(task_id)], args=[f"{after + 1}-0", WATCH_MS])
         # NOTE: a raw reply: each entry is [id, [field, value, …]].
         return self._filled(task_id, [
             StoredEvent(int(entry_id.split("-", 1)[0]), *_payload_and_end(fields))
@@ -323,6 +325,15 @@ class RedisTaskStore(TaskStore):
                 return events[1:]
             events[0] = StoredEvent(events[0].seq, task_event(wire), events[0].terminal)
         return events
+
+    @_guarded
+    def keep_watching(self):
+        """Renew the watch of every task a stream of this process reads (the replica's turn):
+        the scripts announce a task's events while it is watched (``redis_scripts``)."""
+        feed = self.conn.feed
+        for task_id in feed.to_rewatch(REWATCH_SECS):
+            self._scripts["WATCH"](keys=[task_key(task_id)], args=[WATCH_MS])
+            feed.rewatched(task_id)
 
     @_guarded
     def final_event(self, task_id):
