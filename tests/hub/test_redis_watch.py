@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from murmur_wsgi.hub.store import redis_stores
-from murmur_wsgi.hub.store.redis import WATCH_MS
+from murmur_wsgi.hub.store.redis import REWATCH_SECS, WATCH_MS
 from murmur_wsgi.hub.store.redis_keys import EVENTS, task_key
 from murmur_wsgi.hub.task import COMPLETED, HubTask
 from murmur_wsgi.wire.task import text_part
@@ -103,16 +103,28 @@ def test_the_replica_renews_the_mark_of_a_task_its_streams_still_read(rstores):
     task = _opened(rstores)
     thread, got = _reader(rstores, task.id, 2)
     feed = rstores.tasks.conn.feed
-    wait_until(lambda: feed.watching() == 1 and feed.to_rewatch(0.0) == [task.id])
+    wait_until(lambda: feed.reading() == [task.id])
     redis_ms = int(rstores.tasks._redis.time()[0]) * 1000
-    rstores.tasks._redis.hset(task_key(task.id), "w", redis_ms - 1)        # about to lapse
-    feed._watched[task.id].watched = time.monotonic() - 3600              # marked long ago
+    rstores.tasks._redis.hset(task_key(task.id), "w", redis_ms - 1)       # about to lapse
+    rstores.tasks._marked[task.id] = time.monotonic() - REWATCH_SECS      # marked long ago
     rstores.tasks.keep_watching()
     assert int(rstores.tasks._redis.hget(task_key(task.id), "w")) > redis_ms + WATCH_MS // 2
-    assert feed.to_rewatch(60.0) == []
-    rstores.tasks.append(task.id, '{"artifactUpdate":{}}')            # announced: read at once
+    rstores.tasks.append(task.id, '{"artifactUpdate":{}}')           # announced: read at once
     thread.join(10)
     assert [e.seq for e in got[0][0]] == [3]
+    wait_until(lambda: not feed.reading())
+    rstores.tasks.keep_watching()
+    assert task.id not in rstores.tasks._marked                      # nobody reads it here
+
+
+def test_reads_mark_a_task_once_a_minute_not_each_time(rstores, redis_server):
+    task = _opened(rstores)
+    client = redis_server.client()
+    before = client.info("commandstats").get("cmdstat_hset", {}).get("calls", 0)
+    for _ in range(5):
+        rstores.tasks.events(task.id, 0, 0)
+    after = client.info("commandstats").get("cmdstat_hset", {}).get("calls", 0)
+    assert after - before == 1                                       # the first read's mark
 
 
 def test_a_mark_is_never_a_record_of_its_own(rstores):

@@ -20,14 +20,16 @@ configs (``redis_push``).
 
 Concurrency:
     The redis-py client and its pool are thread-safe; nothing here is shared
-    between threads but ``_contexts`` (a cache of the context ids of the tasks
-    this replica created, guarded by the GIL's atomic dict operations) and the
-    connection's ``closed`` (an Event).
+    between threads but ``_contexts``, ``_tenants`` (caches of the tasks this
+    replica created), ``_marked`` (when it last marked a task its streams read),
+    all guarded by the GIL's atomic dict operations, and the connection's
+    ``closed`` (an Event).
 """
 from __future__ import annotations
 
 import json
 import logging
+import time
 
 from murmur_wsgi.hub.store import redis_scripts as scripts
 from murmur_wsgi.hub.store.base import PENDING, Opened, StoredEvent, TaskStore, Written
@@ -53,7 +55,7 @@ CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task wa
 MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
 MAX_ID_BYTES = 256               # a task id longer than this names no task
 WATCH_MS = 300_000               # a read watches its task this long (redis_scripts.READ)
-REWATCH_SECS = 60.0              # … renewed this often while a stream still reads it
+REWATCH_SECS = 60.0              # … marked again this often while a stream here reads it
 END_PAYLOADS = 18                # the END script's first payload, in ARGV (1-based)
 DURABLE = ("OPEN", "CREATE", "START", "APPEND", "END", "MARK")   # acknowledged: redis.wait_replicas
 # What a read of one record asks for (one HMGET, its owner first): a finished task's
@@ -89,6 +91,8 @@ class RedisTaskStore(TaskStore):
                                       "RETAIN", "READ", "WATCH")}
         self._contexts: dict[str, str] = {}
         self._tenants: dict[str, str] = {}        # as _contexts: the running tasks' tenants
+        # As _contexts: when this process last marked a task its streams read (watched).
+        self._marked: dict[str, float] = {}
         self._index = RedisIndex(self._redis, self._load)
 
     # --- records -----------------------------------------------------------
@@ -309,8 +313,14 @@ class RedisTaskStore(TaskStore):
         """The task's events after position ``after`` and whether its log exists: one
         round trip (the feed's read, for one stream or for all of a task's), which marks
         the task watched: its next events are announced (``redis_scripts.READ``)."""
-        entries, exists = self._scripts["READ"](
-            keys=[task_key(task_id), events_key(task_id)], args=[f"{after + 1}-0", WATCH_MS])
+        key, start, now = events_key(task_id), f"{after + 1}-0", time.monotonic()
+        if now - self._marked.get(task_id, -REWATCH_SECS) < REWATCH_SECS:
+            entries, exists = self._command.several(("XRANGE", key, start, "+"),
+                                                    ("EXISTS", key))
+        else:                   # marked by this process long enough ago: marked again
+            entries, exists = self._scripts["READ"](keys=[task_key(task_id), key],
+                                                    args=[start, WATCH_MS])
+            self._marked[task_id] = now
         # NOTE: a raw reply: each entry is [id, [field, value, …]].
         return self._filled(task_id, [
             StoredEvent(int(entry_id.split("-", 1)[0]), *_payload_and_end(fields))
@@ -330,10 +340,15 @@ class RedisTaskStore(TaskStore):
     def keep_watching(self):
         """Renew the watch of every task a stream of this process reads (the replica's turn):
         the scripts announce a task's events while it is watched (``redis_scripts``)."""
-        feed = self.conn.feed
-        for task_id in feed.to_rewatch(REWATCH_SECS):
-            self._scripts["WATCH"](keys=[task_key(task_id)], args=[WATCH_MS])
-            feed.rewatched(task_id)
+        reading = set(self.conn.feed.reading())
+        for task_id in list(self._marked):
+            if task_id not in reading:
+                self._marked.pop(task_id, None)     # no stream here reads it any more
+        now = time.monotonic()
+        for task_id in reading:
+            if now - self._marked.get(task_id, -REWATCH_SECS) >= REWATCH_SECS:
+                self._scripts["WATCH"](keys=[task_key(task_id)], args=[WATCH_MS])
+                self._marked[task_id] = now
 
     @_guarded
     def final_event(self, task_id):

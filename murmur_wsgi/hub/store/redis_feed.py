@@ -1,9 +1,9 @@
 """One Redis reader per worker for every open stream: a notification channel, read on demand.
 
 Every script that writes an event of a *marked* task also publishes ``<task id> <n>``
-(the event's position) on one channel: every read of a stream marks its task for a
-while (the store's ``READ`` script) and the store renews the marks of the tasks read
-here (``to_rewatch``), so the events of a task no stream reads are announced to nobody. ``EventFeed`` listens to that channel on one
+(the event's position) on one channel: a stream's read marks its task for a while
+(the store's ``READ`` script) and the store renews the marks of the tasks read here
+(``reading``), so the events of a task no stream reads are announced to nobody. ``EventFeed`` listens to that channel on one
 connection, in one thread per store, and issues no command of its own. A task
 some local stream reads (a *watched* task) keeps the newest events read of it
 in a small buffer; a notification past the buffer wakes the task's readers,
@@ -51,7 +51,7 @@ class _Watched:
     and its final event is read."""
 
     __slots__ = ("entries", "first", "last", "notified", "reading", "epoch", "readers",
-                 "touched", "size", "cond", "watched")
+                 "touched", "size", "cond")
 
     def __init__(self, epoch: int, lock):
         self.entries: list = []       # StoredEvent, oldest first: positions first..last
@@ -64,7 +64,6 @@ class _Watched:
         self.touched = 0.0
         self.size = 0
         self.cond = threading.Condition(lock)   # this task's readers wait here
-        self.watched = 0.0            # when a read last marked it watched (to_rewatch)
 
     def covers(self, after: int, epoch: int) -> bool:
         return self.epoch == epoch and self.last >= 0 and self.first - 1 <= after <= self.last
@@ -185,8 +184,6 @@ class EventFeed:
                         watched.reading = False
                         watched.cond.notify_all()
             with self._changed:
-                if exists:
-                    watched.watched = self._clock()     # the read marked it (``to_rewatch``)
                 # NOTE: only a read begun while subscribed, in the epoch still current, is
                 # known to miss nothing the channel will not announce.
                 if exists and epoch % 2 and epoch == self._epoch:
@@ -202,19 +199,10 @@ class EventFeed:
                 if deadline - self._clock() <= 0:
                     return [], True
 
-    def to_rewatch(self, older_than: float) -> list[str]:
-        """The tasks some reader still reads whose mark (``watched``) is older than
-        ``older_than`` seconds: the store renews their mark, then ``rewatched``."""
-        cutoff = self._clock() - older_than
+    def reading(self) -> list[str]:
+        """The tasks some reader of this feed reads now (the store keeps them watched)."""
         with self._changed:
-            return [task_id for task_id, w in self._watched.items()
-                    if w.readers and w.watched < cutoff]
-
-    def rewatched(self, task_id: str) -> None:
-        with self._changed:
-            watched = self._watched.get(task_id)
-            if watched is not None:
-                watched.watched = self._clock()
+            return [task_id for task_id, w in self._watched.items() if w.readers]
 
     # --- the listener --------------------------------------------------------
 
