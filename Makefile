@@ -51,14 +51,15 @@ bench: $(VENV)/.installed-test
 bench-streams: $(VENV)/.installed
 	$(BIN)/python bench/streams.py $(BENCH_STREAMS_ARGS)
 
-# The hub on Redis: cross-replica event latency and CancelTask from the other replica, then
-# 2,000 idle SubscribeToTask streams on one worker (Redis connections, commands/s, RSS per
+# The hub on Redis: cross-replica event latency and CancelTask from the other replica, on one
+# redis-server and on a 3-primary Redis Cluster, then 2,000 idle SubscribeToTask streams on one worker (Redis connections, commands/s, RSS per
 # stream, CancelTask to every final event), with the run on the same replica and on another.
 # BENCH_HUB_ARGS passes options to bench/hub_replicas.py, e.g. "-r 10 -s 3 -c 50";
 # BENCH_HUB_STREAMS_ARGS to bench/hub_streams.py, e.g. "-n 5000 -s 20".
 bench-hub: $(VENV)/.installed-test
 	@sh tests/ensure_redis.sh
 	$(BIN)/python bench/hub_replicas.py $(BENCH_HUB_ARGS)
+	$(BIN)/python bench/hub_replicas.py --cluster $(BENCH_HUB_ARGS)
 	$(BIN)/python bench/hub_streams.py $(BENCH_HUB_STREAMS_ARGS)
 	$(BIN)/python bench/hub_streams.py --replicas 2 $(BENCH_HUB_STREAMS_ARGS)
 

@@ -120,6 +120,7 @@ class Hub:
         self.closing = True
         timeout = self.config.drain_timeout_secs if drain_timeout is None else drain_timeout
         interrupted = self.runs.drain(timeout)
+        self.runs.close()
         if interrupted:
             logger.warning("shutdown: %d runs interrupted after %g s", interrupted, timeout)
         if self.replica is not None:

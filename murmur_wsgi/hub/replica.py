@@ -5,7 +5,9 @@ With a shared store (Redis) every serving process is a replica. One thread
 third of ``redis.liveness_secs``, checks the cancel marks of its runs every
 second (the text's fallback: a mark published on the cancel channel reaches
 the run at once) and whether another replica ended one of them (its sweep
-took this one for dead: the run ends here with that end), retries the
+took this one for dead: the run ends here with that end), renews the
+watch of the tasks its streams read (their events are announced while
+watched: hub/store/redis_feed.py), retries the
 final writes a failing store refused (``Runs.unwritten``), and every
 ``redis.sweep_interval_secs`` runs the stale sweep: the runs of replicas
 whose liveness expired, and runs older than ``sweep_max_age_secs``, end
@@ -81,6 +83,7 @@ class Replica:
                 named = [(run.tenant, run.task_id) for run in runs]
                 for task_id in self.store.cancel_marks(named):
                     self.cancelled(task_id)
+                self.hub.store.keep_watching()
                 ended = self.store.ended_of(named)
                 for run in runs:
                     if run.task_id in ended:

@@ -15,6 +15,7 @@ from murmur_wsgi.hub.admission import overdue_member
 from murmur_wsgi.hub.runs import INTERRUPTED, Run
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.task import FAILED
+from murmur_wsgi.hub.timers import Timer, Timers
 
 
 class Lease(NamedTuple):
@@ -38,12 +39,15 @@ class Runs:
         self._overdue: dict[str, Run] = {}             # guarded by lock: ended, agent executing
         self.unwritten: list[tuple] = []               # store.end args; guarded by lock
         self.metrics = None                            # HubMetrics, when /metrics is served
+        self.timers = Timers()                         # every run's timeout and flush
 
-    def timer(self, seconds: float, fn) -> threading.Timer:
-        timer = threading.Timer(seconds, fn)
-        timer.daemon = True
-        timer.start()
-        return timer
+    def timer(self, seconds: float, fn) -> Timer:
+        """Call ``fn()`` in ``seconds`` (``cancel()`` it before): one thread for all."""
+        return self.timers.after(seconds, fn)
+
+    def close(self) -> None:
+        """After the drain: no timer of a run fires any more."""
+        self.timers.close()
 
     def add(self, run: Run) -> None:
         with self.lock:

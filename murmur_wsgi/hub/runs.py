@@ -14,12 +14,13 @@ store refuses (Redis away) is kept and written later, in order
 (``run_events.py``), never raised into the agent.
 
 Concurrency:
-    ``Runs.lock`` (hub/run_registry.py, an RLock) guards every run's fields; ``Runs.changed`` (on
-    it) is notified by every live event, every stop request and every end,
-    and wakes the run's own stream, held SendMessage requests, CancelTask
-    and an agent in ``ctx.wait``. Lock order: ``Runs.lock``, then the store's.
-    Timers (the run timeout, the merge flush) are ``threading.Timer``s,
-    cancelled when the run ends.
+    ``Runs.lock`` (hub/run_registry.py, an RLock) guards every run's fields; a run's
+    ``changed`` (a condition on it) is notified by every live event, stop request
+    and end of that run, and wakes its own stream, its held SendMessage requests,
+    CancelTask and its agent in ``ctx.wait``: one run's events wake no other's
+    waiters. ``Runs.changed`` (on the same lock) is notified when a run leaves. Lock order: ``Runs.lock``, then the store's.
+    Timers (the run timeout, the merge flush) are ``Runs.timer``'s (hub/timers.py:
+    one thread for every run's), cancelled when the run ends.
 """
 from __future__ import annotations
 
@@ -50,6 +51,9 @@ class Run:
 
     def __init__(self, runs, task, agent, limits: dict, live: int | None):   # run_registry.Runs
         self.runs = runs
+        # NOTE: this run's own condition on the shared lock: what it changes wakes only
+        # those waiting on it (its senders, its stream, CancelTask, its agent).
+        self.changed = threading.Condition(runs.lock)
         self.task_id = task.id
         self.context_id = task.context_id
         self.tenant = task.tenant
@@ -78,14 +82,18 @@ class Run:
         self.usage = RunUsage()
         self.artifacts: list[dict] = []     # the agent's named artifacts, as they stand
         self._wakers: list = []
-        self._timers: list[threading.Timer] = []
+        self._timers: list = []         # hub/timers.Timer
         self._flush_timer = None
 
     # --- the agent's side ----------------------------------------------------
 
+    def wait(self, predicate, timeout: float) -> bool:
+        """Wait up to ``timeout`` for ``predicate()`` (read under the lock) about this run."""
+        with self.changed:
+            return self.changed.wait_for(predicate, timeout)
+
     def wait_stop(self, seconds: float) -> bool:
-        with self.runs.changed:
-            return self.runs.changed.wait_for(lambda: self.stopping, seconds)
+        return self.wait(lambda: self.stopping, seconds)
 
     def on_stop(self, waker) -> None:
         """Call ``waker()`` once the run must stop (now if it must already)."""
@@ -140,7 +148,7 @@ class Run:
                 self._flush_locked()
             elif self._flush_timer is None:
                 self._flush_timer = runs.timer(due, self._flush)
-            runs.changed.notify_all()
+            self.changed.notify_all()
         self._unyielded += 1
         if self._unyielded >= YIELD_TOKENS:
             self._unyielded = 0
@@ -163,7 +171,7 @@ class Run:
     def _live(self, payload: str) -> None:
         if self.live is not None:
             self.live.event(payload)
-        self.runs.changed.notify_all()
+        self.changed.notify_all()
 
     def _live_text(self, text: str, append: bool) -> str:
         """A piece of the answer's text on the run's own stream."""
@@ -280,7 +288,7 @@ class Run:
             if self.overdue:
                 self.overdue = False
                 runs.no_longer_overdue(self)
-            runs.changed.notify_all()
+            self.changed.notify_all()
 
     def ended_elsewhere(self) -> None:
         """Another replica wrote the task's end (its sweep took this one for dead): the run
@@ -308,7 +316,7 @@ class Run:
             # NOTE: the live stream has every token (or, lagged, the text they make): its
             # last chunk is relative to them.
             self.live.end(written)
-        self.runs.changed.notify_all()
+        self.changed.notify_all()
 
     def _final_written_elsewhere(self) -> list[str]:
         try:
@@ -348,7 +356,7 @@ class Run:
             if cancel and not self.ended:
                 self.cancel_requested = True
             self._stop_locked()
-            self.runs.changed.notify_all()
+            self.changed.notify_all()
 
     def _stop_locked(self) -> None:
         self.stopping = True

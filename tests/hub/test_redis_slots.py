@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
+import time
 import uuid
 
 import pytest
@@ -21,10 +23,13 @@ import pytest
 from murmur_wsgi.hub.store import (redis_limits, redis_push_scripts, redis_replicas,
                                    redis_scripts, redis_stores)
 from murmur_wsgi.hub.store.push_base import DELIVERED, PushRecord
+from murmur_wsgi.hub.store.redis_events import REWATCH_SECS
 from murmur_wsgi.hub.store.redis_keys import HUB, live_key, runs_key, tenant_prefix
 from murmur_wsgi.hub.store.retention import Retention
 from murmur_wsgi.hub.task import COMPLETED, FAILED, REJECTED, HubTask
 from murmur_wsgi.wire.task import text_part
+
+from tests.hub.conftest import wait_until
 
 MODULES = (redis_scripts, redis_limits, redis_push_scripts, redis_replicas)
 NO_KEYS = {"TIME", "PUBLISH"}            # commands that name no key
@@ -137,7 +142,7 @@ def test_every_script_names_its_keys_only_through_keys():
         if bad:
             wrong[name] = bad
     assert wrong == {}
-    # No key prefix is joined inside a script (the old ``prefix .. 'st:'`` form).
+    # No key prefix is joined inside a script (a ``prefix .. 'st:'`` form).
     assert not [n for n, s in found.items() if re.search(r"\.\.\s*'[a-z]+:", s)]
 
 
@@ -240,9 +245,20 @@ def test_every_script_touches_one_slot_on_the_cluster(redis_cluster, strict):
             assert counters.running(tenant) >= 2
             running.append((tenant, made.id))
         assert push.push_due("me", 0)
+        # A stream's read (READ), and the replica's renewal of what its streams read (WATCH).
+        tenant, task_id = running[0]
+        got = []
+        reader = threading.Thread(target=lambda: got.append(tasks.events(task_id, 3, 10.0)),
+                                  daemon=True)
+        reader.start()
+        wait_until(lambda: tasks.conn.feed.reading() == [task_id])
+        tasks._marked[task_id] = (tenant, time.monotonic() - REWATCH_SECS)
+        tasks.keep_watching()
         counters.renew([(tenant, "t-" + tenant) for tenant in tenants])
         for tenant, task_id in running:
             assert tasks.end(task_id, COMPLETED, None, None, []) is not None
+        reader.join(10)
+        assert got and [e.seq for e in got[0][0]] == [4]     # the end: announced, read
         tasks.expire_finished()
         # A dead replica's runs: the sweep ends them, then forgets the replica.
         dead = _task(tenants[0])

@@ -143,14 +143,13 @@ def send_message(hub, call):
     if run is None or msg.return_immediately:
         return RawJSON(task_event(accepted.snapshot))
     gone = peer_gone(call.environ)
-    runs = hub.runs
-    while not runs.wait(lambda: run.ended, PEER_CHECK_SECS):
+    while not run.wait(lambda: run.ended, PEER_CHECK_SECS):
         if gone is not None and gone():
             logger.info("task %s: the client left a blocking SendMessage; canceling", run.task_id)
             run.request_stop(cancel=True)
             break
-    with runs.lock:
-        answer = run.final_json if msg.history_length is None else None
+    # NOTE: set before ``ended``, under the lock the wait took: no lock needed to read it.
+    answer = run.final_json if msg.history_length is None else None
     if answer is None:
         answer = hub.store.render(accepted.task, msg.history_length, cache=False)
     return RawJSON(task_event(answer))
@@ -158,12 +157,11 @@ def send_message(hub, call):
 
 def live_source(hub, run):
     """The run's own events until its final status, a bounded piece at a time (hub/live.py)."""
-    runs = hub.runs
     live = run.live
 
     def source(timeout: float):
-        with runs.changed:
-            runs.changed.wait_for(lambda: live.pending() or run.ended, timeout)
+        with run.changed:
+            run.changed.wait_for(lambda: live.pending() or run.ended, timeout)
             batch = live.take()
             more = live.pending()
             done = run.ended and not more

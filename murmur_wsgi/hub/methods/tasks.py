@@ -47,7 +47,7 @@ def cancel_task(hub, call):
     hub.store.mark_cancel(task.id, tenant=task.tenant)   # another replica's run hears it
     timeout = hub.config.cancel_timeout_secs
     if run is not None:
-        stopped = hub.runs.wait(lambda: run.ended, timeout)
+        stopped = run.wait(lambda: run.ended, timeout)
     else:
         stopped = _ended_in_store(hub.store, task, timeout)
     task = hub.store.get(call.tenant, call.agent, task.id)

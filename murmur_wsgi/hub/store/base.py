@@ -208,6 +208,10 @@ class TaskStore(abc.ABC):
     def has_events(self, task_id: str, tenant: str | None = None) -> bool:
         """False once the task's log has expired (the task itself stays)."""
 
+    def keep_watching(self) -> None:
+        """Keep announcing the events of the tasks this process's streams read (a shared
+        store: the replica's turn calls it); nothing to do in one process."""
+
     def final_event(self, task_id: str, tenant: str | None = None) -> str | None:
         """The task's final event (whoever wrote it), or None while it runs or once expired."""
         events, _ = self.events(task_id, 0, 0, tenant=tenant)

@@ -32,9 +32,10 @@ last ``RECENT`` it ended (``_recent``); any other is not found.
 Concurrency:
     The redis-py client and its pool are thread-safe; nothing here is shared
     between threads but ``_names`` (the tenant, agent and context of the tasks
-    this replica created and runs), ``_left`` (runs to take out of this replica's
-    runs), each changed by the GIL's atomic dict and list operations, and the
-    connection's ``closed`` (an Event).
+    this replica created and runs), ``_recent`` (the same of those it ended),
+    ``_left`` (runs to take out of this replica's runs), ``_marked`` (when it last
+    marked a task its streams read, and the task's tenant), each changed by the GIL's
+    atomic dict and list operations, and the connection's ``closed`` (an Event).
 """
 from __future__ import annotations
 
@@ -93,10 +94,12 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
         self._scripts = {name: self._command.script(getattr(scripts, name),
                                                     durable=name in DURABLE)
                          for name in ("OPEN", "CREATE", "START", "APPEND", "END", "RELEASE", "MARK",
-                                      "DOOMED", "FORGET")}
+                                      "DOOMED", "FORGET", "READ", "WATCH")}
         self._names: dict[str, tuple] = {}   # a running task's (tenant, agent, context id)
         self._recent: collections.OrderedDict = collections.OrderedDict()   # ended: the same
         self._left: list[str] = []           # runs (members) to take out of this replica's
+        # When this process last marked a task its streams read (watched), and its tenant.
+        self._marked: dict[str, tuple] = {}
         self._index = RedisIndex(self._redis, self._load)
 
     # --- records -----------------------------------------------------------
@@ -373,6 +376,7 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
         # copy each time, so nothing is kept whatever ``cache`` says.
         current = task if as_read else self._record(self._fields(task.tenant, task.id)) or task
         return current.to_json(history_length, artifacts, cache=False)
+
 
     @_guarded
     def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,

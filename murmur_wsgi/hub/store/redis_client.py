@@ -34,7 +34,7 @@ from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, PUSH_WAKE, live_ke
 
 logger = logging.getLogger(__name__)
 
-BLOCK_MAX_SECS = 1.0             # the longest single blocking read (pub/sub, a wake-up XREAD)
+BLOCK_MAX_SECS = 1.0             # the longest single blocking wait (pub/sub, push's wait)
 WAIT_SHARE = 0.8                 # of timeout_secs: the longest WAIT for the replicas
 
 
@@ -67,14 +67,23 @@ class _PooledCheck:
     A connection is disconnected whenever a read fails or times out, so what
     can be left is only what the parser already holds: that is checked, and a
     closed socket shows at the command, retried once on a new connection
-    (``Retry`` below). Any other wait (``timeout`` above 0: pub/sub) is redis-py's.
+    (``Retry`` below).
+
+    A wait (``timeout`` above 0: the pub/sub listener, hub/store/redis_feed.py) reads
+    the socket with that timeout, into the parser: redis-py polls it first, and under
+    gevent a poll makes and drops its watchers each time (about 45 µs of a worker per
+    message heard).
     """
 
     def can_read(self, timeout: float = 0) -> bool:
         reader = getattr(self._parser, "_reader", None)          # hiredis's reader
-        if timeout == 0 and self._sock is not None and reader is not None:
+        if self._sock is None or reader is None:
+            return super().can_read(timeout)
+        if timeout == 0 or reader.has_data():
             return bool(reader.has_data())
-        return super().can_read(timeout)
+        # NOTE: a closed socket raises ConnectionError here, as redis-py's read would.
+        return bool(self._parser.read_from_socket(timeout=timeout, raise_on_timeout=False)) \
+            and bool(reader.has_data())
 
 
 class _Connection(_PooledCheck, redis.Connection):

@@ -8,12 +8,16 @@ one read per process that streams its task.
 """
 from __future__ import annotations
 
+import time
+
 from murmur_wsgi.hub.store.base import StoredEvent
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_keys import CHANNEL, events_key, mark_key, task_key
 from murmur_wsgi.wire.stream import task_event
 
 MARK_TTL_MS = 3_600_000          # a cancel mark outlives any run it could reach
+WATCH_MS = 300_000               # a read watches its task this long (redis_scripts.READ)
+REWATCH_SECS = 60.0              # … marked again this often while a stream here reads it
 
 
 def _payload_and_end(fields: list) -> tuple[str, bool]:
@@ -36,10 +40,16 @@ class TaskEvents:
 
     def _read_events(self, tenant: str, task_id: str, after: int) -> tuple[list, bool]:
         """The task's events after position ``after`` and whether its log exists: one
-        round trip (the feed's read, for one stream or for all of a task's)."""
-        key = events_key(tenant, task_id)
-        entries, exists = self._command.several(("XRANGE", key, f"{after + 1}-0", "+"),
-                                                ("EXISTS", key))
+        round trip (the feed's read, for one stream or for all of a task's), which marks
+        the task watched: its next events are announced (``redis_scripts.READ``)."""
+        key, start, now = events_key(tenant, task_id), f"{after + 1}-0", time.monotonic()
+        if now - self._marked.get(task_id, (tenant, -REWATCH_SECS))[1] < REWATCH_SECS:
+            entries, exists = self._command.several(("XRANGE", key, start, "+"),
+                                                    ("EXISTS", key))
+        else:                   # marked by this process long enough ago: marked again
+            entries, exists = self._scripts["READ"](keys=[task_key(tenant, task_id), key],
+                                                    args=[start, WATCH_MS])
+            self._marked[task_id] = (tenant, now)
         # NOTE: a raw reply: each entry is [id, [field, value, …]].
         return self._filled(tenant, task_id, [
             StoredEvent(int(entry_id.split("-", 1)[0]), *_payload_and_end(fields))
@@ -54,6 +64,21 @@ class TaskEvents:
                 return events[1:]
             events[0] = StoredEvent(events[0].seq, task_event(wire), events[0].terminal)
         return events
+
+    @_guarded
+    def keep_watching(self):
+        """Renew the watch of every task a stream of this process reads (the replica's turn):
+        the scripts announce a task's events while it is watched (``redis_scripts``)."""
+        reading = set(self.conn.feed.reading())
+        for task_id in list(self._marked):
+            if task_id not in reading:
+                self._marked.pop(task_id, None)     # no stream here reads it any more
+        now = time.monotonic()
+        for task_id in reading:
+            tenant, at = self._marked.get(task_id, (None, -REWATCH_SECS))
+            if tenant is not None and now - at >= REWATCH_SECS:
+                self._scripts["WATCH"](keys=[task_key(tenant, task_id)], args=[WATCH_MS])
+                self._marked[task_id] = (tenant, now)
 
     @_guarded
     def final_event(self, task_id, tenant=None):

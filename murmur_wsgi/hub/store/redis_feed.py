@@ -1,7 +1,9 @@
 """One Redis reader per worker for every open stream: a notification channel, read on demand.
 
-Every script that writes a task's event also publishes ``<task id> <n>`` (the
-event's position) on one channel. ``EventFeed`` listens to that channel on one
+Every script that writes an event of a *marked* task also publishes ``<task id> <n>``
+(the event's position) on one channel: a stream's read marks its task for a while
+(the store's ``READ`` script) and the store renews the marks of the tasks read here
+(``reading``), so the events of a task no stream reads are announced to nobody. ``EventFeed`` listens to that channel on one
 connection, in one thread per store, and issues no command of its own. A task
 some local stream reads (a *watched* task) keeps the newest events read of it
 in a small buffer; a notification past the buffer wakes the task's readers,
@@ -197,6 +199,11 @@ class EventFeed:
                 own = False                  # known now: wait for what comes
                 if deadline - self._clock() <= 0:
                     return [], True
+
+    def reading(self) -> list[str]:
+        """The tasks some reader of this feed reads now (the store keeps them watched)."""
+        with self._changed:
+            return [task_id for task_id, w in self._watched.items() if w.readers]
 
     # --- the listener --------------------------------------------------------
 

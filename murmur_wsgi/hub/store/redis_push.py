@@ -12,7 +12,8 @@ Deliveries are driven from Redis, not from memory: ``push_due`` reads ``push:act
 (the hub's set of ``<tenant>/<task>/<config>``), looks at each tenant's configs with
 one script on that tenant's slot (all of them in one pipeline), and, when nothing is
 due, waits for a wake-up on the connection's one listener: an event written to the
-task of a config it waits on (the event channel, ``redis_feed``), or a config saved,
+task of a config it waits on (the event channel, ``redis_feed``: the look that finds a
+config to wait on watches its task, so its events are announced), or a config saved,
 deleted or released on any replica (the ``push:wake`` channel). What the listener
 misses (not subscribed, reconnecting) the next look at every config finds, at most
 ``FULL_SCAN_SECS`` later; while it is not subscribed the waiting configs are looked at
@@ -40,6 +41,7 @@ from murmur_wsgi.hub.store.push_base import (LEASE_SECS, MAX_CONFIGS_PER_TASK, M
                                              TENANT_DELIVERIES, PushRecord, PushStorage)
 from murmur_wsgi.hub.store.redis import MAX_ID_BYTES
 from murmur_wsgi.hub.store.redis_client import each_task
+from murmur_wsgi.hub.store.redis_events import WATCH_MS
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_cluster import FAILURES
 from murmur_wsgi.hub.store.redis_keys import (PUSH_ACTIVE, PUSH_WAKE, configs_key, events_key,
@@ -212,7 +214,7 @@ class RedisPushStore(PushStorage):
             self._tenants[(task_id, config_id)] = tenant
         for tenant, configs in sorted(by_tenant.items()):
             for start in range(0, len(configs), DUE_BATCH):
-                keys, args = [], []
+                keys, args = [], [WATCH_MS]
                 for task_id, config_id in configs[start:start + DUE_BATCH]:
                     local = f"{task_id}/{config_id}"
                     keys += [configs_key(tenant, task_id), task_key(tenant, task_id),

@@ -67,15 +67,25 @@ return 1
 """
 
 # KEYS: DUE_KEYS per config (one tenant's)
-# ARGV: the configs' names in the tenant and whether each is skipped, in pairs
+# ARGV: watch ms, then the configs' names in the tenant and whether each is skipped, in
+#       pairs
 # Returns {{name, json, holder ('' none)}… pending, {name, n}… to wait on (n: the event
 # after which to wake), {name}… done (gone, or finished and caught up: out of the
 # hub's push:active)}. A pending config is due unless a live replica other than the
 # caller holds its lease: the caller tells, knowing the holders. A config whose pending
 # events are all artifact chunks (never sent) is not pending: it waits for a status or
 # final event (or SKIP_BATCH chunks, so its cursor keeps up), so a streamed run does not
-# lease its config for every chunk.
-DUE = _TERMINAL + f"""
+# lease its config for every chunk. The task of a config to wait on is watched for
+# ``watch ms`` (its record's ``w``, as a stream's read watches it: redis_scripts), so its
+# next events are announced and wake the waiting dispatcher.
+DUE = _TERMINAL + _NOW + f"""
+local watch_ms = tonumber(ARGV[1])
+local function watch(task)
+  local now = now_ms()
+  if (tonumber(redis.call('HGET', task, 'w')) or 0) < now + watch_ms / 2 then
+    redis.call('HSET', task, 'w', now + watch_ms)
+  end
+end
 local function chunks_only(ev, cursor)
   local pending = redis.call('XRANGE', ev, (cursor + 1) .. '-0', '+', 'COUNT', {SKIP_BATCH})
   if #pending >= {SKIP_BATCH} then return false end
@@ -85,8 +95,8 @@ local function chunks_only(ev, cursor)
   return true
 end
 local due, waiting, gone = {{}}, {{}}, {{}}
-for j = 1, #ARGV / 2 do
-  local m, skipped = ARGV[2 * j - 1], ARGV[2 * j] == '1'
+for j = 1, (#ARGV - 1) / 2 do
+  local m, skipped = ARGV[2 * j], ARGV[2 * j + 1] == '1'
   local k = {DUE_KEYS} * (j - 1)
   local configs, task, ev, lease = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
   local cid = string.sub(m, string.find(m, '/[^/]*$') + 1)
@@ -104,10 +114,12 @@ for j = 1, #ARGV / 2 do
         local ttl = redis.call('PTTL', ev)
         if ttl > 0 then redis.call('PEXPIRE', configs, ttl) end
       elseif not r.disabled and not skipped then
+        watch(task)
         waiting[#waiting + 1] = {{m, nev}}
       end
     elseif not skipped then
       if not final and chunks_only(ev, r.cursor) then
+        watch(task)
         waiting[#waiting + 1] = {{m, nev}}
       else
         due[#due + 1] = {{m, raw, redis.call('GET', lease) or ''}}

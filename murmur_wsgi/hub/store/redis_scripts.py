@@ -16,9 +16,50 @@ from murmur_wsgi.hub.store.redis_keys import EVENTS
 from murmur_wsgi.hub.store.redis_limits import ADMIT_FN
 from murmur_wsgi.hub.task import SUBMITTED, TERMINAL, WORKING
 
-# Every event written is announced on ``EVENTS`` as ``<task id> <n>`` (redis_feed).
-_NOTIFY = "local function notify(id, n) redis.call('PUBLISH', '" + EVENTS + \
-    "', id .. ' ' .. n) end\n"
+# Every event written to a watched task is announced on ``EVENTS`` as ``<task id> <n>``
+# (redis_feed). A task is watched while its record's field ``w`` (Redis time, ms) is in the
+# future: every read of a stream sets it (``READ``) and the readers' workers renew it
+# (``WATCH``), so a task no stream reads costs its events no message. KEYS[1]: the record.
+_NOW_MS = """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"""
+
+_NOTIFY = _NOW_MS + """
+local function notify(id, n)
+  local w = redis.call('HGET', KEYS[1], 'w')
+  if w and tonumber(w) > now_ms() then
+    redis.call('PUBLISH', '""" + EVENTS + """', id .. ' ' .. n)
+  end
+end
+"""
+
+# The task watched for ``ARGV`` ms more, unless it is for half of that already (and only
+# if it exists: nothing is created). KEYS: task
+_WATCH = _NOW_MS + """
+local function watch(ms)
+  if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+  local now = now_ms()
+  local w = tonumber(redis.call('HGET', KEYS[1], 'w')) or 0
+  if w < now + ms / 2 then redis.call('HSET', KEYS[1], 'w', now + ms) end
+  return 1
+end
+"""
+
+# KEYS: task   ARGV: ms
+WATCH = _WATCH + """
+return watch(tonumber(ARGV[1]))
+"""
+
+# A stream's read: the task watched (``_WATCH``), then its events after a position and
+# whether its log exists, in one step: an event written after it is announced.
+# KEYS: task, ev   ARGV: the first entry id to read, watch ms
+READ = _WATCH + """
+watch(tonumber(ARGV[2]))
+return {redis.call('XRANGE', KEYS[2], ARGV[1], '+'), redis.call('EXISTS', KEYS[2])}
+"""
 
 _TERMINAL = "local T = {" + ", ".join(f"['{s}'] = 1" for s in sorted(TERMINAL)) + "}\n"
 

@@ -1,0 +1,133 @@
+"""One thread for every timer of a replica's runs (the run timeout, the merge flush).
+
+A ``threading.Timer`` is a thread: one per run, made and torn down for every
+message even though a run that ends in time never needs it. ``Timers`` keeps
+every deadline in one heap, watched by one daemon thread (started at the first
+timer) that sleeps until the earliest is due or an earlier one comes. A timer
+that fires runs its callback on a thread of its own (a greenlet under gevent),
+so a callback that writes to a slow store never delays the other timers.
+
+A cancelled timer stays in the heap until it is due or until the cancelled
+ones are more than half of it, when the heap is rebuilt without them: memory
+follows the timers that can still fire, whatever the rate of runs.
+
+Concurrency:
+    ``_lock`` (under ``_changed``) guards the heap, the cancelled count and the
+    thread; callbacks are started outside it. Every wait has a timeout
+    (``IDLE_SECS`` when nothing is due) and ``close()`` wakes it.
+"""
+from __future__ import annotations
+
+import _thread
+import heapq
+import itertools
+import logging
+import threading
+import time
+
+logger = logging.getLogger(__name__)
+
+IDLE_SECS = 60.0             # the longest the thread sleeps with nothing due
+
+
+class Timer:
+    """One pending call; ``cancel()`` before it is due and it never runs."""
+
+    __slots__ = ("due", "fn", "cancelled", "_owner")
+
+    def __init__(self, due: float, fn, owner: Timers):
+        self.due = due
+        self.fn = fn
+        self.cancelled = False
+        self._owner = owner
+
+    def cancel(self) -> None:
+        self._owner._cancel(self)
+
+
+class Timers:
+    """Every timer of one ``Runs``: ``after(seconds, fn)`` and ``close()``."""
+
+    def __init__(self, clock=time.monotonic):
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._heap: list = []             # (due, n, Timer)
+        self._order = itertools.count()
+        self._cancelled = 0               # cancelled timers still in the heap
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def after(self, seconds: float, fn) -> Timer:
+        """Call ``fn()`` (on a thread of its own) in ``seconds``, unless cancelled first."""
+        timer = Timer(self._clock() + max(0.0, seconds), fn, self)
+        with self._changed:
+            if self._closed:
+                timer.cancelled = True            # a closed registry runs nothing more
+                return timer
+            heapq.heappush(self._heap, (timer.due, next(self._order), timer))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="hub-timers",
+                                                daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is timer:
+                self._changed.notify()            # earlier than what the thread waits for
+        return timer
+
+    def pending(self) -> int:
+        """Timers that may still fire."""
+        with self._lock:
+            return len(self._heap) - self._cancelled
+
+    def _cancel(self, timer: Timer) -> None:
+        with self._lock:
+            if timer.cancelled:
+                return
+            timer.cancelled = True
+            if timer.fn is None:
+                return                            # fired already: not in the heap
+            timer.fn = None
+            self._cancelled += 1
+            if self._cancelled > len(self._heap) // 2:
+                self._heap = [entry for entry in self._heap if not entry[2].cancelled]
+                heapq.heapify(self._heap)
+                self._cancelled = 0
+
+    def _serve(self) -> None:
+        while True:
+            with self._changed:
+                due = []
+                while not self._closed:
+                    now = self._clock()
+                    while self._heap and self._heap[0][0] <= now:
+                        _, _, timer = heapq.heappop(self._heap)
+                        if timer.cancelled:
+                            self._cancelled -= 1
+                        else:
+                            due.append(timer.fn)
+                            timer.fn = None
+                    if due:
+                        break
+                    wait = self._heap[0][0] - now if self._heap else IDLE_SECS
+                    self._changed.wait(min(wait, IDLE_SECS))
+                if self._closed:
+                    return
+            for fn in due:
+                _thread.start_new_thread(self._fire, (fn,))
+
+    @staticmethod
+    def _fire(fn) -> None:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - one timer's failure must not pass silently
+            logger.exception("a run's timer failed")
+
+    def close(self) -> None:
+        """Drop every pending timer and end the thread (within its wait)."""
+        with self._changed:
+            self._closed = True
+            for _, _, timer in self._heap:
+                timer.cancelled = True
+                timer.fn = None
+            self._heap, self._cancelled = [], 0
+            self._changed.notify_all()
