@@ -297,8 +297,9 @@ class EventFeed:
                     if now - swept >= self._block:
                         swept = now
                         self._forget_idle()
-            except (*FAILURES, OSError, ValueError, TypeError) as ex:
-                # NOTE: TypeError: hiredis's parser polling a socket close() just dropped.
+            except (*FAILURES, OSError, ValueError, TypeError, AttributeError) as ex:
+                # NOTE: TypeError: hiredis's parser polling a socket close() just dropped;
+                # AttributeError: a connect meeting the socket the store's close() dropped.
                 self._set_epoch(False)
                 if self._closed:
                     break
