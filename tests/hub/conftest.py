@@ -192,7 +192,9 @@ def pytest_generate_tests(metafunc):
             metafunc.parametrize(name, STORES + ((CLUSTER,) if cluster else ()), indirect=True)
             return
     if cluster and "redis_server" in metafunc.fixturenames:
-        metafunc.parametrize("redis_server", ("redis", CLUSTER), indirect=True)
+        # NOTE: the param goes to ``redis_kind``, not to ``redis_server``: a param of that
+        # name would reach the session's fixture too, and restart its redis-server each test.
+        metafunc.parametrize("redis_kind", ("redis", CLUSTER), indirect=True)
 
 
 @pytest.fixture(scope="session")
@@ -204,10 +206,16 @@ def redis_cluster(tmp_path_factory):
 
 
 @pytest.fixture
-def redis_server(redis_server, request):
-    """The session's redis-server, or (param ``cluster``) its Redis Cluster: both have
+def redis_kind(request):
+    """Which Redis the fixture ``redis_server`` is: "redis" or (marked ``cluster``) "cluster"."""
+    return getattr(request, "param", "redis")
+
+
+@pytest.fixture
+def redis_server(redis_server, redis_kind, request):
+    """The session's redis-server, or (``redis_kind`` ``cluster``) its Redis Cluster: both have
     ``url``, ``client()`` and ``flush()``."""
-    if getattr(request, "param", "redis") == CLUSTER:
+    if redis_kind == CLUSTER:
         return request.getfixturevalue("redis_cluster")
     return redis_server
 
