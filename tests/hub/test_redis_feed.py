@@ -20,6 +20,10 @@ from murmur_wsgi.hub.store.redis_feed import EventFeed
 from tests.hub.conftest import wait_until
 from tests.redis_util import RedisServer
 
+# NOTE: the fixture ``store`` here is this module's own, always on the session's
+# redis-server: run once, not once per store of tests/hub/conftest.py.
+pytestmark = pytest.mark.one_store
+
 CHANNEL = "test:events"
 WRITE = """
 local n = redis.call('HINCRBY', KEYS[2], 'n', 1)
