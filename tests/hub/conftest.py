@@ -11,7 +11,6 @@ from werkzeug.test import Client
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store import memory_stores, redis_stores
-from tests.redis_topologies import Cluster
 
 KEY_A = "mhk_tenant-a-key"
 KEY_A2 = "mhk_tenant-a-second"
@@ -197,14 +196,6 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("redis_kind", ("redis", CLUSTER), indirect=True)
 
 
-@pytest.fixture(scope="session")
-def redis_cluster(tmp_path_factory):
-    """One real 3-primary Redis Cluster for the session; flushed per test by its users."""
-    cluster = Cluster(tmp_path_factory.mktemp("cluster")).start()
-    yield cluster
-    cluster.stop()
-
-
 @pytest.fixture
 def redis_kind(request):
     """Which Redis the fixture ``redis_server`` is: "redis" or (marked ``cluster``) "cluster"."""
@@ -213,8 +204,8 @@ def redis_kind(request):
 
 @pytest.fixture
 def redis_server(redis_server, redis_kind, request):
-    """The session's redis-server, or (``redis_kind`` ``cluster``) its Redis Cluster: both have
-    ``url``, ``client()`` and ``flush()``."""
+    """The session's redis-server, or (``redis_kind`` ``cluster``) its Redis Cluster
+    (tests/conftest.py's ``redis_cluster``): both have ``url``, ``client()`` and ``flush()``."""
     if redis_kind == CLUSTER:
         return request.getfixturevalue("redis_cluster")
     return redis_server

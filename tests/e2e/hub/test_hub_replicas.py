@@ -25,24 +25,18 @@ from tests.e2e.hub_replicas import (CAPPED_KEY, SECRET, WAIT, Replica, Subscribe
                                     send, state, task_of, until)
 from tests.hub.push_util import SECRET as PUSH_SECRET
 from tests.hub.push_util import Receiver, make_cert, verify
-from tests.redis_topologies import Cluster
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module", params=("redis", "cluster"))
-def redis_url(request, tmp_path_factory):
-    """A flushed redis-server's URL, or a Redis Cluster's (started for the module)."""
-    if request.param == "redis":
-        server = request.getfixturevalue("redis_server")
-        server.flush()
-        yield server.url
-        return
-    cluster = Cluster(tmp_path_factory.mktemp("replicas-cluster")).start()
-    try:
-        yield cluster.url
-    finally:
-        cluster.stop()
+def redis_url(request):
+    """The URL of the session's redis-server or of its Redis Cluster (tests/conftest.py),
+    flushed."""
+    server = request.getfixturevalue("redis_server" if request.param == "redis"
+                                     else "redis_cluster")
+    server.flush()
+    return server.url
 
 
 @pytest.fixture(scope="module")
