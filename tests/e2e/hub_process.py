@@ -5,11 +5,13 @@ a function of the port that returns one) as hub.yaml, runs the README's command 
 the repository root and waits until ``agent``'s card is served to ``key``. ``rpc``
 posts one JSON-RPC call with that key; ``stop`` is SIGTERM and a wait (tests/e2e/
 conftest.py's ``stop_process``, as the door's), ``kill`` SIGKILL to its group.
+``together`` starts (or stops) several at once: each of them mostly waits.
 """
 from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 
 import requests
@@ -78,3 +80,45 @@ class HubProcess:
     def stop(self, timeout: float = 30.0) -> float:
         """SIGTERM, wait up to ``timeout`` (kill and fail past it); the seconds it took."""
         return stop_process(self.proc, timeout, "the hub", self.log)
+
+
+def together(*calls):
+    """Each call's result, the calls run at once on threads (starting or stopping servers,
+    which mostly wait on them); once all ended, the first exception raised, if any. What a
+    failed start leaves to stop is the caller's: ``start_together`` stops it."""
+    results: list = [None] * len(calls)
+    errors: list = []
+
+    def run(index, call):
+        try:
+            results[index] = call()
+        except BaseException as ex:  # noqa: BLE001 - raised below, on the caller's thread
+            errors.append(ex)
+
+    threads = [threading.Thread(target=run, args=(i, call), daemon=True)
+               for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def start_together(*starts):
+    """The servers the ``starts`` make (each a HubProcess), started at once; when one fails,
+    the others are stopped and its exception raised."""
+    started: list = [None] * len(starts)
+
+    def start(index, make):
+        started[index] = make()
+
+    try:
+        together(*(lambda i=i, make=make: start(i, make) for i, make in enumerate(starts)))
+    except BaseException:
+        for server in started:
+            if server is not None:
+                server.kill()
+        raise
+    return started

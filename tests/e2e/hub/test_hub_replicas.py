@@ -21,6 +21,7 @@ import pytest
 import requests
 
 from tests.e2e.conftest import CLOSE
+from tests.e2e.hub_process import start_together, together
 from tests.e2e.hub_replicas import (CAPPED_KEY, SECRET, WAIT, Replica, Subscriber, final_state,
                                     send, state, task_of, until)
 from tests.hub.push_util import SECRET as PUSH_SECRET
@@ -53,11 +54,10 @@ def receiver(tmp_path_factory, redis_url):
 @pytest.fixture(scope="module")
 def replicas(tmp_path_factory, redis_url, receiver):
     directory = tmp_path_factory.mktemp("replicas")
-    a = Replica(directory, redis_url, **receiver.settings)
-    b = Replica(directory, redis_url, workers=2, **receiver.settings)
+    a, b = start_together(lambda: Replica(directory, redis_url, **receiver.settings),
+                          lambda: Replica(directory, redis_url, workers=2, **receiver.settings))
     yield a, b, directory
-    for replica in (a, b):
-        replica.stop()
+    together(a.stop, b.stop)
 
 
 def test_send_on_a_read_list_and_follow_on_b(replicas):
@@ -194,14 +194,14 @@ def test_sigkill_a_mid_run_b_sweeps_and_restart_keeps_the_tasks(replicas, redis_
         ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_FAILED"]   # deduped by jti
     # Both replicas restarted (A on its port): every task is still there.
     b.stop()
-    a2 = Replica(directory, redis_url, port=a.port, **receiver.settings)
-    b2 = Replica(directory, redis_url, port=b.port, **receiver.settings)
-    replicas_now = (a2, b2)
+    replicas_now = start_together(
+        lambda: Replica(directory, redis_url, port=a.port, **receiver.settings),
+        lambda: Replica(directory, redis_url, port=b.port, **receiver.settings))
+    a2, b2 = replicas_now
     try:
         for replica in replicas_now:
             assert state(replica, done["id"]) == "TASK_STATE_COMPLETED"
             assert state(replica, task["id"]) == "TASK_STATE_FAILED"
     finally:
-        for replica in replicas_now:
-            replica.stop()
+        together(*(replica.stop for replica in replicas_now))
     a.proc, b.proc = a2.proc, b2.proc          # the fixture's stop() finds them ended
