@@ -88,3 +88,13 @@ def redis_cluster(tmp_path_factory):
     cluster = Cluster(tmp_path_factory.mktemp("cluster")).start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def servers_stopped():
+    """At the session's end: every server sent SIGTERM without a wait (tests/e2e/conftest.py's
+    ``stopping``) has stopped within its timeout."""
+    yield
+    from tests.e2e.conftest import stopping
+
+    stopping.check()

@@ -4,7 +4,8 @@
 a function of the port that returns one) as hub.yaml, runs the README's command from
 the repository root and waits until ``agent``'s card is served to ``key``. ``rpc``
 posts one JSON-RPC call with that key; ``stop`` is SIGTERM and a wait (tests/e2e/
-conftest.py's ``stop_process``, as the door's), ``kill`` SIGKILL to its group.
+conftest.py's ``stop_process``, as the door's), ``stop_soon`` SIGTERM and no wait (the
+session's end checks it stopped), ``kill`` SIGKILL to its group.
 ``together`` starts (or stops) several at once: each of them mostly waits.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ import requests
 import yaml
 
 from tests.e2e.conftest import (CLOSE, START_DEADLINE, child_env, free_port, kill_group, spawn,
-                                stop_process, wait_served)
+                                stop_process, stopping, wait_served)
 
 WAIT = 20.0                     # seconds: an answer's timeout
 PREFIX = "/a2a/v1/agents/"
@@ -80,6 +81,11 @@ class HubProcess:
     def stop(self, timeout: float = 30.0) -> float:
         """SIGTERM, wait up to ``timeout`` (kill and fail past it); the seconds it took."""
         return stop_process(self.proc, timeout, "the hub", self.log)
+
+    def stop_soon(self, timeout: float = 30.0) -> None:
+        """``stop``, its wait left to tests/e2e/conftest.py's ``stopping``. For a hub on the
+        memory store only: one on Redis could still write there once the next test flushed."""
+        stopping.stop(self.proc, timeout, "the hub", self.log)
 
 
 def together(*calls):
