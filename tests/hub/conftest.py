@@ -264,12 +264,17 @@ def stores(request, clock, retention):
 
 
 def close_hub(h) -> None:
-    """Open every gate an agent of ``tests/hub/agents.py`` waits on, then close the hub."""
-    from tests.hub.agents import GATES
-    for event in GATES.values():
-        event.set()
-    GATES.clear()
-    h.close(drain_timeout=5)
+    """Open every gate an agent of ``tests/hub/agents.py`` waits on, and any it comes to while
+    the hub closes, then close the hub; the gates are new ones for the next test."""
+    from tests.hub.agents import GATES, OPENING
+    OPENING.set()
+    try:
+        for event in list(GATES.values()):
+            event.set()
+        h.close(drain_timeout=5)
+    finally:
+        GATES.clear()
+        OPENING.clear()
 
 
 @pytest.fixture
