@@ -92,9 +92,9 @@ def redis_cluster(tmp_path_factory):
 
 @pytest.fixture(scope="session", autouse=True)
 def servers_stopped():
-    """At the session's end: every server sent SIGTERM without a wait (tests/e2e/conftest.py's
+    """At the session's end: every server sent SIGTERM without a wait (tests/process_util.py's
     ``stopping``) has stopped within its timeout."""
-    yield
-    from tests.e2e.conftest import stopping
+    from tests.process_util import stopping
 
+    yield
     stopping.check()

@@ -31,6 +31,7 @@ import redis
 from redis.sentinel import Sentinel
 
 from murmur_wsgi.groups import child_setup
+from tests.process_util import stopping
 from tests.redis_util import MISSING, free_port
 
 DEADLINE = 20.0
@@ -152,6 +153,7 @@ class Cluster:
                                   decode_responses=True)
 
     def flush(self) -> None:
+        stopping.join(self.url)     # no server still stopping writes once it is flushed
         for node in self.nodes:
             client = node.client()
             try:
@@ -160,6 +162,7 @@ class Cluster:
                 client.close()
 
     def stop(self) -> None:
+        stopping.join(self.url)
         for node in self.nodes:
             _stop(node.proc)
         self.nodes = []

@@ -4,8 +4,8 @@
 ``door_server`` is one door per module on conf/murmur.yaml's content. Both run
 the README's command, ``python -m murmur_wsgi.cli serve --config FILE --listen
 HOST:PORT``, from the repository root, poll the card until a deadline, and on
-exit send SIGTERM; ``stopping`` waits for the process to end meanwhile, and the
-session's end fails if it did not within its timeout.
+exit send SIGTERM; tests/process_util.py's ``stopping`` waits for the process to end
+meanwhile, and the session's end fails if it did not within its timeout.
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import requests
 import yaml
 
 from murmur_wsgi.uris import CAPSULE_URI, CARD_PATH
+from tests.process_util import stopping
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_MANIFEST_FILE = REPO / "conf" / "murmur.yaml"
@@ -97,7 +97,6 @@ class DoorProcess:
     card: dict | None = None
     session_id: str | None = None
     stop_seconds: float | None = None
-    stopped_soon: bool = False          # sent SIGTERM by stop_soon: ``stopping`` waits for it
 
     @property
     def port(self) -> int:
@@ -119,9 +118,9 @@ class DoorProcess:
 
     def stop_soon(self, timeout: float = STOP_TIMEOUT) -> None:
         """``stop``, its wait left to ``stopping`` (nothing after is about this door)."""
-        if self.stop_seconds is None and not self.stopped_soon:
-            self.stopped_soon = True
-            stopping.stop(self.proc, timeout, "the door", self.log)
+        if self.stop_seconds is None:
+            stopping.stop(self.proc, lambda: stop_process(self.proc, timeout, "the door",
+                                                          self.log))
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -145,47 +144,6 @@ def stop_process(proc: subprocess.Popen, timeout: float, what: str, log) -> floa
         raise AssertionError(f"{what} did not stop within {timeout}s of SIGTERM; killed.\n"
                              + log()) from None
     return time.monotonic() - started
-
-
-class Stopping:
-    """Servers sent SIGTERM that the test does not wait for: each is waited for on a thread
-    of its own, up to its timeout (past it its group is SIGKILLed), and ``check`` (at the end
-    of the session: tests/conftest.py) fails with the output of each that did not stop.
-
-    A server a fixture stops, or a test leaves when nothing after is about its end: the next
-    test need not wait the second or so gunicorn takes to stop (its gevent worker's loop
-    wakes once a second, then drains).
-    """
-
-    def __init__(self):
-        self.threads: list[threading.Thread] = []
-        self.failed: list[str] = []
-
-    def stop(self, proc: subprocess.Popen, timeout: float, what: str, log) -> None:
-        """SIGTERM ``proc`` and return at once; a thread waits up to ``timeout``."""
-        if proc.poll() is None:
-            proc.terminate()
-        thread = threading.Thread(target=self._wait, args=(proc, timeout, what, log),
-                                  daemon=True)
-        thread.start()
-        self.threads = [t for t in self.threads if t.is_alive()] + [thread]
-
-    def _wait(self, proc, timeout, what, log) -> None:
-        try:
-            stop_process(proc, timeout, what, log)
-        except AssertionError as ex:
-            self.failed.append(str(ex))
-
-    def check(self) -> None:
-        """Wait for every server sent SIGTERM; fail with the output of each that did not stop."""
-        for thread in self.threads:
-            thread.join()
-        self.threads = []
-        failed, self.failed = self.failed, []
-        assert not failed, "\n".join(failed)
-
-
-stopping = Stopping()
 
 
 def spawn(argv: list[str], log_path: Path, env: dict | None = None,

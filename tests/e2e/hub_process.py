@@ -19,7 +19,8 @@ import requests
 import yaml
 
 from tests.e2e.conftest import (CLOSE, START_DEADLINE, child_env, free_port, kill_group, spawn,
-                                stop_process, stopping, wait_served)
+                                stop_process, wait_served)
+from tests.process_util import stopping
 
 WAIT = 20.0                     # seconds: an answer's timeout
 PREFIX = "/a2a/v1/agents/"
@@ -36,6 +37,7 @@ class HubProcess:
         self.key = key
         path = directory / f"hub-{self.port}.yaml"
         data = config(self.port) if callable(config) else config
+        self.store_url = data.get("store")  # a Redis URL, or the memory store ("memory", None)
         path.write_text(yaml.safe_dump(data), encoding="utf-8")
         # NOTE: a replica restarted on its port writes a new log, the old one kept.
         self.log_path = directory / f"hub-{self.port}-{time.monotonic_ns()}.log"
@@ -83,9 +85,11 @@ class HubProcess:
         return stop_process(self.proc, timeout, "the hub", self.log)
 
     def stop_soon(self, timeout: float = 30.0) -> None:
-        """``stop``, its wait left to tests/e2e/conftest.py's ``stopping``. For a hub on the
-        memory store only: one on Redis could still write there once the next test flushed."""
-        stopping.stop(self.proc, timeout, "the hub", self.log)
+        """``stop``, its wait left to tests/process_util.py's ``stopping`` (a Redis flushed or
+        stopped waits for it first)."""
+        proc = self.proc
+        stopping.stop(proc, lambda: stop_process(proc, timeout, "the hub", self.log),
+                      self.store_url)
 
 
 def together(*calls):

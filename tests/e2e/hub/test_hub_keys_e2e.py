@@ -65,10 +65,7 @@ def served(request, tmp_path_factory):
     """One hub per store for the tests that leave its keys as they found them."""
     hub = serve(request, tmp_path_factory.mktemp("keys"), request.param)
     yield hub
-    if hub.store == "memory":
-        hub.stop_soon()
-    else:
-        hub.stop()
+    hub.stop_soon()
 
 
 @pytest.fixture

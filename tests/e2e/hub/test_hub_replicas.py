@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from tests.e2e.conftest import CLOSE
-from tests.e2e.hub_process import start_together, together
+from tests.e2e.hub_process import start_together
 from tests.e2e.hub_replicas import (CAPPED_KEY, SECRET, WAIT, Replica, Subscriber, final_state,
                                     send, state, task_of, until)
 from tests.hub.push_util import SECRET as PUSH_SECRET
@@ -57,7 +57,8 @@ def replicas(tmp_path_factory, redis_url, receiver):
     a, b = start_together(lambda: Replica(directory, redis_url, **receiver.settings),
                           lambda: Replica(directory, redis_url, workers=2, **receiver.settings))
     yield a, b, directory
-    together(a.stop, b.stop)
+    a.stop_soon()
+    b.stop_soon()
 
 
 def test_send_on_a_read_list_and_follow_on_b(replicas):
@@ -203,5 +204,6 @@ def test_sigkill_a_mid_run_b_sweeps_and_restart_keeps_the_tasks(replicas, redis_
             assert state(replica, done["id"]) == "TASK_STATE_COMPLETED"
             assert state(replica, task["id"]) == "TASK_STATE_FAILED"
     finally:
-        together(*(replica.stop for replica in replicas_now))
-    a.proc, b.proc = a2.proc, b2.proc          # the fixture's stop() finds them ended
+        for replica in replicas_now:
+            replica.stop_soon()
+    a.proc, b.proc = a2.proc, b2.proc          # the fixture's stop_soon() finds them sent
