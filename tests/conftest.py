@@ -77,3 +77,24 @@ def redis_server(tmp_path_factory):
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory):
+    """One real 3-primary Redis Cluster for the session (tests/redis_topologies.py); flush it
+    per test (or module)."""
+    from tests.redis_topologies import Cluster
+
+    cluster = Cluster(tmp_path_factory.mktemp("cluster")).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def servers_stopped():
+    """At the session's end: every server sent SIGTERM without a wait (tests/process_util.py's
+    ``stopping``) has stopped within its timeout."""
+    from tests.process_util import stopping
+
+    yield
+    stopping.check()

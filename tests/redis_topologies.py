@@ -12,7 +12,9 @@
   ``rejoin()`` starts the killed one again as the new primary's replica.
 
 Every process is started with ``child_setup()`` (it dies with a killed suite) and every
-wait has a deadline, paced on the processes themselves; nothing sleeps.
+wait has a deadline, paced on the processes themselves; nothing sleeps. A primary sends a
+replica's full sync at once (``repl-diskless-sync-delay 0``; redis-server waits 5 s by
+default for more replicas to share it): the set's replica, and one that rejoins.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ import redis
 from redis.sentinel import Sentinel
 
 from murmur_wsgi.groups import child_setup
+from tests.process_util import stopping
 from tests.redis_util import MISSING, free_port
 
 DEADLINE = 20.0
@@ -93,7 +96,7 @@ class _Node:
         self.proc = _spawn(directory, f"redis-{port}", [
             _binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
             "--save", "", "--appendonly", "no", "--dir", str(directory),
-            "--daemonize", "no", *extra])
+            "--daemonize", "no", "--repl-diskless-sync-delay", "0", *extra])
 
     def client(self, **kwargs) -> redis.Redis:
         return redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1,
@@ -150,6 +153,7 @@ class Cluster:
                                   decode_responses=True)
 
     def flush(self) -> None:
+        stopping.join(self.url)     # no server still stopping writes once it is flushed
         for node in self.nodes:
             client = node.client()
             try:
@@ -158,6 +162,7 @@ class Cluster:
                 client.close()
 
     def stop(self) -> None:
+        stopping.join(self.url)
         for node in self.nodes:
             _stop(node.proc)
         self.nodes = []

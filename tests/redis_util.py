@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from murmur_wsgi.groups import child_setup
+from tests.process_util import stopping
 
 START_DEADLINE = 10.0
 MISSING = ("redis-server is not installed: the hub's Redis tests need it. `make test` "
@@ -79,6 +80,7 @@ class RedisServer:
         return redis.Redis(port=self.port, decode_responses=True)
 
     def flush(self) -> None:
+        stopping.join(self.url)     # no server still stopping writes once it is flushed
         client = self.client()
         try:
             client.flushall()
@@ -86,6 +88,7 @@ class RedisServer:
             client.close()
 
     def stop(self) -> None:
+        stopping.join(self.url)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:

@@ -4,7 +4,8 @@
 ``door_server`` is one door per module on conf/murmur.yaml's content. Both run
 the README's command, ``python -m murmur_wsgi.cli serve --config FILE --listen
 HOST:PORT``, from the repository root, poll the card until a deadline, and on
-exit send SIGTERM and wait for the process to end.
+exit send SIGTERM; tests/process_util.py's ``stopping`` waits for the process to end
+meanwhile, and the session's end fails if it did not within its timeout.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import requests
 import yaml
 
 from murmur_wsgi.uris import CAPSULE_URI, CARD_PATH
+from tests.process_util import stopping
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_MANIFEST_FILE = REPO / "conf" / "murmur.yaml"
@@ -113,6 +115,12 @@ class DoorProcess:
         if self.stop_seconds is None:
             self.stop_seconds = stop_process(self.proc, timeout, "the door", self.log)
         return self.stop_seconds
+
+    def stop_soon(self, timeout: float = STOP_TIMEOUT) -> None:
+        """``stop``, its wait left to ``stopping`` (nothing after is about this door)."""
+        if self.stop_seconds is None:
+            stopping.stop(self.proc, lambda: stop_process(self.proc, timeout, "the door",
+                                                          self.log))
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -234,12 +242,14 @@ def start_door(where, manifest: dict | None = None, *, host: str = "127.0.0.1",
     ``where`` is a directory (``tmp_path``) or a ``TempPathFactory``; the
     manifest, written as YAML, and the server's log go there. ``cwd`` is the door's
     working directory, which ``exports.files.root`` is relative to (default: the repository).
+    Leaving the block sends SIGTERM and goes on: ``stopping`` checks that the door stops
+    (``door.stop()`` inside the block waits for it).
     """
     door = launch(where, manifest, host=host, cwd=cwd, env=env)
     try:
         yield door
     finally:
-        door.stop()
+        door.stop_soon()
 
 
 @pytest.fixture(scope="module")

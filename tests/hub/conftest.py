@@ -11,7 +11,6 @@ from werkzeug.test import Client
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store import memory_stores, redis_stores
-from tests.redis_topologies import Cluster
 
 KEY_A = "mhk_tenant-a-key"
 KEY_A2 = "mhk_tenant-a-second"
@@ -192,22 +191,22 @@ def pytest_generate_tests(metafunc):
             metafunc.parametrize(name, STORES + ((CLUSTER,) if cluster else ()), indirect=True)
             return
     if cluster and "redis_server" in metafunc.fixturenames:
-        metafunc.parametrize("redis_server", ("redis", CLUSTER), indirect=True)
-
-
-@pytest.fixture(scope="session")
-def redis_cluster(tmp_path_factory):
-    """One real 3-primary Redis Cluster for the session; flushed per test by its users."""
-    cluster = Cluster(tmp_path_factory.mktemp("cluster")).start()
-    yield cluster
-    cluster.stop()
+        # NOTE: the param goes to ``redis_kind``, not to ``redis_server``: a param of that
+        # name would reach the session's fixture too, and restart its redis-server each test.
+        metafunc.parametrize("redis_kind", ("redis", CLUSTER), indirect=True)
 
 
 @pytest.fixture
-def redis_server(redis_server, request):
-    """The session's redis-server, or (param ``cluster``) its Redis Cluster: both have
-    ``url``, ``client()`` and ``flush()``."""
-    if getattr(request, "param", "redis") == CLUSTER:
+def redis_kind(request):
+    """Which Redis the fixture ``redis_server`` is: "redis" or (marked ``cluster``) "cluster"."""
+    return getattr(request, "param", "redis")
+
+
+@pytest.fixture
+def redis_server(redis_server, redis_kind, request):
+    """The session's redis-server, or (``redis_kind`` ``cluster``) its Redis Cluster
+    (tests/conftest.py's ``redis_cluster``): both have ``url``, ``client()`` and ``flush()``."""
+    if redis_kind == CLUSTER:
         return request.getfixturevalue("redis_cluster")
     return redis_server
 
@@ -265,12 +264,17 @@ def stores(request, clock, retention):
 
 
 def close_hub(h) -> None:
-    """Open every gate an agent of ``tests/hub/agents.py`` waits on, then close the hub."""
-    from tests.hub.agents import GATES
-    for event in GATES.values():
-        event.set()
-    GATES.clear()
-    h.close(drain_timeout=5)
+    """Open every gate an agent of ``tests/hub/agents.py`` waits on, and any it comes to while
+    the hub closes, then close the hub; the gates are new ones for the next test."""
+    from tests.hub.agents import GATES, OPENING
+    OPENING.set()
+    try:
+        for event in list(GATES.values()):
+            event.set()
+        h.close(drain_timeout=5)
+    finally:
+        GATES.clear()
+        OPENING.clear()
 
 
 @pytest.fixture

@@ -13,12 +13,18 @@ import time
 
 import pytest
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from murmur_wsgi.hub.store.base import StoredEvent
 from murmur_wsgi.hub.store.redis_client import connect
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from tests.hub.conftest import wait_until
 from tests.redis_util import RedisServer
+
+# NOTE: the fixture ``store`` here is this module's own, always on the session's
+# redis-server: run once, not once per store of tests/hub/conftest.py.
+pytestmark = pytest.mark.one_store
 
 CHANNEL = "test:events"
 WRITE = """
@@ -36,9 +42,10 @@ def _key(task_id):
 class Store:
     """What the store gives the feed: its client and a read of the events after a position."""
 
-    def __init__(self, port):
+    def __init__(self, port, **settings):
         self.client = redis.Redis(port=port, decode_responses=True, socket_timeout=2,
-                                  socket_connect_timeout=2, health_check_interval=0)
+                                  socket_connect_timeout=2, health_check_interval=0,
+                                  **settings)
         self.reads = 0
 
     def read(self, task_id, after):
@@ -219,7 +226,9 @@ def test_close_wakes_every_reader(store, feed):
 
 def test_readers_follow_a_redis_restart(tmp_path):
     server = RedisServer(tmp_path, persist=True).start()
-    store = Store(server.port)
+    # NOTE: redis-py's default retries back off for about 4 s in all before the feed's
+    # subscription fails; these take half a second, and still outlast the restart.
+    store = Store(server.port, retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 5))
     feed = EventFeed(store.client, CHANNEL, block_secs=0.3)
     feed.start()
     try:

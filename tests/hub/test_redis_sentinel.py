@@ -43,9 +43,23 @@ def _send(client: HubClient, text: str = "hi", **kwargs):
 
 
 def _swap_roles(sentinels: SentinelSet) -> None:
-    """After a failover that kept the old primary alive: it is the replica now, in sync."""
+    """After a failover that kept the old primary alive: it is the replica now, in sync.
+
+    The old primary is sent what Sentinel sends it in its own time (it waits 8 s after the
+    role change and asks a replica's INFO every 10 s: 10-20 s idle), in one transaction:
+    REPLICAOF the new primary, then CLIENT KILL of its normal and pub/sub clients.
+    """
     sentinels.primary, sentinels.replica = sentinels.replica, sentinels.primary
     node = sentinels.replica
+    demoted = node.client()
+    try:
+        demote = demoted.pipeline(transaction=True)
+        demote.execute_command("REPLICAOF", "127.0.0.1", str(sentinels.primary.port))
+        demote.execute_command("CLIENT", "KILL", "TYPE", "normal")
+        demote.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+        demote.execute()
+    finally:
+        demoted.close()
     redis_wait(lambda: node.client().info("replication").get("master_link_status") == "up",
                "the demoted primary's link to the new one", [node.proc])
 

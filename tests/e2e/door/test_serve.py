@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -20,7 +21,7 @@ from murmur_wsgi import create_app, gunicorn_conf
 from murmur_wsgi.uris import CARD_PATH
 
 from tests.e2e.conftest import (REPO, child_env, default_manifest, free_port, http_get,
-                                http_post, serve_argv, start_door, write_manifest)
+                                http_post, kill_group, serve_argv, start_door, write_manifest)
 
 pytestmark = pytest.mark.e2e
 
@@ -180,18 +181,6 @@ def test_two_workers_are_refused(tmp_path):
     assert "Booting worker" not in done.stderr
 
 
-def test_two_workers_are_refused_without_the_doors_conf_too(tmp_path):
-    path = write_manifest(tmp_path, default_manifest())
-    argv = [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", "2",
-            "-b", f"127.0.0.1:{free_port()}", "murmur_wsgi.door.wsgi:app"]
-    done = subprocess.run(argv, cwd=REPO, env=child_env(MURMUR_WSGI_CONFIG=str(path),
-                                                        MURMUR_WSGI_HOME=str(tmp_path)),
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode != 0
-    assert "another worker of this gunicorn master already serves the session" in done.stderr
-    assert "Worker failed to boot" in done.stderr
-
-
 def worker_pids(pid: int) -> list[int]:
     with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as fh:
         return [int(p) for p in fh.read().split()]
@@ -242,3 +231,41 @@ def test_running_record_names_the_master_until_sigterm(tmp_path):
             (door.session_id, door.proc.pid, f"127.0.0.1:{door.port}")
         door.stop()
     assert not path.exists()
+
+
+TWO_WORKERS = "test_two_workers_are_refused_without_the_doors_conf_too"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def two_workers_without_the_conf(request, tmp_path_factory):
+    """``gunicorn -k gevent -w 2`` on the door's wsgi module without its conf, started as the
+    module's tests begin (when TWO_WORKERS is among the tests run): its second worker waits
+    8 s for the one-worker lock (murmur_wsgi/door/wsgi.py's TAKEOVER_SECS) before it gives
+    up, and the module's other tests run meanwhile: the test is the module's last.
+    (process, its stderr's file, deadline)"""
+    if not any(item.name == TWO_WORKERS for item in request.session.items):
+        yield None
+        return
+    directory = tmp_path_factory.mktemp("two-workers")
+    path = write_manifest(directory, default_manifest())
+    argv = [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", "2",
+            "-b", f"127.0.0.1:{free_port()}", "murmur_wsgi.door.wsgi:app"]
+    stderr = directory / "gunicorn.log"
+    with open(stderr, "wb") as log:
+        proc = subprocess.Popen(argv, cwd=REPO, env=child_env(MURMUR_WSGI_CONFIG=str(path),
+                                                              MURMUR_WSGI_HOME=str(directory)),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=log, start_new_session=True)
+    yield proc, stderr, time.monotonic() + 60
+    if proc.poll() is None:                     # the test was not run, or failed waiting
+        kill_group(proc)
+        proc.wait(timeout=10)
+
+
+def test_two_workers_are_refused_without_the_doors_conf_too(two_workers_without_the_conf):
+    proc, stderr, deadline = two_workers_without_the_conf
+    returncode = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    assert returncode != 0
+    assert "another worker of this gunicorn master already serves the session" in \
+        stderr.read_text()
+    assert "Worker failed to boot" in stderr.read_text()

@@ -31,7 +31,7 @@ def limit_yaml(port: int) -> dict:
 def hub(tmp_path_factory):
     server = hub_process(tmp_path_factory.mktemp("hub-body-limit"), limit_yaml)
     yield server
-    server.stop()
+    server.stop_soon()
 
 
 def head(length: int, key: str | None = KEY) -> bytes:

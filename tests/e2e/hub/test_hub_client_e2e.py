@@ -61,7 +61,7 @@ def hub(request, tmp_path_factory):
                         lambda port: hub_yaml(port, store), agent="echo", key=KEY)
     server.agent_url = f"{server.url}{PREFIX}echo"
     yield server
-    server.stop()
+    server.stop_soon()
 
 
 @pytest.fixture

@@ -58,7 +58,7 @@ def hub_process(directory, config_for=hub_yaml) -> HubProcess:
 def hub_server(tmp_path_factory):
     server = hub_process(tmp_path_factory.mktemp("hub"))
     yield server
-    server.stop()
+    server.stop_soon()
 
 
 def run(coro):

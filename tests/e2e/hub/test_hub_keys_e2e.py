@@ -45,17 +45,36 @@ def until_status(hub, key: str, status: int) -> float:
     return time.monotonic() - started
 
 
-@pytest.fixture(params=["memory", "redis"])
-def served(request, tmp_path):
+def serve(request, directory, store_name: str):
+    """A running hub on ``store_name`` ("redis": the session's redis-server, flushed), with a
+    key of its own; ``config`` is its hub.yaml."""
     key = f"mhk_e2e-keys-{uuid.uuid4().hex[:8]}"
     store = "memory"
-    if request.param == "redis":
-        store = request.getfixturevalue("redis_server").url
-    hub = HubProcess(tmp_path, lambda port: hub_yaml(port, store, key), agent="echo", key=key)
-    hub.config = tmp_path / f"hub-{hub.port}.yaml"
-    hub.store = request.param
+    if store_name == "redis":
+        redis_server = request.getfixturevalue("redis_server")
+        redis_server.flush()
+        store = redis_server.url
+    hub = HubProcess(directory, lambda port: hub_yaml(port, store, key), agent="echo", key=key)
+    hub.config = directory / f"hub-{hub.port}.yaml"
+    hub.store = store_name
+    return hub
+
+
+@pytest.fixture(scope="module", params=["memory", "redis"])
+def served(request, tmp_path_factory):
+    """One hub per store for the tests that leave its keys as they found them."""
+    hub = serve(request, tmp_path_factory.mktemp("keys"), request.param)
+    yield hub
+    hub.stop_soon()
+
+
+@pytest.fixture
+def served_alone(request, tmp_path):
+    """A hub on Redis of its own: the test revokes the key the hub was started with."""
+    hub = serve(request, tmp_path, "redis")
     yield hub
     hub.stop()
+    request.getfixturevalue("redis_server").flush()     # its minted key: no other's listing
 
 
 def test_minted_then_revoked_in_the_running_hub(served):
@@ -88,8 +107,8 @@ def test_revoke_needs_one_key(served):
                            "(murmur-wsgi hub key acme --list shows them)\n")
 
 
-@pytest.mark.parametrize("served", ["redis"], indirect=True)
-def test_a_key_minted_on_another_host_reaches_this_replica(served, tmp_path):
+def test_a_key_minted_on_another_host_reaches_this_replica(served_alone, tmp_path):
+    served = served_alone
     other_host = tmp_path / "other-host.yaml"
     shutil.copy(served.config, other_host)
     minted = hub_key(other_host)

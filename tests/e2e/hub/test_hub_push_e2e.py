@@ -58,7 +58,7 @@ def hub(tmp_path_factory, receiver):
                         lambda port: push_yaml(receiver, port), agent="tokens", key=KEY,
                         env={"MURMUR_HUB_PUSH_SECRET": SECRET})
     yield server
-    server.stop()
+    server.stop_soon()
 
 
 def message(text, config):

@@ -19,7 +19,7 @@ import requests
 
 import pytest
 
-from tests.e2e.hub_process import PREFIX
+from tests.e2e.hub_process import PREFIX, start_together, together
 from tests.e2e.hub_replicas import CAPPED_KEY, Replica, state, until
 from tests.redis_util import RedisServer
 
@@ -32,7 +32,8 @@ TERMINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED",
 def test_redis_stopped_and_restarted_mid_load_loses_no_acknowledged_task(tmp_path):
     server = RedisServer(tmp_path / "redis", persist=True).start()
     restarted = None
-    replicas = [Replica(tmp_path, server.url), Replica(tmp_path, server.url)]
+    replicas = start_together(lambda: Replica(tmp_path, server.url),
+                              lambda: Replica(tmp_path, server.url))
     acknowledged, statuses, codes = [], [], set()
     stop = threading.Event()
 
@@ -94,8 +95,7 @@ def test_redis_stopped_and_restarted_mid_load_loses_no_acknowledged_task(tmp_pat
         for owner, task_id in reported:
             assert _steps(owner, task_id) == [f"step {n}" for n in range(100)] * 2
     finally:
-        for replica in replicas:
-            replica.stop()
+        together(*(replica.stop for replica in replicas))
         if restarted is not None:
             restarted.stop()
         server.stop()

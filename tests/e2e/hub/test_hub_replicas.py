@@ -25,34 +25,31 @@ import requests
 from murmur_wsgi.hub.store.redis_keys import HUB, tenant_prefix
 
 from tests.e2e.conftest import CLOSE
+from tests.e2e.hub_process import start_together
 from tests.e2e.hub_replicas import (CAPPED_KEY, SECRET, WAIT, Replica, Subscriber, final_state,
                                     send, state, task_of, until)
 from tests.hub.push_util import SECRET as PUSH_SECRET
 from tests.hub.push_util import Receiver, make_cert, verify
-from tests.redis_topologies import Cluster
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module", params=("redis", "cluster"))
-def redis_url(request, tmp_path_factory):
-    """A flushed redis-server's URL, or a Redis Cluster's (started for the module)."""
-    if request.param == "redis":
-        server = request.getfixturevalue("redis_server")
-        server.flush()
-        yield server.url
-        return
-    cluster = Cluster(tmp_path_factory.mktemp("replicas-cluster")).start()
-    try:
-        client = cluster.client()
-        try:    # the tenants' keys and the hub's on three primaries: every step crosses nodes
+def redis_url(request):
+    """The URL of the session's redis-server or of its Redis Cluster (tests/conftest.py),
+    flushed; on the cluster, the tenants' keys and the hub's are on three primaries, so
+    every step crosses nodes."""
+    server = request.getfixturevalue("redis_server" if request.param == "redis"
+                                     else "redis_cluster")
+    server.flush()
+    if request.param == "cluster":
+        client = server.client()
+        try:
             assert len({client.get_node_from_key(tag).name for tag in (
                 HUB, tenant_prefix("acme"), tenant_prefix("capped"))}) == 3
         finally:
             client.close()
-        yield cluster.url
-    finally:
-        cluster.stop()
+    return server.url
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +66,11 @@ def receiver(tmp_path_factory, redis_url):
 @pytest.fixture(scope="module")
 def replicas(tmp_path_factory, redis_url, receiver):
     directory = tmp_path_factory.mktemp("replicas")
-    a = Replica(directory, redis_url, **receiver.settings)
-    b = Replica(directory, redis_url, workers=2, **receiver.settings)
+    a, b = start_together(lambda: Replica(directory, redis_url, **receiver.settings),
+                          lambda: Replica(directory, redis_url, workers=2, **receiver.settings))
     yield a, b, directory
-    for replica in (a, b):
-        replica.stop()
+    a.stop_soon()
+    b.stop_soon()
 
 
 def test_send_on_a_read_list_and_follow_on_b(replicas):
@@ -210,14 +207,15 @@ def test_sigkill_a_mid_run_b_sweeps_and_restart_keeps_the_tasks(replicas, redis_
         ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_FAILED"]   # deduped by jti
     # Both replicas restarted (A on its port): every task is still there.
     b.stop()
-    a2 = Replica(directory, redis_url, port=a.port, **receiver.settings)
-    b2 = Replica(directory, redis_url, port=b.port, **receiver.settings)
-    replicas_now = (a2, b2)
+    replicas_now = start_together(
+        lambda: Replica(directory, redis_url, port=a.port, **receiver.settings),
+        lambda: Replica(directory, redis_url, port=b.port, **receiver.settings))
+    a2, b2 = replicas_now
     try:
         for replica in replicas_now:
             assert state(replica, done["id"]) == "TASK_STATE_COMPLETED"
             assert state(replica, task["id"]) == "TASK_STATE_FAILED"
     finally:
         for replica in replicas_now:
-            replica.stop()
-    a.proc, b.proc = a2.proc, b2.proc          # the fixture's stop() finds them ended
+            replica.stop_soon()
+    a.proc, b.proc = a2.proc, b2.proc          # the fixture's stop_soon() finds them sent

@@ -50,7 +50,7 @@ def hub(tmp_path_factory):
                                      "agents": {"echo": {"agent": "demo", "publish": True}}}}}
     server = HubProcess(tmp_path_factory.mktemp("hub-factory"), config, agent="echo", key=KEY)
     yield server
-    server.stop()
+    server.stop_soon()
 
 
 def reach(url: str, card_headers: dict, interceptor: AuthInterceptor,

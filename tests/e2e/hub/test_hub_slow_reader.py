@@ -59,4 +59,4 @@ def test_a_streaming_client_that_stops_reading_is_cut_and_its_run_canceled(tmp_p
         assert server.rpc("ListTasks", {"pageSize": 1}).status_code == 200
         sock.close()
     finally:
-        server.stop()
+        server.stop_soon()

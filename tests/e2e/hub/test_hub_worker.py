@@ -44,4 +44,4 @@ def test_hub_yaml_sets_the_header_and_body_deadlines(tmp_path):
             assert BODY_SECS - 0.5 < _closed_after(slow_body) < BODY_SECS + 2
         assert server.rpc("GetTask", {"id": "nope"}).json()["error"]["code"] == -32001
     finally:
-        server.stop()
+        server.stop_soon()
