@@ -78,7 +78,7 @@ class Commands:
     makes its store in each worker).
     """
 
-    def __init__(self, client: redis.Redis, max_open: int = 6, wait_secs: float = 5.0,
+    def __init__(self, client: redis.Redis, max_open: int = 64, wait_secs: float = 5.0,
                  replicas: int = 0, replicas_ms: int = 1000, keep: int = 2,
                  idle_secs: float = 5.0, clock=time.monotonic):
         pool = client.connection_pool
