@@ -5,8 +5,9 @@
   for until every node reports ``cluster_state:ok``. ``url`` is the
   ``redis-cluster://HOST:PORT,…`` form the hub's ``store`` setting takes.
 - ``SentinelSet(directory).start()``: a primary, one replica of it, and three
-  sentinels (``redis-server FILE --sentinel``) watching it under ``SERVICE``; waited
-  for until every sentinel knows the replica and the other sentinels. ``url`` is the
+  sentinels (``redis-server FILE --sentinel``) watching it under ``SERVICE``, each told
+  of the replica and of the others in its file; waited for until every sentinel is
+  connected to the replica and to the other sentinels. ``url`` is the
   ``redis-sentinel://HOST:PORT,…/SERVICE/0`` form. ``kill_primary()`` SIGKILLs the
   primary, ``wait_failover()`` waits until the sentinels name the replica and it is a primary,
   ``rejoin()`` starts the killed one again as the new primary's replica.
@@ -18,6 +19,7 @@ default for more replicas to share it): the set's replica, and one that rejoins.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
@@ -168,6 +170,11 @@ class Cluster:
         self.nodes = []
 
 
+def _fields(reply) -> dict:
+    """A SENTINEL reply's fields: a mapping (RESP3) or a flat list of names and values."""
+    return dict(zip(reply[::2], reply[1::2])) if isinstance(reply, list) else reply
+
+
 class SentinelSet:
     """A primary, one replica, three sentinels watching the primary as ``SERVICE``."""
 
@@ -196,15 +203,22 @@ class SentinelSet:
                              ["--replicaof", "127.0.0.1", str(self.primary.port)])
         wait_until(lambda: self.replica.client().info("replication").get(
             "master_link_status") == "up", "the replica's link", self._procs())
-        for _ in range(self.count):
-            port = free_port()
+        # NOTE: each sentinel's file names the others and the replica, as a sentinel writes
+        # them there itself once it heard of them: hello messages (every 2 s) would tell it.
+        ports = [free_port() for _ in range(self.count)]
+        ids = {port: os.urandom(20).hex() for port in ports}
+        for port in ports:
             conf = self.directory / f"sentinel-{port}.conf"
+            known = "".join(f"sentinel known-sentinel {SERVICE} 127.0.0.1 {other} {ids[other]}\n"
+                            for other in ports if other != port)
             conf.write_text(
                 f"port {port}\nbind 127.0.0.1\ndir {self.directory}\n"
+                f"sentinel myid {ids[port]}\n"
                 f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 2\n"
                 f"sentinel down-after-milliseconds {SERVICE} 1000\n"
                 f"sentinel failover-timeout {SERVICE} 5000\n"
-                f"sentinel parallel-syncs {SERVICE} 1\n")
+                f"sentinel parallel-syncs {SERVICE} 1\n"
+                f"sentinel known-replica {SERVICE} 127.0.0.1 {self.replica.port}\n" + known)
             node = _Node.__new__(_Node)
             node.port = port
             node.proc = _spawn(self.directory, f"sentinel-{port}",
@@ -218,10 +232,15 @@ class SentinelSet:
     def _sentinel_ready(self, node: _Node) -> bool:
         client = node.client()
         try:
-            master = client.execute_command("SENTINEL", "MASTER", SERVICE)
-            fields = dict(zip(master[::2], master[1::2])) if isinstance(master, list) else master
-            return (int(fields.get("num-slaves", 0)) >= 1
-                    and int(fields.get("num-other-sentinels", 0)) >= self.count - 1)
+            fields = _fields(client.execute_command("SENTINEL", "MASTER", SERVICE))
+            if not (int(fields.get("num-slaves", 0)) >= 1
+                    and int(fields.get("num-other-sentinels", 0)) >= self.count - 1):
+                return False
+            # Connected to each of them: a flag "disconnected" until its link is up.
+            peers = [*client.execute_command("SENTINEL", "SENTINELS", SERVICE),
+                     *client.execute_command("SENTINEL", "REPLICAS", SERVICE)]
+            return all("disconnected" not in _fields(peer).get("flags", "disconnected")
+                       for peer in peers)
         finally:
             client.close()
 

@@ -81,7 +81,12 @@ def feed(store):
     made.start()
     wait_until(lambda: made.subscribed)
     yield made
+    # NOTE: as the store closes it (redis_client.py): the pool's disconnect ends the
+    # listener's wait for a message at once, not within block_secs.
+    made.close()
+    store.client.connection_pool.disconnect()
     made.close(wait=5)
+    assert not made._thread.is_alive()
 
 
 class Reader(threading.Thread):

@@ -1,6 +1,6 @@
 """Connections against a real gunicorn: read deadlines, and a reserve against idle floods.
 
-The door runs with short deadlines (limits.header_timeout_secs 1.5, body 1.5) and
+The door runs with short deadlines (limits.header_timeout_secs 1, body 1) and
 ``worker_connections`` lowered to 200 (GUNICORN_CMD_ARGS overrides the conf), so
 that a flood of a few hundred idle connections fills it.
 """
@@ -17,8 +17,8 @@ from tests.e2e.conftest import default_manifest, http_get, start_door
 
 pytestmark = pytest.mark.e2e
 
-HEADER_SECS = 1.5
-BODY_SECS = 1.5
+HEADER_SECS = 1.0
+BODY_SECS = 1.0
 WORKER_CONNECTIONS = 200
 FLOOD = 320                     # idle connections: more than worker_connections
 MARGIN = 2.0                    # seconds of scheduling slack on a shared 2-core machine
