@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from werkzeug.test import Client
@@ -79,15 +80,53 @@ def redis_server(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture(scope="session")
-def redis_cluster(tmp_path_factory):
-    """One real 3-primary Redis Cluster for the session (tests/redis_topologies.py); flush it
-    per test (or module)."""
+def _uses_the_cluster(item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return "redis_cluster" in item.fixturenames or "cluster" in params.values()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cluster_starting(request, tmp_path_factory):
+    """The session's Redis Cluster, started on a thread as the session begins when a test to
+    run may use it (fixture redis_cluster, or a param "cluster"): a cluster's start mostly
+    waits (redis-cli's join, then the nodes' 2 s before they serve), and the tests before
+    the first that uses it run meanwhile. (cluster, thread, what it raised) or None."""
+    if not any(_uses_the_cluster(item) for item in request.session.items):
+        yield None
+        return
     from tests.redis_topologies import Cluster
 
-    cluster = Cluster(tmp_path_factory.mktemp("cluster")).start()
-    yield cluster
+    cluster, raised = Cluster(tmp_path_factory.mktemp("cluster")), []
+
+    def start():
+        try:
+            cluster.start()
+        except BaseException as ex:  # noqa: BLE001 - raised by redis_cluster, on its thread
+            raised.append(ex)
+
+    thread = threading.Thread(target=start, name="cluster-start", daemon=True)
+    thread.start()
+    yield cluster, thread, raised
+    thread.join()
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(cluster_starting, tmp_path_factory):
+    """One real 3-primary Redis Cluster for the session (tests/redis_topologies.py), once
+    cluster_starting started it; flush it per test (or module)."""
+    if cluster_starting is None:                  # asked for by name only (getfixturevalue)
+        from tests.redis_topologies import Cluster
+
+        cluster = Cluster(tmp_path_factory.mktemp("cluster")).start()
+        yield cluster
+        cluster.stop()
+        return
+    cluster, thread, raised = cluster_starting
+    thread.join()
+    if raised:
+        raise raised[0]
+    yield cluster
 
 
 @pytest.fixture(scope="session", autouse=True)
