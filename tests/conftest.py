@@ -80,53 +80,80 @@ def redis_server(tmp_path_factory):
     server.stop()
 
 
+class Starting:
+    """A server's ``start()`` run on a thread; ``get()`` waits for it, raises what it raised,
+    and returns the server."""
+
+    def __init__(self, server):
+        self.server, self.raised = server, []
+        self.taken = False               # handed to a test (once)
+        self.thread = threading.Thread(target=self._start, name="redis-start", daemon=True)
+        self.thread.start()
+
+    def _start(self) -> None:
+        try:
+            self.server.start()
+        except BaseException as ex:  # noqa: BLE001 - raised by get(), on the test's thread
+            self.raised.append(ex)
+
+    def get(self):
+        self.thread.join()
+        if self.raised:
+            raise self.raised[0]
+        return self.server
+
+
 def _uses_the_cluster(item) -> bool:
     params = getattr(getattr(item, "callspec", None), "params", {})
     return "redis_cluster" in item.fixturenames or "cluster" in params.values()
 
 
 @pytest.fixture(scope="session", autouse=True)
-def cluster_starting(request, tmp_path_factory):
-    """The session's Redis Cluster, started on a thread as the session begins when a test to
-    run may use it (fixture redis_cluster, or a param "cluster"): a cluster's start mostly
-    waits (redis-cli's join, then the nodes' 2 s before they serve), and the tests before
-    the first that uses it run meanwhile. (cluster, thread, what it raised) or None."""
-    if not any(_uses_the_cluster(item) for item in request.session.items):
-        yield None
-        return
+def clusters_starting(request, tmp_path_factory):
+    """Redis Clusters started on threads as the session begins, for the tests to run: the
+    session's ("shared": the fixture redis_cluster, or a param "cluster") and one a test
+    may break ("spare": the fixture spare_cluster). A cluster's start mostly waits
+    (redis-cli's join, then the nodes' 2 s before they serve): the tests before their first
+    user run meanwhile. Each a ``Starting``, or None when no test to run uses it."""
     from tests.redis_topologies import Cluster
 
-    cluster, raised = Cluster(tmp_path_factory.mktemp("cluster")), []
+    items = request.session.items
+    wanted = {"shared": any(_uses_the_cluster(item) for item in items),
+              "spare": any("spare_cluster" in item.fixturenames for item in items)}
+    starting = {name: Starting(Cluster(tmp_path_factory.mktemp(f"cluster-{name}")))
+                if wanted[name] else None for name in wanted}
+    yield starting
+    for started in starting.values():
+        if started is not None:
+            started.thread.join()
+            started.server.stop()
 
-    def start():
-        try:
-            cluster.start()
-        except BaseException as ex:  # noqa: BLE001 - raised by redis_cluster, on its thread
-            raised.append(ex)
 
-    thread = threading.Thread(target=start, name="cluster-start", daemon=True)
-    thread.start()
-    yield cluster, thread, raised
-    thread.join()
+def _cluster(clusters_starting, name: str, tmp_path_factory):
+    started = clusters_starting.get(name)
+    if started is not None and not started.taken:
+        started.taken = True
+        yield started.get()          # stopped by clusters_starting
+        return
+    from tests.redis_topologies import Cluster      # asked for by name only (getfixturevalue)
+
+    cluster = Cluster(tmp_path_factory.mktemp(f"cluster-{name}")).start()
+    yield cluster
     cluster.stop()
 
 
 @pytest.fixture(scope="session")
-def redis_cluster(cluster_starting, tmp_path_factory):
-    """One real 3-primary Redis Cluster for the session (tests/redis_topologies.py), once
-    cluster_starting started it; flush it per test (or module)."""
-    if cluster_starting is None:                  # asked for by name only (getfixturevalue)
-        from tests.redis_topologies import Cluster
+def redis_cluster(clusters_starting, tmp_path_factory):
+    """One real 3-primary Redis Cluster for the session (tests/redis_topologies.py); flush it
+    per test (or module)."""
+    yield from _cluster(clusters_starting, "shared", tmp_path_factory)
 
-        cluster = Cluster(tmp_path_factory.mktemp("cluster")).start()
-        yield cluster
-        cluster.stop()
-        return
-    cluster, thread, raised = cluster_starting
-    thread.join()
-    if raised:
-        raise raised[0]
-    yield cluster
+
+@pytest.fixture
+def spare_cluster(clusters_starting, tmp_path_factory):
+    """A real 3-primary Redis Cluster of the test's own, to stop or kill nodes of; started
+    as the session began when it could be."""
+    yield from _cluster(clusters_starting, "spare", tmp_path_factory)
 
 
 @pytest.fixture(scope="session", autouse=True)

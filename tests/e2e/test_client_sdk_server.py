@@ -90,6 +90,13 @@ def test_the_client_subscribes_lists_and_cancels(sdk_server):
         stream = client.subscribe(task["id"])
         reader = threading.Thread(target=lambda: seen.extend(e.state or e.kind for e in stream))
         reader.start()
+        # NOTE: the stream open (its first event read) before the cancel: a subscription
+        # that reaches the server after it is refused, the task being over.
+        deadline = time.monotonic() + WAIT
+        while not seen:
+            assert reader.is_alive() or seen, "the stream ended before its first event"
+            assert time.monotonic() < deadline, "no event on the stream before the deadline"
+            reader.join(0.01)               # paced on the reader itself
         assert task["id"] in [t["id"] for t in client.list(status="TASK_STATE_WORKING")]
         assert client.cancel(task["id"])["status"]["state"] == "TASK_STATE_CANCELED"
         reader.join(WAIT)

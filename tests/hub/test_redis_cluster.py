@@ -25,7 +25,6 @@ from murmur_wsgi.hub import create_hub
 from tests.hub.conftest import (FAST, KEY_B, HubClient, close_hub, hub_config, send_params,
                                 wait_until)
 from tests.hub.test_replicas import refused_within
-from tests.redis_topologies import Cluster
 
 
 @pytest.mark.parametrize("where", ["store", "url", "env"])
@@ -177,12 +176,13 @@ def test_commands_follow_a_slot_that_migrates_then_moved(redis_cluster):
         dst.close()
 
 
-def test_a_stalled_primary_answers_32603_within_its_timeout_then_recovers(tmp_path):
+def test_a_stalled_primary_answers_32603_within_its_timeout_then_recovers(spare_cluster):
     """The primary of the tenant's slot stopped (SIGSTOP): each request is refused within
     ``redis.timeout_secs``, as on one Redis, and served again once it is back; with every
-    node killed (the cluster client's own failure), refused the same way."""
+    node killed (the cluster client's own failure), refused the same way. (A cluster of
+    its own: tests/conftest.py's spare_cluster.)"""
     timeout = 1.0
-    cluster = Cluster(tmp_path).start()
+    cluster = spare_cluster
     hub = create_hub(hub_config(store=cluster.url, redis={**FAST, "timeout_secs": timeout}))
     rpc = HubClient(hub, "echo")
     try:

@@ -14,7 +14,7 @@ from tests.e2e.hub.test_hub_e2e import KEY, hub_process, hub_yaml
 
 pytestmark = pytest.mark.e2e
 
-WRITE_SECS = 1.0
+WRITE_SECS = 0.5
 
 
 def slow_yaml(port: int) -> dict:
