@@ -82,7 +82,7 @@ class Run:
         self.usage = RunUsage()
         self.artifacts: list[dict] = []     # the agent's named artifacts, as they stand
         self._wakers: list = []
-        self._timers: list = []         # hub/timers.Timer
+        self._timeout = None         # the run timeout's hub/timers.Timer
         self._flush_timer = None
 
     # --- the agent's side ----------------------------------------------------
@@ -306,8 +306,8 @@ class Run:
         replica wrote (None: read from the task's event log)."""
         self.ended = True
         self._stop_locked()
-        for timer in self._timers:
-            timer.cancel()
+        if self._timeout is not None:
+            self._timeout.cancel()
         if self._flush_timer is not None:
             self._flush_timer.cancel()
         if self.live is not None:
@@ -378,7 +378,7 @@ class Run:
         """Run the agent on a thread of its own; ``started``: the task's WORKING statusUpdate,
         stored already (``TaskStore.open``), else the thread stores the start first."""
         with self.runs.changed:
-            self._timers.append(self.runs.timer(self.timeout, self._timed_out))
+            self._timeout = self.runs.timer(self.timeout, self._timed_out)
         _thread.start_new_thread(self._work, (ctx, started))
 
     def _work(self, ctx: HubContext, payload: str | None) -> None:
@@ -400,9 +400,6 @@ class Run:
                 ending = Ending(CANCELED) if self.stopping else run_agent(self.agent, ctx)
         finally:
             self._agent_returned()
-        self._end(ending)
+        end_as(self, ending)
         if ending.stopped:
             raise ending.error
-
-    def _end(self, ending: Ending) -> None:
-        end_as(self, ending)
