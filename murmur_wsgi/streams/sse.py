@@ -100,7 +100,10 @@ class SseBody:
     # --- the WSGI iterable -----------------------------------------------
 
     def __iter__(self):
-        return self
+        # MEMORY: the generator itself, so the server's loop resumes it directly: a
+        # ``__next__`` of this class between them would keep one more level of C stack
+        # (copied aside with every waiting stream's greenlet under gevent).
+        return self._body
 
     def __next__(self) -> bytes:
         return next(self._body)
@@ -194,5 +197,8 @@ class SseBody:
                 if batch:
                     yield from self._chunks(batch)
             self.finished = True
+            # NOTE: under gevent, every stream woken with this one writes its last event
+            # before this one's end (the server's close, the next request's wait) is done.
+            time.sleep(0)
         finally:
             self.release()
