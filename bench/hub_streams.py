@@ -53,6 +53,7 @@ OPEN_CONCURRENCY = 200
 OPEN_TIMEOUT = 120.0
 FINAL_TIMEOUT = 30.0
 SLEEP_SECS = 600
+CHECKPOINTS = 5                  # RSS sampled as each fifth of the streams is open
 
 
 def log(text: str) -> None:
@@ -70,6 +71,15 @@ def hub_yaml(port: int, redis_url: str, streams: int) -> dict:
         "tenants": {"acme": {"api_keys": [hashlib.sha256(KEY.encode()).hexdigest()],
                              "agents": {"echo": {"agent": "demo", "publish": True}}}},
     }
+
+
+def slope(samples: list[tuple[int, int]]) -> float:
+    """Least squares of RSS over the streams open (bench/streams.py's measure of the door):
+    the marginal bytes of one more stream, without what the first ones paid once."""
+    xs, ys = [x for x, _ in samples], [y for _, y in samples]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
 
 
 def percentile(values: list[float], p: float) -> float | None:
@@ -241,7 +251,13 @@ def main(argv=None) -> int:
             streams = Streams(reader.port, task["id"])
             log(f"opening {args.streams} SubscribeToTask streams on {reader.url}")
             try:
-                report["open_secs"] = round(streams.open(args.streams), 2)
+                samples, opened_secs = [(0, before["VmRSS"])], 0.0
+                for step in range(1, CHECKPOINTS + 1):
+                    opened_secs += streams.open(args.streams * step // CHECKPOINTS)
+                    samples.append((len(streams.all), memory_of(worker)["VmRSS"]))
+                report["open_secs"] = round(opened_secs, 2)
+                report["rss_samples"] = samples
+                report["rss_kib_slope_per_stream"] = round(slope(samples) / 1024, 2)
                 report["refused"] = sum(s.ended for s in streams.all)
                 if report["refused"]:
                     sample = next(bytes(s.buf[-200:]) for s in streams.all if s.ended)
@@ -279,7 +295,7 @@ def main(argv=None) -> int:
     save(report, "hub-streams-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"), log)
     ws = report.get("with_streams", {})
     print("| streams | refused | replicas | open (s) | Redis connections (all / the worker's) "
-          "| Redis commands/s | RSS/stream (KiB) | final events "
+          "| Redis commands/s | RSS/stream (KiB; slope) | final events "
           "| cancel → final p50 / p99 (ms) |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     final = report.get("final_ms", {})
@@ -287,7 +303,8 @@ def main(argv=None) -> int:
     print(f"| {args.streams} | {report.get('refused')} | {args.replicas} | {report.get('open_secs')} "
           f"| {ws.get('connections')} / {ws.get('worker_connections')} "
           f"| {ws.get('commands_per_sec')} "
-          f"| {report.get('rss_kib_per_stream')} | {report.get('final_events')} "
+          f"| {report.get('rss_kib_per_stream')}; {report.get('rss_kib_slope_per_stream')} "
+          f"| {report.get('final_events')} "
           f"| {fmt(final.get('p50'))} / {fmt(final.get('p99'))} |")
     print(f"\nwithout streams: {report['without_streams']}")
     return 0

@@ -6,7 +6,7 @@ import json
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.live import PIECE_CHARS, TAKE_BYTES, LiveBacklog
-from murmur_wsgi.hub.methods.streams import event_source
+from murmur_wsgi.hub.methods.streams import EventSource
 from murmur_wsgi.streams.sse import PENDING_BYTES
 
 from tests.hub.conftest import HubClient, close_hub, hub_config, send_params, wait_until
@@ -135,10 +135,10 @@ def test_a_long_log_is_replayed_in_pieces(store):
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
         logged = [e.payload for e in hub.store.events(task["id"], 0, 0)[0]]
         assert sum(map(len, logged)) > 2 * TAKE_BYTES
-        source = event_source(hub.store, hub.store.get("acme", "tokens", task["id"]))
+        source = EventSource(hub.store, hub.store.get("acme", "tokens", task["id"]))
         replayed, done, calls = [], False, 0
         while not done:
-            batch, done = source(1.0)
+            batch, done = source.read(1.0)
             calls += 1
             assert sum(map(len, batch)) <= TAKE_BYTES + max(map(len, logged))
             replayed.extend(batch)

@@ -207,8 +207,9 @@ def test_a_failover_under_load_keeps_every_acknowledged_task(sentinels):
         again = Reader(rpc.call("SubscribeToTask", {"id": after["id"]}, buffered=False))
         assert again.read()[0]["result"]["task"]["id"] == after["id"]
         gate("g-sentinel-after").set()
-        assert again.until_end()[-1]["result"]["statusUpdate"]["status"]["state"] == \
-            "TASK_STATE_COMPLETED"
+        ended = again.until_end()[-1]
+        assert ended.get("result", {}).get("statusUpdate", {}).get("status", {}).get(
+            "state") == "TASK_STATE_COMPLETED", ended
     finally:
         reader.close()
         close_hub(hub)

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
-
 from murmur_wsgi.errors import InvalidRequestError
 from murmur_wsgi.hub.errors import SubscriptionExpiredError
 from murmur_wsgi.hub.live import TAKE_BYTES
@@ -17,40 +15,57 @@ logger = logging.getLogger(__name__)
 EXTRA_LIFETIME_SECS = 2.0         # a subscription lives run timeout + this
 
 
-def event_source(store, task):
+class EventSource:
     """Replay the task's log from its first event; once expired, the stored Task.
 
-    What one read of the log brings is handed over about ``TAKE_BYTES`` at a time, the
-    worker's other greenlets running between pieces (a long log is one read, not one write).
-    MEMORY: an open stream keeps the task's names, not the task (a Redis store's copy of
-    it, history included, would be each stream's own).
-    """
-    read = 0
-    tenant, agent, task_id = task.tenant, task.agent, task.id
-    waiting: deque = deque()            # events read from the log, not handed over yet
+    ``read(timeout) -> (payloads, done)``. What one read of the log brings is handed
+    over about ``TAKE_BYTES`` at a time, the worker's other greenlets running between
+    pieces (a long log is one read, not one write).
 
-    def source(timeout: float):
-        nonlocal read
-        if not waiting:
-            events, available = store.events(task_id, read, timeout, tenant=tenant)
+    MEMORY: an open stream keeps the task's names, not the task (a Redis store's copy of
+    it, history included, would be each stream's own), in slots: no closure's cells, no
+    deque's block (about 1 KiB of each idle stream); ``read`` is a method, so the
+    stream's wait calls it with no level of C stack of its own (an instance's ``__call__``
+    would take one, kept with every waiting stream).
+    """
+
+    __slots__ = ("_store", "_tenant", "_agent", "_task_id", "_read", "_waiting", "_at")
+
+    def __init__(self, store, task):
+        self._store = store
+        self._tenant, self._agent, self._task_id = task.tenant, task.agent, task.id
+        self._read = 0
+        self._waiting: list | tuple = ()    # events read from the log, from _at not handed over
+        self._at = 0
+
+    def read(self, timeout: float):
+        if self._at >= len(self._waiting):
+            store = self._store
+            events, available = store.events(self._task_id, self._read, timeout,
+                                             tenant=self._tenant)
             if not available:
-                current = store.get(tenant, agent, task_id) if read == 0 else None
+                current = store.get(self._tenant, self._agent, self._task_id) \
+                    if self._read == 0 else None
                 if current is not None:
                     return [task_event(store.render(current, as_read=True))], True
                 return [], True
             if events:
-                read = events[-1].seq       # a log's positions (a trimmed one starts later)
-            waiting.extend(events)
+                self._read = events[-1].seq     # a log's positions (a trimmed one starts later)
+            self._waiting, self._at = events, 0
+        waiting, at = self._waiting, self._at
         batch, size, done = [], 0, False
-        while waiting and (size < TAKE_BYTES or not batch):
-            event = waiting.popleft()
+        while at < len(waiting) and (size < TAKE_BYTES or not batch):
+            event = waiting[at]
+            at += 1
             batch.append(event.payload)
             size += len(event.payload)
             done = done or event.terminal
-        if waiting:
-            time.sleep(0)                   # NOTE: under gevent, the others' turn
+        if at < len(waiting):
+            self._at = at
+            time.sleep(0)                       # NOTE: under gevent, the others' turn
+        else:
+            self._waiting, self._at = (), 0     # every event handed over: none kept
         return batch, done
-    return source
 
 
 def subscription(hub, call, task) -> HubStream:
@@ -62,7 +77,7 @@ def subscription(hub, call, task) -> HubStream:
     stream = hub.config.stream
     lifetime = hub.limits(call.tenant)["run_timeout_secs"] + EXTRA_LIFETIME_SECS
     try:
-        return HubStream(call.id, [], event_source(hub.store, task), environ=call.environ,
+        return HubStream(call.id, [], EventSource(hub.store, task).read, environ=call.environ,
                          keepalive=stream["keepalive_secs"],
                          write_timeout=stream["write_timeout_secs"], lifetime=lifetime,
                          expired=SubscriptionExpiredError(lifetime).error_object(),

@@ -15,6 +15,7 @@ import time
 import redis
 
 PIECE_CHARS = 256 * 1024         # a longer str argument is sent in pieces (``_pieces``)
+READ_BYTES = 16 * 1024           # each connection's socket read buffer (redis-py's: 32 KiB)
 
 
 class Unreplicated(redis.RedisError):
@@ -70,6 +71,11 @@ class Commands:
     replica's turn, every second) closes those a burst left idle, keeping
     ``keep``: the connections follow the load, and an idle worker holds few.
 
+    MEMORY: each connection reads the socket ``READ_BYTES`` at a time (redis-py's
+    default is twice that): a burst of streams opening, which opens up to ``max_open``,
+    leaves the worker about 1 KiB less per stream held after it (a large answer is
+    read in more pieces; the hub's hot replies are a few KiB).
+
     A str argument longer than ``PIECE_CHARS`` (a large task's answer) is sent in
     pieces encoded as the socket takes them (``_pieces``), never packed into one
     command of its size.
@@ -82,7 +88,8 @@ class Commands:
                  replicas: int = 0, replicas_ms: int = 1000, keep: int = 2,
                  idle_secs: float = 5.0, clock=time.monotonic):
         pool = client.connection_pool
-        self._make = functools.partial(pool.connection_class, **pool.connection_kwargs)
+        self._make = functools.partial(pool.connection_class, **{
+            **pool.connection_kwargs, "socket_read_size": READ_BYTES})
         self._idle: list = []           # (connection, when it came back), the newest last
         self._keep = keep
         self._idle_secs = idle_secs
