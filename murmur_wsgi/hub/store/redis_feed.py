@@ -177,14 +177,20 @@ class EventFeed:
                             return [], True
                         watched.cond.wait(min(left, self._block))
                     own = True
+            flight = start != after or not own          # this read is for every reader
             try:
                 entries, exists = read(task_id, start)
-            finally:
-                if start != after or not own:
+            except BaseException:
+                if flight:
                     with self._lock:
                         watched.reading = False
                         watched.cond.notify_all()
+                raise
             with self._changed:
+                # NOTE: the flight ends with its merge, under one hold of the lock: a reader
+                # between the two would see the task stale still and read it once more.
+                if flight:
+                    watched.reading = False
                 # NOTE: only a read begun while subscribed, in the epoch still current, is
                 # known to miss nothing the channel will not announce.
                 if exists and epoch % 2 and epoch == self._epoch:
@@ -192,6 +198,8 @@ class EventFeed:
                         watched.epoch, watched.last, watched.entries = epoch, -1, []
                         watched.size = 0
                     watched.merge(start, entries)
+                    watched.cond.notify_all()
+                elif flight:
                     watched.cond.notify_all()
             if start == after:
                 if entries or not exists:
