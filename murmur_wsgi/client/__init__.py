@@ -12,7 +12,6 @@ See ``docs/client.md``.
 """
 from __future__ import annotations
 
-from murmur_wsgi.client.agent import A2AClient, DoorClient, door_url, user_message
 from murmur_wsgi.client.errors import (CompletionMisaddressed, CompletionNotAwaited,
                                        ConnectionFailed, ConnectTimeout,
                                        ContentTypeNotSupported, DoorError,
@@ -23,7 +22,23 @@ from murmur_wsgi.client.errors import (CompletionMisaddressed, CompletionNotAwai
                                        TaskNotCancelable, TaskNotFound, Timeout,
                                        UnsupportedOperation, VersionError)
 from murmur_wsgi.client.events import StreamEvent, artifact_text, state_word, status_text
-from murmur_wsgi.client.streams import EventStream
+
+# PERF: the clients and their streams (``requests``, urllib3, http.client: about 0.1 s)
+# are imported when first named, so a command that serves (``murmur-wsgi serve``, whose
+# parser lists the client's commands too) does not load them.
+_LAZY = {"A2AClient": "agent", "DoorClient": "agent", "door_url": "agent",
+         "user_message": "agent", "EventStream": "streams"}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "A2AClient", "DoorClient", "EventStream", "StreamEvent", "door_url", "user_message",

@@ -15,9 +15,9 @@ import logging
 import queue
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from murmur_wsgi.client import render
-from murmur_wsgi.client.agent import DoorClient
 from murmur_wsgi.client.card import is_door
 from murmur_wsgi.client.cli_support import (API_KEY_ENV, EXIT_INPUT, EXIT_OK, EXIT_TASK,
                                             EXIT_USAGE, TENANT_ENV, TOKEN_ENV, URL_ENV,
@@ -25,6 +25,9 @@ from murmur_wsgi.client.cli_support import (API_KEY_ENV, EXIT_INPUT, EXIT_OK, EX
 from murmur_wsgi.client.errors import ProtocolError, UnsupportedOperation
 from murmur_wsgi.client.events import INPUT_REQUIRED, STATES, TERMINAL, state_word
 from murmur_wsgi.client.progress import Spinner
+
+if TYPE_CHECKING:
+    from murmur_wsgi.client.agent import DoorClient
 
 logger = logging.getLogger(__name__)
 

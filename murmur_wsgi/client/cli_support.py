@@ -12,13 +12,16 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from murmur_wsgi.client import render
-from murmur_wsgi.client.agent import DoorClient
 from murmur_wsgi.client.errors import (ConnectionFailed, DoorError, HttpRefusal, ProtocolError,
                                        RpcError, Timeout, VersionError)
 from murmur_wsgi.client.events import INPUT_REQUIRED, TERMINAL, state_word
 from murmur_wsgi import running
+
+if TYPE_CHECKING:
+    from murmur_wsgi.client.agent import DoorClient
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +63,8 @@ def header_pairs(values) -> dict:
 
 def find_door(args) -> DoorClient:
     """The agent ``--url``, ``$MURMUR_DOOR_URL`` or the only running record names."""
+    from murmur_wsgi.client.agent import DoorClient     # PERF: requests, once a command runs
+
     headers = header_pairs(getattr(args, "header", None))
     api_key = getattr(args, "api_key", None) or os.environ.get(API_KEY_ENV) or None
     tenant = getattr(args, "tenant", None) or os.environ.get(TENANT_ENV) or None

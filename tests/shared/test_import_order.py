@@ -63,3 +63,28 @@ def test_every_module_is_imported():
     result = run(ALL_MODULES)
     assert result.returncode == 0, result.stderr
     assert int(result.stdout.split()[0]) >= 10        # the walk found the package's modules
+
+
+def test_the_command_loads_no_http_client_until_a_client_command_runs():
+    """``murmur-wsgi serve`` and ``hub`` start without ``requests``: the client's classes
+    are imported when first named (``murmur_wsgi.client``), and then as before."""
+    check = textwrap.dedent("""
+        import sys
+        import murmur_wsgi.cli
+        assert "requests" not in sys.modules, "the command imported requests"
+        from murmur_wsgi.client import A2AClient, DoorClient, EventStream
+        assert A2AClient.__module__ == "murmur_wsgi.client.agent"
+        assert EventStream.__module__ == "murmur_wsgi.client.streams"
+        assert "requests" in sys.modules
+        import murmur_wsgi.client as client
+        try:
+            client.NoSuchName
+        except AttributeError as ex:
+            assert "NoSuchName" in str(ex)
+        else:
+            raise AssertionError("an unknown name was found")
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
