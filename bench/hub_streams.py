@@ -13,7 +13,9 @@ stream open and the task quiet:
   the streams' worker's own (its sockets to Redis' port, from /proc);
 - Redis commands per second: ``INFO stats``' ``total_commands_processed`` over the
   window, less this script's own INFO calls;
-- the streams' worker's RSS (``/proc``), before the streams and with them, per stream.
+- the streams' worker's RSS (``/proc``), before the streams and with them, per stream,
+  and its slope over the RSS sampled as each fifth of the streams opened (least squares,
+  as bench/streams.py measures the door's): what one more stream costs.
 
 Then CancelTask (on A): the time from the cancel to each stream's final event,
 p50 / p99 / max, and how many streams had it.
