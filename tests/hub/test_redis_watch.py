@@ -131,3 +131,31 @@ def test_a_mark_is_never_a_record_of_its_own(rstores):
     """Watching a task that does not exist (or was forgotten) creates nothing."""
     rstores.tasks.events("no-such-task", 0, 0, tenant="acme")
     assert rstores.tasks._redis.exists(task_key("acme", "no-such-task")) == 0
+
+
+def _frames_of(thread) -> list[str]:
+    """The thread's Python frames, innermost first, as ``Class.function`` or ``function``."""
+    import sys
+
+    frame, names = sys._current_frames()[thread.ident], []
+    while frame is not None:
+        code = frame.f_code
+        names.append(getattr(code, "co_qualname", code.co_name))
+        frame = frame.f_back
+    return names
+
+
+def test_a_waiting_stream_waits_in_two_frames_of_the_store(rstores):
+    """MEMORY: the frames of a stream's wait are held by every idle stream (a greenlet's
+    Python data stack stays as deep as its deepest call): the store's part of the wait is
+    ``TaskEvents.events`` calling the feed's ``events``, which waits on its condition."""
+    task = _opened(rstores)
+    thread, got = _reader(rstores, task.id, 2)
+    wait_until(lambda: "EventFeed.events" in _frames_of(thread)[:3])
+    names = _frames_of(thread)
+    at = names.index("EventFeed.events")
+    assert names[at - 1:at + 2] == ["Condition.wait", "EventFeed.events",
+                                    "TaskEvents.events"], names
+    rstores.tasks.end(task.id, COMPLETED, None, [], [], answer="done")
+    thread.join(10)
+    assert got and got[0][1] is True

@@ -46,7 +46,7 @@ import logging
 from murmur_wsgi.hub.store import redis_scripts as scripts
 from murmur_wsgi.hub.store.base import PENDING, Opened, TaskStore, Written
 from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE
-from murmur_wsgi.hub.store.redis_client import each_task
+from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_events import TaskEvents
 from murmur_wsgi.hub.store.redis_index import RedisIndex
@@ -278,9 +278,11 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
             return None
         return dict(zip(RECORD_FIELDS, values))
 
-    @_guarded
     def get(self, tenant, agent, task_id):
-        return self._record(self._fields(tenant, task_id, agent))
+        try:            # NOTE: not ``guarded``: a SubscribeToTask's opening read
+            return self._record(self._fields(tenant, task_id, agent))
+        except FAILURES as ex:
+            raise failed("get", ex) from None
 
     @_guarded
     def task_json(self, tenant, agent, task_id):

@@ -38,15 +38,28 @@ BLOCK_MAX_SECS = 1.0             # the longest single blocking wait (pub/sub, pu
 WAIT_SHARE = 0.8                 # of timeout_secs: the longest WAIT for the replicas
 
 
+FAILURES = redis_cluster.FAILURES
+
+
+def failed(name: str, ex: BaseException) -> StoreError:
+    """The ``StoreError`` to raise for ``ex``, a failure of Redis in method ``name``, logged."""
+    logger.warning("redis store: %s failed: %s", name, type(ex).__name__)
+    return StoreError()
+
+
 def guarded(method):
-    """Raise ``StoreError`` for any failure of Redis, logged once per method call."""
+    """Raise ``StoreError`` for any failure of Redis, logged once per method call.
+
+    MEMORY: the wrapper is one more frame on the call's stack: a method a stream waits
+    in, or opens through, catches ``FAILURES`` itself and raises ``failed(…)`` (the frames
+    of a greenlet's deepest call stay resident while it lives, with every idle stream).
+    """
     @functools.wraps(method)
     def call(self, *args, **kwargs):
         try:
             return method(self, *args, **kwargs)
-        except redis_cluster.FAILURES as ex:
-            logger.warning("redis store: %s failed: %s", method.__name__, type(ex).__name__)
-            raise StoreError() from None
+        except FAILURES as ex:
+            raise failed(method.__name__, ex) from None
     return call
 
 

@@ -105,7 +105,19 @@ class Commands:
         self._ack = ("WAIT", replicas, max(1, replicas_ms))
 
     def __call__(self, *args):
-        return self.several(args)[0]
+        """One command's answer, in one frame (``_send``'s single-command path, inline)."""
+        if any(map(_is_long, args)):
+            return self.several(args)[0]
+        conn = self._take()
+        try:
+            try:
+                conn.send_command(*args)
+                return conn.read_response()
+            except redis.ConnectionError:      # it closed itself: once more, a new connection
+                conn.send_command(*args)
+                return conn.read_response()
+        finally:
+            self._give(conn)
 
     def durable(self, *args):
         """``args``' answer once ``replicas`` replicas hold the write (``WAIT``, sent with it:
@@ -115,23 +127,31 @@ class Commands:
 
     def several(self, *commands: tuple) -> list:
         """Each command's answer, sent together on one connection: one round trip."""
-        try:
-            conn, _ = self._idle.pop()             # PERF: the common case takes no lock
-        except IndexError:
-            conn = self._another()
+        conn = self._take()
         try:
             try:
                 return self._send(conn, commands)
             except redis.ConnectionError:
                 return self._send(conn, commands)  # it closed itself: a new connection
         finally:
-            if self._closed:
-                self._dropped(conn)
-            else:
-                self._idle.append((conn, self._clock()))
-                if self._waiting:
-                    with self._lock:
-                        self._returned.notify()
+            self._give(conn)
+
+    def _take(self):
+        """An idle connection, else ``_another()``."""
+        try:
+            return self._idle.pop()[0]             # PERF: the common case takes no lock
+        except IndexError:
+            return self._another()
+
+    def _give(self, conn) -> None:
+        """``conn`` back among the idle ones (closed once the store is), a waiter told."""
+        if self._closed:
+            self._dropped(conn)
+        else:
+            self._idle.append((conn, self._clock()))
+            if self._waiting:
+                with self._lock:
+                    self._returned.notify()
 
     def _another(self):
         """A new connection (it connects at its first command), or an idle one that came

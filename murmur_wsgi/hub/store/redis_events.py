@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from murmur_wsgi.hub.store.base import StoredEvent
+from murmur_wsgi.hub.store.redis_client import FAILURES, failed
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_keys import CHANNEL, events_key, mark_key, task_key
 from murmur_wsgi.wire.stream import task_event
@@ -29,14 +30,16 @@ def _payload_and_end(fields: list) -> tuple[str, bool]:
 class TaskEvents:
     """A task's event log (``ev:<id>``) and cancel mark (``cancel:<id>``) on Redis."""
 
-    @_guarded
     def events(self, task_id, after, timeout, tenant=None):
-        tenant = self._tenant_of(task_id, tenant)
-        if tenant is None or self.conn.closed.is_set():
-            return [], False
-        self.conn.start_feed()
-        return self.conn.feed.events(task_id, after, timeout,
-                                     lambda t, a: self._read_events(tenant, t, a))
+        try:            # NOTE: not ``guarded``: every waiting stream waits in this call
+            tenant = self._tenant_of(task_id, tenant)
+            if tenant is None or self.conn.closed.is_set():
+                return [], False
+            self.conn.start_feed()
+            return self.conn.feed.events(task_id, after, timeout,
+                                         lambda t, a: self._read_events(tenant, t, a))
+        except FAILURES as ex:
+            raise failed("events", ex) from None
 
     def _read_events(self, tenant: str, task_id: str, after: int) -> tuple[list, bool]:
         """The task's events after position ``after`` and whether its log exists: one

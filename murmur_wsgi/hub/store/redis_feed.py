@@ -134,6 +134,8 @@ class EventFeed:
         ``read(task_id, after) -> (events, exists)`` reads the events after ``after`` now,
         in one round trip: this reader's own way in, or a read for all the task's readers.
         """
+        # MEMORY: one frame, not two: every waiting stream waits here, and the frames of a
+        # greenlet's deepest call stay resident while it lives (its Python data stack).
         deadline = self._clock() + max(0.0, timeout)
         with self._changed:
             watched = self._watched.get(task_id)
@@ -142,71 +144,68 @@ class EventFeed:
             watched.readers += 1
             watched.touched = self._clock()
         try:
-            return self._events(task_id, watched, after, deadline, read)
+            own = True                          # the first look reads unless covered
+            while True:
+                with self._changed:
+                    if self._closed:
+                        return [], False
+                    epoch = self._epoch
+                    if watched.covers(after, epoch) and epoch % 2:
+                        stale = watched.notified > watched.last
+                        if stale and not watched.reading:
+                            watched.reading = True            # read once, for every reader
+                            start, own = watched.last, False
+                        else:
+                            found = watched.since(after)
+                            left = deadline - self._clock()
+                            if found and (not stale or left <= 0):
+                                return found, True
+                            if left <= 0:
+                                return [], True
+                            watched.cond.wait(left)
+                            continue
+                    else:
+                        start = after
+                        if not own:                            # unsubscribed: paced reads
+                            left = deadline - self._clock()
+                            if left <= 0:
+                                return [], True
+                            watched.cond.wait(min(left, self._block))
+                        own = True
+                flight = start != after or not own          # this read is for every reader
+                try:
+                    entries, exists = read(task_id, start)
+                except BaseException:
+                    if flight:
+                        with self._lock:
+                            watched.reading = False
+                            watched.cond.notify_all()
+                    raise
+                with self._changed:
+                    # NOTE: the flight ends with its merge, under one hold of the lock: a reader
+                    # between the two would see the task stale still and read it once more.
+                    if flight:
+                        watched.reading = False
+                    # NOTE: only a read begun while subscribed, in the epoch still current, is
+                    # known to miss nothing the channel will not announce.
+                    if exists and epoch % 2 and epoch == self._epoch:
+                        if watched.epoch != epoch:            # taken anew in this epoch
+                            watched.epoch, watched.last, watched.entries = epoch, -1, []
+                            watched.size = 0
+                        watched.merge(start, entries)
+                        watched.cond.notify_all()
+                    elif flight:
+                        watched.cond.notify_all()
+                if start == after:
+                    if entries or not exists:
+                        return entries, exists
+                    own = False                  # known now: wait for what comes
+                    if deadline - self._clock() <= 0:
+                        return [], True
         finally:
             with self._changed:
                 watched.readers -= 1
                 watched.touched = self._clock()
-
-    def _events(self, task_id, watched, after, deadline, read):
-        own = True                              # the first look reads unless covered
-        while True:
-            with self._changed:
-                if self._closed:
-                    return [], False
-                epoch = self._epoch
-                if watched.covers(after, epoch) and epoch % 2:
-                    stale = watched.notified > watched.last
-                    if stale and not watched.reading:
-                        watched.reading = True            # read once, for every reader
-                        start, own = watched.last, False
-                    else:
-                        found = watched.since(after)
-                        left = deadline - self._clock()
-                        if found and (not stale or left <= 0):
-                            return found, True
-                        if left <= 0:
-                            return [], True
-                        watched.cond.wait(left)
-                        continue
-                else:
-                    start = after
-                    if not own:                            # unsubscribed: paced reads
-                        left = deadline - self._clock()
-                        if left <= 0:
-                            return [], True
-                        watched.cond.wait(min(left, self._block))
-                    own = True
-            flight = start != after or not own          # this read is for every reader
-            try:
-                entries, exists = read(task_id, start)
-            except BaseException:
-                if flight:
-                    with self._lock:
-                        watched.reading = False
-                        watched.cond.notify_all()
-                raise
-            with self._changed:
-                # NOTE: the flight ends with its merge, under one hold of the lock: a reader
-                # between the two would see the task stale still and read it once more.
-                if flight:
-                    watched.reading = False
-                # NOTE: only a read begun while subscribed, in the epoch still current, is
-                # known to miss nothing the channel will not announce.
-                if exists and epoch % 2 and epoch == self._epoch:
-                    if watched.epoch != epoch:            # taken anew in this epoch
-                        watched.epoch, watched.last, watched.entries = epoch, -1, []
-                        watched.size = 0
-                    watched.merge(start, entries)
-                    watched.cond.notify_all()
-                elif flight:
-                    watched.cond.notify_all()
-            if start == after:
-                if entries or not exists:
-                    return entries, exists
-                own = False                  # known now: wait for what comes
-                if deadline - self._clock() <= 0:
-                    return [], True
 
     def reading(self) -> list[str]:
         """The tasks some reader of this feed reads now (the store keeps them watched)."""
