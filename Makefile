@@ -34,8 +34,11 @@ hub: $(VENV)/.installed
 
 # The hub's Redis tests start their own redis-server: tests/ensure_redis.sh installs it when
 # missing (root with apt-get), else says what to install and fails.
+# The suite starts the commands in many processes: the sources are compiled once first
+# (PYTHONDONTWRITEBYTECODE, where it is set, keeps each process from caching its own).
 test: $(VENV)/.installed-test
 	@sh tests/ensure_redis.sh
+	@$(BIN)/python -m compileall -q murmur_wsgi tests bench examples > /dev/null
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # Requests/s of the door against a bare WSGI app (wrk), then bytes per finished task.
