@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 from bench.report import git_commit, save, versions  # noqa: E402
-from bench.streams import memory_of, proc_children, raise_nofile  # noqa: E402
+from bench.streams import memory_of, proc_children, raise_nofile, slope  # noqa: E402
 from tests.e2e.hub_process import HubProcess  # noqa: E402
 from tests.redis_util import RedisServer  # noqa: E402
 
@@ -73,15 +73,6 @@ def hub_yaml(port: int, redis_url: str, streams: int) -> dict:
         "tenants": {"acme": {"api_keys": [hashlib.sha256(KEY.encode()).hexdigest()],
                              "agents": {"echo": {"agent": "demo", "publish": True}}}},
     }
-
-
-def slope(samples: list[tuple[int, int]]) -> float:
-    """Least squares of RSS over the streams open (bench/streams.py's measure of the door):
-    the marginal bytes of one more stream, without what the first ones paid once."""
-    xs, ys = [x for x, _ in samples], [y for _, y in samples]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
 
 
 def percentile(values: list[float], p: float) -> float | None:
@@ -259,7 +250,7 @@ def main(argv=None) -> int:
                     samples.append((len(streams.all), memory_of(worker)["VmRSS"]))
                 report["open_secs"] = round(opened_secs, 2)
                 report["rss_samples"] = samples
-                report["rss_kib_slope_per_stream"] = round(slope(samples) / 1024, 2)
+                report["rss_kib_slope_per_stream"] = round((slope(samples) or 0.0) / 1024, 2)
                 report["refused"] = sum(s.ended for s in streams.all)
                 if report["refused"]:
                     sample = next(bytes(s.buf[-200:]) for s in streams.all if s.ended)

@@ -575,6 +575,15 @@ def wait_for_gauge(port: int, want: int, deadline: float, what: str) -> tuple[bo
         time.sleep(POLL_WAIT)
 
 
+def slope(samples: list[tuple[int, int]]) -> float | None:
+    """Least squares of RSS over the streams open, ``[(streams, bytes), …]``: the marginal
+    bytes of one more stream, without what the first ones paid once (None: one count)."""
+    xs, ys = [x for x, _ in samples], [y for _, y in samples]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else None
+
+
 def hold_streams(server: Server, n: int, checkpoints: int = 5) -> tuple[dict, Client]:
     """Open ``n`` idle streams on ``server``; RSS before, at checkpoints, after."""
     client = Client(server.port)
@@ -615,13 +624,8 @@ def hold_streams(server: Server, n: int, checkpoints: int = 5) -> tuple[dict, Cl
         "samples": samples,
     }
     # The marginal cost: least squares of RSS over the checkpoints.
-    xs = [s["streams"] for s in samples]
-    ys = [s["VmRSS"] for s in samples]
-    if len(xs) > 2:
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        sxx = sum((x - mx) ** 2 for x in xs)
-        result["rss_slope_per_stream"] = sum((x - mx) * (y - my)
-                                             for x, y in zip(xs, ys)) / sxx if sxx else None
+    if len(samples) > 2:
+        result["rss_slope_per_stream"] = slope([(s["streams"], s["VmRSS"]) for s in samples])
     return result, client
 
 

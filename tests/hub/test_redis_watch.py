@@ -6,6 +6,7 @@ plain subscriber of the test.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import uuid
@@ -135,8 +136,6 @@ def test_a_mark_is_never_a_record_of_its_own(rstores):
 
 def _frames_of(thread) -> list[str]:
     """The thread's Python frames, innermost first, as ``Class.function`` or ``function``."""
-    import sys
-
     frame, names = sys._current_frames()[thread.ident], []
     while frame is not None:
         code = frame.f_code

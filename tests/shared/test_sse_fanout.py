@@ -27,12 +27,14 @@ CHILD = textwrap.dedent("""
     STREAMS = 50
     ended = threading.Event()
     order = []
+    waiting = []
 
     class Waiting(SseBody):
         def first(self):
             return [], False
 
         def next(self, timeout):
+            waiting.append(self)
             ended.wait(timeout)
             return [(None, '{"final":true}')], True
 
@@ -43,7 +45,8 @@ CHILD = textwrap.dedent("""
         order.append(("end", n))
 
     greenlets = [gevent.spawn(serve, n) for n in range(STREAMS)]
-    gevent.sleep(0.01)
+    while len(waiting) < STREAMS:       # every stream waits: they are woken together
+        gevent.sleep(0)
     ended.set()
     gevent.joinall(greenlets, timeout=10)
     print(json.dumps(order))
