@@ -1,7 +1,8 @@
 -- wrk script: POST one JSON-RPC body to /, with A2A-Version: 1.0.
 --
 -- Environment (set by bench/run.py):
---   WRK_BODY   the request body; each %ID% in it becomes a fresh token per request
+--   WRK_BODY   the request body; each %ID% in it becomes a fresh token per request:
+--              WRK_RUN (one token per wrk run), the thread's number and its count
 --   WRK_COUNT  "1": read each answer and count task states and JSON-RPC error codes
 --   WRK_PATH   the path to post to (default /); WRK_API_KEY: sent as X-API-Key (the hub)
 -- At the end, one line "WRKJSON {...}" carries the numbers bench/run.py reads.
@@ -9,6 +10,7 @@
 local template = os.getenv("WRK_BODY") or '{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"tsk_x"}}'
 local count = os.getenv("WRK_COUNT") == "1"
 local prefix, suffix = template:match("^(.-)%%ID%%(.*)$")
+local run = os.getenv("WRK_RUN") or "0"
 
 wrk.method = "POST"
 wrk.path = os.getenv("WRK_PATH") or "/"
@@ -38,7 +40,7 @@ unparsed = 0
 if prefix then
    request = function()
       n = n + 1
-      return wrk.format(nil, nil, nil, prefix .. tid .. "-" .. n .. suffix)
+      return wrk.format(nil, nil, nil, prefix .. run .. "-" .. tid .. "-" .. n .. suffix)
    end
 end
 

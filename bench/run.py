@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -129,8 +130,11 @@ def ensure_wrk(install: bool) -> str:
 
 def run_wrk(wrk: str, url: str, body: str, *, threads: int, connections: int,
             seconds: float, count: bool, path: str = "/", api_key: str | None = None) -> dict:
-    """Run wrk with bench/post.lua; return the numbers its done() prints."""
-    env = dict(os.environ, WRK_BODY=body, WRK_COUNT="1" if count else "0", WRK_PATH=path)
+    """Run wrk with bench/post.lua; return the numbers its done() prints. Each run's %ID%
+    tokens are its own (``WRK_RUN``): a SendMessage's messageId is never one an earlier
+    run (the warm-up, another round) sent, whose task the hub would return instead."""
+    env = dict(os.environ, WRK_BODY=body, WRK_COUNT="1" if count else "0", WRK_PATH=path,
+               WRK_RUN=uuid.uuid4().hex[:12])
     if api_key:
         env["WRK_API_KEY"] = api_key
     argv = [wrk, f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "10s",
