@@ -239,3 +239,27 @@ def test_a_long_argument_is_sent_in_pieces_as_redis_py_would_pack_it(client, tex
         [2 * len(text.encode())] * 2
     assert sent("GET", "long") == text + text and sent.idle == 1
     sent.close()
+
+
+def test_commands_are_packed_as_redis_py_packs_them(client):
+    """The hot paths' packing (one hiredis call a command) sends the bytes redis-py's
+    packer would, for every kind of argument the store sends; a value Redis cannot take
+    is refused as redis-py refuses it (``DataError``), nothing sent."""
+    conn = client.connection_pool.get_connection()
+    try:
+        commands = (("EVALSHA", "0" * 40, 2, "k{t}:1", "k{t}:2", "ünï \U0001F600", b"\x00\xff",
+                     12345678901234567, -3, 1.5, "", '{"a":"\\u00e9"}'),
+                    ("ZADD", "z", 1796191365723, "bench/9f6f"), ("PING",))
+        assert redis_commands._packed(conn, commands) == \
+            [b"".join(conn.pack_commands(commands))]
+        for bad in (None, ["list"], {"a": 1}):
+            with pytest.raises(redis.DataError):
+                redis_commands._packed(conn, (("SET", "k", bad),))
+    finally:
+        client.connection_pool.release(conn)
+    sent = redis_commands.Commands(client)
+    with pytest.raises(redis.DataError):
+        sent("SET", "k", None)
+    assert sent("SET", "k", "ünï") == "OK" and sent("GET", "k") == "ünï"
+    assert sent.several(("SET", "n", 7), ("INCRBY", "n", 3), ("GET", "n")) == ["OK", 10, "10"]
+    sent.close()
