@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 CONFIG ?= conf/murmur.yaml
 
-.PHONY: run hub test bench bench-streams bench-hub clean
+.PHONY: run hub test bench bench-instructions bench-streams bench-hub clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,12 @@ bench: $(VENV)/.installed-test
 	-@sh tests/ensure_redis.sh
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 	$(BIN)/python bench/memory.py
+
+# Instructions per request of each application (valgrind's callgrind counts them: the same
+# figures whatever else the machine runs). BENCH_INSTRUCTIONS_ARGS: e.g. "-n 400 -k hub".
+bench-instructions: $(VENV)/.installed-test
+	-@sh tests/ensure_redis.sh
+	$(BIN)/python bench/instructions.py $(BENCH_INSTRUCTIONS_ARGS)
 
 # Idle murmur.WatchSession streams (RSS per stream) and fan-out latency to subscribers.
 # BENCH_STREAMS_ARGS passes options to bench/streams.py, e.g. "-n 2000 -s 500 -r 20 --bare".
