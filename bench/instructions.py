@@ -241,9 +241,11 @@ def count_gunicorn(valgrind: str, calls: int, workdir: Path) -> int:
     argv = [valgrind, "--tool=callgrind", "--trace-children=yes",
             f"--callgrind-out-file={out}/cg.%p", sys.executable, "-m", "gunicorn",
             "-c", "conf/gunicorn.conf.py", "-b", f"127.0.0.1:{port}", "bench.bare_app:app"]
+    from murmur_wsgi.groups import child_setup
+
     proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=child_setup())  # dies with us
     try:
         deadline = time.monotonic() + 180
         while True:                 # the one probe that succeeds is the same in both runs
