@@ -11,6 +11,12 @@ A cancelled timer stays in the heap until it is due or until the cancelled
 ones are more than half of it, when the heap is rebuilt without them: memory
 follows the timers that can still fire, whatever the rate of runs.
 
+PERF: the thread is woken only for a timer due before the thread wakes anyway
+(``_wake_at``: at most ``IDLE_SECS`` away). A run's timeout (minutes) never is,
+so a message's timer costs its push and its cancel, not a turn of the thread
+(with few runs at a time the heap is often empty, and every new timer was its
+earliest: about 5 % of a blocking SendMessage's instructions, docs/performance.md).
+
 Concurrency:
     ``_lock`` (under ``_changed``) guards the heap, the cancelled count and the
     thread; callbacks are started outside it. Every wait has a timeout
@@ -22,6 +28,7 @@ import _thread
 import heapq
 import itertools
 import logging
+import math
 import threading
 import time
 
@@ -57,6 +64,9 @@ class Timers:
         self._cancelled = 0               # cancelled timers still in the heap
         self._thread: threading.Thread | None = None
         self._closed = False
+        # When the waiting thread wakes by itself; -inf while it does not wait (it looks at
+        # the heap before it waits again). Guarded by _lock.
+        self._wake_at = -math.inf
 
     def after(self, seconds: float, fn) -> Timer:
         """Call ``fn()`` (on a thread of its own) in ``seconds``, unless cancelled first."""
@@ -70,8 +80,8 @@ class Timers:
                 self._thread = threading.Thread(target=self._serve, name="hub-timers",
                                                 daemon=True)
                 self._thread.start()
-            elif self._heap[0][2] is timer:
-                self._changed.notify()            # earlier than what the thread waits for
+            elif timer.due < self._wake_at:
+                self._changed.notify()            # earlier than the thread would wake
         return timer
 
     def pending(self) -> int:
@@ -108,8 +118,10 @@ class Timers:
                             timer.fn = None
                     if due:
                         break
-                    wait = self._heap[0][0] - now if self._heap else IDLE_SECS
-                    self._changed.wait(min(wait, IDLE_SECS))
+                    wait = min(self._heap[0][0] - now if self._heap else IDLE_SECS, IDLE_SECS)
+                    self._wake_at = now + wait
+                    self._changed.wait(wait)
+                    self._wake_at = -math.inf
                 if self._closed:
                     return
             for fn in due:

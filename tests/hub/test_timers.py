@@ -76,3 +76,25 @@ def test_closed_timers_fire_nothing_and_their_thread_ends():
     late = timers.after(0, fired.set)
     assert late.cancelled and timers.pending() == 0 and timers._thread is thread
     assert not fired.is_set()
+
+
+def test_the_thread_is_woken_only_for_a_timer_due_before_it_wakes_by_itself():
+    """A run's timeout (minutes away) is pushed and cancelled without a turn of the
+    thread; one due before the thread's own wake-up wakes it, and fires on time."""
+    timers = Timers()
+    woken = []
+    fired = threading.Event()
+    try:
+        timers.after(3600, fired.set)                # starts the thread, which waits
+        wait_until(lambda: timers._wake_at > 0)
+        notify = timers._changed.notify
+        timers._changed.notify = lambda *a: (woken.append(1), notify(*a))
+        for _ in range(100):
+            timers.after(300, fired.set).cancel()    # a message's run timeout
+        assert woken == []
+        soon = threading.Event()
+        timers.after(0.01, soon.set)
+        assert woken == [1] and soon.wait(5)
+        assert not fired.is_set()
+    finally:
+        timers.close()
