@@ -374,14 +374,30 @@ class Run:
 
     # --- the thread -----------------------------------------------------------
 
-    def start(self, ctx: HubContext, started: str | None = None) -> None:
+    def start(self, ctx: HubContext, started: str | None = None, inline: bool = False) -> None:
         """Run the agent on a thread of its own; ``started``: the task's WORKING statusUpdate,
-        stored already (``TaskStore.open``), else the thread stores the start first."""
+        stored already (``TaskStore.open``), else the thread stores the start first.
+
+        ``inline``: the agent says this run does not wait (``agents/inline.py``) and the
+        caller would only wait for the end (a blocking SendMessage): the agent runs here,
+        in the caller's thread, and the run has ended when this returns.
+        PERF: about 9 % of a blocking SendMessage's instructions: a thread's start and the
+        wake-ups of two (docs/performance.md)."""
         with self.runs.changed:
             self._timeout = self.runs.timer(self.timeout, self._timed_out)
-        _thread.start_new_thread(self._work, (ctx, started))
+        if inline:
+            self._execute(ctx, started)     # a stopped agent is logged (end_as), not raised
+        else:
+            _thread.start_new_thread(self._work, (ctx, started))
 
     def _work(self, ctx: HubContext, payload: str | None) -> None:
+        ending = self._execute(ctx, payload)
+        if ending.stopped:
+            raise ending.error              # the agent's thread ends as it was ended
+
+    def _execute(self, ctx: HubContext, payload: str | None) -> Ending:
+        """The run: its start stored (unless ``payload``, stored already), the agent's call,
+        the task's end; the agent's ending."""
         ending = None
         try:
             try:
@@ -401,5 +417,4 @@ class Run:
         finally:
             self._agent_returned()
         end_as(self, ending)
-        if ending.stopped:
-            raise ending.error
+        return ending

@@ -23,6 +23,7 @@ from collections import deque
 
 from murmur_wsgi.agents.base import TaskContext
 from murmur_wsgi.agents.endings import NOT_JSON, Ending, run_agent
+from murmur_wsgi.agents.inline import runs_inline
 from murmur_wsgi.agents.parts import Reply
 from murmur_wsgi.door.card import HTTP_FRAMES, PROCESS_FRAMES
 from murmur_wsgi.ids import new_id
@@ -72,9 +73,6 @@ class TaskManager:
         self.ring = ring
         self.works = works
         self.agent = agent
-        # The agent's own word that a run ends without waiting (``inline``, docs/agents.md):
-        # True, or a callable taking the task's text.
-        self._inline = getattr(agent, "inline", False)
         lifecycle = session.manifest.lifecycle
         self.conversation = lifecycle["conversation"]
         self.acceptance = lifecycle["task_acceptance"]
@@ -138,23 +136,9 @@ class TaskManager:
         return record
 
     def runs_inline(self, text: str) -> bool:
-        """True when the agent says its run on ``text`` ends without waiting.
-
-        NOTE: such a run never blocks (no ask, wait, sleep or I/O), so the held
-        request it runs in answers what it would have answered anyway: under
-        gevent nothing else runs meanwhile; on OS threads a cancel during the run
-        ends the task at once, and the held answer follows when the agent returns.
-        """
-        inline = self._inline
-        if inline is True:
-            return True
-        if not callable(inline):
-            return False
-        try:
-            return inline(text) is True
-        except Exception:  # noqa: BLE001 - an agent's hook must not fail the request
-            logger.exception("the agent's inline hook failed; the task runs on its thread")
-            return False
+        """True when the agent says its run on ``text`` ends without waiting
+        (``agents/inline.py``)."""
+        return runs_inline(self.agent, text)
 
     def _busy_locked(self) -> bool:
         """The capsule's slot is taken: a task is live, or an agent has not returned.

@@ -6,6 +6,7 @@ import time
 import uuid
 
 from murmur_wsgi.agents.blocks import data_block
+from murmur_wsgi.agents.inline import runs_inline
 from murmur_wsgi.errors import InvalidRequestError
 from murmur_wsgi.hub.admission import Admitted
 from murmur_wsgi.hub.context import Caller, HubContext, Turn
@@ -110,7 +111,9 @@ def accept(hub, call, live: bool):
     hub.runs.add(run)
     ctx = HubContext(run, text, msg.data, task.history[0],
                      Caller(call.tenant, call.subject, call.agent), history)
-    run.start(ctx, admitted.started)
+    # A blocking SendMessage only waits for the end: an agent whose run does not wait
+    # runs here (``agents/inline.py``).
+    run.start(ctx, admitted.started, inline=run.keep_answer and runs_inline(run.agent, text))
     return msg, Accepted(task, run, snapshot)
 
 

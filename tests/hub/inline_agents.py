@@ -1,0 +1,47 @@
+"""Agents of tests/hub/test_inline_run.py: each notes the thread each of its runs was on."""
+from __future__ import annotations
+
+import threading
+
+THREADS: dict[str, int] = {}
+
+
+def _noted(ctx, name: str) -> str:
+    THREADS[f"{name}:{ctx.text}"] = threading.get_ident()
+    return f"echo: {ctx.text}"
+
+
+def says_inline(ctx):
+    return _noted(ctx, "inline")
+
+
+says_inline.inline = True
+
+
+def says_nothing(ctx):
+    return _noted(ctx, "threaded")
+
+
+def hook_fails(ctx):
+    return _noted(ctx, "hook")
+
+
+def _broken_hook(text):
+    raise RuntimeError("the hook is broken")
+
+
+hook_fails.inline = _broken_hook
+
+
+def asks_per_text(ctx):
+    return _noted(ctx, "per-text")
+
+
+asks_per_text.inline = lambda text: text != "wait"
+
+
+def exits(ctx):
+    raise SystemExit(3)
+
+
+exits.inline = True

@@ -1,0 +1,80 @@
+"""An agent whose run does not wait (``agent.inline``) runs in a blocking SendMessage's
+thread; every other run (a stream, returnImmediately, a hook that declines or fails) on a
+thread of its own. On both stores."""
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from murmur_wsgi.hub import create_hub
+from tests.hub import inline_agents
+from tests.hub.conftest import HubClient, agent, close_hub, hub_config, send_params, wait_until
+
+AGENTS = {"inline": "says_inline", "threaded": "says_nothing", "hook": "hook_fails",
+          "per-text": "asks_per_text", "exits": "exits"}
+
+
+@pytest.fixture
+def rpc(store):
+    config = hub_config(store=store)
+    config["tenants"]["acme"]["agents"].update(
+        {name: agent(f"tests.hub.inline_agents:{ref}") for name, ref in AGENTS.items()})
+    h = create_hub(config)
+    inline_agents.THREADS.clear()
+    yield HubClient(h)
+    close_hub(h)
+
+
+def ran_here(name: str, text: str) -> bool:
+    return inline_agents.THREADS[f"{name}:{text}"] == threading.get_ident()
+
+
+def answer_of(task: dict) -> dict:
+    """The task without what differs from one run to the next (ids, times)."""
+    return {"state": task["status"]["state"],
+            "parts": task["artifacts"][0]["parts"],
+            "history": [part for m in task["history"] for part in m["parts"]]}
+
+
+def test_a_blocking_message_runs_an_inline_agent_in_its_thread_and_answers_the_same(rpc):
+    inline = rpc.send("hi", agent="inline")
+    threaded = rpc.send("hi", agent="threaded")
+    assert ran_here("inline", "hi") and not ran_here("threaded", "hi")
+    assert answer_of(inline) == answer_of(threaded)
+    assert inline["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert inline["artifacts"][0]["parts"][0]["text"] == "echo: hi"
+    got = rpc.result("GetTask", {"id": inline["id"]}, agent="inline")
+    assert got["status"] == inline["status"] and got["artifacts"] == inline["artifacts"]
+
+
+def test_a_message_answered_at_once_or_streamed_runs_on_its_own_thread(rpc):
+    params = send_params("now", configuration={"returnImmediately": True})
+    task = rpc.result("SendMessage", params, agent="inline")["task"]
+    assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
+    response = rpc.call("SendStreamingMessage", send_params("stream"), agent="inline")
+    assert b"TASK_STATE_COMPLETED" in response.get_data()
+    assert not ran_here("inline", "stream")
+    # the answer given at once: its run ended on its own thread too
+    wait_until(lambda: "inline:now" in inline_agents.THREADS)
+    assert not ran_here("inline", "now")
+
+
+def test_the_hook_is_asked_with_the_text_and_a_failing_hook_means_a_thread(rpc, caplog):
+    rpc.send("go", agent="per-text")
+    rpc.send("wait", agent="per-text")
+    assert ran_here("per-text", "go") and not ran_here("per-text", "wait")
+    with caplog.at_level(logging.ERROR, logger="murmur_wsgi.agents.inline"):
+        task = rpc.send("hi", agent="hook")
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert not ran_here("hook", "hi")
+    assert "the agent's inline hook failed" in caplog.text
+
+
+def test_an_inline_agent_that_exits_fails_its_task_and_the_hub_answers(rpc, caplog):
+    with caplog.at_level(logging.ERROR):
+        task = rpc.send("bye", agent="exits")
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert "the agent was stopped" in caplog.text
+    assert rpc.send("hi", agent="inline")["status"]["state"] == "TASK_STATE_COMPLETED"
