@@ -23,26 +23,32 @@ Figures: docs/performance.md.
 """
 from __future__ import annotations
 
+import sys
+
+if "--child" in sys.argv:       # patched before anything is imported, as gunicorn's worker is
+    from gevent import monkey
+
+    monkey.patch_all()
+
 import argparse
-import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+# make bench's bodies, hub and door (one home for each), and its free port
+from bench.run import (BENCH_MANIFEST, GET_UNKNOWN, HUB_CONFIG, HUB_KEY, HUB_PATH,  # noqa: E402
+                       SEND, free_port)
+
 GREENLETS = 16
 WARM = 50                       # calls before the counted ones (the first of each kind)
-SEND = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-        "params": {"message": {"messageId": "", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}}
-GET_UNKNOWN = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "tsk_x"}}
-HUB_KEY = "mhk_bench-key"
-HUB_PATH = "/a2a/v1/agents/echo"
 
 SCENARIOS = {          # name: (what it measures, needs Redis)
     "gunicorn-bare-post": ("the bare app under gunicorn's gevent worker: the HTTP tier too",
@@ -98,12 +104,9 @@ def _hub(store: str, workdir: str):
 
     # NOTE: the replica's heartbeat and sweep are work per second, not per request: under
     # valgrind a run lasts minutes, and a sweep (a SCAN of every key) would count in.
-    config = {"store": store, "public_url": "http://127.0.0.1:1",
-              "redis": {"liveness_secs": 3600, "sweep_interval_secs": 3600},
-              "limits": {"concurrency": 100_000, "rate_per_minute": 100_000_000},
-              "tenants": {"bench": {
-                  "api_keys": [hashlib.sha256(HUB_KEY.encode()).hexdigest()],
-                  "agents": {"echo": {"agent": "demo", "publish": True}}}}}
+    config = {**json.loads(json.dumps(HUB_CONFIG)), "store": store,
+              "public_url": "http://127.0.0.1:1",
+              "redis": {"liveness_secs": 3600, "sweep_interval_secs": 3600}}
     path = os.path.join(workdir, "hub.yaml")
     with open(path, "w", encoding="utf-8") as out:
         yaml.safe_dump(config, out)
@@ -120,7 +123,6 @@ def build(name: str, total: int, redis_url: str, workdir: str):
         app = bare_app.redis_app if name == "bare-redis-post" else bare_app.app
         return app, [_environ("/", GET_UNKNOWN, {}) for _ in range(total)]
     if name == "door-sendmessage":
-        from bench.run import BENCH_MANIFEST
         from murmur_wsgi.door.app import create_app
 
         os.environ["MURMUR_WSGI_HOME"] = os.path.join(workdir, "home")
@@ -137,9 +139,6 @@ def build(name: str, total: int, redis_url: str, workdir: str):
 
 
 def child(name: str, calls: int, total: int, redis_url: str) -> None:
-    from gevent import monkey
-
-    monkey.patch_all()
     import gevent
 
     from murmur_wsgi.serving.worker import untracked_greenlets
@@ -230,12 +229,9 @@ def _post_many(port: int, calls: int) -> None:
 def count_gunicorn(valgrind: str, calls: int, workdir: Path) -> int:
     """The gunicorn worker's instructions (the largest count of the processes traced)."""
     import http.client
-    import socket
     import time
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     out = workdir / f"gunicorn-{calls}"
     out.mkdir()
     argv = [valgrind, "--tool=callgrind", "--trace-children=yes",

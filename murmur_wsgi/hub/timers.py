@@ -15,7 +15,7 @@ PERF: the thread is woken only for a timer due before the thread wakes anyway
 (``_wake_at``: at most ``IDLE_SECS`` away). A run's timeout (minutes) never is,
 so a message's timer costs its push and its cancel, not a turn of the thread
 (with few runs at a time the heap is often empty, and every new timer was its
-earliest: about 5 % of a blocking SendMessage's instructions, docs/performance.md).
+earliest: about 2–3 % of a blocking SendMessage's instructions, docs/performance.md).
 
 Concurrency:
     ``_lock`` (under ``_changed``) guards the heap, the cancelled count and the

@@ -98,8 +98,8 @@ def untracked_greenlets() -> None:
     PERF: gevent records both for its debugging tools (``gevent.util``'s run info and
     greenlet tree) unless ``track_greenlet_tree`` is off: a walk of the spawner's frames
     at every spawn, each connection's greenlet and each run of the hub's (its agent's
-    thread). Off, a blocking SendMessage to the hub executes about 4 % fewer instructions
-    on the memory store, 7 % on Redis (docs/performance.md). Nothing here reads them.
+    thread). Off, a blocking SendMessage to the hub on the memory store executes about
+    3 % fewer instructions (docs/performance.md). Nothing here reads them.
     """
     gevent.config.track_greenlet_tree = False
 

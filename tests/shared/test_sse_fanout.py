@@ -19,6 +19,7 @@ CHILD = textwrap.dedent("""
 
     import json
     import threading
+    import time
 
     import gevent
 
@@ -45,8 +46,9 @@ CHILD = textwrap.dedent("""
         order.append(("end", n))
 
     greenlets = [gevent.spawn(serve, n) for n in range(STREAMS)]
-    while len(waiting) < STREAMS:       # every stream waits: they are woken together
-        gevent.sleep(0)
+    deadline = time.monotonic() + 10
+    while len(waiting) < STREAMS and time.monotonic() < deadline:
+        gevent.sleep(0)     # wait-ok: the streams' turn, until every one waits (then woken together)
     ended.set()
     gevent.joinall(greenlets, timeout=10)
     print(json.dumps(order))

@@ -100,7 +100,7 @@ class TaskManager:
         stream opens its ring reader there, so nothing is lost or doubled between.
         ``hold``: the caller waits for the task to settle (a held SendMessage);
         when the task starts at once and its agent says the run does not wait
-        (its ``inline``, see ``runs_inline``), the agent runs here, in the caller's thread.
+        (its ``inline``, see ``agents/inline.py``), the agent runs here, in the caller's thread.
         """
         record = TaskRecord(new_id("tsk"), context_id or new_id("ctx"), ctx.owner,
                             ctx.trust, ctx.origin)
@@ -126,7 +126,7 @@ class TaskManager:
                 self._live.add(record.id)
                 to_start = record
         if to_start is not None:
-            if hold and self.runs_inline(start[0]):
+            if hold and runs_inline(self.agent, start[0]):
                 # PERF: the caller would only wait for the task: running the agent here
                 # saves a thread's start and two wake-ups (~50 µs under gevent).
                 self._run(to_start)
@@ -134,11 +134,6 @@ class TaskManager:
                 self._spawn(to_start)
         self.session.trace.flush()
         return record
-
-    def runs_inline(self, text: str) -> bool:
-        """True when the agent says its run on ``text`` ends without waiting
-        (``agents/inline.py``)."""
-        return runs_inline(self.agent, text)
 
     def _busy_locked(self) -> bool:
         """The capsule's slot is taken: a task is live, or an agent has not returned.
