@@ -305,7 +305,10 @@ def test_a_run_whose_streamed_text_cannot_be_stored_still_ends_with_its_whole_an
 
 def test_redis_restarted_mid_load_loses_no_acknowledged_task(tmp_path):
     server = RedisServer(tmp_path, persist=True).start()
-    hub = create_hub(hub_config(store=server.url, redis=dict(FAST)))
+    # NOTE: a blocking SendMessage to echo takes about a millisecond: the default
+    # 120 runs a minute would refuse (REJECTED) what this load sends before Redis stops.
+    hub = create_hub(hub_config(store=server.url, redis=dict(FAST),
+                                limits={"run_timeout_secs": 30, "rate_per_minute": 100_000}))
     rpc = HubClient(hub, "echo")
     acknowledged, statuses, codes = [], [], set()
     stop = threading.Event()
@@ -316,7 +319,8 @@ def test_redis_restarted_mid_load_loses_no_acknowledged_task(tmp_path):
             statuses.append(response.status_code)
             payload = response.get_json()
             if "result" in payload:
-                acknowledged.append(payload["result"]["task"]["id"])
+                task = payload["result"]["task"]
+                acknowledged.append((task["id"], task["status"]["state"]))
             else:
                 codes.add(payload["error"]["code"])
 
@@ -335,7 +339,8 @@ def test_redis_restarted_mid_load_loses_no_acknowledged_task(tmp_path):
         worker.join(10)
         try:
             assert set(statuses) == {200} and codes == {-32603}
-            for task_id in acknowledged:
+            assert {told for _, told in acknowledged} == {"TASK_STATE_COMPLETED"}
+            for task_id, _ in acknowledged:
                 assert rpc.result("GetTask", {"id": task_id})["status"]["state"] == \
                     "TASK_STATE_COMPLETED"
         finally:
