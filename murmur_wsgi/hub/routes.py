@@ -76,7 +76,8 @@ def handle(hub, environ, start_response):
         check_published(hub, seen.tenant, seen.agent)                         # step 3
         if kind == "card":
             return _json(start_response, 200, hub.cards[(seen.tenant, seen.agent)])  # step 4
-        raw = read_body(hub, environ, seen.tenant)                            # step 4
+        limits = hub.limits(seen.tenant)
+        raw = read_body(environ, limits["max_body_bytes"])                    # step 4
         payload = parse_json(raw)                                             # step 5
         seen.id, method, raw_params = check_envelope(payload)                 # step 6
         call = Call(seen.id, method, seen.tenant, subject, seen.agent, environ)
@@ -85,7 +86,7 @@ def handle(hub, environ, start_response):
         check_version(environ)                                                # step 7
         handler = lookup(hub, method)                                         # step 8
         call.params = check_params(raw_params)                                # step 9
-        check_id_bytes(method, call.params, hub.limits(seen.tenant)["max_id_bytes"])  # step 9
+        check_id_bytes(method, call.params, limits["max_id_bytes"])            # step 9
         result = handler(hub, call)                                           # step 10
     except Refusal as ex:
         status, headers, data = refusal_response(ex, compact_utf8)
@@ -136,9 +137,8 @@ def check_published(hub, tenant: str, name: str) -> None:
         raise AgentNotFound()
 
 
-def read_body(hub, environ: dict, tenant: str) -> bytes:
+def read_body(environ: dict, limit: int) -> bytes:
     """Step 4: the body, at most the tenant's ``limits.max_body_bytes`` (else 413)."""
-    limit = hub.limits(tenant)["max_body_bytes"]
     raw = bodies.read_body(environ, limit)
     if raw is None:
         raise BodyTooLargeError(f"the JSON-RPC body is larger than {limit} bytes")

@@ -73,6 +73,7 @@ DURABLE = ("OPEN", "CREATE", "START", "APPEND", "END", "MARK")   # acknowledged:
 # wire form, else what rebuilds it (``_record``).
 RECORD_FIELDS = ("tenant", "agent", "wire", "id", "ctx", "msg", "state", "text", "ms",
                  "created", "seq", "hist", "arts")
+WIRE = RECORD_FIELDS.index("wire")
 
 
 class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
@@ -267,16 +268,21 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
     def _open(self, keys, args, before):
         return self._scripts["OPEN"](keys=keys, args=args, before=before)
 
-    def _fields(self, tenant: str, task_id: str, agent: str | None = None) -> dict | None:
-        """The record's fields (one ``HMGET``), None unless it is ``agent``'s (when named)
-        and exists (a task of another tenant is not in this one's keys)."""
+    def _values(self, tenant: str, task_id: str, agent: str | None = None) -> list | None:
+        """The record's ``RECORD_FIELDS`` (one ``HMGET``), None unless it is ``agent``'s
+        (when named) and exists (a task of another tenant is not in this one's keys)."""
         if len(task_id) > MAX_ID_BYTES:
             return None
         values = self._command("HMGET", task_key(tenant, task_id), *RECORD_FIELDS)
         if values[0] is None or values[0] != tenant or (agent is not None
                                                          and values[1] != agent):
             return None
-        return dict(zip(RECORD_FIELDS, values))
+        return values
+
+    def _fields(self, tenant: str, task_id: str, agent: str | None = None) -> dict | None:
+        """``_values`` by name."""
+        values = self._values(tenant, task_id, agent)
+        return None if values is None else dict(zip(RECORD_FIELDS, values))
 
     def get(self, tenant, agent, task_id):
         try:            # NOTE: not ``guarded``: a SubscribeToTask's opening read
@@ -286,12 +292,12 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
 
     @_guarded
     def task_json(self, tenant, agent, task_id):
-        fields = self._fields(tenant, task_id, agent)
-        if fields is None:
+        values = self._values(tenant, task_id, agent)
+        if values is None:
             return None
-        if fields["wire"] is not None:                # finished: its wire form, as it is
-            return fields["wire"]
-        task = self._record(fields)
+        if values[WIRE] is not None:                  # finished: its wire form, as it is
+            return values[WIRE]
+        task = self._record(dict(zip(RECORD_FIELDS, values)))
         return None if task is None else task.to_json(cache=False)
 
     @staticmethod
