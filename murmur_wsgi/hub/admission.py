@@ -44,7 +44,7 @@ class Admission:
 
     def __init__(self, config, counters=None, clock=time.monotonic):
         self.counters = counters if counters is not None else LocalCounters(clock)
-        self._limits = {t: config.tenant_limits(t) for t in config.tenants}
+        self._limits = config.tenant_limits      # merged once, by the config
         self._hooks = {}
         for tenant, block in config.tenants.items():
             if block["admission"]:
@@ -60,7 +60,7 @@ class Admission:
         reason = self._hook_reason(tenant, agent, text)
         if reason is not None:
             return reason
-        limits = self._limits[tenant]
+        limits = self._limits(tenant)
         return self._reason(tenant, self.counters.take(tenant, task_id, limits["concurrency"],
                                                        limits["rate_per_minute"]))
 
@@ -69,7 +69,7 @@ class Admission:
         started, in one store step (``TaskStore.open``) unless the tenant has a hook, which
         is called between the claim and the counters. Raises StoreError."""
         tenant = task.tenant
-        limits = self._limits[tenant]
+        limits = self._limits(tenant)
         claimed = tenant in self._hooks
         if claimed:
             found = store.claim_message(tenant, task.agent, task.message_id)
@@ -95,7 +95,7 @@ class Admission:
         return None if reason is None else str(reason)
 
     def _reason(self, tenant: str, refused: str | None) -> str | None:
-        limits = self._limits[tenant]
+        limits = self._limits(tenant)
         if refused == CONCURRENCY:
             return (f"concurrency limit reached: {limits['concurrency']} runs at once "
                     "for this tenant")
