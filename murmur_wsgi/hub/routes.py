@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 SSE = [("Content-Type", "text/event-stream"), ("X-Accel-Buffering", "no")]
 GROUP = "/a2a/v1"
+_IN_GROUP = GROUP + "/"
+_AFTER_PREFIX = len(PREFIX)
 
 
 class Call:
@@ -86,7 +88,8 @@ def handle(hub, environ, start_response):
         check_version(environ)                                                # step 7
         handler = lookup(hub, method)                                         # step 8
         call.params = check_params(raw_params)                                # step 9
-        check_id_bytes(method, call.params, limits["max_id_bytes"])            # step 9
+        if len(raw) > limits["max_id_bytes"]:   # PERF: no id is longer than the body's text
+            check_id_bytes(method, call.params, limits["max_id_bytes"])        # step 9
         result = handler(hub, call)                                           # step 10
     except Refusal as ex:
         status, headers, data = refusal_response(ex, compact_utf8)
@@ -112,17 +115,20 @@ def route(hub, environ: dict) -> tuple[str, str | None]:
     ``/``, as httpx's ``base_url`` does); the card's URL itself has none.
     """
     path = environ.get("PATH_INFO", "")
-    if path == "/metrics" and hub.metrics is not None:
-        return "metrics", None
-    in_group = path == GROUP or path.startswith(GROUP + "/")
-    if not in_group or not hub.config.public_url:
-        raise NotServed(a2a=in_group)
-    rest = path[len(PREFIX):] if path.startswith(PREFIX) else ""
+    if path.startswith(PREFIX) and hub.config.public_url:   # PERF: an agent's, the most
+        rest = path[_AFTER_PREFIX:]
+    else:
+        if path == "/metrics" and hub.metrics is not None:
+            return "metrics", None
+        in_group = path == GROUP or path.startswith(_IN_GROUP)
+        if not in_group or not hub.config.public_url:
+            raise NotServed(a2a=in_group)
+        rest = ""
     verb = environ.get("REQUEST_METHOD", "GET")
-    if rest.endswith(CARD_SUFFIX) and verb in ("GET", "HEAD"):
-        kind, name = "card", rest[:-len(CARD_SUFFIX)]
-    elif verb == "POST":
+    if verb == "POST":
         kind, name = "rpc", rest[:-1] if rest.endswith("/") else rest
+    elif rest.endswith(CARD_SUFFIX) and verb in ("GET", "HEAD"):
+        kind, name = "card", rest[:-len(CARD_SUFFIX)]
     else:
         raise NotServed()
     if not name or "/" in name:

@@ -21,9 +21,12 @@ REASONS = {200: "OK", 304: "Not Modified", 400: "Bad Request", 401: "Unauthorize
            413: "Content Too Large", 500: "Internal Server Error"}
 
 
+_LINES = {status: f"{status} {reason}" for status, reason in REASONS.items()}
+
+
 def status_line(status: int) -> str:
     """``"404 Not Found"``: the WSGI status of ``status``."""
-    return f"{status} {REASONS.get(status, 'Error')}"
+    return _LINES.get(status) or f"{status} Error"
 
 
 def refusal_response(ex: Refusal, dumps=compact_ascii) -> tuple[str, list, bytes]:

@@ -72,3 +72,69 @@ def test_the_encoders_write_no_nan_nor_infinity(encode, value):
     with pytest.raises(ValueError):
         encode({"x": [value]})
     assert encode({"x": [1.5]}) == '{"x":[1.5]}'
+
+
+def _reference_decode(text: str):
+    """What the parser read before it called its scanner itself: the decoder's ``decode``."""
+    def reject(name):
+        raise ValueError(name)
+
+    def finite(number):
+        value = float(number)
+        if value in (float("inf"), -float("inf")):
+            raise ValueError(number)
+        return value
+    return json.JSONDecoder(parse_constant=reject, parse_float=finite).decode(text)
+
+
+WHITESPACE = st.text(alphabet=" \t\n\r", max_size=3)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSON_VALUES, WHITESPACE, WHITESPACE, st.booleans(), st.booleans())
+def test_parse_json_reads_every_json_text_as_the_decoder_does(value, before, after, indent,
+                                                              ascii_only):
+    text = before + json.dumps(value, indent=2 if indent else None,
+                               ensure_ascii=ascii_only) + after
+    assert parse_json(text.encode()) == _reference_decode(text)
+
+
+# Fragments of JSON and of what is almost JSON: most texts made of them are not JSON.
+FRAGMENTS = st.lists(st.sampled_from(
+    [" ", "\n", "\t", "\r", "\u00a0", "\ufeff", "[", "]", "{", "}", '"', ",", ":", "0", "1",
+     "-", ".", "e", "+", "true", "false", "null", "NaN", "1e999", "\\", "\\u0041", "x"]),
+    max_size=12).map("".join)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(FRAGMENTS)
+def test_parse_json_refuses_exactly_what_the_decoder_refuses(text):
+    try:
+        expected = _reference_decode(text)
+    except (ValueError, RecursionError):
+        with pytest.raises(ParseError):
+            parse_json(text.encode())
+        return
+    assert parse_json(text.encode()) == expected
+
+
+@pytest.mark.parametrize("body, max_depth, max_values, refused", [
+    (b"[1,2,3]", 64, 3, True),                  # four values, in fewer bytes than the depth
+    (b"[1,2]", 64, 3, False),
+    (b"[[[]]]", 2, 1_000_000, True),            # three levels, in fewer bytes than the values
+    (b"[[]]", 2, 1_000_000, False),
+    (b" [[]] ", 2, 3, False),
+])
+def test_the_size_shortcuts_never_skip_a_limit_that_applies(body, max_depth, max_values,
+                                                            refused):
+    if refused:
+        with pytest.raises(ParseError):
+            parse_json(body, max_depth, max_values)
+    else:
+        assert parse_json(body, max_depth, max_values) == json.loads(body)

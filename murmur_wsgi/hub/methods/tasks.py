@@ -5,7 +5,8 @@ import logging
 import time
 
 from murmur_wsgi.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
-from murmur_wsgi.wire.params import read_history_length, read_hub_list_tasks, read_task_id
+from murmur_wsgi.wire.params import (read_history_length, read_hub_list_tasks, read_task_id,
+                                      task_id_of)
 from murmur_wsgi.wire.raw import RawJSON
 from murmur_wsgi.wire.task import list_tasks_response
 
@@ -26,7 +27,7 @@ def get_task(hub, call):
     if "historyLength" not in call.params:
         # PERF: the whole task, as the store keeps it (a finished task on Redis: its stored
         # wire form, unparsed). Checks in the same order as below: id, then the store.
-        task_id = read_task_id(call.params, call.method).id
+        task_id = task_id_of(call.params, call.method)
         text = hub.store.task_json(call.tenant, call.agent, task_id)
         if text is None:
             raise TaskNotFoundError(task_id)
