@@ -17,8 +17,9 @@ counts it apart, the bare app served by gunicorn's gevent worker (the door's set
 kernel's part (a round trip to Redis, the sockets) is in none: valgrind counts user space.
 
 Scenarios: the bare app (``bench/bare_app.py``) and its Redis floor (the ``HMGET`` a GetTask
-sends), the door's held SendMessage, the hub's GetTask and blocking SendMessage on the
-memory store and on Redis (a redis-server this runner starts, as ``make bench`` does).
+sends, and its answer), the door's held SendMessage, the hub's GetTask and blocking
+SendMessage on the memory store and on Redis (a redis-server this runner starts, as ``make
+bench`` does).
 Figures: docs/performance.md.
 """
 from __future__ import annotations
@@ -44,8 +45,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 # make bench's bodies, hub and door (one home for each), and its free port
-from bench.run import (BENCH_MANIFEST, GET_UNKNOWN, HUB_CONFIG, HUB_KEY, HUB_PATH,  # noqa: E402
-                       SEND, free_port)
+from bench.run import (BENCH_MANIFEST, FLOOR_GET, GET_UNKNOWN, HUB_CONFIG, HUB_KEY,  # noqa: E402
+                       HUB_PATH, SEND, free_port)
 
 GREENLETS = 16
 WARM = 50                       # calls before the counted ones (the first of each kind)
@@ -54,7 +55,8 @@ SCENARIOS = {          # name: (what it measures, needs Redis)
     "gunicorn-bare-post": ("the bare app under gunicorn's gevent worker: the HTTP tier too",
                            False),
     "bare-post": ("the bare app: read the body, answer a small JSON", False),
-    "bare-redis-post": ("the bare app + the HMGET a GetTask sends: its floor", True),
+    "bare-redis-post": ("the bare app + the HMGET a GetTask sends, answering the task read: "
+                        "its floor", True),
     "door-sendmessage": ("the door: held SendMessage to the demo agent", False),
     "hub-gettask": ("the hub on memory: GetTask, X-API-Key", False),
     "hub-sendmessage": ("the hub on memory: blocking SendMessage", False),
@@ -120,8 +122,10 @@ def build(name: str, total: int, redis_url: str, workdir: str):
         os.environ["BENCH_REDIS_URL"] = redis_url
         from bench import bare_app
 
-        app = bare_app.redis_app if name == "bare-redis-post" else bare_app.app
-        return app, [_environ("/", GET_UNKNOWN, {}) for _ in range(total)]
+        if name == "bare-redis-post":           # posted the hub's request
+            return bare_app.redis_app, [_environ(HUB_PATH, FLOOR_GET, {"X-API-Key": HUB_KEY})
+                                        for _ in range(total)]
+        return bare_app.app, [_environ("/", GET_UNKNOWN, {}) for _ in range(total)]
     if name == "door-sendmessage":
         from murmur_wsgi.door.app import create_app
 

@@ -14,8 +14,9 @@ Scenarios (see docs/performance.md):
                            GetTask on a finished task
     hub-redis-sendmessage  the same hub (one worker): blocking SendMessage to the demo agent
     hub-redis-gettask-w2   the same hub with ``--workers 2`` (its ratio to one worker too)
-    bare-redis-post        the bare app plus the HMGET of a task record a GetTask sends:
-                           the floor of a GetTask on Redis (hub-redis-gettask's ratio to it too)
+    bare-redis-post        the bare app plus the HMGET of a task record a GetTask sends,
+                           answering that record as the hub does, to the hub's request: the
+                           floor of a GetTask on Redis (hub-redis-gettask's ratio to it too)
 
 Results: a Markdown table on stdout, and JSON in bench/results/<timestamp>.json.
 """
@@ -348,6 +349,15 @@ def prepare_bare(url: str) -> tuple[str, bool]:
     return compact(GET_UNKNOWN), False
 
 
+# The floor is posted the hub's GetTask: a task id as long as the hub's (a UUID).
+FLOOR_GET = {"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+             "params": {"id": "00000000-0000-4000-8000-000000000000"}}
+
+
+def prepare_floor(url: str) -> tuple[str, bool]:
+    return compact(FLOOR_GET), False
+
+
 @dataclasses.dataclass
 class Scenario:
     name: str
@@ -379,7 +389,8 @@ SCENARIOS = [
     Scenario("hub-redis-gettask-w2", "hub-redis-w2",
              "hub on Redis, --workers 2: GetTask, X-API-Key", prepare_hub_get, HUB_PATH, HUB_KEY),
     Scenario("bare-redis-post", "bare-redis",
-             "bare app + the HMGET a GetTask sends to that Redis: its floor", prepare_bare),
+             "bare app + the HMGET a GetTask sends to that Redis, its answer the task read: "
+             "its floor", prepare_floor, HUB_PATH, HUB_KEY),
 ]
 W2_OF = {"hub-redis-gettask-w2": "hub-redis-gettask"}     # reported as a ratio to one worker
 FLOOR_OF = {"hub-redis-gettask": "bare-redis-post"}       # and as a ratio to its floor

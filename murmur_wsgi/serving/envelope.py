@@ -11,8 +11,6 @@ from murmur_wsgi.errors import InvalidRequestError, ParseError
 
 logger = logging.getLogger(__name__)
 
-_decode = json.JSONDecoder().decode
-
 
 def _reject_constant(name: str):
     raise ValueError(f"{name} is not JSON")
@@ -32,12 +30,10 @@ def _finite_float(text: str) -> float:
 # for a body of a million of them, the most limits.max_json_values lets in); a body
 # without such numbers, the common one, pays nothing. A C-speed scan of the bytes for
 # long exponents and digit runs cost more than that on every body.
-_strict_decode = json.JSONDecoder(parse_constant=_reject_constant,
-                                  parse_float=_finite_float).decode
-# PERF: the decoder's own scanner, called on the text stripped of JSON's whitespace, is
+# PERF: and the decoder's own scanner, called on the text stripped of JSON's whitespace:
 # what ``decode`` does (skip whitespace, scan one value, skip whitespace, nothing after),
-# without its two Python calls and two regex matches: about a third of a small body's parse.
-_scan = _strict_decode.__self__.scan_once
+# without its two Python calls and two regex matches, about a third of a small body's parse.
+_scan = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float).scan_once
 _JSON_WHITESPACE = " \t\n\r"
 # A body this short makes too few containers for the cyclic GC to matter.
 _GC_PAUSE_BYTES = 8192

@@ -112,7 +112,7 @@ FRAGMENTS = st.lists(st.sampled_from(
     max_size=12).map("".join)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(FRAGMENTS)
 def test_parse_json_refuses_exactly_what_the_decoder_refuses(text):
     try:
