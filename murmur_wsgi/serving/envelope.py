@@ -173,14 +173,17 @@ def parse_json(body: bytes, max_depth: int = 64, max_values: int = 1_000_000):
     the same way, before it is parsed.
     """
     # PERF: each bound needs bytes: a value at least one of its own, a level of nesting
-    # two (its brackets) in valid JSON and one in any text. A body shorter than a bound
-    # is not counted against it (a small request, the common one, counts nothing).
+    # two (its brackets). A body too short to pass a bound is not counted against it (a
+    # small request, the common one, counts nothing). Text that nests deeper than the
+    # bound in fewer bytes is not JSON: the parser refuses it, at most ``2 * max_depth``
+    # levels in (and its recursion limit stops it before a deep stack: RecursionError).
     size = len(body)
-    containers = _containers_at_most(body) if size > max_depth or size > max_values else 0
+    containers = _containers_at_most(body) if size > 2 * max_depth or size > max_values \
+        else 0
     if size > max_values and values_in(body, max_values, containers) > max_values:
         logger.info("refused a body of more values than limits.max_json_values (%d)", max_values)
         raise ParseError()
-    if containers > max_depth and too_deep(body, max_depth, containers):
+    if size > 2 * max_depth and too_deep(body, max_depth, containers):
         logger.info("refused a body nested deeper than limits.max_json_depth (%d)", max_depth)
         raise ParseError()
     if 92 in body and lone_surrogate(body):        # 92: a backslash, which every escape has

@@ -130,6 +130,8 @@ def test_parse_json_refuses_exactly_what_the_decoder_refuses(text):
     (b"[[[]]]", 2, 1_000_000, True),            # three levels, in fewer bytes than the values
     (b"[[]]", 2, 1_000_000, False),
     (b" [[]] ", 2, 3, False),
+    (b"[[[", 2, 1_000_000, True),               # deeper than the bound in too few bytes
+    (b"[[[1]", 2, 1_000_000, True),
 ])
 def test_the_size_shortcuts_never_skip_a_limit_that_applies(body, max_depth, max_values,
                                                             refused):
