@@ -244,14 +244,9 @@ class SentinelSet:
         finally:
             client.close()
 
-    def primary_port(self) -> int:
-        """The port the sentinels name as the primary now."""
-        client = self.sentinels[0].client()
-        try:
-            _, port = client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
-            return int(port)
-        finally:
-            client.close()
+    def primary_port(self) -> int | None:
+        """The port the sentinels name as the primary now (the first sentinel's word)."""
+        return self._names(self.sentinels[0])
 
     def kill_primary(self) -> None:
         self.primary.proc.send_signal(signal.SIGKILL)
@@ -268,7 +263,23 @@ class SentinelSet:
         watchers = self.watchers()
         wait_until(lambda: watchers.discover_master(SERVICE) == ("127.0.0.1", port),
                    "the sentinels naming the new primary", self._procs(), deadline)
+        # NOTE: and every sentinel: one still naming the old address would send a client
+        # there once ``rejoin`` starts it again, as a replica.
+        wait_until(lambda: all(self._names(sentinel) == port for sentinel in self.sentinels),
+                   "every sentinel naming the new primary", self._procs(), deadline)
         return port
+
+    @staticmethod
+    def _names(sentinel) -> int | None:
+        """The primary's port ``sentinel`` names now (None when it cannot say)."""
+        client = sentinel.client()
+        try:
+            _, port = client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
+            return int(port)
+        except Exception:  # noqa: BLE001 - a sentinel that cannot answer names none
+            return None
+        finally:
+            client.close()
 
     def rejoin(self) -> None:
         """After ``wait_failover``: the killed primary started again on its port (empty) as
