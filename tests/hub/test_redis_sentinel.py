@@ -12,6 +12,7 @@ import time
 import uuid
 
 import pytest
+import redis
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.config import load_config
@@ -119,6 +120,26 @@ def test_a_write_too_few_replicas_acknowledge_is_the_stores_error(sentinels):
         assert error["code"] == STORE_ERROR and "store" in error["message"]
     finally:
         close_hub(hub)
+
+
+def test_a_connection_sent_to_a_replica_is_refused_as_it_connects(sentinels):
+    """A sentinel that has not heard of a failover names the old primary, back as a
+    replica: a connection there would read a replica's data. It asks the node's ROLE."""
+    client = connect(sentinels.url, 2.0)
+    pool = client.connection_pool
+    to_replica = pool.connection_class(**pool.connection_kwargs)
+    to_primary = pool.connection_class(**pool.connection_kwargs)
+    try:
+        with pytest.raises(redis.ConnectionError, match="is not the primary now"):
+            to_replica.connect_to(("127.0.0.1", sentinels.replica.port))
+        assert to_replica._sock is None                 # nothing left to read from
+        to_primary.connect_to(("127.0.0.1", sentinels.primary.port))
+        to_primary.send_command("ROLE")
+        assert to_primary.read_response()[0] == "master"
+    finally:
+        to_replica.disconnect()
+        to_primary.disconnect()
+        client.close()
 
 
 def test_a_demoted_primarys_connections_follow_the_new_one(sentinels):

@@ -25,6 +25,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelManagedConnection
+from redis.utils import str_if_bytes
 
 from murmur_wsgi.hub.store import cluster_url, redis_cluster, sentinel_url
 from murmur_wsgi.hub.store.base import StoreError
@@ -121,7 +122,22 @@ class _SentinelConnection(_PooledCheck, SentinelManagedConnection):
     - ``SentinelManagedConnection.read_response`` keeps its socket when a read fails
       (``disconnect_on_error`` False), so the next command would meet a closed socket,
       or a reply left unread after a timeout: it disconnects, as ``Connection`` does.
+
+    And a connection to the primary asks the node its ``ROLE`` as it connects: a
+    sentinel that has not yet heard of a failover names the old primary, which may be
+    back as a replica, whose reads would answer from a replica's data. Such a
+    connection is refused (``ConnectionError``: retried once, then -32603).
     """
+
+    def connect_to(self, address):
+        super().connect_to(address)
+        if not self.connection_pool.is_master:
+            return
+        self.send_command("ROLE", check_health=False)
+        role = self.read_response()
+        if not role or str_if_bytes(role[0]) != "master":
+            self.disconnect()
+            raise redis.ConnectionError(f"{address[0]}:{address[1]} is not the primary now")
 
     def send_packed_command(self, command, check_health=True):
         if self._sock is None:
