@@ -18,12 +18,16 @@ BODY = b'{"jsonrpc":"2.0","id":1,"result":{}}'
 HEADERS = [("Content-Type", "application/json"), ("Content-Length", str(len(BODY)))]
 
 
-def app(environ, start_response):
+def _read_body(environ) -> bytes:
     try:
         length = int(environ.get("CONTENT_LENGTH") or 0)
     except ValueError:
         length = 0
-    environ["wsgi.input"].read(length)
+    return environ["wsgi.input"].read(length)
+
+
+def app(environ, start_response):
+    _read_body(environ)
     start_response("200 OK", list(HEADERS))
     return [BODY]
 
@@ -65,11 +69,7 @@ def _record_read():
 
 def redis_app(environ, start_response):
     read, at, headers = _record_read()
-    try:
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        length = 0
-    environ["wsgi.input"].read(length)
+    _read_body(environ)
     wire = read()[at]                         # the one command a GetTask sends; its wire form
     body = b'{"jsonrpc":"2.0","id":1,"result":%s}' % wire.encode()
     start_response("200 OK", [HEADERS[0], ("Content-Length", str(len(body))), *headers])

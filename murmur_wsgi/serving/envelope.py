@@ -59,16 +59,15 @@ def _containers_at_most(body: bytes) -> int:
     return body.count(b"[") + body.count(b"{")
 
 
-def too_deep(body: bytes, max_depth: int, containers: int | None = None) -> bool:
+def too_deep(body: bytes, max_depth: int) -> bool:
     """Tell whether the JSON in ``body`` nests objects and arrays deeper than ``max_depth``.
 
     Reads the bytes without parsing them and without recursion, in time linear
     in the body. Exact for valid JSON; what it says of invalid JSON does not
-    matter, the parser refuses that anyway. ``containers``: what
-    ``_containers_at_most`` says of ``body``, when the caller has it.
+    matter, the parser refuses that anyway.
     """
     # PERF: every step is one pass of C code over bytes; most bodies stop at the first.
-    if (_containers_at_most(body) if containers is None else containers) <= max_depth:
+    if _containers_at_most(body) <= max_depth:
         return False
     body = _unescaped(body)
     marks = body.translate(_FOLD, _NOT_MARK).replace(b'""', b"")
@@ -91,7 +90,7 @@ _NOT_VALUE = bytes(range(256)).translate(None, b'[]{}",:-0123456789tfn')
 _VALUE = bytes.maketrans(b"{}-123456789tfn", b"[]0000000000000")
 
 
-def values_in(body: bytes, max_values: int, containers: int | None = None) -> int:
+def values_in(body: bytes, max_values: int) -> int:
     """The number of JSON values in ``body``, or any number ``<= max_values`` when it is not more.
 
     A value is an object, an array, a string, a number, true, false or null,
@@ -100,12 +99,9 @@ def values_in(body: bytes, max_values: int, containers: int | None = None) -> in
     and per non-empty object or array, outside strings. Of valid JSON of more
     than ``max_values`` values, a number above ``max_values`` (not always the
     count: ``count_values`` counts exactly).
-    ``containers`` as for ``too_deep``.
     """
     # PERF: the raw counts bound the exact one from above; most bodies stop here.
-    if containers is None:
-        containers = _containers_at_most(body)
-    bound = 1 + body.count(b",") + containers
+    bound = 1 + body.count(b",") + _containers_at_most(body)
     if bound <= max_values:
         return bound
     body = _unescaped(body)
@@ -178,12 +174,10 @@ def parse_json(body: bytes, max_depth: int = 64, max_values: int = 1_000_000):
     # bound in fewer bytes is not JSON: the parser refuses it, at most ``2 * max_depth``
     # levels in (and its recursion limit stops it before a deep stack: RecursionError).
     size = len(body)
-    containers = _containers_at_most(body) if size > 2 * max_depth or size > max_values \
-        else 0
-    if size > max_values and values_in(body, max_values, containers) > max_values:
+    if size > max_values and values_in(body, max_values) > max_values:
         logger.info("refused a body of more values than limits.max_json_values (%d)", max_values)
         raise ParseError()
-    if size > 2 * max_depth and too_deep(body, max_depth, containers):
+    if size > 2 * max_depth and too_deep(body, max_depth):
         logger.info("refused a body nested deeper than limits.max_json_depth (%d)", max_depth)
         raise ParseError()
     if 92 in body and lone_surrogate(body):        # 92: a backslash, which every escape has
@@ -215,12 +209,14 @@ def _decode_text(body: bytes):
     return value
 
 
-def valid_id(value) -> bool:
-    """A JSON-RPC id the door echoes: a string or an integer (not a boolean)."""
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
+# A JSON-RPC id either application echoes: a string or an integer (a boolean is not one:
+# the parser makes only these exact types, and True's type is bool).
 _ID_TYPES = (str, int)
+
+
+def valid_id(value) -> bool:
+    """A JSON-RPC id the applications echo: a string or an integer (not a boolean)."""
+    return type(value) in _ID_TYPES
 
 
 class EnvelopeError(InvalidRequestError):
@@ -236,8 +232,7 @@ def check_envelope(payload) -> tuple:
     if not isinstance(payload, dict):
         raise EnvelopeError(None)                   # a batch array, or a bare value
     request_id = payload.get("id")
-    # PERF: valid_id inline; the parser makes only exact str and int (bool is not int here).
-    echo = request_id if type(request_id) in _ID_TYPES else None
+    echo = request_id if type(request_id) in _ID_TYPES else None   # PERF: valid_id, inline
     if payload.get("jsonrpc") != "2.0" or "id" not in payload or echo is None:
         raise EnvelopeError(echo)
     method = payload.get("method")
