@@ -30,6 +30,7 @@ def rpc():
 
 
 @pytest.mark.parametrize("ending", bad_values_agent.ENDINGS)
+@pytest.mark.timed
 def test_a_bad_value_ends_the_task_failed_at_once(rpc, ending, caplog):
     started = time.monotonic()
     with caplog.at_level(logging.ERROR, logger="murmur_wsgi.door.tasks.manager"):

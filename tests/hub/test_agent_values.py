@@ -29,6 +29,7 @@ def _status_text(task: dict) -> str | None:
 
 
 @pytest.mark.parametrize("ending", bad_values_agent.ENDINGS)
+@pytest.mark.timed
 def test_a_bad_value_ends_the_task_failed_at_once(hub, ending, caplog):
     rpc = HubClient(hub, "bad")
     started = time.monotonic()
@@ -45,6 +46,7 @@ def test_a_bad_value_ends_the_task_failed_at_once(hub, ending, caplog):
     assert hub.runs.wait(lambda: not hub.runs.in_flight(), 1.0)          # the run left too
 
 
+@pytest.mark.timed
 def test_a_bad_token_ends_a_stream_failed_at_once(hub):
     rpc = HubClient(hub, "bad")
     started = time.monotonic()

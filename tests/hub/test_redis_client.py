@@ -190,6 +190,7 @@ def test_several_commands_are_one_round_trip_on_one_connection(client):
     commands.close()
 
 
+@pytest.mark.timed
 def test_commands_to_a_stopped_redis_fail_within_its_timeout(tmp_path):
     from tests.redis_util import RedisServer
 

@@ -176,6 +176,7 @@ def test_commands_follow_a_slot_that_migrates_then_moved(redis_cluster):
         dst.close()
 
 
+@pytest.mark.timed
 def test_a_stalled_primary_answers_32603_within_its_timeout_then_recovers(spare_cluster):
     """The primary of the tenant's slot stopped (SIGSTOP): each request is refused within
     ``redis.timeout_secs``, as on one Redis, and served again once it is back; with every

@@ -86,6 +86,7 @@ def test_the_url_names_sentinels_service_and_db_and_the_config_takes_it():
         load_config({"store": "redis-sentinel://h:1/m/0", "redis": {"wait_replicas": -1}})
 
 
+@pytest.mark.timed
 def test_a_write_too_few_replicas_acknowledge_is_the_stores_error(sentinels):
     client = connect(sentinels.url, 2.0)
     assert client.connection_pool.connection_class.__name__ == "_SentinelConnection"
@@ -165,6 +166,7 @@ def test_a_demoted_primarys_connections_follow_the_new_one(sentinels):
         client.close()
 
 
+@pytest.mark.timed
 def test_a_failover_under_load_keeps_every_acknowledged_task(sentinels):
     hub = create_hub(hub_config(store=sentinels.url,
                                 redis={"wait_replicas": 1, "timeout_secs": 1.0}))

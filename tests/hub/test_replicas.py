@@ -242,6 +242,7 @@ def refused_within(rpc, task_id: str, timeout: float) -> None:
         assert took < 1.8 * timeout, f"{method} answered in {took:.2f} s"
 
 
+@pytest.mark.timed
 def test_a_stalled_redis_answers_32603_within_its_timeout_then_recovers(tmp_path):
     """redis-server stopped (SIGSTOP): connections open, nothing answers. Each request
     is refused within ``redis.timeout_secs`` (a timed-out command is not sent again)."""

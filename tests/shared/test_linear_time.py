@@ -26,6 +26,8 @@ BOUND = 12                      # linear: ~4; quadratic: ~16
 FLOOR = 2e-3                    # seconds: below this, a timing is mostly noise
 AT_THE_LIMITS = 16              # the worst accepted body / plain text parts as large (~6)
 
+pytestmark = pytest.mark.timed   # compares timings: run alone
+
 
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_accepted_shape_takes_linear_time(shape):

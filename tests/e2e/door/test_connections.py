@@ -15,7 +15,7 @@ import pytest
 
 from tests.e2e.conftest import default_manifest, http_get, start_door
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timed]    # asserts the deadlines, in seconds
 
 HEADER_SECS = 1.0
 BODY_SECS = 1.0

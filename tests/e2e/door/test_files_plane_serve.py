@@ -26,6 +26,7 @@ GET_TASK = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
                        "params": {"id": "tsk_" + "0" * 32}})
 
 
+@pytest.mark.timed
 def test_a_listing_hashing_a_large_file_does_not_stall_another_client(tmp_path):
     work = tmp_path / "work"
     (work / "out").mkdir(parents=True)

@@ -59,6 +59,7 @@ def test_a_body_still_coming_after_the_413_is_cut_not_read(door_server):
     assert flood.sent < 64 * 1024 ** 2, f"{flood.sent >> 20} MiB sent"
 
 
+@pytest.mark.timed
 def test_a_body_of_millions_of_parts_is_refused_while_others_are_served(door_server):
     """63 MiB of 6 million data parts (under the 64 MiB cap): -32700 from the value count,
     not a full parse; another client's requests meanwhile wait less than 1.5 s each."""

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.e2e
 STORE_ERROR = -32603
 
 
+@pytest.mark.timed
 def test_a_failover_under_load_keeps_every_acknowledged_task(tmp_path):
     sentinels = SentinelSet(tmp_path / "sentinel").start()
     hub = None

@@ -24,6 +24,7 @@ BOUND = BACKLOG + (TARGET - BACKLOG) * CHUNKS / TARGET_CHUNKS
 
 
 @pytest.mark.parametrize("store", ["memory", "redis"])
+@pytest.mark.timed
 def test_a_long_stream_is_merged_bounded_and_holds_nobody(tmp_path, store):
     redis_server = RedisServer(tmp_path).start() if store == "redis" else None
     try:
