@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import tracemalloc
@@ -10,6 +11,7 @@ import pytest
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.methods import streams as stream_methods
+from murmur_wsgi.hub.store.redis_keys import events_key, task_key
 
 from tests.hub.agents import gate
 from tests.hub.conftest import KEY_B, HubClient, hub_config, send_params, sse_events, wait_until
@@ -99,6 +101,56 @@ def test_subscribe_to_a_finished_task_replays_it_whole(rpc):
 
 def test_subscribe_to_an_unknown_task(rpc):
     assert rpc.error("SubscribeToTask", {"id": "nope"})["code"] == -32001
+
+
+def _forget(hub, task_id: str, *, task_too: bool = False) -> None:
+    """What a store loses of a task while a stream reads it: its log (expired, evicted), and
+    with ``task_too`` its record as well (a Redis flushed, or failed over without it)."""
+    store = hub.store
+    if hasattr(store, "_events"):                       # the memory store
+        with store.lock:
+            del store._events[task_id]
+            if task_too:
+                del store._tasks[task_id]
+        return
+    store._redis.delete(events_key("acme", task_id))
+    if task_too:
+        store._redis.delete(task_key("acme", task_id))
+
+
+def _subscribed_then_finished(rpc, gate_name: str):
+    """A SubscribeToTask stream that read a task's first events; the task over since."""
+    rpc.agent = "partial"
+    task = rpc.send(gate_name, configuration={"returnImmediately": True})
+    wait_until(lambda: len(rpc.hub.store.events(task["id"], 0, 0)[0]) >= 3)
+    reader = Reader(rpc.call("SubscribeToTask", {"id": task["id"]}, buffered=False))
+    reader.request_id = rpc.next_id
+    assert _kinds(reader.read()) == ["task", "statusUpdate", "artifactUpdate"]
+    gate(gate_name).set()
+    wait_until(lambda: rpc.result("GetTask", {"id": task["id"]})["status"]["state"]
+               == "TASK_STATE_COMPLETED")
+    return task, reader
+
+
+def test_a_log_gone_before_its_final_event_was_read_ends_with_the_stored_task(rpc):
+    task, reader = _subscribed_then_finished(rpc, "g-expired")
+    _forget(rpc.hub, task["id"])
+    events = reader.until_end()
+    assert _kinds(events) == ["task", "statusUpdate", "artifactUpdate", "task"]
+    assert events[-1]["result"]["task"] == rpc.result("GetTask", {"id": task["id"]})
+
+
+def test_a_task_gone_with_its_log_under_a_stream_ends_it_with_32603(rpc, caplog):
+    task, reader = _subscribed_then_finished(rpc, "g-gone")
+    _forget(rpc.hub, task["id"], task_too=True)
+    with caplog.at_level(logging.WARNING, logger=stream_methods.__name__):
+        events = reader.until_end()
+    assert events[3:] == [{"jsonrpc": "2.0", "id": reader.request_id, "error": {
+        "code": -32603,
+        "message": "Internal error: the hub's task store is unavailable; try again shortly"}}]
+    assert any(f"SubscribeToTask {task['id']}: the task's log is gone" in r.getMessage()
+               for r in caplog.records)
+    assert rpc.error("GetTask", {"id": task["id"]})["code"] == -32001
 
 
 def test_streamed_tokens_are_stored_merged(rpc):

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import logging
 import time
-from murmur_wsgi.errors import InvalidRequestError
+
+from murmur_wsgi.errors import InvalidRequestError, StoreError
 from murmur_wsgi.hub.errors import SubscriptionExpiredError
 from murmur_wsgi.hub.live import TAKE_BYTES
 from murmur_wsgi.hub.methods.tasks import find
@@ -44,11 +45,7 @@ class EventSource:
             events, available = store.events(self._task_id, self._read, timeout,
                                              tenant=self._tenant)
             if not available:
-                current = store.get(self._tenant, self._agent, self._task_id) \
-                    if self._read == 0 else None
-                if current is not None:
-                    return [task_event(store.render(current, as_read=True))], True
-                return [], True
+                return self._vanished(), True
             if events:
                 self._read = events[-1].seq     # a log's positions (a trimmed one starts later)
             self._waiting, self._at = events, 0
@@ -66,6 +63,20 @@ class EventSource:
         else:
             self._waiting, self._at = (), 0     # every event handed over: none kept
         return batch, done
+
+
+    def _vanished(self) -> list:
+        """The log is gone (expired, or the store closed): the stored Task ends the stream
+        if it can (before any event was read, or once the task is over). Otherwise the
+        events read so far would end with no final one: the store's -32603 instead."""
+        store = self._store
+        current = store.get(self._tenant, self._agent, self._task_id)
+        if current is not None and (self._read == 0 or current.terminal):
+            return [task_event(store.render(current, as_read=True))]
+        logger.warning("SubscribeToTask %s: the task's log is gone after %d events, "
+                       "its task %s", self._task_id, self._read,
+                       "unfinished" if current is not None else "gone too")
+        raise StoreError()
 
 
 def subscription(hub, call, task) -> HubStream:
