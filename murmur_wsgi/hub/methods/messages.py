@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 
 from murmur_wsgi.agents.blocks import data_block
 from murmur_wsgi.agents.inline import runs_inline
@@ -15,6 +14,7 @@ from murmur_wsgi.hub.runs import Run
 from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.hub.store import PENDING, StoreError
 from murmur_wsgi.hub.task import COMPLETED, FAILED, REJECTED, HubTask
+from murmur_wsgi.ids import random_uuid
 from murmur_wsgi.serving.connection import peer_gone
 from murmur_wsgi.wire.message_hub import read_hub_message, stored_message
 from murmur_wsgi.wire.raw import RawJSON
@@ -66,8 +66,8 @@ def accept(hub, call, live: bool):
     text = agent_text(msg.parts)
     push = message_config(hub, msg.push_config)
     store = hub.store
-    task_id = str(uuid.uuid4())
-    context_id = msg.context_id or str(uuid.uuid4())
+    task_id = random_uuid()
+    context_id = msg.context_id or random_uuid()
     history = context_history(hub, call.tenant, call.agent, context_id) \
         if msg.context_id else []
     task = HubTask(task_id, context_id, call.tenant, call.agent, msg.message_id,

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import logging
 import re
-import uuid
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from murmur_wsgi.errors import InvalidParamsError
 from murmur_wsgi.hub.push import addresses
+from murmur_wsgi.ids import random_uuid
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ def read_config(params, ports, allow, *, where: str = "", task_id=None) -> Confi
         raise _invalid(where, "taskId must be absent: the config is for this message's task")
     config_id = params.get("id")
     if config_id is None or config_id == "":
-        config_id = str(uuid.uuid4())
+        config_id = random_uuid()
     elif not isinstance(config_id, str) or not CONFIG_ID.match(config_id):
         raise _invalid(where, "id must be 1 to 128 of A-Z a-z 0-9 . _ ~ -")
     url = check_url(params.get("url"), ports, allow, where)
