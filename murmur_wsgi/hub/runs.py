@@ -19,6 +19,8 @@ Concurrency:
     and end of that run, and wakes its own stream, its held SendMessage requests,
     CancelTask and its agent in ``ctx.wait``: one run's events wake no other's
     waiters. ``Runs.changed`` (on the same lock) is notified when a run leaves. Lock order: ``Runs.lock``, then the store's.
+    A run's end goes to the store without the lock (``finish``): ``final``, set under
+    it first, keeps the run's other writes out until ``ended``.
     Timers (the run timeout, the merge flush) are ``Runs.timer``'s (hub/timers.py:
     one thread for every run's), cancelled when the run ends.
 """
@@ -64,6 +66,8 @@ class Run:
         self.live = None if live is None else LiveBacklog(live, self._live_text,
                                                           self._live_state, task.id)
         self.ended = False           # the task has its final state
+        self.final = False           # its end is decided (being written, or ended): no
+                                     # other event of the run is written after it
         self.returned = False        # the agent's call returned (or raised)
         self.stopping = False        # the agent should stop (cancel, timeout, drain)
         self.cancel_requested = False
@@ -112,7 +116,7 @@ class Run:
         if artifact["artifactId"] == ANSWER:
             raise ValueError(f"artifact name {ANSWER!r} is the hub's own; choose another")
         with self.runs.changed:
-            if self.ended:
+            if self.final:
                 raise TaskCanceled(self.task_id)
             self._flush_locked()
             kept = next((a for a in self.artifacts if a["artifactId"] == artifact["artifactId"]),
@@ -125,7 +129,7 @@ class Run:
                 kept["parts"].extend(artifact["parts"])
             payload = artifact_event(self.task_id, self.context_id, artifact, append, last)
             self._appended(payload)
-            if self.ended:
+            if self.final:
                 raise TaskCanceled(self.task_id)
             self._live(payload)
 
@@ -134,7 +138,7 @@ class Run:
             return
         runs = self.runs
         with runs.changed:
-            if self.ended:
+            if self.final:
                 raise TaskCanceled(self.task_id)
             self.tokens.append(text)
             self._loose += 1
@@ -158,13 +162,13 @@ class Run:
 
     def progress(self, text: str) -> None:
         with self.runs.changed:
-            if self.ended:
+            if self.final:
                 raise TaskCanceled(self.task_id)
             self._flush_locked()
             payload = status_update(self.task_id, self.context_id,
                                     progress_status(self.task_id, self.context_id, text))
             self._appended(payload)
-            if self.ended:
+            if self.final:
                 raise TaskCanceled(self.task_id)
             self._live(payload)
 
@@ -195,7 +199,7 @@ class Run:
         runs = self.runs
         with runs.changed:
             self._flush_timer = None
-            if self.ended or self.stored == len(self.tokens):
+            if self.final or self.stored == len(self.tokens):
                 return
             due = self.last_flush + runs.merge_secs - time.monotonic()
             if due > 0:
@@ -224,9 +228,18 @@ class Run:
 
     def finish(self, state: str, text: str | None = None, *, answer: str | None = None,
                data=None, status_message: str | None = None) -> bool:
-        """End the task ``state``; False when it had ended already (nothing changes)."""
+        """End the task ``state``; False when it had ended already (nothing changes).
+
+        PERF: the end is written without ``Runs.lock``, which every run shares: held
+        through the store's round trip, it made the ends of a worker's runs one at a time
+        and held their other steps behind each (a blocking SendMessage on Redis: a quarter
+        more messages a second without it, docs/performance.md). ``final``, set first,
+        keeps every other write of the run out meanwhile; another end waits for this one.
+        """
         runs = self.runs
         with runs.changed:
+            while self.final and not self.ended:
+                self.changed.wait(1.0)  # another thread writes the end: its outcome first
             if self.ended:
                 return False
             self._flush_locked()
@@ -243,20 +256,31 @@ class Run:
             # The events the store refused first, in order, numbered from ``first``.
             events = [payload for _, payload in kept] + events
             numbered = (kept[0][0], len(kept)) if kept else (0, 0)
-            try:
-                written = runs.store.end(self.task_id, state, text, artifacts, events,
-                                         numbered, encoded, keep=self.keep_answer)
-                if written is not None:
-                    self.final_json = getattr(written, "wire", None)
-                    written = written[len(kept):]       # the run's own stream has those
-            except StoreError:
-                # NOTE: the task stays in the store as it was; its end is written once the
-                # store answers again (Runs.retry_unwritten), or the sweep ends it.
-                logger.warning("task %s: its end could not be written; retrying", self.task_id)
+            self.final = True
+        final_json = None
+        try:
+            written = runs.store.end(self.task_id, state, text, artifacts, events, numbered,
+                                     encoded, keep=self.keep_answer)
+            if written is not None:
+                final_json = getattr(written, "wire", None)
+                written = written[len(kept):]           # the run's own stream has those
+        except StoreError:
+            # NOTE: the task stays in the store as it was; its end is written once the
+            # store answers again (Runs.retry_unwritten), or the sweep ends it.
+            logger.warning("task %s: its end could not be written; retrying", self.task_id)
+            with runs.changed:
                 runs.unwritten.append((self.task_id, state, text, artifacts, events,
                                        numbered, encoded))
                 self.store_failed = True
-                written = []
+            written = []
+        except BaseException:
+            with runs.changed:
+                self.final = False      # nothing written: another end may be
+                self.changed.notify_all()
+            raise
+        with runs.changed:
+            if final_json is not None:
+                self.final_json = final_json
             self._close_locked(written)
         runs.ended(self)
         return written is not None
@@ -295,8 +319,8 @@ class Run:
         is over here too, and its own stream ends with that end. Its slot went with that
         end: a replica taken for dead holds none, its agent executing or not."""
         with self.runs.changed:
-            if self.ended:
-                return
+            if self.final:
+                return                  # ended, or this run's own end is being written
             self._closed_elsewhere_locked()
         self.runs.ended(self)
 
@@ -304,7 +328,7 @@ class Run:
         """The task has its one end: stop the agent and the timers, end the run's own stream
         with ``written`` (the events this run wrote), or with the final event another
         replica wrote (None: read from the task's event log)."""
-        self.ended = True
+        self.ended = self.final = True
         self._stop_locked()
         if self._timeout is not None:
             self._timeout.cancel()
@@ -329,7 +353,7 @@ class Run:
     def _appended(self, payload: str) -> None:
         """Store a non-final event behind those kept (``KeptEvents``: a failing store never
         raises into the agent); a task another replica ended closes the run here."""
-        if not self.ended and self.kept.add(payload):
+        if not self.final and self.kept.add(payload):
             self._store_kept_locked()
 
     def store_kept(self) -> None:
@@ -338,7 +362,7 @@ class Run:
             self._store_kept_locked()
 
     def _store_kept_locked(self) -> None:
-        if not self.ended and not self.kept.write(self.runs.store):
+        if not self.final and not self.kept.write(self.runs.store):
             self._closed_elsewhere_locked()
             self.runs.ended(self)
         started, self.kept.started = self.kept.started, None
@@ -353,7 +377,7 @@ class Run:
 
     def request_stop(self, cancel: bool) -> None:
         with self.runs.changed:
-            if cancel and not self.ended:
+            if cancel and not self.final:
                 self.cancel_requested = True
             self._stop_locked()
             self.changed.notify_all()
