@@ -14,7 +14,7 @@ far (``append: false``), then live again. A take hands over at most about
 ``budget`` bytes, so no batch (and no write) is larger than that.
 
 Concurrency:
-    Every method is called with ``Runs.lock`` held (the run's lock): the
+    Every method is called with its run's lock held: the
     agent's thread adds, the stream's reader takes.
 """
 from __future__ import annotations

@@ -23,7 +23,7 @@ FAILED_PUBLIC = "the agent failed; the details are in the hub's log"
 
 def final_write(run, state: str, answer: str | None, data) -> tuple[list, list | None,
                                                                    str | None]:
-    """``(events, artifacts, encoded)`` the run's end writes (``Runs.lock`` held):
+    """``(events, artifacts, encoded)`` the run's end writes (the run's lock held):
     COMPLETED's answer artifact and final chunk, CANCELED's streamed text kept."""
     events: list = []
     artifacts = encoded = None

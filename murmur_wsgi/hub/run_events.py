@@ -14,7 +14,7 @@ last one it wrote for the task. A write whose answer was lost (Redis stopped
 right after it ran the script) is sent again with the same number and is not
 written twice.
 
-Concurrency: guarded by ``Runs.lock``, as every field of its run.
+Concurrency: guarded by its run's lock, as every field of the run.
 """
 from __future__ import annotations
 

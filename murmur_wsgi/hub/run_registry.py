@@ -1,9 +1,9 @@
 """The runs of this replica, by task id: where a run is found, waited for and drained.
 
-``Runs`` holds the lock and condition every run's fields are guarded by (see
-hub/runs.py's Concurrency), the runs in flight, and the final writes a failing
-store refused (``unwritten``, retried by the replica's turn, hub/replica.py), and
-the overdue runs: ended (their timeout, the drain, the sweep) while their agent
+``Runs`` holds the runs in flight (its lock guards the registry; a run's fields,
+the run's own lock: hub/runs.py's Concurrency), the final writes a failing store
+refused (``unwritten``, retried by the replica's turn, hub/replica.py), and the
+overdue runs: ended (their timeout, the drain, the sweep) while their agent
 still executes, each holding its tenant's concurrency slot until it returns.
 """
 from __future__ import annotations
@@ -33,8 +33,8 @@ class Runs:
         self.admission = admission
         self.pricing = pricing
         self.merge_secs = merge_secs
-        self.lock = threading.RLock()
-        self.changed = threading.Condition(self.lock)  # see the module's Concurrency
+        self.lock = threading.RLock()                  # the registry's: see hub/runs.py
+        self.changed = threading.Condition(self.lock)  # notified when a run leaves
         self._runs: dict[str, Run] = {}                # guarded by lock
         self._overdue: dict[str, Run] = {}             # guarded by lock: ended, agent executing
         self.unwritten: list[tuple] = []               # store.end args; guarded by lock
@@ -70,15 +70,19 @@ class Runs:
 
     def became_overdue(self, run: Run) -> None:
         """``run``'s task ends while its agent executes: it takes a slot of its own before
-        its task's is given back (lock held; StoreError: it could not)."""
+        its task's is given back (the run's lock held; StoreError: it could not)."""
         self.admission.hold(run.tenant, overdue_member(run.task_id))
-        self._overdue[run.task_id] = run
+        with self.lock:
+            self._overdue[run.task_id] = run
         if self.metrics is not None:
             self.metrics.run_overdue(1)
 
     def no_longer_overdue(self, run: Run) -> None:
-        """The agent of an overdue ``run`` returned: its slot is given back (lock held)."""
-        if self._overdue.pop(run.task_id, None) is not None and self.metrics is not None:
+        """The agent of an overdue ``run`` returned: its slot is given back (the run's lock
+        held)."""
+        with self.lock:
+            was = self._overdue.pop(run.task_id, None)
+        if was is not None and self.metrics is not None:
             self.metrics.run_overdue(-1)
         try:
             self.admission.release(run.tenant, overdue_member(run.task_id))

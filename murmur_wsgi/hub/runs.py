@@ -14,13 +14,15 @@ store refuses (Redis away) is kept and written later, in order
 (``run_events.py``), never raised into the agent.
 
 Concurrency:
-    ``Runs.lock`` (hub/run_registry.py, an RLock) guards every run's fields; a run's
-    ``changed`` (a condition on it) is notified by every live event, stop request
-    and end of that run, and wakes its own stream, its held SendMessage requests,
-    CancelTask and its agent in ``ctx.wait``: one run's events wake no other's
-    waiters. ``Runs.changed`` (on the same lock) is notified when a run leaves. Lock order: ``Runs.lock``, then the store's.
-    A run's end goes to the store without the lock (``finish``): ``final``, set under
-    it first, keeps the run's other writes out until ``ended``.
+    Each run has its own lock (an RLock) and condition, ``changed``, which guard its
+    fields: notified by every live event, stop request and end of that run, it wakes
+    its own stream, its held SendMessage requests, CancelTask and its agent in
+    ``ctx.wait``. The store's round trips a run makes under it (its events, its end)
+    hold no other run: with one lock for all of a worker's runs, held through a
+    store's round trip, their ends went one at a time (docs/performance.md).
+    ``Runs.lock`` (hub/run_registry.py) guards the registry (the runs in flight, the
+    overdue ones, the unwritten ends); ``Runs.changed``, on it, is notified when a run
+    leaves. Lock order: a run's lock, then ``Runs.lock``, then the store's.
     Timers (the run timeout, the merge flush) are ``Runs.timer``'s (hub/timers.py:
     one thread for every run's), cancelled when the run ends.
 """
@@ -49,13 +51,14 @@ YIELD_TOKENS = 256       # an agent that streams yields to the other threads thi
 
 
 class Run:
-    """One task's run. Fields are guarded by ``Runs.lock``."""
+    """One task's run. Fields are guarded by its own lock (``changed``'s)."""
 
     def __init__(self, runs, task, agent, limits: dict, live: int | None):   # run_registry.Runs
         self.runs = runs
-        # NOTE: this run's own condition on the shared lock: what it changes wakes only
-        # those waiting on it (its senders, its stream, CancelTask, its agent).
-        self.changed = threading.Condition(runs.lock)
+        # NOTE: this run's own lock and condition: what it changes wakes only those waiting
+        # on it (its senders, its stream, CancelTask, its agent), and a store's round trip
+        # made under it (an event written) holds no other run.
+        self.changed = threading.Condition(threading.RLock())
         self.task_id = task.id
         self.context_id = task.context_id
         self.tenant = task.tenant
@@ -66,8 +69,6 @@ class Run:
         self.live = None if live is None else LiveBacklog(live, self._live_text,
                                                           self._live_state, task.id)
         self.ended = False           # the task has its final state
-        self.final = False           # its end is decided (being written, or ended): no
-                                     # other event of the run is written after it
         self.returned = False        # the agent's call returned (or raised)
         self.stopping = False        # the agent should stop (cancel, timeout, drain)
         self.cancel_requested = False
@@ -101,22 +102,22 @@ class Run:
 
     def on_stop(self, waker) -> None:
         """Call ``waker()`` once the run must stop (now if it must already)."""
-        with self.runs.changed:
+        with self.changed:
             if not self.stopping:
                 self._wakers.append(waker)
                 return
         waker()
 
     def add_usage(self, report: tuple) -> None:
-        with self.runs.changed:
+        with self.changed:
             self.usage.add(*report)
 
     def publish_artifact(self, artifact: dict, append: bool, last: bool) -> None:
         """One of the agent's named artifacts (``ctx.artifacts``): stored, streamed, kept."""
         if artifact["artifactId"] == ANSWER:
             raise ValueError(f"artifact name {ANSWER!r} is the hub's own; choose another")
-        with self.runs.changed:
-            if self.final:
+        with self.changed:
+            if self.ended:
                 raise TaskCanceled(self.task_id)
             self._flush_locked()
             kept = next((a for a in self.artifacts if a["artifactId"] == artifact["artifactId"]),
@@ -129,7 +130,7 @@ class Run:
                 kept["parts"].extend(artifact["parts"])
             payload = artifact_event(self.task_id, self.context_id, artifact, append, last)
             self._appended(payload)
-            if self.final:
+            if self.ended:
                 raise TaskCanceled(self.task_id)
             self._live(payload)
 
@@ -137,8 +138,8 @@ class Run:
         if not isinstance(text, str) or not text:
             return
         runs = self.runs
-        with runs.changed:
-            if self.final:
+        with self.changed:
+            if self.ended:
                 raise TaskCanceled(self.task_id)
             self.tokens.append(text)
             self._loose += 1
@@ -161,14 +162,14 @@ class Run:
             time.sleep(0)
 
     def progress(self, text: str) -> None:
-        with self.runs.changed:
-            if self.final:
+        with self.changed:
+            if self.ended:
                 raise TaskCanceled(self.task_id)
             self._flush_locked()
             payload = status_update(self.task_id, self.context_id,
                                     progress_status(self.task_id, self.context_id, text))
             self._appended(payload)
-            if self.final:
+            if self.ended:
                 raise TaskCanceled(self.task_id)
             self._live(payload)
 
@@ -197,9 +198,9 @@ class Run:
 
     def _flush(self) -> None:
         runs = self.runs
-        with runs.changed:
+        with self.changed:
             self._flush_timer = None
-            if self.final or self.stored == len(self.tokens):
+            if self.ended or self.stored == len(self.tokens):
                 return
             due = self.last_flush + runs.merge_secs - time.monotonic()
             if due > 0:
@@ -228,18 +229,9 @@ class Run:
 
     def finish(self, state: str, text: str | None = None, *, answer: str | None = None,
                data=None, status_message: str | None = None) -> bool:
-        """End the task ``state``; False when it had ended already (nothing changes).
-
-        PERF: the end is written without ``Runs.lock``, which every run shares: held
-        through the store's round trip, it made the ends of a worker's runs one at a time
-        and held their other steps behind each (a blocking SendMessage on Redis: a quarter
-        more messages a second without it, docs/performance.md). ``final``, set first,
-        keeps every other write of the run out meanwhile; another end waits for this one.
-        """
+        """End the task ``state``; False when it had ended already (nothing changes)."""
         runs = self.runs
-        with runs.changed:
-            while self.final and not self.ended:
-                self.changed.wait(1.0)  # another thread writes the end: its outcome first
+        with self.changed:
             if self.ended:
                 return False
             self._flush_locked()
@@ -256,31 +248,21 @@ class Run:
             # The events the store refused first, in order, numbered from ``first``.
             events = [payload for _, payload in kept] + events
             numbered = (kept[0][0], len(kept)) if kept else (0, 0)
-            self.final = True
-        final_json = None
-        try:
-            written = runs.store.end(self.task_id, state, text, artifacts, events, numbered,
-                                     encoded, keep=self.keep_answer)
-            if written is not None:
-                final_json = getattr(written, "wire", None)
-                written = written[len(kept):]           # the run's own stream has those
-        except StoreError:
-            # NOTE: the task stays in the store as it was; its end is written once the
-            # store answers again (Runs.retry_unwritten), or the sweep ends it.
-            logger.warning("task %s: its end could not be written; retrying", self.task_id)
-            with runs.changed:
-                runs.unwritten.append((self.task_id, state, text, artifacts, events,
-                                       numbered, encoded))
+            try:
+                written = runs.store.end(self.task_id, state, text, artifacts, events,
+                                         numbered, encoded, keep=self.keep_answer)
+                if written is not None:
+                    self.final_json = getattr(written, "wire", None)
+                    written = written[len(kept):]       # the run's own stream has those
+            except StoreError:
+                # NOTE: the task stays in the store as it was; its end is written once the
+                # store answers again (Runs.retry_unwritten), or the sweep ends it.
+                logger.warning("task %s: its end could not be written; retrying", self.task_id)
+                with runs.lock:
+                    runs.unwritten.append((self.task_id, state, text, artifacts, events,
+                                           numbered, encoded))
                 self.store_failed = True
-            written = []
-        except BaseException:
-            with runs.changed:
-                self.final = False      # nothing written: another end may be
-                self.changed.notify_all()
-            raise
-        with runs.changed:
-            if final_json is not None:
-                self.final_json = final_json
+                written = []
             self._close_locked(written)
         runs.ended(self)
         return written is not None
@@ -291,7 +273,7 @@ class Run:
         agent returns: ``limits.concurrency`` bounds what executes. ``by_end``: the task's
         end is written next, which frees the slot itself on shared counters (``ends_free``)."""
         runs = self.runs
-        with runs.changed:
+        with self.changed:
             if self.slot_released:
                 return
             self.slot_released = True
@@ -307,7 +289,7 @@ class Run:
     def _agent_returned(self) -> None:
         """The agent's call returned (or raised): an overdue run gives its slot back now."""
         runs = self.runs
-        with runs.changed:
+        with self.changed:
             self.returned = True
             if self.overdue:
                 self.overdue = False
@@ -318,9 +300,9 @@ class Run:
         """Another replica wrote the task's end (its sweep took this one for dead): the run
         is over here too, and its own stream ends with that end. Its slot went with that
         end: a replica taken for dead holds none, its agent executing or not."""
-        with self.runs.changed:
-            if self.final:
-                return                  # ended, or this run's own end is being written
+        with self.changed:
+            if self.ended:
+                return
             self._closed_elsewhere_locked()
         self.runs.ended(self)
 
@@ -328,7 +310,7 @@ class Run:
         """The task has its one end: stop the agent and the timers, end the run's own stream
         with ``written`` (the events this run wrote), or with the final event another
         replica wrote (None: read from the task's event log)."""
-        self.ended = self.final = True
+        self.ended = True
         self._stop_locked()
         if self._timeout is not None:
             self._timeout.cancel()
@@ -353,16 +335,16 @@ class Run:
     def _appended(self, payload: str) -> None:
         """Store a non-final event behind those kept (``KeptEvents``: a failing store never
         raises into the agent); a task another replica ended closes the run here."""
-        if not self.final and self.kept.add(payload):
+        if not self.ended and self.kept.add(payload):
             self._store_kept_locked()
 
     def store_kept(self) -> None:
         """Write the events the store refused, oldest first (the replica's turn)."""
-        with self.runs.changed:
+        with self.changed:
             self._store_kept_locked()
 
     def _store_kept_locked(self) -> None:
-        if not self.final and not self.kept.write(self.runs.store):
+        if not self.ended and not self.kept.write(self.runs.store):
             self._closed_elsewhere_locked()
             self.runs.ended(self)
         started, self.kept.started = self.kept.started, None
@@ -376,8 +358,8 @@ class Run:
         self._close_locked(None)
 
     def request_stop(self, cancel: bool) -> None:
-        with self.runs.changed:
-            if cancel and not self.final:
+        with self.changed:
+            if cancel and not self.ended:
                 self.cancel_requested = True
             self._stop_locked()
             self.changed.notify_all()
@@ -407,7 +389,7 @@ class Run:
         in the caller's thread, and the run has ended when this returns.
         PERF: about 9 % of a blocking SendMessage's instructions: a thread's start and the
         wake-ups of two (docs/performance.md)."""
-        with self.runs.changed:
+        with self.changed:
             self._timeout = self.runs.timer(self.timeout, self._timed_out)
         if inline:
             self._execute(ctx, started)     # a stopped agent is logged (end_as), not raised
@@ -429,13 +411,13 @@ class Run:
                     payload = self.runs.store.start(self.task_id)
             except StoreError:
                 payload = None                  # stored later, before any other event
-                with self.runs.changed:
+                with self.changed:
                     self.kept.unstarted = True
             except Exception as ex:  # noqa: BLE001 - the store's failure fails the run
                 ending = Ending(FAILED, error=ex)
             if ending is None:
                 if payload is not None:
-                    with self.runs.changed:
+                    with self.changed:
                         self._live(payload)
                 ending = Ending(CANCELED) if self.stopping else run_agent(self.agent, ctx)
         finally:
