@@ -64,7 +64,6 @@ class EventSource:
             self._waiting, self._at = (), 0     # every event handed over: none kept
         return batch, done
 
-
     def _vanished(self) -> list:
         """The log is gone (expired, or the store closed): the stored Task ends the stream
         if it can (before any event was read, or once the task is over). Otherwise the
@@ -73,7 +72,7 @@ class EventSource:
         current = store.get(self._tenant, self._agent, self._task_id)
         if current is not None and (self._read == 0 or current.terminal):
             return [task_event(store.render(current, as_read=True))]
-        logger.warning("SubscribeToTask %s: the task's log is gone after %d events, "
+        logger.warning("SubscribeToTask %s: the task's log is gone after position %d, "
                        "its task %s", self._task_id, self._read,
                        "unfinished" if current is not None else "gone too")
         raise StoreError()
