@@ -50,9 +50,12 @@ def _binary(name: str) -> str:
 def _spawn(directory: Path, name: str, argv: list[str]) -> subprocess.Popen:
     log = open(directory / f"{name}.log", "wb")
     try:
+        # NOTE: an environment of its own: spawned from a thread (a cluster started as the
+        # session begins), a child made with vfork() that execs with the process's own
+        # environ can find it reallocated by a test's os.environ change meanwhile (EFAULT).
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=child_setup())
+                                preexec_fn=child_setup(), env=dict(os.environ))
     finally:
         log.close()
 

@@ -8,6 +8,7 @@ install: ``make test`` installs it (tests/ensure_redis.sh); it is never skipped.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -54,7 +55,8 @@ class RedisServer:
              "--appendonly", "yes" if self.persist else "no", "--appendfsync", "always",
              "--dir", str(self.directory), "--daemonize", "no"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=child_setup())   # dies with a killed suite
+            start_new_session=True, preexec_fn=child_setup(),   # dies with a killed suite
+            env=dict(os.environ))       # its own: see redis_topologies._spawn
         log.close()
         client = redis.Redis(port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5)
         deadline = time.monotonic() + START_DEADLINE

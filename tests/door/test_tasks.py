@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from tests.conftest import Rpc, make_door
-from tests.tasks_util import NOW, send_params, strip_volatile, wait_state, wait_until
+from tests.tasks_util import DEADLINE, NOW, send_params, strip_volatile, wait_state, wait_until
 
 RESPONSE = {"artifactId": "response", "name": "response"}
 
@@ -172,6 +172,9 @@ def test_single_rejects_a_second_task_as_busy(live_rpc):
                                           "mediaType": "text/plain"}]},
                    "timestamp": "ts"}}
     live_rpc.result("CancelTask", {"id": first["id"]})
+    # NOTE: the canceled task ended at once; the slot is free once its agent has returned
+    # (two agents never run at once): until then a message is still refused as busy.
+    assert live_rpc.door.session.manager.wait_agent_returned(first["id"], DEADLINE)
     assert live_rpc.result("SendMessage", send_params("hi"))["task"]["status"]["state"] == \
         "TASK_STATE_COMPLETED"
 
