@@ -272,6 +272,8 @@ class Run:
         (its task ended at its timeout or by the drain) keeps one, as overdue, until the
         agent returns: ``limits.concurrency`` bounds what executes. ``by_end``: the task's
         end is written next, which frees the slot itself on shared counters (``ends_free``)."""
+        if self.slot_released:
+            return              # PERF: once True it stays so: read without the lock first
         runs = self.runs
         with self.changed:
             if self.slot_released:
@@ -416,7 +418,9 @@ class Run:
             except Exception as ex:  # noqa: BLE001 - the store's failure fails the run
                 ending = Ending(FAILED, error=ex)
             if ending is None:
-                if payload is not None:
+                if payload is not None and self.live is not None:
+                    # NOTE: only the run's own stream reads the start: no other waiter's
+                    # predicate changes with it (PERF: a blocking SendMessage takes no lock).
                     with self.changed:
                         self._live(payload)
                 ending = Ending(CANCELED) if self.stopping else run_agent(self.agent, ctx)

@@ -22,7 +22,7 @@ def _price(value) -> Decimal:
 
 def usage_part(usage: RunUsage, pricing: dict) -> dict:
     """``{"usage": {...}}``, the keys in the order "Run usage" lists them."""
-    micros = Decimal(0)
+    micros = None               # PERF: no Decimal arithmetic for a run that priced nothing
     priced = True
     for model, counts in usage.by_model.items():
         if not (counts.input_tokens or counts.output_tokens or counts.cached_tokens):
@@ -33,9 +33,11 @@ def usage_part(usage: RunUsage, pricing: dict) -> dict:
             continue
         cached = price["cached"] if price["cached"] is not None else price["input"]
         uncached = max(0, counts.input_tokens - counts.cached_tokens)
-        micros += (uncached * _price(price["input"]) + counts.cached_tokens * _price(cached)
-                   + counts.output_tokens * _price(price["output"])) / MILLION
-    credits_micros = int(micros.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+        cost = (uncached * _price(price["input"]) + counts.cached_tokens * _price(cached)
+                + counts.output_tokens * _price(price["output"])) / MILLION
+        micros = cost if micros is None else micros + cost
+    credits_micros = 0 if micros is None else int(micros.quantize(Decimal(1),
+                                                                  rounding=ROUND_HALF_UP))
     totals = usage.totals
     out = {"input_tokens": totals.input_tokens, "output_tokens": totals.output_tokens}
     if totals.cached_tokens:

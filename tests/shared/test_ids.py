@@ -79,3 +79,16 @@ def test_a_forked_child_draws_other_uuids_than_its_parent():
     assert os.waitpid(pid, 0)[1] == 0
     parent = [random_uuid() for _ in range(8)]
     assert len(child) == 8 and not set(child) & set(parent)
+
+
+def test_a_random_uuid_is_its_bytes_as_uuid_makes_a_version_4_of_them(monkeypatch):
+    from murmur_wsgi import ids
+
+    # every value of the byte that holds the variant, and of the one that holds the version
+    pool = b"".join(bytes([i, 255 - i] * 3 + [i, 255 - i, i] + [255 - i] * 7)
+                    for i in range(256))
+    monkeypatch.setattr(ids, "_pool", (pool, __import__("itertools").count()))
+    got = [random_uuid() for _ in range(256)]
+    assert got == [str(uuid.UUID(bytes=pool[at:at + 16], version=4))
+                   for at in range(0, len(pool), 16)]
+    assert random_uuid() not in got                   # the pool spent: a new one

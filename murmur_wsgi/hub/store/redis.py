@@ -57,8 +57,8 @@ from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, done_key, even
                                               task_key, updated_key)
 from murmur_wsgi.hub.store.redis_retain import Forgetting
 from murmur_wsgi.hub.store.retention import TRIM_BATCH, Retention
-from murmur_wsgi.hub.task import SUBMITTED, WORKING, HubTask, status_update, task_status
-from murmur_wsgi.wire import task as wire_task
+from murmur_wsgi.hub.task import (SUBMITTED, WORKING, HubTask, final_texts, status_update,
+                                  task_status)
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.task import now_ms
 
@@ -74,6 +74,11 @@ DURABLE = ("OPEN", "CREATE", "START", "APPEND", "END", "MARK")   # acknowledged:
 RECORD_FIELDS = ("tenant", "agent", "wire", "id", "ctx", "msg", "state", "text", "ms",
                  "created", "seq", "hist", "arts")
 WIRE = RECORD_FIELDS.index("wire")
+
+
+def _text_json(text: str | None) -> str:
+    """A status message's text as JSON (PERF: most are None: no encoder is called)."""
+    return "null" if text is None else _dumps(text)
 
 
 class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
@@ -234,8 +239,9 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
         # NOTE: a task refused at its creation keeps its message once, in its wire form: its
         # first event is stored as '' and read as {"task": wire} (``_filled``).
         args = [task.id, context_id, tenant, agent, task.message_id, state,
-                _dumps(task.status_text), ms or task.status_ms, task.created_ms,
-                _dumps(task.history), _dumps(task.artifacts), self.replica,
+                _text_json(task.status_text), ms or task.status_ms, task.created_ms,
+                _dumps(task.history), _dumps(task.artifacts) if task.artifacts else "[]",
+                self.replica,
                 "1" if bind else "0", "" if task.terminal else event,
                 "1" if task.terminal else "0", self._retention_ms,
                 task.to_json(cache=False) if task.terminal else "", *self._kept(tenant)]
@@ -342,16 +348,16 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
             return None
         tenant, agent, context_id = names
         ms = now_ms()
-        status = task_status(task_id, context_id, state, text, ms)
-        written = list(events) + [status_update(task_id, context_id, status)]
-        # The finished task's wire form up to its artifacts: the script completes it.
-        head = _dumps(wire_task.task(task_id, context_id, status))[:-1]
+        # The finished task's wire form up to its artifacts (``head``): the script completes it.
+        final, head = final_texts(task_id, context_id,
+                                  task_status(task_id, context_id, state, text, ms))
+        written = list(events) + [final]
         if artifacts is None:
             arts = ""
         elif answer is None:
             arts = _dumps(artifacts)
         else:                           # the answer's JSON is sent once, the others apart
-            arts = _dumps(artifacts[:-1])[1:-1]
+            arts = _dumps(artifacts[:-1])[1:-1] if len(artifacts) > 1 else ""
         # PERF: the answer (megabytes for a long one) is one argument, sent in pieces
         # (redis_client): the event that carries it is sent as its text around it.
         at, tail, payloads = 0, "", []
@@ -367,7 +373,7 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
             keys=[task_key(tenant, task_id), events_key(tenant, task_id),
                   *self._moves(tenant, agent, context_id, state), running_key(tenant),
                   done_key(tenant)],
-            args=[state, _dumps(text), ms, arts, self._retention_ms, self._max_events,
+            args=[state, _text_json(text), ms, arts, self._retention_ms, self._max_events,
                   head, *self._kept(tenant), *numbered, answer or "", at, tail,
                   "1" if keep else "0", *payloads])
         if task_id in self._names:
