@@ -6,12 +6,42 @@ text is ASCII and its length in characters is its length in bytes.
 stream prefixes): text as it is, encoded by the caller.
 
 Both write JSON only: NaN and the infinities raise ``ValueError`` instead of
-being written as the literals RFC 8259 does not have.
+being written as the literals RFC 8259 does not have. They write what
+``json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode`` writes
+(``ensure_ascii=False`` for ``compact_utf8``), with one difference: no look for
+circular references. What they encode is the wire's own values, built by the
+code (an agent's values are encoded, and checked, where they come in:
+agents/endings.py); a cycle would end in ``RecursionError``.
+
+PERF: ``JSONEncoder.encode`` makes a C encoder, a dict of markers and a closure
+at each call; these make their C encoder once (it holds no state between calls,
+and may be used by several threads at once): about 1 µs less per value, nine
+values a blocking SendMessage on the hub.
 """
 from __future__ import annotations
 
 import json
+from json.encoder import c_make_encoder, encode_basestring, encode_basestring_ascii
 
-compact_ascii = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-compact_utf8 = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False,
+
+def _refuse(value):
+    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+
+
+def _compact(ensure_ascii: bool):
+    escape = encode_basestring_ascii if ensure_ascii else encode_basestring
+    if c_make_encoder is None:                     # pragma: no cover - CPython has it
+        return json.JSONEncoder(separators=(",", ":"), ensure_ascii=ensure_ascii,
                                 allow_nan=False).encode
+    chunks = c_make_encoder(None, _refuse, escape, None, ":", ",", False, False, False)
+    join = "".join
+
+    def encode(value) -> str:
+        if isinstance(value, str):
+            return escape(value)
+        return join(chunks(value, 0))
+    return encode
+
+
+compact_ascii = _compact(True)
+compact_utf8 = _compact(False)

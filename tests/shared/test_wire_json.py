@@ -74,6 +74,40 @@ def test_the_encoders_write_no_nan_nor_infinity(encode, value):
     assert encode({"x": [1.5]}) == '{"x":[1.5]}'
 
 
+ANY_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | TEXTS,
+    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+    | st.dictionaries(TEXTS | st.integers() | st.booleans() | st.none()
+                      | st.floats(allow_nan=False), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=500, deadline=None)
+@given(ANY_VALUES)
+def test_the_encoders_write_what_the_standard_encoder_writes(value):
+    """Surrogates, non-ASCII, tuples, and keys of every kind JSON's encoder turns to text
+    (an infinite key refused alike)."""
+    def outcome(encode):
+        try:
+            return encode(value)
+        except ValueError as ex:
+            return ValueError, str(ex)
+    for encode, ascii_only in ((compact_ascii, True), (compact_utf8, False)):
+        standard = json.JSONEncoder(separators=(",", ":"), ensure_ascii=ascii_only,
+                                    allow_nan=False).encode
+        assert outcome(encode) == outcome(standard)
+
+
+@pytest.mark.parametrize("encode", [compact_ascii, compact_utf8])
+def test_the_encoders_refuse_what_is_not_json_as_the_standard_encoder_does(encode):
+    with pytest.raises(TypeError, match="Object of type bytes is not JSON serializable"):
+        encode({"x": b"raw"})
+    with pytest.raises(TypeError, match="keys must be str, int, float, bool or None"):
+        encode({(1, 2): 1})
+    assert encode({"x": [1]}) == '{"x":[1]}'        # nothing left behind by a refusal
+
+
 def _reference_decode(text: str):
     """What the parser read before it called its scanner itself: the decoder's ``decode``."""
     def reject(name):
