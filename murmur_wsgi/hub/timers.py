@@ -57,7 +57,7 @@ class Timers:
 
     def __init__(self, clock=time.monotonic):
         self._clock = clock
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()    # NOTE: an RLock under a Condition (docs/architecture.md)
         self._changed = threading.Condition(self._lock)
         self._heap: list = []             # (due, n, Timer)
         self._order = itertools.count()

@@ -38,7 +38,7 @@ class Dispatcher:
         # other replicas whether the lease still counts).
         self.owner = getattr(store, "replica", None) or f"replica-{uuid.uuid4()}"
         self._stop = threading.Event()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()    # NOTE: an RLock under a Condition (docs/architecture.md)
         self._working: set[tuple] = set()        # guarded by _lock
         self._idle = threading.Condition(self._lock)
 

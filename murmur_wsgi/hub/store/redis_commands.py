@@ -155,7 +155,7 @@ class Commands:
         self._clock = clock
         self._max_open = max_open
         self._opened = 0                # connections made and not closed (guarded by _lock)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # NOTE: an RLock under a Condition (docs/architecture.md)
         self._returned = threading.Condition(self._lock)
         self._waiting = 0               # callers waiting for a connection (guarded by _lock)
         self._wait = wait_secs

@@ -108,7 +108,7 @@ class EventFeed:
         self._block = block_secs
         self._stall = stall_secs
         self._clock = clock
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()    # NOTE: an RLock under Conditions (docs/architecture.md)
         self._changed = threading.Condition(self._lock)   # the epoch, the close
         self._watched: dict[str, _Watched] = {}
         self._epoch = 0                 # odd while subscribed
