@@ -71,17 +71,21 @@ class Timers:
     def after(self, seconds: float, fn) -> Timer:
         """Call ``fn()`` (on a thread of its own) in ``seconds``, unless cancelled first."""
         timer = Timer(self._clock() + max(0.0, seconds), fn, self)
+        thread = None
         with self._changed:
             if self._closed:
                 timer.cancelled = True            # a closed registry runs nothing more
                 return timer
             heapq.heappush(self._heap, (timer.due, next(self._order), timer))
             if self._thread is None:
-                self._thread = threading.Thread(target=self._serve, name="hub-timers",
-                                                daemon=True)
-                self._thread.start()
+                thread = self._thread = threading.Thread(target=self._serve,
+                                                         name="hub-timers", daemon=True)
             elif timer.due < self._wake_at:
                 self._changed.notify()            # earlier than the thread would wake
+        if thread is not None:
+            # NOTE: started outside the lock: start() waits for the thread to run, and under
+            # gevent that wait would switch greenlets with the lock held.
+            thread.start()
         return timer
 
     def pending(self) -> int:
