@@ -23,9 +23,7 @@ from __future__ import annotations
 import json
 from json.encoder import c_make_encoder, encode_basestring, encode_basestring_ascii
 
-
-def _refuse(value):
-    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+_refuse = json.JSONEncoder().default         # the standard's TypeError for what is not JSON
 
 
 def _compact(ensure_ascii: bool):
