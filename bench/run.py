@@ -13,6 +13,7 @@ Scenarios (see docs/performance.md):
     hub-redis-gettask      the hub on Redis (a redis-server the runner starts), one worker:
                            GetTask on a finished task
     hub-redis-sendmessage  the same hub (one worker): blocking SendMessage to the demo agent
+    hub-redis-unix-sendmessage  the same, the hub on that Redis's unix socket (unix://…)
     hub-redis-gettask-w2   the same hub with ``--workers 2`` (its ratio to one worker too)
     bare-redis-post        the bare app plus the HMGET of a task record a GetTask sends,
                            answering that record as the hub does, to the hub's request: the
@@ -250,7 +251,8 @@ def start_hub(workdir: Path, name: str = "hub", store: str = "memory",
 
 def start_redis_hubs(workdir: Path, stack, targets: list[str]) -> dict:
     """A redis-server (no persistence) and a hub on it per target: ``hub-redis`` with one
-    worker, ``hub-redis-w2`` with two. Skip when redis-server is not installed."""
+    worker, ``hub-redis-w2`` with two, ``hub-redis-unix`` with one on its unix socket.
+    Skip when redis-server is not installed."""
     if shutil.which("redis-server") is None:
         raise Skip("redis-server is not installed (Debian/Ubuntu: apt-get install -y "
                    "redis-server; `make test` installs it as root)")
@@ -264,7 +266,10 @@ def start_redis_hubs(workdir: Path, stack, targets: list[str]) -> dict:
             server = start_bare(workdir, "bench.bare_app:redis_app", "bare-redis",
                                 env=server_env(BENCH_REDIS_URL=redis.url))
         else:
-            server = start_hub(workdir, target, redis.url, 2 if target.endswith("-w2") else 1)
+            # NOTE: the socket's hub on a database of its own: each hub's tenant reaches its
+            # tasks.max_per_tenant (then each message pays two more round trips) on its own.
+            url = f"unix://{redis.socket_path}?db=1" if target.endswith("-unix") else redis.url
+            server = start_hub(workdir, target, url, 2 if target.endswith("-w2") else 1)
         servers[target] = server
         stack.callback(stop_and_report, server)
     return servers
@@ -386,6 +391,9 @@ SCENARIOS = [
     Scenario("hub-redis-sendmessage", "hub-redis",
              "hub on Redis, one worker: blocking SendMessage, X-API-Key", prepare_hub_send,
              HUB_PATH, HUB_KEY),
+    Scenario("hub-redis-unix-sendmessage", "hub-redis-unix",
+             "hub on the same Redis through its unix socket (store: unix://…), one worker: "
+             "blocking SendMessage", prepare_hub_send, HUB_PATH, HUB_KEY),
     Scenario("hub-redis-gettask-w2", "hub-redis-w2",
              "hub on Redis, --workers 2: GetTask, X-API-Key", prepare_hub_get, HUB_PATH, HUB_KEY),
     Scenario("bare-redis-post", "bare-redis",

@@ -1,8 +1,8 @@
 """A real ``redis-server`` for the hub's tests: on a free loopback port, no persistence.
 
 ``RedisServer(directory).start()`` runs ``redis-server --port P --bind 127.0.0.1
---save "" --appendonly no --dir DIRECTORY`` and waits (with a deadline) until it
-answers PING; ``stop()`` ends it. The fixture ``redis_server`` (tests/conftest.py)
+--unixsocket DIRECTORY/redis-P.sock --save "" --appendonly no --dir DIRECTORY`` and waits
+(with a deadline) until it answers PING (``url`` over TCP, ``unix_url`` on the socket); ``stop()`` ends it. The fixture ``redis_server`` (tests/conftest.py)
 starts one per session. Missing ``redis-server`` fails the test with what to
 install: ``make test`` installs it (tests/ensure_redis.sh); it is never skipped.
 """
@@ -22,6 +22,7 @@ from murmur_wsgi.groups import child_setup
 from tests.process_util import stopping
 
 START_DEADLINE = 10.0
+SOCKET_PATH_BYTES = 100         # sun_path holds 107 and a NUL
 MISSING = ("redis-server is not installed: the hub's Redis tests need it. `make test` "
            "installs it as root with apt-get; otherwise install it (Debian/Ubuntu: "
            "apt-get install -y redis-server; macOS: brew install redis) and run again.")
@@ -44,6 +45,22 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    @property
+    def socket_path(self) -> Path:
+        return self.directory / f"redis-{self.port}.sock"
+
+    @property
+    def unix_url(self) -> str:
+        """The same server on its unix socket (``store: unix://…``)."""
+        assert len(os.fsencode(self.socket_path)) <= SOCKET_PATH_BYTES, "no socket here"
+        return f"unix://{self.socket_path}?db=0"
+
+    def _socket_args(self) -> list[str]:
+        # NOTE: a unix socket's path has at most 107 bytes; a longer directory gets none.
+        if len(os.fsencode(self.socket_path)) > SOCKET_PATH_BYTES:
+            return []
+        return ["--unixsocket", str(self.socket_path), "--unixsocketperm", "700"]
+
     def start(self) -> RedisServer:
         binary = shutil.which("redis-server")
         if binary is None:
@@ -51,7 +68,8 @@ class RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         log = open(self.directory / f"redis-{self.port}.log", "wb")
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", *self._socket_args(),
+             "--save", "",
              "--appendonly", "yes" if self.persist else "no", "--appendfsync", "always",
              "--dir", str(self.directory), "--daemonize", "no"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

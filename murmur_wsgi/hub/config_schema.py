@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from marshmallow import ValidationError, fields, validate, validates_schema
 
@@ -129,8 +129,10 @@ class EventsSchema(Block):
 
 
 class StoreField(fields.String):
-    """``memory``, ``redis`` (the URL is ``redis.url``) or a ``redis://``/``rediss://`` URL,
-    or ``redis-sentinel://HOST:PORT[,HOST:PORT…]/SERVICE/DB``."""
+    """``memory``, ``redis`` (the URL is ``redis.url``), a ``redis://``/``rediss://`` URL, a
+    ``unix:///PATH?db=N`` socket of a Redis on this host,
+    ``redis-sentinel://HOST:PORT[,HOST:PORT…]/SERVICE/DB`` or
+    ``redis-cluster://HOST:PORT[,HOST:PORT…]``."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         value = super()._deserialize(value, attr, data, **kwargs)
@@ -155,6 +157,8 @@ def _redis_url(value: str) -> str:
             raise ValidationError(f"is not a redis-cluster://HOST:PORT[,HOST:PORT…] URL: "
                                   f"{ex}") from None
         return value
+    if value.startswith("unix:"):
+        return _unix_url(value)
     try:
         parts = urlsplit(value)
         parts.port
@@ -162,11 +166,29 @@ def _redis_url(value: str) -> str:
         raise ValidationError("is not a redis:// or rediss:// URL") from None
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
         raise ValidationError("must be memory, redis, or a redis://host:port/db, "
-                              "rediss://, redis-sentinel://host:port/service/db or "
+                              "rediss://, unix:///path/to/redis.sock?db=0, "
+                              "redis-sentinel://host:port/service/db or "
                               "redis-cluster://host:port,… URL")
     db = parts.path.strip("/")
     if db and not db.isdigit():
         raise ValidationError("a Redis URL's path is its database number (redis://host:port/0)")
+    return value
+
+
+def _unix_url(value: str) -> str:
+    """Check ``unix:///PATH[?db=N]``: a Redis on this host, on its ``unixsocket``."""
+    parts = urlsplit(value)
+    if parts.scheme != "unix" or parts.netloc or not parts.path.startswith("/") \
+            or parts.path.endswith("/") or parts.fragment:
+        raise ValidationError("a Redis socket's URL is unix:// and the socket's absolute "
+                              "path (unix:///run/redis/redis.sock?db=0)")
+    query = parse_qs(parts.query, keep_blank_values=True)
+    if set(query) - {"db", "password"}:
+        raise ValidationError("a Redis socket's URL takes db and password only "
+                              "(unix:///run/redis/redis.sock?db=0)")
+    if any(not db.isdigit() for db in query.get("db", [])):
+        raise ValidationError("a Redis socket's db is its database number "
+                              "(unix:///run/redis/redis.sock?db=0)")
     return value
 
 
