@@ -5,7 +5,8 @@ hub: the run's place in its replica's runs (``ZADD``, and ``SADD`` of the replic
 with the OPEN script (the messageId's claim, admission, the task's creation and start),
 then the END script, which frees the tenant's slot and returns the finished task the
 answer is; the run leaves its replica's runs at the replica's next beat. A tenant with
-an admission hook pays one more: the claim, before its hook.
+an admission hook pays one more: the claim, before its hook. A tenant at its cap pays
+two more once every ``TRIM_BATCH`` messages, whose end forgets its oldest hundred.
 """
 from __future__ import annotations
 
@@ -83,5 +84,23 @@ def test_a_tenant_with_an_admission_hook_claims_first(redis_server):
         assert answer["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
         assert [c.split(" ", 1)[0] for c in commands] == ["SET", "ZADD", "EVALSHA",
                                                           "EVALSHA"], commands
+    finally:
+        close_hub(hub)
+
+
+def test_at_its_cap_a_tenant_s_message_is_still_two_round_trips(redis_server):
+    redis_server.flush()
+    hub = create_hub(hub_config(store=redis_server.url, tasks={"max_per_tenant": 2}))
+    try:
+        client = HubClient(hub)
+        for i in range(3):
+            client.send(f"warm {i}")
+        trips = []
+        answer, _ = _commands(redis_server, client,
+                              send_params("hi", message_id=str(uuid.uuid4())), trips)
+        assert answer["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        # Past its cap by fewer than a batch (TRIM_BATCH): the end forgets nothing yet.
+        assert trips == [["ZADD", "SADD", "EVALSHA"], ["EVALSHA"]], trips
+        assert client.result("ListTasks", {})["totalSize"] == 4
     finally:
         close_hub(hub)

@@ -7,15 +7,17 @@ past ``tasks.max_per_tenant`` with accepted and refused messages, whose stored t
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 
 import pytest
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.config import ConfigError, load_config
+from murmur_wsgi.hub.store import redis_stores
 from murmur_wsgi.hub.store.push_base import PushRecord
 from murmur_wsgi.hub.store.redis_keys import done_key, events_key
-from murmur_wsgi.hub.store.retention import Retention
+from murmur_wsgi.hub.store.retention import TRIM_BATCH, Retention
 from murmur_wsgi.hub.task import COMPLETED, REJECTED, HubTask
 from murmur_wsgi.wire.stream import task_event
 from murmur_wsgi.wire.task import now_ms, text_part
@@ -27,8 +29,9 @@ pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
 @pytest.fixture
 def retention():
-    """3 finished tasks per tenant for 60 s (``small``: 1), in the fixture ``stores``."""
-    return Retention(60.0, 3, {"small": {"max_per_tenant": 1}})
+    """3 finished tasks per tenant for 60 s (``small``: 1), in the fixture ``stores``; each
+    end forgets what it puts past them (batches of 1: whole batches are tested below)."""
+    return Retention(60.0, 3, {"small": {"max_per_tenant": 1}}, batch=1)
 
 
 def finished(stores, tenant="acme", *, state=COMPLETED, context_id="ctx") -> HubTask:
@@ -77,6 +80,55 @@ def test_a_refused_task_counts_toward_its_tenants_cap_alone(stores):
     other = finished(stores, "acme", state=REJECTED)
     second = finished(stores, "small")
     assert gone(stores, first) and not gone(stores, second) and not gone(stores, other)
+
+
+def test_past_the_cap_redis_forgets_a_whole_batch_at_a_time(stores):
+    stores.tasks._keep = Retention(60.0, 3, batch=4)
+    made = [finished(stores) for _ in range(6)]
+    if not stores.shared:       # in one process each end forgets at once, whatever the batch
+        assert [gone(stores, task) for task in made] == [True] * 3 + [False] * 3
+        return
+    # Fewer than a batch past the cap: kept; the end that makes a whole batch forgets it.
+    assert not any(gone(stores, task) for task in made)
+    made.append(finished(stores))
+    assert [gone(stores, task) for task in made] == [True] * 4 + [False] * 3
+    more = [finished(stores) for _ in range(3)]
+    assert stores.tasks.list("acme", "echo").total == 6                 # 3 past the cap
+    stores.tasks.expire_finished()                                      # the sweep: the rest
+    assert [gone(stores, task) for task in made[4:] + more] == [True] * 3 + [False] * 3
+
+
+@pytest.mark.one_store
+def test_ends_given_one_batch_while_it_is_forgotten_leave_it_to_that_one(redis_server):
+    redis_server.flush()
+    found = redis_stores(redis_server.url, timeout_secs=2.0, replica_id="me",
+                         retention=Retention(60.0, 3, batch=4))
+    tasks, reads = found.tasks, []
+    several = tasks._command.several
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(*commands):                # the batch's names read, held until released
+        if len(commands) == 4 and all(command[0] == "HMGET" for command in commands):
+            reads.append([command[1] for command in commands])
+            entered.set()
+            assert release.wait(5)
+        return several(*commands)
+    try:
+        made = [finished(found) for _ in range(6)]
+        tasks._command.several = slow
+        first = threading.Thread(target=finished, args=(found,))    # its end: the batch's turn
+        first.start()
+        assert entered.wait(5)
+        later = finished(found)          # given the same oldest four meanwhile: leaves them
+        release.set()
+        first.join(5)
+        assert not first.is_alive()
+        assert len(reads) == 1
+        assert [gone(found, task) for task in made + [later]] == [True] * 4 + [False] * 3
+    finally:
+        release.set()
+        tasks._command.__dict__.pop("several", None)
+        found.close()
 
 
 def test_a_refused_task_keeps_its_message_once(stores):
@@ -186,6 +238,8 @@ def test_a_flood_past_the_cap_stops_growing_redis(redis_server):
         _flood(refused, 300, 2_000)
         assert client.dbsize() <= keys
         assert client.info("memory")["used_memory"] < memory + 512 * 1024
+        # NOTE: 300 a flood: a whole number of batches past the cap, each forgotten whole.
+        assert 300 % TRIM_BATCH == 0
         for rpc in (accepted, refused):
             assert rpc.result("ListTasks", {})["totalSize"] == CAP
         assert client.zcard(done_key("acme")) == CAP

@@ -56,7 +56,7 @@ from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, done_key, even
                                               running_key, runs_key, seq_key, state_key,
                                               task_key, updated_key)
 from murmur_wsgi.hub.store.redis_retain import Forgetting
-from murmur_wsgi.hub.store.retention import TRIM_BATCH, Retention
+from murmur_wsgi.hub.store.retention import Retention
 from murmur_wsgi.hub.task import (SUBMITTED, WORKING, HubTask, final_texts, status_update,
                                   task_status)
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
@@ -104,6 +104,7 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
         self._names: dict[str, tuple] = {}   # a running task's (tenant, agent, context id)
         self._recent: collections.OrderedDict = collections.OrderedDict()   # ended: the same
         self._left: list[str] = []           # runs (members) to take out of this replica's
+        self._forgetting_init()
         # When this process last marked a task its streams read (watched), and its tenant.
         self._marked: dict[str, tuple] = {}
         self._index = RedisIndex(self._redis, self._load)
@@ -140,7 +141,7 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
     def _kept(self, tenant: str) -> tuple:
         """The retention script's arguments for ``tenant``: retention ms, cap, batch."""
         secs, cap = self._keep.of(tenant)
-        return int(secs * 1000), cap, TRIM_BATCH
+        return int(secs * 1000), cap, self._keep.batch
 
     def _names_of(self, task_id: str, tenant: str | None) -> tuple | None:
         """``(tenant, agent, context id)`` of a task: one this replica runs, or ``tenant``'s

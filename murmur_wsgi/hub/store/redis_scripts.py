@@ -77,11 +77,15 @@ end
 """
 
 # Retention (store/retention.py): ``done`` holds the tenant's finished tasks scored by their
-# end (Redis time, µs: scripts run one at a time, so each end has its own). ``finish`` adds
-# one and returns the ``doomed``: the oldest to forget while there are more than ``cap`` or
-# the oldest ended more than ``keep`` ms ago, at most ``batch``. Forgetting one takes every
-# key of it, which no script may name unless its caller declares it: ``FORGET`` does it,
-# given those keys (redis.py reads the records' names first).
+# end (Redis time, µs: scripts run one at a time, so each end has its own). ``doomed`` are
+# the oldest to forget while there are more than ``cap`` or the oldest ended more than
+# ``keep`` ms ago, at most ``batch``. ``finish`` adds one and returns the doomed only when
+# they are a whole batch, else none: a tenant at its cap forgets a batch every ``batch``
+# ends, not one at each (each forgetting is two round trips of its end's request), and
+# keeps fewer than ``batch`` more than its cap meanwhile; the sweep (``DOOMED``) forgets
+# the rest of those past their time. Forgetting one takes every key of it, which no
+# script may name unless its caller declares it: ``FORGET`` does it, given those keys
+# (redis.py reads the records' names first).
 _RETAIN = """
 local function now_us()
   local t = redis.call('TIME')
@@ -105,6 +109,11 @@ end
 
 local function finish(done, id, cap, keep, batch)
   redis.call('ZADD', done, now_us(), id)
+  if redis.call('ZCARD', done) < cap + batch then
+    -- PERF: fewer than a batch past the cap: a batch only when its newest is past its time
+    local last = redis.call('ZRANGE', done, batch - 1, batch - 1, 'WITHSCORES')
+    if #last == 0 or tonumber(last[2]) > now_us() - keep * 1000 then return {} end
+  end
   return doomed(done, cap, keep, batch)
 end
 """

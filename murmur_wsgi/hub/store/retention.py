@@ -22,6 +22,9 @@ class Retention:
     secs: float = RETENTION_SECS
     max_per_tenant: int = MAX_PER_TENANT
     tenants: dict = field(default_factory=dict)   # tenant -> {retention_secs?, max_per_tenant?}
+    # The Redis store's ends forget a whole batch at a time: a tenant keeps fewer than this
+    # more than its cap (redis_scripts' ``finish``). One forgets at each end.
+    batch: int = TRIM_BATCH
 
     def of(self, tenant: str) -> tuple[float, int]:
         """``(retention_secs, max_per_tenant)`` of ``tenant``."""
