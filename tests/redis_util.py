@@ -47,7 +47,10 @@ class RedisServer:
 
     @property
     def socket_path(self) -> Path:
-        return self.directory / f"redis-{self.port}.sock"
+        path = self.directory / f"redis-{self.port}.sock"
+        if len(os.fsencode(path)) > SOCKET_PATH_BYTES and os.path.isdir("/tmp"):
+            path = Path("/tmp") / f"murmur-redis-{self.port}.sock"    # a long directory's
+        return path
 
     @property
     def unix_url(self) -> str:

@@ -7,8 +7,9 @@ line (``ConfigError``).
 from __future__ import annotations
 
 import logging
+import os
 import re
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from marshmallow import ValidationError, fields, validate, validates_schema
 
@@ -170,23 +171,29 @@ def _redis_url(value: str) -> str:
                               "redis-sentinel://host:port/service/db or "
                               "redis-cluster://host:port,… URL")
     db = parts.path.strip("/")
-    if db and not db.isdigit():
+    if db and _NUMBER.fullmatch(db) is None:
         raise ValidationError("a Redis URL's path is its database number (redis://host:port/0)")
     return value
+
+
+SOCKET_PATH_BYTES = 107          # a unix socket's address (sun_path) holds 108 with its NUL
+_NUMBER = re.compile(r"[0-9]+")
 
 
 def _unix_url(value: str) -> str:
     """Check ``unix:///PATH[?db=N]``: a Redis on this host, on its ``unixsocket``."""
     parts = urlsplit(value)
-    if parts.scheme != "unix" or parts.netloc or not parts.path.startswith("/") \
-            or parts.path.endswith("/") or parts.fragment:
+    if not value.startswith("unix:///") or parts.netloc or parts.path.endswith("/") \
+            or parts.fragment or "#" in value:
         raise ValidationError("a Redis socket's URL is unix:// and the socket's absolute "
                               "path (unix:///run/redis/redis.sock?db=0)")
+    if len(os.fsencode(unquote(parts.path))) > SOCKET_PATH_BYTES:
+        raise ValidationError(f"a Redis socket's path is at most {SOCKET_PATH_BYTES} bytes")
     query = parse_qs(parts.query, keep_blank_values=True)
-    if set(query) - {"db", "password"}:
-        raise ValidationError("a Redis socket's URL takes db and password only "
+    if set(query) - {"db", "username", "password"}:
+        raise ValidationError("a Redis socket's URL takes db, username and password only "
                               "(unix:///run/redis/redis.sock?db=0)")
-    if any(not db.isdigit() for db in query.get("db", [])):
+    if any(_NUMBER.fullmatch(db) is None for db in query.get("db", [])):
         raise ValidationError("a Redis socket's db is its database number "
                               "(unix:///run/redis/redis.sock?db=0)")
     return value

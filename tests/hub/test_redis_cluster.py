@@ -154,6 +154,8 @@ def test_commands_follow_a_slot_that_migrates_then_moved(redis_cluster):
         # Migrating: the moved key is answered through ASK, the other still by its source.
         assert commands.several(("HGET", key, "id"), ("EXISTS", key)) == ["moving", 1]
         assert commands("HGET", other, "id") == "staying"
+        with pytest.raises(redis.exceptions.AskError):      # not asked (retention's reads)
+            commands.several(("HGET", key, "id"), asking=False)
         src.execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", other)
         _set_owner(redis_cluster, slot, dst_id)
         # Moved: MOVED refreshes the slot map; every command goes to the new owner.

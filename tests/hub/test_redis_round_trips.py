@@ -26,10 +26,10 @@ def _commands(redis_server, client, params, trips=None) -> tuple[dict, list[str]
     commands = client.hub.store._command
     several = commands.several
 
-    def counted(*sent):
+    def counted(*sent, **options):
         if trips is not None:
             trips.append([command[0] for command in sent])
-        return several(*sent)
+        return several(*sent, **options)
     watcher = redis_server.client()
     with watcher.monitor() as monitor:
         commands.several = counted
@@ -90,17 +90,26 @@ def test_a_tenant_with_an_admission_hook_claims_first(redis_server):
 
 def test_at_its_cap_a_tenant_s_message_is_still_two_round_trips(redis_server):
     redis_server.flush()
-    hub = create_hub(hub_config(store=redis_server.url, tasks={"max_per_tenant": 2}))
+    # A cap of 20: its ends forget 2 at a time (a tenth of it); the sweep is left out.
+    hub = create_hub(hub_config(store=redis_server.url, tasks={"max_per_tenant": 20},
+                                redis={"sweep_interval_secs": 3600}))
     try:
         client = HubClient(hub)
-        for i in range(3):
+        for i in range(22):         # the last end forgets a batch (its scripts loaded): 20
             client.send(f"warm {i}")
+        assert client.result("ListTasks", {})["totalSize"] == 20
         trips = []
         answer, _ = _commands(redis_server, client,
                               send_params("hi", message_id=str(uuid.uuid4())), trips)
         assert answer["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-        # Past its cap by fewer than a batch (TRIM_BATCH): the end forgets nothing yet.
+        # Past its cap by fewer than a batch: the end forgets nothing yet.
         assert trips == [["ZADD", "SADD", "EVALSHA"], ["EVALSHA"]], trips
-        assert client.result("ListTasks", {})["totalSize"] == 4
+        assert client.result("ListTasks", {})["totalSize"] == 21
+        # The next end makes a whole batch: it forgets the oldest two, in two more.
+        trips = []
+        _commands(redis_server, client, send_params("hi", message_id=str(uuid.uuid4())), trips)
+        assert trips == [["ZADD", "SADD", "EVALSHA"], ["EVALSHA"], ["HMGET", "HMGET"],
+                         ["EVALSHA"]], trips
+        assert client.result("ListTasks", {})["totalSize"] == 20
     finally:
         close_hub(hub)

@@ -86,7 +86,8 @@ def test_a_socket_that_is_not_there_answers_32603_and_logs_no_secret(tmp_path, c
 
 
 @pytest.mark.parametrize("url", ["unix:///run/redis/redis.sock", "unix:///run/redis.sock?db=3",
-                                 "unix:///run/redis.sock?db=0&password=p%40ss"])
+                                 "unix:///run/redis.sock?db=0&password=p%40ss",
+                                 "unix:///run/redis.sock?username=hub&password=p%2Bq"])
 def test_a_socket_s_url_loads(url):
     from murmur_wsgi.hub.config import load_config
 
@@ -97,11 +98,17 @@ def test_a_socket_s_url_loads(url):
 @pytest.mark.parametrize("url, says", [
     ("unix://run/redis.sock", "absolute path"),
     ("unix:run/redis.sock", "absolute path"),
+    ("unix:/run/redis.sock", "absolute path"),
     ("unix:///run/redis/", "absolute path"),
+    ("unix:///run/redis.sock?password=a#b", "absolute path"),
+    ("unix:///" + "r" * 120 + ".sock", "at most 107 bytes"),
     ("unix:///run/redis.sock?db=zero", "database number"),
-    ("unix:///run/redis.sock?socket_timeout=0", "db and password only"),
+    ("unix:///run/redis.sock?db=%C2%B2", "database number"),
+    ("unix:///run/redis.sock?socket_timeout=0", "db, username and password only"),
 ])
 def test_a_socket_s_url_that_is_wrong_is_refused_naming_the_key(url, says):
+    secret = "" if "#" in url else ("&" if "?" in url else "?") + "password=never-echoed"
     with pytest.raises(ConfigError) as refused:
-        create_hub(hub_config(store=url))
+        create_hub(hub_config(store=url + secret))
     assert "store" in str(refused.value) and says in str(refused.value)
+    assert "never-echoed" not in str(refused.value)

@@ -82,39 +82,46 @@ def test_a_refused_task_counts_toward_its_tenants_cap_alone(stores):
     assert gone(stores, first) and not gone(stores, second) and not gone(stores, other)
 
 
+def test_an_end_s_batch_is_a_tenth_of_the_cap_at_most_a_hundred():
+    assert [Retention(batch=TRIM_BATCH).batch_of(cap) for cap in (1, 19, 20, 500, 100_000)] \
+        == [1, 1, 2, 50, 100]
+    assert Retention(batch=4).batch_of(100_000) == 4
+
+
 def test_past_the_cap_redis_forgets_a_whole_batch_at_a_time(stores):
-    stores.tasks._keep = Retention(60.0, 3, batch=4)
-    made = [finished(stores) for _ in range(6)]
+    stores.tasks._keep = Retention(60.0, 40, batch=4)         # a cap of 40: batches of 4
+    made = [finished(stores) for _ in range(43)]
     if not stores.shared:       # in one process each end forgets at once, whatever the batch
-        assert [gone(stores, task) for task in made] == [True] * 3 + [False] * 3
+        assert [gone(stores, task) for task in made] == [True] * 3 + [False] * 40
         return
     # Fewer than a batch past the cap: kept; the end that makes a whole batch forgets it.
     assert not any(gone(stores, task) for task in made)
     made.append(finished(stores))
-    assert [gone(stores, task) for task in made] == [True] * 4 + [False] * 3
+    assert [gone(stores, task) for task in made] == [True] * 4 + [False] * 40
     more = [finished(stores) for _ in range(3)]
-    assert stores.tasks.list("acme", "echo").total == 6                 # 3 past the cap
+    assert stores.tasks.list("acme", "echo").total == 43                # 3 past the cap
     stores.tasks.expire_finished()                                      # the sweep: the rest
-    assert [gone(stores, task) for task in made[4:] + more] == [True] * 3 + [False] * 3
+    assert [gone(stores, task) for task in made[4:7] + more] == [True] * 3 + [False] * 3
+    assert stores.tasks.list("acme", "echo").total == 40
 
 
 @pytest.mark.one_store
 def test_ends_given_one_batch_while_it_is_forgotten_leave_it_to_that_one(redis_server):
     redis_server.flush()
     found = redis_stores(redis_server.url, timeout_secs=2.0, replica_id="me",
-                         retention=Retention(60.0, 3, batch=4))
+                         retention=Retention(60.0, 40, batch=4))
     tasks, reads = found.tasks, []
     several = tasks._command.several
     entered, release = threading.Event(), threading.Event()
 
-    def slow(*commands):                # the batch's names read, held until released
+    def slow(*commands, **options):     # the batch's names read, held until released
         if len(commands) == 4 and all(command[0] == "HMGET" for command in commands):
             reads.append([command[1] for command in commands])
             entered.set()
             assert release.wait(5)
-        return several(*commands)
+        return several(*commands, **options)
     try:
-        made = [finished(found) for _ in range(6)]
+        made = [finished(found) for _ in range(43)]
         tasks._command.several = slow
         first = threading.Thread(target=finished, args=(found,))    # its end: the batch's turn
         first.start()
@@ -124,7 +131,7 @@ def test_ends_given_one_batch_while_it_is_forgotten_leave_it_to_that_one(redis_s
         first.join(5)
         assert not first.is_alive()
         assert len(reads) == 1
-        assert [gone(found, task) for task in made + [later]] == [True] * 4 + [False] * 3
+        assert [gone(found, task) for task in made + [later]] == [True] * 4 + [False] * 40
     finally:
         release.set()
         tasks._command.__dict__.pop("several", None)
@@ -225,7 +232,10 @@ def test_a_flood_past_the_cap_stops_growing_the_memory_store():
 @pytest.mark.one_store
 def test_a_flood_past_the_cap_stops_growing_redis(redis_server):
     redis_server.flush()
-    config = hub_config(store=redis_server.url, tasks={"max_per_tenant": CAP})
+    # NOTE: the sweep left out: it forgets down to the cap what the ends leave past it (less
+    # than a batch), and the figures below would depend on when it ran.
+    config = hub_config(store=redis_server.url, tasks={"max_per_tenant": CAP},
+                        redis={"sweep_interval_secs": 3600})
     config["tenants"]["acme"]["limits"] = {"rate_per_minute": 100_000, "concurrency": 50}
     hub = create_hub(config)
     client = redis_server.client()
@@ -238,8 +248,8 @@ def test_a_flood_past_the_cap_stops_growing_redis(redis_server):
         _flood(refused, 300, 2_000)
         assert client.dbsize() <= keys
         assert client.info("memory")["used_memory"] < memory + 512 * 1024
-        # NOTE: 300 a flood: a whole number of batches past the cap, each forgotten whole.
-        assert 300 % TRIM_BATCH == 0
+        # NOTE: 300 a flood, a whole number of the cap's batches (a tenth of it): each end
+        # that makes one forgets it, and a flood ends at the cap.
         for rpc in (accepted, refused):
             assert rpc.result("ListTasks", {})["totalSize"] == CAP
         assert client.zcard(done_key("acme")) == CAP

@@ -141,7 +141,7 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
     def _kept(self, tenant: str) -> tuple:
         """The retention script's arguments for ``tenant``: retention ms, cap, batch."""
         secs, cap = self._keep.of(tenant)
-        return int(secs * 1000), cap, self._keep.batch
+        return int(secs * 1000), cap, self._keep.batch_of(cap)
 
     def _names_of(self, task_id: str, tenant: str | None) -> tuple | None:
         """``(tenant, agent, context id)`` of a task: one this replica runs, or ``tenant``'s

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import threading
 import uuid
 
@@ -272,8 +273,9 @@ class RedisConnection:
 
 
 def public_url(url: str) -> str:
-    """The URL without its password, for logs."""
+    """The URL without its password (``user:password@``, or a socket's ``password=``), for
+    logs."""
     scheme, sep, rest = url.partition("://")
     if "@" in rest:
         rest = "***@" + rest.rsplit("@", 1)[1]
-    return scheme + sep + rest
+    return scheme + sep + re.sub(r"([?&]password=)[^&#]*", r"\1***", rest)

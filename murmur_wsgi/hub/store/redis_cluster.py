@@ -147,13 +147,18 @@ class ClusterCommands:
     def __call__(self, *args):
         return self.several(args)[0]
 
-    def several(self, *commands: tuple) -> list:
+    def several(self, *commands: tuple, asking: bool = True) -> list:
+        """Each command's answer (``Commands.several``), routed; ``asking`` False: a slot
+        that migrates raises its ``AskError`` (every command is sent again to the node
+        that imports it otherwise, which answers nothing for a key it does not hold yet)."""
         try:
             return self._of_node(self._node_of(commands)).several(*commands)
         except redis.exceptions.MovedError:
             self._cluster.nodes_manager.initialize()       # the slot moved: ask anew
             return self._of_node(self._node_of(commands)).several(*commands)
         except redis.exceptions.AskError as ex:            # the slot is migrating
+            if not asking:
+                raise
             node = self._cluster.get_node(host=ex.host, port=ex.port)
             if node is None or node.redis_connection is None:
                 self._cluster.nodes_manager.initialize()

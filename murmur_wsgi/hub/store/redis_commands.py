@@ -184,8 +184,9 @@ class Commands:
         ``Unreplicated`` when fewer did within ``replicas_ms``."""
         return self.after((), args, durable=True)
 
-    def several(self, *commands: tuple) -> list:
-        """Each command's answer, sent together on one connection: one round trip."""
+    def several(self, *commands: tuple, asking: bool = True) -> list:
+        """Each command's answer, sent together on one connection: one round trip
+        (``asking``: a cluster's, ``redis_cluster``)."""
         conn = self._take()
         try:
             try:

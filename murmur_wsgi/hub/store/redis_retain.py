@@ -3,9 +3,10 @@
 A task's end (END, or CREATE of a task refused at once) adds it to its tenant's
 ``done`` and names the tenant's tasks to forget now (``redis_scripts``: past
 ``tasks.max_per_tenant``, or ended more than ``tasks.retention_secs`` ago), when they
-make a whole batch (``Retention.batch``, 100): a tenant at its cap forgets a hundred at
-one end in a hundred, not its oldest at each (two more round trips at every message:
-about a third fewer blocking SendMessages a second, docs/performance.md); no script
+make a whole batch (``Retention.batch_of``: a tenth of the cap, at most 100): a tenant at
+its cap forgets a batch at one end a batch, not its oldest at each (two more round trips
+at every message: about a third fewer blocking SendMessages a second,
+docs/performance.md); no script
 may name a key its caller did not declare, so forgetting is two steps: the tasks'
 names read (agent, context, messageId, state: one round trip to the tenant's slot), then
 one ``FORGET`` script given every key of each, which forgets a task only while it is
@@ -65,8 +66,11 @@ class Forgetting:
         key of each: their names read, then one script; how many it forgot."""
         if not task_ids:
             return 0
+        # NOTE: not sent again to a slot's importing node (``asking``): it would answer
+        # nothing for the records not moved yet, and those tasks' sets keep their members.
         fields = self._command.several(*[("HMGET", task_key(tenant, task_id), "agent", "ctx",
-                                           "msg", "state") for task_id in task_ids])
+                                           "msg", "state") for task_id in task_ids],
+                                       asking=False)
         keys = [done_key(tenant)]
         for task_id, (agent, context_id, message_id, state) in zip(task_ids, fields):
             agent, context_id = agent or "", context_id or ""

@@ -82,10 +82,10 @@ end
 # ``keep`` ms ago, at most ``batch``. ``finish`` adds one and returns the doomed only when
 # they are a whole batch, else none: a tenant at its cap forgets a batch every ``batch``
 # ends, not one at each (each forgetting is two round trips of its end's request), and
-# keeps fewer than ``batch`` more than its cap meanwhile; the sweep (``DOOMED``) forgets
-# the rest of those past their time. Forgetting one takes every key of it, which no
-# script may name unless its caller declares it: ``FORGET`` does it, given those keys
-# (redis.py reads the records' names first).
+# keeps fewer than ``batch`` (a tenth of its cap at most) more than its cap meanwhile;
+# the sweep (``DOOMED``) forgets the rest of those past their time. Forgetting one takes
+# every key of it, which no script may name unless its caller declares it: ``FORGET``
+# does it, given those keys (redis.py reads the records' names first).
 _RETAIN = """
 local function now_us()
   local t = redis.call('TIME')

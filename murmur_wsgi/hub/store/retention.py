@@ -22,9 +22,14 @@ class Retention:
     secs: float = RETENTION_SECS
     max_per_tenant: int = MAX_PER_TENANT
     tenants: dict = field(default_factory=dict)   # tenant -> {retention_secs?, max_per_tenant?}
-    # The Redis store's ends forget a whole batch at a time: a tenant keeps fewer than this
-    # more than its cap (redis_scripts' ``finish``). One forgets at each end.
+    # The Redis store's ends forget a whole batch at a time (redis_scripts' ``finish``): at
+    # most this many, and a tenth of the tenant's cap (1 for a cap under 20), so a tenant
+    # keeps less than a tenth more than its cap. 1: each end forgets what it puts past.
     batch: int = TRIM_BATCH
+
+    def batch_of(self, cap: int) -> int:
+        """The batch an end of a tenant of ``cap`` forgets at once."""
+        return max(1, min(self.batch, cap // 10))
 
     def of(self, tenant: str) -> tuple[float, int]:
         """``(retention_secs, max_per_tenant)`` of ``tenant``."""
