@@ -268,7 +268,7 @@ def start_redis_hubs(workdir: Path, stack, targets: list[str]) -> dict:
         else:
             # NOTE: the socket's hub on a database of its own: each hub's tenant reaches its
             # tasks.max_per_tenant (then each message pays two more round trips) on its own.
-            url = f"unix://{redis.socket_path}?db=1" if target.endswith("-unix") else redis.url
+            url = redis.socket_url(db=1) if target.endswith("-unix") else redis.url
             server = start_hub(workdir, target, url, 2 if target.endswith("-w2") else 1)
         servers[target] = server
         stack.callback(stop_and_report, server)

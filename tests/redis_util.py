@@ -2,8 +2,9 @@
 
 ``RedisServer(directory).start()`` runs ``redis-server --port P --bind 127.0.0.1
 --unixsocket DIRECTORY/redis-P.sock --save "" --appendonly no --dir DIRECTORY`` and waits
-(with a deadline) until it answers PING (``url`` over TCP, ``unix_url`` on the socket); ``stop()`` ends it. The fixture ``redis_server`` (tests/conftest.py)
-starts one per session. Missing ``redis-server`` fails the test with what to
+(with a deadline) until it answers PING (``url`` over TCP, ``unix_url`` on the socket);
+``stop()`` ends it. The fixture ``redis_server`` (tests/conftest.py) starts one per
+session. Missing ``redis-server`` fails the test with what to
 install: ``make test`` installs it (tests/ensure_redis.sh); it is never skipped.
 """
 from __future__ import annotations
@@ -19,10 +20,10 @@ import pytest
 import redis
 
 from murmur_wsgi.groups import child_setup
+from murmur_wsgi.hub.config_schema import SOCKET_PATH_BYTES
 from tests.process_util import stopping
 
 START_DEADLINE = 10.0
-SOCKET_PATH_BYTES = 100         # sun_path holds 107 and a NUL
 MISSING = ("redis-server is not installed: the hub's Redis tests need it. `make test` "
            "installs it as root with apt-get; otherwise install it (Debian/Ubuntu: "
            "apt-get install -y redis-server; macOS: brew install redis) and run again.")
@@ -47,22 +48,19 @@ class RedisServer:
 
     @property
     def socket_path(self) -> Path:
+        """Its unix socket: in its directory, or in /tmp when that path would be too long."""
         path = self.directory / f"redis-{self.port}.sock"
-        if len(os.fsencode(path)) > SOCKET_PATH_BYTES and os.path.isdir("/tmp"):
-            path = Path("/tmp") / f"murmur-redis-{self.port}.sock"    # a long directory's
+        if len(os.fsencode(path)) > SOCKET_PATH_BYTES:
+            path = Path("/tmp") / f"murmur-redis-{self.port}.sock"
         return path
+
+    def socket_url(self, db: int = 0) -> str:
+        """The same server on its unix socket (``store: unix://…``), database ``db``."""
+        return f"unix://{self.socket_path}?db={db}"
 
     @property
     def unix_url(self) -> str:
-        """The same server on its unix socket (``store: unix://…``)."""
-        assert len(os.fsencode(self.socket_path)) <= SOCKET_PATH_BYTES, "no socket here"
-        return f"unix://{self.socket_path}?db=0"
-
-    def _socket_args(self) -> list[str]:
-        # NOTE: a unix socket's path has at most 107 bytes; a longer directory gets none.
-        if len(os.fsencode(self.socket_path)) > SOCKET_PATH_BYTES:
-            return []
-        return ["--unixsocket", str(self.socket_path), "--unixsocketperm", "700"]
+        return self.socket_url()
 
     def start(self) -> RedisServer:
         binary = shutil.which("redis-server")
@@ -71,8 +69,8 @@ class RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         log = open(self.directory / f"redis-{self.port}.log", "wb")
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", *self._socket_args(),
-             "--save", "",
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1",
+             "--unixsocket", str(self.socket_path), "--unixsocketperm", "700", "--save", "",
              "--appendonly", "yes" if self.persist else "no", "--appendfsync", "always",
              "--dir", str(self.directory), "--daemonize", "no"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

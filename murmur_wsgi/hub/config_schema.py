@@ -143,6 +143,10 @@ class StoreField(fields.String):
         return value
 
 
+SOCKET_PATH_BYTES = 107          # a unix socket's address (sun_path) holds 108 with its NUL
+_NUMBER = re.compile(r"[0-9]+")
+
+
 def _redis_url(value: str) -> str:
     """Check a Redis URL (never echoing it: it may carry a password)."""
     if sentinel_url.is_sentinel(value):
@@ -174,10 +178,6 @@ def _redis_url(value: str) -> str:
     if db and _NUMBER.fullmatch(db) is None:
         raise ValidationError("a Redis URL's path is its database number (redis://host:port/0)")
     return value
-
-
-SOCKET_PATH_BYTES = 107          # a unix socket's address (sun_path) holds 108 with its NUL
-_NUMBER = re.compile(r"[0-9]+")
 
 
 def _unix_url(value: str) -> str:
