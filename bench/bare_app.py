@@ -74,3 +74,132 @@ def redis_app(environ, start_response):
     body = b'{"jsonrpc":"2.0","id":1,"result":%s}' % wire.encode()
     start_response("200 OK", [HEADERS[0], ("Content-Length", str(len(body))), *headers])
     return [body]
+
+
+# The floor of a blocking SendMessage on Redis: the two round trips a hub's message makes
+# (the OPEN script with the run's place in the replica's runs before it, then END), with
+# the hub's own commands, keys and arguments, and its answer: taken once from a message a
+# hub on the same Redis served (``_capture``), then sent for each request with fresh ids.
+_ID: dict = {}                  # the captured message's ids, replaced in each request's
+_SEP = "\x00"
+_send = None
+
+
+def _capture():
+    """``(OPEN's call, END's call, the answer's template)``: one message served by a hub on
+    ``BENCH_REDIS_URL`` (its own tenant; no task is ever forgotten), its two scripts'
+    commands recorded with the ids replaced by ``_ID``'s marks."""
+    import os
+
+    import murmur_wsgi.hub.methods.messages as messages
+    from murmur_wsgi.hub.app import create_hub
+
+    hub = create_hub({"store": os.environ["BENCH_REDIS_URL"], "public_url": "http://127.0.0.1:1",
+                      "limits": {"concurrency": 100_000, "rate_per_minute": 100_000_000},
+                      "tasks": {"max_per_tenant": 1_000_000_000},
+                      "tenants": {"floor": {"api_keys": ["0" * 64],
+                                           "agents": {"echo": {"agent": "demo"}}}}})
+    from murmur_wsgi.ids import random_uuid
+
+    # NOTE: ids no other capture used (a task's log, a messageId's claim stay in Redis).
+    _ID.update(task=random_uuid(), context=random_uuid(), message="floor-" + random_uuid())
+    store, calls = hub.store, {}
+    for name in ("OPEN", "END"):
+        def record(keys=(), args=(), before=(), _name=name, _run=store._scripts[name]):
+            calls[_name] = (list(keys), list(args), list(before))
+            return _run(keys=keys, args=args, before=before)
+        store._scripts[name] = record
+    ids = iter((_ID["task"], _ID["context"]))
+    real, messages.random_uuid = messages.random_uuid, lambda: next(ids)
+    try:
+        wire = messages.send_message(hub, _FloorCall(hub))
+    finally:
+        messages.random_uuid = real
+        hub.close()
+    return calls["OPEN"], calls["END"], str(wire)
+
+
+class _FloorCall:
+    """A blocking SendMessage of ``_ID``'s message to the floor's agent."""
+
+    id = 1
+    method = "SendMessage"
+    tenant = "floor"
+    subject = "api-key"
+    agent = "echo"
+    environ: dict = {}
+
+    def __init__(self, hub):
+        self.params = {"message": {"messageId": _ID["message"], "role": "ROLE_USER",
+                                   "parts": [{"text": "hi"}]}}
+
+
+def _templated(call) -> tuple:
+    """A script call's keys, args and before-commands as ``(how many keys, every key and
+    arg, [(where, its %-format)] of those naming the captured ids, before's likewise)``."""
+    keys, args, before = call
+
+    def formats(values) -> list:
+        found = []
+        for i, value in enumerate(values):
+            if isinstance(value, str) and any(mark in value for mark in _ID.values()):
+                text = value.replace("%", "%%")
+                for name, mark in _ID.items():
+                    text = text.replace(mark, f"%({name})s")
+                found.append((i, text))
+        return found
+    flat = [*keys, *args]
+    return (len(keys), flat, formats(flat),
+            [(list(command), formats(command)) for command in before])
+
+
+def _fresh(templated, ids: dict) -> tuple:
+    """The call's keys, args and before-commands with ``ids`` (one C format per value)."""
+    nkeys, flat, formats, before = templated
+    flat = list(flat)
+    for i, text in formats:
+        flat[i] = text % ids
+    commands = []
+    for command, found in before:
+        command = list(command)
+        for i, text in found:
+            command[i] = text % ids
+        commands.append(tuple(command))
+    return flat[:nkeys], flat[nkeys:], commands
+
+
+def _floor_send():
+    global _send
+    if _send is None:
+        import itertools
+        import os
+
+        from murmur_wsgi.hub.errors import A2A_HEADERS
+        from murmur_wsgi.hub.store import redis_scripts as scripts
+        from murmur_wsgi.hub.store.redis import DURABLE
+        from murmur_wsgi.hub.store.redis_client import connect
+        from murmur_wsgi.hub.store.redis_commands import Commands
+        from murmur_wsgi.ids import random_uuid
+
+        opened, ended, answer = _capture()
+        answer = _templated(([answer], [], []))[2][0][1]     # its %-format
+        commands = Commands(connect(os.environ["BENCH_REDIS_URL"], 5.0))
+        runs = {name: commands.script(getattr(scripts, name), durable=name in DURABLE)
+                for name in ("OPEN", "END")}
+        _send = (runs, _templated(opened), _templated(ended), answer, A2A_HEADERS,
+                 random_uuid, itertools.count())
+    return _send
+
+
+def redis_send_app(environ, start_response):
+    """A blocking SendMessage's floor on Redis: its two round trips and its answer."""
+    runs, opened, ended, answer, headers, new_id, count = _floor_send()
+    _read_body(environ)
+    ids = {"task": new_id(), "context": new_id(), "message": f"{_ID['message']}-{next(count)}"}
+    keys, args, before = _fresh(opened, ids)
+    runs["OPEN"](keys=keys, args=args, before=before)
+    keys, args, before = _fresh(ended, ids)
+    runs["END"](keys=keys, args=args, before=before)
+    body = b'{"jsonrpc":"2.0","id":1,"result":%s}' % (answer % ids).encode()
+    start_response("200 OK", [HEADERS[0], ("Content-Length", str(len(body))), *headers])
+    return [body]

@@ -57,6 +57,8 @@ SCENARIOS = {          # name: (what it measures, needs Redis)
     "bare-post": ("the bare app: read the body, answer a small JSON", False),
     "bare-redis-post": ("the bare app + the HMGET a GetTask sends, answering the task read: "
                         "its floor", True),
+    "bare-redis-send": ("the bare app + a blocking SendMessage's two round trips (the hub's "
+                        "OPEN and END) and its answer: its floor", True),
     "door-sendmessage": ("the door: held SendMessage to the demo agent", False),
     "hub-gettask": ("the hub on memory: GetTask, X-API-Key", False),
     "hub-sendmessage": ("the hub on memory: blocking SendMessage", False),
@@ -67,6 +69,8 @@ DIFFERENCES = [        # (scenario, minus, what the difference is)
     ("gunicorn-bare-post", "bare-post", "gunicorn's part of a request (the HTTP tier)"),
     ("hub-redis-gettask", "bare-redis-post", "the hub's part of a GetTask on Redis"),
     ("hub-redis-sendmessage", "hub-sendmessage", "what Redis adds to a blocking SendMessage"),
+    ("hub-redis-sendmessage", "bare-redis-send", "the hub's part of a blocking SendMessage on "
+     "Redis"),
     ("hub-sendmessage", "door-sendmessage", "the hub's SendMessage above the door's"),
 ]
 
@@ -125,6 +129,8 @@ def build(name: str, total: int, redis_url: str, workdir: str):
         if name == "bare-redis-post":           # posted the hub's request
             return bare_app.redis_app, [_environ(HUB_PATH, FLOOR_GET, {"X-API-Key": HUB_KEY})
                                         for _ in range(total)]
+        if name == "bare-redis-send":
+            return bare_app.redis_send_app, _send(HUB_PATH, {"X-API-Key": HUB_KEY}, run, total)
         return bare_app.app, [_environ("/", GET_UNKNOWN, {}) for _ in range(total)]
     if name == "door-sendmessage":
         from murmur_wsgi.door.app import create_app

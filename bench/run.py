@@ -18,6 +18,10 @@ Scenarios (see docs/performance.md):
     bare-redis-post        the bare app plus the HMGET of a task record a GetTask sends,
                            answering that record as the hub does, to the hub's request: the
                            floor of a GetTask on Redis (hub-redis-gettask's ratio to it too)
+    bare-redis-send        the bare app plus the two round trips of a blocking SendMessage
+                           (the hub's own OPEN and END, with fresh ids) and its answer, to
+                           the hub's request: the floor of hub-redis-sendmessage (its ratio
+                           to it too)
 
 Results: a Markdown table on stdout, and JSON in bench/results/<timestamp>.json.
 """
@@ -265,6 +269,11 @@ def start_redis_hubs(workdir: Path, stack, targets: list[str]) -> dict:
         if target == "bare-redis":
             server = start_bare(workdir, "bench.bare_app:redis_app", "bare-redis",
                                 env=server_env(BENCH_REDIS_URL=redis.url))
+        elif target == "bare-redis-send":
+            # NOTE: on a database of its own: the replica its commands name is no hub's, and
+            # the hubs' sweep would end its runs.
+            server = start_bare(workdir, "bench.bare_app:redis_send_app", "bare-redis-send",
+                                env=server_env(BENCH_REDIS_URL=redis.url[:-1] + "2"))
         else:
             # NOTE: the socket's hub on a database of its own: each hub's tenant reaches its
             # tasks.max_per_tenant (then each message pays two more round trips) on its own.
@@ -399,9 +408,13 @@ SCENARIOS = [
     Scenario("bare-redis-post", "bare-redis",
              "bare app + the HMGET a GetTask sends to that Redis, its answer the task read: "
              "its floor", prepare_floor, HUB_PATH, HUB_KEY),
+    Scenario("bare-redis-send", "bare-redis-send",
+             "bare app + a blocking SendMessage's two round trips to that Redis (the hub's "
+             "OPEN and END) and its answer: its floor", prepare_hub_send, HUB_PATH, HUB_KEY),
 ]
 W2_OF = {"hub-redis-gettask-w2": "hub-redis-gettask"}     # reported as a ratio to one worker
-FLOOR_OF = {"hub-redis-gettask": "bare-redis-post"}       # and as a ratio to its floor
+FLOOR_OF = {"hub-redis-gettask": "bare-redis-post",       # and as a ratio to its floor
+            "hub-redis-sendmessage": "bare-redis-send"}
 
 
 def run_once(scenario: Scenario, server: Server, wrk: str, args) -> dict:
@@ -462,7 +475,7 @@ def markdown(results: list[dict]) -> str:
         if r.get("ratio_to_w1"):
             notes.append(f"{r['ratio_to_w1']:.2f}× one worker")
         if r.get("ratio_to_floor"):
-            notes.append(f"{r['ratio_to_floor']:.2f}× its floor (bare-redis-post)")
+            notes.append(f"{r['ratio_to_floor']:.2f}× its floor ({FLOOR_OF[r['name']]})")
         if len(r.get("rounds_rps", [])) > 1:
             notes.append(f"{len(r['rounds_rps'])} rounds: {min(r['rounds_rps']):.0f}"
                          f"–{max(r['rounds_rps']):.0f} req/s")
@@ -506,7 +519,7 @@ def main(argv=None) -> int:
                 servers[target] = server = start(workdir)
                 stack.callback(stop_and_report, server)
         on_redis = sorted({s.target for s in chosen
-                           if s.target.startswith("hub-redis") or s.target == "bare-redis"})
+                           if s.target.startswith(("hub-redis", "bare-redis"))})
         if on_redis:
             try:
                 servers.update(start_redis_hubs(workdir, stack, on_redis))

@@ -1,0 +1,47 @@
+"""make bench's floor of a blocking SendMessage on Redis (bench/bare_app.py's
+``redis_send_app``): the hub's own two round trips, with fresh ids, and its answer."""
+from __future__ import annotations
+
+import importlib
+import io
+import json
+
+from murmur_wsgi.hub.store.redis_commands import Commands
+from murmur_wsgi.hub.store.redis_keys import msg_key, task_key
+
+
+def _post(app) -> dict:
+    seen = []
+    body = b"".join(app({"CONTENT_LENGTH": "2", "wsgi.input": io.BytesIO(b"{}")},
+                        lambda status, headers: seen.append(status)))
+    assert seen == ["200 OK"]
+    return json.loads(body)
+
+
+def test_the_send_floor_is_the_hubs_two_round_trips_with_fresh_ids(redis_server, monkeypatch):
+    redis_server.flush()
+    monkeypatch.setenv("BENCH_REDIS_URL", redis_server.url)
+    import bench.bare_app
+
+    floor = importlib.reload(bench.bare_app)        # its own capture, on this Redis
+    _post(floor.redis_send_app)                      # the capture: a hub's own message
+    trips = []
+    several = Commands.several
+
+    def counted(self, *commands, **options):
+        trips.append([command[0] for command in commands])
+        return several(self, *commands, **options)
+    monkeypatch.setattr(Commands, "several", counted)
+    tasks = [_post(floor.redis_send_app)["result"]["task"] for _ in range(2)]
+    assert trips == [["ZADD", "SADD", "EVALSHA"], ["EVALSHA"]] * 2, trips
+    assert tasks[0]["id"] != tasks[1]["id"]
+    assert tasks[0]["contextId"] != tasks[1]["contextId"]
+    client = redis_server.client()
+    for task in tasks:
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert task["history"][0]["taskId"] == task["id"]
+        # The answer is what the hub's END stored, byte for byte (but the captured time).
+        stored = client.hget(task_key("floor", task["id"]), "wire")
+        assert json.loads(stored) == task
+        message_id = task["history"][0]["messageId"]
+        assert client.get(msg_key("floor", "echo", message_id)) == task["id"]
