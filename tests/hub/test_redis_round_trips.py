@@ -1,10 +1,11 @@
 """What a message costs on Redis, counted by Redis itself (MONITOR), and its round trips.
 
 A blocking SendMessage to an agent that answers at once is two round trips from the
-hub: the run's place in its replica's runs (``ZADD``, and ``SADD`` of the replica) sent
-with the OPEN script (the messageId's claim, admission, the task's creation and start),
-then the END script, which frees the tenant's slot and returns the finished task the
-answer is; the run leaves its replica's runs at the replica's next beat. A tenant with
+hub, two commands: the OPEN script (the run's place in its replica's runs, the
+messageId's claim, admission, the task's creation and start), then the END script, which
+frees the tenant's slot and returns the finished task the answer is; the run leaves its
+replica's runs at the replica's next beat. A message that OPEN finds sent already, or
+that admission refuses, never enters the runs. A tenant with
 an admission hook pays one more: the claim, before its hook. A tenant at its cap pays
 two more once every ``TRIM_BATCH`` messages, whose end forgets its oldest hundred.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import uuid
 
 from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.store.redis_keys import REPLICAS, member, runs_key
 
 from tests.hub.conftest import KEY_B, HubClient, close_hub, hub_config, send_params
 
@@ -64,9 +66,8 @@ def test_a_blocking_send_message_is_two_round_trips(redis_server):
         answer, commands = _commands(redis_server, client,
                                      send_params("hi", message_id=str(uuid.uuid4())), trips)
         assert answer["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-        assert [c.split(" ", 1)[0] for c in commands] == ["ZADD", "EVALSHA", "EVALSHA"], \
-            commands
-        assert trips == [["ZADD", "SADD", "EVALSHA"], ["EVALSHA"]], trips
+        assert [c.split(" ", 1)[0] for c in commands] == ["EVALSHA", "EVALSHA"], commands
+        assert trips == [["EVALSHA"], ["EVALSHA"]], trips
         # The answer is the stored task, byte for byte what GetTask reads.
         stored = client.result("GetTask", {"id": answer["task"]["id"]})
         assert answer["task"] == stored
@@ -82,8 +83,8 @@ def test_a_tenant_with_an_admission_hook_claims_first(redis_server):
         answer, commands = _commands(redis_server, client,
                                      send_params("hi", message_id=str(uuid.uuid4())))
         assert answer["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-        assert [c.split(" ", 1)[0] for c in commands] == ["SET", "ZADD", "EVALSHA",
-                                                          "EVALSHA"], commands
+        assert [c.split(" ", 1)[0] for c in commands] == ["SET", "EVALSHA", "EVALSHA"], \
+            commands
     finally:
         close_hub(hub)
 
@@ -103,13 +104,38 @@ def test_at_its_cap_a_tenant_s_message_is_still_two_round_trips(redis_server):
                               send_params("hi", message_id=str(uuid.uuid4())), trips)
         assert answer["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
         # Past its cap by fewer than a batch: the end forgets nothing yet.
-        assert trips == [["ZADD", "SADD", "EVALSHA"], ["EVALSHA"]], trips
+        assert trips == [["EVALSHA"], ["EVALSHA"]], trips
         assert client.result("ListTasks", {})["totalSize"] == 21
         # The next end makes a whole batch: it forgets the oldest two, in two more.
         trips = []
         _commands(redis_server, client, send_params("hi", message_id=str(uuid.uuid4())), trips)
-        assert trips == [["ZADD", "SADD", "EVALSHA"], ["EVALSHA"], ["HMGET", "HMGET"],
-                         ["EVALSHA"]], trips
+        assert trips == [["EVALSHA"], ["EVALSHA"], ["HMGET", "HMGET"], ["EVALSHA"]], trips
         assert client.result("ListTasks", {})["totalSize"] == 20
+    finally:
+        close_hub(hub)
+
+
+def test_the_run_enters_its_replica_s_runs_with_its_task_and_only_then(redis_server):
+    """The OPEN script lists the run in its replica's runs (and the replica in
+    ``replicas``) as it creates the task; a messageId sent again, or a message admission
+    refuses, adds nothing there (the beat that takes ended runs out is left out)."""
+    redis_server.flush()
+    hub = create_hub(hub_config(store=redis_server.url, limits={"concurrency": 1},
+                                redis={"liveness_secs": 3600}))
+    try:
+        client = HubClient(hub)
+        runs = runs_key(hub.store.replica)
+        redis = redis_server.client()
+        params = send_params("hi", message_id=str(uuid.uuid4()))
+        task = client.result("SendMessage", params)["task"]
+        assert redis.zrange(runs, 0, -1) == [member("acme", task["id"])]
+        assert redis.sismember(REPLICAS, hub.store.replica)
+        assert client.result("SendMessage", params)["task"]["id"] == task["id"]   # again
+        held = client.send("/sleep 30", configuration={"returnImmediately": True})  # the slot
+        refused = client.send("hi")
+        assert refused["status"]["state"] == "TASK_STATE_REJECTED"
+        assert sorted(redis.zrange(runs, 0, -1)) == sorted([member("acme", task["id"]),
+                                                            member("acme", held["id"])])
+        client.result("CancelTask", {"id": held["id"]})
     finally:
         close_hub(hub)

@@ -6,9 +6,9 @@ each step that must be atomic (a message's acceptance: claim, admission,
 creation and start; create, start, append, end, the cancel mark, a claim's
 release, forgetting finished tasks) is one Lua script (``redis_scripts``) on the
 tenant's keys, so a task has exactly one final state and no event follows it.
-A task's run is in its replica's runs (``runs:<replica>``, the hub's slot) before
-its task exists (sent first, on one Redis in the same round trip) and leaves
-them after its end (``flush_runs``, the replica's next beat): the sweep ends
+A task's run is in its replica's runs (``runs:<replica>``, the hub's slot) from its
+task's creation (on one Redis the OPEN script lists it; on a cluster it is sent first,
+in a round trip of its own) and leaves them after its end (``flush_runs``, the replica's next beat): the sweep ends
 what a dead replica's runs still list, and a run listed whose task had ended,
 or never came to be, is dropped as it is met. Every event written is
 announced on a channel, and the connection's one listener
@@ -92,6 +92,7 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
         self.conn = conn
         self.replica = conn.replica
         self._redis = conn.redis
+        self._cluster = conn.cluster
         self._command = conn.command
         self._block = conn.block
         self._retention_ms = int(retention_secs * 1000)
@@ -251,17 +252,24 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
     def open(self, task, event, counters, concurrency, rate, claimed=False):
         if not isinstance(counters, RedisCounters):
             return super().open(task, event, counters, concurrency, rate, claimed)
-        # PERF: one round trip on one Redis (the run's place in the replica's runs, then
-        # the OPEN script: claim, admission, creation and start); two on a cluster.
+        # PERF: one round trip on one Redis (the OPEN script: the run's place in the
+        # replica's runs, claim, admission, creation and start); two on a cluster, where
+        # the runs (the hub's slot) are sent first.
         ms = now_ms()
         started = status_update(task.id, task.context_id,
                                 task_status(task.id, task.context_id, WORKING, None, ms))
         call = self.create_call(task, event, state=WORKING, ms=ms)
-        code, value = self._open(
-            keys=call["keys"] + [running_key(task.tenant), rate_key(task.tenant)],
-            args=call["args"] + ["1" if claimed else "0", concurrency, rate, counters.lease_ms,
-                                 started, self._max_events], before=self._running(task))
-        if code != 0:
+        keys = call["keys"] + [running_key(task.tenant), rate_key(task.tenant)]
+        args = call["args"] + ["1" if claimed else "0", concurrency, rate, counters.lease_ms,
+                               started, self._max_events]
+        if self._cluster:
+            before = self._running(task)
+        else:
+            before = ()
+            keys += [runs_key(self.replica), REPLICAS]
+            args.append(member(task.tenant, task.id))
+        code, value = self._open(keys=keys, args=args, before=before)
+        if code != 0 and before:
             self._left.append(member(task.tenant, task.id))      # no run: out of the runs
         if code == 1:
             return Opened(found=value)

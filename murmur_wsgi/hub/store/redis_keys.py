@@ -28,9 +28,15 @@ TENANT_PREFIX = "murmur:{t:"                 # every tenant's keys begin so
 
 
 @lru_cache(maxsize=4096)
+def _quoted(tenant: str) -> str:
+    """The tenant percent-encoded outside ``[A-Za-z0-9._-]`` (its tag's, its members')."""
+    return quote(tenant, safe="._-")
+
+
+@lru_cache(maxsize=4096)
 def tenant_prefix(tenant: str) -> str:
     """``murmur:{t:<tenant>}:``, the tenant percent-encoded outside ``[A-Za-z0-9._-]``."""
-    return TENANT_PREFIX + quote(tenant, safe="._-") + "}:"
+    return TENANT_PREFIX + _quoted(tenant) + "}:"
 
 
 def tenant_of_prefix(key: str) -> str | None:
@@ -137,7 +143,7 @@ def live_key(replica: str) -> str:
 def member(tenant: str, *parts: str) -> str:
     """A task (or a task's push config) in a hub-wide set: ``<tenant>/<task id>[/<config
     id>]``, the tenant percent-encoded as in its tag (so it has no ``/``)."""
-    return "/".join((quote(tenant, safe="._-"), *parts))
+    return "/".join((_quoted(tenant), *parts))
 
 
 def split_member(found: str) -> tuple[str, str]:

@@ -2,8 +2,9 @@
 
 Each replica renews ``replica:<id>`` (``PX`` its liveness) and keeps the tasks it
 runs in ``runs:<id>`` (members ``<tenant>/<task id>``, scored by creation; the
-hub's slot, as ``replicas``, which lists every replica that may have runs). A run enters its replica's runs before its task exists and leaves
-them after its end (the task store's ``flush_runs``, at each beat), so every task
+hub's slot, as ``replicas``, which lists every replica that may have runs). A run
+enters its replica's runs no later than its task exists (on one Redis in the script that
+creates it, on a cluster before it) and leaves them after its end (the task store's ``flush_runs``, at each beat), so every task
 that runs is listed while it runs. The sweep ends FAILED, through the task store's
 END script (on the tenant's slot, the tenant read from the member), the runs of
 replicas whose liveness key expired and runs older than ``sweep_max_age_secs``;
@@ -22,7 +23,7 @@ from murmur_wsgi.wire.task import now_ms
 
 # KEYS: the replica's liveness, its runs, replicas   ARGV: the replica
 # A replica leaves ``replicas`` only while it is dead and lists no run: a replica that
-# comes back lists its next run (ZADD, then SADD) before that run's task exists.
+# comes back lists its next run (ZADD, then SADD) no later than that run's task exists.
 FORGET_REPLICA = """
 if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[2]) == 0 then
   redis.call('SREM', KEYS[3], ARGV[1])

@@ -191,10 +191,14 @@ return {seq, gone}
 
 # A new message's whole acceptance in one step: its messageId's claim, its tenant's
 # admission (redis_limits), its task's creation, and its start (WORKING, the second event).
-# KEYS: CREATE's (st and cst those of WORKING), then running, rate
+# KEYS: CREATE's (st and cst those of WORKING), then running, rate; on one Redis (not a
+#       cluster, where they are in the hub's slot) then the replica's runs and replicas
 # ARGV: CREATE's (state WORKING, ms the start's, text null; bind "1", terminal "0"), then
 #       claimed ("1": the caller holds the messageId's pending claim), concurrency,
-#       rate per minute, lease ms, the start's payload, maxlen
+#       rate per minute, lease ms, the start's payload, maxlen; with the runs' keys, the
+#       run's member in them
+# The run enters its replica's runs (with the replica, ``replicas``) before its task is
+# created, when both keys are given (else its caller put it there first).
 # Returns {0, seq} (created and started), {1, the id the messageId names, or 'pending'}
 # (nothing done), or {2, what admission refused: 1 concurrency, 2 rate} (nothing stored:
 # the claim is left free).
@@ -207,6 +211,10 @@ local code = admit(KEYS[11], KEYS[12], ARGV[1], tonumber(ARGV[22]), tonumber(ARG
 if code ~= 0 then
   if claimed then redis.call('DEL', KEYS[5]) end
   return {2, code}
+end
+if #KEYS > 12 then
+  redis.call('ZADD', KEYS[13], ARGV[9], ARGV[27])
+  redis.call('SADD', KEYS[14], ARGV[12])
 end
 local seq = create()
 redis.call('HSET', KEYS[1], 'nev', 2)
