@@ -78,3 +78,21 @@ def test_an_inline_agent_that_exits_fails_its_task_and_the_hub_answers(rpc, capl
     assert task["status"]["state"] == "TASK_STATE_FAILED"
     assert "the agent was stopped" in caplog.text
     assert rpc.send("hi", agent="inline")["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_an_inline_run_is_answered_without_waiting_on_it(rpc, monkeypatch):
+    """Its run has ended when the agent returns: the held request reads the answer at once
+    (no wait on the run, no lock); a run on its own thread is waited for."""
+    from murmur_wsgi.hub.runs import Run
+
+    waited = []
+    wait = Run.wait
+
+    def counted(self, predicate, timeout):
+        waited.append(self.agent_name)
+        return wait(self, predicate, timeout)
+    monkeypatch.setattr(Run, "wait", counted)
+    assert rpc.send("hi", agent="inline")["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert waited == []
+    assert rpc.send("hi", agent="threaded")["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert "threaded" in waited

@@ -144,13 +144,16 @@ def send_message(hub, call):
     run = accepted.run
     if run is None or msg.return_immediately:
         return RawJSON(task_event(accepted.snapshot))
-    gone = peer_gone(call.environ)
-    while not run.wait(lambda: run.ended, PEER_CHECK_SECS):
-        if gone is not None and gone():
-            logger.info("task %s: the client left a blocking SendMessage; canceling", run.task_id)
-            run.request_stop(cancel=True)
-            break
-    # NOTE: set before ``ended``, under the lock the wait took: no lock needed to read it.
+    # PERF: an inline run has ended already (``ended`` never goes back): no lock, no wait.
+    if not run.ended:
+        gone = peer_gone(call.environ)
+        while not run.wait(lambda: run.ended, PEER_CHECK_SECS):
+            if gone is not None and gone():
+                logger.info("task %s: the client left a blocking SendMessage; canceling",
+                            run.task_id)
+                run.request_stop(cancel=True)
+                break
+    # NOTE: set before ``ended`` (under the run's lock): no lock needed to read it after.
     answer = run.final_json if msg.history_length is None else None
     if answer is None:
         answer = hub.store.render(accepted.task, msg.history_length, cache=False)
