@@ -14,6 +14,8 @@ with the hub's headers. ``make bench`` posts it the hub's request (its path, its
 """
 from __future__ import annotations
 
+import threading
+
 BODY = b'{"jsonrpc":"2.0","id":1,"result":{}}'
 HEADERS = [("Content-Type", "application/json"), ("Content-Length", str(len(BODY)))]
 
@@ -77,12 +79,13 @@ def redis_app(environ, start_response):
 
 
 # The floor of a blocking SendMessage on Redis: the two round trips a hub's message makes
-# (the OPEN script with the run's place in the replica's runs before it, then END), with
+# (the OPEN script, which lists the run in its replica's runs on one Redis, then END), with
 # the hub's own commands, keys and arguments, and its answer: taken once from a message a
 # hub on the same Redis served (``_capture``), then sent for each request with fresh ids.
 _ID: dict = {}                  # the captured message's ids, replaced in each request's
-_SEP = "\x00"
 _send = None
+# NOTE: the first requests (a readiness probe's among them) may come at once: one captures.
+_setting_up = threading.Lock()
 
 
 def _capture():
@@ -170,25 +173,33 @@ def _fresh(templated, ids: dict) -> tuple:
 
 def _floor_send():
     global _send
-    if _send is None:
-        import itertools
-        import os
-
-        from murmur_wsgi.hub.errors import A2A_HEADERS
-        from murmur_wsgi.hub.store import redis_scripts as scripts
-        from murmur_wsgi.hub.store.redis import DURABLE
-        from murmur_wsgi.hub.store.redis_client import connect
-        from murmur_wsgi.hub.store.redis_commands import Commands
-        from murmur_wsgi.ids import random_uuid
-
-        opened, ended, answer = _capture()
-        answer = _templated(([answer], [], []))[2][0][1]     # its %-format
-        commands = Commands(connect(os.environ["BENCH_REDIS_URL"], 5.0))
-        runs = {name: commands.script(getattr(scripts, name), durable=name in DURABLE)
-                for name in ("OPEN", "END")}
-        _send = (runs, _templated(opened), _templated(ended), answer, A2A_HEADERS,
-                 random_uuid, itertools.count())
+    if _send is not None:
+        return _send
+    with _setting_up:
+        if _send is None:
+            _send = _set_up()
     return _send
+
+
+def _set_up() -> tuple:
+    """What every request of the floor sends and answers (a hub's message, captured)."""
+    import itertools
+    import os
+
+    from murmur_wsgi.hub.errors import A2A_HEADERS
+    from murmur_wsgi.hub.store import redis_scripts as scripts
+    from murmur_wsgi.hub.store.redis import DURABLE
+    from murmur_wsgi.hub.store.redis_client import connect
+    from murmur_wsgi.hub.store.redis_commands import Commands
+    from murmur_wsgi.ids import random_uuid
+
+    opened, ended, answer = _capture()
+    answer = _templated(([answer], [], []))[2][0][1]     # its %-format
+    commands = Commands(connect(os.environ["BENCH_REDIS_URL"], 5.0))
+    runs = {name: commands.script(getattr(scripts, name), durable=name in DURABLE)
+            for name in ("OPEN", "END")}
+    return (runs, _templated(opened), _templated(ended), answer, A2A_HEADERS,
+            random_uuid, itertools.count())
 
 
 def redis_send_app(environ, start_response):
@@ -197,7 +208,9 @@ def redis_send_app(environ, start_response):
     _read_body(environ)
     ids = {"task": new_id(), "context": new_id(), "message": f"{_ID['message']}-{next(count)}"}
     keys, args, before = _fresh(opened, ids)
-    runs["OPEN"](keys=keys, args=args, before=before)
+    code, _ = runs["OPEN"](keys=keys, args=args, before=before)
+    if code != 0:                            # not a new task: not the hub's work
+        raise RuntimeError(f"the floor's OPEN answered {code}, not 0 (a new task)")
     keys, args, before = _fresh(ended, ids)
     runs["END"](keys=keys, args=args, before=before)
     body = b'{"jsonrpc":"2.0","id":1,"result":%s}' % (answer % ids).encode()

@@ -65,6 +65,8 @@ SCENARIOS = {          # name: (what it measures, needs Redis)
     "hub-redis-gettask": ("the hub on Redis: GetTask, X-API-Key", True),
     "hub-redis-sendmessage": ("the hub on Redis: blocking SendMessage", True),
 }
+FLOORS = [("hub-redis-gettask", "bare-redis-post"),        # (scenario, its floor)
+          ("hub-redis-sendmessage", "bare-redis-send")]
 DIFFERENCES = [        # (scenario, minus, what the difference is)
     ("gunicorn-bare-post", "bare-post", "gunicorn's part of a request (the HTTP tier)"),
     ("hub-redis-gettask", "bare-redis-post", "the hub's part of a GetTask on Redis"),
@@ -341,9 +343,9 @@ def main(argv=None) -> int:
         for name in chosen:
             if name not in ("gunicorn-bare-post", "bare-post"):
                 print(f"| {name} ÷ bare-post | {(tier + per['bare-post']) / (tier + per[name]):.2f} |")
-        if "hub-redis-gettask" in per and "bare-redis-post" in per:
-            print(f"| hub-redis-gettask ÷ its floor | "
-                  f"{(tier + per['bare-redis-post']) / (tier + per['hub-redis-gettask']):.2f} |")
+        for hub, floor in FLOORS:
+            if hub in per and floor in per:
+                print(f"| {hub} ÷ its floor | {(tier + per[floor]) / (tier + per[hub]):.2f} |")
     return 0
 
 

@@ -273,7 +273,7 @@ def start_redis_hubs(workdir: Path, stack, targets: list[str]) -> dict:
             # NOTE: on a database of its own: the replica its commands name is no hub's, and
             # the hubs' sweep would end its runs.
             server = start_bare(workdir, "bench.bare_app:redis_send_app", "bare-redis-send",
-                                env=server_env(BENCH_REDIS_URL=redis.url[:-1] + "2"))
+                                env=server_env(BENCH_REDIS_URL=f"redis://127.0.0.1:{redis.port}/2"))
         else:
             # NOTE: the socket's hub on a database of its own: each hub's tenant reaches its
             # tasks.max_per_tenant (then each message pays two more round trips) on its own.

@@ -36,10 +36,12 @@ def free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self, directory: Path, port: int | None = None, persist: bool = False):
+    def __init__(self, directory: Path, port: int | None = None, persist: bool = False,
+                 extra: tuple = ()):
         self.directory = Path(directory)
         self.port = port or free_port()
         self.persist = persist          # an append-only file, fsynced on every write
+        self.extra = tuple(extra)       # more of redis-server's options
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -72,7 +74,7 @@ class RedisServer:
             [binary, "--port", str(self.port), "--bind", "127.0.0.1",
              "--unixsocket", str(self.socket_path), "--unixsocketperm", "700", "--save", "",
              "--appendonly", "yes" if self.persist else "no", "--appendfsync", "always",
-             "--dir", str(self.directory), "--daemonize", "no"],
+             "--dir", str(self.directory), "--daemonize", "no", *self.extra],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True, preexec_fn=child_setup(),   # dies with a killed suite
             env=dict(os.environ))       # its own: see redis_topologies._spawn

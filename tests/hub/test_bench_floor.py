@@ -45,3 +45,31 @@ def test_the_send_floor_is_the_hubs_two_round_trips_with_fresh_ids(redis_server,
         assert json.loads(stored) == task
         message_id = task["history"][0]["messageId"]
         assert client.get(msg_key("floor", "echo", message_id)) == task["id"]
+
+
+def test_the_send_floor_s_first_requests_at_once_capture_once(redis_server, monkeypatch):
+    """A readiness probe and the first requests may come together: one captures, all
+    answer, and the hub's id maker is the hub's again after."""
+    import threading
+
+    import bench.bare_app
+    import murmur_wsgi.hub.methods.messages as messages
+
+    redis_server.flush()
+    monkeypatch.setenv("BENCH_REDIS_URL", redis_server.url)
+    floor = importlib.reload(bench.bare_app)
+    made = messages.random_uuid
+    tasks, failed = [], []
+
+    def post():
+        try:
+            tasks.append(_post(floor.redis_send_app)["result"]["task"]["id"])
+        except Exception as ex:  # noqa: BLE001 - reported by the assertion below
+            failed.append(ex)
+    threads = [threading.Thread(target=post) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert failed == [] and len(set(tasks)) == 4
+    assert messages.random_uuid is made

@@ -16,7 +16,8 @@ import uuid
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store.redis_keys import REPLICAS, member, runs_key
 
-from tests.hub.conftest import KEY_B, HubClient, close_hub, hub_config, send_params
+from tests.hub.conftest import (KEY_B, HubClient, close_hub, hub_config, send_params,
+                                wait_until)
 
 MARK = "round-trips-counted"
 
@@ -139,3 +140,37 @@ def test_the_run_enters_its_replica_s_runs_with_its_task_and_only_then(redis_ser
         client.result("CancelTask", {"id": held["id"]})
     finally:
         close_hub(hub)
+
+
+def test_a_redis_that_keeps_a_script_to_one_slot_lists_the_run_first(tmp_path, caplog):
+    """A ``redis://`` URL naming a Redis that refuses a script keys of two slots (here a
+    cluster node that owns every slot): the first OPEN is refused whole (CROSSSLOT) and sent
+    again after the run's place in its replica's runs, as every OPEN after it is (said
+    once in the log); the messages are answered."""
+    from tests.redis_topologies import cluster_port
+    from tests.redis_util import RedisServer
+
+    server = RedisServer(tmp_path / "node", port=cluster_port(), extra=(
+        "--cluster-enabled", "yes", "--cluster-config-file", str(tmp_path / "nodes.conf"))
+    ).start()
+    try:
+        node = server.client()
+        node.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+        wait_until(lambda: "cluster_state:ok" in node.execute_command("CLUSTER", "INFO"))
+        hub = create_hub(hub_config(store=server.url, redis={"liveness_secs": 3600}))
+        try:
+            client = HubClient(hub)
+            # the first: refused, sent again (the scripts loaded meanwhile), answered
+            assert client.send("first")["status"]["state"] == "TASK_STATE_COMPLETED"
+            assert len([r for r in caplog.records if "one slot" in r.getMessage()]) == 1
+            trips = []
+            answer, _ = _commands(server, client,
+                                  send_params("second", message_id=str(uuid.uuid4())), trips)
+            assert answer["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            assert trips == [["ZADD", "SADD", "EVALSHA"], ["EVALSHA"]], trips
+            assert len(node.zrange(runs_key(hub.store.replica), 0, -1)) == 2
+            assert len([r for r in caplog.records if "one slot" in r.getMessage()]) == 1
+        finally:
+            close_hub(hub)
+    finally:
+        server.stop()

@@ -1,5 +1,8 @@
 """Every key of the Redis store in one slot per script, and tenants spread over a cluster.
 
+(On one Redis, not a cluster, ``OPEN`` is also given the replica's runs, the hub's slot:
+the cluster's runs below give it the tenant's keys only, as the store does there.)
+
 - Statically: every Lua script of the store names a key only through ``KEYS`` (a key
   argument of ``redis.call`` is ``KEYS[…]``, or a local bound only to ``KEYS[…]``, or a
   function parameter every call passes one of those): no script builds a key name.

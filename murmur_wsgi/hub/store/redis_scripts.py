@@ -8,7 +8,10 @@ the task's state first, so an event is never written after the final one.
 Every key a script touches is one of its ``KEYS``, all in the slot of the task's
 tenant (redis_keys): no script builds a key name (tests/hub/test_redis_slots.py
 checks it). What a step does beside the tenant's keys (the replica's runs, push's
-active configs: the hub's slot) is its caller's, before or after the script.
+active configs: the hub's slot) is its caller's, before or after the script, with one
+exception: on one Redis ``OPEN`` is given the replica's runs too, and lists the run
+itself (a Redis that keeps a script to one slot refuses that, and the store sends them
+first from then on: redis.py's ``_open``).
 """
 from __future__ import annotations
 
