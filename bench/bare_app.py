@@ -96,14 +96,13 @@ def _capture():
 
     import murmur_wsgi.hub.methods.messages as messages
     from murmur_wsgi.hub.app import create_hub
+    from murmur_wsgi.ids import random_uuid
 
     hub = create_hub({"store": os.environ["BENCH_REDIS_URL"], "public_url": "http://127.0.0.1:1",
                       "limits": {"concurrency": 100_000, "rate_per_minute": 100_000_000},
                       "tasks": {"max_per_tenant": 1_000_000_000},
                       "tenants": {"floor": {"api_keys": ["0" * 64],
                                            "agents": {"echo": {"agent": "demo"}}}}})
-    from murmur_wsgi.ids import random_uuid
-
     # NOTE: ids no other capture used (a task's log, a messageId's claim stay in Redis).
     _ID.update(task=random_uuid(), context=random_uuid(), message="floor-" + random_uuid())
     store, calls = hub.store, {}
@@ -115,7 +114,7 @@ def _capture():
     ids = iter((_ID["task"], _ID["context"]))
     real, messages.random_uuid = messages.random_uuid, lambda: next(ids)
     try:
-        wire = messages.send_message(hub, _FloorCall(hub))
+        wire = messages.send_message(hub, _FloorCall())
     finally:
         messages.random_uuid = real
         hub.close()
@@ -132,43 +131,46 @@ class _FloorCall:
     agent = "echo"
     environ: dict = {}
 
-    def __init__(self, hub):
+    def __init__(self):
         self.params = {"message": {"messageId": _ID["message"], "role": "ROLE_USER",
                                    "parts": [{"text": "hi"}]}}
 
 
-def _templated(call) -> tuple:
-    """A script call's keys, args and before-commands as ``(how many keys, every key and
-    arg, [(where, its %-format)] of those naming the captured ids, before's likewise)``."""
-    keys, args, before = call
+def _formats(values) -> list:
+    """``[(where, its %-format)]`` of the ``values`` that name the captured ids."""
+    found = []
+    for i, value in enumerate(values):
+        if isinstance(value, str) and any(mark in value for mark in _ID.values()):
+            text = value.replace("%", "%%")
+            for name, mark in _ID.items():
+                text = text.replace(mark, f"%({name})s")
+            found.append((i, text))
+    return found
 
-    def formats(values) -> list:
-        found = []
-        for i, value in enumerate(values):
-            if isinstance(value, str) and any(mark in value for mark in _ID.values()):
-                text = value.replace("%", "%%")
-                for name, mark in _ID.items():
-                    text = text.replace(mark, f"%({name})s")
-                found.append((i, text))
-        return found
+
+def _templated(call) -> tuple:
+    """A script call as ``(how many keys, [every key and arg, its formats], [each
+    before-command, its formats])``."""
+    keys, args, before = call
     flat = [*keys, *args]
-    return (len(keys), flat, formats(flat),
-            [(list(command), formats(command)) for command in before])
+    return (len(keys), (flat, _formats(flat)),
+            [(list(command), _formats(command)) for command in before])
+
+
+def _filled(values: list, formats: list, ids: dict) -> list:
+    """A copy of ``values`` with ``ids`` in the places ``formats`` names (a C format each)."""
+    values = list(values)
+    for i, text in formats:
+        values[i] = text % ids
+    return values
 
 
 def _fresh(templated, ids: dict) -> tuple:
-    """The call's keys, args and before-commands with ``ids`` (one C format per value)."""
-    nkeys, flat, formats, before = templated
-    flat = list(flat)
-    for i, text in formats:
-        flat[i] = text % ids
-    commands = []
-    for command, found in before:
-        command = list(command)
-        for i, text in found:
-            command[i] = text % ids
-        commands.append(tuple(command))
-    return flat[:nkeys], flat[nkeys:], commands
+    """The call's keys, args and before-commands with ``ids``."""
+    nkeys, (flat, formats), before = templated
+    flat = _filled(flat, formats, ids)
+    return flat[:nkeys], flat[nkeys:], [tuple(_filled(command, found, ids))
+                                        for command, found in before]
 
 
 def _floor_send():
@@ -194,7 +196,7 @@ def _set_up() -> tuple:
     from murmur_wsgi.ids import random_uuid
 
     opened, ended, answer = _capture()
-    answer = _templated(([answer], [], []))[2][0][1]     # its %-format
+    answer = _formats([answer])[0][1]                    # its %-format
     commands = Commands(connect(os.environ["BENCH_REDIS_URL"], 5.0))
     runs = {name: commands.script(getattr(scripts, name), durable=name in DURABLE)
             for name in ("OPEN", "END")}

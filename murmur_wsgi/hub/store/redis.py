@@ -7,9 +7,9 @@ creation and start; create, start, append, end, the cancel mark, a claim's
 release, forgetting finished tasks) is one Lua script (``redis_scripts``) on the
 tenant's keys, so a task has exactly one final state and no event follows it.
 A task's run is in its replica's runs (``runs:<replica>``, the hub's slot) from its
-task's creation (on one Redis the OPEN script lists it; on a cluster, and before a
-non-final CREATE, it is sent first) and leaves them after its end (``flush_runs``, the replica's next beat): the sweep ends
-what a dead replica's runs still list, and a run listed whose task had ended,
+task's creation (a message's acceptance, ``redis_accept``; before a non-final CREATE it
+is sent first) and leaves them after its end (``flush_runs``, the replica's next
+beat): the sweep ends what a dead replica's runs still list, and a run listed whose task had ended,
 or never came to be, is dropped as it is met. Every event written is
 announced on a channel, and the connection's one listener
 (``redis_feed.EventFeed``) serves every stream of the process: a waiting
@@ -43,20 +43,17 @@ import collections
 import json
 import logging
 
-from redis.exceptions import ClusterCrossSlotError, ResponseError
-
 from murmur_wsgi.hub.store import redis_scripts as scripts
-from murmur_wsgi.hub.store.base import PENDING, Opened, TaskStore, Written
-from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE
+from murmur_wsgi.hub.store.base import PENDING, TaskStore, Written
 from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_events import TaskEvents
 from murmur_wsgi.hub.store.redis_index import RedisIndex
-from murmur_wsgi.hub.store.redis_limits import RedisCounters
 from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, done_key, events_key,
-                                              index_key, member, msg_key, rate_key,
-                                              running_key, runs_key, seq_key, state_key,
-                                              task_key, updated_key)
+                                              index_key, member, msg_key, running_key,
+                                              runs_key, seq_key, state_key, task_key,
+                                              updated_key)
+from murmur_wsgi.hub.store.redis_accept import Accepting
 from murmur_wsgi.hub.store.redis_retain import Forgetting
 from murmur_wsgi.hub.store.retention import Retention
 from murmur_wsgi.hub.task import (SUBMITTED, WORKING, HubTask, final_texts, status_update,
@@ -83,9 +80,10 @@ def _text_json(text: str | None) -> str:
     return "null" if text is None else _dumps(text)
 
 
-class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
-    """Tasks, their index, events, claims and cancel marks, in one Redis (``conn``): the
-    events and marks in ``redis_events``, retention in ``redis_retain``."""
+class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
+    """Tasks, their index, events, claims and cancel marks, in one Redis (``conn``): a
+    message's acceptance in ``redis_accept``, the events and marks in ``redis_events``,
+    retention in ``redis_retain``."""
 
     shared = True
 
@@ -94,8 +92,7 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
         self.conn = conn
         self.replica = conn.replica
         self._redis = conn.redis
-        # On one Redis the OPEN script lists a run in its replica's runs (``_open``).
-        self._runs_in_script = not conn.cluster
+        self._accepting_init(conn.cluster)
         self._command = conn.command
         self._block = conn.block
         self._retention_ms = int(retention_secs * 1000)
@@ -251,53 +248,6 @@ class RedisTaskStore(TaskEvents, Forgetting, TaskStore):
                 "1" if task.terminal else "0", self._retention_ms,
                 task.to_json(cache=False) if task.terminal else "", *self._kept(tenant)]
         return {"keys": keys, "args": args}
-
-    def open(self, task, event, counters, concurrency, rate, claimed=False):
-        if not isinstance(counters, RedisCounters):
-            return super().open(task, event, counters, concurrency, rate, claimed)
-        # PERF: one round trip of one command on one Redis (the OPEN script: the run's
-        # place in the replica's runs, claim, admission, creation and start); two on a
-        # cluster, where the runs (the hub's slot) are sent first (``_open``).
-        ms = now_ms()
-        started = status_update(task.id, task.context_id,
-                                task_status(task.id, task.context_id, WORKING, None, ms))
-        call = self.create_call(task, event, state=WORKING, ms=ms)
-        keys = call["keys"] + [running_key(task.tenant), rate_key(task.tenant)]
-        args = call["args"] + ["1" if claimed else "0", concurrency, rate, counters.lease_ms,
-                               started, self._max_events]
-        (code, value), listed = self._open(task, keys, args)
-        if code != 0 and listed:
-            self._left.append(member(task.tenant, task.id))      # no run: out of the runs
-        if code == 1:
-            return Opened(found=value)
-        if code == 2:
-            return Opened(refused=(CONCURRENCY, RATE)[int(value) - 1])
-        task.seq = int(value)
-        self._names[task.id] = (task.tenant, task.agent, task.context_id)
-        return Opened(started=started)
-
-    @_guarded
-    def _open(self, task, keys, args) -> tuple:
-        """``(the OPEN script's answer, whether the run was listed before it)``: on one Redis
-        the script lists the run, given the runs' keys (the hub's slot); a Redis that keeps
-        a script to one slot (a cluster node, a proxy in front of one, named by a
-        ``redis://`` URL) refuses that (CROSSSLOT, nothing done), and from then on the run
-        is listed first, in the same round trip, as on a cluster."""
-        if self._runs_in_script:
-            try:
-                return self._scripts["OPEN"](
-                    keys=keys + [runs_key(self.replica), REPLICAS],
-                    args=args + [member(task.tenant, task.id)]), False
-            except ResponseError as ex:
-                # NOTE: redis-py names the CROSSSLOT answer; a proxy may answer it as text.
-                if not (isinstance(ex, ClusterCrossSlotError)
-                        or str(ex).startswith("CROSSSLOT")):
-                    raise
-                self._runs_in_script = False
-                logger.warning("redis store: this Redis keeps a script to the keys of one "
-                               "slot: a run is listed in its replica's runs before its "
-                               "script, in the same round trip")
-        return self._scripts["OPEN"](keys=keys, args=args, before=self._running(task)), True
 
     def _values(self, tenant: str, task_id: str, agent: str | None = None) -> list | None:
         """The record's ``RECORD_FIELDS`` (one ``HMGET``), None unless it is ``agent``'s
