@@ -7,6 +7,7 @@ is the ``answer`` artifact, and it writes UTF-8 unescaped.
 """
 from __future__ import annotations
 
+import json
 import logging
 
 from murmur_wsgi.wire import stream as wire_stream
@@ -17,7 +18,7 @@ from murmur_wsgi.wire.task import (CANCELED, COMPLETED, FAILED, REJECTED, SUBMIT
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HubTask", "SUBMITTED", "WORKING", "COMPLETED", "FAILED", "CANCELED", "REJECTED",
+__all__ = ["HubTask", "as_task", "SUBMITTED", "WORKING", "COMPLETED", "FAILED", "CANCELED", "REJECTED",
            "TERMINAL", "ANSWER", "data_part", "status_update", "artifact_update",
            "artifact_event", "artifact_event_around", "final_texts", "task_status",
            "progress_status"]
@@ -38,7 +39,7 @@ class HubTask:
     """
 
     __slots__ = ("id", "context_id", "tenant", "agent", "message_id", "state", "status_text",
-                 "status_ms", "created_ms", "seq", "history", "artifacts", "_json", "written")
+                 "status_ms", "created_ms", "seq", "_history", "_artifacts", "_json", "written")
 
     def __init__(self, task_id: str, context_id: str, tenant: str, agent: str,
                  message_id: str, message: dict):
@@ -60,7 +61,73 @@ class HubTask:
     def terminal(self) -> bool:
         return self.state in TERMINAL
 
+    # A frozen task (``freeze``) keeps its history and artifacts in its wire form only.
+    @property
+    def history(self) -> list:
+        found = self._history
+        return self.whole()["history"] if found is None else found
+
+    @history.setter
+    def history(self, value: list) -> None:
+        self._history = value
+
+    @property
+    def artifacts(self) -> list:
+        found = self._artifacts
+        return self.whole().get("artifacts", []) if found is None else found
+
+    @artifacts.setter
+    def artifacts(self, value: list) -> None:
+        self._artifacts = value
+
+    def contents(self) -> tuple[list, list]:
+        """``(history, artifacts)``, a frozen task's read from its wire form once."""
+        if self._history is None:
+            whole = self.whole()
+            return whole["history"], whole.get("artifacts", [])
+        return self._history, self._artifacts
+
+    def whole(self) -> dict:
+        """The task as GetTask answers it, as a new dict (a frozen task's record)."""
+        return json.loads(self.to_json())
+
+    def freeze(self) -> None:
+        """A finished task as its wire form only: ``history`` and ``artifacts`` are read from
+        it (a new copy at each read). It changes no more."""
+        self.to_json()
+        self._history = self._artifacts = None
+
+    def record(self) -> tuple:
+        """The task, frozen, as one tuple of strings and numbers (``as_task`` makes it a task
+        again): what the memory store keeps of a finished task.
+
+        MEMORY: a store keeps up to ``tasks.max_per_tenant`` finished tasks per tenant, and
+        each full collection of Python's garbage collector walks every object it tracks
+        with the worker stopped. As a task with its lists and dicts, a finished task was
+        sixteen such objects (766 ms a collection at 100,000 tasks, docs/performance.md);
+        a tuple of strings and numbers is none once the collector has seen it."""
+        self.freeze()
+        return (self.id, self.context_id, self.tenant, self.agent, self.message_id, self.state,
+                self.status_text, self.status_ms, self.created_ms, self.seq, self._json,
+                self.written)
+
+    @staticmethod
+    def record_json(record: tuple, tenant: str, agent: str) -> str | None:
+        """A record's wire form, when it is a task of ``tenant``'s ``agent`` (else None)."""
+        return record[10] if record[2] == tenant and record[3] == agent else None
+
+    @classmethod
+    def from_record(cls, record: tuple) -> HubTask:
+        task = cls.__new__(cls)
+        (task.id, task.context_id, task.tenant, task.agent, task.message_id, task.state,
+         task.status_text, task.status_ms, task.created_ms, task.seq, task._json,
+         task.written) = record
+        task._history = task._artifacts = None
+        return task
+
     def set_state(self, state: str, text: str | None = None) -> None:
+        if self._history is None:
+            raise RuntimeError(f"task {self.id} is frozen: it changes no more")
         self.state = state
         self.status_text = text
         self.status_ms = now_ms()
@@ -75,6 +142,16 @@ class HubTask:
                            self.status_ms)
 
     def to_dict(self, history_length: int | None = None, artifacts: bool = True) -> dict:
+        if self._history is None:
+            whole = self.whole()
+            if not artifacts:
+                whole.pop("artifacts", None)
+            if history_length is not None:
+                history = whole.pop("history")
+                history = history[len(history) - history_length:] if history_length else []
+                if history:
+                    whole["history"] = history
+            return whole
         history = self.history
         if history_length is not None:
             history = history[len(history) - history_length:] if history_length else []
@@ -100,6 +177,12 @@ class HubTask:
 
     def status_event(self) -> str:
         return status_update(self.id, self.context_id, self.status())
+
+
+def as_task(entry) -> HubTask:
+    """A store's entry as a task: a ``HubTask`` as it is, a record (``HubTask.record``) as a
+    new, frozen one."""
+    return HubTask.from_record(entry) if type(entry) is tuple else entry
 
 
 def task_status(task_id: str, context_id: str, state: str, text: str | None, ms: int) -> dict:

@@ -147,9 +147,10 @@ def test_a_refused_task_keeps_its_message_once(stores):
     if stores.shared:             # the stream's entry is empty: the record's wire form holds it
         entry = stores.tasks._redis.xrange(events_key("acme", task.id))[0][1]
         assert entry == {"p": "", "t": "1"}
-    else:                       # the record's history only: no cached wire form, no event text
+    else:                       # the record's wire form only: no history kept, no event text
         stored = stores.tasks.get("acme", "echo", task.id)
-        assert stored._json is None and stores.tasks._events[task.id][0].payload is None
+        assert stored._json == whole and stored._history is None
+        assert stores.tasks._events[task.id] == (None,)
 
 
 def _footprint(stores) -> int:

@@ -42,9 +42,10 @@ def context_history(hub, tenant: str, agent: str, context_id: str) -> list[Turn]
     """The earlier turns of a context: each task's message, then its answer when completed."""
     turns = []
     for task in hub.store.context_tasks(tenant, agent, context_id, HISTORY_TURNS):
-        turns.append(Turn("user", _text_of(task.history[0])))
-        if task.state == COMPLETED and task.artifacts:
-            turns.append(Turn("agent", task.artifacts[0]["parts"][0].get("text", "")))
+        history, artifacts = task.contents()
+        turns.append(Turn("user", _text_of(history[0])))
+        if task.state == COMPLETED and artifacts:
+            turns.append(Turn("agent", artifacts[0]["parts"][0].get("text", "")))
     return turns
 
 

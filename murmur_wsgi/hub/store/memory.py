@@ -13,8 +13,15 @@ cancel mark, and push configs through ``on_forget``) ``tasks.retention_secs``
 after its end, or once its tenant has more than ``tasks.max_per_tenant``
 finished, the oldest first; every end checks its tenant, and, once every
 ``RETAIN_EVERY_SECS``, every tenant. A task refused at its creation keeps its
-message once: its record's history (its first event is rendered from the
-record when read, and its wire form is not cached).
+message once, in its wire form (its first event is rendered from it when
+read).
+
+MEMORY: a finished task is kept in values Python's garbage collector does not track
+(``HubTask.record``: a tuple of strings and numbers, its wire form among them; its event
+log a tuple of its payloads, ``_stored``; an index of one task a tuple,
+``memory_index``), where it was sixteen objects the collector tracks: a full collection
+with a tenant at its cap no longer stops the worker for hundreds of milliseconds
+(docs/performance.md). ``get`` hands out a finished task as a new, frozen ``HubTask``.
 """
 from __future__ import annotations
 
@@ -27,13 +34,23 @@ from murmur_wsgi.hub.store.base import PENDING, StoredEvent, TaskStore
 from murmur_wsgi.hub.store.memory_index import TaskIndexes, filtered_page
 from murmur_wsgi.hub.store.pages import decode_token
 from murmur_wsgi.hub.store.retention import TRIM_BATCH, Retention
-from murmur_wsgi.hub.task import REJECTED, SUBMITTED, TERMINAL, WORKING
+from murmur_wsgi.hub.task import REJECTED, SUBMITTED, TERMINAL, WORKING, HubTask, as_task
 from murmur_wsgi.wire.stream import task_event
 
 logger = logging.getLogger(__name__)
 
 
 RETAIN_EVERY_SECS = 1.0            # how often a write looks at every tenant's oldest finished
+
+
+def _stored(log: list | tuple, after: int) -> list:
+    """The events of ``log`` after its first ``after``: a running task's StoredEvents as
+    they are; a finished task's payloads (a tuple: its events numbered from 1, the last
+    ending it) as StoredEvents."""
+    if type(log) is not tuple:
+        return log[after:]
+    last = len(log)
+    return [StoredEvent(n, log[n - 1], n == last) for n in range(after + 1, last + 1)]
 
 
 class MemoryTaskStore(TaskStore):
@@ -46,12 +63,14 @@ class MemoryTaskStore(TaskStore):
         self._retention = retention_secs                 # of the event logs
         self._keep = retention or Retention()           # of the finished tasks
         self.clock = clock
-        self._tasks: dict[str, object] = {}               # guarded by lock
+        # task id -> its HubTask while it runs, its record once finished (a tuple)
+        self._tasks: dict[str, HubTask | tuple] = {}      # guarded by lock
         self._indexes = TaskIndexes()
         self._seqs: dict[tuple, int] = {}                 # (tenant, agent) -> the last seq
         self._finished: dict[str, collections.OrderedDict] = {}   # tenant -> {id: ended at}
         self._claims: dict[tuple, str] = {}     # (tenant, agent, msg) -> task id | PENDING
-        self._events: dict[str, list] = {}               # task id -> [StoredEvent]
+        # task id -> [StoredEvent], or a finished task's payloads (a tuple, ``_stored``)
+        self._events: dict[str, list | tuple] = {}
         # task id -> its events' deadline, in deadline order (one retention for all)
         self._expiry: collections.OrderedDict = collections.OrderedDict()
         self._marks: set[str] = set()
@@ -89,8 +108,8 @@ class MemoryTaskStore(TaskStore):
             elif self._claims.get(key) == PENDING:
                 del self._claims[key]
             if task.terminal:
-                task._json = None                  # the message once: in the record only
-                self._events[task.id] = [StoredEvent(1, None, True)]
+                self._keep_finished_locked(task)   # the message once: in its wire form only
+                self._events[task.id] = (None,)    # rendered from the record when read
                 self._expiry[task.id] = self.clock() + self._retention
                 self._finish_locked(task)
             else:
@@ -98,10 +117,33 @@ class MemoryTaskStore(TaskStore):
             self.changed.notify_all()
 
     def get(self, tenant, agent, task_id):
-        task = self._tasks.get(task_id)
-        if task is None or task.tenant != tenant or task.agent != agent:
+        found = self._tasks.get(task_id)
+        if found is None:
+            return None
+        task = as_task(found)
+        if task.tenant != tenant or task.agent != agent:
             return None
         return task
+
+    def task_json(self, tenant, agent, task_id):
+        found = self._tasks.get(task_id)
+        if type(found) is tuple:           # PERF: a finished task's wire form, as kept
+            return HubTask.record_json(found, tenant, agent)
+        return super().task_json(tenant, agent, task_id)
+
+    def _running_locked(self, task_id: str) -> HubTask | None:
+        """The task, unless it finished (kept as a record) or is unknown."""
+        found = self._tasks.get(task_id)
+        return None if type(found) is tuple else found
+
+    def _keep_finished_locked(self, task) -> None:
+        """Keep the finished ``task`` as its record (``HubTask.record``), in the indexes too.
+
+        NOTE: the task itself is frozen: a caller that holds it (a run, its held request)
+        reads it as it is, from its wire form."""
+        record = task.record()
+        self._tasks[task.id] = record
+        self._indexes.kept(task, record)
 
     def _append_locked(self, task_id: str, payload: str, terminal: bool = False) -> None:
         log = self._events.get(task_id)
@@ -115,7 +157,7 @@ class MemoryTaskStore(TaskStore):
 
     def start(self, task_id):
         with self.changed:
-            task = self._tasks.get(task_id)
+            task = self._running_locked(task_id)
             if task is None or task.state != SUBMITTED:
                 return None
             self._set_state_locked(task, WORKING)
@@ -126,7 +168,7 @@ class MemoryTaskStore(TaskStore):
 
     def append(self, task_id, event, n=0):
         with self.changed:
-            task = self._tasks.get(task_id)
+            task = self._running_locked(task_id)
             if task is None or task.terminal:
                 return False
             if n:
@@ -140,7 +182,7 @@ class MemoryTaskStore(TaskStore):
     def end(self, task_id, state, text, artifacts, events, numbered=(0, 0), answer=None,
             keep=False):
         with self.changed:
-            task = self._tasks.get(task_id)
+            task = self._running_locked(task_id)
             if task is None or task.terminal:
                 return None
             if artifacts is not None:
@@ -154,6 +196,10 @@ class MemoryTaskStore(TaskStore):
                 if i < count and first + i <= task.written:
                     continue                        # a numbered event written already
                 self._append_locked(task_id, payload, terminal=i == len(written) - 1)
+            log = self._events.get(task_id)
+            if log is not None:
+                self._events[task_id] = tuple(event.payload for event in log)
+            self._keep_finished_locked(task)
             self._expiry[task_id] = self.clock() + self._retention
             self._finish_locked(task)
             self.changed.notify_all()
@@ -215,6 +261,7 @@ class MemoryTaskStore(TaskStore):
         task = self._tasks.pop(task_id, None)
         if task is None:
             return
+        task = as_task(task)
         self._indexes.remove(task)
         key = (task.tenant, task.agent, task.message_id)
         if self._claims.get(key) == task_id:
@@ -242,7 +289,7 @@ class MemoryTaskStore(TaskStore):
                 if log is None:
                     return [], False
                 if len(log) > after:
-                    return self._rendered_locked(task_id, log[after:]), True
+                    return self._rendered_locked(task_id, _stored(log, after)), True
                 if self.closed:
                     return [], False
                 left = deadline - self.clock()
@@ -253,7 +300,7 @@ class MemoryTaskStore(TaskStore):
     def _rendered_locked(self, task_id: str, events: list) -> list:
         """``events`` with a refused task's first event rendered from its record."""
         if events[0].payload is None:
-            task = self._tasks[task_id]
+            task = as_task(self._tasks[task_id])
             events[0] = StoredEvent(1, task_event(task.to_json(cache=False)), True)
         return events
 
@@ -265,9 +312,15 @@ class MemoryTaskStore(TaskStore):
             self._events.pop(task_id, None)
             self._marks.discard(task_id)
 
-    def log_locked(self, task_id: str) -> list | None:
-        """The task's event log (the caller holds ``lock``), None once it expired."""
-        return self._events.get(task_id)
+    def log_locked(self, task_id: str) -> tuple[int, bool] | None:
+        """``(how many events the task's log holds, whether the last ends it)`` (the caller
+        holds ``lock``), None once it expired."""
+        log = self._events.get(task_id)
+        if log is None:
+            return None
+        if type(log) is tuple:
+            return len(log), True
+        return len(log), bool(log) and log[-1].terminal
 
     def has_events(self, task_id: str, tenant: str | None = None) -> bool:
         with self.lock:
@@ -278,7 +331,7 @@ class MemoryTaskStore(TaskStore):
 
     def mark_cancel(self, task_id, tenant=None):
         with self.changed:
-            task = self._tasks.get(task_id)
+            task = self._running_locked(task_id)
             if task is not None and task.state not in TERMINAL:
                 self._marks.add(task_id)
             self.changed.notify_all()

@@ -16,6 +16,7 @@ import bisect
 
 from murmur_wsgi.hub.store.base import Page
 from murmur_wsgi.hub.store.pages import encode_token
+from murmur_wsgi.hub.task import as_task
 
 _AFTER_ALL = float("inf")
 
@@ -41,23 +42,33 @@ class TaskIndexes:
     index, the tasks by ``seq`` per tenant and agent, and ``(status ms, seq)`` per agent."""
 
     def __init__(self):
-        self._tasks: dict[tuple, dict] = {}       # (tenant, agent) -> {seq: task}
-        self._lists: dict[tuple, list] = {}       # index name -> seqs, ascending
+        self._tasks: dict[tuple, dict] = {}       # (tenant, agent) -> {seq: task or record}
+        self._lists: dict[tuple, list | tuple] = {}   # index name -> seqs, ascending
         self._updated: dict[tuple, list] = {}     # (tenant, agent) -> [(ms, seq)], ascending
 
     def _put(self, name: tuple, seq: int) -> None:
         found = self._lists.get(name)
         if found is None:
-            self._lists[name] = [seq]
+            # MEMORY: an index of one task (a context's, most often) is a tuple, which the
+            # garbage collector stops tracking; a list from its second task on.
+            self._lists[name] = (seq,)
+        elif type(found) is tuple:
+            self._lists[name] = found = list(found)
+            _insert(found, seq)
         else:
             _insert(found, seq)
 
     def _drop(self, name: tuple, seq: int) -> None:
         found = self._lists.get(name)
-        if found is not None:
-            _delete(found, seq)
-            if not found:
+        if found is None:
+            return
+        if type(found) is tuple:
+            if seq in found:
                 del self._lists[name]
+            return
+        _delete(found, seq)
+        if not found:
+            del self._lists[name]
 
     def add(self, task) -> None:
         owner = (t, a) = (task.tenant, task.agent)
@@ -66,6 +77,10 @@ class TaskIndexes:
         for name in (owner, (t, a, "ctx", c), (t, a, "st", state), (t, a, "cst", c, state)):
             self._put(name, seq)
         _insert(self._updated.setdefault(owner, []), (task.status_ms, seq))
+
+    def kept(self, task, record: tuple) -> None:
+        """The finished ``task`` is kept as ``record`` (``HubTask.record``) from now on."""
+        self._tasks[(task.tenant, task.agent)][task.seq] = record
 
     def moved(self, task, old_state: str, old_ms: int) -> None:
         """``task`` changed from ``old_state`` at ``old_ms`` to its state now."""
@@ -95,7 +110,7 @@ class TaskIndexes:
         """Up to ``count`` tasks of ``seqs`` below ``before`` (None: all), newest first."""
         hi = len(seqs) if before is None else bisect.bisect_left(seqs, before)
         by_seq = self._tasks[owner]
-        return [by_seq[seq] for seq in reversed(seqs[max(0, hi - count):hi])]
+        return [as_task(by_seq[seq]) for seq in reversed(seqs[max(0, hi - count):hi])]
 
     def context_tasks(self, tenant: str, agent: str, context_id: str, limit: int) -> list:
         seqs = self._lists.get((tenant, agent, "ctx", context_id))
@@ -131,9 +146,9 @@ def filtered_page(changed: tuple, context_id, state, page_size: int, before) -> 
     tasks by seq) matching the other filters. Outside the store's lock: a task that changes
     or goes meanwhile is read as it is now, or left out."""
     seqs, by_seq = changed
-    tasks = (by_seq.get(seq) for seq in seqs)
-    matches = sorted((task for task in tasks if task is not None
-                      and (context_id is None or task.context_id == context_id)
+    tasks = (as_task(found) for found in map(by_seq.get, seqs) if found is not None)
+    matches = sorted((task for task in tasks
+                      if (context_id is None or task.context_id == context_id)
                       and (state is None or task.state == state)),
                      key=lambda task: task.seq, reverse=True)
     below = [task for task in matches if before is None or task.seq < before]

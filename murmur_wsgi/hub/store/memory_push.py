@@ -36,7 +36,8 @@ class MemoryPushStore(PushStorage):
             self._push_active.discard((task_id, config_id))
             self._push_leases.pop((task_id, config_id), None)
 
-    def _push_log(self, task_id: str) -> list | None:
+    def _push_log(self, task_id: str) -> tuple[int, bool] | None:
+        """``(events in the task's log, whether it ended)``, None once it expired."""
         return self._tasks.log_locked(task_id)
 
     def push_save(self, record, from_start):
@@ -46,7 +47,7 @@ class MemoryPushStore(PushStorage):
             if old is None and len(configs) >= MAX_CONFIGS_PER_TASK:
                 return None
             log = self._push_log(record.task_id)
-            cursor = 0 if from_start else len(log or ())
+            cursor = 0 if from_start or log is None else log[0]
             self._push_created += 1
             saved = record.but(cursor=cursor, failures=0, disabled=False, disabled_ms=None,
                                last_error=None,
@@ -92,8 +93,9 @@ class MemoryPushStore(PushStorage):
             if record is None or record.disabled or log is None:
                 done.append(key)
                 continue
-            if record.cursor >= len(log):
-                if log and log[-1].terminal:
+            count, ended = log
+            if record.cursor >= count:
+                if ended:
                     done.append(key)
                 continue
             lease = self._push_leases.get(key)

@@ -1,0 +1,143 @@
+"""The memory store's finished tasks and Python's garbage collector.
+
+A tenant keeps up to ``tasks.max_per_tenant`` finished tasks (100,000 by default), and a
+full collection walks every object the collector tracks with the worker stopped. A
+finished task holds none once the collector has seen it, whatever it carried (data
+parts, named and streamed artifacts, a context shared with others, a refusal), and
+reads as it did before it finished: its wire forms, its history and artifacts, its
+event log.
+"""
+from __future__ import annotations
+
+import copy
+import gc
+import json
+
+import pytest
+
+from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.store.memory import MemoryTaskStore
+from murmur_wsgi.hub.task import COMPLETED, FAILED, WORKING, HubTask
+from murmur_wsgi.wire.task import data_part, text_part
+
+from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until
+
+AGENTS = ("echo", "named", "tokens", "data", "history", "rejects")
+
+
+def _tracked() -> int:
+    # NOTE: twice: what the first collection frees can leave more for the second.
+    gc.collect()
+    gc.collect()
+    return len(gc.get_objects())
+
+
+def _send(rpc: HubClient, agent: str, i: int) -> None:
+    parts = [{"text": f"word {i} and more"}, {"data": {"n": i, "list": [1, 2, {"k": "v"}]}},
+             {"text": "x", "metadata": {"tag": ["a", "b"]}}]
+    rpc.result("SendMessage", {"message": {"messageId": f"{agent}-{i}", "role": "ROLE_USER",
+                                           "contextId": f"ctx-{i % 5}", "parts": parts}},
+               agent=agent)
+
+
+def test_a_finished_task_holds_no_object_the_collector_tracks():
+    hub = create_hub(hub_config(store="memory"))
+    rpc = HubClient(hub)
+    per_agent = 120
+    try:
+        for agent in AGENTS:          # each agent's and context's own entries first (two a
+            for i in range(10):       # context: an index of one task is a tuple, then a list)
+                _send(rpc, agent, -1 - i)
+        wait_until(lambda: not hub.runs.in_flight())
+        before = _tracked()
+        for agent in AGENTS:
+            for i in range(per_agent):
+                _send(rpc, agent, i)
+        wait_until(lambda: not hub.runs.in_flight())
+        grown = _tracked() - before
+        kept = hub.store.list("acme", "echo").total
+        assert kept == 10 + per_agent
+        tasks = per_agent * len(AGENTS)
+        # Before: 16 objects a task (its lists and dicts, its events, a context's indexes).
+        assert grown <= 100 + tasks // 20, f"{grown / tasks:.2f} tracked objects a task"
+    finally:
+        close_hub(hub)
+
+
+def _rich_task() -> HubTask:
+    message = {"messageId": "m1", "role": "ROLE_USER", "contextId": "c",
+               "parts": [text_part("héllo"), data_part({"a": [1, {"b": None}]}),
+                         {"text": "t", "metadata": {"k": ["v"]}}],
+               "metadata": {"origin": ["x", {"y": 2.5}]}}
+    task = HubTask("t-1", "c", "acme", "echo", "m1", message)
+    task.set_state(WORKING)
+    task.set_artifacts([{"artifactId": "notes", "name": "notes", "parts": [text_part("n")]},
+                        {"artifactId": "answer", "name": "answer",
+                         "parts": [text_part("done"), data_part({"z": [True]})]}])
+    task.set_state(COMPLETED, "all done")
+    return task
+
+
+@pytest.mark.parametrize("history_length", [None, 0, 1, 2])
+@pytest.mark.parametrize("artifacts", [True, False])
+def test_a_frozen_task_reads_as_it_did(history_length, artifacts):
+    task = _rich_task()
+    expected = (task.to_json(history_length, artifacts, cache=False),
+                task.to_dict(history_length, artifacts), copy.deepcopy(task.history),
+                copy.deepcopy(task.artifacts), task.to_json())
+    task.freeze()
+    assert (task.to_json(history_length, artifacts, cache=False),
+            task.to_dict(history_length, artifacts), task.history, task.artifacts,
+            task.to_json()) == expected
+    assert task.whole() == json.loads(expected[-1])
+    gc.collect()
+    assert not gc.is_tracked(task.to_json())
+    assert (task._history, task._artifacts) == (None, None)
+
+
+def test_a_frozen_task_changes_no_more():
+    task = _rich_task()
+    task.freeze()
+    with pytest.raises(RuntimeError, match="frozen"):
+        task.set_state(FAILED, "late")
+    assert task.state == COMPLETED and '"all done"' in task.to_json()
+
+
+def test_a_finished_task_is_kept_as_its_record():
+    store = MemoryTaskStore()
+    task = _rich_task()
+    assert task.terminal
+    store.create(task, task.task_event(), bind=False)
+    kept = store._tasks[task.id]
+    gc.collect()
+    assert type(kept) is tuple and not gc.is_tracked(kept)
+    got = store.get("acme", "echo", task.id)
+    assert got is not task and got.to_json() == task.to_json()
+    assert (got.id, got.context_id, got.state, got.status_text, got.status_ms, got.seq) == \
+        (task.id, task.context_id, task.state, task.status_text, task.status_ms, task.seq)
+    assert got.contents() == (task.history, task.artifacts)
+    assert store.task_json("acme", "echo", task.id) == task.to_json()
+    assert store.get("acme", "other", task.id) is None and store.get("x", "echo", task.id) is None
+    assert store.task_json("acme", "other", task.id) is None
+    assert store.task_json("x", "echo", task.id) is None
+    assert [t.to_json() for t in store.list("acme", "echo").tasks] == [task.to_json()]
+    assert [t.id for t in store.context_tasks("acme", "echo", "c", 5)] == [task.id]
+
+
+def test_a_finished_log_reads_as_it_did():
+    store = MemoryTaskStore()
+    task = HubTask("t-2", "c", "acme", "echo", "m2",
+                   {"messageId": "m2", "role": "ROLE_USER", "parts": [text_part("hi")]})
+    store.create(task, task.task_event())
+    started = store.start(task.id)
+    assert store.append(task.id, '{"artifactUpdate":{}}')
+    running, _ = store.events(task.id, 0, 0)
+    written = store.end(task.id, COMPLETED, None, [], ['{"artifactUpdate":{"n":2}}'])
+    assert running[1].payload == started
+    assert type(store._events[task.id]) is tuple and store.log_locked(task.id) == (5, True)
+    for after in range(6):
+        events, alive = store.events(task.id, after, 0)
+        assert alive
+        assert [(e.seq, e.payload, e.terminal) for e in events] == [
+            (n, p, n == 5) for n, p in
+            enumerate([e.payload for e in running] + written, start=1)][after:]
