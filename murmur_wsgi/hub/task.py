@@ -39,7 +39,8 @@ class HubTask:
     """
 
     __slots__ = ("id", "context_id", "tenant", "agent", "message_id", "state", "status_text",
-                 "status_ms", "created_ms", "seq", "_history", "_artifacts", "_json", "written")
+                 "status_ms", "created_ms", "seq", "_history", "_artifacts", "_json", "written",
+                 "_shape")
 
     def __init__(self, task_id: str, context_id: str, tenant: str, agent: str,
                  message_id: str, message: dict):
@@ -56,6 +57,7 @@ class HubTask:
         self.history = [message]              # the message that created it
         self.artifacts: list = []
         self._json: str | None = None
+        self._shape: tuple | None = None      # a frozen task's (``freeze``)
 
     @property
     def terminal(self) -> bool:
@@ -93,8 +95,18 @@ class HubTask:
 
     def freeze(self) -> None:
         """A finished task as its wire form only: ``history`` and ``artifacts`` are read from
-        it (a new copy at each read). It changes no more."""
-        self.to_json()
+        it (a new copy at each read), and a form without its artifacts is that text with
+        their place cut out (``_shape``: where they are, how long the history is). It
+        changes no more."""
+        if self._history is None:
+            return
+        history, artifacts = self._history, self._artifacts
+        # NOTE: in ``wire.task.task``'s order: the text ``compact_utf8(self.to_dict())`` is.
+        head = f'{{"id":{_ids(self.id, self.context_id)}{compact_utf8(self.status())}'
+        arts = f',"artifacts":{compact_utf8(artifacts)}' if artifacts else ""
+        hist = f',"history":{compact_utf8(history)}' if history else ""
+        self._json = f"{head}{arts}{hist}}}"
+        self._shape = (len(head), len(head) + len(arts), len(history))
         self._history = self._artifacts = None
 
     def record(self) -> tuple:
@@ -109,7 +121,7 @@ class HubTask:
         self.freeze()
         return (self.id, self.context_id, self.tenant, self.agent, self.message_id, self.state,
                 self.status_text, self.status_ms, self.created_ms, self.seq, self._json,
-                self.written)
+                self.written, *self._shape)
 
     @staticmethod
     def record_json(record: tuple, tenant: str, agent: str) -> str | None:
@@ -121,7 +133,8 @@ class HubTask:
         task = cls.__new__(cls)
         (task.id, task.context_id, task.tenant, task.agent, task.message_id, task.state,
          task.status_text, task.status_ms, task.created_ms, task.seq, task._json,
-         task.written) = record
+         task.written) = record[:12]
+        task._shape = record[12:]
         task._history = task._artifacts = None
         return task
 
@@ -165,7 +178,17 @@ class HubTask:
 
         ``cache=False``: serialized without keeping the text (a held request's one
         answer), so a finished task nobody reads holds no copy.
+        A frozen task's: its text, with the place of its artifacts or of its history (the
+        last) cut out when they are left out.
         """
+        if self._history is None:
+            start, end, count = self._shape
+            text = self._json
+            if history_length is not None and history_length < count:
+                if history_length:
+                    return compact_utf8(self.to_dict(history_length, artifacts))
+                text = text[:end] + "}"
+            return text if artifacts or start == end else text[:start] + text[end:]
         if history_length is None and artifacts and (cache or self._json is not None):
             if self._json is None:
                 self._json = compact_utf8(self.to_dict())
@@ -228,11 +251,16 @@ def artifact_event_around(task_id: str, context_id: str, artifact_json: str, app
 _BOOL = {False: "false", True: "true"}
 
 
+def _ids(task_id: str, context_id: str) -> str:
+    """What follows ``"id":`` (or ``"taskId":``) up to the status, in a Task and a statusUpdate."""
+    return f'{compact_utf8(task_id)},"contextId":{compact_utf8(context_id)},"status":'
+
+
 def final_texts(task_id: str, context_id: str, status: dict) -> tuple[str, str]:
     """``(status_update(task_id, context_id, status), the Task's JSON with that status and
     nothing after it, its closing brace left out)``: what a task's end writes. PERF: the
     status is encoded once, the texts around it written without the encoder, in
     ``status_update``'s and ``wire.task.task``'s order."""
-    ids = f'{compact_utf8(task_id)},"contextId":{compact_utf8(context_id)},"status":'
+    ids = _ids(task_id, context_id)
     encoded = compact_utf8(status)
     return f'{{"statusUpdate":{{"taskId":{ids}{encoded}}}}}', f'{{"id":{ids}{encoded}'

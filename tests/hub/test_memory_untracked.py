@@ -17,7 +17,7 @@ import pytest
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store.memory import MemoryTaskStore
-from murmur_wsgi.hub.task import COMPLETED, FAILED, WORKING, HubTask
+from murmur_wsgi.hub.task import COMPLETED, FAILED, REJECTED, WORKING, HubTask
 from murmur_wsgi.wire.task import data_part, text_part
 
 from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until
@@ -64,12 +64,13 @@ def test_a_finished_task_holds_no_object_the_collector_tracks():
         close_hub(hub)
 
 
-def _rich_task() -> HubTask:
-    message = {"messageId": "m1", "role": "ROLE_USER", "contextId": "c",
+def _rich_task(context_id: str = "c") -> HubTask:
+    message = {"messageId": "m1", "role": "ROLE_USER", "contextId": context_id,
                "parts": [text_part("héllo"), data_part({"a": [1, {"b": None}]}),
                          {"text": "t", "metadata": {"k": ["v"]}}],
                "metadata": {"origin": ["x", {"y": 2.5}]}}
-    task = HubTask("t-1", "c", "acme", "echo", "m1", message)
+    task = HubTask("t-1", context_id, "acme", "echo", "m1", message)
+    task.history = [message, {"messageId": "m0", "role": "ROLE_AGENT", "parts": [text_part("")]}]
     task.set_state(WORKING)
     task.set_artifacts([{"artifactId": "notes", "name": "notes", "parts": [text_part("n")]},
                         {"artifactId": "answer", "name": "answer",
@@ -78,10 +79,18 @@ def _rich_task() -> HubTask:
     return task
 
 
-@pytest.mark.parametrize("history_length", [None, 0, 1, 2])
+def _refused_task() -> HubTask:
+    task = HubTask('t-"2"\\', 'c-\u00e9-"q"\n', "acme", "echo", "m2",
+                   {"messageId": "m2", "role": "ROLE_USER", "parts": [text_part("é\u2028")]})
+    task.set_state(REJECTED, 'no "thanks"')
+    return task
+
+
+@pytest.mark.parametrize("history_length", [None, 0, 1, 2, 100])
 @pytest.mark.parametrize("artifacts", [True, False])
-def test_a_frozen_task_reads_as_it_did(history_length, artifacts):
-    task = _rich_task()
+@pytest.mark.parametrize("made", [_rich_task, _refused_task, lambda: _rich_task('c"é\\')])
+def test_a_frozen_task_reads_as_it_did(history_length, artifacts, made):
+    task = made()
     expected = (task.to_json(history_length, artifacts, cache=False),
                 task.to_dict(history_length, artifacts), copy.deepcopy(task.history),
                 copy.deepcopy(task.artifacts), task.to_json())
