@@ -1,11 +1,11 @@
-"""The memory store's finished tasks and Python's garbage collector.
+"""The memory store's finished tasks (and their push configs) and Python's garbage collector.
 
 A tenant keeps up to ``tasks.max_per_tenant`` finished tasks (100,000 by default), and a
 full collection walks every object the collector tracks with the worker stopped. A
 finished task holds none once the collector has seen it, whatever it carried (data
 parts, named and streamed artifacts, a context shared with others, a refusal), and
 reads as it did before it finished: its wire forms, its history and artifacts, its
-event log.
+event log. Nor does a push config, up to ``MAX_CONFIGS_PER_TASK`` of each kept task.
 """
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ import json
 import pytest
 
 from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.store import memory_stores
 from murmur_wsgi.hub.store.memory import MemoryTaskStore
+from murmur_wsgi.hub.store.push_base import MAX_CONFIGS_PER_TASK, PushRecord
 from murmur_wsgi.hub.task import COMPLETED, FAILED, REJECTED, WORKING, HubTask
 from murmur_wsgi.wire.task import data_part, text_part
 
@@ -150,3 +152,35 @@ def test_a_finished_log_reads_as_it_did():
         assert [(e.seq, e.payload, e.terminal) for e in events] == [
             (n, p, n == 5) for n, p in
             enumerate([e.payload for e in running] + written, start=1)][after:]
+
+
+def test_a_push_config_holds_no_object_the_collector_tracks():
+    stores = memory_stores()
+    tasks = [_finished_on(stores.tasks, i) for i in range(300)]
+    before = _tracked()
+    for task in tasks:
+        for k in range(MAX_CONFIGS_PER_TASK):
+            stores.push.push_save(PushRecord("acme", "echo", task.id, f"cfg-{k}",
+                                             f"https://hooks.test/{k}", "t"), from_start=False)
+    grown = _tracked() - before
+    configs = len(tasks) * MAX_CONFIGS_PER_TASK
+    # Before: 1.1 a config (its record, and a dict per task).
+    assert grown <= 100, f"{grown / configs:.2f} tracked objects a config"
+    listed = stores.push.push_list("acme", "echo", tasks[0].id)
+    assert [r.id for r in listed] == [f"cfg-{k}" for k in range(MAX_CONFIGS_PER_TASK)]
+    assert stores.push.push_get("acme", "echo", tasks[0].id, "cfg-3") == listed[3]
+    assert stores.push.push_get("acme", "other", tasks[0].id, "cfg-3") is None
+    assert stores.push.push_delete("acme", "echo", tasks[0].id, "cfg-3")
+    assert [r.id for r in stores.push.push_list("acme", "echo", tasks[0].id)] == \
+        [f"cfg-{k}" for k in range(MAX_CONFIGS_PER_TASK) if k != 3]
+    stores.tasks._forget_locked(tasks[1].id)
+    assert stores.push.push_list("acme", "echo", tasks[1].id) == []
+    assert not any(key[0] == tasks[1].id for key in stores.push._push)
+
+
+def _finished_on(store, i: int) -> HubTask:
+    task = HubTask(f"t-{i}", f"c-{i}", "acme", "echo", f"m-{i}",
+                   {"messageId": f"m-{i}", "role": "ROLE_USER", "parts": [text_part("hi")]})
+    store.create(task, task.task_event())
+    store.end(task.id, COMPLETED, None, None, [])
+    return task

@@ -163,7 +163,8 @@ def _footprint(stores) -> int:
     return (len(tasks._tasks) + len(tasks._events) + len(tasks._expiry) + len(tasks._claims)
             + len(tasks._marks) + sum(map(len, tasks._finished.values()))
             + sum(map(len, indexes._lists.values())) + sum(map(len, indexes._updated.values()))
-            + sum(map(len, indexes._tasks.values())) + len(push._push) + len(push._push_active))
+            + sum(map(len, indexes._tasks.values())) + len(push._push) + len(push._push_ids)
+            + len(push._push_active))
 
 
 def test_a_flood_past_the_cap_leaves_nothing_behind(stores):

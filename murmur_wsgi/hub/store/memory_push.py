@@ -3,6 +3,13 @@
 Beside a ``MemoryTaskStore``: its fields are guarded by the task store's
 ``lock``, and ``push_due`` waits on the task store's ``changed`` condition,
 which every write of an event notifies.
+
+MEMORY: a config is kept as its ``PushRecord.row()`` under its key, and a task's
+configs as a tuple of their ids: tuples of strings and numbers, which Python's garbage
+collector stops tracking at its first look. Kept as records in a dict per task, a task's
+configs stayed tracked objects for as long as the task is kept (up to
+``tasks.max_per_tenant`` tasks of ``MAX_CONFIGS_PER_TASK`` configs a tenant), each full
+collection walking them with the worker stopped (docs/performance.md).
 """
 from __future__ import annotations
 
@@ -10,7 +17,7 @@ import logging
 
 from murmur_wsgi.hub.store.push_base import (DELIVERED, DROPPED, LEASE_SECS,
                                              MAX_CONFIGS_PER_TASK, MAX_FAILURES,
-                                             TENANT_DELIVERIES, PushStorage)
+                                             TENANT_DELIVERIES, PushRecord, PushStorage)
 from murmur_wsgi.wire.task import now_ms
 
 logger = logging.getLogger(__name__)
@@ -25,16 +32,19 @@ class MemoryPushStore(PushStorage):
         self._changed = tasks.changed
         self._clock = tasks.clock
         tasks.on_forget(self._forget_locked)
-        self._push: dict[str, dict] = {}              # task id -> {config id: PushRecord}
+        self._push: dict[tuple, tuple] = {}            # key -> the config's row
+        self._push_ids: dict[str, tuple] = {}          # task id -> its configs' ids
         self._push_active: set[tuple] = set()          # keys that may have events to deliver
         self._push_leases: dict[tuple, tuple] = {}     # key -> (owner, tenant, deadline)
         self._push_created = 0
 
     def _forget_locked(self, task_id: str) -> None:
         """The task is forgotten (retention): its configs and their leases go with it."""
-        for config_id in self._push.pop(task_id, {}):
-            self._push_active.discard((task_id, config_id))
-            self._push_leases.pop((task_id, config_id), None)
+        for config_id in self._push_ids.pop(task_id, ()):
+            key = (task_id, config_id)
+            del self._push[key]
+            self._push_active.discard(key)
+            self._push_leases.pop(key, None)
 
     def _push_log(self, task_id: str) -> tuple[int, bool] | None:
         """``(events in the task's log, whether it ended)``, None once it expired."""
@@ -42,10 +52,11 @@ class MemoryPushStore(PushStorage):
 
     def push_save(self, record, from_start):
         with self._changed:
-            configs = self._push.setdefault(record.task_id, {})
-            old = configs.get(record.id)
-            if old is None and len(configs) >= MAX_CONFIGS_PER_TASK:
+            ids = self._push_ids.get(record.task_id, ())
+            old = self._push.get(record.key)
+            if old is None and len(ids) >= MAX_CONFIGS_PER_TASK:
                 return None
+            old = None if old is None else PushRecord(*old)
             log = self._push_log(record.task_id)
             cursor = 0 if from_start or log is None else log[0]
             self._push_created += 1
@@ -53,16 +64,18 @@ class MemoryPushStore(PushStorage):
                                last_error=None,
                                generation=(old.generation + 1) if old else 1,
                                created=old.created if old else self._push_created)
-            configs[record.id] = saved
+            self._push[saved.key] = saved.row()
+            if old is None:
+                self._push_ids[record.task_id] = ids + (record.id,)
             self._push_active.add(saved.key)
             self._changed.notify_all()
             return saved
 
     def _push_find(self, tenant, agent, task_id, config_id):
-        record = self._push.get(task_id, {}).get(config_id)
-        if record is None or record.tenant != tenant or record.agent != agent:
+        row = self._push.get((task_id, config_id))
+        if row is None or row[0] != tenant or row[1] != agent:
             return None
-        return record
+        return PushRecord(*row)
 
     def push_get(self, tenant, agent, task_id, config_id):
         with self.lock:
@@ -70,15 +83,19 @@ class MemoryPushStore(PushStorage):
 
     def push_list(self, tenant, agent, task_id):
         with self.lock:
-            records = [r for r in self._push.get(task_id, {}).values()
-                       if r.tenant == tenant and r.agent == agent]
-            return sorted(records, key=lambda r: r.created)
+            rows = [self._push[(task_id, config_id)]
+                    for config_id in self._push_ids.get(task_id, ())]
+            return sorted((PushRecord(*row) for row in rows
+                           if row[0] == tenant and row[1] == agent), key=lambda r: r.created)
 
     def push_delete(self, tenant, agent, task_id, config_id):
         with self._changed:
             if self._push_find(tenant, agent, task_id, config_id) is None:
                 return False
-            del self._push[task_id][config_id]
+            del self._push[(task_id, config_id)]
+            ids = tuple(i for i in self._push_ids.pop(task_id) if i != config_id)
+            if ids:
+                self._push_ids[task_id] = ids
             self._push_active.discard((task_id, config_id))
             self._push_leases.pop((task_id, config_id), None)
             self._changed.notify_all()
@@ -88,7 +105,8 @@ class MemoryPushStore(PushStorage):
         now = self._clock()
         due, done = [], []
         for key in self._push_active:
-            record = self._push.get(key[0], {}).get(key[1])
+            row = self._push.get(key)
+            record = None if row is None else PushRecord(*row)
             log = self._push_log(key[0])
             if record is None or record.disabled or log is None:
                 done.append(key)
@@ -143,7 +161,8 @@ class MemoryPushStore(PushStorage):
 
     def push_advance(self, record, owner, seq, outcome, error=None):
         with self._changed:
-            current = self._push.get(record.task_id, {}).get(record.id)
+            current = self._push.get(record.key)
+            current = None if current is None else PushRecord(*current)
             lease = self._push_leases.get(record.key)
             if current is None or current.generation != record.generation or lease is None \
                     or lease[0] != owner or lease[2] <= self._clock():
@@ -157,7 +176,7 @@ class MemoryPushStore(PushStorage):
             elif outcome == DELIVERED:
                 changes["failures"] = 0
             saved = current.but(**changes)
-            self._push[record.task_id][record.id] = saved
+            self._push[record.key] = saved.row()
             self._push_leases[record.key] = (owner, record.tenant, self._clock() + LEASE_SECS)
             self._changed.notify_all()
             return saved

@@ -48,6 +48,13 @@ class PushRecord:
     def key(self) -> tuple[str, str]:
         return (self.task_id, self.id)
 
+    def row(self) -> tuple:
+        """Its fields in their order, as one tuple (``PushRecord(*row)`` again): a value the
+        garbage collector stops tracking (the memory store keeps configs so)."""
+        return (self.tenant, self.agent, self.task_id, self.id, self.url, self.token,
+                self.cursor, self.failures, self.disabled, self.disabled_ms, self.last_error,
+                self.generation, self.created)
+
     def but(self, **changes) -> PushRecord:
         return replace(self, **changes)
 
