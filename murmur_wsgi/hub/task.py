@@ -30,6 +30,11 @@ def answer_artifact(parts: list) -> dict:
     return wire_task.artifact(ANSWER, parts)
 
 
+def _last(history: list, count: int) -> list:
+    """The last ``count`` turns of ``history`` (all of them when it has fewer)."""
+    return history[max(0, len(history) - count):] if count else []
+
+
 class HubTask:
     """One task of one tenant's agent: the record a store keeps.
 
@@ -83,11 +88,15 @@ class HubTask:
         self._artifacts = value
 
     def contents(self) -> tuple[list, list]:
-        """``(history, artifacts)``, a frozen task's read from its wire form once."""
-        if self._history is None:
+        """``(history, artifacts)``, a frozen task's read from its wire form once.
+
+        Safe outside the store's lock: ``freeze`` sets the wire form before it lets the
+        lists go, so a task frozen between the two reads is read whole from that form."""
+        history, artifacts = self._history, self._artifacts
+        if history is None or artifacts is None:
             whole = self.whole()
-            return whole["history"], whole.get("artifacts", [])
-        return self._history, self._artifacts
+            return whole.get("history", []), whole.get("artifacts", [])
+        return history, artifacts
 
     def whole(self) -> dict:
         """The task as GetTask answers it, as a new dict (a frozen task's record)."""
@@ -160,14 +169,13 @@ class HubTask:
             if not artifacts:
                 whole.pop("artifacts", None)
             if history_length is not None:
-                history = whole.pop("history")
-                history = history[len(history) - history_length:] if history_length else []
+                history = _last(whole.pop("history", []), history_length)
                 if history:
                     whole["history"] = history
             return whole
         history = self.history
         if history_length is not None:
-            history = history[len(history) - history_length:] if history_length else []
+            history = _last(history, history_length)
         return wire_task.task(self.id, self.context_id, self.status(),
                               self.artifacts if artifacts and self.artifacts else None,
                               history=history or None)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import copy
 import gc
+import itertools
 import json
+import sys
 
 import pytest
 
@@ -112,6 +114,66 @@ def test_a_frozen_task_changes_no_more():
     with pytest.raises(RuntimeError, match="frozen"):
         task.set_state(FAILED, "late")
     assert task.state == COMPLETED and '"all done"' in task.to_json()
+
+
+def _history_of(count: int) -> list:
+    return [{"messageId": f"m{i}", "role": "ROLE_USER", "parts": [text_part(f"w{i}")]}
+            for i in range(count)]
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 3])
+def test_a_task_keeps_the_last_history_length_turns_frozen_or_not(count):
+    task = HubTask("t-3", "c", "acme", "echo", "m0", {"messageId": "m0"})
+    task.history = _history_of(count)
+    task.set_state(COMPLETED)
+    for frozen in (False, True):
+        if frozen:
+            task.freeze()
+        for history_length in range(6):
+            want = _history_of(count)[max(0, count - history_length):]
+            got = task.to_dict(history_length)
+            assert got.get("history", []) == want, (frozen, history_length)
+            assert json.loads(task.to_json(history_length, cache=False)) == got
+
+
+def _contents_frozen_at(step: int, task: HubTask) -> tuple[tuple, bool]:
+    """``task.contents()``, the task frozen (as the run's end on another thread does) before
+    the ``step``-th bytecode of ``contents`` runs; and whether that step was reached."""
+    code, seen, fired = HubTask.contents.__code__, [0], [False]
+
+    def each_opcode(frame, event, arg):
+        if event == "opcode":
+            if seen[0] == step:
+                fired[0] = True
+                task.freeze()
+            seen[0] += 1
+        return each_opcode
+
+    def tracer(frame, event, arg):
+        if frame.f_code is not code:
+            return None
+        frame.f_trace_opcodes = True
+        return each_opcode
+
+    sys.settrace(tracer)
+    try:
+        got = task.contents()
+    finally:
+        sys.settrace(None)
+    return got, fired[0]
+
+
+def test_a_task_read_while_it_freezes_reads_whole():
+    # A reader outside the store's lock (a message reading its context's turns) meets a
+    # task as the run's end freezes it, between any two steps of its read.
+    for step in itertools.count():
+        task = _rich_task()
+        want = (copy.deepcopy(task.history), copy.deepcopy(task.artifacts))
+        got, reached = _contents_frozen_at(step, task)
+        assert got == want, f"frozen before step {step}"
+        if not reached:
+            break
+    assert step > 3
 
 
 def test_a_finished_task_is_kept_as_its_record():

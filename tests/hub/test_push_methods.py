@@ -128,6 +128,25 @@ def test_another_tenants_or_agents_task_is_not_found(phub, prpc, method):
     assert prpc.error(method, {**params, "taskId": "no-such-task"})["code"] == -32001
 
 
+def test_a_task_forgotten_as_its_config_is_created_is_not_found(phub, prpc, monkeypatch):
+    task_id = a_task(prpc)
+    store, found = phub.store, phub.store.get
+
+    def found_then_forgotten(tenant, agent, wanted):
+        task = found(tenant, agent, wanted)
+        with store.lock:                      # retention, between the check and the save
+            store._forget_locked(wanted)
+        return task
+
+    monkeypatch.setattr(store, "get", found_then_forgotten)
+    error = prpc.error("CreateTaskPushNotificationConfig",
+                       {"taskId": task_id, "id": "c1", "url": URL})
+    assert (error["code"], error["message"]) == (-32001, "Task not found")
+    monkeypatch.undo()
+    assert prpc.error("ListTaskPushNotificationConfigs", {"taskId": task_id})["code"] == -32001
+    assert (phub.stores.push._push, phub.stores.push._push_ids) == ({}, {})
+
+
 def test_at_most_ten_configs_per_task(prpc):
     task_id = a_task(prpc)
     for i in range(10):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from murmur_wsgi.hub.store.push_base import (DELIVERED, DROPPED, LEASE_SECS, MAX_FAILURES,
-                                             SKIPPED, PushRecord)
+                                             SKIPPED, TASK_GONE, PushRecord)
 from murmur_wsgi.hub.task import HubTask
 
 pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
@@ -62,6 +62,19 @@ def test_at_most_ten_per_task_replace_allowed(stores, push):
         assert push.push_save(record(config_id=f"c{i}"), from_start=True) is not None
     assert push.push_save(record(config_id="c10"), from_start=True) is None
     assert push.push_save(record(config_id="c3"), from_start=True).generation == 2
+
+
+def test_a_config_of_a_task_gone_is_not_kept(stores, push):
+    # The methods find the task first; retention may forget it before the config is saved
+    # (or it never was): nothing is kept, and a task of that id later has no config.
+    assert push.push_save(record(), from_start=True) is TASK_GONE
+    assert push.push_save(record(config_id="c2"), from_start=False) is TASK_GONE
+    a_task(stores)
+    assert push.push_list("acme", "echo", "t1") == []
+    assert push.push_get("acme", "echo", "t1", "c1") is None
+    assert push.push_due("me", 0) == []
+    if not stores.shared:
+        assert (push._push, push._push_ids, push._push_active) == ({}, {}, set())
 
 
 @pytest.mark.one_store             # the memory store's test clock moves the lease's time

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from murmur_wsgi.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 from murmur_wsgi.hub.push.rules import read_config
-from murmur_wsgi.hub.store.push_base import MAX_CONFIGS_PER_TASK, PushRecord
+from murmur_wsgi.hub.store.push_base import MAX_CONFIGS_PER_TASK, TASK_GONE, PushRecord
 from murmur_wsgi.wire.task import rfc3339
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def _task(hub, call, task_id: str):
     return task
 
 
-def _save(hub, call, request, from_start: bool) -> PushRecord:
+def _save(hub, call, request, from_start: bool) -> PushRecord | str:
     record = PushRecord(call.tenant, call.agent, request.task_id, request.id, request.url,
                         request.token)
     saved = hub.stores.push.push_save(record, from_start)
@@ -76,6 +76,8 @@ def create_config(hub, call):
     request = read_config(call.params, push.ports, push.allow)
     _task(hub, call, request.task_id)
     saved = _save(hub, call, request, from_start=False)
+    if saved is TASK_GONE:                      # forgotten since it was found
+        raise TaskNotFoundError(request.task_id)
     return render(saved, key=push.key(saved), status=False)
 
 
@@ -142,7 +144,10 @@ def message_config(hub, raw):
 
 
 def save_message_config(hub, call, request, task_id: str, from_start: bool) -> None:
-    """Save SendMessage's config for its task (before the run starts: from SUBMITTED)."""
+    """Save SendMessage's config for its task (before the run starts: from SUBMITTED).
+
+    None saved when the task is already forgotten (a refusal past its tenant's cap):
+    it has nothing left to tell."""
     _save(hub, call, replace(request, task_id=task_id), from_start)
 
 

@@ -312,6 +312,10 @@ class MemoryTaskStore(TaskStore):
             self._events.pop(task_id, None)
             self._marks.discard(task_id)
 
+    def kept_locked(self, task_id: str) -> bool:
+        """Whether the task is kept (the caller holds ``lock``)."""
+        return task_id in self._tasks
+
     def log_locked(self, task_id: str) -> tuple[int, bool] | None:
         """``(how many events the task's log holds, whether the last ends it)`` (the caller
         holds ``lock``), None once it expired."""

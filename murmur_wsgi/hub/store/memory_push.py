@@ -17,7 +17,8 @@ import logging
 
 from murmur_wsgi.hub.store.push_base import (DELIVERED, DROPPED, LEASE_SECS,
                                              MAX_CONFIGS_PER_TASK, MAX_FAILURES,
-                                             TENANT_DELIVERIES, PushRecord, PushStorage)
+                                             TASK_GONE, TENANT_DELIVERIES, PushRecord,
+                                             PushStorage)
 from murmur_wsgi.wire.task import now_ms
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ class MemoryPushStore(PushStorage):
 
     def push_save(self, record, from_start):
         with self._changed:
+            if not self._tasks.kept_locked(record.task_id):
+                return TASK_GONE
             ids = self._push_ids.get(record.task_id, ())
             old = self._push.get(record.key)
             if old is None and len(ids) >= MAX_CONFIGS_PER_TASK:

@@ -24,6 +24,7 @@ TENANT_DELIVERIES = 2          # configs of one tenant being delivered at once
 MAX_FAILURES = 5               # failed events in a row that disable a config
 
 DELIVERED, DROPPED, SKIPPED = "delivered", "dropped", "skipped"    # push_advance's outcomes
+TASK_GONE = "task gone"        # push_save's answer when the task is not (or no longer) kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +69,9 @@ class PushStorage(abc.ABC):
 
         ``from_start``: notify from the task's first event (a config sent with
         the message); otherwise only events after this call. None when the
-        task already has MAX_CONFIGS_PER_TASK other configs.
+        task already has MAX_CONFIGS_PER_TASK other configs; ``TASK_GONE`` (nothing
+        kept) when the task is not kept, as when retention forgot it after the
+        caller found it.
         """
 
     @abc.abstractmethod

@@ -38,7 +38,8 @@ import time
 
 from murmur_wsgi.hub.store import redis_push_scripts as scripts
 from murmur_wsgi.hub.store.push_base import (LEASE_SECS, MAX_CONFIGS_PER_TASK, MAX_FAILURES,
-                                             TENANT_DELIVERIES, PushRecord, PushStorage)
+                                             TASK_GONE, TENANT_DELIVERIES, PushRecord,
+                                             PushStorage)
 from murmur_wsgi.hub.store.redis import MAX_ID_BYTES
 from murmur_wsgi.hub.store.redis_client import each_task
 from murmur_wsgi.hub.store.redis_events import WATCH_MS
@@ -154,6 +155,8 @@ class RedisPushStore(PushStorage):
             args=[record.id, raw, "1" if from_start else "0", MAX_CONFIGS_PER_TASK,
                   PUSH_WAKE, name],
             before=[("SADD", PUSH_ACTIVE, name)])      # listed before it exists
+        if out == 0:
+            return TASK_GONE
         return None if out is None else _record(task_id, record.id, out)
 
     @_guarded

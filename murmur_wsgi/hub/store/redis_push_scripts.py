@@ -30,7 +30,10 @@ DUE_KEYS = 4                   # per config: push:<task>, task:<task>, ev:<task>
 # KEYS: push:<task>, task:<task>, the tenant's push:n, ev:<task>
 # ARGV: config id, the record's JSON (tenant, agent, url, token), from_start, max per task,
 #       the wake channel, the config's hub-wide name
+# Returns the saved record's JSON; false when the task has MAX_CONFIGS_PER_TASK others; 0
+# (nothing saved) when its record is gone: forgotten after the caller found it.
 SAVE = """
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 local old = redis.call('HGET', KEYS[1], ARGV[1])
 local created, gen
 if old then
