@@ -72,11 +72,18 @@ class TaskEvents:
     def keep_watching(self):
         """Renew the watch of every task a stream of this process reads (the replica's turn):
         the scripts announce a task's events while it is watched (``redis_scripts``)."""
-        reading = set(self.conn.feed.reading())
-        for task_id in list(self._marked):
-            if task_id not in reading:
-                self._marked.pop(task_id, None)     # no stream here reads it any more
         now = time.monotonic()
+        feed = self.conn.feed
+        reading = set(feed.reading())
+        # NOTE: a mark made since ``reading`` was taken is a new reader's: kept.
+        dropped = {task_id: mark for task_id, mark in list(self._marked.items())
+                   if task_id not in reading and mark[1] < now}
+        for task_id in dropped:
+            self._marked.pop(task_id, None)         # no stream here reads it any more
+        # … and the feed forgets them, or a stream between two reads (writing) would trust
+        # its buffer after its task's watch lapsed; one a reader came to keeps its mark.
+        for task_id in feed.forget(dropped):
+            self._marked.setdefault(task_id, dropped[task_id])
         for task_id in reading:
             tenant, at = self._marked.get(task_id, (None, -REWATCH_SECS))
             if tenant is not None and now - at >= REWATCH_SECS:

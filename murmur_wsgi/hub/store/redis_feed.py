@@ -196,8 +196,10 @@ class EventFeed:
                         watched.cond.notify_all()
                     elif flight:
                         watched.cond.notify_all()
+                if not exists:
+                    return [], False             # the log is gone: for this reader too
                 if start == after:
-                    if entries or not exists:
+                    if entries:
                         return entries, exists
                     own = False                  # known now: wait for what comes
                     if deadline - self._clock() <= 0:
@@ -211,6 +213,20 @@ class EventFeed:
         """The tasks some reader of this feed reads now (the store keeps them watched)."""
         with self._changed:
             return [task_id for task_id, w in self._watched.items() if w.readers]
+
+    def forget(self, task_ids) -> list[str]:
+        """Drop what is held of ``task_ids`` (their watch is no longer renewed): a later
+        reader reads its own way in, which watches its task again. Those a reader has
+        come to meanwhile are kept, and returned."""
+        kept = []
+        with self._changed:
+            for task_id in task_ids:
+                watched = self._watched.get(task_id)
+                if watched is not None and watched.readers:
+                    kept.append(task_id)
+                elif watched is not None:
+                    del self._watched[task_id]
+        return kept
 
     # --- the listener --------------------------------------------------------
 
@@ -262,6 +278,10 @@ class EventFeed:
         with self._changed:
             if (self._epoch % 2 == 1) != subscribed:
                 self._epoch += 1
+                for watched in self._watched.values():
+                    # NOTE: what an older epoch announced may be gone (a restart, a
+                    # failover): the new epoch's reads and messages tell what is new.
+                    watched.notified = 0
                 self._wake_all()
 
     def _wake_all(self) -> None:
@@ -291,6 +311,10 @@ class EventFeed:
                         heard, pinged = now, None
                         kind = message.get("type")
                         if kind == "subscribe" and message.get("channel") == self._channel:
+                            # NOTE: a second confirmation is redis-py's own reconnect (its
+                            # retry re-subscribes): what was published meanwhile reached
+                            # nobody, so the buffers of the epoch before cover nothing.
+                            self._set_epoch(False)
                             self._set_epoch(True)
                         elif kind == "message":
                             self._message(message)
