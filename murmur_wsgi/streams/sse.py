@@ -43,10 +43,18 @@ HEARTBEAT = b":heartbeat\n\n"
 PENDING_BYTES = 256 * 1024      # the largest chunk rendered ahead of the server's write
 
 
+# Characters JSON writes as they are but str.splitlines() breaks on (httpx's line decoder,
+# and a2a-sdk's SSE reader on it): escaped, a data: line stays one line for every reader.
+# Only a JSON string can hold one (JSON's whitespace is space, tab, LF and CR).
+_LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
 def utf8(text: str) -> bytes:
     """Encode JSON text; a lone surrogate (legal in a JSON string) becomes its escape."""
     # NOTE: UTF-8 fails only on surrogates; backslashreplace writes one as
     # \udXXX, which is exactly its JSON escape.
+    if not text.isascii() and ("\u2028" in text or "\u2029" in text or "\x85" in text):
+        text = text.translate(_LINE_BREAKS)
     return text.encode("utf-8", "backslashreplace")
 
 

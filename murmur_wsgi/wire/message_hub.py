@@ -146,6 +146,29 @@ def _readable(r: _Reading) -> None:
                       "read files")
 
 
+def extras_refusal(msg: dict):
+    """-32602 unless what the task's history keeps as sent is of its proto type (the
+    door's rules): message.metadata and each part's an object, extensions and
+    referenceTaskIds arrays of strings (null reads as absent); else None."""
+    if msg.get("metadata") is not None and type(msg["metadata"]) is not dict:
+        return invalid("message.metadata must be an object")
+    for key in ("extensions", "referenceTaskIds"):
+        found = msg.get(key)
+        if found is not None and (type(found) is not list
+                                  or any(type(item) is not str for item in found)):
+            return invalid(f"message.{key} must be an array of strings")
+    for i, part in enumerate(msg["parts"]):
+        if part.get("metadata") is not None and type(part["metadata"]) is not dict:
+            return invalid(f"message.parts[{i}].metadata must be an object")
+    return None
+
+
+def _extras(r: _Reading) -> None:
+    refusal = extras_refusal(r.msg)
+    if refusal is not None:
+        raise refusal
+
+
 def _configuration(r: _Reading) -> None:
     config = r.params.get("configuration")
     if config is None:
@@ -163,6 +186,7 @@ HUB_STEPS = (
     ("taskId: a string, and none given (-32004)", _task_id),
     ("contextId: a string of at most MAX_CONTEXT_ID_BYTES", _context_id),
     ("a text or data part the agent can read", _readable),
+    ("metadata, extensions, referenceTaskIds, each part's metadata: their types", _extras),
     ("configuration: returnImmediately, historyLength", _configuration),
 )
 
@@ -197,6 +221,8 @@ def _fast_read(params: dict) -> HubMessage | None:
     if not read or (task_id is not None and type(task_id) is not str) \
             or (context_id is not None and (type(context_id) is not str
                                             or len(context_id) > _FAST_CONTEXT_CHARS)):
+        return None
+    if extras_refusal(msg) is not None:
         return None
     config = params.get("configuration")
     if config is None:
