@@ -201,6 +201,10 @@ class TaskContext:
             check_text(question, "ask")
         return self._port.ask(question)
 
+    def interrupt_ask(self) -> None:
+        """Wake ``ask`` with ``AskInterrupted``: what would answer it is gone (any thread)."""
+        self._port.interrupt_ask()
+
     def delegate(self) -> str:
         """Open a delegation this task will wait on; return its ``dlg_…`` id.
 

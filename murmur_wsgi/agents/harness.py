@@ -42,6 +42,7 @@ from murmur_wsgi.agents import harness_lines
 from murmur_wsgi.agents.base import Completed, TaskCanceled, TaskContext, TaskFailed, TaskRejected
 from murmur_wsgi.agents.harness_lines import HarnessFault
 from murmur_wsgi.agents.harness_lines import field as _field
+from murmur_wsgi.agents.port import AskInterrupted
 from murmur_wsgi.agents.process import REAP_SECS, HarnessProcess, exit_text
 from murmur_wsgi.wire.encode import compact_utf8
 
@@ -305,7 +306,18 @@ class HarnessAgent:
         ctx.frame("suggested-prompt", text, {"text": text})
 
     def _on_ask(self, ctx, proc, msg, line):
-        reply = ctx.ask(_field(msg, "text", str, "a string", line))
+        question = _field(msg, "text", str, "a string", line)
+        # NOTE: the harness may end while the task waits for its reply: its end (read
+        # next, in _converse) fails the task rather than wait for a reply nobody takes.
+        proc.on_trouble = ctx.interrupt_ask
+        try:
+            if proc.troubled:
+                return None
+            reply = ctx.ask(question)
+        except AskInterrupted:
+            return None
+        finally:
+            proc.on_trouble = None
         proc.send({"type": "reply", "text": reply.text})
 
     def _on_response(self, ctx, proc, msg, line):

@@ -17,6 +17,10 @@ from murmur_wsgi.agents.parts import Message
 logger = logging.getLogger(__name__)
 
 
+class AskInterrupted(Exception):
+    """``ask`` gave up waiting: ``interrupt_ask()`` was called (the harness ended)."""
+
+
 class AgentPort:
     """One task's side of its agent's calls; each method is what a ``TaskContext`` call does.
 
@@ -67,6 +71,9 @@ class AgentPort:
     def ask(self, question: str) -> Message:
         """Pause for the client's reply (a ``Reply``) to ``question``."""
         raise TaskFailed("this agent asked for input, which this server does not offer")
+
+    def interrupt_ask(self) -> None:
+        """Make a waiting (or the next) ``ask`` raise ``AskInterrupted`` (from any thread)."""
 
     def delegate(self) -> str:
         """Open a delegation the task will wait on; its ``dlg_…`` id."""

@@ -85,6 +85,8 @@ class HarnessProcess:
         self._tail = b""                       # written by the drainer only
         self._stop = threading.Event()
         self._outbox: queue.Queue = queue.Queue()
+        self.troubled = False                  # stdout ended or stderr flooded
+        self.on_trouble = None                 # called (helper thread) once troubled
         try:
             for target, name in ((self._read_stdout, "out"), (self._drain_stderr, "err"),
                                  (self._write_stdin, "in")):
@@ -107,6 +109,13 @@ class HarnessProcess:
             return self.events.get(timeout=max(0.0, timeout))
         except queue.Empty:
             return None
+
+    def _trouble(self) -> None:
+        """Stdout ended or stderr flooded: wake an agent thread waiting elsewhere (an ask)."""
+        self.troubled = True
+        hook = self.on_trouble
+        if hook is not None:
+            hook()
 
     def wake(self) -> None:
         """Wake the agent thread waiting in ``next_event`` (never blocks)."""
@@ -186,6 +195,7 @@ class HarnessProcess:
                 count += 1
                 if len(line) >= limit and not line.endswith(b"\n"):
                     self._put(("oversized", count))
+                    self._trouble()
                     return
                 if not self._put(("line", (count, line))):
                     return
@@ -193,7 +203,9 @@ class HarnessProcess:
             logger.debug("harness %s stdout: %s", self.pid, ex)
         finally:
             _close(stdout)
-        if self._put(("eof", None)):
+        queued = self._put(("eof", None))
+        self._trouble()
+        if queued:
             # NOTE: the leader may run on after closing its stdout: its exit is an event too.
             self._put(("exit", self.proc.wait()))
 
@@ -209,6 +221,7 @@ class HarnessProcess:
                 if self.stderr_bytes > self.stderr_limit and not self.flooded.is_set():
                     self.flooded.set()
                     self.wake()
+                    self._trouble()
         except (OSError, ValueError) as ex:
             logger.debug("harness %s stderr: %s", self.pid, ex)
         finally:

@@ -52,12 +52,12 @@ def _ended(store, record):
     return recover
 
 
-def _stream(door, call, opening, reader=None, follow_task=None) -> EventStream:
-    recover = None
-    if follow_task is not None:
-        store = door.session.store
-        recover = _ended(store, store.get(follow_task))
-    return EventStream(call.id, opening, reader, follow_task=follow_task, recover=recover,
+def _stream(door, call, opening, reader=None, follow=None) -> EventStream:
+    # NOTE: the record itself, not looked up again by id: the task may have ended and
+    # been evicted since it was accepted, and its stream must still learn its end.
+    recover = None if follow is None else _ended(door.session.store, follow)
+    return EventStream(call.id, opening, reader,
+                       follow_task=None if follow is None else follow.id, recover=recover,
                        peer_gone=peer_gone(call.environ),
                        closing=lambda: door.session.closing,
                        heartbeat_secs=door.manifest.stream["heartbeat_secs"],
@@ -122,7 +122,7 @@ def send_streaming_message(door, call, message):
         # Rejected (busy or closing): one unnumbered task event, then the end.
         return _stream(door, call, [(None, frames.task_parts(snapshot))])
     return _stream(door, call, _task_opening(door, cut.snapshot, frames_on), cut.reader,
-                   follow_task=record.id)
+                   follow=record)
 
 
 def subscribe_to_task(door, call, params):
@@ -139,7 +139,7 @@ def subscribe_to_task(door, call, params):
     if frames_on:
         call.used_extensions.append(STREAM_URI)
     return _stream(door, call, _task_opening(door, cut.snapshot, frames_on), cut.reader,
-                   follow_task=record.id)
+                   follow=record)
 
 
 def watch_session(door, call, params: None):

@@ -15,7 +15,7 @@ import logging
 from murmur_wsgi.agents.endings import TaskCanceled, TaskFailed
 from murmur_wsgi.agents.owned import own_fields
 from murmur_wsgi.agents.parts import Reply
-from murmur_wsgi.agents.port import AgentPort
+from murmur_wsgi.agents.port import AgentPort, AskInterrupted
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.door.tasks import frames
 from murmur_wsgi.door.tasks.record import INPUT_REQUIRED, TaskRecord
@@ -141,14 +141,25 @@ class AgentCalls(AgentPort):
             self.manager.publish_locked(record, frames.recorded_status_later(record))
             session = self.session
             got = runtime.cond.wait_for(
-                lambda: runtime.reply is not None or runtime.cancelled or session.closing,
-                self.manager.input_timeout)
+                lambda: runtime.reply is not None or runtime.cancelled or session.closing
+                or runtime.interrupted, self.manager.input_timeout)
+            if runtime.reply is None and runtime.interrupted and not runtime.cancelled \
+                    and not session.closing:
+                runtime.interrupted = False
+                raise AskInterrupted(record.id)
             if runtime.cancelled or (not got and session.closing) or runtime.reply is None:
                 if runtime.cancelled or session.closing:
                     raise TaskCanceled(record.id)
                 raise TaskFailed("input-timeout")
             reply, runtime.reply = runtime.reply, None
             return reply
+
+    def interrupt_ask(self) -> None:
+        with self.store.lock:
+            runtime = self.record.runtime
+            if runtime is not None:
+                runtime.interrupted = True
+                runtime.cond.notify_all()
 
     def delegate(self) -> str:
         return self.delegations.expect(self.record)

@@ -44,7 +44,7 @@ COMPLETED_TEXT = "task completed"
 class Runtime:
     """A live task's moving parts; dropped when the task ends."""
 
-    __slots__ = ("cond", "cancelled", "reply", "start", "forget", "wakers")
+    __slots__ = ("cond", "cancelled", "reply", "start", "forget", "wakers", "interrupted")
 
     def __init__(self, cond: threading.Condition, start, forget: bool = False):
         self.cond = cond               # on the store's lock; notified by every change
@@ -53,6 +53,7 @@ class Runtime:
         self.start = start             # (text, images, data, message, caller): the first call
         self.forget = forget           # the message's forgetSession (TaskContext.forget_session)
         self.wakers: list | None = None  # guarded by the store's lock: TaskContext.on_cancel's
+        self.interrupted = False       # guarded by the store's lock: interrupt_ask() called
 
     def wake(self) -> None:
         """The task is canceled or the session closes: call each waker once (lock held)."""

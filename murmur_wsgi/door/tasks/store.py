@@ -46,6 +46,7 @@ class TaskStore:
         # guarded by _lock: owner -> its finished records, oldest first (no empty deque)
         self._finished: dict[str | None, deque] = {}
         self._finished_count = 0                       # guarded by _lock: records in _finished
+        self._ended = 0                                # written under _lock: tasks ever finished
         # guarded by _lock: (owner, state) -> how many tasks; ListTasks' totalSize without a scan
         self._counts: dict[tuple, int] = {}
         # guarded by _lock: context id -> its one task's id, or a set of ids once it has more
@@ -62,8 +63,12 @@ class TaskStore:
 
     @property
     def finished_total(self) -> int:
-        """How many tasks reached a terminal state in this session (held or evicted)."""
-        return self._finished_count + self.evicted
+        """How many tasks reached a terminal state in this session (held or evicted).
+
+        NOTE: one counter, read without the lock: never the sum of two fields that
+        ``_finish`` and ``_drop`` change one after the other.
+        """
+        return self._ended
 
     def condition(self) -> threading.Condition:
         """A new Condition on the store's lock (one per live task)."""
@@ -159,6 +164,7 @@ class TaskStore:
             queue = self._finished[record.owner] = deque()
         queue.append(record)
         self._finished_count += 1
+        self._ended += 1
         if len(queue) > self._keep:
             self._drop(queue.popleft())        # PERF: the usual case past the bound
         if self._finished_count > self._keep_total:

@@ -61,6 +61,7 @@ class BackgroundWorks:
         self._allow = set(allow)
         self._lock = threading.Lock()
         self._works: list[Work] = []          # guarded by _lock
+        self._closed = False                  # guarded by _lock: kill_all() ran
 
     def start(self, command: str, task_id: str | None) -> Work:
         """Start ``command`` in its own process group, detached from the request."""
@@ -77,6 +78,8 @@ class BackgroundWorks:
         path = shutil.which(binary)
         if path is None:
             raise CommandRefused(f"{binary} is not installed")
+        if self._closed:
+            raise CommandRefused("the session is closing")
         try:
             proc = subprocess.Popen([path] + argv[1:], stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -86,7 +89,13 @@ class BackgroundWorks:
         groups.record(proc.pid)
         work = Work(new_id("wrk"), binary, path, command, task_id, proc)
         with self._lock:
-            self._works.append(work)
+            closed = self._closed
+            if not closed:
+                self._works.append(work)
+        if closed:
+            # NOTE: kill_all() ran while it started: it would outlive the session.
+            _kill(work)
+            raise CommandRefused("the session is closing")
         return work
 
     def running(self, task_id: str | None = None) -> list[Work]:
@@ -103,14 +112,20 @@ class BackgroundWorks:
         return [w for w in alive if task_id is None or w.task_id == task_id]
 
     def kill_all(self) -> None:
-        """End every work's process group: the session is ending."""
+        """End every work's process group: the session is ending (no work starts after)."""
+        with self._lock:
+            self._closed = True
         for work in self.running():
-            try:
-                os.killpg(work.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                work.proc.wait(timeout=5)
-                groups.forget(work.proc.pid)
-            except subprocess.TimeoutExpired:
-                logger.warning("background command %s did not end", work.id)
+            _kill(work)
+
+
+def _kill(work: Work) -> None:
+    try:
+        os.killpg(work.proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        work.proc.wait(timeout=5)
+        groups.forget(work.proc.pid)
+    except subprocess.TimeoutExpired:
+        logger.warning("background command %s did not end", work.id)
