@@ -1,10 +1,11 @@
 """The client's connection, where the server exposes its socket (gunicorn's).
 
 ``peer_gone(environ)`` tells whether the client closed its end, without
-blocking and without reading a byte: a stream asks it at each heartbeat and a
-held request every second. ``shut(sock)`` ends a connection so that its
-blocked read sees the end of input and gunicorn closes it quietly: the
-worker's deadlines and the stopping worker's idle connections use it.
+blocking and without reading a byte: a stream asks it at each heartbeat and the
+hub's held SendMessage every second (the door's held request waits for its
+task). ``shut(sock)`` ends a connection so that its blocked read sees the end
+of input and gunicorn closes it quietly: the worker's deadlines and the
+stopping worker's idle connections use it.
 """
 from __future__ import annotations
 
