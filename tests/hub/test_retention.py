@@ -300,3 +300,22 @@ def test_a_replicas_sweep_forgets_the_tasks_of_a_tenant_that_stopped_writing(red
         assert not redis_server.client().keys(f"*{task['id']}*")
     finally:
         close_hub(hub)
+
+
+@pytest.mark.one_store                # the memory store's retention, forced between two steps
+def test_a_repeated_message_whose_task_is_forgotten_as_it_is_read_starts_again(hub, rpc,
+                                                                                monkeypatch):
+    first = rpc.send("hello", message_id="again")
+    store, found = hub.store, hub.store.get
+
+    def forgotten_first(tenant, agent, task_id):
+        if task_id == first["id"]:
+            with store.lock:                  # retention, between the claim and the read
+                store._forget_locked(task_id)
+        return found(tenant, agent, task_id)
+
+    monkeypatch.setattr(store, "get", forgotten_first)
+    second = rpc.send("hello", message_id="again")
+    assert second["id"] != first["id"] and second["status"]["state"] == "TASK_STATE_COMPLETED"
+    monkeypatch.undo()
+    assert rpc.send("hello", message_id="again")["id"] == second["id"]

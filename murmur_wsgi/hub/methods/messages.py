@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 HISTORY_TURNS = 50             # earlier tasks of a context a run is handed (ctx.history)
 CLOSING = "the hub is shutting down; send the message again later"
 NOT_STARTED = "the task could not be started; send the message again"
+STILL_STARTING = "a message with this messageId is still being started; ask again in a moment"
 PEER_CHECK_SECS = 1.0          # a held SendMessage looks at its client this often
 
 
@@ -94,20 +95,26 @@ def accept(hub, call, live: bool):
                    stored_message(msg.message, task_id, context_id))
     first = task.task_event()
     snapshot = task.to_json(msg.history_length)
-    if hub.closing:
-        found = store.claim_message(call.tenant, call.agent, msg.message_id)
-        admitted = Admitted(found=found, reason=None if found else CLOSING)
+    # NOTE: twice at most: the task a claim names may be forgotten (retention) before it
+    # is read, and the messageId is free again then.
+    for _ in range(2):
+        if hub.closing:
+            found = store.claim_message(call.tenant, call.agent, msg.message_id)
+            admitted = Admitted(found=found, reason=None if found else CLOSING)
+        else:
+            admitted = hub.admission.open(store, task, text, first)
+        if admitted.found == PENDING:
+            raise InvalidRequestError(STILL_STARTING)
+        if admitted.found is None:
+            break
+        existing = store.get(call.tenant, call.agent, admitted.found)
+        if existing is not None:
+            if push is not None:
+                save_message_config(hub, call, push, existing.id, from_start=False)
+            return msg, Accepted(existing, snapshot=store.render(existing, msg.history_length),
+                                 existing=True)
     else:
-        admitted = hub.admission.open(store, task, text, first)
-    if admitted.found == PENDING:
-        raise InvalidRequestError("a message with this messageId is still being started; "
-                                  "ask again in a moment")
-    if admitted.found is not None:
-        task = store.get(call.tenant, call.agent, admitted.found)
-        if push is not None:
-            save_message_config(hub, call, push, task.id, from_start=False)
-        return msg, Accepted(task, snapshot=store.render(task, msg.history_length),
-                             existing=True)
+        raise InvalidRequestError(STILL_STARTING)
     if admitted.reason is not None:
         task.set_state(REJECTED, admitted.reason)
         try:
