@@ -32,7 +32,16 @@ _PRETTY = json.JSONEncoder(indent=2, ensure_ascii=False)
 
 
 class OverBudget(Exception):
-    """A rendering passed the bytes it was allowed."""
+    """A rendering passed the bytes it was allowed (``index``: the part that passed them,
+    when ``parts_text`` rendered it)."""
+
+    def __init__(self, index: int | None = None):
+        super().__init__(index)
+        self.index = index
+
+
+def _utf8_bytes(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def pretty_json(value, budget: int | None = None) -> str:
@@ -46,7 +55,7 @@ def pretty_json(value, budget: int | None = None) -> str:
         return _PRETTY.encode(value)
     chunks, used = [], 0
     for chunk in _PRETTY.iterencode(value):
-        used += len(chunk) if chunk.isascii() else len(chunk.encode("utf-8", "surrogatepass"))
+        used += _utf8_bytes(chunk)
         if used > budget:
             raise OverBudget()
         chunks.append(chunk)
@@ -62,3 +71,23 @@ def data_block(value, media_type: str | None, filename: str | None,
     if filename:
         label += f" filename={label_value(filename)}"
     return fence(label, pretty_json(value, budget))
+
+
+def parts_text(parts, budget: int | None = None) -> str:
+    """What an agent reads of a message's parts (``("text", text)`` and ``("data", value,
+    media type, filename)``; others are left out): each text as it is, each data part in
+    its fence, joined by newlines. The data parts' text makes at most ``budget`` UTF-8
+    bytes (None: unbounded), else ``OverBudget`` naming the part that passed it."""
+    pieces = []
+    for i, part in enumerate(parts):
+        if part[0] == "text":
+            pieces.append(part[1])
+        elif part[0] == "data":
+            try:
+                block = data_block(part[1], part[2], part[3], budget)
+            except OverBudget:
+                raise OverBudget(i) from None
+            if budget is not None:
+                budget -= _utf8_bytes(block)
+            pieces.append(block)
+    return "\n".join(pieces)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import contextlib
 import threading
 import time
 
@@ -75,17 +76,26 @@ def store(redis_server):
     made.client.close()
 
 
-@pytest.fixture
-def feed(store):
-    made = EventFeed(store.client, CHANNEL, block_secs=0.5)
+@contextlib.contextmanager
+def running_feed(client, block_secs: float):
+    """An ``EventFeed`` on ``client``, subscribed; closed as the store closes it."""
+    made = EventFeed(client, CHANNEL, block_secs=block_secs)
     made.start()
     wait_until(lambda: made.subscribed)
-    yield made
-    # NOTE: as the store closes it (redis_client.py): the pool's disconnect ends the
-    # listener's wait for a message at once, not within block_secs.
-    made.close()
-    store.client.connection_pool.disconnect()
-    made.close(wait=5)
+    try:
+        yield made
+    finally:
+        # NOTE: as the store closes it (redis_client.py): the pool's disconnect ends the
+        # listener's wait for a message at once, not within block_secs.
+        made.close()
+        client.connection_pool.disconnect()
+        made.close(wait=5)
+
+
+@pytest.fixture
+def feed(store):
+    with running_feed(store.client, 0.5) as made:
+        yield made
     assert not made._thread.is_alive()
 
 

@@ -8,7 +8,7 @@ import pytest
 from murmur_wsgi.hub.store.redis_client import connect
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from tests.hub.conftest import wait_until
-from tests.hub.test_redis_feed import CHANNEL, WRITE, Reader, Store, _key
+from tests.hub.test_redis_feed import CHANNEL, WRITE, Reader, Store, _key, running_feed
 
 pytestmark = pytest.mark.one_store
 
@@ -27,13 +27,8 @@ def real(redis_server):
 
 @pytest.fixture
 def real_feed(real):
-    made = EventFeed(real.client, CHANNEL, block_secs=0.3)
-    made.start()
-    wait_until(lambda: made.subscribed)
-    yield made
-    made.close()
-    real.client.connection_pool.disconnect()
-    made.close(wait=5)
+    with running_feed(real.client, 0.3) as made:
+        yield made
 
 
 def test_an_event_published_while_the_subscription_was_dropped_still_reaches_the_stream(
@@ -102,7 +97,7 @@ def test_an_idle_stream_keeps_its_task_watched_through_a_gap_between_its_reads(
     from murmur_wsgi.hub.store import redis_events
     from murmur_wsgi.hub.store.redis_keys import task_key
     from tests.hub.agents import gate
-    from tests.hub.conftest import FAST, HubClient, close_hub, hub_config, sse_events
+    from tests.hub.conftest import FAST, HubClient, close_hub, hub_config
 
     monkeypatch.setattr(redis_events, "WATCH_MS", 1000)
     monkeypatch.setattr(redis_events, "REWATCH_SECS", 0.2)

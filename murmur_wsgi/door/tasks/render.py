@@ -11,7 +11,7 @@ from murmur_wsgi.agents.fence import neutralise_markers, wrap_untrusted
 from murmur_wsgi.agents.fence import strip_untrusted_fence  # noqa: F401
 # data_block, fence, label_value, pretty_json: the fenced blocks, shared with the hub.
 from murmur_wsgi.agents.blocks import (OverBudget, data_block, fence,  # noqa: F401
-                                       label_value, pretty_json)
+                                       label_value, parts_text, pretty_json)
 from murmur_wsgi.errors import InvalidParamsError
 from murmur_wsgi.door.tasks.record import COMPLETED, WORDS
 
@@ -175,25 +175,13 @@ def start_text(message: IncomingMessage, references: list[tuple[str, RefView | N
                untrusted: bool, origin: str | None, reference_bytes: int = REFERENCE_BYTES,
                data_bytes: int | None = None) -> tuple[str, tuple]:
     """``agent_text``, and the ``echo_marks`` of its references block (() without one)."""
-    pieces = []
-    left = data_bytes
-    for i, part in enumerate(message.parts):
-        kind = part[0]
-        if kind == "text":
-            pieces.append(part[1])
-        elif kind == "data":
-            try:
-                block = data_block(part[1], part[2], part[3], left)
-            except OverBudget:
-                raise InvalidParamsError(
-                    f"Invalid params: message.parts[{i}] is data that, pretty-printed for the "
-                    f"agent, makes the message's data parts more than limits.data_text_bytes "
-                    f"({data_bytes}) bytes") from None
-            if left is not None:
-                left -= len(block.encode("utf-8", "surrogatepass")) if not block.isascii() \
-                    else len(block)
-            pieces.append(block)
-    text = "\n".join(pieces)
+    try:
+        text = parts_text(message.parts, data_bytes)
+    except OverBudget as over:
+        raise InvalidParamsError(
+            f"Invalid params: message.parts[{over.index}] is data that, pretty-printed for the "
+            f"agent, makes the message's data parts more than limits.data_text_bytes "
+            f"({data_bytes}) bytes") from None
     echoes = ()
     if references:
         block = references_block(references, reference_bytes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import time
 
-from murmur_wsgi.agents.blocks import OverBudget, data_block
+from murmur_wsgi.agents.blocks import OverBudget, parts_text
 from murmur_wsgi.agents.inline import runs_inline
 from murmur_wsgi.errors import InvalidParamsError, InvalidRequestError
 from murmur_wsgi.hub.admission import Admitted
@@ -32,25 +32,17 @@ PEER_CHECK_SECS = 1.0          # a held SendMessage looks at its client this oft
 DATA_TEXT_BYTES = 16 * 1024 ** 2  # the door's limits.data_text_bytes default
 
 
-def agent_text(parts: list, budget: int = DATA_TEXT_BYTES) -> str:
+def agent_text(parts: list) -> str:
     """What the agent reads: the text parts, and each data part in its fence, by newlines.
 
-    The data parts, pretty-printed, make at most ``budget`` bytes (else -32602): indented,
-    deep data grows up to ~60 times its body."""
-    pieces = []
-    for part in parts:
-        if part[0] == "text":
-            pieces.append(part[1])
-            continue
-        try:
-            block = data_block(*part[1:], budget=budget)
-        except OverBudget:
-            raise InvalidParamsError(
-                f"Invalid params: the message's data parts, pretty-printed for the agent, "
-                f"are more than {DATA_TEXT_BYTES} bytes") from None
-        budget -= len(block) if block.isascii() else len(block.encode("utf-8", "surrogatepass"))
-        pieces.append(block)
-    return "\n".join(pieces)
+    The data parts, pretty-printed, make at most ``DATA_TEXT_BYTES`` (else -32602):
+    indented, deep data grows up to ~60 times its body."""
+    try:
+        return parts_text(parts, DATA_TEXT_BYTES)
+    except OverBudget:
+        raise InvalidParamsError(
+            f"Invalid params: the message's data parts, pretty-printed for the agent, "
+            f"are more than {DATA_TEXT_BYTES} bytes") from None
 
 
 def _text_of(message: dict) -> str:
