@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 
 from murmur_wsgi.agents.base import TaskContext
-from murmur_wsgi.agents.endings import TaskFailed
+from murmur_wsgi.agents.endings import AgentValueError, TaskFailed, check_doubles
 from murmur_wsgi.agents.port import AgentPort
 
 logger = logging.getLogger(__name__)
@@ -25,6 +25,9 @@ logger = logging.getLogger(__name__)
 ORIGIN = "a2a"
 NO_INPUT = "this agent asked for input, and a task on the hub never waits for input"
 NO_DELEGATIONS = "delegations are not available to an agent on the hub"
+# The most tokens one usage report may count: every JSON reader reads it exactly (2**53 - 1),
+# and a run's price stays within the pricing's decimal arithmetic.
+MAX_TOKENS = 2 ** 53 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +71,12 @@ class RunPort(AgentPort):
         # NOTE: thinking, tool calls and tool artifacts are not forwarded (the text).
 
     def artifact(self, artifact: dict, append: bool, last: bool) -> None:
+        check_doubles(artifact["parts"], f"artifact '{artifact['artifactId']}'")
         self.run.publish_artifact(artifact, append, last)
 
     def usage(self, report: tuple) -> None:
+        if max(report[:3]) > MAX_TOKENS:
+            raise AgentValueError(f"usage: a count above {MAX_TOKENS} tokens")
         self.run.add_usage(report)
 
     def record_event(self, event_type: str, fields: dict) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from murmur_wsgi.agents.endings import Ending
+from murmur_wsgi.agents.endings import NOT_JSON, AgentValueError, Ending, check_doubles
 from murmur_wsgi.hub.live import made_of
 from murmur_wsgi.hub.task import (CANCELED, COMPLETED, FAILED, answer_artifact,
                                   artifact_event_around, artifact_update, data_part)
@@ -56,6 +56,11 @@ def final_write(run, state: str, answer: str | None, data) -> tuple[list, list |
 
 def end_as(run, ending: Ending) -> None:
     """End the task as its agent's ending says; a cancel asked for makes it CANCELED."""
+    if ending.data is not None:
+        try:
+            check_doubles(ending.data, "the answer")
+        except AgentValueError as ex:
+            ending = Ending(FAILED, NOT_JSON, error=ex)
     state, message, error = ending.state, ending.message, ending.error
     if ending.stopped:
         # NOTE: SystemExit, a killed greenlet: the task still ends, so nothing waits on it.

@@ -34,6 +34,24 @@ def _finite_float(text: str) -> float:
 # what ``decode`` does (skip whitespace, scan one value, skip whitespace, nothing after),
 # without its two Python calls and two regex matches, about a third of a small body's parse.
 _scan = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float).scan_once
+
+
+_WIDEST_DOUBLE = len(str(int(1.7976931348623157e308)))      # 309 digits
+
+
+def _double_int(text: str) -> int:
+    if len(text) >= _WIDEST_DOUBLE and float(text) in (_INF, -_INF):
+        raise ValueError(f"{text[:16]}… ({len(text)} digits) overflows a double")
+    return int(text)
+
+
+# The same, with every integer a double must hold too: a reader that reads every number as
+# a double (protobuf's Struct, JavaScript) cannot read one that overflows it. PERF: used
+# only on a body with a run of digits that long, found by two C passes over its bytes.
+_scan_doubles = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float,
+                                 parse_int=_double_int).scan_once
+_DIGITS_AS_ZERO = bytes(48 if 48 <= byte <= 57 else 46 for byte in range(256))
+_DIGIT_RUN = b"0" * _WIDEST_DOUBLE
 _JSON_WHITESPACE = " \t\n\r"
 # A body this short makes too few containers for the cyclic GC to matter.
 _GC_PAUSE_BYTES = 8192
@@ -158,7 +176,8 @@ def _unescaped_backslashes(body: bytes) -> bytes:
     return body.replace(b"\\\\", b"#") if b"\\\\" in body else body
 
 
-def parse_json(body: bytes, max_depth: int = 64, max_values: int = 1_000_000):
+def parse_json(body: bytes, max_depth: int = 64, max_values: int = 1_000_000,
+               doubles: bool = False):
     """Step 6: decode the body as UTF-8 JSON, or -32700.
 
     Only JSON that can be written back is read: NaN and Infinity, a number
@@ -166,7 +185,9 @@ def parse_json(body: bytes, max_depth: int = 64, max_values: int = 1_000_000):
     surrogate (``"\\ud800"``, wherever it sits: a key, a value, an id) are
     refused. JSON of more than ``max_values`` values (``limits.max_json_values``)
     or nested deeper than ``max_depth`` (``limits.max_json_depth``) is refused
-    the same way, before it is parsed.
+    the same way, before it is parsed. With ``doubles``, an integer that
+    overflows a double (``2`` and 308 zeros) is refused too: every number must
+    be one a double holds, as readers that read numbers as doubles need.
     """
     # PERF: each bound needs bytes: a value at least one of its own, a level of nesting
     # two (its brackets). A body too short to pass a bound is not counted against it (a
@@ -183,25 +204,28 @@ def parse_json(body: bytes, max_depth: int = 64, max_values: int = 1_000_000):
     if 92 in body and lone_surrogate(body):        # 92: a backslash, which every escape has
         logger.info("refused a body escaping a lone surrogate")
         raise ParseError()
+    scan = _scan
+    if doubles and size >= _WIDEST_DOUBLE and _DIGIT_RUN in body.translate(_DIGITS_AS_ZERO):
+        scan = _scan_doubles
     if size < _GC_PAUSE_BYTES:
-        return _decode_text(body)
+        return _decode_text(body, scan)
     # PERF: the cyclic GC runs every 700 containers the parser makes, over all that
     # survive: on a body of many small arrays it took 6 times the parse itself. Nothing
     # the parser makes is a cycle; the next collection still sees it all.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _decode_text(body)
+        return _decode_text(body, scan)
     finally:
         if enabled:
             gc.enable()
 
 
-def _decode_text(body: bytes):
+def _decode_text(body: bytes, scan):
     """The one JSON value of the UTF-8 ``body`` (JSON whitespace around it), or -32700."""
     try:
         text = body.decode("utf-8").strip(_JSON_WHITESPACE)
-        value, end = _scan(text, 0)
+        value, end = scan(text, 0)
     except (UnicodeDecodeError, ValueError, RecursionError, StopIteration):
         raise ParseError() from None
     if end != len(text):

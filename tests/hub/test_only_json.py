@@ -1,6 +1,7 @@
 """Only JSON in, only JSON out: a value no JSON text can hold is refused before it is kept.
 
-Each bad value (a lone surrogate escaped, a number that overflows a double, NaN) goes
+Each bad value (a lone surrogate escaped, a number that overflows a double, an integer
+too, NaN) goes
 through every method of the hub, in every place a request carries one; each answer is
 -32700 with id null, nothing is stored, and the agent's GetTask and ListTasks still
 answer JSON, on the memory store and on Redis.
@@ -13,8 +14,8 @@ import pytest
 
 from tests.hub.conftest import HubClient, close_hub, wait_until
 from tests.hub.push_util import push_hub_on
-from tests.shared.bad_json import (FITTING, MESSAGE_PLACES, MSG, PARSE_ERROR, TEXT, bodies,
-                                   strict_json)
+from tests.shared.bad_json import (DOUBLE_WIDE, FITTING, MESSAGE_PLACES, MSG, NUMBERS,
+                                   PARSE_ERROR, TEXT, WIDE_INTEGERS, bodies, strict_json)
 
 PUSH = '"url":"https://hooks.test/h"'
 
@@ -58,30 +59,31 @@ def test_a_value_json_cannot_hold_is_refused_by_every_method(push_hub):
     before = rpc.result("ListTasks", {"includeArtifacts": True})
     assert before["totalSize"] == 1
     seen = set()
-    for method, body in bodies(PLACES, task_id):
+    for method, body in bodies(PLACES, task_id, NUMBERS + WIDE_INTEGERS):
         response = rpc.post(body.encode())
         assert response.status_code == 200, (method, body)
-        assert strict_json(response.data) == PARSE_ERROR, (method, body)
+        assert strict_json(response.data, doubles=True) == PARSE_ERROR, (method, body)
         seen.add(method)
     assert seen == {*PLACES, "method"}
     for method, params in (("GetTask", {"id": task_id}), ("ListTasks", {}),
                            ("ListTasks", {"includeArtifacts": True})):
         response = rpc.call(method, params)
         assert response.status_code == 200
-        assert "result" in strict_json(response.data), method
+        assert "result" in strict_json(response.data, doubles=True), method
     after = rpc.result("ListTasks", {"includeArtifacts": True})
     assert after == before                             # nothing was stored, nothing started
     assert rpc.result("ListTaskPushNotificationConfigs", {"taskId": task_id})["configs"] == []
 
 
-@pytest.mark.parametrize("value", FITTING)
+@pytest.mark.parametrize("value", FITTING + DOUBLE_WIDE)
 def test_values_that_fit_are_stored_and_read_back(push_hub, value):
     rpc = HubClient(push_hub)
     body = ('{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{%s,'
             '"parts":[{"data":{"x":%s}}]}}}' % (MSG, value))
-    task = strict_json(rpc.post(body.encode()).data)["result"]["task"]
+    task = strict_json(rpc.post(body.encode()).data, doubles=True)["result"]["task"]
     sent = json.loads(value)
     assert task["history"][0]["parts"][0]["data"] == {"x": sent}
-    got = strict_json(rpc.call("GetTask", {"id": task["id"]}).data)["result"]
+    got = strict_json(rpc.call("GetTask", {"id": task["id"]}).data, doubles=True)["result"]
     assert got["history"][0]["parts"][0]["data"] == {"x": sent}
-    assert strict_json(rpc.call("ListTasks", {}).data)["result"]["totalSize"] == 1
+    listed = strict_json(rpc.call("ListTasks", {}).data, doubles=True)["result"]
+    assert listed["totalSize"] == 1

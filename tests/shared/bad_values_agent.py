@@ -59,6 +59,26 @@ CALLS = {"artifact-data": _artifact_data, "artifact-text": _artifact_text,
 
 ENDINGS = sorted(RETURNS) + sorted(CALLS)
 
+# Integers no double holds: JSON, which the door keeps, but the hub's clients read every
+# number as a double, so on the hub they are not values the agent can hand over.
+WIDE = 10 ** 400
+
+
+def _wide_artifact(ctx):
+    ctx.artifacts.add("table", DataPart({"rows": [1, -WIDE]}))
+
+
+def _wide_usage(ctx):
+    ctx.usage(input_tokens=WIDE)
+
+
+WIDE_RETURNS = {"return-wide-integer": lambda: {"n": [WIDE]},
+                "return-wide-completed": lambda: Completed({"n": WIDE})}
+WIDE_CALLS = {"artifact-wide-integer": _wide_artifact, "usage-wide-integer": _wide_usage}
+RETURNS.update(WIDE_RETURNS)
+CALLS.update(WIDE_CALLS)
+WIDE_ENDINGS = sorted(WIDE_RETURNS) + sorted(WIDE_CALLS)
+
 
 def bad(ctx):
     """Hand over the bad value its text names; never catch what the call raises."""

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from murmur_wsgi.errors import ParseError
 from murmur_wsgi.serving.envelope import lone_surrogate, parse_json
 from murmur_wsgi.wire.encode import compact_ascii, compact_utf8
+from tests.shared.bad_json import DOUBLE_WIDE, WIDE_INTEGERS
 
 # Text with surrogates (lone or next to each other), backslashes and quotes around them.
 PIECES = st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff", "\U0001f600", "\\", '"',
@@ -64,6 +65,21 @@ def test_a_number_no_double_holds_is_not_json(number):
                                     "1" + "0" * 400])
 def test_a_number_that_fits_is_read(number):
     assert parse_json(('{"x":%s}' % number).encode())["x"] == json.loads(number)
+
+
+@pytest.mark.parametrize("number", WIDE_INTEGERS)
+@pytest.mark.parametrize("size", [0, 9000])          # a small body, and one past the GC pause
+def test_with_doubles_an_integer_no_double_holds_is_not_json(number, size):
+    body = ('{"pad":"%s","s":"%s","x":[%s]}' % ("p" * size, "9" * 400, number)).encode()
+    assert parse_json(body)["x"] == [int(number)]
+    with pytest.raises(ParseError):
+        parse_json(body, doubles=True)
+
+
+@pytest.mark.parametrize("value", DOUBLE_WIDE + ["1" + "0" * 300, "1e308"])
+def test_with_doubles_the_numbers_a_double_holds_are_read(value):
+    body = ('{"s":"%s","x":%s}' % ("9" * 400, value)).encode()
+    assert parse_json(body, doubles=True) == {"s": "9" * 400, "x": json.loads(value)}
 
 
 @pytest.mark.parametrize("encode", [compact_ascii, compact_utf8])
