@@ -20,6 +20,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from murmur_wsgi.wire.doubles import digit_run, wide_integer
 from murmur_wsgi.wire.task import CANCELED, COMPLETED, FAILED, REJECTED
 
 logger = logging.getLogger(__name__)
@@ -97,30 +98,16 @@ def json_text(value, what: str) -> str:
         raise AgentValueError(f"{what}: not a JSON value: {ex}") from None
 
 
-# PERF: an integer this wide or wider is converted to be sure; narrower ones fit a double.
-_SURELY_FITS = 2 ** 1000
-
-
 def check_doubles(value, what: str) -> None:
     """Raise ``AgentValueError`` when a JSON ``value`` holds an integer no double holds.
 
     For an application whose readers read every number as a double (the hub's
     clients: protobuf's Struct, JavaScript), such an integer is not a value they
-    can read back. Walks ``value`` (already JSON) without recursion.
+    can read back (wire/doubles.py). PERF: the value's JSON text is looked at
+    first, in C; only one holding a long run of digits is walked.
     """
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind is dict:
-            stack.extend(item.values())
-        elif kind is list:
-            stack.extend(item)
-        elif kind is int and not -_SURELY_FITS < item < _SURELY_FITS:
-            try:
-                float(item)
-            except OverflowError:
-                raise AgentValueError(f"{what}: an integer overflows a double") from None
+    if digit_run(_strict_dumps(value).encode("utf-8", "surrogatepass")) and wide_integer(value):
+        raise AgentValueError(f"{what}: an integer overflows a double")
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,8 +25,9 @@ logger = logging.getLogger(__name__)
 ORIGIN = "a2a"
 NO_INPUT = "this agent asked for input, and a task on the hub never waits for input"
 NO_DELEGATIONS = "delegations are not available to an agent on the hub"
-# The most tokens one usage report may count: every JSON reader reads it exactly (2**53 - 1),
-# and a run's price stays within the pricing's decimal arithmetic.
+# The most tokens a run's usage may count, each count over its reports: every JSON reader
+# reads it exactly (2**53 - 1), and the run's price stays within the pricing's decimal
+# arithmetic.
 MAX_TOKENS = 2 ** 53 - 1
 
 
@@ -63,6 +64,8 @@ class RunPort(AgentPort):
         return self.run.wait_stop(seconds)
 
     def progress(self, text: str) -> None:
+        if not isinstance(text, str):
+            raise AgentValueError(f"progress: the text is a str, not {type(text).__name__}")
         self.run.progress(text)
 
     def frame(self, name: str, text: str, fields: dict) -> None:
@@ -71,13 +74,11 @@ class RunPort(AgentPort):
         # NOTE: thinking, tool calls and tool artifacts are not forwarded (the text).
 
     def artifact(self, artifact: dict, append: bool, last: bool) -> None:
-        check_doubles(artifact["parts"], f"artifact '{artifact['artifactId']}'")
+        check_doubles(artifact, f"artifact '{artifact['artifactId']}'")
         self.run.publish_artifact(artifact, append, last)
 
     def usage(self, report: tuple) -> None:
-        if max(report[:3]) > MAX_TOKENS:
-            raise AgentValueError(f"usage: a count above {MAX_TOKENS} tokens")
-        self.run.add_usage(report)
+        self.run.add_usage(report, MAX_TOKENS)
 
     def record_event(self, event_type: str, fields: dict) -> str:
         logger.info("task %s: %s", self.run.task_id, event_type)

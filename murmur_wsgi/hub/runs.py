@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 
-from murmur_wsgi.agents.endings import Ending, TaskCanceled, run_agent
+from murmur_wsgi.agents.endings import AgentValueError, Ending, TaskCanceled, run_agent
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.context import HubContext
 from murmur_wsgi.hub.live import MERGE_TOKENS, LiveBacklog
@@ -108,8 +108,13 @@ class Run:
                 return
         waker()
 
-    def add_usage(self, report: tuple) -> None:
+    def add_usage(self, report: tuple, most: int) -> None:
+        """Add one checked usage report; AgentValueError if a count would pass ``most``."""
         with self.changed:
+            totals = self.usage.totals
+            if max(totals.input_tokens + report[0], totals.output_tokens + report[1],
+                   totals.cached_tokens + report[2]) > most:
+                raise AgentValueError(f"usage: more than {most} tokens in one count")
             self.usage.add(*report)
 
     def publish_artifact(self, artifact: dict, append: bool, last: bool) -> None:

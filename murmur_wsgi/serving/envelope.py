@@ -8,6 +8,7 @@ import re
 from itertools import accumulate
 
 from murmur_wsgi.errors import InvalidRequestError, ParseError
+from murmur_wsgi.wire.doubles import digit_run, double_int
 
 logger = logging.getLogger(__name__)
 
@@ -36,22 +37,10 @@ def _finite_float(text: str) -> float:
 _scan = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float).scan_once
 
 
-_WIDEST_DOUBLE = len(str(int(1.7976931348623157e308)))      # 309 digits
-
-
-def _double_int(text: str) -> int:
-    if len(text) >= _WIDEST_DOUBLE and float(text) in (_INF, -_INF):
-        raise ValueError(f"{text[:16]}… ({len(text)} digits) overflows a double")
-    return int(text)
-
-
-# The same, with every integer a double must hold too: a reader that reads every number as
-# a double (protobuf's Struct, JavaScript) cannot read one that overflows it. PERF: used
-# only on a body with a run of digits that long, found by two C passes over its bytes.
+# The same, with every integer a double must hold too (wire/doubles.py). PERF: used only
+# on a body with a run of digits that long.
 _scan_doubles = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float,
-                                 parse_int=_double_int).scan_once
-_DIGITS_AS_ZERO = bytes(48 if 48 <= byte <= 57 else 46 for byte in range(256))
-_DIGIT_RUN = b"0" * _WIDEST_DOUBLE
+                                 parse_int=double_int).scan_once
 _JSON_WHITESPACE = " \t\n\r"
 # A body this short makes too few containers for the cyclic GC to matter.
 _GC_PAUSE_BYTES = 8192
@@ -205,7 +194,7 @@ def parse_json(body: bytes, max_depth: int = 64, max_values: int = 1_000_000,
         logger.info("refused a body escaping a lone surrogate")
         raise ParseError()
     scan = _scan
-    if doubles and size >= _WIDEST_DOUBLE and _DIGIT_RUN in body.translate(_DIGITS_AS_ZERO):
+    if doubles and digit_run(body):
         scan = _scan_doubles
     if size < _GC_PAUSE_BYTES:
         return _decode_text(body, scan)

@@ -149,3 +149,13 @@ def mixed(ctx):
             if ctx.wait(0.02):
                 raise TaskCanceled(ctx.task_id)
     return ctx.text
+
+
+def mutates(ctx):
+    """Change its input in place: the data values, the message's and its parts' metadata."""
+    ctx.data[0]["n"] = float("nan")
+    ctx.message.metadata["k"] = 10 ** 400
+    for part in ctx.message.parts:
+        if part.metadata is not None:
+            part.metadata.clear()
+    return "changed"

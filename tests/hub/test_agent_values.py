@@ -17,7 +17,7 @@ from tests.shared.json_util import strict_json
 def hub(store):
     config = hub_config(store=store)
     config["tenants"]["acme"]["agents"].update(
-        bad=agent("tests.shared.bad_values_agent:bad"))
+        bad=agent("tests.shared.bad_values_agent:bad"), mutates=agent("tests.hub.agents:mutates"))
     h = create_hub(config)
     yield h
     close_hub(h)
@@ -28,7 +28,7 @@ def _status_text(task: dict) -> str | None:
     return message["parts"][0]["text"] if message else None
 
 
-@pytest.mark.parametrize("ending", bad_values_agent.ENDINGS + bad_values_agent.WIDE_ENDINGS)
+@pytest.mark.parametrize("ending", bad_values_agent.ENDINGS + bad_values_agent.HUB_ENDINGS)
 @pytest.mark.timed
 def test_a_bad_value_ends_the_task_failed_at_once(hub, ending, caplog):
     rpc = HubClient(hub, "bad")
@@ -60,3 +60,17 @@ def test_a_bad_token_ends_a_stream_failed_at_once(hub):
     assert final["state"] == "TASK_STATE_FAILED"
     assert final["message"]["parts"][0]["text"] == NOT_JSON
 
+
+
+def test_an_agent_changing_its_input_changes_nothing_stored(hub):
+    rpc = HubClient(hub, "mutates")
+    message = {"messageId": "m-own", "role": "ROLE_USER", "metadata": {"k": "v"},
+               "parts": [{"text": "hi", "metadata": {"p": 1}}, {"data": {"n": 1}}]}
+    task = rpc.result("SendMessage", {"message": message})["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    stored = dict(message, taskId=task["id"], contextId=task["contextId"])
+    for got in (task, rpc.result("GetTask", {"id": task["id"]}),
+                *rpc.result("ListTasks", {})["tasks"]):
+        assert got["history"][0] == stored
+    body = strict_json(rpc.call("ListTasks", {}).get_data(), doubles=True)
+    assert body["result"]["totalSize"] == 1

@@ -59,8 +59,9 @@ CALLS = {"artifact-data": _artifact_data, "artifact-text": _artifact_text,
 
 ENDINGS = sorted(RETURNS) + sorted(CALLS)
 
-# Integers no double holds: JSON, which the door keeps, but the hub's clients read every
-# number as a double, so on the hub they are not values the agent can hand over.
+# Values the door keeps but the hub refuses: its clients read every number as a double, so
+# an integer no double holds is not a value they can read back; nor is a progress that is
+# not a text, or a usage count past 2**53 - 1.
 WIDE = 10 ** 400
 
 
@@ -68,16 +69,38 @@ def _wide_artifact(ctx):
     ctx.artifacts.add("table", DataPart({"rows": [1, -WIDE]}))
 
 
+def _wide_artifact_metadata(ctx):
+    ctx.artifacts.add("table", "rows", metadata={"n": WIDE})
+
+
+def _wide_stream_metadata(ctx):
+    with ctx.artifacts.stream("numbers", metadata={"n": [WIDE]}) as out:
+        out.write("one")
+
+
 def _wide_usage(ctx):
     ctx.usage(input_tokens=WIDE)
 
 
-WIDE_RETURNS = {"return-wide-integer": lambda: {"n": [WIDE]},
-                "return-wide-completed": lambda: Completed({"n": WIDE})}
-WIDE_CALLS = {"artifact-wide-integer": _wide_artifact, "usage-wide-integer": _wide_usage}
-RETURNS.update(WIDE_RETURNS)
-CALLS.update(WIDE_CALLS)
-WIDE_ENDINGS = sorted(WIDE_RETURNS) + sorted(WIDE_CALLS)
+def _usage_sum(ctx):
+    ctx.usage(output_tokens=2 ** 53 - 1)
+    ctx.usage(output_tokens=2)
+
+
+def _progress_number(ctx):
+    ctx.progress(WIDE)
+
+
+HUB_RETURNS = {"return-wide-integer": lambda: {"n": [WIDE]},
+               "return-wide-completed": lambda: Completed({"n": WIDE})}
+HUB_CALLS = {"artifact-wide-integer": _wide_artifact,
+             "artifact-wide-metadata": _wide_artifact_metadata,
+             "stream-wide-metadata": _wide_stream_metadata,
+             "usage-wide-integer": _wide_usage, "usage-sum": _usage_sum,
+             "progress-number": _progress_number}
+RETURNS.update(HUB_RETURNS)
+CALLS.update(HUB_CALLS)
+HUB_ENDINGS = sorted(HUB_RETURNS) + sorted(HUB_CALLS)
 
 
 def bad(ctx):

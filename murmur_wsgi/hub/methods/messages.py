@@ -1,6 +1,7 @@
 """SendMessage and SendStreamingMessage: idempotency, admission, the run, its answer."""
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -16,6 +17,7 @@ from murmur_wsgi.hub.store import PENDING, StoreError
 from murmur_wsgi.hub.task import COMPLETED, FAILED, REJECTED, HubTask
 from murmur_wsgi.ids import random_uuid
 from murmur_wsgi.serving.connection import peer_gone
+from murmur_wsgi.wire.encode import compact_utf8
 from murmur_wsgi.wire.message_hub import read_hub_message, stored_message
 from murmur_wsgi.wire.raw import RawJSON
 from murmur_wsgi.wire.stream import task_event
@@ -30,6 +32,17 @@ PEER_CHECK_SECS = 1.0          # a held SendMessage looks at its client this oft
 
 
 DATA_TEXT_BYTES = 16 * 1024 ** 2  # the door's limits.data_text_bytes default
+
+
+def agents_copy(message: dict, data: list) -> tuple[dict, list]:
+    """The message and its data values as the agent gets them: a copy of its own when they
+    hold objects (a data value, metadata), so that nothing the agent does to them changes
+    the task's stored message (the memory store keeps these very objects)."""
+    if not data and "metadata" not in message and all(
+            "metadata" not in part for part in message["parts"]):
+        return message, data
+    own = json.loads(compact_utf8(message))
+    return own, [part["data"] for part in own["parts"] if part.get("data") is not None]
 
 
 def agent_text(parts: list) -> str:
@@ -128,8 +141,9 @@ def accept(hub, call, live: bool):
         raise
     run.keep_answer = not live and not msg.return_immediately
     hub.runs.add(run)
-    ctx = HubContext(run, text, msg.data, task.history[0],
-                     Caller(call.tenant, call.subject, call.agent), history)
+    message, data = agents_copy(task.history[0], msg.data)
+    ctx = HubContext(run, text, data, message, Caller(call.tenant, call.subject, call.agent),
+                     history)
     # A blocking SendMessage only waits for the end: an agent whose run does not wait
     # runs here (``agents/inline.py``).
     run.start(ctx, admitted.started, inline=run.keep_answer and runs_inline(run.agent, text))
