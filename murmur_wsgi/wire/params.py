@@ -212,14 +212,12 @@ class HubListTasksParams:
 
 
 class _TokenText(fields.Field):
-    """The hub's pageToken: a string when it is anything; a falsy value names no page."""
+    """The hub's pageToken: a string; "" (like null) names no page."""
 
     def _deserialize(self, value, attr, data, **kwargs):
-        if not value:
-            return None
         if not isinstance(value, str):
             raise self.make_error("invalid")
-        return value
+        return value or None
 
 
 class HubListTasksSchema(ListTasksSchema):

@@ -47,6 +47,20 @@ def test_list_params_refused(rpc, params):
     assert rpc.error("ListTasks", params)["code"] == -32602
 
 
+@pytest.mark.parametrize("token", [0, False, [], {}, 5, True, ["t1"], {"t": 1}])
+def test_list_page_token_of_another_type_is_refused(rpc, token):
+    rpc.send("x")
+    error = rpc.error("ListTasks", {"pageToken": token})
+    assert error["code"] == -32602
+    assert error["message"] == "Invalid params: pageToken must be a string"
+
+
+@pytest.mark.parametrize("token", ["", None])
+def test_list_page_token_empty_or_null_is_the_first_page(rpc, token):
+    sent = rpc.send("x")["id"]
+    assert _ids(rpc.result("ListTasks", {"pageToken": token})) == [sent]
+
+
 def test_list_page_size_bounds(rpc):
     rpc.send("x")
     assert rpc.result("ListTasks", {"pageSize": 1})["pageSize"] == 1
