@@ -1,10 +1,11 @@
-"""Races and bounds in the door, each interleaving forced: the files plane's generation as a task is evicted, a background command started as the session closes, a harness that ends while its task asks, a stream whose task was evicted before it was built.
+"""Races and bounds in the door, each interleaving forced: the files plane's generation as a task is evicted, a background command started as the session closes, a harness that ends while its task asks, a stream whose task was evicted before it was built, the open-streams gauge as the after_task watcher starts and ends.
 
 Interleavings are forced with ``sys.settrace`` (a thread pauses at a named source line,
 holding whatever it holds there) and ``threading.Event``; nothing sleeps to wait.
 """
 from __future__ import annotations
 
+import dis
 import inspect
 import os
 import signal
@@ -24,12 +25,14 @@ from tests.tasks_util import DEADLINE, NOW, send_params, wait_state
 # --- a thread paused at a source line --------------------------------------------------
 
 def line_of(func, text: str) -> tuple:
-    """(code object, line number) of the first line of ``func`` containing ``text``."""
-    lines, first = inspect.getsourcelines(func)
+    """(code object, line number) of the first line of ``func`` (or a code object)
+    containing ``text``."""
+    code = getattr(func, "__code__", func)
+    lines, first = inspect.getsourcelines(code)
     for offset, line in enumerate(lines):
         if text in line:
-            return func.__code__, first + offset
-    raise AssertionError(f"{text!r} not in {func.__qualname__}")
+            return code, first + offset
+    raise AssertionError(f"{text!r} not in {code.co_qualname}")
 
 
 class Pauses:
@@ -222,3 +225,53 @@ def test_a_task_stream_ends_even_when_its_task_was_evicted_before_the_stream_was
         assert "TASK_STATE_COMPLETED" in text and ":heartbeat" not in text, text
     finally:
         door.close()
+
+
+# --- 5. the open-streams gauge counts the after_task watcher while it starts and ends ---
+
+def line_after(func, text: str) -> tuple:
+    """(code object, line number) of the first line run after the one ``line_of`` finds."""
+    code, line = line_of(func, text)
+    return code, min(n for _, n in dis.findlinestarts(code) if n is not None and n > line)
+
+
+def nested_code(func, name: str):
+    """The code object of the function ``name`` defined inside ``func``."""
+    (code,) = [c for c in func.__code__.co_consts if inspect.iscode(c) and c.co_name == name]
+    return code
+
+
+def test_the_open_streams_gauge_never_counts_the_after_task_watcher():
+    """``murmur_open_streams`` is the ring's readers less one while ``_watching``: the
+    watcher opens its reader before it sets the flag and clears the flag before it closes
+    its reader, so with no stream open the gauge reads 1 at each of those two moments."""
+    from murmur_wsgi.door.session import core
+
+    door = make_door()
+    session = door.session
+    ended = threading.Event()
+    pauses = Pauses(line_after(core.Session.when_first_task_ends, "self.ring.reader("),
+                    line_of(nested_code(core.Session.when_first_task_ends, "watch"),
+                            "reader.close()"))
+    threading.settrace(pauses.tracer)       # the watcher's own thread is traced too
+    try:
+        thread = pauses.run(session.when_first_task_ends, ended.set)
+        seen = []
+        assert pauses.reached[0].wait(DEADLINE)        # its reader is open, not yet flagged
+        seen.append(session.open_streams())
+        pauses.go[0].set()
+        thread.join(DEADLINE)
+        assert Rpc(door).result("SendMessage", send_params("one"))["task"]["status"][
+            "state"] == "TASK_STATE_COMPLETED"
+        assert pauses.reached[1].wait(DEADLINE)        # the watcher ends: its reader closes
+        seen.append(session.open_streams())
+        pauses.go[1].set()
+        assert ended.wait(DEADLINE)
+        seen.append(session.open_streams())
+        assert seen == [0, 0, 0], f"the gauge read {seen} with no stream open"
+    finally:
+        threading.settrace(None)
+        for go in pauses.go:
+            go.set()
+        door.close()
+

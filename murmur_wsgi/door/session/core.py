@@ -36,11 +36,10 @@ class Session:
         self.works = BackgroundWorks(manifest.capabilities["shell"]["allow"])
         self.delegations = Delegations(self)
         self.manager = TaskManager(self, agent, self.ring, self.works)
-        self._watching = False      # the after_task watcher holds a ring reader (not a stream)
 
     def open_streams(self) -> int:
         """Streams open on the event log right now (the door's own watcher not counted)."""
-        return max(0, self.ring.subscribers - (1 if self._watching else 0))
+        return self.ring.streams
 
     def when_first_task_ends(self, callback) -> None:
         """Call ``callback()`` once, on its own thread, after the first task ends.
@@ -49,8 +48,7 @@ class Session:
         the first terminal status (a rejected task never ran, so has none);
         it ends without calling back when the session closes first.
         """
-        reader = self.ring.reader(frames=False)
-        self._watching = True
+        reader = self.ring.reader(frames=False, stream=False)
 
         def watch():
             ended = False
@@ -64,7 +62,6 @@ class Session:
                     if closed and not ended:
                         return
             finally:
-                self._watching = False
                 reader.close()
             callback()
 

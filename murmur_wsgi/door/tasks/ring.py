@@ -75,6 +75,7 @@ class EventRing:
         self._last_id = 0                                      # guarded by _lock
         self._closed = False                                   # guarded by _lock
         self.subscribers = 0                                   # guarded by _lock
+        self.streams = 0            # guarded by _lock: the subscribers that are streams
         self.published = 0
         self.dropped = 0
 
@@ -113,8 +114,11 @@ class EventRing:
 
     def reader(self, *, task_id: str | None = None, frames: bool = True,
                replay_from: int | None = None, replay: bool = False,
-               replay_frames_only: bool = False) -> Reader:
+               replay_frames_only: bool = False, stream: bool = True) -> Reader:
         """Open a cursor: live from now, or replaying after ``replay_from`` (0: all held).
+
+        ``stream``: the cursor is a client's stream, counted in ``streams`` from the
+        moment it opens to the moment it is released (the door's own watcher is not).
 
         ``replay_frames_only`` replays murmur frames (and a gap) but no A2A event:
         for a task's stream, whose opening snapshot already says everything its
@@ -122,7 +126,8 @@ class EventRing:
         """
         with self._lock:
             self.subscribers += 1
-            reader = Reader(self, task_id, frames, self._last_id)
+            self.streams += stream
+            reader = Reader(self, task_id, frames, self._last_id, stream)
             if replay:
                 pending = self._replay_locked(reader, replay_from or 0)
                 if replay_frames_only:
@@ -154,17 +159,20 @@ class EventRing:
             if reader._open:
                 reader._open = False
                 self.subscribers -= 1
+                self.streams -= reader.stream
 
 
 class Reader:
     """One connection's cursor into the ring; ``close()`` it when the stream ends."""
 
-    __slots__ = ("_ring", "task_id", "frames", "cursor", "_pending", "_open")
+    __slots__ = ("_ring", "task_id", "frames", "cursor", "_pending", "_open", "stream")
 
-    def __init__(self, ring: EventRing, task_id: str | None, frames: bool, cursor: int):
+    def __init__(self, ring: EventRing, task_id: str | None, frames: bool, cursor: int,
+                 stream: bool = True):
         self._ring = ring
         self.task_id = task_id
         self.frames = frames
+        self.stream = stream            # counted in the ring's ``streams``
         self.cursor = cursor            # the last event id this reader has passed
         self._pending: list = []
         self._open = True               # guarded by the ring's _lock once shared
