@@ -1,4 +1,4 @@
-"""Races and bounds in the door, each interleaving forced: the files plane's generation as a task is evicted, a background command started as the session closes, a harness that ends while its task asks, a stream whose task was evicted before it was built, the open-streams gauge as the after_task watcher starts and ends.
+"""Races and bounds in the door, each interleaving forced: the files plane's generation as a task is evicted, a background command started as the session closes, a harness that ends while its task asks, a stream whose task was evicted before it was built, the open-streams gauge as the after_task watcher starts and ends, the delegations of an ended task.
 
 Interleavings are forced with ``sys.settrace`` (a thread pauses at a named source line,
 holding whatever it holds there) and ``threading.Event``; nothing sleeps to wait.
@@ -275,3 +275,39 @@ def test_the_open_streams_gauge_never_counts_the_after_task_watcher():
             go.set()
         door.close()
 
+
+# --- 6. delegations nobody waits for are dropped only by a later task's delegate() ------
+
+def test_a_tasks_delegations_are_dropped_when_it_ends():
+    """``Delegations`` prunes the ended tasks' entries in ``expect()`` only: each
+    delegation of a task that ended (and each completion that arrived after its wait gave
+    up) stays, with its task's record, until some task delegates again."""
+    from tests.door.test_completions import completion_headers
+
+    opened, go = threading.Event(), threading.Event()
+    count = 20
+    ids = []
+
+    def agent(ctx):
+        for _ in range(count):
+            ids.append(ctx.delegate())
+            assert ctx.wait_completion(ids[-1], timeout=0) is None     # the wait gives up
+        opened.set()
+        assert go.wait(DEADLINE)
+        return "done"
+
+    door = create_app({"name": "parent", "version": "0.1.0"}, agent=agent)
+    rpc = Rpc(door)
+    delegations = door.session.delegations
+    try:
+        task = rpc.result("SendMessage", send_params("go", NOW))["task"]
+        assert opened.wait(DEADLINE)
+        for delegation_id in ids:                   # late: accepted, never read
+            rpc.result("SendMessage", send_params("late"), completion_headers(door, delegation_id))
+        go.set()
+        wait_state(door, task["id"], "TASK_STATE_COMPLETED")
+        held = (len(delegations._waiting), len(delegations._arrived))
+        assert held == (0, 0), f"(waiting, arrived) after the task ended: {held}"
+    finally:
+        go.set()
+        door.close()

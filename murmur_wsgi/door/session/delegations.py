@@ -7,6 +7,11 @@ Concurrency:
     Guarded by the store's lock. A waiting agent waits on its task's
     ``runtime.cond`` (on that lock), which a completion, a cancel, a change
     of the task and the session's close all notify.
+
+Memory:
+    Only live tasks' delegations are held: a delegation and its completion
+    not yet taken stay while their task lives (a wait that timed out may be
+    waited on again), and the task's end drops them all (``drop_locked``).
 """
 from __future__ import annotations
 
@@ -35,12 +40,12 @@ class Delegations:
             runtime = record.runtime
             if runtime is None or runtime.cancelled:
                 raise TaskCanceled(record.id)
-            self._prune_locked()
             self._waiting[delegation_id] = record
         return delegation_id
 
-    def _prune_locked(self) -> None:
-        for delegation_id in [d for d, rec in self._waiting.items() if rec.terminal]:
+    def drop_locked(self, record) -> None:
+        """The task ended: forget its delegations and their completions (lock held)."""
+        for delegation_id in [d for d, rec in self._waiting.items() if rec is record]:
             del self._waiting[delegation_id]
             self._arrived.pop(delegation_id, None)
 

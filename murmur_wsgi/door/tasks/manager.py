@@ -339,6 +339,7 @@ class TaskManager:
         runtime, record.runtime = record.runtime, None
         if runtime is not None:
             runtime.cond.notify_all()
+            self.session.delegations.drop_locked(record)
         for artifact in record.door_artifacts():
             self.publish_locked(record, frames.artifact_later(record, artifact))
         self.publish_locked(record, frames.recorded_status_later(record), terminal=True)
