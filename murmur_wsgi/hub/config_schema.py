@@ -93,6 +93,13 @@ class LimitsSchema(Block):
     run_timeout_secs = _positive(load_default=300.0)
     max_subscriptions = StrictInt(load_default=20, validate=validate.Range(min=1))
     max_body_bytes = Size(load_default=1024 ** 2)
+    # The body's JSON and the message's parts, bounded before the work each bounds (as the
+    # door's limits of the same names). NOTE: a SendMessage's parts sit at depth 5 and the
+    # smallest holds 11 values.
+    max_json_depth = StrictInt(load_default=64, validate=validate.Range(min=5))
+    max_json_values = StrictInt(load_default=1_000_000, validate=validate.Range(min=11))
+    max_parts = StrictInt(load_default=1_000, validate=validate.Range(min=1))
+    data_text_bytes = Size(load_default=16 * 1024 ** 2)
     # A connection's read deadlines (the worker's, per connection: no tenant override).
     header_timeout_secs = _positive(load_default=10.0)    # accept (or first byte) to headers' end
     body_timeout_secs = _positive(load_default=30.0)      # headers' end to the body's end
@@ -107,6 +114,10 @@ class TenantLimitsSchema(Block):
     run_timeout_secs = _positive()
     max_subscriptions = StrictInt(validate=validate.Range(min=1))
     max_body_bytes = Size()
+    max_json_depth = StrictInt(validate=validate.Range(min=5))
+    max_json_values = StrictInt(validate=validate.Range(min=11))
+    max_parts = StrictInt(validate=validate.Range(min=1))
+    data_text_bytes = Size()
     max_id_bytes = StrictInt(validate=validate.Range(min=MIN_ID_BYTES))
 
 

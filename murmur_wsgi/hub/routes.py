@@ -80,7 +80,8 @@ def handle(hub, environ, start_response):
             return _json(start_response, 200, hub.cards[(seen.tenant, seen.agent)])  # step 4
         limits = hub.limits(seen.tenant)
         raw = read_body(environ, limits["max_body_bytes"])                    # step 4
-        payload = parse_json(raw, doubles=True)                               # step 5
+        payload = parse_json(raw, limits["max_json_depth"], limits["max_json_values"],
+                             doubles=True)                                    # step 5
         seen.id, method, raw_params = check_envelope(payload)                 # step 6
         call = Call(seen.id, method, seen.tenant, subject, seen.agent, environ)
         if hub.metrics is not None:

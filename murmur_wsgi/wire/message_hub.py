@@ -85,12 +85,16 @@ _HEAD = HubMessageHeadSchema()
 _CONFIGURATION = HubConfigurationSchema()
 
 
-class _Reading:
-    __slots__ = ("params", "msg", "message_id", "parts", "context_id", "read", "data",
-                 "config")
+MAX_PARTS = 1_000               # limits.max_parts' default
 
-    def __init__(self, params: dict):
+
+class _Reading:
+    __slots__ = ("params", "max_parts", "msg", "message_id", "parts", "context_id", "read",
+                 "data", "config")
+
+    def __init__(self, params: dict, max_parts: int):
         self.params = params
+        self.max_parts = max_parts
 
 
 def _message(r: _Reading) -> None:
@@ -100,6 +104,9 @@ def _message(r: _Reading) -> None:
 def _head(r: _Reading) -> None:
     head = load(_HEAD, r.msg)
     r.message_id, r.parts = head["message_id"], head["parts"]
+    if len(r.parts) > r.max_parts:                      # before any part is looked at
+        raise invalid(f"message.parts holds {len(r.parts)} parts, more than "
+                      f"limits.max_parts ({r.max_parts})")
 
 
 def _parts(r: _Reading) -> None:
@@ -181,7 +188,7 @@ def _configuration(r: _Reading) -> None:
 # The hub's checks of a message (the second system's request limits), in order.
 HUB_STEPS = (
     ("params.message is an object", _message),
-    ("messageId, role, parts", _head),
+    ("messageId, role, parts (limits.max_parts)", _head),
     ("each part, in order: one kind, its strings, raw as base64", _parts),
     ("taskId: a string, and none given (-32004)", _task_id),
     ("contextId: a string of at most MAX_CONTEXT_ID_BYTES", _context_id),
@@ -191,7 +198,7 @@ HUB_STEPS = (
 )
 
 
-def _fast_read(params: dict) -> HubMessage | None:
+def _fast_read(params: dict, max_parts: int = MAX_PARTS) -> HubMessage | None:
     """The common message read in one pass, or None for ``read_hub_steps`` to read.
 
     PERF: the steps' loads cost ~20 µs a message, the hub's SendMessage ~200 µs.
@@ -202,7 +209,7 @@ def _fast_read(params: dict) -> HubMessage | None:
     if head is None:
         return None
     msg, message_id, parts = head
-    if msg.get("taskId"):
+    if msg.get("taskId") or len(parts) > max_parts:
         return None
     read, data = [], []
     for part in parts:
@@ -240,15 +247,15 @@ def _fast_read(params: dict) -> HubMessage | None:
 _FAST_CONTEXT_CHARS = MAX_CONTEXT_ID_BYTES // 4      # so short its UTF-8 bytes cannot exceed it
 
 
-def read_hub_message(params: dict) -> HubMessage:
+def read_hub_message(params: dict, max_parts: int = MAX_PARTS) -> HubMessage:
     """Read the hub's SendMessage/SendStreamingMessage params, or raise the first refusal."""
-    message = _fast_read(params)
-    return message if message is not None else read_hub_steps(params)
+    message = _fast_read(params, max_parts)
+    return message if message is not None else read_hub_steps(params, max_parts)
 
 
-def read_hub_steps(params: dict) -> HubMessage:
+def read_hub_steps(params: dict, max_parts: int = MAX_PARTS) -> HubMessage:
     """Run ``HUB_STEPS`` in order on SendMessage's params; the first refusal is raised."""
-    r = _Reading(params)
+    r = _Reading(params, max_parts)
     for _name, step in HUB_STEPS:
         step(r)
     config = r.config

@@ -21,7 +21,9 @@ def test_defaults():
     assert config.limits == {"concurrency": 4, "rate_per_minute": 120, "run_timeout_secs": 300,
                              "max_subscriptions": 20, "max_body_bytes": 1024 ** 2,
                              "header_timeout_secs": 10, "body_timeout_secs": 30,
-                             "max_id_bytes": 256}
+                             "max_id_bytes": 256, "max_json_values": 1_000_000,
+                             "max_json_depth": 64, "max_parts": 1_000,
+                             "data_text_bytes": 16 * 1024 ** 2}
     assert config.events == {"retention_secs": 86400, "merge_secs": 0.25}
     assert config.stream == {"keepalive_secs": 15, "write_timeout_secs": 10,
                              "live_backlog_bytes": 8 * 1024 ** 2}

@@ -86,7 +86,7 @@ def test_hub_message_read():
 
 def test_hub_steps_are_named_in_order():
     assert [name.split(":")[0] for name, _ in HUB_STEPS][:3] == [
-        "params.message is an object", "messageId, role, parts",
+        "params.message is an object", "messageId, role, parts (limits.max_parts)",
         "each part, in order"]
 
 

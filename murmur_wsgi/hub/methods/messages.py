@@ -31,9 +31,6 @@ STILL_STARTING = "a message with this messageId is still being started; ask agai
 PEER_CHECK_SECS = 1.0          # a held SendMessage looks at its client this often
 
 
-DATA_TEXT_BYTES = 16 * 1024 ** 2  # the door's limits.data_text_bytes default
-
-
 def agents_copy(message: dict, data: list) -> tuple[dict, list]:
     """The message and its data values as the agent gets them: a copy of its own when they
     hold objects (a data value, metadata), so that nothing the agent does to them changes
@@ -45,17 +42,17 @@ def agents_copy(message: dict, data: list) -> tuple[dict, list]:
     return own, [part["data"] for part in own["parts"] if part.get("data") is not None]
 
 
-def agent_text(parts: list) -> str:
+def agent_text(parts: list, budget: int) -> str:
     """What the agent reads: the text parts, and each data part in its fence, by newlines.
 
-    The data parts, pretty-printed, make at most ``DATA_TEXT_BYTES`` (else -32602):
-    indented, deep data grows up to ~60 times its body."""
+    The data parts, pretty-printed, make at most ``budget`` bytes (``limits.data_text_bytes``,
+    else -32602): indented, deep data grows up to ~60 times its body."""
     try:
-        return parts_text(parts, DATA_TEXT_BYTES)
+        return parts_text(parts, budget)
     except OverBudget:
         raise InvalidParamsError(
             f"Invalid params: the message's data parts, pretty-printed for the agent, "
-            f"are more than {DATA_TEXT_BYTES} bytes") from None
+            f"are more than limits.data_text_bytes ({budget}) bytes") from None
 
 
 def _text_of(message: dict) -> str:
@@ -88,8 +85,9 @@ class Accepted:
 
 def accept(hub, call, live: bool):
     """Read the message, apply idempotency and admission; start the run when admitted."""
-    msg = read_hub_message(call.params)                   # the request limits, first
-    text = agent_text(msg.parts)
+    limits = hub.limits(call.tenant)
+    msg = read_hub_message(call.params, limits["max_parts"])   # the request limits, first
+    text = agent_text(msg.parts, limits["data_text_bytes"])
     push = message_config(hub, msg.push_config)
     store = hub.store
     task_id = random_uuid()
