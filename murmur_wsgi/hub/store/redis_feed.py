@@ -18,7 +18,9 @@ Correctness: a reader registers its task before its own read, so an event is
 either in that read or notified after it. While the listener is not subscribed
 (Redis away, or reconnecting) nothing is taken as covered: each reader reads
 for itself and waits at most ``block_secs`` between reads. Every (re)subscription
-starts a new epoch, and a buffer of an older epoch covers nothing.
+starts a new epoch, and a buffer of an older epoch covers nothing. A read sees every
+event announced before it began, so a notified position past what it found was never
+written (a message no script sent; anyone who can PUBLISH can): it costs one read.
 
 Concurrency:
     One lock guards every watched task; each task's readers wait on a condition
@@ -149,7 +151,7 @@ class EventFeed:
                 with self._changed:
                     if self._closed:
                         return [], False
-                    epoch = self._epoch
+                    epoch, heard = self._epoch, watched.notified
                     if watched.covers(after, epoch) and epoch % 2:
                         stale = watched.notified > watched.last
                         if stale and not watched.reading:
@@ -193,6 +195,10 @@ class EventFeed:
                             watched.epoch, watched.last, watched.entries = epoch, -1, []
                             watched.size = 0
                         watched.merge(start, entries)
+                        if watched.notified == heard > watched.last:
+                            # NOTE: this read saw every event announced before it began:
+                            # one past its end was never written (a message no script sent).
+                            watched.notified = watched.last
                         watched.cond.notify_all()
                     elif flight:
                         watched.cond.notify_all()
