@@ -311,7 +311,16 @@ class EventFeed:
                 swept = heard = self._clock()
                 pinged = None
                 while not self._closed:
-                    message = pubsub.get_message(timeout=self._block)
+                    try:
+                        message = pubsub.get_message(timeout=self._block)
+                    except UnicodeDecodeError:
+                        # NOTE: a message that is not UTF-8 (no hub sends one): redis-py
+                        # drops the connection on a reply it cannot decode, and what came
+                        # after it; its next read connects and subscribes again (a new
+                        # epoch) at once. No failure of Redis: no RECONNECT_SECS pause.
+                        logger.warning("redis store: a message on the event channels is "
+                                       "not UTF-8; dropped")
+                        continue
                     now = self._clock()
                     if message is not None:
                         heard, pinged = now, None
