@@ -126,6 +126,7 @@ class TasksSchema(Block):
 
     retention_secs = _positive(load_default=7 * 86_400.0)
     max_per_tenant = StrictInt(load_default=100_000, validate=validate.Range(min=1))
+    max_bytes_per_tenant = Size(load_default=1024 ** 3)
 
 
 class TenantTasksSchema(Block):
@@ -133,6 +134,7 @@ class TenantTasksSchema(Block):
 
     retention_secs = _positive()
     max_per_tenant = StrictInt(validate=validate.Range(min=1))
+    max_bytes_per_tenant = Size()
 
 
 class EventsSchema(Block):

@@ -262,13 +262,17 @@ def test_a_flood_past_the_cap_stops_growing_redis(redis_server):
 
 def test_hub_yaml_sets_retention_per_tenant():
     config = load_config(hub_config(tasks={"retention_secs": 3600},
-                                    tenants={"acme": {"tasks": {"max_per_tenant": 5}},
+                                    tenants={"acme": {"tasks": {"max_per_tenant": 5,
+                                                                "max_bytes_per_tenant": "64Ki"}},
                                              "globex": {}}))
     retention = Retention.from_config(config)
-    assert retention.of("acme") == (3600.0, 5)
-    assert retention.of("globex") == (3600.0, 100_000)
+    assert retention.of("acme") == (3600.0, 5, 64 * 1024)
+    assert retention.of("globex") == (3600.0, 100_000, 1024 ** 3)
     assert load_config(hub_config()).tasks == {"retention_secs": 604_800.0,
-                                               "max_per_tenant": 100_000}
+                                               "max_per_tenant": 100_000,
+                                               "max_bytes_per_tenant": 1024 ** 3}
+    top = load_config(hub_config(tasks={"max_bytes_per_tenant": "2Mi"}))
+    assert Retention.from_config(top).of("globex")[2] == 2 * 1024 ** 2
 
 
 @pytest.mark.parametrize("data, line", [
@@ -277,6 +281,9 @@ def test_hub_yaml_sets_retention_per_tenant():
     ({"tasks": {"keep": 1}}, "tasks.keep: is not a key this hub reads"),
     ({"tenants": {"a": {"tasks": {"max_per_tenant": "many"}}}},
      "tenants.a.tasks.max_per_tenant"),
+    ({"tasks": {"max_bytes_per_tenant": 0}}, "tasks.max_bytes_per_tenant"),
+    ({"tenants": {"a": {"tasks": {"max_bytes_per_tenant": "lots"}}}},
+     "tenants.a.tasks.max_bytes_per_tenant"),
 ])
 def test_bad_retention_values_name_the_key(data, line):
     with pytest.raises(ConfigError) as info:

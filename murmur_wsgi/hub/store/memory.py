@@ -11,10 +11,11 @@ Concurrency:
 Retention: a finished task is forgotten (record, indexes, claim, events,
 cancel mark, and push configs through ``on_forget``) ``tasks.retention_secs``
 after its end, or once its tenant has more than ``tasks.max_per_tenant``
-finished, the oldest first; every end checks its tenant, and, once every
-``RETAIN_EVERY_SECS``, every tenant. A task refused at its creation keeps its
-message once, in its wire form (its first event is rendered from it when
-read).
+finished, or their bytes (``retention.task_bytes``: its wire form and event payloads, as
+they are at its end) pass ``tasks.max_bytes_per_tenant``, the oldest first; every end
+checks its tenant, and, once every ``RETAIN_EVERY_SECS``, every tenant. A task
+refused at its creation keeps its message once, in its wire form (its first event is
+rendered from it when read).
 
 MEMORY: a finished task is kept in values Python's garbage collector does not track
 (``HubTask.record``: a tuple of strings and numbers, its wire form among them; its event
@@ -33,7 +34,7 @@ import time
 from murmur_wsgi.hub.store.base import PENDING, StoredEvent, TaskStore
 from murmur_wsgi.hub.store.memory_index import TaskIndexes, filtered_page
 from murmur_wsgi.hub.store.pages import decode_token
-from murmur_wsgi.hub.store.retention import TRIM_BATCH, Retention
+from murmur_wsgi.hub.store.retention import TRIM_BATCH, Retention, task_bytes
 from murmur_wsgi.hub.task import REJECTED, SUBMITTED, TERMINAL, WORKING, HubTask, as_task
 from murmur_wsgi.wire.stream import task_event
 
@@ -67,7 +68,9 @@ class MemoryTaskStore(TaskStore):
         self._tasks: dict[str, HubTask | tuple] = {}      # guarded by lock
         self._indexes = TaskIndexes()
         self._seqs: dict[tuple, int] = {}                 # (tenant, agent) -> the last seq
-        self._finished: dict[str, collections.OrderedDict] = {}   # tenant -> {id: ended at}
+        # tenant -> {id: (ended at, its bytes)}, and the sum of those bytes
+        self._finished: dict[str, collections.OrderedDict] = {}
+        self._finished_bytes: dict[str, int] = {}
         self._claims: dict[tuple, str] = {}     # (tenant, agent, msg) -> task id | PENDING
         # task id -> [StoredEvent], or a finished task's payloads (a tuple, ``_stored``)
         self._events: dict[str, list | tuple] = {}
@@ -230,32 +233,40 @@ class MemoryTaskStore(TaskStore):
         self._forget_hooks.append(hook)
 
     def _finish_locked(self, task) -> None:
-        now = self.clock()
-        finished = self._finished.get(task.tenant)
+        now, tenant = self.clock(), task.tenant
+        finished = self._finished.get(tenant)
         if finished is None:
-            finished = self._finished[task.tenant] = collections.OrderedDict()
-        finished[task.id] = now
-        secs, cap = self._keep.of(task.tenant)
-        if len(finished) > cap or next(iter(finished.values())) + secs <= now:
-            self._retain_locked(task.tenant, now)
+            finished = self._finished[tenant] = collections.OrderedDict()
+        size = task_bytes(HubTask.record_json(self._tasks[task.id], tenant, task.agent),
+                          self._events.get(task.id, ()))
+        finished[task.id] = (now, size)
+        kept = self._finished_bytes[tenant] = self._finished_bytes.get(tenant, 0) + size
+        secs, cap, max_bytes = self._keep.of(tenant)
+        if len(finished) > cap or kept > max_bytes or \
+                next(iter(finished.values()))[0] + secs <= now:
+            self._retain_locked(tenant, now)
         if now - self._retained_at >= RETAIN_EVERY_SECS:
             self._retained_at = now
             for tenant in list(self._finished):
                 self._retain_locked(tenant, now)
 
     def _retain_locked(self, tenant: str, now: float) -> None:
-        secs, cap = self._keep.of(tenant)
-        finished = self._finished[tenant]
+        """Forget the tenant's oldest finished tasks past its cap, its bytes or their time
+        (past the bytes, at most ``TRIM_BATCH`` at once: the rest at the next end)."""
+        secs, cap, max_bytes = self._keep.of(tenant)
+        finished, kept = self._finished[tenant], self._finished_bytes[tenant]
         for _ in range(max(len(finished) - cap, 0) + TRIM_BATCH):
             if not finished:
                 break
-            task_id, ended = next(iter(finished.items()))
-            if len(finished) <= cap and ended + secs > now:
+            task_id, (ended, size) = next(iter(finished.items()))
+            if len(finished) <= cap and kept <= max_bytes and ended + secs > now:
                 break
             del finished[task_id]
+            kept -= size
             self._forget_locked(task_id)
+        self._finished_bytes[tenant] = kept
         if not finished:
-            del self._finished[tenant]
+            del self._finished[tenant], self._finished_bytes[tenant]
 
     def _forget_locked(self, task_id: str) -> None:
         task = self._tasks.pop(task_id, None)

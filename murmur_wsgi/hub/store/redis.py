@@ -49,8 +49,8 @@ from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_events import TaskEvents
 from murmur_wsgi.hub.store.redis_index import RedisIndex
-from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, done_key, events_key,
-                                              index_key, member, msg_key, running_key,
+from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, events_key, index_key,
+                                              member, msg_key, retained_keys, running_key,
                                               runs_key, seq_key, state_key, task_key,
                                               updated_key)
 from murmur_wsgi.hub.store.redis_accept import Accepting
@@ -66,7 +66,7 @@ logger = logging.getLogger(__name__)
 CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task was created
 MAX_ID_BYTES = 256               # a task id longer than this names no task
 RECENT = 4096                    # the tasks ended here whose tenant is kept (id-only calls)
-END_PAYLOADS = 17                # the END script's first payload, in ARGV (1-based)
+END_PAYLOADS = 18                # the END script's first payload, in ARGV (1-based)
 DURABLE = ("OPEN", "CREATE", "START", "APPEND", "END", "MARK")   # acknowledged: redis.wait_replicas
 # What a read of one record asks for (one HMGET, its owner first): a finished task's
 # wire form, else what rebuilds it (``_record``).
@@ -140,9 +140,9 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         return [task for task in map(self._record, records) if task is not None]
 
     def _kept(self, tenant: str) -> tuple:
-        """The retention script's arguments for ``tenant``: retention ms, cap, batch."""
-        secs, cap = self._keep.of(tenant)
-        return int(secs * 1000), cap, self._keep.batch_of(cap)
+        """The retention script's arguments for ``tenant``: retention ms, cap, batch, bytes."""
+        secs, cap, max_bytes = self._keep.of(tenant)
+        return int(secs * 1000), cap, self._keep.batch_of(cap), max_bytes
 
     def _names_of(self, task_id: str, tenant: str | None) -> tuple | None:
         """``(tenant, agent, context id)`` of a task: one this replica runs, or ``tenant``'s
@@ -237,7 +237,7 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
                 index_key(tenant, agent, context_id), seq_key(tenant, agent),
                 msg_key(tenant, agent, task.message_id), events_key(tenant, task.id),
                 state_key(tenant, agent, state), updated_key(tenant, agent),
-                both_key(tenant, agent, state, context_id), done_key(tenant)]
+                both_key(tenant, agent, state, context_id), *retained_keys(tenant)]
         # NOTE: a task refused at its creation keeps its message once, in its wire form: its
         # first event is stored as '' and read as {"task": wire} (``_filled``).
         args = [task.id, context_id, tenant, agent, task.message_id, state,
@@ -347,7 +347,7 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         done = self._scripts["END"](
             keys=[task_key(tenant, task_id), events_key(tenant, task_id),
                   *self._moves(tenant, agent, context_id, state), running_key(tenant),
-                  done_key(tenant)],
+                  *retained_keys(tenant)],
             args=[state, _text_json(text), ms, arts, self._retention_ms, self._max_events,
                   head, *self._kept(tenant), *numbered, answer or "", at, tail,
                   "1" if keep else "0", *payloads])

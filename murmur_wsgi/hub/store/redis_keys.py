@@ -103,6 +103,23 @@ def done_key(tenant: str) -> str:
     return tenant_prefix(tenant) + "done"
 
 
+def sizes_key(tenant: str) -> str:
+    """The bytes of each of the tenant's finished tasks (id -> bytes): retention's measure."""
+    return tenant_prefix(tenant) + "sizes"
+
+
+def bytes_key(tenant: str) -> str:
+    """The sum of the tenant's ``sizes``."""
+    return tenant_prefix(tenant) + "bytes"
+
+
+@lru_cache(maxsize=4096)
+def retained_keys(tenant: str) -> tuple:
+    """Retention's keys of the tenant, as its scripts take them: ``done``, ``sizes``,
+    ``bytes`` (PERF: named once a tenant, as every end sends them)."""
+    return done_key(tenant), sizes_key(tenant), bytes_key(tenant)
+
+
 def running_key(tenant: str) -> str:
     """The tenant's admission slots."""
     return tenant_prefix(tenant) + "running"

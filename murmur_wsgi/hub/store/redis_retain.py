@@ -1,16 +1,18 @@
 """Retention of finished tasks on Redis (``Forgetting``, mixed into ``redis.RedisTaskStore``).
 
 A task's end (END, or CREATE of a task refused at once) adds it to its tenant's
-``done`` and names the tenant's tasks to forget now (``redis_scripts``: past
-``tasks.max_per_tenant``, or ended more than ``tasks.retention_secs`` ago), when they
-make a whole batch (``Retention.batch_of``: a tenth of the cap, at most 100): a tenant at
-its cap forgets a batch at one end a batch, not its oldest at each (two more round trips
-at every message: about a third fewer blocking SendMessages a second,
-docs/performance.md); no script
-may name a key its caller did not declare, so forgetting is two steps: the tasks'
-names read (agent, context, messageId, state: one round trip to the tenant's slot), then
-one ``FORGET`` script given every key of each, which forgets a task only while it is
-still in ``done``. ``expire_finished`` does the same for every tenant's ``done``.
+``done`` (its bytes in ``sizes``, their sum in ``bytes``) and names the tenant's tasks to
+forget now (``redis_scripts``: past ``tasks.max_per_tenant``, ended more than
+``tasks.retention_secs`` ago, or past ``tasks.max_bytes_per_tenant``: down to a tenth
+below it), when they make a whole batch (``Retention.batch_of``: a tenth of the cap, at
+most 100) or are past the bytes: a tenant at its cap forgets a batch at one end a batch,
+not its oldest at each (two more round trips at every message: about a third fewer
+blocking SendMessages a second, docs/performance.md); no script may name a key its
+caller did not declare, so forgetting is two steps: the tasks' names read (agent,
+context, messageId, state: one round trip to the tenant's slot), then one ``FORGET``
+script given every key of each, which forgets a task (and takes its bytes from
+``sizes`` and ``bytes``) only while it is still in ``done``. ``expire_finished`` does
+the same for every tenant's ``done``.
 
 Concurrency: ``_forgetting`` (the tenants whose batch this process forgets now) is
 guarded by ``_forget_lock``, a plain Lock under no Condition.
@@ -24,8 +26,8 @@ from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_cluster import FAILURES
 from murmur_wsgi.hub.store.redis_keys import (TENANT_PREFIX, both_key, configs_key, done_key,
                                               events_key, index_key, mark_key, msg_key,
-                                              state_key, task_key, tenant_of_prefix,
-                                              updated_key)
+                                              retained_keys, state_key, task_key,
+                                              tenant_of_prefix, updated_key)
 
 
 logger = logging.getLogger(__name__)
@@ -71,7 +73,7 @@ class Forgetting:
         fields = self._command.several(*[("HMGET", task_key(tenant, task_id), "agent", "ctx",
                                            "msg", "state") for task_id in task_ids],
                                        asking=False)
-        keys = [done_key(tenant)]
+        keys = [*retained_keys(tenant)]
         for task_id, (agent, context_id, message_id, state) in zip(task_ids, fields):
             agent, context_id = agent or "", context_id or ""
             keys += [task_key(tenant, task_id), events_key(tenant, task_id),
@@ -89,9 +91,10 @@ class Forgetting:
             tenant = tenant_of_prefix(key)
             if tenant is None or key != done_key(tenant):
                 continue                  # a key of another kind whose name ends so
-            keep, cap, batch = self._kept(tenant)
+            keep, cap, batch, max_bytes = self._kept(tenant)
             while True:                   # NOTE: each call a batch, so Redis serves others
-                gone = self._scripts["DOOMED"](keys=[key], args=[cap, keep, batch])
+                gone = self._scripts["DOOMED"](keys=list(retained_keys(tenant)),
+                                               args=[cap, keep, batch, max_bytes])
                 if self._forget(tenant, gone) < batch:
                     break
 

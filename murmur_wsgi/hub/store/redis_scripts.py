@@ -80,79 +80,111 @@ end
 """
 
 # Retention (store/retention.py): ``done`` holds the tenant's finished tasks scored by their
-# end (Redis time, µs: scripts run one at a time, so each end has its own). ``doomed`` are
-# the oldest to forget while there are more than ``cap`` or the oldest ended more than
-# ``keep`` ms ago, at most ``batch``. ``finish`` adds one and returns the doomed only when
-# they are a whole batch, else none: a tenant at its cap forgets a batch every ``batch``
+# end (Redis time, µs: scripts run one at a time, so each end has its own), ``sizes`` the
+# bytes of each (its wire form and its events' payloads: the record's ``eb`` counts those
+# as they are written) and ``total`` their sum. ``doomed`` are the oldest to forget while
+# there are more than ``cap``, the oldest ended more than ``keep`` ms ago, or their bytes
+# are past ``max_bytes`` (then down to a tenth below it, but the newest goes only when it
+# alone is past it), at most ``batch``.
+# ``finish`` adds one and returns the doomed only when they are a whole batch or the
+# tenant is past its bytes, else none: a tenant at its cap forgets a batch every ``batch``
 # ends, not one at each (each forgetting is two round trips of its end's request), and
-# keeps fewer than ``batch`` (a tenth of its cap at most) more than its cap meanwhile;
-# the sweep (``DOOMED``) forgets the rest of those past their time. Forgetting one takes
-# every key of it, which no script may name unless its caller declares it: ``FORGET``
-# does it, given those keys (redis.py reads the records' names first).
+# keeps fewer than ``batch`` (a tenth of its cap at most) more than its cap meanwhile; one
+# at its bytes forgets down to a tenth below them, so it too pays once a tenth; the sweep
+# (``DOOMED``) forgets the rest of those past their time. Forgetting one takes every key
+# of it, which no script may name unless its caller declares it: ``FORGET`` does it, given
+# those keys (redis.py reads the records' names first).
 _RETAIN = """
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
-local function doomed(done, cap, keep, batch)
+local function doomed(done, sizes, total, cap, keep, batch, max_bytes)
   local cutoff = now_us() - keep * 1000
   local card = redis.call('ZCARD', done)
-  -- PERF: the common case (under the cap, the oldest still kept) reads one member
+  local bytes = tonumber(redis.call('GET', total)) or 0
+  -- PERF: the common case (under the caps, the oldest still kept) reads one member
   local first = redis.call('ZRANGE', done, 0, 0, 'WITHSCORES')
-  if #first == 0 or (card <= cap and tonumber(first[2]) > cutoff) then return {} end
+  if #first == 0 or (card <= cap and bytes <= max_bytes and tonumber(first[2]) > cutoff) then
+    return {}
+  end
+  local floor = max_bytes
+  if bytes > max_bytes then floor = max_bytes - math.floor(max_bytes / 10) end
   local oldest = redis.call('ZRANGE', done, 0, batch - 1, 'WITHSCORES')
+  local size = {}
+  if bytes > floor then
+    local ids = {}
+    for j = 1, #oldest, 2 do ids[#ids + 1] = oldest[j] end
+    size = redis.call('HMGET', sizes, unpack(ids))
+  end
   local out = {}
   for j = 1, #oldest, 2 do
-    if card - (j - 1) / 2 <= cap and tonumber(oldest[j + 1]) > cutoff then break end
+    local left = card - (j - 1) / 2          -- this one and the newer: the newest kept alone
+    local heavy = bytes > max_bytes or (bytes > floor and left > 1)   -- unless past the bytes
+    if left <= cap and not heavy and tonumber(oldest[j + 1]) > cutoff then break end
     out[#out + 1] = oldest[j]
+    bytes = bytes - (tonumber(size[(j + 1) / 2]) or 0)
   end
   return out
 end
 
-local function finish(done, id, cap, keep, batch)
-  redis.call('ZADD', done, now_us(), id)
-  if redis.call('ZCARD', done) < cap + batch then
+local function finish(done, sizes, total, id, size, cap, keep, batch, max_bytes)
+  local added = size
+  if redis.call('ZADD', done, now_us(), id) == 0 then      -- ended again: counted once
+    added = size - (tonumber(redis.call('HGET', sizes, id)) or 0)
+  end
+  redis.call('HSET', sizes, id, size)
+  local bytes = redis.call('INCRBY', total, added)
+  if bytes <= max_bytes and redis.call('ZCARD', done) < cap + batch then
     -- PERF: fewer than a batch past the cap: a batch only when its newest is past its time
     local last = redis.call('ZRANGE', done, batch - 1, batch - 1, 'WITHSCORES')
     if #last == 0 or tonumber(last[2]) > now_us() - keep * 1000 then return {} end
   end
-  return doomed(done, cap, keep, batch)
+  return doomed(done, sizes, total, cap, keep, batch, max_bytes)
 end
 """
 
-# KEYS: done   ARGV: cap, retention ms, batch
+# KEYS: done, sizes, bytes   ARGV: cap, retention ms, batch, max bytes
 # Returns the ids to forget (``FORGET``), the oldest first.
 DOOMED = _RETAIN + """
-return doomed(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
+return doomed(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]),
+              tonumber(ARGV[3]), tonumber(ARGV[4]))
 """
 
 FORGET_KEYS = 10         # per task: task ev push cancel idx ctx st cst upd msg
-# KEYS: done, then FORGET_KEYS per task (its record, events, push configs, cancel mark, its
-# sets idx ctx st cst upd, its msg claim)   ARGV: the task ids, in the same order
+# KEYS: done, sizes, bytes, then FORGET_KEYS per task (its record, events, push configs,
+# cancel mark, its sets idx ctx st cst upd, its msg claim)   ARGV: the task ids, in order
 # Forgets each task still in ``done`` (a finished task's names never change): every key of
-# it; its push configs' members of ``push:active`` (the hub's) are left to the dispatchers,
-# which drop a member whose config is gone. Returns how many it forgot.
+# it, and its bytes from ``sizes`` and their sum (only a task it forgets: the sum is
+# always the sizes'); its push configs' members of ``push:active`` (the hub's) are left to
+# the dispatchers, which drop a member whose config is gone. Returns how many it forgot.
 FORGET = """
 local n = 0
 for i = 1, #ARGV do
-  local id, b = ARGV[i], 1 + (i - 1) * 10
+  local id, b = ARGV[i], 3 + (i - 1) * 10
   if redis.call('ZREM', KEYS[1], id) == 1 then
     for k = b + 5, b + 9 do redis.call('ZREM', KEYS[k], id) end
     if redis.call('GET', KEYS[b + 10]) == id then redis.call('DEL', KEYS[b + 10]) end
     redis.call('DEL', KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4])
+    local size = tonumber(redis.call('HGET', KEYS[2], id))
+    if size then
+      redis.call('HDEL', KEYS[2], id)
+      redis.call('DECRBY', KEYS[3], size)
+    end
     n = n + 1
   end
 end
 return n
 """
 
-# KEYS: task, idx, ctx, seq, msg, ev, st (its state's), upd, cst, done
+# KEYS: task, idx, ctx, seq, msg, ev, st (its state's), upd, cst, done, sizes, bytes
 # ARGV: id, ctx, tenant, agent, msg, state, text, ms, created, hist, arts, owner,
 #       bind ("1"/"0"), payload, terminal ("1"/"0"), retention ms, wire ('' unless terminal),
-#       the tenant's task retention ms, its cap, trim batch
+#       the tenant's task retention ms, its cap, trim batch, max bytes
 # A finished task's record keeps its wire form (GetTask's answer, as it is) in 'wire',
-# which holds its history and artifacts: 'hist' and 'arts' are dropped. A task refused at
+# which holds its history and artifacts: 'hist' and 'arts' are dropped. The record's 'eb'
+# counts the bytes of the events written (every script that writes one adds its own). A task refused at
 # its creation keeps its message once: its first event's payload is '' (the store reads
 # it as ``{"task": wire}``). ``create`` announces nothing: its callers do. It returns the
 # task's seq and the tenant's tasks to forget now (``doomed``; none unless terminal).
@@ -162,7 +194,7 @@ local function create()
   redis.call('HSET', KEYS[1], 'id', ARGV[1], 'ctx', ARGV[2], 'tenant', ARGV[3],
              'agent', ARGV[4], 'msg', ARGV[5], 'state', ARGV[6], 'text', ARGV[7],
              'ms', ARGV[8], 'created', ARGV[9], 'seq', seq, 'hist', ARGV[10],
-             'arts', ARGV[11], 'owner', ARGV[12], 'nev', 1)
+             'arts', ARGV[11], 'owner', ARGV[12], 'nev', 1, 'eb', #ARGV[14])
   redis.call('ZADD', KEYS[2], seq, ARGV[1])
   redis.call('ZADD', KEYS[3], seq, ARGV[1])
   redis.call('ZADD', KEYS[7], seq, ARGV[1])
@@ -179,8 +211,9 @@ local function create()
     redis.call('HSET', KEYS[1], 'wire', ARGV[17])
     redis.call('HDEL', KEYS[1], 'hist', 'arts')
     redis.call('PEXPIRE', KEYS[6], ARGV[16])
-    gone = finish(KEYS[10], ARGV[1], tonumber(ARGV[19]), tonumber(ARGV[18]),
-                  tonumber(ARGV[20]))
+    gone = finish(KEYS[10], KEYS[11], KEYS[12], ARGV[1], #ARGV[17] + #ARGV[14],
+                  tonumber(ARGV[19]), tonumber(ARGV[18]), tonumber(ARGV[20]),
+                  tonumber(ARGV[21]))
   end
   return seq, gone
 end
@@ -207,21 +240,21 @@ return {seq, gone}
 # the claim is left free).
 OPEN = _NOTIFY + _CREATE + ADMIT_FN + """
 local found = redis.call('GET', KEYS[5])
-local claimed = found == 'pending' and ARGV[21] == '1'
+local claimed = found == 'pending' and ARGV[22] == '1'
 if found and not claimed then return {1, found} end
-local code = admit(KEYS[11], KEYS[12], ARGV[1], tonumber(ARGV[22]), tonumber(ARGV[23]),
-                   tonumber(ARGV[24]))
+local code = admit(KEYS[13], KEYS[14], ARGV[1], tonumber(ARGV[23]), tonumber(ARGV[24]),
+                   tonumber(ARGV[25]))
 if code ~= 0 then
   if claimed then redis.call('DEL', KEYS[5]) end
   return {2, code}
 end
-if #KEYS > 12 then
-  redis.call('ZADD', KEYS[13], ARGV[9], ARGV[27])
-  redis.call('SADD', KEYS[14], ARGV[12])
+if #KEYS > 14 then
+  redis.call('ZADD', KEYS[15], ARGV[9], ARGV[28])
+  redis.call('SADD', KEYS[16], ARGV[12])
 end
 local seq = create()
-redis.call('HSET', KEYS[1], 'nev', 2)
-redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[26], '2-1', 'p', ARGV[25], 't', '0')
+redis.call('HSET', KEYS[1], 'nev', 2, 'eb', #ARGV[14] + #ARGV[26])
+redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[27], '2-1', 'p', ARGV[26], 't', '0')
 notify(ARGV[1], 2)
 return {0, seq}
 """
@@ -234,6 +267,7 @@ redis.call('HSET', KEYS[1], 'state', '{WORKING}', 'ms', ARGV[1], 'text', 'null')
 local f = redis.call('HMGET', KEYS[1], 'id', 'seq')
 move(KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], f[1], f[2], ARGV[1])
 local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
+redis.call('HINCRBY', KEYS[1], 'eb', #ARGV[2])
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], n .. '-1', 'p', ARGV[2], 't', '0')
 notify(f[1], n)
 return 1
@@ -251,17 +285,18 @@ if k > 0 then
   redis.call('HSET', KEYS[1], 'wn', k)
 end
 local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
+redis.call('HINCRBY', KEYS[1], 'eb', #ARGV[1])
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], n .. '-1', 'p', ARGV[1], 't', '0')
 notify(id, n)
 return 1
 """
 
 END_KEYS = ("task", "ev", "st SUBMITTED", "st WORKING", "st new", "cst SUBMITTED",
-            "cst WORKING", "cst new", "upd", "running", "done")
+            "cst WORKING", "cst new", "upd", "running", "done", "sizes", "bytes")
 # KEYS: END_KEYS (st and cst: the task's sets in each state it may leave, and the new one's)
 # ARGV: state, text, ms, arts ('' keeps them; with an answer: the other artifacts' JSON,
 #       comma-separated), retention ms, maxlen, the wire form's head (the Task up to its
-#       status), the tenant's task retention ms, its cap, trim batch,
+#       status), the tenant's task retention ms, its cap, trim batch, max bytes,
 #       first, count (the first count payloads are the run's numbered events from first:
 #       those at or below 'wn' are not written again),
 #       answer (the last artifact's JSON, sent once; '' none),
@@ -272,7 +307,8 @@ END_KEYS = ("task", "ev", "st SUBMITTED", "st WORKING", "st new", "cst SUBMITTED
 # The wire form is the head, then the artifacts and the history unless empty (the keys
 # ``wire/task.task`` leaves out), as the record would be written: tests check the bytes.
 # The task frees its tenant's admission slot (redis_limits) and joins its tenant's
-# finished tasks (``done``, retention); its replica takes it out of its runs (the hub's
+# finished tasks (``done``, retention), with its bytes (its wire form's and its events': the
+# record's ``eb`` and those written here); its replica takes it out of its runs (the hub's
 # key) once this has answered. Returns 0 (the task had ended: nothing written), or
 # {the wire form (keep) or 1, the tenant's tasks to forget now}.
 END = _NOTIFY + _TERMINAL + _MOVE + _RETAIN + f"""
@@ -286,7 +322,7 @@ elseif s == '{WORKING}' then
 else
   return redis.error_reply('END: a task in state ' .. s)
 end
-local arts, answer = ARGV[4], ARGV[13]
+local arts, answer = ARGV[4], ARGV[14]
 if answer ~= '' then
   if arts ~= '' then arts = arts .. ',' end
   arts = '[' .. arts .. answer .. ']'
@@ -300,27 +336,30 @@ if hist and hist ~= '[]' then wire = wire .. ',"history":' .. hist end
 wire = wire .. '}}'
 redis.call('HSET', KEYS[1], 'state', ARGV[1], 'text', ARGV[2], 'ms', ARGV[3], 'wire', wire)
 redis.call('HDEL', KEYS[1], 'hist', 'arts')
-local first, count = tonumber(ARGV[11]), tonumber(ARGV[12])
+local first, count = tonumber(ARGV[12]), tonumber(ARGV[13])
 local wn = tonumber(redis.call('HGET', KEYS[1], 'wn')) or 0
-local at = tonumber(ARGV[14])
-for i = 17, #ARGV do
-  local k = first + i - 17
-  if i - 17 >= count or k > wn then
+local at, size = tonumber(ARGV[15]), #wire
+for i = 18, #ARGV do
+  local k = first + i - 18
+  if i - 18 >= count or k > wn then
     local n = redis.call('HINCRBY', KEYS[1], 'nev', 1)
     local final = '0'
     if i == #ARGV then final = '1' end
     local p = ARGV[i]
-    if i == at then p = p .. answer .. ARGV[15] end
+    if i == at then p = p .. answer .. ARGV[16] end
+    size = size + #p
     redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[6], n .. '-1', 'p', p, 't', final)
   end
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
-local f = redis.call('HMGET', KEYS[1], 'id', 'seq', 'nev')
+local f = redis.call('HMGET', KEYS[1], 'id', 'seq', 'nev', 'eb')
 move(st_old, KEYS[5], cst_old, KEYS[8], KEYS[9], f[1], f[2], ARGV[3])
 notify(f[1], f[3])
 redis.call('ZREM', KEYS[10], f[1])
-local gone = finish(KEYS[11], f[1], tonumber(ARGV[9]), tonumber(ARGV[8]), tonumber(ARGV[10]))
-if ARGV[16] == '1' then return {{wire, gone}} end
+local gone = finish(KEYS[11], KEYS[12], KEYS[13], f[1], size + (tonumber(f[4]) or 0),
+                    tonumber(ARGV[9]), tonumber(ARGV[8]), tonumber(ARGV[10]),
+                    tonumber(ARGV[11]))
+if ARGV[17] == '1' then return {{wire, gone}} end
 return {{1, gone}}
 """
 

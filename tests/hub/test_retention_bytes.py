@@ -1,0 +1,173 @@
+"""Retention by bytes (``tasks.max_bytes_per_tenant``) on every store: past a tenant's bytes
+its oldest finished go first, and on Redis the tenant's ``bytes`` is always the sum of its
+``sizes`` (every end adds a task's, every forget takes exactly the forgotten's).
+"""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.store.redis_keys import bytes_key, done_key, sizes_key
+from murmur_wsgi.hub.store.retention import Retention, task_bytes
+from murmur_wsgi.hub.task import COMPLETED, REJECTED, HubTask
+from murmur_wsgi.wire.task import now_ms, text_part
+
+from tests.hub.conftest import KEY_B, HubClient, close_hub, hub_config, wait_until
+
+pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
+
+CAP = 64 * 1024
+
+
+@pytest.fixture
+def retention():
+    """A cap of 100 tasks (batches of 10) and 64 KiB per tenant (globex: 1 MiB), for 60 s."""
+    return Retention(60.0, 100, {"globex": {"max_bytes_per_tenant": 1024 ** 2}}, batch=10,
+                     max_bytes=CAP)
+
+
+def _sizes(stores, tenant: str) -> dict:
+    """The bytes the store counts for each of the tenant's finished tasks, by id."""
+    tasks = stores.tasks
+    if not stores.shared:
+        return {task_id: size for task_id, (_, size) in tasks._finished.get(tenant, {}).items()}
+    return {task_id: int(size) for task_id, size in tasks._redis.hgetall(sizes_key(tenant)).items()}
+
+
+def _total(stores, tenant: str) -> int:
+    """The tenant's sum as the store keeps it (Redis: its ``bytes`` key)."""
+    if not stores.shared:
+        return stores.tasks._finished_bytes.get(tenant, 0)
+    return int(stores.tasks._redis.get(bytes_key(tenant)) or 0)
+
+
+def _ended(stores, tenant="acme", *, size=10_000, state=COMPLETED, events=()) -> HubTask:
+    """A task of ``tenant`` whose message holds ``size`` characters, ended in ``state``
+    (REJECTED: refused at its creation) with ``events`` before its final one."""
+    message_id = uuid.uuid4().hex
+    task = HubTask(str(uuid.uuid4()), "ctx", tenant, "echo", message_id,
+                   {"messageId": message_id, "role": "ROLE_USER",
+                    "parts": [text_part("x" * size)]})
+    if state == REJECTED:
+        task.set_state(REJECTED, "refused")
+        stores.tasks.create(task, task.task_event(), bind=False)
+        return task
+    stores.tasks.create(task, task.task_event())
+    stores.tasks.start(task.id)
+    for event in events:
+        assert stores.tasks.append(task.id, event)
+    assert stores.tasks.end(task.id, state, None, None, []) is not None
+    return task
+
+
+def _kept(stores, task) -> bool:
+    return stores.tasks.get(task.tenant, task.agent, task.id) is not None
+
+
+def _keys_of(stores, task_id: str) -> list:
+    """What the store still holds of a task: its keys (Redis), or its entries (memory)."""
+    tasks = stores.tasks
+    if not stores.shared:
+        return [name for name, held in (("task", tasks._tasks), ("events", tasks._events),
+                                        ("expiry", tasks._expiry), ("mark", tasks._marks))
+                if task_id in held]
+    return list(tasks._redis.scan_iter(match=f"*{task_id}*"))
+
+
+def test_a_tasks_bytes_are_its_wire_form_and_its_events(stores):
+    done = _ended(stores, events=['{"n":1}', '{"é":2}'])
+    refused = _ended(stores, size=3_000, state=REJECTED)
+    sizes = _sizes(stores, "acme")
+    events, _ = stores.tasks.events(done.id, 0, 0, tenant="acme")
+    assert sizes[done.id] == task_bytes(stores.tasks.task_json("acme", "echo", done.id),
+                                        [event.payload for event in events])
+    assert sizes[refused.id] == task_bytes(stores.tasks.task_json("acme", "echo", refused.id),
+                                           ())                  # its event: read from the wire
+    assert sizes[done.id] > 2 * 10_000 and _total(stores, "acme") == sum(sizes.values())
+
+
+def test_past_its_bytes_a_tenant_forgets_its_oldest_finished_first(stores):
+    other = _ended(stores, "globex", size=50_000)
+    live = HubTask(str(uuid.uuid4()), "ctx", "acme", "echo", "live", {"messageId": "live"})
+    stores.tasks.create(live, live.task_event())
+    made = [_ended(stores) for _ in range(12)]
+    sizes = _sizes(stores, "acme")
+    assert sum(sizes.values()) <= CAP < sum(sizes.values()) + sizes[made[-1].id] * 2
+    kept = [_kept(stores, task) for task in made]
+    first = kept.index(True)
+    assert first >= 1 and kept == [False] * first + [True] * (len(made) - first)
+    assert set(sizes) == {task.id for task in made[first:]}
+    assert all(not _keys_of(stores, task.id) for task in made[:first])
+    assert _kept(stores, live) and _kept(stores, other)       # running; another tenant's
+    assert _sizes(stores, "globex")[other.id] > CAP            # past acme's cap: its own
+    assert stores.tasks.list("acme", "echo").total == len(made) - first + 1
+
+
+def test_the_newest_stays_alone_unless_it_is_past_the_bytes_itself(stores):
+    older = _ended(stores, size=5_000)
+    newest = _ended(stores, size=29_500)      # between a tenth below the cap and the cap
+    assert CAP * 0.9 < _sizes(stores, "acme")[newest.id] <= CAP
+    assert not _kept(stores, older) and _kept(stores, newest)
+    heavy = _ended(stores, size=40_000)        # past the cap alone: it goes at its end
+    assert not _kept(stores, newest) and not _kept(stores, heavy)
+    assert _sizes(stores, "acme") == {} and _total(stores, "acme") == 0
+
+
+def test_the_sum_never_drifts_through_ends_forgets_and_sweeps(stores):
+    tasks = stores.tasks
+    made = [_ended(stores, size=size, state=REJECTED if size % 2 else COMPLETED,
+                   events=['{"a":"' + "y" * size + '"}'] if size > 5_000 else ())
+            for size in (9_001, 12_000, 2_000, 30_001, 500, 7_000, 16_000, 3_333)]
+    assert _total(stores, "acme") == sum(_sizes(stores, "acme").values()) <= CAP
+    kept = {task.id for task in made if _kept(stores, task)}
+    assert set(_sizes(stores, "acme")) == kept and len(kept) < len(made)   # some went: bytes
+    if stores.shared:     # the same ones forgotten twice: their bytes taken once
+        oldest = tasks._redis.zrange(done_key("acme"), 0, 1)
+        assert tasks._forget("acme", oldest) == len(oldest) >= 1
+        assert tasks._forget("acme", oldest) == 0
+    else:
+        with tasks.lock:
+            tasks._retain_locked("acme", tasks.clock() + 3600)      # all past their time
+    assert _total(stores, "acme") == sum(_sizes(stores, "acme").values())
+    more = [_ended(stores, size=size) for size in (20_000, 1_000)]
+    ended = now_ms()
+    tasks._keep = Retention(0.001, 100, batch=10, max_bytes=CAP)
+    if stores.shared:                                  # Redis's own time, in ms
+        wait_until(lambda: now_ms() > ended + 1, timeout=2.0)
+    else:
+        stores.tasks.clock.now += 1.0
+    tasks.expire_finished()                            # the sweep: every one past its time
+    assert _sizes(stores, "acme") == {} and _total(stores, "acme") == 0
+    assert all(not _keys_of(stores, task.id) for task in made + more)
+    if stores.shared:
+        assert tasks._redis.exists(sizes_key("acme"), done_key("acme")) == 0
+
+
+def test_a_hub_keeps_a_tenants_finished_bytes_under_its_cap(store):
+    config = hub_config(store=store, redis={"sweep_interval_secs": 3600})
+    config["tenants"]["acme"]["tasks"] = {"max_bytes_per_tenant": "256Ki"}
+    hub = create_hub(config)
+    try:
+        rpc, other = HubClient(hub), HubClient(hub, headers={"X-API-Key": KEY_B})
+        theirs = other.send("z" * 30_000)
+        sent = [rpc.send("x" * 10_000) for _ in range(12)]
+        wait_until(lambda: _code(rpc, sent[0]) == -32001, timeout=2.0)
+        codes = [_code(rpc, task) for task in sent]
+        first = codes.index(None)
+        assert 1 <= first <= len(sent) - 2             # the oldest went, several are kept
+        assert codes == [-32001] * first + [None] * (len(sent) - first)
+        wires = [len(rpc.call("GetTask", {"id": task["id"]}).get_data()) for task in
+                 sent[first:]]
+        assert sum(wires) <= 256 * 1024               # the wire forms alone: under the cap
+        assert rpc.result("ListTasks", {})["totalSize"] == len(sent) - first
+        assert _code(other, theirs) is None           # another tenant's: untouched
+    finally:
+        close_hub(hub)
+
+
+def _code(rpc, task) -> int | None:
+    """GetTask's error code for ``task``, None when it answers it."""
+    body = rpc.call("GetTask", {"id": task["id"]}).get_json()
+    return body["error"]["code"] if "error" in body else None
