@@ -404,7 +404,13 @@ class Run:
             _thread.start_new_thread(self._work, (ctx, started))
 
     def _work(self, ctx: HubContext, payload: str | None) -> None:
-        ending = self._execute(ctx, payload)
+        try:
+            ending = self._execute(ctx, payload)
+        except Exception:  # noqa: BLE001 - a run's thread ends logged, never unhandled
+            # NOTE: e.g. the hub closing under an overdue run's last call (redis-py raises
+            # AttributeError when its pool is disconnected under a command).
+            logger.exception("task %s: the run's thread failed", self.task_id)
+            return
         if ending.stopped:
             raise ending.error              # the agent's thread ends as it was ended
 

@@ -1,6 +1,8 @@
 """limits.concurrency bounds the agents executing: a run past its timeout keeps its slot."""
 from __future__ import annotations
 
+import logging
+import sys
 import time
 
 import pytest
@@ -64,3 +66,30 @@ def test_a_concurrency_of_two_never_has_more_than_two_agents_executing(hub):
     again = rpc.send("after", configuration=NOW)
     assert again["status"]["state"] == "TASK_STATE_SUBMITTED"      # the slots came back
     assert overdue_agents.STATE["most"] == 2
+
+
+
+def _redis_py_closing(tenant, member):
+    """What redis-py raises when its pool is disconnected under a command (the hub closing
+    while a run's agent still executes)."""
+    raise AttributeError("'NoneType' object has no attribute 'sendall'")
+
+
+def test_an_overdue_agent_whose_slot_cannot_be_released_ends_its_thread_logged(
+        hub, monkeypatch, caplog):
+    """The hub closing under an overdue run's last call: logged, never an exception its
+    thread leaves unhandled (the slot goes with its lease)."""
+    unhandled = []
+    monkeypatch.setattr(sys, "unraisablehook", unhandled.append)
+    rpc = HubClient(hub, "overdue")
+    task = rpc.send("run", configuration=NOW)
+    wait_until(lambda: rpc.result("GetTask", {"id": task["id"]})["status"]["state"]
+               == "TASK_STATE_FAILED")
+    wait_until(lambda: len(hub.runs.overdue()) == 1)
+    monkeypatch.setattr(hub.runs.admission, "release", _redis_py_closing)
+    with caplog.at_level(logging.ERROR, logger="murmur_wsgi.hub.runs"):
+        overdue_agents.RELEASE.set()
+        wait_until(lambda: overdue_agents.executing() == 0 and not hub.runs.in_flight()
+                   and any("the run's thread failed" in r.getMessage() for r in caplog.records))
+    assert unhandled == []
+    assert not hub.runs.overdue()
