@@ -3,8 +3,8 @@
 The client takes an agent's base URL (a door's ``http://host:port``, a hub
 agent's ``…/a2a/v1/agents/NAME``) or its card's URL. It reads the card first
 and posts every JSON-RPC request to the card's ``supportedInterfaces[0].url``
-exactly, with ``A2A-Version: 1.0`` and the credential on every request, the
-card's included: ``api_key`` as ``X-API-Key``, ``token`` as ``Authorization:
+exactly when it shares the agent URL's origin (else to the base URL), with
+``A2A-Version: 1.0`` and the credential on every request, the card's included: ``api_key`` as ``X-API-Key``, ``token`` as ``Authorization:
 Bearer``, ``tenant`` as ``X-Tenant-ID``, and any ``headers``. A door's own
 methods (``watch``, ``stop``) are there for the door; ``DoorClient`` is the
 same class under its older name. Every call passes
@@ -13,6 +13,10 @@ same class under its older name. Every call passes
 deadline on it) and a stream waits ``stream_timeout`` between two bytes (the
 door writes a heartbeat every 15 s, so silence beyond it means the
 connection is dead, and the stream reconnects).
+
+The credential stays with the origin (scheme, host, port) of the URL the caller
+gave: a redirect is followed only within it (one elsewhere is an ``HttpRefusal``),
+and a card naming its endpoint elsewhere is not followed.
 
 Concurrency: the ``requests.Session`` is shared by every call of one
 client. Calls from several threads work (each takes its own pooled
@@ -25,7 +29,7 @@ import itertools
 import json
 import logging
 import uuid
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 from typing import Iterator
 
 import requests
@@ -33,7 +37,8 @@ import requests
 from murmur_wsgi import __version__
 from murmur_wsgi.client.errors import (ConnectionFailed, ConnectTimeout, DoorError,
                                        HttpRefusal, ProtocolError, ReadTimeout, RpcError)
-from murmur_wsgi.client.card import agent_urls, card_endpoint, door_url, is_door  # noqa: F401
+from murmur_wsgi.client.card import (agent_urls, card_endpoint, door_url,  # noqa: F401
+                                     is_door, same_origin)
 from murmur_wsgi.client.push import PushConfigs
 from murmur_wsgi.client.streams import SUBSCRIBE, WATCH, EventStream
 from murmur_wsgi.uris import STREAM_URI
@@ -190,9 +195,23 @@ class A2AClient(PushConfigs):
     def _connect_timeout(self) -> float:
         return self.timeout[0] if isinstance(self.timeout, tuple) else self.timeout
 
+    def _stay_home(self, response, *args, **kwargs):
+        """A response hook: refuse a redirect off the origin, before ``requests`` follows it."""
+        if not response.is_redirect:
+            return response
+        target = urljoin(response.url, response.headers["location"])
+        if same_origin(target, response.url):
+            return response
+        response.close()
+        raise HttpRefusal(response.status_code, "redirect",
+                          f"redirected to {target[:200]}, another origin: not followed, "
+                          "so the credential stays with the agent's", response=response,
+                          url=self.url)
+
     def _request(self, method: str, url: str, *, timeout, stream: bool = False, **kwargs):
         try:
-            return self.session.request(method, url, timeout=timeout, stream=stream, **kwargs)
+            return self.session.request(method, url, timeout=timeout, stream=stream,
+                                        hooks={"response": self._stay_home}, **kwargs)
         except requests.ConnectTimeout as ex:
             raise ConnectTimeout(f"cannot reach {self.noun} at {self.url}: connect timed out",
                                  request=ex.request, url=self.url) from ex
@@ -287,7 +306,12 @@ class A2AClient(PushConfigs):
             raise ProtocolError(f"the card at {self.url} is not JSON", response=response,
                                 url=self.url) from ex
         self._card = card
-        self._endpoint = card_endpoint(card) or self._endpoint
+        endpoint = card_endpoint(card)
+        if endpoint is not None and same_origin(endpoint, self.url):
+            self._endpoint = endpoint
+        elif endpoint is not None:
+            logger.debug("the card at %s names its endpoint on another origin: not followed",
+                         self.card_url)
         return card
 
     def extended_card(self) -> dict:

@@ -1,8 +1,10 @@
 """What the client reads of an agent's address and card: its URLs, its JSON-RPC endpoint,
-whether it is a Murmur door."""
+whether it is a Murmur door, and which URLs share the agent's origin (where its
+credential may go)."""
 from __future__ import annotations
 
 import logging
+from urllib.parse import urlsplit
 
 from murmur_wsgi.uris import CARD_PATH, DOOR_URI
 
@@ -33,6 +35,31 @@ def card_endpoint(card) -> str | None:
         if isinstance(url, str) and url.startswith(("http://", "https://")):
             return url
     return None
+
+
+def origin(url: str) -> tuple[str, str, int | None] | None:
+    """``(scheme, host, port)`` of ``url``; every loopback name is one host; None if unreadable.
+
+    ``localhost``, ``127.x.x.x`` and ``::1`` count as one host, since a door's card
+    names ``localhost`` while it listens on ``127.0.0.1``.
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if scheme not in ("http", "https") or not host:
+        return None
+    if host in ("localhost", "::1") or host.startswith("127."):
+        host = "loopback"
+    return scheme, host, port or (443 if scheme == "https" else 80)
+
+
+def same_origin(url: str, other: str) -> bool:
+    """Both URLs name the same scheme, host and port (the origin a credential is for)."""
+    here = origin(url)
+    return here is not None and here == origin(other)
 
 
 def is_door(card) -> bool:
