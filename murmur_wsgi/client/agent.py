@@ -48,6 +48,7 @@ logger = logging.getLogger(__name__)
 A2A_VERSION = "1.0"
 DEFAULT_TIMEOUT = 10.0
 STREAM_READ_TIMEOUT = 45.0       # three heartbeats (DECISIONS §3: one every 15 s)
+MAX_ANSWER_BYTES = 64 * 1024 ** 2   # an answer's body, or one event of a stream
 
 # ListTasks filters by their Python names; any other keyword is sent as given.
 LIST_FILTERS = {"context_id": "contextId", "state": "status", "status": "status",
@@ -111,6 +112,8 @@ class A2AClient(PushConfigs):
         stream_timeout: seconds a stream waits between two bytes before it reconnects.
         max_reconnects: attempts to resume a dropped stream before ``StreamBroken``.
         reconnect_delay: the first back-off between two reconnect attempts.
+        max_answer_bytes: the most bytes one answer (or one event of a stream) may
+            hold; a longer one is a ``ProtocolError``. None: no limit.
         session: a ``requests.Session`` to share; the client closes only its own.
     """
 
@@ -120,7 +123,8 @@ class A2AClient(PushConfigs):
                  hold_timeout: float | None = None,
                  stream_timeout: float = STREAM_READ_TIMEOUT, max_reconnects: int = 5,
                  reconnect_delay: float = 0.25, session: requests.Session | None = None,
-                 a2a_version: str = A2A_VERSION):
+                 a2a_version: str = A2A_VERSION,
+                 max_answer_bytes: int | None = MAX_ANSWER_BYTES):
         self.url, self.card_url = agent_urls(url)
         self._endpoint: str | None = None
         self._card: dict | None = None
@@ -132,6 +136,7 @@ class A2AClient(PushConfigs):
         self.stream_timeout = stream_timeout
         self.max_reconnects = max_reconnects
         self.reconnect_delay = reconnect_delay
+        self.max_answer_bytes = max_answer_bytes
         self._owns_session = session is None
         self.session = session if session is not None else requests.Session()
         self.headers = {"A2A-Version": a2a_version,

@@ -5,6 +5,11 @@ line it is on, so an event is handed over as soon as its blank line arrives.
 A ``:comment`` line (the door's ``:heartbeat``) is handed over too, as an
 ``SseEvent`` with ``comment`` set, so a reader can tell a quiet stream from
 a dead one.
+
+One event (its fields and the line being read) is at most ``max_bytes``: a
+server writing a line or an event that never ends raises ``EventTooLarge``
+once it passes that, instead of growing the buffer without bound. Each byte is
+scanned for a line ending once, however the chunks are cut.
 """
 from __future__ import annotations
 
@@ -26,16 +31,23 @@ class SseEvent:
     comment: str | None = None
 
 
+class EventTooLarge(ValueError):
+    """An event (or one line) longer than the parser's ``max_bytes``."""
+
+
 class SseParser:
     """An incremental parser: ``feed(chunk)`` yields each event the chunk completes."""
 
-    def __init__(self):
-        self._buffer = b""
+    def __init__(self, max_bytes: int | None = None):
+        self.max_bytes = max_bytes
+        self._buffer = bytearray()
+        self._scanned = 0              # bytes of the buffer known to hold no line ending
         self._pending_cr = False
         self._reset()
 
     def _reset(self) -> None:
         self._data: list[str] = []
+        self._size = 0                 # the fields' bytes read so far
         self._event = ""
         self._id: str | None = None
         self._retry: int | None = None
@@ -48,21 +60,32 @@ class SseParser:
         self._pending_cr = False
         self._buffer += chunk
         while True:
-            cut = _line_end(self._buffer)
+            cut = _line_end(self._buffer, self._scanned)
             if cut is None:
+                self._scanned = len(self._buffer)
+                self._check(len(self._buffer))
                 return
             end, width = cut
             if width == 1 and self._buffer[end:end + 1] == b"\r" and end + 1 == len(self._buffer):
                 self._pending_cr = True   # maybe the first half of \r\n
+            self._check(end)
             line = self._buffer[:end].decode("utf-8", errors="replace")
-            self._buffer = self._buffer[end + width:]
+            del self._buffer[:end + width]
+            self._scanned = 0
+            if not line.startswith(":"):
+                self._size += end      # a comment is handed over at once, never held
             event = self._line(line)
             if event is not None:
                 yield event
 
+    def _check(self, pending: int) -> None:
+        if self.max_bytes is not None and self._size + pending > self.max_bytes:
+            raise EventTooLarge(f"an event longer than {self.max_bytes} bytes")
+
     def _line(self, line: str) -> SseEvent | None:
         if line == "":
             if not self._has_fields:
+                self._size = 0
                 return None
             event = SseEvent("\n".join(self._data), self._event or "message", self._id,
                              self._retry)
@@ -89,10 +112,13 @@ class SseParser:
         return None
 
 
-def _line_end(buffer: bytes) -> tuple[int, int] | None:
-    """Where the first line of ``buffer`` ends (\\r\\n, \\n or \\r), and the ending's width."""
-    lf = buffer.find(b"\n")
-    cr = buffer.find(b"\r")
+def _line_end(buffer: bytearray, start: int = 0) -> tuple[int, int] | None:
+    """Where the first line of ``buffer`` ends (\\r\\n, \\n or \\r), and the ending's width.
+
+    ``start``: the bytes before it are known to hold no line ending.
+    """
+    lf = buffer.find(b"\n", start)
+    cr = buffer.find(b"\r", start)
     if cr == -1 and lf == -1:
         return None
     if cr == -1 or (lf != -1 and lf < cr):
@@ -102,9 +128,9 @@ def _line_end(buffer: bytes) -> tuple[int, int] | None:
     return cr, 1
 
 
-def iter_events(chunks: Iterable[bytes]) -> Iterator[SseEvent]:
+def iter_events(chunks: Iterable[bytes], max_bytes: int | None = None) -> Iterator[SseEvent]:
     """Every event (and comment) in ``chunks``; a trailing unterminated event is dropped."""
-    parser = SseParser()
+    parser = SseParser(max_bytes)
     for chunk in chunks:
         if chunk:
             yield from parser.feed(chunk)

@@ -24,8 +24,9 @@ import requests
 
 from murmur_wsgi.client.errors import (ConnectionFailed, ProtocolError, RpcError, StreamBroken,
                                        Timeout, UnsupportedOperation)
+from murmur_wsgi.client.body import chunks
 from murmur_wsgi.client.events import TERMINAL, StreamEvent, gap_event
-from murmur_wsgi.client.sse import iter_events
+from murmur_wsgi.client.sse import EventTooLarge, iter_events
 
 logger = logging.getLogger(__name__)
 
@@ -177,9 +178,16 @@ class EventStream:
     # --- reading one connection ----------------------------------------------------------
 
     def _read(self, response):
-        chunks = response.iter_content(chunk_size=None)
+        try:
+            yield from self._events(response)
+        except EventTooLarge as ex:
+            raise ProtocolError(f"{self._where} wrote an event longer than "
+                                f"{self._door.max_answer_bytes} bytes (max_answer_bytes)",
+                                url=self._door.url) from ex
+
+    def _events(self, response):
         after_marker = False        # the last event was a gap or lagged frame
-        for sse in iter_events(chunks):
+        for sse in iter_events(chunks(response), self._door.max_answer_bytes):
             if sse.comment is not None:
                 self.heartbeats += 1
                 continue

@@ -11,8 +11,11 @@ import json
 
 import pytest
 
-from murmur_wsgi.client import A2AClient, HttpRefusal
-from tests.shared.hostile_server import Hostile, answer, card, rpc_answer
+from murmur_wsgi.client import A2AClient, HttpRefusal, ProtocolError
+from murmur_wsgi.client.sse import EventTooLarge, SseEvent, SseParser
+from tests.shared.hostile_server import Hostile, answer, card, rpc_answer, run_in_thread
+
+DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024     # A2AClient's max_answer_bytes
 
 WAIT = 4.0
 SECRETS = {"authorization", "x-api-key", "x-tenant-id", "x-secret"}
@@ -70,3 +73,80 @@ def test_a_cards_endpoint_on_another_origin_gets_no_request():
             assert client.endpoint == door.url + "/"
             assert [r.method for r in door.requests] == ["GET", "POST"]
         assert other.requests == [] and leaked(other) == set()
+
+
+# --- streams --------------------------------------------------------------------------
+
+MIB = 1024 * 1024
+EVENT = b'data: {"jsonrpc": "2.0", "id": 1, "result": {"task": {"id": "tsk_1"}}}\n\n'
+
+
+def stream_door(write_body, chunked: bool = True):
+    """A server whose card names itself and whose every POST is a stream ``write_body`` writes."""
+    def handler(conn, request, server):
+        if request.method == "GET":
+            answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+            return
+        framing = "Transfer-Encoding: chunked\r\n" if chunked else "Connection: close\r\n"
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n{framing}\r\n"
+                     .encode())
+        write_body(conn, server)
+    return Hostile(handler)
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def test_a_close_delimited_stream_hands_each_event_over_as_it_arrives():
+    def body(conn, server):
+        conn.sendall(EVENT)
+        server.stopping.wait(WAIT * 2)          # the connection stays open, quiet
+    with stream_door(body, chunked=False) as door, \
+            A2AClient(door.url, timeout=WAIT, stream_timeout=WAIT * 2) as client:
+        stream = client.subscribe("tsk_1")
+        finished, event = run_in_thread(lambda: next(stream), WAIT)
+        stream.close()
+        assert finished and event.kind == "task" and event.task_id == "tsk_1"
+
+
+def endless(piece: bytes, framing=chunk, head: bytes = b""):
+    """A body of ``head`` then ``piece`` again and again, past the limit, then silence."""
+    def body(conn, server):
+        conn.sendall(framing(head) if head else b"")
+        sent = 0
+        while sent < DEFAULT_MAX_ANSWER_BYTES + 4 * MIB and not server.stopping.is_set():
+            conn.sendall(framing(piece))
+            sent += len(piece)
+        server.stopping.wait(WAIT * 2)
+    return body
+
+
+def one_huge_chunk(data: bytes) -> bytes:
+    return data                                  # inside the one chunk the head announced
+
+
+@pytest.mark.parametrize("body", [
+    endless(b"x" * MIB, head=b"data: "),
+    endless(b"data: " + b"x" * MIB + b"\n"),
+    endless(b"x" * MIB, framing=one_huge_chunk, head=b"40000000\r\ndata: "),
+], ids=["a-line-that-never-ends", "data-lines-that-never-end", "one-gigabyte-chunk"])
+def test_an_event_past_the_limit_is_a_protocol_error(body):
+    with stream_door(body) as door, \
+            A2AClient(door.url, timeout=WAIT, stream_timeout=WAIT * 2) as client:
+        stream = client.subscribe("tsk_1")
+        finished, raised = run_in_thread(lambda: next(stream), WAIT)
+        stream.close()
+        assert finished and isinstance(raised, ProtocolError)
+        assert "longer than" in str(raised)
+
+
+def test_the_sse_limit_counts_one_event_and_never_comments():
+    parser = SseParser(max_bytes=20)
+    assert list(parser.feed(b": " + b"c" * 15 + b"\n")) == [SseEvent(event="comment",
+                                                                     comment="c" * 15)]
+    for _ in range(5):                          # ignored fields end with their blank line
+        assert list(parser.feed(b"other: " + b"o" * 10 + b"\n\n")) == []
+    assert list(parser.feed(b"data: 123456789\n\n")) == [SseEvent("123456789")]
+    with pytest.raises(EventTooLarge):
+        list(parser.feed(b"data: 123456789\ndata: 123456789\n"))
