@@ -25,9 +25,11 @@ must be strictly thread-safe makes one DoorClient per thread.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
+import time
 import uuid
 from urllib.parse import urljoin, urlsplit
 from typing import Iterator
@@ -35,6 +37,7 @@ from typing import Iterator
 import requests
 
 from murmur_wsgi import __version__
+from murmur_wsgi.client.body import BodyTooLarge, BodyTooSlow, read_body
 from murmur_wsgi.client.errors import (ConnectionFailed, ConnectTimeout, DoorError,
                                        HttpRefusal, ProtocolError, ReadTimeout, RpcError)
 from murmur_wsgi.client.card import (agent_urls, card_endpoint, door_url,  # noqa: F401
@@ -201,22 +204,52 @@ class A2AClient(PushConfigs):
         return self.timeout[0] if isinstance(self.timeout, tuple) else self.timeout
 
     def _stay_home(self, response, *args, **kwargs):
-        """A response hook: refuse a redirect off the origin, before ``requests`` follows it."""
+        """A response hook: refuse a redirect off the origin, before ``requests`` follows it.
+
+        A redirect's own body is never read (closed unread, however long it says it is).
+        """
         if not response.is_redirect:
             return response
+        response.close()
         target = urljoin(response.url, response.headers["location"])
         if same_origin(target, response.url):
             return response
-        response.close()
         raise HttpRefusal(response.status_code, "redirect",
                           f"redirected to {target[:200]}, another origin: not followed, "
                           "so the credential stays with the agent's", response=response,
                           url=self.url)
 
     def _request(self, method: str, url: str, *, timeout, stream: bool = False, **kwargs):
+        """``(response, body)``: the body read (at most ``max_answer_bytes``, all of it
+        within the read timeout), or None with ``stream``, the response left open."""
+        read_timeout = timeout[1] if isinstance(timeout, tuple) else timeout
+        deadline = None if read_timeout is None else time.monotonic() + read_timeout
+        with self._failures():
+            response = self.session.request(method, url, timeout=timeout, stream=True,
+                                            hooks={"response": self._stay_home}, **kwargs)
+        if stream:
+            return response, None
+        return response, self._read(response, deadline)
+
+    def _read(self, response, deadline: float | None) -> bytes:
+        """The whole body of ``response``, which is closed."""
         try:
-            return self.session.request(method, url, timeout=timeout, stream=stream,
-                                        hooks={"response": self._stay_home}, **kwargs)
+            with self._failures(response):
+                return read_body(response, self.max_answer_bytes, deadline)
+        finally:
+            response.close()
+
+    @contextlib.contextmanager
+    def _failures(self, response=None):
+        """Raise what ``requests`` (or the body's limits) raise as the client's errors."""
+        try:
+            yield
+        except BodyTooLarge as ex:
+            raise ProtocolError(f"{self.noun} at {self.url} answered {ex} "
+                                "(max_answer_bytes)", response=response, url=self.url) from ex
+        except BodyTooSlow as ex:
+            raise ReadTimeout(f"{self.noun} at {self.url} did not finish its answer within "
+                              "the timeout", response=response, url=self.url) from ex
         except requests.ConnectTimeout as ex:
             raise ConnectTimeout(f"cannot reach {self.noun} at {self.url}: connect timed out",
                                  request=ex.request, url=self.url) from ex
@@ -230,24 +263,25 @@ class A2AClient(PushConfigs):
             raise DoorError(f"the request to {self.noun} at {self.url} failed: {_reason(ex)}",
                             request=ex.request, url=self.url) from ex
 
-    def _refusal(self, response) -> HttpRefusal:
+    def _refusal(self, response, data: bytes) -> HttpRefusal:
         try:
-            body = response.json()
+            body = json.loads(data)
         except ValueError:
             body = None
         if isinstance(body, dict) and isinstance(body.get("error"), str):
             return HttpRefusal(response.status_code, body["error"], str(body.get("message", "")),
                                response=response, url=self.url)
+        text = data[:800].decode("utf-8", errors="replace")
         return HttpRefusal(response.status_code, "http_error",
-                           (response.text or response.reason or "")[:200],
+                           (text or response.reason or "")[:200],
                            response=response, url=self.url)
 
-    def _answer(self, response):
+    def _answer(self, response, data: bytes):
         """The result of a JSON-RPC answer, or the error it carries, raised."""
         if response.status_code != 200:
-            raise self._refusal(response)
+            raise self._refusal(response, data)
         try:
-            body = response.json()
+            body = json.loads(data)
         except ValueError as ex:
             raise ProtocolError(f"{self.noun} at {self.url} answered something that is not JSON",
                                 response=response, url=self.url) from ex
@@ -270,10 +304,10 @@ class A2AClient(PushConfigs):
         """Call ``method`` and return its result; raise the error the door answers."""
         hdrs = dict(self.headers, **{"Content-Type": "application/json"})
         hdrs.update(headers or {})
-        response = self._request("POST", self.endpoint, data=self._body(method, params),
-                                 headers=hdrs,
-                                 timeout=self.timeout if timeout is None else timeout)
-        return self._answer(response)
+        response, data = self._request("POST", self.endpoint,
+                                       data=self._body(method, params), headers=hdrs,
+                                       timeout=self.timeout if timeout is None else timeout)
+        return self._answer(response, data)
 
     def _open_stream(self, method: str, params: dict, *, frames: bool,
                      last_event_id: int | None):
@@ -284,16 +318,14 @@ class A2AClient(PushConfigs):
             hdrs["A2A-Extensions"] = STREAM_URI
         if last_event_id is not None:
             hdrs["Last-Event-ID"] = str(last_event_id)
-        response = self._request("POST", self.endpoint, data=self._body(method, params),
-                                 headers=hdrs, stream=True,
-                                 timeout=(self._connect_timeout(), self.stream_timeout))
+        timeout = (self._connect_timeout(), self.stream_timeout)
+        response, _ = self._request("POST", self.endpoint, data=self._body(method, params),
+                                    headers=hdrs, stream=True, timeout=timeout)
         if response.status_code == 200 and \
                 response.headers.get("Content-Type", "").startswith("text/event-stream"):
             return response
-        try:
-            self._answer(response)          # a refusal is one JSON body: raise it
-        finally:
-            response.close()
+        data = self._read(response, time.monotonic() + timeout[1])
+        self._answer(response, data)        # a refusal is one JSON body: raise it
         raise ProtocolError(f"{self.noun} at {self.url} answered {method} without a stream",
                             response=response, url=self.url)
 
@@ -301,12 +333,12 @@ class A2AClient(PushConfigs):
 
     def card(self) -> dict:
         """The agent card (GET …/.well-known/agent-card.json, with the credential)."""
-        response = self._request("GET", self.card_url, timeout=self.timeout,
-                                 headers=self.headers)
+        response, data = self._request("GET", self.card_url, timeout=self.timeout,
+                                       headers=self.headers)
         if response.status_code != 200:
-            raise self._refusal(response)
+            raise self._refusal(response, data)
         try:
-            card = response.json()
+            card = json.loads(data)
         except ValueError as ex:
             raise ProtocolError(f"the card at {self.url} is not JSON", response=response,
                                 url=self.url) from ex

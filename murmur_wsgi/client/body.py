@@ -5,10 +5,12 @@ server never ends, or a chunk that announces a gigabyte) or in fixed blocks
 that wait to fill. ``chunks`` reads what has arrived, at most ``READ_SIZE``
 bytes at a time (decompressed ones included), so a stream's event is handed
 over as soon as its bytes arrive and nothing is held beyond the caller's limits.
+``read_body`` reads a whole answer, at most ``max_bytes``, before a deadline.
 """
 from __future__ import annotations
 
 import logging
+import time
 from typing import Iterator
 
 import requests
@@ -20,12 +22,39 @@ READ_SIZE = 64 * 1024
 
 
 def chunks(response, size: int = READ_SIZE) -> Iterator[bytes]:
-    """The body's bytes as they arrive; a broken connection is ``requests.ConnectionError``."""
+    """The body's bytes as they arrive; a broken connection is ``requests.ConnectionError``,
+    silence past the read timeout ``requests.ReadTimeout``."""
     while True:
         try:
             data = response.raw.read1(size)
+        except urllib3.exceptions.ReadTimeoutError as ex:
+            raise requests.ReadTimeout(ex, response=response) from ex
         except (urllib3.exceptions.HTTPError, OSError) as ex:
             raise requests.ConnectionError(ex, response=response) from ex
         if not data:
             return
         yield data
+
+
+class BodyTooLarge(ValueError):
+    """The body passed its limit."""
+
+
+class BodyTooSlow(ValueError):
+    """The body was still arriving at its deadline."""
+
+
+def read_body(response, max_bytes: int | None, deadline: float | None) -> bytes:
+    """The whole body: ``BodyTooLarge`` past ``max_bytes``, ``BodyTooSlow`` past ``deadline``.
+
+    ``deadline`` is a ``time.monotonic()`` instant; each read waits at most the
+    request's read timeout, so a body that trickles ends at most that long after it.
+    """
+    body = bytearray()
+    for data in chunks(response):
+        body += data
+        if max_bytes is not None and len(body) > max_bytes:
+            raise BodyTooLarge(f"more than {max_bytes} bytes")
+        if deadline is not None and time.monotonic() > deadline:
+            raise BodyTooSlow("still arriving at its deadline")
+    return bytes(body)

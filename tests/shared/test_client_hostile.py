@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from murmur_wsgi.client import A2AClient, HttpRefusal, ProtocolError
+from murmur_wsgi.client import A2AClient, HttpRefusal, ProtocolError, ReadTimeout
 from murmur_wsgi.client.sse import EventTooLarge, SseEvent, SseParser
 from tests.shared.hostile_server import Hostile, answer, card, rpc_answer, run_in_thread
 
@@ -150,3 +150,64 @@ def test_the_sse_limit_counts_one_event_and_never_comments():
     assert list(parser.feed(b"data: 123456789\n\n")) == [SseEvent("123456789")]
     with pytest.raises(EventTooLarge):
         list(parser.feed(b"data: 123456789\ndata: 123456789\n"))
+
+
+# --- answers --------------------------------------------------------------------------
+
+
+def endless_answer(content_length: str = ""):
+    """A JSON answer that never ends: ``[`` then spaces, past the limit, then silence."""
+    def handler(conn, request, server):
+        head = f"Content-Length: {content_length}\r\n" if content_length else ""
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{head}"
+                     "Connection: close\r\n\r\n[".encode())
+        endless(b" " * MIB, framing=bytes)(conn, server)
+    return handler
+
+
+@pytest.mark.parametrize("length", ["", "4000000000"], ids=["until-close", "announced"])
+@pytest.mark.parametrize("call", ["card", "get"])
+def test_an_answer_past_the_limit_is_a_protocol_error(call, length):
+    with Hostile(endless_answer(length)) as door, \
+            A2AClient(door.url, timeout=WAIT * 2) as client:
+        finished, raised = run_in_thread(
+            lambda: client.card() if call == "card" else client.call("GetTask", {"id": "t"}),
+            WAIT)
+        assert finished and isinstance(raised, ProtocolError)
+        assert "more than 67108864 bytes (max_answer_bytes)" in str(raised)
+
+
+JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+
+
+def trickle(conn, request, server):
+    conn.sendall(JSON_HEAD % 1000000 + b"[")
+    while not server.stopping.wait(0.05):       # one byte every 50 ms, each in time
+        conn.sendall(b" ")
+
+
+def silent(conn, request, server):
+    conn.sendall(JSON_HEAD % 10)
+    server.stopping.wait(WAIT * 2)
+
+
+@pytest.mark.parametrize("handler, said", [(trickle, "did not finish its answer within"),
+                                           (silent, "did not answer within")])
+def test_an_answer_late_past_its_timeout_is_a_read_timeout(handler, said):
+    with Hostile(handler) as door, A2AClient(door.url, timeout=0.5) as client:
+        finished, raised = run_in_thread(lambda: client.call("GetTask", {"id": "t"}), WAIT)
+        assert finished and isinstance(raised, ReadTimeout)
+        assert said in str(raised)
+
+
+def test_a_redirects_own_body_is_never_read():
+    def door_handler(conn, request, server):
+        if request.path != "/.well-known/agent-card.json":
+            answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+            return
+        conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: /card-here\r\n"
+                     b"Content-Length: 4000000000\r\n\r\n")
+        endless(b" " * MIB, framing=bytes)(conn, server)
+    with Hostile(door_handler) as door, A2AClient(door.url, timeout=WAIT * 2) as client:
+        finished, value = run_in_thread(client.card, WAIT)
+        assert finished and value["name"] == "hostile"
