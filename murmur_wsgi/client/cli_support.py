@@ -37,12 +37,12 @@ class UsageError(Exception):
 
 
 def out(line: str = "") -> None:
-    sys.stdout.write(line + "\n")
+    sys.stdout.write(render.printable(line) + "\n")
     sys.stdout.flush()
 
 
 def err(line: str) -> None:
-    sys.stderr.write(f"murmur-wsgi: {line}\n")
+    sys.stderr.write(f"murmur-wsgi: {render.printable(line)}\n")
     sys.stderr.flush()
 
 

@@ -1,11 +1,14 @@
 """A one-line spinner for a terminal: the task's latest status while a command waits.
 
-It draws only when its stream is a terminal; piped, it writes nothing at all.
+It draws only when its stream is a terminal; piped, it writes nothing at all. The
+status a server wrote is shown ``printable``: its control characters escaped.
 """
 from __future__ import annotations
 
 import logging
 import shutil
+
+from murmur_wsgi.client.render import printable
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +32,7 @@ class Spinner:
         self._drawn = False
 
     def update(self, text: str) -> None:
-        self.text = " ".join(text.split())
+        self.text = printable(" ".join(text.split()))
         self.tick()
 
     def tick(self) -> None:

@@ -1,8 +1,17 @@
-"""What the command line prints: cards, tasks, tables, stream events and residue."""
+"""What the command line prints: cards, tasks, tables, stream events and residue.
+
+Every text a server wrote reaches the terminal through ``printable`` (``out``
+and ``err`` apply it): a control character (ESC, BEL, CR, the C1 block),
+a bidirectional override and a lone surrogate are shown as their escape
+(``\\x1b``, ``\\u202e``), so an agent's name or a task's text can neither
+drive the terminal nor make the output unwritable. ``dumps`` writes them as
+JSON escapes, the same values.
+"""
 from __future__ import annotations
 
 import json
 import logging
+import re
 
 from murmur_wsgi.client.events import (StreamEvent, artifact_text, parts_text, state_word,
                                        status_text)
@@ -11,8 +20,26 @@ from murmur_wsgi.uris import CAPSULE_URI, DOOR_URI, STREAM_URI
 logger = logging.getLogger(__name__)
 
 
+# C0 but newline and tab, DEL and C1, the bidirectional overrides, lone surrogates.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+                          "\ud800-\udfff]")
+_JSON_UNPRINTABLE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with what would drive a terminal (or cannot be encoded) shown escaped."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
 def dumps(value) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    """JSON, non-ASCII text as is, but every character ``printable`` escapes as ``\\uXXXX``."""
+    return _JSON_UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}",
+                                 json.dumps(value, ensure_ascii=False))
 
 
 def extension(card: dict, uri: str) -> dict | None:

@@ -13,6 +13,7 @@ import pytest
 
 from murmur_wsgi.client import A2AClient, HttpRefusal, ProtocolError, ReadTimeout
 from murmur_wsgi.client.sse import EventTooLarge, SseEvent, SseParser
+from murmur_wsgi.cli import main
 from tests.shared.hostile_server import Hostile, answer, card, rpc_answer, run_in_thread
 
 DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024     # A2AClient's max_answer_bytes
@@ -211,3 +212,50 @@ def test_a_redirects_own_body_is_never_read():
     with Hostile(door_handler) as door, A2AClient(door.url, timeout=WAIT * 2) as client:
         finished, value = run_in_thread(client.card, WAIT)
         assert finished and value["name"] == "hostile"
+
+
+# --- what the commands print ----------------------------------------------------------
+
+EVIL = "evil\x1b]0;owned\x07\x1b[2J\r\x9b31m\u202e\ud800"
+UNSAFE = ["\x1b", "\x07", "\r", "\x9b", "\u202e", "\ud800"]
+EVIL_TASK = {"id": EVIL, "contextId": EVIL, "status": {
+    "state": "TASK_STATE_FAILED", "timestamp": EVIL,
+    "message": {"role": "ROLE_AGENT", "parts": [{"text": EVIL}]}},
+    "artifacts": [{"artifactId": EVIL, "parts": [{"text": EVIL}, {"data": {EVIL: EVIL}}]}]}
+
+
+@pytest.fixture
+def evil_cli(capsys, monkeypatch, tmp_path):
+    """``evil_cli(*argv)`` -> (status, stdout, stderr) against a server whose texts are EVIL."""
+    monkeypatch.setenv("MURMUR_WSGI_HOME", str(tmp_path / "home"))
+    for name in ("MURMUR_DOOR_URL", "MURMUR_DOOR_TOKEN", "MURMUR_API_KEY", "MURMUR_TENANT"):
+        monkeypatch.delenv(name, raising=False)
+
+    def handler(conn, request, server):
+        if request.method == "GET":
+            value = card(server.url + "/", name=EVIL, version=EVIL, skills=[
+                {"id": EVIL, "name": EVIL}])
+            answer(conn, "200 OK", json.dumps(value).encode())
+        elif json.loads(request.body)["method"] == "CancelTask":
+            rpc_answer(conn, request, error={"code": -32002, "message": EVIL})
+        else:
+            rpc_answer(conn, request, {"tasks": [EVIL_TASK], **EVIL_TASK})
+
+    with Hostile(handler) as door:
+        def run(*argv):
+            status = main([*argv, "--url", door.url, "--timeout", str(WAIT)])
+            captured = capsys.readouterr()
+            return status, captured.out, captured.err
+        yield run
+
+
+@pytest.mark.parametrize("argv", [("card",), ("card", "--json"), ("get", "tsk_1"),
+                                  ("get", "tsk_1", "--json"), ("tasks",), ("cancel", "tsk_1")])
+def test_the_commands_print_no_control_character_the_server_wrote(evil_cli, argv):
+    status, out, err = evil_cli(*argv)
+    printed = out + err
+    assert status in (0, 1) and [c for c in UNSAFE if c in printed] == []
+    if "--json" in argv:
+        assert json.loads(out)["name" if "card" in argv else "id"] == EVIL   # escaped as JSON
+    else:
+        assert "evil\\x1b]0;owned\\x07\\x1b[2J\\x0d\\x9b31m\\u202e\\ud800" in printed
