@@ -37,7 +37,7 @@ from typing import Iterator
 import requests
 
 from murmur_wsgi import __version__
-from murmur_wsgi.client.body import BodyTooLarge, BodyTooSlow, read_body
+from murmur_wsgi.client.body import BodyTooLarge, BodyTooSlow, loads, read_body
 from murmur_wsgi.client.errors import (ConnectionFailed, ConnectTimeout, DoorError,
                                        HttpRefusal, ProtocolError, ReadTimeout, RpcError)
 from murmur_wsgi.client.card import (agent_urls, card_endpoint, door_url,  # noqa: F401
@@ -265,7 +265,7 @@ class A2AClient(PushConfigs):
 
     def _refusal(self, response, data: bytes) -> HttpRefusal:
         try:
-            body = json.loads(data)
+            body = loads(data)
         except ValueError:
             body = None
         if isinstance(body, dict) and isinstance(body.get("error"), str):
@@ -281,7 +281,7 @@ class A2AClient(PushConfigs):
         if response.status_code != 200:
             raise self._refusal(response, data)
         try:
-            body = json.loads(data)
+            body = loads(data)
         except ValueError as ex:
             raise ProtocolError(f"{self.noun} at {self.url} answered something that is not JSON",
                                 response=response, url=self.url) from ex
@@ -298,6 +298,13 @@ class A2AClient(PushConfigs):
         if params is not None:
             body["params"] = params
         return json.dumps(body)
+
+    def _object(self, method: str, result) -> dict:
+        """``result``, which must be a JSON object (a task, a page): else a ProtocolError."""
+        if not isinstance(result, dict):
+            raise ProtocolError(f"{self.noun} at {self.url} answered {method} with a "
+                                f"{type(result).__name__}, not an object", url=self.url)
+        return result
 
     def call(self, method: str, params: dict | None = None, *, timeout=None,
              headers: dict | None = None):
@@ -338,10 +345,13 @@ class A2AClient(PushConfigs):
         if response.status_code != 200:
             raise self._refusal(response, data)
         try:
-            card = json.loads(data)
+            card = loads(data)
         except ValueError as ex:
             raise ProtocolError(f"the card at {self.url} is not JSON", response=response,
                                 url=self.url) from ex
+        if not isinstance(card, dict):
+            raise ProtocolError(f"the card at {self.url} is not a JSON object",
+                                response=response, url=self.url)
         self._card = card
         endpoint = card_endpoint(card)
         if endpoint is not None and same_origin(endpoint, self.url):
@@ -403,7 +413,7 @@ class A2AClient(PushConfigs):
 
     def get(self, task_id: str) -> dict:
         """GetTask."""
-        return self.call("GetTask", {"id": task_id})
+        return self._object("GetTask", self.call("GetTask", {"id": task_id}))
 
     def list_page(self, **filters) -> dict:
         """ListTasks: one page, ``{tasks, nextPageToken, pageSize, totalSize}``."""
@@ -411,7 +421,11 @@ class A2AClient(PushConfigs):
         for name, value in filters.items():
             if value is not None:
                 params[LIST_FILTERS.get(name, name)] = value
-        return self.call("ListTasks", params)
+        page = self._object("ListTasks", self.call("ListTasks", params))
+        if not isinstance(page.get("tasks", []), list):
+            raise ProtocolError(f"{self.noun} at {self.url} answered ListTasks with tasks "
+                                "that are not a list", url=self.url)
+        return page
 
     def list(self, **filters) -> Iterator[dict]:
         """ListTasks: every task the filters match, page after page, newest change first.
@@ -422,18 +436,21 @@ class A2AClient(PushConfigs):
         token = filters.pop("page_token", None) or ""
         while True:
             page = self.list_page(page_token=token or None, **filters)
-            yield from page.get("tasks") or []
+            yield from (t for t in page.get("tasks") or [] if isinstance(t, dict))
             token = page.get("nextPageToken") or ""
+            if not isinstance(token, str):
+                raise ProtocolError(f"{self.noun} at {self.url} answered ListTasks with a "
+                                    "nextPageToken that is not a string", url=self.url)
             if not token:
                 return
 
     def cancel(self, task_id: str) -> dict:
         """CancelTask: the task, canceled (-32002 when it had already ended)."""
-        return self.call("CancelTask", {"id": task_id})
+        return self._object("CancelTask", self.call("CancelTask", {"id": task_id}))
 
     def stop(self) -> dict:
         """murmur.StopSession: ``{canceled, residue, session_id}``; the door keeps serving."""
-        return self.call("murmur.StopSession", {})
+        return self._object("murmur.StopSession", self.call("murmur.StopSession", {}))
 
 
 DoorClient = A2AClient

@@ -5,10 +5,12 @@ server never ends, or a chunk that announces a gigabyte) or in fixed blocks
 that wait to fill. ``chunks`` reads what has arrived, at most ``READ_SIZE``
 bytes at a time (decompressed ones included), so a stream's event is handed
 over as soon as its bytes arrive and nothing is held beyond the caller's limits.
-``read_body`` reads a whole answer, at most ``max_bytes``, before a deadline.
+``read_body`` reads a whole answer, at most ``max_bytes``, before a deadline;
+``loads`` parses it, JSON nested past the interpreter's depth included.
 """
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Iterator
@@ -58,3 +60,11 @@ def read_body(response, max_bytes: int | None, deadline: float | None) -> bytes:
         if deadline is not None and time.monotonic() > deadline:
             raise BodyTooSlow("still arriving at its deadline")
     return bytes(body)
+
+
+def loads(data: bytes | str):
+    """``json.loads``; JSON nested too deep to parse is a ``ValueError`` too."""
+    try:
+        return json.loads(data)
+    except RecursionError as ex:
+        raise ValueError("JSON nested too deeply") from ex

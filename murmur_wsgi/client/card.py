@@ -64,5 +64,7 @@ def same_origin(url: str, other: str) -> bool:
 
 def is_door(card) -> bool:
     """The card declares the Murmur door extension (its own methods: watch, stop)."""
-    extensions = ((card or {}).get("capabilities") or {}).get("extensions") or []
-    return any(isinstance(e, dict) and e.get("uri") == DOOR_URI for e in extensions)
+    capabilities = card.get("capabilities") if isinstance(card, dict) else None
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+    return isinstance(extensions, list) and any(
+        isinstance(e, dict) and e.get("uri") == DOOR_URI for e in extensions)

@@ -180,6 +180,12 @@ def run(command):
         except UsageError as ex:
             err(str(ex))
             return EXIT_USAGE
+        except (AttributeError, TypeError, KeyError, IndexError) as ex:
+            # NOTE: a value of another shape than A2A's, deep in an answer the command prints.
+            logger.debug("%s: an answer of an unexpected shape", command.__name__, exc_info=True)
+            err(f"{door.noun} at {door.url} answered something this command cannot read "
+                f"({type(ex).__name__}: {str(ex)[:200]})")
+            return EXIT_USAGE
         except DoorError as ex:
             err(f"{door.noun} at {door.url}: {ex}")
             return EXIT_USAGE

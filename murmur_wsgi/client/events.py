@@ -28,7 +28,17 @@ STATES = {word: state for state, word in WORDS.items()}
 
 def state_word(state: str | None) -> str:
     """``TASK_STATE_INPUT_REQUIRED`` -> ``input-required``."""
-    return WORDS.get(state or "", (state or "unknown").lower())
+    if not isinstance(state, str) or not state:
+        return "unknown"
+    return WORDS.get(state, state.lower())
+
+
+def _text(value) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _object(value) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def part_text(part) -> str | None:
@@ -51,8 +61,9 @@ def parts_text(parts) -> str:
 
 def artifact_text(task: dict, artifact_id: str) -> str | None:
     """The text of the task's artifact ``artifact_id`` (response, prompt), or None."""
-    for artifact in task.get("artifacts") or []:
-        if artifact.get("artifactId") == artifact_id:
+    artifacts = task.get("artifacts")
+    for artifact in artifacts if isinstance(artifacts, list) else []:
+        if isinstance(artifact, dict) and artifact.get("artifactId") == artifact_id:
             return parts_text(artifact.get("parts"))
     return None
 
@@ -92,7 +103,7 @@ class StreamEvent:
         payload = result[kind]
         frame, fields = None, {}
         if kind == "message":
-            meta = (payload.get("metadata") or {}).get(STREAM_URI)
+            meta = _object(payload.get("metadata")).get(STREAM_URI)
             if isinstance(meta, dict) and isinstance(meta.get("frame"), str):
                 frame = meta["frame"]
                 fields = {k: v for k, v in meta.items() if k != "frame"}
@@ -100,25 +111,26 @@ class StreamEvent:
 
     @property
     def task_id(self) -> str | None:
+        """The task's id (a text; anything else a server wrote there is None)."""
         if self.kind == "task":
-            return self.payload.get("id")
-        return self.payload.get("taskId")
+            return _text(self.payload.get("id"))
+        return _text(self.payload.get("taskId"))
 
     @property
     def context_id(self) -> str | None:
-        return self.payload.get("contextId")
+        return _text(self.payload.get("contextId"))
 
     @property
     def status(self) -> dict | None:
-        if self.kind in ("task", "statusUpdate"):
-            return self.payload.get("status")
+        if self.kind in ("task", "statusUpdate") and isinstance(self.payload.get("status"),
+                                                                dict):
+            return self.payload["status"]
         return None
 
     @property
     def state(self) -> str | None:
-        """The task state this event reports, or None."""
-        status = self.status
-        return status.get("state") if isinstance(status, dict) else None
+        """The task state this event reports (a text), or None."""
+        return _text((self.status or {}).get("state"))
 
     @property
     def terminal(self) -> bool:
@@ -130,7 +142,7 @@ class StreamEvent:
         if self.kind == "message":
             return parts_text(self.payload.get("parts"))
         if self.kind == "artifactUpdate":
-            return parts_text((self.payload.get("artifact") or {}).get("parts"))
+            return parts_text(_object(self.payload.get("artifact")).get("parts"))
         return status_text(self.status)
 
     def as_result(self) -> dict:

@@ -30,10 +30,13 @@ class PushConfigs:
             params = {"taskId": task_id}
             if token:
                 params["pageToken"] = token
-            page = self.call("ListTaskPushNotificationConfigs", params)
-            configs.extend(page.get("configs") or [])
+            page = self._object("ListTaskPushNotificationConfigs",
+                                self.call("ListTaskPushNotificationConfigs", params))
+            found = page.get("configs")
+            if isinstance(found, list):
+                configs.extend(c for c in found if isinstance(c, dict))
             token = page.get("nextPageToken") or ""
-            if not token:
+            if not isinstance(token, str) or not token:
                 return configs
 
     def push_delete(self, task_id: str, config_id: str) -> None:

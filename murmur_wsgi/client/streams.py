@@ -16,7 +16,6 @@ called from another, and makes the reader's next read fail and stop.
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 
@@ -24,7 +23,7 @@ import requests
 
 from murmur_wsgi.client.errors import (ConnectionFailed, ProtocolError, RpcError, StreamBroken,
                                        Timeout, UnsupportedOperation)
-from murmur_wsgi.client.body import chunks
+from murmur_wsgi.client.body import chunks, loads
 from murmur_wsgi.client.events import TERMINAL, StreamEvent, gap_event
 from murmur_wsgi.client.sse import EventTooLarge, iter_events
 
@@ -214,7 +213,7 @@ class EventStream:
 
     def _parse(self, data: str, sse_id: str | None) -> StreamEvent:
         try:
-            body = json.loads(data)
+            body = loads(data)
         except ValueError as ex:
             raise ProtocolError(f"{self._where} wrote an event that is not "
                                 f"JSON: {data[:80]!r}", url=self._door.url) from ex

@@ -12,8 +12,10 @@ import json
 import pytest
 
 from murmur_wsgi.client import A2AClient, HttpRefusal, ProtocolError, ReadTimeout
+from murmur_wsgi.client.events import StreamEvent
 from murmur_wsgi.client.sse import EventTooLarge, SseEvent, SseParser
 from murmur_wsgi.cli import main
+from murmur_wsgi.uris import DOOR_URI, STREAM_URI
 from tests.shared.hostile_server import Hostile, answer, card, rpc_answer, run_in_thread
 
 DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024     # A2AClient's max_answer_bytes
@@ -225,12 +227,16 @@ EVIL_TASK = {"id": EVIL, "contextId": EVIL, "status": {
 
 
 @pytest.fixture
-def evil_cli(capsys, monkeypatch, tmp_path):
-    """``evil_cli(*argv)`` -> (status, stdout, stderr) against a server whose texts are EVIL."""
+def cli_env(monkeypatch, tmp_path):
+    """No agent found by accident: an empty home, no MURMUR_* variables."""
     monkeypatch.setenv("MURMUR_WSGI_HOME", str(tmp_path / "home"))
     for name in ("MURMUR_DOOR_URL", "MURMUR_DOOR_TOKEN", "MURMUR_API_KEY", "MURMUR_TENANT"):
         monkeypatch.delenv(name, raising=False)
 
+
+@pytest.fixture
+def evil_cli(capsys, cli_env):
+    """``evil_cli(*argv)`` -> (status, stdout, stderr) against a server whose texts are EVIL."""
     def handler(conn, request, server):
         if request.method == "GET":
             value = card(server.url + "/", name=EVIL, version=EVIL, skills=[
@@ -259,3 +265,84 @@ def test_the_commands_print_no_control_character_the_server_wrote(evil_cli, argv
         assert json.loads(out)["name" if "card" in argv else "id"] == EVIL   # escaped as JSON
     else:
         assert "evil\\x1b]0;owned\\x07\\x1b[2J\\x0d\\x9b31m\\u202e\\ud800" in printed
+
+
+# --- answers of the wrong shape -------------------------------------------------------
+
+DEEP = "[" * 100000 + "]" * 100000
+CARDS = [[], "x", {"capabilities": []}, {"capabilities": {"extensions": "x"}},
+         {"capabilities": {"extensions": [{"uri": DOOR_URI, "params": []}]}},
+         {"capabilities": {"extensions": [{"uri": STREAM_URI, "params": {"frames": 3}}]}},
+         {"supportedInterfaces": ["x", {"url": 5}]}, {"skills": ["x", 5]},
+         {"securitySchemes": []}, {"securitySchemes": {"a": {"apiKeySecurityScheme": "x"}}},
+         {"name": ["n"], "version": {"v": 1}}]
+TASKS = [[], "x", 5, {"id": 5, "status": "x"}, {"status": {"state": ["s"], "message": "x"}},
+         {"status": {"message": {"parts": "x"}}}, {"status": {"message": {"parts": ["x", 5]}}},
+         {"artifacts": "x"}, {"artifacts": ["x", {"parts": "p"}, {"artifactId": []}]},
+         {"artifacts": [{"artifactId": "residue", "parts": ["x", {"data": "d"}]}]},
+         {"metadata": []}, {"metadata": {"murmur": {"runningCommands": ["x"]}}},
+         {"tasks": "x"}, {"tasks": ["x", {"status": []}]}, {"tasks": [], "nextPageToken": []},
+         {"canceled": "x", "residue": ["x", 5]}, {"status": {"state": "TASK_STATE_FAILED",
+                                                             "timestamp": ["t"]}}]
+ERRORS = [{"code": "x", "message": ["m"], "data": "x"}, {"data": [
+    {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "metadata": [], "reason": []}]},
+    [], "x"]
+COMMANDS = [("card",), ("get", "t"), ("tasks",), ("cancel", "t"), ("send", "hi"),
+            ("send", "--no-wait", "hi"), ("stop",), ("push", "list", "t")]
+
+
+def shaped_door(card_value, result=None, error=None, raw: str | None = None):
+    def handler(conn, request, server):
+        if request.method == "GET":
+            answer(conn, "200 OK", json.dumps(card_value).encode() if raw is None
+                   else raw.encode())
+        elif raw is not None:
+            answer(conn, "200 OK", raw.encode())
+        elif error is not None:
+            answer(conn, "200 OK", json.dumps({"jsonrpc": "2.0", "id": 1,
+                                               "error": error}).encode())
+        else:
+            rpc_answer(conn, request, result)
+    return Hostile(handler)
+
+
+def run_all(door, commands=COMMANDS) -> list[int]:
+    """Each command's exit status against ``door`` (a traceback fails the test)."""
+    return [main([*argv, "--url", door.url, "--timeout", str(WAIT)]) for argv in commands]
+
+
+@pytest.mark.parametrize("value", CARDS, ids=lambda v: json.dumps(v)[:40])
+def test_a_card_of_the_wrong_shape_is_no_traceback(cli_env, value, capsys):
+    with shaped_door(value, {"id": "t", "status": {"state": "TASK_STATE_COMPLETED"}}) as door:
+        assert set(run_all(door)) <= {0, 1, 2}
+
+
+@pytest.mark.parametrize("value", TASKS, ids=lambda v: json.dumps(v)[:40])
+def test_a_result_of_the_wrong_shape_is_no_traceback(cli_env, value, capsys):
+    with shaped_door(card("http://x/"), value) as door:
+        assert set(run_all(door)) <= {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("value", ERRORS, ids=lambda v: json.dumps(v)[:40])
+def test_an_error_of_the_wrong_shape_is_no_traceback(cli_env, value, capsys):
+    with shaped_door(card("http://x/"), error=value) as door:
+        assert set(run_all(door, COMMANDS[1:])) <= {1, 2}
+
+
+def test_json_nested_past_the_recursion_limit_is_a_protocol_error():
+    with shaped_door(None, raw=DEEP) as door, A2AClient(door.url, timeout=WAIT) as client:
+        with pytest.raises(ProtocolError):
+            client.card()
+        with pytest.raises(ProtocolError):
+            client.call("GetTask", {"id": "t"})
+
+
+def test_a_stream_event_of_the_wrong_shape_reads_as_none():
+    task_event = StreamEvent.from_result({"task": {"id": 5, "contextId": [], "status": "x"}})
+    assert (task_event.task_id, task_event.context_id, task_event.state) == (None, None, None)
+    assert task_event.text == "" and not task_event.terminal
+    update = StreamEvent.from_result({"statusUpdate": {"taskId": "t", "status": {"state": [1]}}})
+    assert update.state is None and update.task_id == "t"
+    artifact = StreamEvent.from_result({"artifactUpdate": {"artifact": "x"}})
+    message = StreamEvent.from_result({"message": {"metadata": [], "parts": "x"}})
+    assert (artifact.text, message.text, message.frame) == ("", "", None)
