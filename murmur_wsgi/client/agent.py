@@ -433,16 +433,33 @@ class A2AClient(PushConfigs):
         Filters: ``context_id``, ``state`` (a TASK_STATE_* name), ``page_size``,
         ``status_timestamp_after``, ``include_artifacts``.
         """
-        token = filters.pop("page_token", None) or ""
-        while True:
-            page = self.list_page(page_token=token or None, **filters)
+        first = filters.pop("page_token", None) or ""
+        for page in self._pages("ListTasks", first,
+                                lambda token: self.list_page(page_token=token or None,
+                                                             **filters)):
             yield from (t for t in page.get("tasks") or [] if isinstance(t, dict))
+
+    def _pages(self, method: str, token: str, fetch) -> Iterator[dict]:
+        """Each page ``fetch(token)`` answers, following ``nextPageToken`` to the last.
+
+        A token that is not a string, or one that comes back (pages that loop), is a
+        ProtocolError.
+        """
+        seen = {token}
+        while True:
+            page = self._object(method, fetch(token))
+            yield page
             token = page.get("nextPageToken") or ""
             if not isinstance(token, str):
-                raise ProtocolError(f"{self.noun} at {self.url} answered ListTasks with a "
+                raise ProtocolError(f"{self.noun} at {self.url} answered {method} with a "
                                     "nextPageToken that is not a string", url=self.url)
             if not token:
                 return
+            if token in seen:
+                raise ProtocolError(f"{self.noun} at {self.url} answered {method} with "
+                                    f"nextPageToken {token[:40]!r} again: its pages loop",
+                                    url=self.url)
+            seen.add(token)
 
     def cancel(self, task_id: str) -> dict:
         """CancelTask: the task, canceled (-32002 when it had already ended)."""

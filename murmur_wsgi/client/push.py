@@ -25,19 +25,17 @@ class PushConfigs:
 
     def push_list(self, task_id: str) -> list[dict]:
         """ListTaskPushNotificationConfigs: every config of the task, page after page."""
-        configs, token = [], ""
-        while True:
-            params = {"taskId": task_id}
-            if token:
-                params["pageToken"] = token
-            page = self._object("ListTaskPushNotificationConfigs",
-                                self.call("ListTaskPushNotificationConfigs", params))
+        configs = []
+        method = "ListTaskPushNotificationConfigs"
+
+        def fetch(token: str):
+            return self.call(method, {"taskId": task_id, **({"pageToken": token} if token
+                                                             else {})})
+        for page in self._pages(method, "", fetch):
             found = page.get("configs")
             if isinstance(found, list):
                 configs.extend(c for c in found if isinstance(c, dict))
-            token = page.get("nextPageToken") or ""
-            if not isinstance(token, str) or not token:
-                return configs
+        return configs
 
     def push_delete(self, task_id: str, config_id: str) -> None:
         """DeleteTaskPushNotificationConfig."""

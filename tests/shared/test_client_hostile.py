@@ -346,3 +346,24 @@ def test_a_stream_event_of_the_wrong_shape_reads_as_none():
     artifact = StreamEvent.from_result({"artifactUpdate": {"artifact": "x"}})
     message = StreamEvent.from_result({"message": {"metadata": [], "parts": "x"}})
     assert (artifact.text, message.text, message.frame) == ("", "", None)
+
+
+# --- pages ----------------------------------------------------------------------------
+
+
+def looping_pages(conn, request, server):
+    """Every page names a next page; the tokens come back: p0, p1, p2, p0, p1, ..."""
+    if request.method == "GET":
+        answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+        return
+    token = f"p{len(server.requests) % 3}"
+    rpc_answer(conn, request, {"tasks": [EVIL_TASK], "configs": [{"id": "c"}],
+                               "nextPageToken": token})
+
+
+@pytest.mark.parametrize("argv", [("tasks",), ("push", "list", "t")])
+def test_pages_that_loop_end_with_one_line(cli_env, capsys, argv):
+    with Hostile(looping_pages) as door:
+        finished, status = run_in_thread(lambda: run_all(door, [argv]), WAIT)
+        assert finished and status == [2]
+        assert "nextPageToken 'p" in capsys.readouterr().err and len(door.requests) < 10
