@@ -222,17 +222,17 @@ class A2AClient(PushConfigs):
     def _request(self, method: str, url: str, *, timeout, stream: bool = False, **kwargs):
         """``(response, body)``: the body read (at most ``max_answer_bytes``, all of it
         within the read timeout), or None with ``stream``, the response left open."""
-        read_timeout = timeout[1] if isinstance(timeout, tuple) else timeout
-        deadline = None if read_timeout is None else time.monotonic() + read_timeout
         with self._failures():
             response = self.session.request(method, url, timeout=timeout, stream=True,
                                             hooks={"response": self._stay_home}, **kwargs)
         if stream:
             return response, None
-        return response, self._read(response, deadline)
+        return response, self._read(response, timeout[1] if isinstance(timeout, tuple)
+                                    else timeout)
 
-    def _read(self, response, deadline: float | None) -> bytes:
-        """The whole body of ``response``, which is closed."""
+    def _read(self, response, read_timeout: float | None) -> bytes:
+        """The whole body of ``response``, within ``read_timeout`` of now; it is closed."""
+        deadline = None if read_timeout is None else time.monotonic() + read_timeout
         try:
             with self._failures(response):
                 return read_body(response, self.max_answer_bytes, deadline)
@@ -331,7 +331,7 @@ class A2AClient(PushConfigs):
         if response.status_code == 200 and \
                 response.headers.get("Content-Type", "").startswith("text/event-stream"):
             return response
-        data = self._read(response, time.monotonic() + timeout[1])
+        data = self._read(response, timeout[1])
         self._answer(response, data)        # a refusal is one JSON body: raise it
         raise ProtocolError(f"{self.noun} at {self.url} answered {method} without a stream",
                             response=response, url=self.url)

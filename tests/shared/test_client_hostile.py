@@ -203,6 +203,15 @@ def test_an_answer_late_past_its_timeout_is_a_read_timeout(handler, said):
         assert said in str(raised)
 
 
+def test_the_answers_deadline_counts_from_its_headers():
+    def slow_then_steady(conn, request, server):
+        server.stopping.wait(0.3)               # thinking: no byte yet, within the timeout
+        head, tail = b'{"jsonrpc": "2.0", "id": 1, "result": ', b'{"id": "t"}}'
+        conn.sendall(JSON_HEAD % len(head + tail) + head)
+        server.stopping.wait(0.3)               # the rest, in time since the headers
+        conn.sendall(tail)
+    with Hostile(slow_then_steady) as door, A2AClient(door.url, timeout=0.5) as client:
+        assert client.call("GetTask", {"id": "t"}) == {"id": "t"}
 def test_a_redirects_own_body_is_never_read():
     def door_handler(conn, request, server):
         if request.path != "/.well-known/agent-card.json":
