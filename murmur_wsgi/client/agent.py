@@ -4,8 +4,9 @@ The client takes an agent's base URL (a door's ``http://host:port``, a hub
 agent's ``…/a2a/v1/agents/NAME``) or its card's URL. It reads the card first
 and posts every JSON-RPC request to the card's ``supportedInterfaces[0].url``
 exactly when it shares the agent URL's origin (else to the base URL), with
-``A2A-Version: 1.0`` and the credential on every request, the card's included: ``api_key`` as ``X-API-Key``, ``token`` as ``Authorization:
-Bearer``, ``tenant`` as ``X-Tenant-ID``, and any ``headers``. A door's own
+``A2A-Version: 1.0`` and the credential on every request, the card's
+included: ``api_key`` as ``X-API-Key``, ``token`` as ``Authorization: Bearer``,
+``tenant`` as ``X-Tenant-ID``, and any ``headers``. A door's own
 methods (``watch``, ``stop``) are there for the door; ``DoorClient`` is the
 same class under its older name. Every call passes
 ``timeout=``: ``timeout`` for ordinary calls; a held SendMessage waits
@@ -25,21 +26,19 @@ must be strictly thread-safe makes one DoorClient per thread.
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
-import time
 import uuid
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 from typing import Iterator
 
 import requests
 
 from murmur_wsgi import __version__
-from murmur_wsgi.client.body import BodyTooLarge, BodyTooSlow, loads, read_body
-from murmur_wsgi.client.errors import (ConnectionFailed, ConnectTimeout, DoorError,
-                                       HttpRefusal, ProtocolError, ReadTimeout, RpcError)
+from murmur_wsgi.client.body import loads
+from murmur_wsgi.client.errors import HttpRefusal, ProtocolError
+from murmur_wsgi.client.http import JsonRpcHttp
 from murmur_wsgi.client.card import (agent_urls, card_endpoint, door_url,  # noqa: F401
                                      is_door, same_origin)
 from murmur_wsgi.client.push import PushConfigs
@@ -84,23 +83,7 @@ def user_message(text_or_message, context_id: str | None = None,
     return message
 
 
-def _reason(ex: Exception) -> str:
-    """A short reason for a connection failure (no traceback, no URL repeated)."""
-    text = str(ex)
-    for needle, reason in (("Connection refused", "connection refused"),
-                           ("Name or service not known", "unknown host"),
-                           ("nodename nor servname", "unknown host"),
-                           ("Temporary failure in name resolution", "unknown host"),
-                           ("timed out", "timed out"),
-                           ("Connection reset", "connection reset"),
-                           ("RemoteDisconnected", "the door closed the connection"),
-                           ("No route to host", "no route to host")):
-        if needle in text:
-            return reason
-    return text.splitlines()[0][:200] if text else type(ex).__name__
-
-
-class A2AClient(PushConfigs):
+class A2AClient(PushConfigs, JsonRpcHttp):
     """A synchronous client of one A2A agent (a door, a hub agent, any A2A v1.0 server).
 
     Args:
@@ -197,101 +180,6 @@ class A2AClient(PushConfigs):
         """Close the pooled connections (only of a session this client made)."""
         if self._owns_session:
             self.session.close()
-
-    # --- HTTP ------------------------------------------------------------------------
-
-    def _connect_timeout(self) -> float:
-        return self.timeout[0] if isinstance(self.timeout, tuple) else self.timeout
-
-    def _stay_home(self, response, *args, **kwargs):
-        """A response hook: refuse a redirect off the origin, before ``requests`` follows it.
-
-        A redirect's own body is never read (closed unread, however long it says it is).
-        """
-        if not response.is_redirect:
-            return response
-        response.close()
-        target = urljoin(response.url, response.headers["location"])
-        if same_origin(target, response.url):
-            return response
-        raise HttpRefusal(response.status_code, "redirect",
-                          f"redirected to {target[:200]}, another origin: not followed, "
-                          "so the credential stays with the agent's", response=response,
-                          url=self.url)
-
-    def _request(self, method: str, url: str, *, timeout, stream: bool = False, **kwargs):
-        """``(response, body)``: the body read (at most ``max_answer_bytes``, all of it
-        within the read timeout), or None with ``stream``, the response left open."""
-        with self._failures():
-            response = self.session.request(method, url, timeout=timeout, stream=True,
-                                            hooks={"response": self._stay_home}, **kwargs)
-        if stream:
-            return response, None
-        return response, self._read(response, timeout[1] if isinstance(timeout, tuple)
-                                    else timeout)
-
-    def _read(self, response, read_timeout: float | None) -> bytes:
-        """The whole body of ``response``, within ``read_timeout`` of now; it is closed."""
-        deadline = None if read_timeout is None else time.monotonic() + read_timeout
-        try:
-            with self._failures(response):
-                return read_body(response, self.max_answer_bytes, deadline)
-        finally:
-            response.close()
-
-    @contextlib.contextmanager
-    def _failures(self, response=None):
-        """Raise what ``requests`` (or the body's limits) raise as the client's errors."""
-        try:
-            yield
-        except BodyTooLarge as ex:
-            raise ProtocolError(f"{self.noun} at {self.url} answered {ex} "
-                                "(max_answer_bytes)", response=response, url=self.url) from ex
-        except BodyTooSlow as ex:
-            raise ReadTimeout(f"{self.noun} at {self.url} did not finish its answer within "
-                              "the timeout", response=response, url=self.url) from ex
-        except requests.ConnectTimeout as ex:
-            raise ConnectTimeout(f"cannot reach {self.noun} at {self.url}: connect timed out",
-                                 request=ex.request, url=self.url) from ex
-        except requests.ReadTimeout as ex:
-            raise ReadTimeout(f"{self.noun} at {self.url} did not answer within the timeout",
-                              request=ex.request, url=self.url) from ex
-        except requests.ConnectionError as ex:
-            raise ConnectionFailed(f"cannot reach {self.noun} at {self.url}: {_reason(ex)}",
-                                   request=ex.request, url=self.url) from ex
-        except requests.RequestException as ex:
-            raise DoorError(f"the request to {self.noun} at {self.url} failed: {_reason(ex)}",
-                            request=ex.request, url=self.url) from ex
-
-    def _refusal(self, response, data: bytes) -> HttpRefusal:
-        try:
-            body = loads(data)
-        except ValueError:
-            body = None
-        if isinstance(body, dict) and isinstance(body.get("error"), str):
-            return HttpRefusal(response.status_code, body["error"], str(body.get("message", "")),
-                               response=response, url=self.url)
-        text = data[:800].decode("utf-8", errors="replace")
-        return HttpRefusal(response.status_code, "http_error",
-                           (text or response.reason or "")[:200],
-                           response=response, url=self.url)
-
-    def _answer(self, response, data: bytes):
-        """The result of a JSON-RPC answer, or the error it carries, raised."""
-        if response.status_code != 200:
-            raise self._refusal(response, data)
-        try:
-            body = loads(data)
-        except ValueError as ex:
-            raise ProtocolError(f"{self.noun} at {self.url} answered something that is not JSON",
-                                response=response, url=self.url) from ex
-        if not isinstance(body, dict) or ("result" not in body and "error" not in body):
-            raise ProtocolError(f"{self.noun} at {self.url} answered something that is not a "
-                                "JSON-RPC response", response=response, url=self.url)
-        if "error" in body:
-            error = body["error"] if isinstance(body["error"], dict) else {"message": body}
-            raise RpcError.from_error(error, response=response, url=self.url)
-        return body["result"]
 
     def _body(self, method: str, params) -> str:
         body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}

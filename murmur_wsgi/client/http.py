@@ -1,0 +1,135 @@
+"""The HTTP under ``A2AClient``: one request, its answer read within limits, JSON-RPC out.
+
+A request's body is read as it arrives (``client/body.py``), at most
+``max_answer_bytes``, whole within the read timeout counted from its headers. A
+redirect is followed only within the origin of the URL it answered (a redirect
+elsewhere is an ``HttpRefusal`` and nothing is sent there), and its own body is
+never read. Every failure of ``requests`` is raised as one of the client's errors.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from urllib.parse import urljoin
+
+import requests
+
+from murmur_wsgi.client.body import BodyTooLarge, BodyTooSlow, loads, read_body
+from murmur_wsgi.client.card import same_origin
+from murmur_wsgi.client.errors import (ConnectionFailed, ConnectTimeout, DoorError,
+                                       HttpRefusal, ProtocolError, ReadTimeout, RpcError)
+
+logger = logging.getLogger(__name__)
+
+# What ``requests`` raises, as the client's error and its text (the first that matches).
+FAILURES = ((requests.ConnectTimeout, ConnectTimeout, "cannot reach {where}: connect timed out"),
+            (requests.ReadTimeout, ReadTimeout, "{where} did not answer within the timeout"),
+            (requests.ConnectionError, ConnectionFailed, "cannot reach {where}: {reason}"),
+            (requests.RequestException, DoorError, "the request to {where} failed: {reason}"))
+
+
+def _reason(ex: Exception) -> str:
+    """A short reason for a connection failure (no traceback, no URL repeated)."""
+    text = str(ex)
+    for needle, reason in (("Connection refused", "connection refused"),
+                           ("Name or service not known", "unknown host"),
+                           ("nodename nor servname", "unknown host"),
+                           ("Temporary failure in name resolution", "unknown host"),
+                           ("timed out", "timed out"),
+                           ("Connection reset", "connection reset"),
+                           ("RemoteDisconnected", "the door closed the connection"),
+                           ("No route to host", "no route to host")):
+        if needle in text:
+            return reason
+    return text.splitlines()[0][:200] if text else type(ex).__name__
+
+
+class JsonRpcHttp:
+    """``A2AClient``'s requests: ``self.session``, ``timeout``, ``max_answer_bytes``,
+    ``url`` and ``noun`` are the client's."""
+
+    def _connect_timeout(self) -> float:
+        return self.timeout[0] if isinstance(self.timeout, tuple) else self.timeout
+
+    def _stay_home(self, response, *args, **kwargs):
+        """A response hook: refuse a redirect off the origin, before ``requests`` follows it.
+
+        A redirect's own body is never read (closed unread, however long it says it is).
+        """
+        if not response.is_redirect:
+            return response
+        response.close()
+        target = urljoin(response.url, response.headers["location"])
+        if same_origin(target, response.url):
+            return response
+        raise HttpRefusal(response.status_code, "redirect",
+                          f"redirected to {target[:200]}, another origin: not followed, "
+                          "so the credential stays with the agent's", response=response,
+                          url=self.url)
+
+    def _request(self, method: str, url: str, *, timeout, stream: bool = False, **kwargs):
+        """``(response, body)``: the body read (at most ``max_answer_bytes``, all of it
+        within the read timeout), or None with ``stream``, the response left open."""
+        with self._failures():
+            response = self.session.request(method, url, timeout=timeout, stream=True,
+                                            hooks={"response": self._stay_home}, **kwargs)
+        if stream:
+            return response, None
+        return response, self._read(response, timeout[1] if isinstance(timeout, tuple)
+                                    else timeout)
+
+    def _read(self, response, read_timeout: float | None) -> bytes:
+        """The whole body of ``response``, within ``read_timeout`` of now; it is closed."""
+        deadline = None if read_timeout is None else time.monotonic() + read_timeout
+        try:
+            with self._failures(response):
+                return read_body(response, self.max_answer_bytes, deadline)
+        finally:
+            response.close()
+
+    @contextlib.contextmanager
+    def _failures(self, response=None):
+        """Raise what ``requests`` (or the body's limits) raise as the client's errors."""
+        try:
+            yield
+        except BodyTooLarge as ex:
+            raise ProtocolError(f"{self.noun} at {self.url} answered {ex} "
+                                "(max_answer_bytes)", response=response, url=self.url) from ex
+        except BodyTooSlow as ex:
+            raise ReadTimeout(f"{self.noun} at {self.url} did not finish its answer within "
+                              "the timeout", response=response, url=self.url) from ex
+        except requests.RequestException as ex:
+            klass, text = next((k, t) for r, k, t in FAILURES if isinstance(ex, r))
+            raise klass(text.format(where=f"{self.noun} at {self.url}", reason=_reason(ex)),
+                        request=ex.request, url=self.url) from ex
+
+    def _refusal(self, response, data: bytes) -> HttpRefusal:
+        try:
+            body = loads(data)
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and isinstance(body.get("error"), str):
+            return HttpRefusal(response.status_code, body["error"], str(body.get("message", "")),
+                               response=response, url=self.url)
+        text = data[:800].decode("utf-8", errors="replace")
+        return HttpRefusal(response.status_code, "http_error",
+                           (text or response.reason or "")[:200],
+                           response=response, url=self.url)
+
+    def _answer(self, response, data: bytes):
+        """The result of a JSON-RPC answer, or the error it carries, raised."""
+        if response.status_code != 200:
+            raise self._refusal(response, data)
+        try:
+            body = loads(data)
+        except ValueError as ex:
+            raise ProtocolError(f"{self.noun} at {self.url} answered something that is not JSON",
+                                response=response, url=self.url) from ex
+        if not isinstance(body, dict) or ("result" not in body and "error" not in body):
+            raise ProtocolError(f"{self.noun} at {self.url} answered something that is not a "
+                                "JSON-RPC response", response=response, url=self.url)
+        if "error" in body:
+            error = body["error"] if isinstance(body["error"], dict) else {"message": body}
+            raise RpcError.from_error(error, response=response, url=self.url)
+        return body["result"]
