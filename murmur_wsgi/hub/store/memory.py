@@ -252,14 +252,17 @@ class MemoryTaskStore(TaskStore):
 
     def _retain_locked(self, tenant: str, now: float) -> None:
         """Forget the tenant's oldest finished tasks past its cap, its bytes or their time
-        (past the bytes, at most ``TRIM_BATCH`` at once: the rest at the next end)."""
+        (past the bytes, at most ``TRIM_BATCH`` at once: the rest at the next end; never the
+        newest for its bytes: not at its own end, whose push notifications are still to be
+        sent, but at the next)."""
         secs, cap, max_bytes = self._keep.of(tenant)
         finished, kept = self._finished[tenant], self._finished_bytes[tenant]
         for _ in range(max(len(finished) - cap, 0) + TRIM_BATCH):
             if not finished:
                 break
             task_id, (ended, size) = next(iter(finished.items()))
-            if len(finished) <= cap and kept <= max_bytes and ended + secs > now:
+            heavy = kept > max_bytes and len(finished) > 1
+            if len(finished) <= cap and not heavy and ended + secs > now:
                 break
             del finished[task_id]
             kept -= size

@@ -79,13 +79,17 @@ local function move(st_old, st_new, cst_old, cst_new, upd, id, seq, ms)
 end
 """
 
+BYTES_BATCH = 10        # past its bytes, a tenant forgets up to this many at once even when
+#                         its count's batch is smaller (a cap under 20), so its ends catch up
+
 # Retention (store/retention.py): ``done`` holds the tenant's finished tasks scored by their
 # end (Redis time, µs: scripts run one at a time, so each end has its own), ``sizes`` the
 # bytes of each (its wire form and its events' payloads: the record's ``eb`` counts those
 # as they are written) and ``total`` their sum. ``doomed`` are the oldest to forget while
 # there are more than ``cap``, the oldest ended more than ``keep`` ms ago, or their bytes
-# are past ``max_bytes`` (then down to a tenth below it, but the newest goes only when it
-# alone is past it), at most ``batch``.
+# are past ``max_bytes`` (then down to a tenth below it, at most ``BYTES_BATCH`` if more
+# than ``batch``; never the newest for its bytes: a task is not forgotten at its own end,
+# whose push notifications are still to be sent, but at the next), at most ``batch``.
 # ``finish`` adds one and returns the doomed only when they are a whole batch or the
 # tenant is past its bytes, else none: a tenant at its cap forgets a batch every ``batch``
 # ends, not one at each (each forgetting is two round trips of its end's request), and
@@ -95,6 +99,7 @@ end
 # of it, which no script may name unless its caller declares it: ``FORGET`` does it, given
 # those keys (redis.py reads the records' names first).
 _RETAIN = """
+local BYTES_BATCH = """ + str(BYTES_BATCH) + """
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -111,7 +116,9 @@ local function doomed(done, sizes, total, cap, keep, batch, max_bytes)
   end
   local floor = max_bytes
   if bytes > max_bytes then floor = max_bytes - math.floor(max_bytes / 10) end
-  local oldest = redis.call('ZRANGE', done, 0, batch - 1, 'WITHSCORES')
+  local n = batch
+  if bytes > floor then n = math.max(batch, BYTES_BATCH) end
+  local oldest = redis.call('ZRANGE', done, 0, n - 1, 'WITHSCORES')
   local size = {}
   if bytes > floor then
     local ids = {}
@@ -120,8 +127,8 @@ local function doomed(done, sizes, total, cap, keep, batch, max_bytes)
   end
   local out = {}
   for j = 1, #oldest, 2 do
-    local left = card - (j - 1) / 2          -- this one and the newer: the newest kept alone
-    local heavy = bytes > max_bytes or (bytes > floor and left > 1)   -- unless past the bytes
+    local left = card - (j - 1) / 2          -- this one and the newer
+    local heavy = bytes > floor and left > 1 -- never the newest for its bytes
     if left <= cap and not heavy and tonumber(oldest[j + 1]) > cutoff then break end
     out[#out + 1] = oldest[j]
     bytes = bytes - (tonumber(size[(j + 1) / 2]) or 0)
@@ -353,10 +360,16 @@ for i = 18, #ARGV do
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
 local f = redis.call('HMGET', KEYS[1], 'id', 'seq', 'nev', 'eb')
+size = size + (tonumber(f[4]) or 0)
+if tonumber(f[3]) > tonumber(ARGV[6]) then
+  -- more events than the log keeps (MAXLEN): the bytes are those it holds
+  size = #wire
+  for _, e in ipairs(redis.call('XRANGE', KEYS[2], '-', '+')) do size = size + #e[2][2] end
+end
 move(st_old, KEYS[5], cst_old, KEYS[8], KEYS[9], f[1], f[2], ARGV[3])
 notify(f[1], f[3])
 redis.call('ZREM', KEYS[10], f[1])
-local gone = finish(KEYS[11], KEYS[12], KEYS[13], f[1], size + (tonumber(f[4]) or 0),
+local gone = finish(KEYS[11], KEYS[12], KEYS[13], f[1], size,
                     tonumber(ARGV[9]), tonumber(ARGV[8]), tonumber(ARGV[10]),
                     tonumber(ARGV[11]))
 if ARGV[17] == '1' then return {{wire, gone}} end
