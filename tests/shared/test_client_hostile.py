@@ -180,7 +180,10 @@ def test_an_answer_past_the_limit_is_a_protocol_error(call, length):
         assert "more than 67108864 bytes (max_answer_bytes)" in str(raised)
 
 
-JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+# Connection: close, as the server closes each connection once answered: without it the
+# client may send its next request on the pooled connection as the server closes it (reset).
+JSON_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+             b"Connection: close\r\n\r\n")
 
 
 def trickle(conn, request, server):
