@@ -1,7 +1,9 @@
 """The hub, on both stores: an agent's bad value ends its task FAILED at once."""
 from __future__ import annotations
 
+import json
 import logging
+import sys
 import time
 
 import pytest
@@ -74,3 +76,22 @@ def test_an_agent_changing_its_input_changes_nothing_stored(hub):
         assert got["history"][0] == stored
     body = strict_json(rpc.call("ListTasks", {}).get_data(), doubles=True)
     assert body["result"]["totalSize"] == 1
+
+
+def test_a_harness_artifact_holding_an_integer_no_double_holds_fails_its_task(store):
+    line = json.dumps({"type": "artifact-add", "name": "table",
+                       "parts": [{"data": {"n": 10 ** 400}}]})
+    config = hub_config(store=store)
+    config["tenants"]["acme"]["agents"]["script"] = agent(
+        {"process": [sys.executable, "tests/harness_script.py", line]})
+    h = create_hub(config)
+    try:
+        task = HubClient(h, "script").send("hi")
+        assert task["status"]["state"] == "TASK_STATE_FAILED"
+        assert _status_text(task) == ("harness: line 1 (artifact-add): artifact 'table': "
+                                      "an integer overflows a double")
+        listed = strict_json(HubClient(h, "script").call(
+            "ListTasks", {"includeArtifacts": True}).get_data(), doubles=True)
+        assert listed["result"]["totalSize"] == 1
+    finally:
+        close_hub(h)
