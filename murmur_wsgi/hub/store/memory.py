@@ -219,7 +219,7 @@ class MemoryTaskStore(TaskStore):
             found = self._indexes.page(tenant, agent, context_id, state, after_ms, page_size,
                                        before)
         if isinstance(found, tuple):               # the tasks changed after after_ms
-            return filtered_page(found, context_id, state, page_size, before)
+            return filtered_page(found, page_size, before)
         return found
 
     def context_tasks(self, tenant, agent, context_id, limit):
