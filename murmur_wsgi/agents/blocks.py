@@ -10,6 +10,8 @@ import json
 import logging
 import re
 
+from murmur_wsgi.wire.encode import utf8_bytes
+
 logger = logging.getLogger(__name__)
 
 _BACKTICK_RUN = re.compile(r"`+")
@@ -40,10 +42,6 @@ class OverBudget(Exception):
         self.index = index
 
 
-def _utf8_bytes(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-
-
 def pretty_json(value, budget: int | None = None) -> str:
     """``value`` as ``json.dumps(value, indent=2, ensure_ascii=False)`` writes it.
 
@@ -55,7 +53,7 @@ def pretty_json(value, budget: int | None = None) -> str:
         return _PRETTY.encode(value)
     chunks, used = [], 0
     for chunk in _PRETTY.iterencode(value):
-        used += _utf8_bytes(chunk)
+        used += utf8_bytes(chunk)
         if used > budget:
             raise OverBudget()
         chunks.append(chunk)
@@ -88,6 +86,6 @@ def parts_text(parts, budget: int | None = None) -> str:
             except OverBudget:
                 raise OverBudget(i) from None
             if budget is not None:
-                budget -= _utf8_bytes(block)
+                budget -= utf8_bytes(block)
             pieces.append(block)
     return "\n".join(pieces)

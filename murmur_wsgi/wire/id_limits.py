@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from murmur_wsgi.wire.base import invalid
+from murmur_wsgi.wire.encode import utf8_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -38,11 +39,6 @@ ID_FIELDS: dict[str, tuple[tuple[str, ...], ...]] = {
     "ListTaskPushNotificationConfigs": (("taskId",),),
 }
 """Each method's id fields, as paths from its params."""
-
-
-def utf8_bytes(text: str) -> int:
-    """The UTF-8 bytes of ``text``. PERF: an ASCII text is not encoded."""
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def check_id_bytes(method: str, params: dict, max_bytes: int) -> None:

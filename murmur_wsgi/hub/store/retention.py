@@ -22,24 +22,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from murmur_wsgi.wire.encode import utf8_bytes
+
 RETENTION_SECS = 7 * 86_400.0
 MAX_PER_TENANT = 100_000
 MAX_BYTES_PER_TENANT = 1024 ** 3
 TRIM_BATCH = 100                 # finished tasks one step forgets at most (the rest: next step)
 
 
-def text_bytes(text: str | None) -> int:
-    """``text``'s length in UTF-8 (PERF: an ASCII text's is its length, read in O(1))."""
-    if not text:
-        return 0
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-
-
 def task_bytes(wire: str, payloads) -> int:
     """A finished task's bytes as a store keeps them: its wire form's and its events'
     payloads' (None: one rendered from the wire form), in UTF-8. The Redis store counts
     the same in its scripts (Lua's ``#``: a string's bytes)."""
-    return text_bytes(wire) + sum(map(text_bytes, payloads))
+    return sum(utf8_bytes(text) for text in (wire, *payloads) if text)
 
 
 @dataclass(frozen=True)
