@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from werkzeug.test import Client
 
 from tests.conftest import MY_AGENT, make_door
+from tests.fuzz_util import sent_id
 
 AUTHENTICATION = {"scheme": "bearer", "credentials": {
     "watcher": {"scopes": ["murmur.WatchSession", "GetTask", "ListTasks"]}}}
@@ -85,25 +86,6 @@ def door(request):
     if request.param == "public":
         return make_door(**MY_AGENT)
     return make_door(**dict(MY_AGENT, network={"authentication": AUTHENTICATION}))
-
-
-def valid_id(value) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _refuse_constant(name):
-    raise ValueError(name)
-
-
-def sent_id(body: bytes):
-    """The id the door must echo: a valid id of a JSON object body, else None."""
-    try:
-        payload = json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
-    except (ValueError, RecursionError):
-        return None
-    if isinstance(payload, dict) and valid_id(payload.get("id")):
-        return payload["id"]
-    return None
 
 
 def check_answer(door, response, body: bytes, path="/"):
