@@ -277,6 +277,24 @@ def close_hub(h) -> None:
         OPENING.clear()
 
 
+@pytest.fixture(scope="module")
+def module_redis(tmp_path_factory):
+    """A redis-server of the module's own, for hubs that live across its tests (property
+    tests: what one example stores, the next ones read)."""
+    from tests.redis_util import RedisServer
+    server = RedisServer(tmp_path_factory.mktemp("module-redis")).start()
+    yield server
+    server.stop()
+
+
+def module_store(request) -> str:
+    """The ``store`` setting of a module-scoped fixture's param: "memory", or the URL of
+    ``module_redis`` ("redis")."""
+    if request.param == "memory":
+        return "memory"
+    return request.getfixturevalue("module_redis").url
+
+
 @pytest.fixture
 def hub(store):
     h = create_hub(hub_config(store=store))

@@ -28,8 +28,7 @@ from werkzeug.test import Client
 
 from murmur_wsgi.hub import create_hub
 from tests.fuzz_util import refuse_constant, sent_id
-from tests.hub.conftest import KEY_A, KEY_B, close_hub, hub_config, token
-from tests.redis_util import RedisServer
+from tests.hub.conftest import KEY_A, KEY_B, close_hub, hub_config, module_store, token
 
 pytestmark = pytest.mark.one_store          # the module's own hubs: memory and Redis
 
@@ -39,16 +38,9 @@ PATH = "/a2a/v1/agents/echo"
 DOUBLE_INT = 2 ** 53
 
 
-@pytest.fixture(scope="module")
-def fuzz_redis(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("fuzz-redis")).start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture(scope="module", params=["memory", "redis"])
 def hub(request):
-    store = "memory" if request.param == "memory" else request.getfixturevalue("fuzz_redis").url
+    store = module_store(request)
     limits = {"run_timeout_secs": 30, "concurrency": 1000, "rate_per_minute": 1_000_000}
     h = create_hub(hub_config(store=store, limits=limits))
     yield h

@@ -20,8 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from murmur_wsgi.hub import create_hub
-from tests.hub.conftest import KEY_A, HubClient, close_hub, hub_config, sha
-from tests.redis_util import RedisServer
+from tests.hub.conftest import KEY_A, HubClient, close_hub, hub_config, module_store, sha
 
 pytestmark = pytest.mark.one_store          # the module's own hubs: memory and Redis
 
@@ -30,16 +29,9 @@ EXAMPLES = 50
 STATES = ["TASK_STATE_COMPLETED", "TASK_STATE_FAILED"]
 
 
-@pytest.fixture(scope="module")
-def model_redis(tmp_path_factory):
-    server = RedisServer(tmp_path_factory.mktemp("list-model-redis")).start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture(scope="module", params=["memory", "redis"])
 def listing(request):
-    store = "memory" if request.param == "memory" else request.getfixturevalue("model_redis").url
+    store = module_store(request)
     agents = {f"a{i}": {"agent": "demo", "publish": True} for i in range(AGENTS)}
     config = hub_config(store=store, limits={"concurrency": 100, "rate_per_minute": 1_000_000},
                         tenants={"acme": {"api_keys": [sha(KEY_A)], "agents": agents}})
