@@ -9,12 +9,17 @@ import uuid
 import pytest
 
 from murmur_wsgi.hub import create_hub
-from murmur_wsgi.hub.store.redis_keys import bytes_key, done_key, sizes_key
+from murmur_wsgi.hub.store.redis_keys import done_key, sizes_key
 from murmur_wsgi.hub.store.retention import Retention, task_bytes
 from murmur_wsgi.hub.task import COMPLETED, REJECTED, HubTask
-from murmur_wsgi.wire.task import now_ms, text_part
+from murmur_wsgi.wire.task import now_ms
 
 from tests.hub.conftest import KEY_B, HubClient, close_hub, hub_config, wait_until
+from tests.hub.retention_util import ended as _ended
+from tests.hub.retention_util import keys_of as _keys_of
+from tests.hub.retention_util import kept as _kept
+from tests.hub.retention_util import sizes as _sizes
+from tests.hub.retention_util import total as _total
 
 pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
@@ -26,54 +31,6 @@ def retention():
     """A cap of 100 tasks (batches of 10) and 64 KiB per tenant (globex: 1 MiB), for 60 s."""
     return Retention(60.0, 100, {"globex": {"max_bytes_per_tenant": 1024 ** 2}}, batch=10,
                      max_bytes=CAP)
-
-
-def _sizes(stores, tenant: str) -> dict:
-    """The bytes the store counts for each of the tenant's finished tasks, by id."""
-    tasks = stores.tasks
-    if not stores.shared:
-        return {task_id: size for task_id, (_, size) in tasks._finished.get(tenant, {}).items()}
-    return {task_id: int(size) for task_id, size in tasks._redis.hgetall(sizes_key(tenant)).items()}
-
-
-def _total(stores, tenant: str) -> int:
-    """The tenant's sum as the store keeps it (Redis: its ``bytes`` key)."""
-    if not stores.shared:
-        return stores.tasks._finished_bytes.get(tenant, 0)
-    return int(stores.tasks._redis.get(bytes_key(tenant)) or 0)
-
-
-def _ended(stores, tenant="acme", *, size=10_000, state=COMPLETED, events=()) -> HubTask:
-    """A task of ``tenant`` whose message holds ``size`` characters, ended in ``state``
-    (REJECTED: refused at its creation) with ``events`` before its final one."""
-    message_id = uuid.uuid4().hex
-    task = HubTask(str(uuid.uuid4()), "ctx", tenant, "echo", message_id,
-                   {"messageId": message_id, "role": "ROLE_USER",
-                    "parts": [text_part("x" * size)]})
-    if state == REJECTED:
-        task.set_state(REJECTED, "refused")
-        stores.tasks.create(task, task.task_event(), bind=False)
-        return task
-    stores.tasks.create(task, task.task_event())
-    stores.tasks.start(task.id)
-    for event in events:
-        assert stores.tasks.append(task.id, event)
-    assert stores.tasks.end(task.id, state, None, None, []) is not None
-    return task
-
-
-def _kept(stores, task) -> bool:
-    return stores.tasks.get(task.tenant, task.agent, task.id) is not None
-
-
-def _keys_of(stores, task_id: str) -> list:
-    """What the store still holds of a task: its keys (Redis), or its entries (memory)."""
-    tasks = stores.tasks
-    if not stores.shared:
-        return [name for name, held in (("task", tasks._tasks), ("events", tasks._events),
-                                        ("expiry", tasks._expiry), ("mark", tasks._marks))
-                if task_id in held]
-    return list(tasks._redis.scan_iter(match=f"*{task_id}*"))
 
 
 def test_a_tasks_bytes_are_its_wire_form_and_its_events(stores):
