@@ -279,3 +279,24 @@ def test_at_most_two_configs_of_a_tenant_are_delivered_at_once(phub, prpc, recei
         task_id = body["task"]["id"] if "task" in body else body["statusUpdate"]["taskId"]
         per_task.setdefault(task_id, []).append(r)
     assert sorted(len(v) for v in per_task.values()) == [3, 3, 3]
+
+
+@pytest.mark.parametrize("token, path", [("tk-\r\nX-Injected: 1", "/a2a/hook"),
+                                         ("tk-\u2192", "/a2a/hook"),
+                                         (None, "/h\u00e4ok")])
+def test_a_config_http_cannot_write_is_dropped_once_per_event(phub, prpc, receiver, caplog,
+                                                              token, path):
+    # NOTE: before, http.client raised on the token (or the path) on every attempt: the
+    # event never advanced, the dispatcher took it again at once (hundreds of tracebacks a
+    # second, the token's value in them), and deliveryStatus said nothing.
+    config = {"id": "c1", "url": receiver.url(path=path), "token": token}
+    with caplog.at_level(logging.DEBUG):
+        task = prpc.send("hi", configuration={"taskPushNotificationConfig": config})
+        status = settled(prpc, task["id"], "c1", failures=3)
+        wait_until(lambda: phub.push.dispatcher.idle())
+    assert status == {"failures": 3, "disabled": False, "lastError":
+                      "refused: the url or the token cannot be written in an HTTP request"}
+    assert receiver.requests == [] and phub.resolver.calls == []
+    assert phub.sleeps.calls == []
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "tk-" not in caplog.text

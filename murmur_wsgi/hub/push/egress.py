@@ -6,7 +6,9 @@ connection goes to an address that was checked (no second lookup, so no DNS
 rebinding), TLS verified against the URL's host name (SNI too), never
 through a proxy (http.client reads no ``HTTPS_PROXY``), never following a
 redirect (http.client does not), and only to the allowed ports. The whole
-attempt has ``timeout`` seconds.
+attempt has ``timeout`` seconds. A request http.client cannot write (a url
+path that is not ASCII, a token that is not Latin-1 or holds a control
+character) is refused before anything is resolved: its answer is final.
 """
 from __future__ import annotations
 
@@ -30,6 +32,18 @@ class Refused(Exception):
 
 class NetworkError(Exception):
     """The attempt failed on the way (resolution, connection, TLS, timeout): retried."""
+
+
+def writable(target: str, headers: dict) -> bool:
+    """Whether http.client writes this request as it is: an ASCII target, and header values
+    of Latin-1 without control characters (it raises on the others, naming the value)."""
+    if not target.isascii():
+        return False
+    for value in headers.values():
+        if any(ord(c) > 0xff or (ord(c) < 0x20 and c != "\t") or ord(c) == 0x7f
+               for c in value):
+            return False
+    return True
 
 
 def system_resolver(host: str, port: int) -> list[str]:
@@ -108,10 +122,13 @@ class Egress:
             raise Refused("refused: not an https URL")
         if port not in self.ports:
             raise Refused("refused: the port is not allowed")
-        targets = checked_addresses(host, port, self.resolver, self.allow)
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
+        if not writable(target, headers):
+            raise Refused("refused: the url or the token cannot be written in an HTTP "
+                          "request")
+        targets = checked_addresses(host, port, self.resolver, self.allow)
         conn, last = None, None
         for address in targets:
             left = deadline - time.monotonic()
