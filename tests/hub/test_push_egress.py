@@ -141,3 +141,49 @@ def test_the_system_resolver_on_an_ip_literal(phub, prpc, receiver):
     phub.push.egress.resolver = system_resolver
     prpc.send("hi", configuration={"taskPushNotificationConfig": {"url": receiver.url()}})
     assert len(receiver.wait_for(3)) == 3
+
+
+def test_a_receiver_that_answers_byte_by_byte_is_cut_at_the_attempts_deadline(phub, cert):
+    # NOTE: each read had the whole attempt's time left when it began, so an answer
+    # dribbled a byte at a time (here 3 s of header) held the 1 s attempt until it ended,
+    # and was delivered: a receiver could keep a delivery thread, past its lease, forever.
+    import socket
+    import ssl
+    import threading
+    import time
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*cert)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    done = threading.Event()
+
+    def serve():
+        conn, _ = listener.accept()
+        with context.wrap_socket(conn, server_side=True) as tls:
+            got = b""
+            while b"\r\n\r\n" not in got:
+                got += tls.recv(65536)
+            try:
+                tls.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                for _ in range(30):
+                    if done.wait(0.1):
+                        return
+                    tls.sendall(b"a")
+                tls.sendall(b"\r\nContent-Length: 0\r\n\r\n")
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    egress = phub.push.egress
+    egress.ports = frozenset(egress.ports | {port})
+    started = time.monotonic()
+    try:
+        with pytest.raises(NetworkError, match="timed out"):
+            egress.post(f"https://127.0.0.1:{port}/hook", b"{}", {}, 1.0)
+        assert time.monotonic() - started < 1.8
+    finally:
+        done.set()
+        thread.join(5)
+        listener.close()

@@ -6,13 +6,17 @@ connection goes to an address that was checked (no second lookup, so no DNS
 rebinding), TLS verified against the URL's host name (SNI too), never
 through a proxy (http.client reads no ``HTTPS_PROXY``), never following a
 redirect (http.client does not), and only to the allowed ports. The whole
-attempt has ``timeout`` seconds. A request http.client cannot write (a url
-path that is not ASCII, a token that is not Latin-1 or holds a control
-character) is refused before anything is resolved: its answer is final.
+attempt has ``timeout`` seconds: the handshake and every read of the answer
+get only what is left of them, so an answer sent a byte at a time cannot hold
+an attempt longer. A request http.client cannot write (a url path that is not
+ASCII, a token that is not Latin-1 or holds a control character) is refused
+before anything is resolved: its answer is final.
 """
 from __future__ import annotations
 
+import functools
 import http.client
+import io
 import logging
 import socket
 import ssl
@@ -76,13 +80,45 @@ def checked_addresses(host: str, port: int, resolver, allow: list) -> list:
     return found
 
 
+class _DeadlineReader(io.RawIOBase):
+    """A socket's bytes, each read given only the time left before ``deadline``."""
+
+    def __init__(self, sock, deadline: float):
+        super().__init__()
+        self._sock = sock
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        self._sock.settimeout(left)
+        return self._sock.recv_into(buffer)
+
+
+class _Answer(http.client.HTTPResponse):
+    """http.client's answer, read through a ``_DeadlineReader``."""
+
+    def __init__(self, sock, *args, deadline: float, **kwargs):
+        super().__init__(sock, *args, **kwargs)
+        self.fp.close()
+        self.fp = io.BufferedReader(_DeadlineReader(sock, deadline))
+
+
 class PinnedConnection(http.client.HTTPSConnection):
-    """An HTTPS connection to one checked address, TLS checked against ``host``."""
+    """An HTTPS connection to one checked address, TLS checked against ``host``; the
+    answer is read by ``deadline`` (``time.monotonic()``)."""
 
     def __init__(self, host: str, port: int, address, context: ssl.SSLContext,
-                 timeout: float):
-        super().__init__(host, port, timeout=timeout, context=context)
+                 deadline: float):
+        super().__init__(host, port, timeout=max(0.001, deadline - time.monotonic()),
+                         context=context)
         self._address = address
+        self._deadline = deadline
+        self.response_class = functools.partial(_Answer, deadline=deadline)
 
     def connect(self) -> None:
         family = socket.AF_INET6 if self._address.version == 6 else socket.AF_INET
@@ -90,6 +126,7 @@ class PinnedConnection(http.client.HTTPSConnection):
         try:
             sock.settimeout(self.timeout)
             sock.connect((str(self._address), self.port))
+            sock.settimeout(max(0.001, self._deadline - time.monotonic()))   # the handshake's
             self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
         except BaseException:
             sock.close()
@@ -131,10 +168,9 @@ class Egress:
         targets = checked_addresses(host, port, self.resolver, self.allow)
         conn, last = None, None
         for address in targets:
-            left = deadline - time.monotonic()
-            if left <= 0:
+            if deadline <= time.monotonic():
                 break
-            candidate = PinnedConnection(host, port, address, self.context, left)
+            candidate = PinnedConnection(host, port, address, self.context, deadline)
             try:
                 candidate.connect()
             except ssl.SSLError as ex:
