@@ -129,6 +129,25 @@ def test_a_final_task_over_64_kib_goes_without_artifacts(prpc, receiver):
     stream_response(got[2])
 
 
+def test_a_final_task_over_64_kib_without_artifacts_goes_without_its_status_message(
+        prpc, receiver):
+    # NOTE: before, a FAILED task whose message alone was 100 KB was sent whole (100,462
+    # bytes): dropping the artifacts was the only step, whatever was left.
+    task = prpc.send("/fail " + "x" * 100_000, configuration={"taskPushNotificationConfig": {
+        "url": receiver.url()}})
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    got = receiver.wait_for(3)
+    assert all(len(r.body) <= 64 * 1024 for r in got)
+    final = got[2].json["task"]
+    assert final == {"id": task["id"], "contextId": task["contextId"],
+                     "status": {"state": "TASK_STATE_FAILED",
+                                "timestamp": task["status"]["timestamp"]},
+                     "metadata": {"nexus.artifactsOmitted": True}}
+    stream_response(got[2])
+    stored = prpc.result("GetTask", {"id": task["id"]})["status"]["message"]
+    assert stored["parts"][0]["text"].endswith("x" * 100_000)
+
+
 def test_rejected_at_admission_notifies_the_final_task(phub, receiver):
     from tests.hub.conftest import KEY_B, HubClient
 

@@ -5,8 +5,9 @@ statusUpdate, and the final state the Task without its history (id,
 contextId, final status, artifacts). Artifact chunks are not sent. A final
 Task over the limit goes without artifacts and with metadata
 ``{"nexus.artifactsOmitted": true}`` (the text's key, so receivers written
-for it work); a creation over it goes without history, a status change
-without its status message.
+for it work), and without its status message too if it still does not fit;
+a creation over it goes without history, a status change without its status
+message.
 """
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ def final_body(store, task) -> bytes:
         return body
     slim = json.loads(store.render(task, 0, artifacts=False))
     slim["metadata"] = {**(slim.get("metadata") or {}), **OMITTED}
+    body = _bytes(task_event(compact_utf8(slim)))
+    if len(body) <= MAX_BODY_BYTES:
+        return body
+    slim["status"].pop("message", None)     # a long failure's text: like a status change's
     return _bytes(task_event(compact_utf8(slim)))
 
 
