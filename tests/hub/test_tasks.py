@@ -147,3 +147,31 @@ def test_cancel_a_run_that_does_not_stop():
     gate("g-stubborn").set()
     wait_until(lambda: not hub.runs.in_flight())
     hub.close(0)
+
+
+def test_cancel_a_task_retention_forgets_as_it_ends_is_not_found():
+    # NOTE: before, CancelTask read the task again once the run had stopped and used it
+    # unchecked: forgotten meanwhile (here the tenant keeps 1 finished task, and another
+    # ended), the answer was -32603 "Internal error" with a traceback in the log.
+    hub = create_hub(hub_config(tasks={"max_per_tenant": 1}))
+    try:
+        client = HubClient(hub, "held")
+        task = client.send("g-cancel-forgotten", configuration={"returnImmediately": True})
+        wait_until(lambda: hub.runs.get(task["id"]) is not None)
+        store, read = hub.store, hub.store.get
+        reads = []
+
+        def another_task_ends_first(tenant, agent, task_id):
+            reads.append(task_id)
+            if len(reads) == 2:                   # the read after the run stopped
+                HubClient(hub).send("another task ends")
+            return read(tenant, agent, task_id)
+
+        store.get = another_task_ends_first
+        error = client.error("CancelTask", {"id": task["id"]})
+        del store.get
+        assert (error["code"], error["message"]) == (-32001, "Task not found")
+        assert client.error("GetTask", {"id": task["id"]})["code"] == -32001
+    finally:
+        gate("g-cancel-forgotten").set()
+        hub.close(0)

@@ -51,7 +51,9 @@ def cancel_task(hub, call):
         stopped = run.wait(lambda: run.ended, timeout)
     else:
         stopped = _ended_in_store(hub.store, task, timeout)
-    task = hub.store.get(call.tenant, call.agent, task.id)
+    task_id, task = task.id, hub.store.get(call.tenant, call.agent, task.id)
+    if task is None:                            # retention forgot it since it stopped
+        raise TaskNotFoundError(task_id)
     if not stopped or task.state != "TASK_STATE_CANCELED":
         raise TaskNotCancelableError(task.id, task.state)
     return RawJSON(hub.store.render(task))
