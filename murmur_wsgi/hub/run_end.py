@@ -24,7 +24,8 @@ FAILED_PUBLIC = "the agent failed; the details are in the hub's log"
 def final_write(run, state: str, answer: str | None, data) -> tuple[list, list | None,
                                                                    str | None]:
     """``(events, artifacts, encoded)`` the run's end writes (the run's lock held):
-    COMPLETED's answer artifact and final chunk, CANCELED's streamed text kept."""
+    COMPLETED's answer artifact and final chunk; CANCELED's and FAILED's named artifacts
+    and streamed text kept."""
     events: list = []
     artifacts = encoded = None
     if state == COMPLETED:
@@ -47,7 +48,9 @@ def final_write(run, state: str, answer: str | None, data) -> tuple[list, list |
             encoded = _dumps(artifacts[-1])
             events.append(artifact_event_around(run.task_id, run.context_id, encoded,
                                                 append=False, last=True))
-    elif state == CANCELED:
+    elif state in (CANCELED, FAILED):
+        # NOTE: what its stream published stays on the task: a client that read the stream
+        # (or replays it) and one that reads the task see the same artifacts.
         streamed = "".join(run.tokens)
         artifacts = run.artifacts + ([answer_artifact([text_part(streamed)])]
                                      if streamed else [])

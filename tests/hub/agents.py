@@ -159,3 +159,39 @@ def mutates(ctx):
         if part.metadata is not None:
             part.metadata.clear()
     return "changed"
+
+
+def scripted(ctx):
+    """Act out the JSON script the text holds (tests/hub/test_stream_model.py): a list of
+    ``[step, …]``: ``write`` a token, ``progress``, ``think``, ``tool`` (a call and its
+    progress), ``add`` a whole artifact, ``open``/``chunk``/``close`` a streamed one
+    (``chunk`` with ``true``: its last), ``fail``; then answer ``done`` (with a status
+    message when the last step is ``status``)."""
+    import json
+
+    from murmur_wsgi.agents.base import Completed
+
+    streams = {}
+    status = None
+    for kind, *args in json.loads(ctx.text):
+        if kind == "write":
+            ctx.write(args[0])
+        elif kind == "progress":
+            ctx.progress(args[0])
+        elif kind == "think":
+            ctx.thinking(args[0])
+        elif kind == "tool":
+            ctx.tool_call_progress(ctx.tool_call_started(args[0], {"n": 1}), "running")
+        elif kind == "add":
+            ctx.artifacts.add(args[0], args[1])
+        elif kind == "open":
+            streams[args[0]] = ctx.artifacts.stream(args[0])
+        elif kind == "chunk" and args[0] in streams:
+            streams[args[0]].write(args[1], last=args[2])
+        elif kind == "close" and args[0] in streams:
+            streams[args[0]].close()
+        elif kind == "fail":
+            raise TaskFailed(args[0])
+        elif kind == "status":
+            status = args[0]
+    return Completed(text="done", status_message=status) if status else "done"
