@@ -30,6 +30,30 @@ def answer_artifact(parts: list) -> dict:
     return wire_task.artifact(ANSWER, parts)
 
 
+def artifacts_of(payloads) -> list:
+    """The artifacts a task's logged events published, as a client folds them (an
+    ``artifactUpdate`` with ``append`` adds its parts to the artifact of its id, else it is
+    that artifact): the named ones in the order they came, ``answer`` last, as a run's end
+    writes them. For an end written without its run (the stale sweep's)."""
+    found: dict = {}
+    for payload in payloads:
+        try:
+            update = json.loads(payload).get("artifactUpdate") if payload else None
+        except (ValueError, AttributeError):
+            update = None
+        if not isinstance(update, dict) or not isinstance(update.get("artifact"), dict):
+            continue
+        artifact = update["artifact"]
+        held = found.get(artifact.get("artifactId"))
+        if held is not None and update.get("append"):
+            held["parts"] = held["parts"] + list(artifact.get("parts", []))
+        else:
+            found[artifact.get("artifactId")] = dict(artifact,
+                                                      parts=list(artifact.get("parts", [])))
+    answer = found.pop(ANSWER, None)
+    return list(found.values()) + ([answer] if answer is not None else [])
+
+
 def _last(history: list, count: int) -> list:
     """The last ``count`` turns of ``history`` (all of them when it has fewer)."""
     return history[max(0, len(history) - count):] if count else []

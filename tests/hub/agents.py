@@ -195,3 +195,13 @@ def scripted(ctx):
         elif kind == "status":
             status = args[0]
     return Completed(text="done", status_message=status) if status else "done"
+
+
+def publishes_then_holds(ctx):
+    """Publish the artifact ``notes``, stream ``partial``, then hold as ``stubborn`` does
+    (until the gate the text names opens, cancel or not)."""
+    ctx.artifacts.add("notes", "kept")
+    ctx.write("partial")
+    gate(ctx.text.strip() + "-in").set()
+    gate(ctx.text.strip()).wait(30)
+    return "done at last"

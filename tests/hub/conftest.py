@@ -47,6 +47,7 @@ def hub_config(**overrides) -> dict:
                 "tokens": agent("tests.hub.agents:tokens"),
                 "held": agent("tests.hub.agents:held"),
                 "stubborn": agent("tests.hub.agents:stubborn"),
+                "publishes": agent("tests.hub.agents:publishes_then_holds"),
                 "fails": agent("tests.hub.agents:fails"),
                 "crashes": agent("tests.hub.agents:crashes"),
                 "models": agent("tests.hub.agents:models"),

@@ -118,6 +118,28 @@ def test_a_vanished_replica_s_runs_end_failed_through_the_sweep(pair):
     assert len(finals) == 1
 
 
+def test_a_task_the_sweep_ends_keeps_what_its_stream_published(pair):
+    a, b = pair
+    a.agent = b.agent = "publishes"
+    task = a.send("g-swept", configuration={"returnImmediately": True})
+
+    def logged() -> str:
+        events, _ = b.hub.store.events(task["id"], 0, 0, tenant="acme")
+        return "".join(event.payload for event in events)
+    wait_until(lambda: '"notes"' in logged() and "partial" in logged())
+    a.hub.replica.stop()                # A vanishes: B's sweep ends its run FAILED
+    a.hub.store._redis.delete(f"murmur:{{hub}}:replica:{a.hub.store.replica}")
+    wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_FAILED")
+    stored = b.result("GetTask", {"id": task["id"]})
+    assert stored["status"]["message"]["parts"][0]["text"].startswith("interrupted")
+    assert [(artifact["artifactId"], [part["text"] for part in artifact["parts"]])
+            for artifact in stored["artifacts"]] == [("notes", ["kept"]),
+                                                     ("answer", ["partial"])]
+    gate("g-swept").set()
+    wait_until(lambda: not a.hub.runs.in_flight())
+    assert b.result("GetTask", {"id": task["id"]})["artifacts"] == stored["artifacts"]
+
+
 def _rest_of(chunks, timeout: float = 10.0) -> list[dict]:
     """The events left in an SSE body, read on a thread: fails if the stream does not end."""
     body = []

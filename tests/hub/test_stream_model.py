@@ -11,7 +11,8 @@ the live fold, the replay's fold and GetTask agree on the state, the status mess
 the artifacts (by id, as a client finds them: GetTask lists the agent's named ones before
 ``answer``, which a stream may have opened first; runs of text parts compared as their
 text: the store may keep a token run merged), every event is of the task, and the last
-one, and only it, is final.
+one, and only it, is final. The stale sweep's fold of the replayed log
+(``hub.task.artifacts_of``) gives GetTask's artifacts, in GetTask's order.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.task import artifacts_of
 from tests.hub.conftest import (KEY_A, HubClient, agent, close_hub, hub_config, module_store,
                                 send_params, sha, sse_events)
 
@@ -122,7 +124,13 @@ def test_live_replayed_and_stored_tell_the_same_task(rpc, script):
     live = _events(rpc.call("SendStreamingMessage", send_params(json.dumps(script))))
     task_id = live[0]["task"]["id"]
     replay = _events(rpc.call("SubscribeToTask", {"id": task_id}))
-    stored = told(rpc.result("GetTask", {"id": task_id}))
+    read = rpc.result("GetTask", {"id": task_id})
+    stored = told(read)
     assert stored["state"] in FINAL
     assert fold(live, task_id) == stored, (script, live)
     assert fold(replay, task_id) == stored, (script, replay)
+    # The stale sweep's fold of a task's log (hub/task.py): the artifacts and their order.
+    swept = artifacts_of(json.dumps(event) for event in replay)
+    assert [artifact["artifactId"] for artifact in swept] == \
+        [artifact["artifactId"] for artifact in read.get("artifacts", [])]
+    assert told(dict(read, artifacts=swept)) == stored

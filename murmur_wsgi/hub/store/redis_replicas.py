@@ -5,8 +5,8 @@ runs in ``runs:<id>`` (members ``<tenant>/<task id>``, scored by creation; the
 hub's slot, as ``replicas``, which lists every replica that may have runs). A run
 enters its replica's runs no later than its task exists (on one Redis in the script that
 creates it, on a cluster before it) and leaves them after its end (the task store's ``flush_runs``, at each beat), so every task
-that runs is listed while it runs. The sweep ends FAILED, through the task store's
-END script (on the tenant's slot, the tenant read from the member), the runs of
+that runs is listed while it runs. The sweep ends FAILED, with the artifacts its log
+holds, through the task store's END script (on the tenant's slot, the tenant read from the member), the runs of
 replicas whose liveness key expired and runs older than ``sweep_max_age_secs``;
 a member whose task had ended, or never came to be, is dropped. Each task it ends
 is published on the cancel channel, where the connection's one listener
@@ -18,7 +18,7 @@ from murmur_wsgi.hub.store.redis_client import each_task, guarded
 from murmur_wsgi.hub.store.redis_keys import (CHANNEL, REPLICAS, live_key, mark_key, runs_key,
                                               split_member, task_key)
 from murmur_wsgi.hub.store.replicas import ReplicaStore
-from murmur_wsgi.hub.task import FAILED, TERMINAL
+from murmur_wsgi.hub.task import FAILED, TERMINAL, artifacts_of
 from murmur_wsgi.wire.task import now_ms
 
 # KEYS: the replica's liveness, its runs, replicas   ARGV: the replica
@@ -85,7 +85,12 @@ class RedisReplicas(ReplicaStore):
                 self._redis.zrange(runs, 0, -1)
             for found in members:
                 tenant, task_id = split_member(found)
-                if self._tasks.end(task_id, FAILED, text, None, [], tenant=tenant) is not None:
+                # NOTE: what the run's stream published stays on the task, as a run's own
+                # FAILED keeps it (what its replica never wrote to the log is lost with it).
+                events, _ = self._tasks.events(task_id, 0, 0, tenant=tenant)
+                artifacts = artifacts_of(event.payload for event in events) or None
+                if self._tasks.end(task_id, FAILED, text, artifacts, [],
+                                   tenant=tenant) is not None:
                     ended.append(task_id)
                     # NOTE: a replica taken for dead may still run it: told at once, it ends
                     # its run and the sender's own stream with this end.
