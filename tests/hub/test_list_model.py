@@ -9,7 +9,9 @@ times, a millisecond either side, or before them all) and ``pageSize``, followin
 the tasks whose context and state match and whose status time is after the cutoff,
 newest first by creation. Every page holds at most ``pageSize`` tasks and none twice, the
 last page's token is empty, each page's ``totalSize`` is the model's count, and the pages
-together are the model's list. On the memory store and on a redis-server.
+together are the model's list; each task listed is the one GetTask answers, its history
+trimmed by the same ``historyLength`` and its artifacts there only with
+``includeArtifacts: true``. On the memory store and on a redis-server.
 """
 from __future__ import annotations
 
@@ -56,6 +58,8 @@ queries = st.lists(st.fixed_dictionaries({
     "state": st.none() | st.sampled_from(STATES + ["TASK_STATE_WORKING"]),
     "after": st.none() | st.tuples(st.integers(0, 7), st.integers(-1, 1)) | st.just("early"),
     "page_size": st.integers(1, 5),
+    "artifacts": st.none() | st.booleans(),
+    "history": st.none() | st.integers(0, 3),
 }), min_size=1, max_size=4)
 
 
@@ -87,6 +91,10 @@ def test_list_tasks_pages_the_model(listing, sent, asked):
             cutoff = tasks[which % len(tasks)][3] + shift
         if cutoff is not None:
             params["statusTimestampAfter"] = _rfc3339(cutoff)
+        if query["artifacts"] is not None:
+            params["includeArtifacts"] = query["artifacts"]
+        trim = {} if query["history"] is None else {"historyLength": query["history"]}
+        params.update(trim)
         expected = [task_id for task_id, context, state, ms in reversed(tasks)
                     if params.get("contextId", context) == context
                     and params.get("status", state) == state
@@ -97,6 +105,11 @@ def test_list_tasks_pages_the_model(listing, sent, asked):
             assert page["totalSize"] == len(expected), (params, page, tasks)
             assert page["pageSize"] == query["page_size"]
             ids = [task["id"] for task in page["tasks"]]
+            for listed in page["tasks"]:        # each as GetTask answers it, trimmed alike
+                read = rpc.result("GetTask", dict(trim, id=listed["id"]))
+                if not query["artifacts"]:
+                    read.pop("artifacts", None)
+                assert listed == read, (params, listed, read)
             assert len(ids) <= query["page_size"] and (ids or not expected), (params, page)
             pages.extend(ids)
             token = page["nextPageToken"]
