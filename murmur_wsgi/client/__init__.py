@@ -27,7 +27,8 @@ from murmur_wsgi.client.events import StreamEvent, artifact_text, state_word, st
 # are imported when first named, so a command that serves (``murmur-wsgi serve``, whose
 # parser lists the client's commands too) does not load them.
 _LAZY = {"A2AClient": "agent", "DoorClient": "agent", "door_url": "agent",
-         "user_message": "agent", "EventStream": "streams"}
+         "user_message": "agent", "EventStream": "streams", "new_session": "deadline",
+         "DeadlineAdapter": "deadline"}
 
 
 def __getattr__(name: str):
@@ -42,6 +43,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "A2AClient", "DoorClient", "EventStream", "StreamEvent", "door_url", "user_message",
+    "new_session", "DeadlineAdapter",
     "artifact_text", "state_word", "status_text",
     "DoorError", "ConnectionFailed", "ConnectTimeout", "Timeout", "ReadTimeout",
     "StreamBroken", "ProtocolError", "HttpRefusal", "RpcError", "ParseError",

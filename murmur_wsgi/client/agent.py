@@ -39,6 +39,7 @@ from murmur_wsgi import __version__
 from murmur_wsgi.client.body import loads
 from murmur_wsgi.client.errors import HttpRefusal, ProtocolError
 from murmur_wsgi.client.http import JsonRpcHttp
+from murmur_wsgi.client.deadline import new_session
 from murmur_wsgi.client.card import (agent_urls, card_endpoint, door_url,  # noqa: F401
                                      is_door, same_origin)
 from murmur_wsgi.client.push import PushConfigs
@@ -100,7 +101,9 @@ class A2AClient(PushConfigs, JsonRpcHttp):
         reconnect_delay: the first back-off between two reconnect attempts.
         max_answer_bytes: the most bytes one answer (or one event of a stream) may
             hold; a longer one is a ``ProtocolError``. None: no limit.
-        session: a ``requests.Session`` to share; the client closes only its own.
+        session: a ``requests.Session`` to share; the client closes only its own. Its
+            adapters are used as they are: ``new_session()`` makes one whose answers'
+            headers are bounded by the read timeout, as the client's own.
     """
 
     def __init__(self, url: str, token: str | None = None, *, api_key: str | None = None,
@@ -124,7 +127,7 @@ class A2AClient(PushConfigs, JsonRpcHttp):
         self.reconnect_delay = reconnect_delay
         self.max_answer_bytes = max_answer_bytes
         self._owns_session = session is None
-        self.session = session if session is not None else requests.Session()
+        self.session = session if session is not None else new_session()
         self.headers = {"A2A-Version": a2a_version,
                         "User-Agent": f"murmur-wsgi/{__version__} (+requests)"}
         if token:

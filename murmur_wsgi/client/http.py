@@ -1,7 +1,9 @@
 """The HTTP under ``A2AClient``: one request, its answer read within limits, JSON-RPC out.
 
-A request's body is read as it arrives (``client/body.py``), at most
-``max_answer_bytes``, whole within the read timeout counted from its headers. A
+An answer's status line and headers arrive whole within the read timeout of the
+request (``client/deadline.py``, on the client's own session); its body is read as it
+arrives (``client/body.py``), at most ``max_answer_bytes``, whole within the read
+timeout counted from its headers. A
 redirect is followed only within the origin of the URL it answered (a redirect
 elsewhere is an ``HttpRefusal`` and nothing is sent there), and its own body is
 never read. Every failure of ``requests`` is raised as one of the client's errors.

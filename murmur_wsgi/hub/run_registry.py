@@ -15,7 +15,7 @@ from murmur_wsgi.hub.admission import overdue_member
 from murmur_wsgi.hub.runs import INTERRUPTED, Run
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.task import FAILED
-from murmur_wsgi.hub.timers import Timer, Timers
+from murmur_wsgi.timers import Timer, Timers
 
 
 class Lease(NamedTuple):
@@ -39,7 +39,7 @@ class Runs:
         self._overdue: dict[str, Run] = {}             # guarded by lock: ended, agent executing
         self.unwritten: list[tuple] = []               # store.end args; guarded by lock
         self.metrics = None                            # HubMetrics, when /metrics is served
-        self.timers = Timers()                         # every run's timeout and flush
+        self.timers = Timers("hub-timers")             # every run's timeout and flush
 
     def timer(self, seconds: float, fn) -> Timer:
         """Call ``fn()`` in ``seconds`` (``cancel()`` it before): one thread for all."""

@@ -23,7 +23,7 @@ Concurrency:
     ``Runs.lock`` (hub/run_registry.py) guards the registry (the runs in flight, the
     overdue ones, the unwritten ends); ``Runs.changed``, on it, is notified when a run
     leaves. Lock order: a run's lock, then ``Runs.lock``, then the store's.
-    Timers (the run timeout, the merge flush) are ``Runs.timer``'s (hub/timers.py:
+    Timers (the run timeout, the merge flush) are ``Runs.timer``'s (timers.py:
     one thread for every run's), cancelled when the run ends.
 """
 from __future__ import annotations
@@ -87,7 +87,7 @@ class Run:
         self.usage = RunUsage()
         self.artifacts: list[dict] = []     # the agent's named artifacts, as they stand
         self._wakers: list = []
-        self._timeout = None         # the run timeout's hub/timers.Timer
+        self._timeout = None         # the run timeout's timers.Timer
         self._flush_timer = None
 
     # --- the agent's side ----------------------------------------------------

@@ -25,7 +25,7 @@ CHILD = textwrap.dedent("""
 
     from murmur_wsgi.hub.store.redis_commands import Commands
     from murmur_wsgi.hub.store.redis_feed import EventFeed
-    from murmur_wsgi.hub.timers import Timers
+    from murmur_wsgi.timers import Timers
 
     watched = []
     held_switches = []

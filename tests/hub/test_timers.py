@@ -1,10 +1,10 @@
-"""The runs' timers: one thread for all, each callback on a thread of its own, cancelled
-ones gone from memory."""
+"""The shared timers (the hub's runs', the client's calls'): one thread for all, each
+callback on a thread of its own, cancelled ones gone from memory."""
 from __future__ import annotations
 
 import threading
 
-from murmur_wsgi.hub.timers import Timers
+from murmur_wsgi.timers import Timers
 
 from tests.hub.conftest import wait_until
 
@@ -60,7 +60,7 @@ def test_a_failing_callback_is_logged_and_the_others_still_fire(caplog):
         timers.after(0, boom)
         timers.after(0.01, later.set)
         assert later.wait(5)
-        wait_until(lambda: "a run's timer failed" in caplog.text)
+        wait_until(lambda: "a timer failed" in caplog.text)
     finally:
         timers.close()
 

@@ -25,7 +25,8 @@ class Request:
     body: bytes = b""
 
 
-def _read_request(conn) -> Request | None:
+def read_request(conn) -> Request | None:
+    """The next request on ``conn`` (None once the client hangs up)."""
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = conn.recv(65536)
@@ -110,7 +111,7 @@ class Hostile:
         with conn:
             conn.settimeout(WAIT)
             try:
-                request = _read_request(conn)
+                request = read_request(conn)
                 if request is not None:
                     self.requests.append(request)
                     self.handler(conn, request, self)

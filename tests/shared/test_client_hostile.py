@@ -8,6 +8,7 @@ a malformed answer is one of the client's errors, never a traceback.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -16,7 +17,8 @@ from murmur_wsgi.client.events import StreamEvent
 from murmur_wsgi.client.sse import EventTooLarge, SseEvent, SseParser
 from murmur_wsgi.cli import main
 from murmur_wsgi.uris import DOOR_URI, STREAM_URI
-from tests.shared.hostile_server import Hostile, answer, card, rpc_answer, run_in_thread
+from tests.shared.hostile_server import (Hostile, answer, card, read_request, rpc_answer,
+                                         run_in_thread)
 
 DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024     # A2AClient's max_answer_bytes
 
@@ -379,3 +381,80 @@ def test_pages_that_loop_end_with_one_line(cli_env, capsys, argv):
         finished, status = run_in_thread(lambda: run_all(door, [argv]), WAIT)
         assert finished and status == [2]
         assert "nextPageToken 'p" in capsys.readouterr().err and len(door.requests) < 10
+
+
+# --- headers that trickle -------------------------------------------------------------
+
+HEADERS_TIMEOUT = 0.5
+LATE = 0.6                      # how late past its timeout a call may end, under load
+
+
+def trickled_headers(conn, server):
+    """A status line and one header, a byte every 20 ms (each in time), never ending."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Pad: " + b"a" * 60000
+    for byte in head:
+        if server.stopping.wait(0.02):
+            return
+        conn.sendall(bytes([byte]))
+
+
+def trickling_door(what: str):
+    """A server whose ``what`` (the card, a call, a stream) answers with trickled headers."""
+    def handler(conn, request, server):
+        if what != "card" and request.method == "GET":
+            answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+        else:
+            trickled_headers(conn, server)
+    return Hostile(handler)
+
+
+CALLS = {"card": lambda client: client.card(),
+         "call": lambda client: client.call("GetTask", {"id": "t"}),
+         "stream": lambda client: next(client.subscribe("tsk_1"))}
+
+
+@pytest.mark.timed
+@pytest.mark.parametrize("what", list(CALLS))
+def test_headers_that_trickle_end_at_the_calls_timeout(what):
+    with trickling_door(what) as door, \
+            A2AClient(door.url, timeout=HEADERS_TIMEOUT, stream_timeout=HEADERS_TIMEOUT) \
+            as client:
+        if what != "card":
+            client.endpoint                     # the card, answered at once
+        started = time.monotonic()
+        finished, raised = run_in_thread(lambda: CALLS[what](client), WAIT)
+        elapsed = time.monotonic() - started
+        assert finished and isinstance(raised, ReadTimeout), raised
+        assert "did not answer within the timeout" in str(raised)
+        assert HEADERS_TIMEOUT <= elapsed < HEADERS_TIMEOUT + LATE, elapsed
+
+
+def test_a_calls_deadline_never_cuts_its_connection_back_in_the_pool():
+    """Two calls on one kept-alive connection: the first's deadline passes during the
+    second, which takes longer than the first's timeout and still gets its answer."""
+    posts_by_connection = []
+
+    def keep_alive(conn, request, server):
+        posts_by_connection.append(0)
+        while request is not None:
+            if request.method == "GET":
+                body = json.dumps(card(server.url + "/")).encode()
+            else:
+                posts_by_connection[-1] += 1
+                sent = json.loads(request.body)
+                if sent["params"]["id"] == "slow":
+                    server.stopping.wait(FIRST_TIMEOUT * 2)     # past the first's deadline
+                body = json.dumps({"jsonrpc": "2.0", "id": sent["id"],
+                                   "result": {"id": sent["params"]["id"]}}).encode()
+            conn.sendall(KEPT_HEAD % len(body) + body)
+            request = read_request(conn)
+
+    with Hostile(keep_alive) as door, A2AClient(door.url, timeout=FIRST_TIMEOUT) as client:
+        assert client.call("GetTask", {"id": "quick"}) == {"id": "quick"}
+        assert client.call("GetTask", {"id": "slow"}, timeout=WAIT) == {"id": "slow"}
+    assert posts_by_connection == [2]
+
+
+FIRST_TIMEOUT = 0.3
+KEPT_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+

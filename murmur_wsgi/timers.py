@@ -1,7 +1,8 @@
-"""One thread for every timer of a replica's runs (the run timeout, the merge flush).
+"""One thread for many timers: a hub replica's runs' (the run timeout, the merge flush), the
+client's calls' (an answer's headers, client/deadline.py).
 
-A ``threading.Timer`` is a thread: one per run, made and torn down for every
-message even though a run that ends in time never needs it. ``Timers`` keeps
+A ``threading.Timer`` is a thread: one per run (or call), made and torn down
+every time even though a run that ends in time never needs it. ``Timers`` keeps
 every deadline in one heap, watched by one daemon thread (started at the first
 timer) that sleeps until the earliest is due or an earlier one comes. A timer
 that fires runs its callback on a thread of its own (a greenlet under gevent),
@@ -53,9 +54,10 @@ class Timer:
 
 
 class Timers:
-    """Every timer of one ``Runs``: ``after(seconds, fn)`` and ``close()``."""
+    """Timers on one thread named ``name``: ``after(seconds, fn)`` and ``close()``."""
 
-    def __init__(self, clock=time.monotonic):
+    def __init__(self, name: str = "timers", clock=time.monotonic):
+        self._name = name
         self._clock = clock
         self._lock = threading.RLock()    # NOTE: an RLock under a Condition (docs/architecture.md)
         self._changed = threading.Condition(self._lock)
@@ -79,7 +81,7 @@ class Timers:
             heapq.heappush(self._heap, (timer.due, next(self._order), timer))
             if self._thread is None:
                 thread = self._thread = threading.Thread(target=self._serve,
-                                                         name="hub-timers", daemon=True)
+                                                         name=self._name, daemon=True)
             elif timer.due < self._wake_at:
                 self._changed.notify()            # earlier than the thread would wake
         if thread is not None:
@@ -136,7 +138,7 @@ class Timers:
         try:
             fn()
         except Exception:  # noqa: BLE001 - one timer's failure must not pass silently
-            logger.exception("a run's timer failed")
+            logger.exception("a timer failed")
 
     def close(self) -> None:
         """Drop every pending timer and end the thread (within its wait)."""
