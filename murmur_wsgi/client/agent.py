@@ -26,6 +26,7 @@ must be strictly thread-safe makes one DoorClient per thread.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import logging
@@ -322,22 +323,33 @@ class A2AClient(PushConfigs, JsonRpcHttp):
         """ListTasks: every task the filters match, page after page, newest change first.
 
         Filters: ``context_id``, ``state`` (a TASK_STATE_* name), ``page_size``,
-        ``status_timestamp_after``, ``include_artifacts``.
+        ``status_timestamp_after``, ``include_artifacts``; ``max_pages`` as ``list_pages``.
+        Lazy: a page is fetched once the tasks before it are used, so a caller that stops
+        (``break``, ``itertools.islice``) stops the fetching; one that reads to the end of
+        a server naming pages forever reads forever, unless it gives ``max_pages``.
         """
-        first = filters.pop("page_token", None) or ""
-        for page in self._pages("ListTasks", first,
-                                lambda token: self.list_page(page_token=token or None,
-                                                             **filters)):
+        for page in self.list_pages(**filters):
             yield from (t for t in page.get("tasks") or [] if isinstance(t, dict))
 
-    def _pages(self, method: str, token: str, fetch) -> Iterator[dict]:
-        """Each page ``fetch(token)`` answers, following ``nextPageToken`` to the last.
+    def list_pages(self, *, max_pages: int | None = None, **filters) -> Iterator[dict]:
+        """ListTasks page after page (``{tasks, nextPageToken, …}``), lazily, at most
+        ``max_pages`` (None: to the last): the last page yielded names a
+        ``nextPageToken`` when the pages were cut short. Filters: as ``list``."""
+        first = filters.pop("page_token", None) or ""
+        return self._pages("ListTasks", first,
+                           lambda token: self.list_page(page_token=token or None, **filters),
+                           max_pages)
+
+    def _pages(self, method: str, token: str, fetch,
+               max_pages: int | None = None) -> Iterator[dict]:
+        """Each page ``fetch(token)`` answers, following ``nextPageToken`` to the last, or
+        to ``max_pages`` pages.
 
         A token that is not a string, or one that comes back (pages that loop), is a
-        ProtocolError.
+        ProtocolError. What is kept of each token seen is its digest, whatever its size.
         """
-        seen = {token}
-        while True:
+        seen = {_digest(token)}
+        for _ in itertools.count() if max_pages is None else range(max_pages):
             page = self._object(method, fetch(token))
             yield page
             token = page.get("nextPageToken") or ""
@@ -346,11 +358,12 @@ class A2AClient(PushConfigs, JsonRpcHttp):
                                     "nextPageToken that is not a string", url=self.url)
             if not token:
                 return
-            if token in seen:
+            digest = _digest(token)
+            if digest in seen:
                 raise ProtocolError(f"{self.noun} at {self.url} answered {method} with "
                                     f"nextPageToken {token[:40]!r} again: its pages loop",
                                     url=self.url)
-            seen.add(token)
+            seen.add(digest)
 
     def cancel(self, task_id: str) -> dict:
         """CancelTask: the task, canceled (-32002 when it had already ended)."""
@@ -359,6 +372,11 @@ class A2AClient(PushConfigs, JsonRpcHttp):
     def stop(self) -> dict:
         """murmur.StopSession: ``{canceled, residue, session_id}``; the door keeps serving."""
         return self._object("murmur.StopSession", self.call("murmur.StopSession", {}))
+
+
+def _digest(token: str) -> bytes:
+    """What a page's token is kept as: 16 bytes, whatever the token's length."""
+    return hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 DoorClient = A2AClient

@@ -6,7 +6,8 @@ Each runs through ``cli_support.run``, which finds the agent (``--url`` with ``-
 ``$MURMUR_API_KEY``, ``$MURMUR_TENANT``; or the only running session's record) and
 turns every error into one line and an exit status: 0 done (a task completed), 1 a task
 failed, was canceled or rejected, or the door refused the request, 2 a usage or
-connection error, 3 a task waits for input. See docs/client.md.
+connection error (or a listing stopped at ``--max-pages``), 3 a task waits for input. See
+docs/client.md.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from murmur_wsgi.client.cli_support import (API_KEY_ENV, EXIT_INPUT, EXIT_OK, EX
 from murmur_wsgi.client.errors import ProtocolError, UnsupportedOperation
 from murmur_wsgi.client.events import INPUT_REQUIRED, STATES, TERMINAL, state_word
 from murmur_wsgi.client.progress import Spinner
+from murmur_wsgi.client.push import MAX_PAGES
 
 if TYPE_CHECKING:
     from murmur_wsgi.client.agent import DoorClient
@@ -164,23 +166,37 @@ def get(door: DoorClient, args) -> int:
 
 
 def tasks(door: DoorClient, args) -> int:
-    """Print a table of the tasks the caller sees, most recently changed first."""
-    found = []
-    for task in door.list(context_id=args.context, state=args.state,
-                          status_timestamp_after=args.since, page_size=args.page_size):
-        found.append(task)
-        if args.limit and len(found) >= args.limit:
-            break
-    if args.json:
-        for task in found:
-            out(render.dumps(task))
+    """Print a table of the tasks the caller sees, most recently changed first: at most
+    ``--limit`` tasks, from at most ``--max-pages`` pages (stopped there, it says so)."""
+    rows, shown, pages, more = [], 0, 0, False
+    for page in door.list_pages(context_id=args.context, state=args.state,
+                                status_timestamp_after=args.since, page_size=args.page_size,
+                                max_pages=args.max_pages):
+        pages += 1
+        more = bool(page.get("nextPageToken"))
+        for task in (t for t in page.get("tasks") or [] if isinstance(t, dict)):
+            if args.json:
+                out(render.dumps(task))         # as read: the rows alone are kept
+            else:
+                rows.append(render.task_row(task))
+            shown += 1
+            if args.limit and shown >= args.limit:
+                return _listed(rows, False, pages, shown, door, args)
+    return _listed(rows, more, pages, shown, door, args)
+
+
+def _listed(rows: list, more: bool, pages: int, shown: int, door: DoorClient, args) -> int:
+    """Print the table (``--json`` printed its lines already); say so if pages remain."""
+    if not args.json:
+        lines = render.table(rows, render.TASK_HEADER) if rows else ["no tasks"]
+        for line in lines:
+            out(line)
+    if not more:
         return EXIT_OK
-    if not found:
-        out("no tasks")
-        return EXIT_OK
-    for line in render.table([render.task_row(t) for t in found], render.TASK_HEADER):
-        out(line)
-    return EXIT_OK
+    err(f"the listing stops after {pages} pages ({shown} tasks): {door.noun} at {door.url} "
+        "still names a next page; --max-pages N reads more, --limit N fewer, and --state, "
+        "--context or --since narrow it")
+    return EXIT_USAGE
 
 
 def _door_only(door: DoorClient, what: str) -> None:
@@ -275,6 +291,17 @@ def push(door: DoorClient, args) -> int:
 # --- the parser -----------------------------------------------------------------------
 
 
+def positive(value: str) -> int:
+    """A whole number from 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a whole number from 1")
+    return number
+
+
 def task_state(value: str) -> str:
     """``--state``: a state's word (``input-required``) or its ``TASK_STATE_*`` name."""
     if value in STATES:
@@ -333,6 +360,8 @@ def add_commands(sub) -> None:
         p.add_argument("--since", metavar="RFC3339",
                        help="only tasks changed after this time (2026-01-01T00:00:00Z)")
         p.add_argument("--page-size", type=int, help="tasks per ListTasks page")
+        p.add_argument("--max-pages", type=positive, default=MAX_PAGES,
+                       help=f"stop after this many pages, and say so (default {MAX_PAGES})")
         p.set_defaults(func=run(tasks))
         _door_options(p)
     p = sub.add_parser("subscribe", help="print a live task's events until it ends")

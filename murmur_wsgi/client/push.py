@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import logging
 
+from murmur_wsgi.client.errors import ProtocolError
+
 logger = logging.getLogger(__name__)
+
+MAX_PAGES = 1000                 # the pages push_list() follows; the tasks command's default
 
 
 class PushConfigs:
@@ -23,18 +27,23 @@ class PushConfigs:
         """GetTaskPushNotificationConfig."""
         return self.call("GetTaskPushNotificationConfig", {"taskId": task_id, "id": config_id})
 
-    def push_list(self, task_id: str) -> list[dict]:
-        """ListTaskPushNotificationConfigs: every config of the task, page after page."""
+    def push_list(self, task_id: str, *, max_pages: int = MAX_PAGES) -> list[dict]:
+        """ListTaskPushNotificationConfigs: every config of the task, page after page;
+        a next page named past ``max_pages`` is a ProtocolError."""
         configs = []
         method = "ListTaskPushNotificationConfigs"
 
         def fetch(token: str):
             return self.call(method, {"taskId": task_id, **({"pageToken": token} if token
                                                              else {})})
-        for page in self._pages(method, "", fetch):
+        page = {}
+        for page in self._pages(method, "", fetch, max_pages):
             found = page.get("configs")
             if isinstance(found, list):
                 configs.extend(c for c in found if isinstance(c, dict))
+        if page.get("nextPageToken"):
+            raise ProtocolError(f"{self.noun} at {self.url} answered {method} with more than "
+                                f"{max_pages} pages: not followed further", url=self.url)
         return configs
 
     def push_delete(self, task_id: str, config_id: str) -> None:

@@ -7,8 +7,10 @@ a malformed answer is one of the client's errors, never a traceback.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import time
+import tracemalloc
 
 import pytest
 
@@ -458,3 +460,95 @@ def test_a_calls_deadline_never_cuts_its_connection_back_in_the_pool():
 FIRST_TIMEOUT = 0.3
 KEPT_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
 
+
+
+def endless_pages(conn, request, server):
+    """Every page names a next page never named before: p1, p2, p3, ... one task each."""
+    if request.method == "GET":
+        answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+        return
+    n = len(server.requests)
+    rpc_answer(conn, request, {"tasks": [{"id": f"tsk_{n}", "status": {
+        "state": "TASK_STATE_COMPLETED"}}], "configs": [{"id": f"c{n}"}],
+        "nextPageToken": f"p{n}"})
+
+
+def posts(server: Hostile) -> int:
+    return sum(r.method == "POST" for r in server.requests)
+
+
+PAGES_WAIT = 60.0               # a thousand pages, one connection each, under load
+
+
+def test_tasks_stops_after_a_thousand_pages_that_never_end(cli_env, capsys):
+    with Hostile(endless_pages) as door:
+        finished, status = run_in_thread(lambda: run_all(door, [("tasks", "--json")]),
+                                         PAGES_WAIT)
+        assert finished and status == [2]
+        out, err = capsys.readouterr()
+        assert len(out.splitlines()) == 1000 == posts(door)
+        assert "the listing stops after 1000 pages (1000 tasks)" in err
+        assert "still names a next page" in err and "--max-pages" in err
+
+
+def test_tasks_max_pages_prints_what_it_read_then_says_it_stopped(cli_env, capsys):
+    with Hostile(endless_pages) as door:
+        finished, status = run_in_thread(
+            lambda: run_all(door, [("tasks", "--max-pages", "3")]), WAIT)
+        assert finished and status == [2]
+        out, err = capsys.readouterr()
+        assert [line.split()[0] for line in out.splitlines()] == [
+            "TASK", "tsk_2", "tsk_3", "tsk_4"] and posts(door) == 3
+        assert err.count("\n") == 1 and "stops after 3 pages (3 tasks)" in err
+        assert run_all(door, [("tasks", "--max-pages", "3", "--limit", "2")]) == [0]
+        assert posts(door) == 5                 # the limit, in the second page read
+        assert "stops" not in capsys.readouterr().err
+        with pytest.raises(SystemExit) as refused:
+            run_all(door, [("tasks", "--max-pages", "0")])
+        assert refused.value.code == 2 and "from 1" in capsys.readouterr().err
+
+
+def test_push_list_stops_after_a_thousand_pages_that_never_end(cli_env, capsys):
+    with Hostile(endless_pages) as door:
+        finished, status = run_in_thread(lambda: run_all(door, [("push", "list", "t")]),
+                                         PAGES_WAIT)
+        assert finished and status == [2] and posts(door) == 1000
+        assert "more than 1000 pages" in capsys.readouterr().err
+
+
+def test_list_pages_stops_after_max_pages_and_list_reads_only_what_is_used():
+    with Hostile(endless_pages) as door, A2AClient(door.url, timeout=WAIT) as client:
+        pages = list(client.list_pages(max_pages=2))
+        assert [p["nextPageToken"] for p in pages] == ["p2", "p3"]
+        assert [t["id"] for t in itertools.islice(client.list(), 3)] == [
+            "tsk_4", "tsk_5", "tsk_6"] and posts(door) == 5
+
+
+TOKEN_TAIL = b"x" * (2 * MIB)
+
+
+def test_the_pages_tokens_are_not_kept_whole():
+    """Each page names a fresh token of 2 MiB: what is kept of the tokens seen stays small
+    (the server allocates nothing that large while the client's memory is measured)."""
+    def huge_tokens(conn, request, server):
+        request.body = b""                      # the token the client sent: not kept
+        if request.method == "GET":
+            answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+            return
+        head = b'{"jsonrpc": "2.0", "id": 1, "result": {"tasks": [], "nextPageToken": "%d' \
+            % len(server.requests)
+        conn.sendall(JSON_HEAD % (len(head) + len(TOKEN_TAIL) + 3) + head)
+        conn.sendall(TOKEN_TAIL)
+        conn.sendall(b'"}}')
+
+    with Hostile(huge_tokens) as door, A2AClient(door.url, timeout=WAIT) as client:
+        tracemalloc.start()
+        try:
+            pages = client.list_pages(max_pages=20)
+            next(pages)
+            baseline, held = tracemalloc.get_traced_memory()[0], 0
+            for _ in pages:                     # between two pages, what the listing holds
+                held = max(held, tracemalloc.get_traced_memory()[0] - baseline)
+        finally:
+            tracemalloc.stop()
+    assert held < 8 * MIB, held                 # 19 more tokens kept whole: 38 MiB
