@@ -9,7 +9,9 @@ answer, and a2a-sdk's reader takes them (``parse_lenient``), as it takes every
 SendMessage result. A request answered with an error stores no task.
 
 On the memory store and on a redis-server of the module's own (the hub lives across
-examples: what one example stores, the next ones read).
+examples: what one example stores, the next ones read). On a hub with push on, any
+Create, Get, List and Delete of a task's push configs answers alike, and what the task
+keeps (at most 10) reads back whole and parses with a2a-sdk.
 
 NOTE: the demo agent's texts never name /sleep or /background (they hold a run), and the
 hub's limits admit every run (the rate's bucket would otherwise refuse most examples).
@@ -18,9 +20,11 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 
 import pytest
-from a2a.types.a2a_pb2 import ListTasksResponse, SendMessageResponse, Task
+from a2a.types.a2a_pb2 import (ListTaskPushNotificationConfigsResponse, ListTasksResponse,
+                               SendMessageResponse, Task)
 from a2a.utils.proto_utils import parse_lenient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,6 +33,7 @@ from werkzeug.test import Client
 from murmur_wsgi.hub import create_hub
 from tests.fuzz_util import refuse_constant, sent_id
 from tests.hub.conftest import KEY_A, KEY_B, close_hub, hub_config, module_store, token
+from tests.hub.push_util import Resolver, Sleeps, push_config
 
 pytestmark = pytest.mark.one_store          # the module's own hubs: memory and Redis
 
@@ -318,3 +323,57 @@ def test_arbitrary_requests(hub, value, headers, path, version, method):
             b'{"error":"send one credential: X-API-Key or Authorization, not both"}'), \
             response.data
     still_reads(hub, envelope, before)
+
+
+# --- push notification configs, on a hub with push on -------------------------------------
+
+@pytest.fixture(scope="module", params=["memory", "redis"])
+def push_hub(request):
+    config = push_config()
+    config["store"] = module_store(request)
+    config["limits"] = {"concurrency": 1000, "rate_per_minute": 1_000_000}
+    h = create_hub(config)
+    h.push.sender.sleep = Sleeps()              # retries recorded, never slept
+    h.push.egress.resolver = Resolver()          # no host resolves: nothing leaves
+    yield h
+    close_hub(h)
+
+
+HOOK = "https://hooks.example.com/a2a"
+push_configs = mutated(st.fixed_dictionaries({"url": st.just(HOOK)}, optional={
+    "id": st.sampled_from(["c1", "c2", "a/b", "x" * 129]) | st.text(max_size=8),
+    "token": st.text(max_size=12) | st.sampled_from(["t\r\nX: 1", "é" * 300, "\u2028"]),
+    "authentication": st.just({"scheme": "Bearer"}) | json_values,
+}))
+push_reads = mutated(st.fixed_dictionaries({}, optional={
+    "id": st.sampled_from(["c1", "c2", ""]) | st.text(max_size=8),
+    "pageSize": st.integers(-1, 12), "pageToken": st.sampled_from(["", "x"])}))
+
+
+@FUZZ
+@given(fields=push_configs, reads=st.lists(st.tuples(st.sampled_from(
+    ["GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs",
+     "DeleteTaskPushNotificationConfig"]), push_reads), max_size=3))
+def test_arbitrary_push_configs(push_hub, fields, reads):
+    """Create, Get, List, Delete with any params: the text's answers; what a task keeps
+    (at most 10) reads back whole, and a2a-sdk reads it."""
+    task = json.loads(post(push_hub, json.dumps({
+        "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+            "messageId": str(uuid.uuid4()), "role": "ROLE_USER",
+            "parts": [{"text": "hi"}]}}}).encode()).data)["result"]["task"]
+    calls = [("CreateTaskPushNotificationConfig", fields)] + reads
+    for method, params in calls:
+        params = dict(params, taskId=task["id"]) if "taskId" not in params else params
+        body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": method,
+                           "params": params}).encode("utf-8", "surrogatepass")
+        check_answer(post(push_hub, body), body)
+    body = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ListTaskPushNotificationConfigs",
+                       "params": {"taskId": task["id"]}}).encode()
+    listed = check_answer(post(push_hub, body), body)["result"]
+    parse_lenient(listed, ListTaskPushNotificationConfigsResponse())
+    assert len(listed.get("configs", [])) <= 10
+    for config in listed.get("configs", []):
+        body = json.dumps({"jsonrpc": "2.0", "id": 4, "method": "GetTaskPushNotificationConfig",
+                           "params": {"taskId": task["id"], "id": config["id"]}}).encode()
+        read = check_answer(post(push_hub, body), body)["result"]
+        assert read["url"] == config["url"] and read.get("token") == config.get("token")
