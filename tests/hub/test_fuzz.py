@@ -38,7 +38,7 @@ from tests.hub.push_util import Resolver, Sleeps, push_config
 pytestmark = pytest.mark.one_store          # the module's own hubs: memory and Redis
 
 FUZZ = settings(max_examples=100, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow])
+                derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 PATH = "/a2a/v1/agents/echo"
 DOUBLE_INT = 2 ** 53
 

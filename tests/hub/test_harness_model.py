@@ -84,7 +84,7 @@ def scripts(draw):
 
 
 @settings(max_examples=EXAMPLES, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+          derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(script=scripts())
 def test_any_harness_ends_its_task_and_tells_one_task(rpc, script):
     live = read_stream(rpc.call("SendStreamingMessage", send_params(json.dumps(script))))

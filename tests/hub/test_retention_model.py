@@ -62,7 +62,7 @@ def _open(stores, tenant: str) -> HubTask:
 
 
 @settings(max_examples=60, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+          derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(script=steps, cap=caps)
 def test_retention_forgets_the_oldest_finished_and_keeps_its_sums(stores, script, cap):
     count_cap, batch, byte_cap = cap

@@ -54,7 +54,7 @@ steps = st.lists(st.one_of(
 
 
 @settings(max_examples=40, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+          derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(script=steps)
 @example(script=[("write", "part"), ("add", "a", "x"), ("fail", "boom")])   # kept on FAILED
 @example(script=[("open", "b"), ("chunk", "b", "1", False), ("add", "b", "again")])
