@@ -3,14 +3,16 @@ made, push.allow_networks for loopback: a test-only switch), retry waits recorde
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 
-from murmur_wsgi.hub.push.delivery import RETRY_DELAYS
+from murmur_wsgi.hub.push.delivery import RETRY_DELAYS, Sender
+from murmur_wsgi.hub.push.egress import Egress
 from murmur_wsgi.hub.store.push_base import MAX_FAILURES
 from tests.hub.agents import gate
 from tests.hub.conftest import send_params, sse_events, wait_until
-from tests.hub.push_util import (cert, create, phub, prpc, receiver,  # noqa: F401
+from tests.hub.push_util import (SECRET, cert, create, phub, prpc, receiver,  # noqa: F401
                                  status_of, stream_response, verify)
 
 COMPLETED = "TASK_STATE_COMPLETED"
@@ -319,3 +321,72 @@ def test_a_config_http_cannot_write_is_dropped_once_per_event(phub, prpc, receiv
     assert phub.sleeps.calls == []
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert "tk-" not in caplog.text
+
+
+class RaisingEgress(Egress):
+    """The hub's own egress, failing unexpectedly on every POST (a message that holds the
+    token, as http.client's did): counts its calls."""
+
+    def __init__(self, egress):
+        super().__init__(egress.ports, egress.allow)
+        self.posts = 0
+
+    def post(self, url, body, headers, timeout):
+        self.posts += 1
+        raise RuntimeError(f"unexpected: {headers.get('A2A-Notification-Token')}")
+
+
+def test_an_attempt_that_fails_unexpectedly_is_a_failed_attempt_on_the_retry_schedule(
+        phub, prpc, receiver, caplog):
+    # NOTE: before, the exception left the config's delivery: the lease was released, the
+    # config was due again at once and taken again, the event never advanced, and every
+    # turn logged a traceback quoting the exception's message (hundreds a second).
+    egress = RaisingEgress(phub.push.egress)
+    phub.push.egress = phub.push.sender.egress = egress
+    config = {"id": "c1", "url": receiver.url(), "token": "tk-secret"}
+    with caplog.at_level(logging.DEBUG):
+        task = prpc.send("hi", configuration={"taskPushNotificationConfig": config})
+        status = settled(prpc, task["id"], "c1", failures=3)
+        wait_until(lambda: phub.push.dispatcher.idle())
+    assert status == {"failures": 3, "disabled": False,
+                      "lastError": "unexpected error (RuntimeError)"}
+    assert egress.posts == 3 * 4                          # three events, four attempts each
+    assert phub.sleeps.calls == list(RETRY_DELAYS) * 3
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 12 and all("failed unexpectedly: RuntimeError at " in e
+                                     for e in errors)
+    assert "tk-secret" not in caplog.text and SECRET not in caplog.text
+    assert receiver.requests == []
+
+
+class RaisingSender(Sender):
+    """The hub's own sender, failing unexpectedly on every event: records when."""
+
+    def __init__(self, sender, retry_scale):
+        super().__init__(sender.egress, sender.master, sender.issuer, sender.sleep,
+                         retry_scale)
+        self.times: list[float] = []
+
+    def send(self, record, seq, body):
+        self.times.append(time.monotonic())
+        raise RuntimeError(f"unexpected: {record.token}")
+
+
+def test_a_config_whose_delivery_fails_unexpectedly_waits_the_retry_delays(
+        phub, prpc, receiver, caplog):
+    # NOTE: before, such a config was released and taken again at once: five tries took a
+    # few milliseconds, each with a traceback.
+    sender = RaisingSender(phub.push.sender, 0.1)         # waits of 0.1, 0.2, 0.4 s
+    phub.push.dispatcher.sender = sender
+    config = {"id": "c1", "url": receiver.url(), "token": "tk-secret"}
+    with caplog.at_level(logging.DEBUG):
+        task = prpc.send("hi", configuration={"taskPushNotificationConfig": config})
+        wait_until(lambda: len(sender.times) >= 5)
+        phub.push.dispatcher.close(grace=0)
+    gaps = [b - a for a, b in zip(sender.times, sender.times[1:])]
+    assert all(gap >= wait for gap, wait in zip(gaps, [0.1, 0.2, 0.4, 0.4, 0.4, 0.4]))
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == len(sender.times)
+    assert all("failed unexpectedly (RuntimeError at " in e for e in errors)
+    assert "tk-secret" not in caplog.text and SECRET not in caplog.text
+    assert status_of(prpc, task["id"], "c1") == {"failures": 0, "disabled": False}

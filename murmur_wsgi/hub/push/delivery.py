@@ -2,13 +2,19 @@
 
 Network errors, 408, 425, 429 and 5xx are retried after 1 s, 2 s and 4 s;
 any other answer, a redirect included, is final; 2xx is delivered (the
-test-only ``push.retry_scale`` multiplies the waits). Every
-attempt is signed afresh (iat, exp) with the same jti. ``sleep`` is the
-seam for tests: ``sleep(seconds) -> bool``, False when the hub is closing.
+test-only ``push.retry_scale`` multiplies the waits). An attempt that fails
+unexpectedly (an exception that is neither Refused nor NetworkError: a bug)
+is a failed attempt like a network error, retried on the same schedule,
+logged once with its type and frames, never its message (http.client's
+quote header values, the token among them). Every attempt is signed afresh
+(iat, exp) with the same jti. ``sleep`` is the seam for tests:
+``sleep(seconds) -> bool``, False when the hub is closing.
 """
 from __future__ import annotations
 
 import logging
+import os
+import traceback
 
 from murmur_wsgi.hub.push import keys
 from murmur_wsgi.hub.push.egress import NetworkError, Refused
@@ -23,6 +29,15 @@ TOKEN_HEADER = "A2A-Notification-Token"
 
 def retried(status: int) -> bool:
     return status in RETRIED_STATUSES or 500 <= status <= 599
+
+
+def unexpected(ex: BaseException) -> str:
+    """An unexpected exception as the log shows it: its type and the frames it went
+    through (file, line, function), never its message, which may quote the token."""
+    frames = traceback.extract_tb(ex.__traceback__)[-8:]
+    where = " < ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
+                       for f in reversed(frames))
+    return f"{type(ex).__name__} at {where}" if where else type(ex).__name__
 
 
 class Sender:
@@ -63,6 +78,12 @@ class Sender:
                 return False, str(ex)
             except NetworkError as ex:
                 reason = str(ex)
+                continue
+            except Exception as ex:  # noqa: BLE001 - a failed attempt, never a spinning loop
+                reason = f"unexpected error ({type(ex).__name__})"
+                logger.error("push: attempt %d of event %d of task %s for config %s failed "
+                             "unexpectedly: %s", attempt + 1, seq, record.task_id, record.id,
+                             unexpected(ex))
                 continue
             if 200 <= status <= 299:
                 return True, None

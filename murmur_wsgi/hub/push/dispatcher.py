@@ -5,10 +5,13 @@ One loop per hub waits for configs with events past their cursor
 most two configs of a tenant at once: the store's rule) and delivers it on
 a thread of its own (a greenlet under gevent) until it has caught up,
 advancing the cursor event by event. A dropped event is logged with the
-host only.
+host only. A config whose delivery fails unexpectedly (a bug, or a store
+that fails mid-way) is logged without the exception's message and not taken
+again before the retry delays (1 s, 2 s, then 4 s each time) have passed.
 
 Concurrency:
-    ``_lock`` guards ``_working`` (the configs this replica delivers now).
+    ``_lock`` guards ``_working`` (the configs this replica delivers now) and
+    ``_cooling`` (those that failed unexpectedly: until when they wait).
     ``_stop`` (an Event) ends the loop and every retry wait at ``close()``.
 """
 from __future__ import annotations
@@ -21,12 +24,14 @@ import uuid
 from urllib.parse import urlsplit
 
 from murmur_wsgi.hub.push.body import event_body
+from murmur_wsgi.hub.push.delivery import unexpected
 from murmur_wsgi.hub.store.push_base import DELIVERED, DROPPED, SKIPPED
 
 logger = logging.getLogger(__name__)
 
 IDLE_WAIT_SECS = 1.0
 CLOSE_GRACE_SECS = 2.0         # how long close() lets due notifications go out
+COOLING_KEPT_SECS = 60.0       # a failed config's count is forgotten this long after its wait
 
 
 class Dispatcher:
@@ -40,6 +45,8 @@ class Dispatcher:
         self._stop = threading.Event()
         self._lock = threading.RLock()    # NOTE: an RLock under a Condition (docs/architecture.md)
         self._working: set[tuple] = set()        # guarded by _lock
+        self._cooling: dict[tuple, tuple[float, int]] = {}   # guarded by _lock: key ->
+        #                                                      (until, failures in a row)
         self._idle = threading.Condition(self._lock)
 
     def start(self) -> None:
@@ -93,9 +100,14 @@ class Dispatcher:
 
     def _turn(self, blocked: set) -> None:
         """One wait for due configs; each one leased is delivered on a thread of its own."""
+        now = time.monotonic()
         with self._lock:
-            skip = frozenset(self._working | blocked)
-        due = self.store.push_due(self.owner, IDLE_WAIT_SECS, skip)
+            for key in [k for k, (until, _) in self._cooling.items()
+                        if until + COOLING_KEPT_SECS < now]:
+                del self._cooling[key]
+            waits = {k: until - now for k, (until, _) in self._cooling.items() if until > now}
+            skip = frozenset(self._working | blocked | set(waits))
+        due = self.store.push_due(self.owner, min([IDLE_WAIT_SECS, *waits.values()]), skip)
         if not due:
             blocked.clear()
         for record in due:
@@ -113,14 +125,29 @@ class Dispatcher:
         first = record
         try:
             self._catch_up(record)
-        except Exception:  # noqa: BLE001 - one config's failure never stops the others
-            logger.exception("push: delivering to config %s of task %s failed", record.id,
-                             record.task_id)
+            with self._lock:
+                self._cooling.pop(first.key, None)
+        except Exception as ex:  # noqa: BLE001 - one config's failure never stops the others
+            # NOTE: without the wait the config was due again at once: the dispatcher
+            # took it, failed and logged in a loop.
+            delay = self._cool(first.key)
+            logger.error("push: delivering to config %s of task %s failed unexpectedly (%s); "
+                         "tried again in %g s", record.id, record.task_id, unexpected(ex),
+                         delay)
         finally:
             self.store.push_release(first, self.owner)
             with self._idle:
                 self._working.discard(first.key)
                 self._idle.notify_all()
+
+    def _cool(self, key) -> float:
+        """Hold ``key`` back for the next retry delay; returns it."""
+        delays = self.sender.delays or (IDLE_WAIT_SECS,)
+        with self._lock:
+            failures = self._cooling.get(key, (0.0, 0))[1]
+            delay = delays[min(failures, len(delays) - 1)]
+            self._cooling[key] = (time.monotonic() + delay, failures + 1)
+        return delay
 
     def _catch_up(self, record) -> None:
         store = self.store
