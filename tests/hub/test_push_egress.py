@@ -3,11 +3,16 @@ the host name, no proxy. Every connection made here goes to 127.0.0.1 only."""
 from __future__ import annotations
 
 import ipaddress
+import socket
+import ssl
+import threading
+import time
 
 import pytest
 
 from murmur_wsgi.hub.push import addresses
-from murmur_wsgi.hub.push.egress import NetworkError, Refused, checked_addresses
+from murmur_wsgi.hub.push.egress import (NetworkError, PinnedConnection, Refused,
+                                         checked_addresses, tls_context)
 from tests.hub.conftest import wait_until
 from tests.hub.push_util import (HOOK_HOST, cert, phub, prpc, receiver,  # noqa: F401
                                  status_of)
@@ -143,47 +148,108 @@ def test_the_system_resolver_on_an_ip_literal(phub, prpc, receiver):
     assert len(receiver.wait_for(3)) == 3
 
 
-def test_a_receiver_that_answers_byte_by_byte_is_cut_at_the_attempts_deadline(phub, cert):
-    # NOTE: each read had the whole attempt's time left when it began, so an answer
-    # dribbled a byte at a time (here 3 s of header) held the 1 s attempt until it ended,
-    # and was delivered: a receiver could keep a delivery thread, past its lease, forever.
-    import socket
-    import ssl
-    import threading
-    import time
-
+def cut_at_deadline(phub, cert, serve, body: bytes, attempt: float, rcvbuf=None) -> float:
+    """POST ``body`` to a one-connection TLS server on 127.0.0.1 running ``serve(tls,
+    done)``; the attempt must end "timed out": returns how long it took."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(*cert)
-    listener = socket.create_server(("127.0.0.1", 0))
+    listener = socket.socket()
+    if rcvbuf is not None:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)  # the accepted one's
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
     port = listener.getsockname()[1]
     done = threading.Event()
 
-    def serve():
+    def run():
         conn, _ = listener.accept()
         with context.wrap_socket(conn, server_side=True) as tls:
-            got = b""
-            while b"\r\n\r\n" not in got:
-                got += tls.recv(65536)
             try:
-                tls.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
-                for _ in range(30):
-                    if done.wait(0.1):
-                        return
-                    tls.sendall(b"a")
-                tls.sendall(b"\r\nContent-Length: 0\r\n\r\n")
+                serve(tls, done)
             except OSError:
                 pass
 
-    thread = threading.Thread(target=serve, daemon=True)
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     egress = phub.push.egress
     egress.ports = frozenset(egress.ports | {port})
     started = time.monotonic()
     try:
         with pytest.raises(NetworkError, match="timed out"):
-            egress.post(f"https://127.0.0.1:{port}/hook", b"{}", {}, 1.0)
-        assert time.monotonic() - started < 1.8
+            egress.post(f"https://127.0.0.1:{port}/hook", body, {}, attempt)
+        return time.monotonic() - started
     finally:
         done.set()
         thread.join(5)
         listener.close()
+
+
+def test_a_receiver_that_answers_byte_by_byte_is_cut_at_the_attempts_deadline(phub, cert):
+    # NOTE: each read had the whole attempt's time left when it began, so an answer
+    # dribbled a byte at a time (here 3 s of header) held the 1 s attempt until it ended,
+    # and was delivered: a receiver could keep a delivery thread, past its lease, forever.
+    def serve(tls, done):
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += tls.recv(65536)
+        tls.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+        for _ in range(30):
+            if done.wait(0.1):
+                return
+            tls.sendall(b"a")
+        tls.sendall(b"\r\nContent-Length: 0\r\n\r\n")
+
+    assert cut_at_deadline(phub, cert, serve, b"{}", 1.0) < 1.8
+
+
+def test_writing_the_request_has_only_what_is_left_of_the_attempt():
+    # NOTE: the connection's writes took whatever timeout its socket had, set once before
+    # the request; now each write gets only what is left before the attempt's deadline.
+    # (On CPython the request is one sendall, which socket and ssl already bound as a
+    # whole by the timeout set just before it: no receiver could make it outlast the
+    # attempt, see the test below; this holds whatever the socket's timeout.)
+
+    address = ipaddress.ip_address("127.0.0.1")
+    ours, peer = socket.socketpair()                      # the peer never reads
+    try:
+        ours.settimeout(5.0)
+        started = time.monotonic()
+        conn = PinnedConnection(HOOK_HOST, 443, address, tls_context(None), started + 0.3)
+        conn.sock = ours
+        with pytest.raises(TimeoutError):
+            conn.send(b"x" * (16 * 1024 * 1024))          # more than both buffers hold
+        assert 0.3 <= time.monotonic() - started < 1.0
+        late = PinnedConnection(HOOK_HOST, 443, address, tls_context(None), time.monotonic())
+        late.sock = ours
+        peer.setblocking(False)
+        drained = 0
+        while True:
+            try:
+                drained += len(peer.recv(1 << 20))
+            except BlockingIOError:
+                break
+        with pytest.raises(TimeoutError):
+            late.send(b"late")                            # past the deadline: nothing written
+        with pytest.raises(BlockingIOError):
+            peer.recv(1 << 20)
+        assert drained > 0
+    finally:
+        ours.close()
+        peer.close()
+
+
+def test_a_receiver_that_reads_the_body_slowly_is_cut_at_the_attempts_deadline(phub, cert):
+    # A final Task near 64 KiB to a receiver whose window is 2 KiB and that reads 256 bytes
+    # every 20 ms: the write never completes within the attempt.
+    received = []
+
+    def serve(tls, done):
+        while not done.wait(0.02):
+            chunk = tls.recv(256)
+            if not chunk:
+                return
+            received.append(len(chunk))
+
+    body = b"x" * (64 * 1024 - 100)
+    assert cut_at_deadline(phub, cert, serve, body, 0.5, rcvbuf=2048) < 1.3
+    assert 0 < sum(received) < len(body)                  # it was still writing when cut

@@ -6,9 +6,10 @@ connection goes to an address that was checked (no second lookup, so no DNS
 rebinding), TLS verified against the URL's host name (SNI too), never
 through a proxy (http.client reads no ``HTTPS_PROXY``), never following a
 redirect (http.client does not), and only to the allowed ports. The whole
-attempt has ``timeout`` seconds: the handshake and every read of the answer
-get only what is left of them, so an answer sent a byte at a time cannot hold
-an attempt longer. A request http.client cannot write (a url path that is not
+attempt has ``timeout`` seconds: the handshake, every write of the request
+and every read of the answer get only what is left of them, so a receiver
+that reads the body or sends its answer a byte at a time cannot hold an
+attempt longer. A request http.client cannot write (a url path that is not
 ASCII, a token that is not Latin-1 or holds a control character) is refused
 before anything is resolved: its answer is final.
 """
@@ -28,6 +29,7 @@ from murmur_wsgi.hub.push import addresses
 logger = logging.getLogger(__name__)
 
 MAX_ANSWER_BYTES = 64 * 1024        # what is read of a receiver's answer (then dropped)
+WRITE_BYTES = 16 * 1024             # the most one write of the request sends (a TLS record)
 
 
 class Refused(Exception):
@@ -110,7 +112,7 @@ class _Answer(http.client.HTTPResponse):
 
 class PinnedConnection(http.client.HTTPSConnection):
     """An HTTPS connection to one checked address, TLS checked against ``host``; the
-    answer is read by ``deadline`` (``time.monotonic()``)."""
+    request is written and the answer read by ``deadline`` (``time.monotonic()``)."""
 
     def __init__(self, host: str, port: int, address, context: ssl.SSLContext,
                  deadline: float):
@@ -131,6 +133,19 @@ class PinnedConnection(http.client.HTTPSConnection):
         except BaseException:
             sock.close()
             raise
+
+    def send(self, data) -> None:
+        """Write ``data`` (bytes: all the egress sends), each write given only the time left
+        before the deadline, whatever timeout the socket had."""
+        if self.sock is None:
+            raise http.client.NotConnected()
+        left = memoryview(data).cast("B")
+        while left:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("timed out")
+            self.sock.settimeout(remaining)
+            left = left[self.sock.send(left[:WRITE_BYTES]):]
 
 
 def tls_context(ca_file: str | None) -> ssl.SSLContext:
@@ -185,7 +200,6 @@ class Egress:
         if conn is None:
             raise NetworkError(_network_reason(last))
         try:
-            conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
             conn.request("POST", target, body=body, headers=headers)
             conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
             answer = conn.getresponse()
