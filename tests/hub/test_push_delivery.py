@@ -9,7 +9,7 @@ import pytest
 
 from murmur_wsgi.hub.push.delivery import RETRY_DELAYS, Sender
 from murmur_wsgi.hub.push.egress import Egress
-from murmur_wsgi.hub.store.push_base import MAX_FAILURES
+from murmur_wsgi.hub.store.push_base import MAX_FAILURES, PushRecord
 from tests.hub.agents import gate
 from tests.hub.conftest import send_params, sse_events, wait_until
 from tests.hub.push_util import (SECRET, cert, create, phub, prpc, receiver,  # noqa: F401
@@ -309,10 +309,12 @@ def test_a_config_http_cannot_write_is_dropped_once_per_event(phub, prpc, receiv
                                                               token, path):
     # NOTE: before, http.client raised on the token (or the path) on every attempt: the
     # event never advanced, the dispatcher took it again at once (hundreds of tracebacks a
-    # second, the token's value in them), and deliveryStatus said nothing.
-    config = {"id": "c1", "url": receiver.url(path=path), "token": token}
+    # second, the token's value in them), and deliveryStatus said nothing. Create refuses
+    # such a config now; one saved before it did is in the store as it is.
     with caplog.at_level(logging.DEBUG):
-        task = prpc.send("hi", configuration={"taskPushNotificationConfig": config})
+        task = prpc.send("hi")
+        record = PushRecord("acme", "echo", task["id"], "c1", receiver.url(path=path), token)
+        phub.stores.push.push_save(record, from_start=True)
         status = settled(prpc, task["id"], "c1", failures=3)
         wait_until(lambda: phub.push.dispatcher.idle())
     assert status == {"failures": 3, "disabled": False, "lastError":

@@ -204,6 +204,51 @@ def test_refused_configs_are_invalid_params(prpc, fields, message):
     assert prpc.result("ListTaskPushNotificationConfigs", {"taskId": task_id})["configs"] == []
 
 
+TOKEN_RULE = "token must not contain control characters or characters beyond Latin-1"
+URL_RULE = "url's path and query must be ASCII (percent-encode the rest)"
+UNWRITABLE = [
+    pytest.param({"token": token}, TOKEN_RULE, id=name) for name, token in (
+        ("token-crlf", "tk-\r\nX-Injected: 1"), ("token-nul", "tk-\x00"),
+        ("token-del", "tk-\x7f"), ("token-beyond-latin-1", "tk-\u2192"))
+] + [
+    pytest.param({"url": url}, URL_RULE, id=name) for name, url in (
+        ("url-path", "https://hooks.example.com/h\u00e4ok"),
+        ("url-query", "https://hooks.example.com/h?q=\u2192"))
+]
+
+
+@pytest.mark.parametrize("fields, message", UNWRITABLE)
+def test_a_config_http_cannot_write_is_refused_at_create(prpc, fields, message):
+    # NOTE: before, Create saved it and answered its key; every event was then dropped at
+    # delivery ("refused: the url or the token cannot be written in an HTTP request").
+    task_id = a_task(prpc)
+    response = prpc.call("CreateTaskPushNotificationConfig",
+                         {"taskId": task_id, "url": URL, "id": "c1", **fields})
+    assert response.status_code == 200
+    assert response.get_json() == {"jsonrpc": "2.0", "id": prpc.next_id, "error": {
+        "code": -32602, "message": f"Invalid params: {message}"}}
+    assert prpc.result("ListTaskPushNotificationConfigs", {"taskId": task_id})["configs"] == []
+
+
+@pytest.mark.parametrize("fields, message", UNWRITABLE[:1] + UNWRITABLE[-2:-1])
+def test_a_message_whose_config_http_cannot_write_is_refused(prpc, fields, message):
+    response = prpc.call("SendMessage", send_params("hello", configuration={
+        "taskPushNotificationConfig": {"url": URL, **fields}}))
+    assert response.status_code == 200
+    assert response.get_json() == {"jsonrpc": "2.0", "id": prpc.next_id, "error": {
+        "code": -32602,
+        "message": f"Invalid params: configuration.taskPushNotificationConfig.{message}"}}
+    assert prpc.result("ListTasks", {})["tasks"] == []
+
+
+def test_an_idn_host_is_accepted(prpc):
+    # The host goes out IDNA-encoded (resolution, TLS, Host): only path, query and token
+    # are written as they are.
+    task_id = a_task(prpc)
+    url = "https://b\u00fccher.example/a2a?q=1"
+    assert create(prpc, task_id, url)["url"] == url
+
+
 def test_url_of_2048_bytes_and_a_public_ip_literal_are_accepted(prpc):
     task_id = a_task(prpc)
     assert len(LONG + "aa") == 2048

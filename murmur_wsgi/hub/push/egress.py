@@ -10,8 +10,9 @@ attempt has ``timeout`` seconds: the handshake, every write of the request
 and every read of the answer get only what is left of them, so a receiver
 that reads the body or sends its answer a byte at a time cannot hold an
 attempt longer. A request http.client cannot write (a url path that is not
-ASCII, a token that is not Latin-1 or holds a control character) is refused
-before anything is resolved: its answer is final.
+ASCII, a token that is not Latin-1 or holds a control character: a config
+saved before Create refused them) is refused before anything is resolved: its
+answer is final.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import time
 from urllib.parse import urlsplit
 
 from murmur_wsgi.hub.push import addresses
+from murmur_wsgi.hub.push.rules import header_value
 
 logger = logging.getLogger(__name__)
 
@@ -42,14 +44,8 @@ class NetworkError(Exception):
 
 def writable(target: str, headers: dict) -> bool:
     """Whether http.client writes this request as it is: an ASCII target, and header values
-    of Latin-1 without control characters (it raises on the others, naming the value)."""
-    if not target.isascii():
-        return False
-    for value in headers.values():
-        if any(ord(c) > 0xff or (ord(c) < 0x20 and c != "\t") or ord(c) == 0x7f
-               for c in value):
-            return False
-    return True
+    it writes as they are (rules.header_value)."""
+    return target.isascii() and all(header_value(v) for v in headers.values())
 
 
 def system_resolver(host: str, port: int) -> list[str]:

@@ -2,8 +2,10 @@
 
 A config is ``{taskId, id?, url, token?, authentication?}`` (A2A v1.0
 TaskPushNotificationConfig). The url is https on an allowed port (443, or
-``push.ports``), at most 2048 bytes, without credentials or fragment, and not
-an IP literal outside the public internet; the token is at most 512 bytes;
+``push.ports``), at most 2048 bytes, without credentials or fragment, with a
+path and query of ASCII, and not an IP literal outside the public internet;
+the token is at most 512 bytes of Latin-1 without control characters (it is
+sent as a header: what HTTP cannot carry could never be delivered);
 authentication is only ``{"scheme": "Bearer"}``: Authorization always carries
 the hub's JWT. A config id is 1-128 of ``A-Z a-z 0-9 . _ ~ -`` (it is part of
 the notification's ``jti``, ``<taskId>/<configId>/<seq>``).
@@ -40,6 +42,13 @@ class ConfigRequest:
     token: str | None
 
 
+def header_value(value: str) -> bool:
+    """Whether ``value`` is written as a header as it is: Latin-1 without control
+    characters, a tab aside (http.client raises on the others, quoting the value)."""
+    return not any(ord(c) > 0xff or (ord(c) < 0x20 and c != "\t") or ord(c) == 0x7f
+                   for c in value)
+
+
 def _invalid(where: str, what: str) -> InvalidParamsError:
     return InvalidParamsError(f"Invalid params: {where}{what}")
 
@@ -63,6 +72,8 @@ def check_url(url, ports, allow, where: str = "") -> str:
         raise _invalid(where, "url is not a URL") from None
     if parts.scheme.lower() != "https":
         raise _invalid(where, "url must be https")
+    if not (parts.path + parts.query).isascii():
+        raise _invalid(where, "url's path and query must be ASCII (percent-encode the rest)")
     if not parts.hostname:
         raise _invalid(where, "url must name a host")
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
@@ -108,6 +119,9 @@ def read_config(params, ports, allow, *, where: str = "", task_id=None) -> Confi
         raise _invalid(where, "token must be a string")
     if token is not None and _size(token) > MAX_TOKEN_BYTES:
         raise _invalid(where, f"token is longer than {MAX_TOKEN_BYTES} bytes")
+    if token is not None and not header_value(token):
+        raise _invalid(where, "token must not contain control characters or characters "
+                       "beyond Latin-1")
     auth = params.get("authentication")
     if auth is not None:
         if not isinstance(auth, dict):
