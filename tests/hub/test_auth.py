@@ -159,6 +159,26 @@ def test_public_key_jwt(alg):
     hub.close(0)
 
 
+def test_without_a_configured_audience_a_jwt_with_aud_is_refused():
+    # PyJWT refuses a token naming an audience when the verifier expects none; the hub
+    # keeps that (docs/hub.md, auth.jwt): an issuer must leave aud out, or the hub set it.
+    hub = create_hub(hub_config(auth={"jwt": {"secret": SECRET, "issuer": ISSUER}}))
+    try:
+        claims = {"iss": ISSUER, "exp": int(time.time()) + 60, "tenants": ["acme"]}
+        for aud, expected in ((None, 200), (AUDIENCE, 401), ([AUDIENCE], 401)):
+            signed = jwt.encode({**claims, **({} if aud is None else {"aud": aud})}, SECRET,
+                                algorithm="HS256")
+            client = HubClient(hub, "echo", {"Authorization": f"Bearer {signed}",
+                                             "X-Tenant-ID": "acme"})
+            for response in (client.card(), client.call("GetTask", {"id": "t"})):
+                assert response.status_code == expected, aud
+                if expected == 401:
+                    assert response.get_json() == {"error": "unauthenticated"}
+                    assert response.headers["WWW-Authenticate"] == 'Bearer realm="murmur-hub"'
+    finally:
+        hub.close(0)
+
+
 @pytest.mark.parametrize("agent", ["hidden", "nobody", "held-not-here", "tokens"])
 def test_unpublished_unknown_and_other_tenants_agents_answer_alike(hub, agent):
     client = HubClient(hub, agent, {"X-API-Key": KEY_B})
