@@ -13,10 +13,14 @@ final writes a failing store refused (``Runs.unwritten``), and every
 whose liveness expired, and runs older than ``sweep_max_age_secs``, end
 FAILED with their final event, and the finished tasks past their retention
 are forgotten (``tasks.retention_secs``; the tenants still writing forget
-theirs as they write). A memory store has no replicas: nothing runs.
+theirs as they write). When the cancel channel is back after a loss (its
+listener subscribed again: what it carried meanwhile reached nobody), the
+thread looks at its runs' marks and ends at once (``lost``), not at its next
+tick. A memory store has no replicas: nothing runs.
 
 Concurrency:
-    ``_stop`` (an Event) ends the thread; every wait is on it, with a timeout.
+    ``_wake`` (a Condition) guards ``_stopped`` and ``_lost``; the thread's every wait
+    is on it, with a timeout. ``lost()`` (the listener's thread) only sets ``_lost``.
 """
 from __future__ import annotations
 
@@ -40,9 +44,12 @@ class Replica:
         self.renew_every = settings["liveness_secs"] / 3
         self.sweep_every = settings["sweep_interval_secs"]
         self.tick = min(TICK_SECS, self.renew_every)
-        self._stop = threading.Event()
+        self._wake = threading.Condition()
+        self._stopped = False
+        self._lost = False                  # the cancel channel was lost, and is back
         self._thread: threading.Thread | None = None
         self._failing = False
+        self._renew_at = self._sweep_at = 0.0     # the loop's (its thread's only)
 
     def start(self) -> None:
         try:
@@ -50,7 +57,7 @@ class Replica:
         except StoreError:
             logger.warning("the hub's store is unavailable at start; retrying every %g s",
                            self.tick)
-        self.store.listen_cancels(self.cancelled)
+        self.store.listen_cancels(self.cancelled, self.lost)
         self._thread = threading.Thread(target=self._loop, name="hub-replica", daemon=True)
         self._thread.start()
 
@@ -68,44 +75,80 @@ class Replica:
             pass                        # the cancel stands; the next tick looks again
         run.request_stop(cancel=True)
 
+    def lost(self) -> None:
+        """The cancel channel is back after a loss (on the listener's thread, which must not
+        block: no command here): the thread looks at its runs at once."""
+        with self._wake:
+            self._lost = True
+            self._wake.notify_all()
+
+    def _check_runs(self) -> None:
+        """What the cancel channel tells, read: the runs' marks, and the runs another
+        replica ended (its sweep took this one for dead). Two round trips; none without
+        a run."""
+        runs = self.hub.runs.in_flight()
+        if not runs:
+            return
+        named = [(run.tenant, run.task_id) for run in runs]
+        for task_id in self.store.cancel_marks(named):
+            self.cancelled(task_id)
+        ended = self.store.ended_of(named)
+        for run in runs:
+            if run.task_id in ended:
+                run.ended_elsewhere()       # its sweep took this replica for dead
+
     def _loop(self) -> None:
         now = time.monotonic()
-        renew_at, sweep_at = now + self.renew_every, now + self.sweep_every
-        while not self._stop.wait(self.tick):
-            try:
-                now = time.monotonic()
-                if now >= renew_at:
-                    self.store.heartbeat()
-                    self.hub.admission.renew(self.hub.runs.leases())
-                    renew_at = now + self.renew_every
-                self.hub.runs.retry_unwritten()
-                runs = self.hub.runs.in_flight()
-                named = [(run.tenant, run.task_id) for run in runs]
-                for task_id in self.store.cancel_marks(named):
-                    self.cancelled(task_id)
-                self.hub.store.keep_watching()
-                ended = self.store.ended_of(named)
-                for run in runs:
-                    if run.task_id in ended:
-                        run.ended_elsewhere()       # its sweep took this replica for dead
-                if now >= sweep_at:
-                    sweep_at = now + self.sweep_every
-                    for task_id in self.store.sweep(self.hub.config.sweep_max_age_secs, SWEPT):
-                        logger.warning("sweep: task %s ended FAILED (its replica is gone, or "
-                                       "it ran past sweep_max_age_secs)", task_id)
-                    self.hub.store.expire_finished()
-                if self._failing:
-                    logger.warning("the hub's store answers again")
-                    self._failing = False
-            except StoreError:
-                if not self._failing:
-                    logger.warning("the hub's store is unavailable; retrying every %g s",
-                                   self.tick)
-                self._failing = True
-            except Exception:  # noqa: BLE001 - the loop must outlive one bad turn
-                logger.exception("the replica's maintenance failed")
+        self._renew_at, self._sweep_at = now + self.renew_every, now + self.sweep_every
+        tick_at = now + self.tick
+        while True:
+            with self._wake:
+                self._wake.wait_for(lambda: self._stopped or self._lost,
+                                    tick_at - time.monotonic())
+                if self._stopped:
+                    return
+                lost, self._lost = self._lost, False
+            if time.monotonic() < tick_at:
+                if lost:
+                    self._turn(self._check_runs)    # the catch-up alone: the tick stays due
+                continue
+            self._turn(self._tick)
+            tick_at = time.monotonic() + self.tick
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        if now >= self._renew_at:
+            self.store.heartbeat()
+            self.hub.admission.renew(self.hub.runs.leases())
+            self._renew_at = now + self.renew_every
+        self.hub.runs.retry_unwritten()
+        self._check_runs()
+        self.hub.store.keep_watching()
+        if now >= self._sweep_at:
+            self._sweep_at = now + self.sweep_every
+            for task_id in self.store.sweep(self.hub.config.sweep_max_age_secs, SWEPT):
+                logger.warning("sweep: task %s ended FAILED (its replica is gone, or "
+                               "it ran past sweep_max_age_secs)", task_id)
+            self.hub.store.expire_finished()
+
+    def _turn(self, step) -> None:
+        """``step()``, its failure logged: once when the store fails, once when it is back."""
+        try:
+            step()
+            if self._failing:
+                logger.warning("the hub's store answers again")
+                self._failing = False
+        except StoreError:
+            if not self._failing:
+                logger.warning("the hub's store is unavailable; retrying every %g s",
+                               self.tick)
+            self._failing = True
+        except Exception:  # noqa: BLE001 - the loop must outlive one bad turn
+            logger.exception("the replica's maintenance failed")
 
     def stop(self) -> None:
-        self._stop.set()
+        with self._wake:
+            self._stopped = True
+            self._wake.notify_all()
         if self._thread is not None:
             self._thread.join(self.tick + 1)

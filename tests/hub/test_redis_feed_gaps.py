@@ -1,7 +1,8 @@
-"""The Redis stream feed (hub/store/redis_feed.py) through gaps: a subscription dropped and restored, a log gone behind a reader, a stream between two reads as the watches are renewed, a restart that lost an announced event; on a real redis-server."""
+"""The Redis stream feed (hub/store/redis_feed.py) through gaps: a subscription dropped and restored, a log gone behind a reader, a stream between two reads as the watches are renewed, a restart that lost an announced event; the other consumers of the channels (the replica's cancels, push's wake-ups) catching up after a resubscription; on a real redis-server."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -171,3 +172,131 @@ def test_an_announced_event_a_restart_lost_does_not_make_readers_spin(tmp_path):
         feed.close(wait=5)
         store.client.close()
         server.stop()
+
+
+# --- what the other consumers of the channels missed in a gap ------------------------------
+
+def _dropped_with(client, *commands) -> None:
+    """Redis drops every subscriber, then runs ``commands`` (``(name, *args)`` each, or a
+    script's ``(script, keys, args)``) in the same transaction: what they PUBLISH reaches
+    nobody (CLIENT KILL here; in production: the pubsub output-buffer limit, a proxy, a
+    network reset, a restart)."""
+    pipe = client.pipeline(transaction=True)
+    pipe.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+    for command in commands:
+        if callable(command[0]):
+            script, keys, args = command
+            script(keys=keys, args=args, client=pipe)
+        else:
+            pipe.execute_command(*command)
+    pipe.execute()
+
+
+def test_a_consumer_catches_up_after_each_resubscription_not_at_the_first(real):
+    """The feed tells its consumers once it is subscribed again after a loss (a message of
+    the gap reached nobody): not at its first subscription (an idle worker sends no command
+    it did not send before), and on the listener's thread, in the order of its epochs."""
+    told = []
+    feed = EventFeed(real.client, CHANNEL, block_secs=0.3)
+    feed.resubscribed(lambda: told.append((feed._epoch, threading.current_thread().name)))
+    feed.start()
+    try:
+        wait_until(lambda: feed.subscribed)
+        _dropped_with(real.client)
+        wait_until(lambda: told and feed.subscribed)
+        _dropped_with(real.client)
+        wait_until(lambda: len(told) >= 2 and feed.subscribed)
+    finally:
+        feed.close()
+        real.client.connection_pool.disconnect()
+        feed.close(wait=5)
+    # Epoch 1 is the first subscription: each later odd epoch one resubscription.
+    assert [epoch for epoch, _ in told] == list(range(3, 3 + 2 * len(told), 2))
+    assert {name for _, name in told} == {"hub-events"}
+
+
+def test_a_cancel_published_while_the_channel_was_dropped_reaches_the_run_at_once(
+        redis_server, monkeypatch):
+    """Another replica cancels a run of this one (its mark, then its message on the cancel
+    channel) while this replica's listener is between two subscriptions: the message reaches
+    nobody. The replica's mark check (each tick, a second in production) is put a minute
+    away here: only a look at the marks after the resubscription can cut the run in time."""
+    from murmur_wsgi.hub import create_hub, replica
+    from murmur_wsgi.hub.store import redis_keys
+    from tests.hub.conftest import HubClient, close_hub, hub_config
+
+    monkeypatch.setattr(replica, "TICK_SECS", 60.0)
+    redis_server.flush()
+    hub = create_hub(hub_config(store=redis_server.url, redis={"liveness_secs": 600.0}))
+    assert hub.replica.tick == 60.0
+    looked_from = []
+    marks = hub.replica.store.cancel_marks
+
+    def cancel_marks(runs):
+        looked_from.append(threading.current_thread().name)
+        return marks(runs)
+    monkeypatch.setattr(hub.replica.store, "cancel_marks", cancel_marks)
+    watcher = redis_server.client()
+    try:
+        client = HubClient(hub, "held")
+        task = client.send("g-gap-cancel", configuration={"returnImmediately": True})
+        wait_until(lambda: hub.runs.get(task["id"]) is not None)
+        wait_until(lambda: hub.store.conn.feed.subscribed)
+        _dropped_with(watcher,
+                      ("SET", redis_keys.mark_key("acme", task["id"]), "1", "PX", 3_600_000),
+                      ("PUBLISH", redis_keys.CHANNEL, task["id"]))
+        wait_until(lambda: client.result("GetTask", {"id": task["id"]})["status"]["state"]
+                   == "TASK_STATE_CANCELED", timeout=20)
+        # One look per resubscription at most (one, unless redis-py's retry failed too), on
+        # the replica's thread: the listener never waits for a command of it.
+        resubscribed = (hub.store.conn.feed._epoch - 1) // 2
+        assert set(looked_from) == {"hub-replica"}
+        assert 1 <= len(looked_from) <= resubscribed, (looked_from, resubscribed)
+    finally:
+        watcher.close()
+        close_hub(hub)
+
+
+def test_a_config_released_while_the_channel_was_dropped_is_taken_at_once(
+        redis_server, monkeypatch):
+    """Another replica gives back a config's lease with events still due (its RELEASE, and
+    its message on ``push:wake``) while this replica's listener is between two
+    subscriptions: the message reaches nobody. The full look (every second in production)
+    is put a minute away here: only a look after the resubscription finds the config."""
+    from murmur_wsgi.hub.store import redis_push, redis_stores
+    from murmur_wsgi.hub.store.redis_keys import PUSH_WAKE, lease_key, member, slots_key
+    from tests.hub.test_push_storage import OWNERS, a_task, alive, record
+
+    monkeypatch.setattr(redis_push, "FULL_SCAN_SECS", 60.0)
+    redis_server.flush()
+    watcher = redis_server.client()
+    alive(watcher, *OWNERS)
+    stores = redis_stores(redis_server.url, replica_id="me")
+    push = stores.push
+    found, waiter = [], None
+    try:
+        a_task(stores)
+        saved = push.push_save(record(), from_start=True)
+        assert push.push_lease(saved, "r1")                 # r1 (alive) delivers it
+        assert push.push_due("me", 0) == []
+
+        def dispatcher():
+            """As the dispatcher's loop: due again until a config is."""
+            deadline = time.monotonic() + 20
+            while not found and time.monotonic() < deadline:
+                found.extend(push.push_due("me", deadline - time.monotonic()))
+        waiter = threading.Thread(target=dispatcher, daemon=True)
+        waiter.start()
+        wait_until(lambda: push._push_wait.full_at > 0)     # its full look is done: it waits
+        wait_until(lambda: stores.push.conn.feed.subscribed)
+        release = (push._scripts["RELEASE"],
+                   [lease_key("acme", "t1", "c1"), slots_key("acme")],
+                   ["r1", "t1/c1", PUSH_WAKE, member("acme", "t1", "c1")])
+        _dropped_with(watcher, release)
+        waiter.join(25)
+        assert [r.key for r in found] == [("t1", "c1")]
+    finally:
+        if waiter is not None:
+            waiter.join(25)
+        watcher.close()
+        stores.close()

@@ -196,7 +196,9 @@ class RedisConnection:
     this replica's id and liveness, the longest blocking read, whether it closed, and
     the one listener of the process (``feed``: every stream's events, and the cancel
     channel, whose messages go to ``on_cancel``; push's wake channel to ``on_wake``, and
-    every event notified to ``on_event``).
+    every event notified to ``on_event``). Once the listener is subscribed again after a
+    loss, what those channels carried meanwhile reached nobody: ``on_cancels_lost`` (the
+    replicas') and ``on_wakes_lost`` (push's) are called, and each looks once for itself.
 
     Concurrency: the client and its pool are thread-safe; ``closed`` is an Event; the
     feed starts once (``start_feed``, under a lock).
@@ -222,9 +224,12 @@ class RedisConnection:
         self.feed.also(CHANNEL, self._cancelled)
         self.feed.also(PUSH_WAKE, self._woken)
         self.feed.observe(self._evented)
+        self.feed.resubscribed(self._resubscribed)
         self.on_cancel = None                   # the replicas' callback, once they listen
         self.on_wake = None                     # push's (a config saved, deleted, released)
         self.on_event = None                    # push's (an event written: task id, n)
+        self.on_cancels_lost = None             # the replicas' (a gap: look at the marks)
+        self.on_wakes_lost = None               # push's (a gap: look at every config)
         self._feed_lock = threading.Lock()
         self._feed_started = False
 
@@ -239,6 +244,12 @@ class RedisConnection:
     def _evented(self, task_id: str, n: int) -> None:
         if self.on_event is not None:
             self.on_event(task_id, n)
+
+    def _resubscribed(self) -> None:
+        # NOTE: on the listener's thread: each callback only wakes its own thread.
+        for lost in (self.on_cancels_lost, self.on_wakes_lost):
+            if lost is not None:
+                lost()
 
     def start_feed(self) -> None:
         """Start the one listener (at the first stream, or when the replicas listen)."""

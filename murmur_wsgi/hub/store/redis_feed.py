@@ -18,7 +18,10 @@ Correctness: a reader registers its task before its own read, so an event is
 either in that read or notified after it. While the listener is not subscribed
 (Redis away, or reconnecting) nothing is taken as covered: each reader reads
 for itself and waits at most ``block_secs`` between reads. Every (re)subscription
-starts a new epoch, and a buffer of an older epoch covers nothing. A read sees every
+starts a new epoch, and a buffer of an older epoch covers nothing. The other consumers
+of the channels (``also``, ``observe``) read nothing for themselves meanwhile: each
+resubscription after a loss (never the first subscription) tells them
+(``resubscribed``), and each looks once for what the gap took. A read sees every
 event announced before it began, so a notified position past what it found was never
 written (a message no script sent; anyone who can PUBLISH can): it costs one read.
 
@@ -118,6 +121,7 @@ class EventFeed:
         self._thread: threading.Thread | None = None
         self._others: dict[str, object] = {}       # another channel -> its callback
         self._observer = None                      # told of every event notified
+        self._resubscribed: list = []              # told of each subscription after a loss
 
     # --- readers -----------------------------------------------------------
 
@@ -246,6 +250,14 @@ class EventFeed:
         its task (called on the listener's thread; it must not block). Before ``start()``."""
         self._observer = callback
 
+    def resubscribed(self, callback) -> None:
+        """``callback()`` each time the listener is subscribed again after it was lost (never
+        at its first subscription): what was published meanwhile reached nobody, so the
+        consumers of ``also`` and ``observe`` look once for themselves. Called on the
+        listener's thread: it must not block, nor send a command (it wakes a thread that
+        does). Before ``start()``."""
+        self._resubscribed.append(callback)
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._listen, name="hub-events", daemon=True)
         self._thread.start()
@@ -279,6 +291,16 @@ class EventFeed:
                 watched.notified = n
                 # NOTE: one reader wakes and reads for all; the others wake on its merge.
                 watched.cond.notify(1)
+
+    def _after_gap(self) -> None:
+        """Subscribed again after a loss (every channel: one SUBSCRIBE named them all): the
+        consumers look for what the gap took."""
+        for callback in self._resubscribed:
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - the listener must outlive a callback
+                logger.exception("redis store: a consumer's catch-up after a resubscription "
+                                 "failed")
 
     def _set_epoch(self, subscribed: bool) -> None:
         with self._changed:
@@ -329,8 +351,13 @@ class EventFeed:
                             # NOTE: a second confirmation is redis-py's own reconnect (its
                             # retry re-subscribes): what was published meanwhile reached
                             # nobody, so the buffers of the epoch before cover nothing.
+                            # Not at the first subscription: nothing was missed yet, and an
+                            # idle worker spends no command on it.
+                            again = self._epoch > 0
                             self._set_epoch(False)
                             self._set_epoch(True)
+                            if again:
+                                self._after_gap()
                         elif kind == "message":
                             self._message(message)
                     elif pinged is not None and now - pinged > self._stall:

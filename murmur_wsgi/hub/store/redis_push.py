@@ -15,9 +15,10 @@ due, waits for a wake-up on the connection's one listener: an event written to t
 task of a config it waits on (the event channel, ``redis_feed``: the look that finds a
 config to wait on watches its task, so its events are announced), or a config saved,
 deleted or released on any replica (the ``push:wake`` channel). What the listener
-misses (not subscribed, reconnecting) the next look at every config finds, at most
-``FULL_SCAN_SECS`` later; while it is not subscribed the waiting configs are looked at
-again every ``block`` seconds.
+misses (not subscribed, reconnecting) a look at every config finds: at once when the
+listener is subscribed again (``notify_push``), else at most ``FULL_SCAN_SECS`` later;
+while it is not subscribed the waiting configs are looked at again every ``block``
+seconds.
 
 A config enters ``push:active`` before its save and leaves it after a look found it
 gone or done, so a config saved is always listed while it has events to send.
@@ -263,6 +264,7 @@ class RedisPushStore(PushStorage):
             return self._push_due_once(owner, skip)[0]
         # NOTE: the listener tells a waiting dispatcher only: a hub without one keeps nothing.
         self.conn.on_wake, self.conn.on_event = self._on_wake, self._on_event
+        self.conn.on_wakes_lost = self.notify_push      # a gap: the next call looks at all
         self.conn.start_feed()
         now = time.monotonic()
         state = self._push_wait

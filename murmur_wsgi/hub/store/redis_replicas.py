@@ -56,10 +56,12 @@ class RedisReplicas(ReplicaStore):
             self._tasks.ended_elsewhere(tenant, task_id)    # leaves this replica's runs
         return {task_id for _, task_id in ended}
 
-    def listen_cancels(self, callback):
+    def listen_cancels(self, callback, lost=None):
         """The cancel channel's messages to ``callback``, on the connection's one listener
-        (``redis_feed``: the thread that feeds every stream); it reconnects while open."""
+        (``redis_feed``: the thread that feeds every stream); it reconnects while open, and
+        calls ``lost()`` once it is subscribed again."""
         self.conn.on_cancel = callback
+        self.conn.on_cancels_lost = lost
         self.conn.start_feed()
 
     @guarded

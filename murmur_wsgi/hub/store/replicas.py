@@ -14,9 +14,11 @@ class ReplicaStore(abc.ABC):
     """What ``hub/replica.py`` asks of the store; every method may raise ``StoreError``."""
 
     @abc.abstractmethod
-    def listen_cancels(self, callback) -> None:
+    def listen_cancels(self, callback, lost=None) -> None:
         """Call ``callback(task_id)`` when any replica marks a task, or its sweep ends one
-        (pub/sub)."""
+        (pub/sub); and ``lost()`` when the channel is back after a loss (what it carried
+        meanwhile reached nobody: look at the marks and ends once). Both on the listener's
+        thread: neither may block."""
 
     @abc.abstractmethod
     def cancel_marks(self, runs: list) -> set:
@@ -44,7 +46,7 @@ class LocalReplicas(ReplicaStore):
     def __init__(self, tasks):
         self._tasks = tasks
 
-    def listen_cancels(self, callback):
+    def listen_cancels(self, callback, lost=None):
         """Nothing to listen to: a cancel mark is set in this process."""
 
     def cancel_marks(self, runs):
