@@ -16,11 +16,15 @@ are forgotten (``tasks.retention_secs``; the tenants still writing forget
 theirs as they write). When the cancel channel is back after a loss (its
 listener subscribed again: what it carried meanwhile reached nobody), the
 thread looks at its runs' marks and ends at once (``lost``), not at its next
-tick. A memory store has no replicas: nothing runs.
+tick. A cancel heard on the channel for a run of this replica's is looked at
+(whether another replica ended the task) on a thread of its own: the listener,
+which reads every stream's notifications, never waits for a command.
+A memory store has no replicas: nothing runs.
 
 Concurrency:
-    ``_wake`` (a Condition) guards ``_stopped`` and ``_lost``; the thread's every wait
-    is on it, with a timeout. ``lost()`` (the listener's thread) only sets ``_lost``.
+    ``_wake`` (a Condition) guards ``_stopped``, ``_lost`` and ``_stopping``; the thread's
+    every wait is on it, with a timeout. ``lost()`` and ``cancelled()`` (the listener's
+    thread) only set those and start a thread: at most one a run (``_stopping``).
 """
 from __future__ import annotations
 
@@ -47,6 +51,7 @@ class Replica:
         self._wake = threading.Condition()
         self._stopped = False
         self._lost = False                  # the cancel channel was lost, and is back
+        self._stopping: set[str] = set()    # runs a cancel heard is stopping (under _wake)
         self._thread: threading.Thread | None = None
         self._failing = False
         self._renew_at = self._sweep_at = 0.0     # the loop's (its thread's only)
@@ -62,13 +67,35 @@ class Replica:
         self._thread.start()
 
     def cancelled(self, task_id: str) -> None:
-        """Another replica marked ``task_id`` (or its sweep ended it): stop its run when this
-        replica runs it; an ended task ends the run here with that end."""
+        """Another replica marked ``task_id`` (or its sweep ended it), heard on the cancel
+        channel (the listener's thread, which must not block: no command here): a run of
+        this replica's is stopped on a thread of its own, one at a time a run."""
         run = self.hub.runs.get(task_id)
         if run is None:
             return
+        with self._wake:
+            if task_id in self._stopping:
+                return
+            self._stopping.add(task_id)
         try:
-            if self.store.ended_of([(run.tenant, task_id)]):
+            threading.Thread(target=self._stop_heard, args=(run,), name="hub-cancel",
+                             daemon=True).start()
+        except BaseException:
+            with self._wake:
+                self._stopping.discard(task_id)
+            raise
+
+    def _stop_heard(self, run) -> None:
+        try:
+            self._stop(run)
+        finally:
+            with self._wake:
+                self._stopping.discard(run.task_id)
+
+    def _stop(self, run) -> None:
+        """Stop ``run``, marked by another replica; an ended task ends it with that end."""
+        try:
+            if self.store.ended_of([(run.tenant, run.task_id)]):
                 run.ended_elsewhere()
                 return
         except StoreError:
@@ -90,8 +117,9 @@ class Replica:
         if not runs:
             return
         named = [(run.tenant, run.task_id) for run in runs]
+        by_id = {run.task_id: run for run in runs}
         for task_id in self.store.cancel_marks(named):
-            self.cancelled(task_id)
+            self._stop(by_id[task_id])
         ended = self.store.ended_of(named)
         for run in runs:
             if run.task_id in ended:

@@ -63,6 +63,28 @@ def test_cancel_from_b_cuts_the_run_on_a(pair):
     assert b.error("CancelTask", {"id": task["id"]})["code"] == -32002
 
 
+def test_a_cancel_heard_on_the_channel_is_looked_at_off_the_listener(pair, monkeypatch):
+    """The listener reads every stream's notifications: a cancel it hears for a run here is
+    looked at (whether another replica ended the task: a Redis command) on another thread,
+    so that a slow command never holds the notifications behind it."""
+    a, b = pair
+    a.agent = b.agent = "held"
+    looked_from = []
+    ended_of = a.hub.replica.store.ended_of
+
+    def spy(named):
+        looked_from.append(threading.current_thread().name)
+        return ended_of(named)
+    monkeypatch.setattr(a.hub.replica.store, "ended_of", spy)
+    for n in range(5):
+        task = a.send(f"g-heard-{n}", configuration={"returnImmediately": True})
+        wait_until(lambda: a.hub.runs.get(task["id"]) is not None)
+        looked_from.clear()
+        assert b.result("CancelTask", {"id": task["id"]})["status"]["state"] == \
+            "TASK_STATE_CANCELED"
+        assert "hub-events" not in looked_from, looked_from
+
+
 def test_the_mark_check_cancels_without_pub_sub(pair):
     a, b = pair
     a.agent = b.agent = "held"
