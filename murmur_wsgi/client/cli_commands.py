@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import queue
 import sys
 import threading
@@ -302,6 +303,21 @@ def positive(value: str) -> int:
     return number
 
 
+MAX_TIMEOUT = 86400.0           # seconds: --timeout's largest (a socket takes no endless one)
+
+
+def seconds(value: str) -> float:
+    """``--timeout``: a number of seconds above 0, at most a day."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not 0 < number <= MAX_TIMEOUT:       # NaN fails too
+        raise argparse.ArgumentTypeError(f"'{value}' is not a number of seconds above 0 "
+                                         f"and at most {MAX_TIMEOUT:.0f}")
+    return number
+
+
 def task_state(value: str) -> str:
     """``--state``: a state's word (``input-required``) or its ``TASK_STATE_*`` name."""
     if value in STATES:
@@ -326,7 +342,7 @@ def _door_options(parser) -> None:
     group.add_argument("--header", action="append", metavar="'NAME: VALUE'",
                        help="one more header on every request (repeatable)")
     group.add_argument("--session", help="a running session's id, to read its record")
-    group.add_argument("--timeout", type=float, default=10.0,
+    group.add_argument("--timeout", type=seconds, default=10.0,
                        help="seconds to wait for an answer (default 10; a held send waits "
                        "for its task)")
     group.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -356,10 +372,10 @@ def add_commands(sub) -> None:
         p.add_argument("--state", type=task_state,
                        help="only this state: completed, failed, input-required, ... "
                        "or a TASK_STATE_* name")
-        p.add_argument("--limit", type=int, help="at most this many tasks")
+        p.add_argument("--limit", type=positive, help="at most this many tasks")
         p.add_argument("--since", metavar="RFC3339",
                        help="only tasks changed after this time (2026-01-01T00:00:00Z)")
-        p.add_argument("--page-size", type=int, help="tasks per ListTasks page")
+        p.add_argument("--page-size", type=positive, help="tasks per ListTasks page")
         p.add_argument("--max-pages", type=positive, default=MAX_PAGES,
                        help=f"stop after this many pages, and say so (default {MAX_PAGES})")
         p.set_defaults(func=run(tasks))

@@ -281,6 +281,25 @@ def test_usage_errors_exit_2(capsys):
     assert "TEXT" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, named", [
+    (["tasks", "--timeout", "0"], "--timeout: '0' is not a number of seconds above 0"),
+    (["tasks", "--timeout", "-1"], "--timeout: '-1' is not a number of seconds above 0"),
+    (["tasks", "--timeout", "nan"], "--timeout: 'nan' is not a number of seconds above 0"),
+    (["send", "hi", "--timeout", "1e12"], "--timeout: '1e12' is not a number of seconds"),
+    (["tasks", "--limit", "0"], "--limit: '0' is not a whole number from 1"),
+    (["tasks", "--limit", "-1"], "--limit: '-1' is not a whole number from 1"),
+    (["ps", "--page-size", "0"], "--page-size: '0' is not a whole number from 1"),
+])
+def test_a_number_the_command_cannot_use_is_a_usage_error(capsys, argv, named):
+    """Before any request: not a traceback (a socket's timeout of 0 or 1e12), nor a
+    listing of every task (--limit 0) or of one (--limit -1)."""
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--url", "http://127.0.0.1:9"])
+    captured = capsys.readouterr()
+    assert (info.value.code, captured.out) == (2, "")
+    assert named in captured.err and "Traceback" not in captured.err
+
+
 
 # --- the README's "Use it", against a real gunicorn door ------------------------------
 
