@@ -5,7 +5,8 @@ else ``$MURMUR_DOOR_URL`` (token: ``--token``, else ``$MURMUR_DOOR_TOKEN``),
 else the running record of the only running session (or of ``--session``),
 which names a door's address and its operator token. ``--api-key`` (else
 ``$MURMUR_API_KEY``), ``--tenant`` (else ``$MURMUR_TENANT``) and ``--header
-'K: V'`` go with every request too.
+'K: V'`` go with every request too. A credential on the command line is sent
+alone: the other kind's variable is not read beside it.
 """
 from __future__ import annotations
 
@@ -66,12 +67,17 @@ def find_door(args) -> DoorClient:
     from murmur_wsgi.client.agent import DoorClient     # PERF: requests, once a command runs
 
     headers = header_pairs(getattr(args, "header", None))
-    api_key = getattr(args, "api_key", None) or os.environ.get(API_KEY_ENV) or None
+    # NOTE: a credential on the command line is sent alone: the other kind's variable,
+    # left in the environment, would make a hub refuse both (401 "send one credential").
+    api_key = getattr(args, "api_key", None) or None
+    token = args.token or None
+    if not api_key and not token:
+        api_key = os.environ.get(API_KEY_ENV) or None
     tenant = getattr(args, "tenant", None) or os.environ.get(TENANT_ENV) or None
     url = args.url or os.environ.get(URL_ENV)
-    token = args.token or None
     if url:
-        token = token or os.environ.get(TOKEN_ENV) or None
+        if not token and not getattr(args, "api_key", None) and os.environ.get(TOKEN_ENV):
+            token = os.environ[TOKEN_ENV]
     else:
         if args.session:
             record = running.find_record(args.session)

@@ -124,6 +124,17 @@ def test_jwt_with_tenant_from_the_environment(cli, monkeypatch, hub):
     assert status == 2 and "401 no tenant in context" in err
 
 
+def test_a_credential_on_the_command_line_is_sent_alone(cli, monkeypatch):
+    """The other kind's variable, left in the environment, is not sent beside it (the
+    hub would refuse both: 401 "send one credential")."""
+    monkeypatch.setenv("MURMUR_API_KEY", KEY)
+    assert cli("send", "by jwt", "--token", a_jwt(), "--tenant", "acme", key=None) == \
+        (0, "by jwt\n", "")
+    monkeypatch.delenv("MURMUR_API_KEY")
+    monkeypatch.setenv("MURMUR_DOOR_TOKEN", a_jwt())
+    assert cli("send", "by key") == (0, "by key\n", "")
+
+
 def test_push_create_get_list_delete(cli):
     status, out, _ = cli("send", "--no-wait", "/sleep 5")
     task_id = out.strip()
