@@ -117,8 +117,31 @@ def _scheme_hint(scheme: dict) -> str | None:
     return None
 
 
-def unauthenticated_hint(door: DoorClient, response) -> str:
-    """What a 401 asks for: the card's securitySchemes, else the server's challenge."""
+def _hub_hint(door: DoorClient, error: str, args) -> str:
+    """What a hub's 401 asks for, after what the command sent it (never the values)."""
+    key_from = "--api-key" if getattr(args, "api_key", None) else f"${API_KEY_ENV}"
+    token_from = "--token" if getattr(args, "token", None) else (
+        f"${TOKEN_ENV}" if getattr(args, "url", None) or os.environ.get(URL_ENV)
+        else "the running record")
+    if door.api_key and door.token:
+        return (f"; it was sent an API key ({key_from}) and a token ({token_from}): "
+                "give one of them")
+    if error == "no tenant in context":
+        return f"; a JWT needs the tenant it acts for: --tenant TENANT (or ${TENANT_ENV})"
+    if error == "unauthenticated" and door.api_key:
+        return (f"; it did not accept the API key from {key_from}: give a key of the "
+                "agent's tenant that is not revoked")
+    if error == "unauthenticated" and door.token:
+        acting = f" for tenant '{door.tenant}'" if door.tenant else ""
+        return (f"; it did not accept the JWT from {token_from}{acting}: give one the hub "
+                "verifies (its auth.jwt), not expired, whose tenants claim names the tenant")
+    return (f"; a hub agent takes --api-key KEY (or ${API_KEY_ENV}), or --token JWT "
+            f"with --tenant TENANT")
+
+
+def unauthenticated_hint(door: DoorClient, response, error: str = "", args=None) -> str:
+    """What a 401 asks for: the card's securitySchemes, else the server's challenge (a
+    hub's: what it did not accept of what ``args`` sent)."""
     card = door.known_card
     schemes = (card or {}).get("securitySchemes") or {}
     hints = [h for h in (_scheme_hint(s) for s in schemes.values()) if h]
@@ -126,8 +149,7 @@ def unauthenticated_hint(door: DoorClient, response) -> str:
         return "; its card asks for " + ", or ".join(hints)
     challenge = response.headers.get("WWW-Authenticate", "") if response is not None else ""
     if "murmur-hub" in challenge:
-        return (f"; a hub agent takes --api-key KEY (or ${API_KEY_ENV}), or --token JWT "
-                f"with --tenant TENANT")
+        return _hub_hint(door, error, args)
     return f"; give --token or set {TOKEN_ENV} (murmur-wsgi token prints one)"
 
 
@@ -175,7 +197,8 @@ def run(command):
             err(_refused(door, ex))
             return EXIT_TASK
         except HttpRefusal as ex:
-            hint = unauthenticated_hint(door, ex.response) if ex.status == 401 else ""
+            hint = unauthenticated_hint(door, ex.response, ex.error, args) \
+                if ex.status == 401 else ""
             said = f": {ex.message}" if ex.message else ""
             err(f"{door.noun} at {door.url} refused the request: {ex.status} {ex.error}"
                 f"{said}{hint}")

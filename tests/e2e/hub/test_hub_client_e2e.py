@@ -135,6 +135,32 @@ def test_a_credential_on_the_command_line_is_sent_alone(cli, monkeypatch):
     assert cli("send", "by key") == (0, "by key\n", "")
 
 
+def test_a_refusal_names_the_credential_the_hub_did_not_accept(cli, monkeypatch, hub):
+    """A 401 says which credential was sent, and from where, never its value; only a
+    request that carried none is told what a hub takes."""
+    refused = f"murmur-wsgi: the agent at {hub.agent_url} refused the request: 401 "
+    token = a_jwt(["globex"])
+    assert cli("card", key="mhk_e2e-wrong") == (2, "", refused + (
+        "unauthenticated; it did not accept the API key from --api-key: give a key of the "
+        "agent's tenant that is not revoked\n"))
+    assert cli("card", "--token", token, "--tenant", "acme", key=None) == (2, "", refused + (
+        "unauthenticated; it did not accept the JWT from --token for tenant 'acme': give one "
+        "the hub verifies (its auth.jwt), not expired, whose tenants claim names the "
+        "tenant\n"))
+    assert cli("card", "--token", token, key=None) == (2, "", refused + (
+        "no tenant in context; a JWT needs the tenant it acts for: --tenant TENANT (or "
+        "$MURMUR_TENANT)\n"))
+    assert cli("card", "--token", token) == (2, "", refused + (
+        "send one credential: X-API-Key or Authorization, not both; it was sent an API key "
+        "(--api-key) and a token (--token): give one of them\n"))
+    monkeypatch.setenv("MURMUR_API_KEY", "mhk_e2e-wrong")
+    status, out, err = cli("card", key=None)
+    assert (status, out) == (2, "")
+    assert err.endswith("; it did not accept the API key from $MURMUR_API_KEY: give a key of "
+                        "the agent's tenant that is not revoked\n")
+    assert "mhk_e2e-wrong" not in err
+
+
 def test_push_create_get_list_delete(cli):
     status, out, _ = cli("send", "--no-wait", "/sleep 5")
     task_id = out.strip()
