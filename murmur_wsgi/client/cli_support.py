@@ -51,13 +51,17 @@ def err(line: str) -> None:
 
 
 def header_pairs(values) -> dict:
-    """``--header 'K: V'`` (repeated) as a dict; a value without ``:`` is a UsageError."""
+    """``--header 'K: V'`` (repeated) as a dict; a value without ``:`` is a UsageError,
+    which names the header but never shows its value (a key, a token)."""
     headers = {}
     for value in values or []:
         name, sep, text = value.partition(":")
         if not sep or not name.strip() or any(c in name for c in " \t\r\n") \
                 or any(c in text for c in "\r\n"):
-            raise UsageError(f"--header: '{value}' is not 'Name: value'")
+            named = (value.split() or [""])[0].split(":")[0]
+            shown = f"'{named} …'" if named else "one with no name"
+            raise UsageError(f"--header: {shown} is not 'Name: value' (its value is not "
+                             "shown)")
         headers[name.strip()] = text.strip()
     return headers
 

@@ -55,12 +55,18 @@ def test_headers_and_credentials_go_with_every_request(capsys):
     assert DoorClient is A2AClient
 
 
-@pytest.mark.parametrize("value", ["no-colon", ": empty name", "Two Words: x"])
-def test_a_header_that_is_not_name_value_is_a_usage_error(capsys, value):
+@pytest.mark.parametrize("value, shown", [
+    ("no-colon", "'no-colon …'"), (": empty name", "one with no name"),
+    ("Two Words: x", "'Two …'"), ("X-API-Key mhk_secret", "'X-API-Key …'"),
+    ("Authorization: Bearer secret\r\nX-Two: 2", "'Authorization …'")])
+def test_a_header_that_is_not_name_value_is_a_usage_error(capsys, value, shown):
+    """Named by its first word: a value typed without its colon is a key or a token."""
     status, out, err = cli(capsys, "get", "tsk_x", "--url", "http://127.0.0.1:9",
                            "--header", value)
     assert (status, out) == (2, "")
-    assert err == f"murmur-wsgi: --header: '{value}' is not 'Name: value'\n"
+    assert err == (f"murmur-wsgi: --header: {shown} is not 'Name: value' (its value is not "
+                   "shown)\n")
+    assert "secret" not in err
 
 
 def test_a_card_url_is_the_agent():
