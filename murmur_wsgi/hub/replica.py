@@ -88,6 +88,9 @@ class Replica:
     def _stop_heard(self, run) -> None:
         try:
             self._stop(run)
+        except Exception:  # noqa: BLE001 - a thread of its own: nothing above it logs
+            logger.exception("task %s: stopping the run of a cancel heard failed; the next "
+                             "mark check looks again", run.task_id)
         finally:
             with self._wake:
                 self._stopping.discard(run.task_id)

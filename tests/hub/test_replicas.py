@@ -9,6 +9,7 @@ recovers when it returns.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import threading
@@ -83,6 +84,34 @@ def test_a_cancel_heard_on_the_channel_is_looked_at_off_the_listener(pair, monke
         assert b.result("CancelTask", {"id": task["id"]})["status"]["state"] == \
             "TASK_STATE_CANCELED"
         assert "hub-events" not in looked_from, looked_from
+
+
+def test_a_cancel_heard_whose_look_fails_unexpectedly_is_logged_not_raised_in_its_thread(
+        pair, monkeypatch, caplog):
+    """The thread a cancel heard starts logs what fails in it unexpectedly (the listener
+    logged it when it looked there itself); the replica's mark check stops the run."""
+    a, b = pair
+    a.agent = b.agent = "held"
+    raised = []
+    monkeypatch.setattr(threading, "excepthook", raised.append)
+    ended_of = a.hub.replica.store.ended_of
+    failures = []
+
+    def once(named):
+        if threading.current_thread().name == "hub-cancel" and not failures:
+            failures.append(named)
+            raise RuntimeError("a bug")
+        return ended_of(named)
+    monkeypatch.setattr(a.hub.replica.store, "ended_of", once)
+    task = a.send("g-heard-fails", configuration={"returnImmediately": True})
+    wait_until(lambda: a.hub.runs.get(task["id"]) is not None)
+    with caplog.at_level(logging.ERROR):
+        assert b.result("CancelTask", {"id": task["id"]})["status"]["state"] == \
+            "TASK_STATE_CANCELED"
+        wait_until(lambda: not a.hub.replica._stopping)
+    assert failures and [r.exc_info[0] for r in caplog.records if r.exc_info] == \
+        [RuntimeError], caplog.text
+    assert [args.thread.name for args in raised] == [], raised
 
 
 def test_the_mark_check_cancels_without_pub_sub(pair):
