@@ -202,6 +202,7 @@ def test_a_receiver_that_answers_byte_by_byte_is_cut_at_the_attempts_deadline(ph
     assert cut_at_deadline(phub, cert, serve, b"{}", 1.0) < 1.8
 
 
+@pytest.mark.timed
 def test_writing_the_request_has_only_what_is_left_of_the_attempt():
     # NOTE: the connection's writes took whatever timeout its socket had, set once before
     # the request; now each write gets only what is left before the attempt's deadline.
@@ -212,6 +213,13 @@ def test_writing_the_request_has_only_what_is_left_of_the_attempt():
     address = ipaddress.ip_address("127.0.0.1")
     ours, peer = socket.socketpair()                      # the peer never reads
     try:
+        # NOTE: both buffers filled first: the write below waits for room from its first
+        # byte, whenever the thread runs (a pause past the deadline before the first write
+        # wrote nothing, and there was nothing to drain).
+        ours.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            while True:
+                ours.send(b"x" * 65536)
         ours.settimeout(5.0)
         started = time.monotonic()
         conn = PinnedConnection(HOOK_HOST, 443, address, tls_context(None), started + 0.3)
