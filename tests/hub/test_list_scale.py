@@ -11,12 +11,16 @@ from __future__ import annotations
 import time
 import uuid
 
+import pytest
+
 from murmur_wsgi.hub.store import redis_scripts
 from murmur_wsgi.hub.task import REJECTED, HubTask
 from murmur_wsgi.wire.task import now_ms, rfc3339
 
 from murmur_wsgi.hub import create_hub
 from tests.hub.conftest import HubClient, close_hub, hub_config
+
+pytestmark = pytest.mark.timed      # bounds in milliseconds: run alone, after the rest
 
 STORED = {False: 100_000, True: 40_000}      # by ``store.shared``
 BATCH = 2_000

@@ -184,6 +184,7 @@ def cut_at_deadline(phub, cert, serve, body: bytes, attempt: float, rcvbuf=None)
         listener.close()
 
 
+@pytest.mark.timed          # a bound in seconds
 def test_a_receiver_that_answers_byte_by_byte_is_cut_at_the_attempts_deadline(phub, cert):
     # NOTE: each read had the whole attempt's time left when it began, so an answer
     # dribbled a byte at a time (here 3 s of header) held the 1 s attempt until it ended,
@@ -246,6 +247,7 @@ def test_writing_the_request_has_only_what_is_left_of_the_attempt():
         peer.close()
 
 
+@pytest.mark.timed          # a bound in seconds
 def test_a_receiver_that_reads_the_body_slowly_is_cut_at_the_attempts_deadline(phub, cert):
     # A final Task near 64 KiB to a receiver whose window is 2 KiB and that reads 256 bytes
     # every 20 ms: the write never completes within the attempt.
