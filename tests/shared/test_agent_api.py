@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 
 import pytest
 from a2a.types import a2a_pb2
@@ -165,6 +166,28 @@ def test_artifact_events_stream_as_a2a_artifact_updates(doors):
                        ("log", True, False, 1), ("log", True, True, 0),
                        ("response", False, True, 1)]
     assert events[-1].state == "TASK_STATE_COMPLETED"
+
+
+@pytest.mark.timed
+def test_many_chunks_cost_linear_time(doors):
+    # Each chunk once copied the artifact's whole parts list under the store's lock:
+    # 80,000 one-character chunks took 8.3 s (20,000: 0.8 s); now 0.5 s.
+    chunks = 80_000
+
+    def agent(ctx):
+        with ctx.artifacts.stream("log") as out:
+            for i in range(chunks):
+                out.write(str(i % 10))
+        return "done"
+
+    rpc = doors(agent)
+    started = time.monotonic()
+    task = run(rpc)
+    assert time.monotonic() - started < 3.0
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    log = task["artifacts"][0]
+    assert log["artifactId"] == "log"
+    assert "".join(p["text"] for p in log["parts"]) == "0123456789" * (chunks // 10)
 
 
 def test_a_chunk_marked_last_closes_the_stream(doors):

@@ -103,13 +103,16 @@ class AgentCalls(AgentPort):
             if held is None:
                 held = record.agent_artifacts = []
             if append:
-                for i, kept in enumerate(held):
+                # PERF: the chunk's parts go onto the kept artifact's own list, in place:
+                # copying the list each chunk made N chunks cost N^2 / 2 under the lock.
+                for kept in reversed(held):
                     if kept["artifactId"] == artifact["artifactId"]:
-                        # NOTE: a new dict: an event built later still shows its own chunk.
-                        held[i] = dict(kept, parts=kept["parts"] + artifact["parts"])
+                        kept["parts"].extend(artifact["parts"])
                         break
             else:
-                held.append(artifact)
+                # NOTE: the task keeps a copy whose parts list is its own: the first
+                # chunk's event, built later from ``artifact``, still shows its own parts.
+                held.append(dict(artifact, parts=list(artifact["parts"])))
             self.store.change_locked(record)
             self.manager.publish_locked(record, frames.artifact_later(
                 record, artifact, append=append, last_chunk=last))
