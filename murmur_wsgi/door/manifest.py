@@ -146,6 +146,9 @@ class TasksSchema(Block):
     keep_finished_total = StrictInt(load_default=50_000, validate=validate.Range(min=1))
     keep_finished_secs = fields.Float(load_default=86_400.0,
                                       validate=validate.Range(min=0, min_inclusive=False))
+    # The size of the finished tasks kept (record.size()): per owner, and every owner together.
+    keep_finished_bytes = Size(load_default=256 * 1024 ** 2)
+    keep_finished_bytes_total = Size(load_default=1024 ** 3)
 
 
 class LimitsSchema(Block):

@@ -58,6 +58,8 @@ BAD = {
                        ["exports.files.max_bytes:"]),
     "zero finished ceiling": (GOOD + "tasks:\n  keep_finished_total: 0\n",
                               ["tasks.keep_finished_total:"]),
+    "zero finished bytes": (GOOD + "tasks:\n  keep_finished_bytes: 0\n",
+                            ["tasks.keep_finished_bytes:"]),
     "body smaller than images": (GOOD + "limits:\n  max_body_bytes: 1Mi\n",
                                  ["limits.max_body_bytes:", "context.images"]),
     "bad max_parts": (GOOD + "limits:\n  max_parts: 0\n", ["limits.max_parts:"]),
@@ -172,7 +174,9 @@ def test_load_manifest_defaults():
     assert manifest.stream["replay_events"] == 512
     assert manifest.stream["heartbeat_secs"] == 15
     assert manifest.tasks == {"keep_finished": 10_000, "keep_finished_total": 50_000,
-                              "keep_finished_secs": 86_400.0}
+                              "keep_finished_secs": 86_400.0,
+                              "keep_finished_bytes": 256 * 1024 ** 2,
+                              "keep_finished_bytes_total": 1024 ** 3}
     assert manifest.limits == {"max_body_bytes": 64 * 1024 ** 2, "max_parts": 1_000,
                                "max_json_depth": 64, "max_json_values": 1_000_000,
                                "reference_bytes": 64 * 1024,

@@ -357,6 +357,40 @@ def test_the_finished_ceiling_evicts_from_the_owner_holding_most():
         rpc.door.close()
 
 
+def test_finished_tasks_are_bounded_by_their_size():
+    # Before tasks.keep_finished_bytes, only the count bounded them: 200 echoed messages
+    # of 1 MB held 201 MB, 400 held 401 MB (10,000 a caller: 10 GB); 400 now hold 269 MB.
+    rpc = Rpc(make_door(tasks={"keep_finished_bytes": 10_000}))
+    try:
+        ids = [rpc.result("SendMessage", send_params("x" * 3000))["task"]["id"]
+               for _ in range(6)]
+        # Each holds its 3,000-character answer and its ids: three fit in 10,000 bytes.
+        assert [_held(rpc, {}, task_id) for task_id in ids] == [False] * 3 + [True] * 3
+        large = rpc.result("SendMessage", send_params("y" * 20_000))["task"]
+        # One larger than the bound alone stays until the next one finishes.
+        assert rpc.result("GetTask", {"id": large["id"]})["artifacts"] == large["artifacts"]
+        assert [_held(rpc, {}, task_id) for task_id in ids] == [False] * 6
+        small = rpc.result("SendMessage", send_params("z"))["task"]["id"]
+        assert not _held(rpc, {}, large["id"]) and _held(rpc, {}, small)
+    finally:
+        rpc.door.close()
+
+
+def test_the_bytes_ceiling_evicts_from_the_owner_holding_most():
+    rpc, bearer = _owners_door({"keep_finished_bytes": 100_000,
+                                "keep_finished_bytes_total": 10_000}, "alpha", "beta")
+    try:
+        kept = rpc.result("SendMessage", send_params("b" * 1000), bearer["beta"])["task"]["id"]
+        flood = [rpc.result("SendMessage", send_params("a" * 3000), bearer["alpha"])["task"]["id"]
+                 for _ in range(5)]
+        # 1,000 + 5 x 3,000 characters past a ceiling of 10,000: alpha holds the most, and pays.
+        assert _held(rpc, bearer["beta"], kept)
+        assert [_held(rpc, bearer["alpha"], task_id) for task_id in flood] == [False] * 3 + [True] * 2
+        assert rpc.door.session.store.evicted == 3
+    finally:
+        rpc.door.close()
+
+
 def test_background_refuses_a_path_that_ends_in_an_allowed_name(live_rpc, tmp_path):
     fake = tmp_path / "sleep"
     fake.write_text("#!/bin/sh\ntouch \"$0.ran\"\n")

@@ -30,7 +30,9 @@ class Session:
         self.trace = Trace(self.id, enabled=trace)     # trace.jsonl; a no-op when disabled
         tasks, stream = manifest.tasks, manifest.stream
         self.store = TaskStore(tasks["keep_finished"], tasks["keep_finished_secs"],
-                               keep_finished_total=tasks["keep_finished_total"])
+                               keep_finished_total=tasks["keep_finished_total"],
+                               keep_bytes=tasks["keep_finished_bytes"],
+                               keep_bytes_total=tasks["keep_finished_bytes_total"])
         self.ring = EventRing(stream["replay_events"], stream["reader_queue"],
                               lock=self.store.lock)
         self.works = BackgroundWorks(manifest.capabilities["shell"]["allow"])

@@ -27,7 +27,7 @@ class TaskRecord:
     __slots__ = ("id", "context_id", "owner", "trust", "origin", "state", "status_text",
                  "changed_ms", "response", "prompt", "residue", "running", "seq",
                  "_json", "_json_bare", "runtime", "finished_at", "echoes",
-                 "agent_artifacts", "usage")
+                 "agent_artifacts", "usage", "held_size")
 
     def __init__(self, task_id: str, context_id: str, owner: str | None = None,
                  trust: str = "untrusted", origin: str | None = None):
@@ -51,6 +51,7 @@ class TaskRecord:
         self.echoes: tuple = ()            # render.echo_marks of the references block it got
         self.agent_artifacts: list | None = None  # the agent's named artifacts, in order
         self.usage = None                  # agents.usage.RunUsage once the agent reported any
+        self.held_size = 0                 # size() when it finished: what retention counts
 
     @property
     def terminal(self) -> bool:
@@ -82,6 +83,17 @@ class TaskRecord:
             out.append(wire_task.artifact("residue", [wire_task.data_part(item)
                                                       for item in self.residue]))
         return out
+
+    def size(self) -> int:
+        """What a finished task holds, in characters: its ids, status message, answer,
+        prompt and artifacts (as JSON). ``tasks.keep_finished_bytes`` bounds their sum."""
+        size = len(self.id) + len(self.context_id)
+        for text in (self.status_text, self.response, self.prompt):
+            if isinstance(text, str):
+                size += len(text)
+        if self.agent_artifacts or self.residue or self.running:
+            size += len(_dumps([self.agent_artifacts, self.residue, self.running]))
+        return size
 
     def status(self) -> dict:
         return wire_task.status(self.state, self.timestamp, self.status_message())

@@ -4,7 +4,11 @@ Retention is per owner: each owner (a credential, or None for the session's own
 tasks) keeps its ``keep_finished`` most recent finished tasks, and all owners
 together at most ``keep_finished_total``; past that ceiling the owner holding the
 most finished tasks loses its oldest. So a credential flooding the door with
-tasks evicts its own results, never another's.
+tasks evicts its own results, never another's. Their sizes (``TaskRecord.size``)
+are bounded the same way: ``keep_bytes`` per owner, ``keep_bytes_total`` together
+(past it, the owner holding the most bytes loses its oldest); the task that has
+just finished is never evicted for its size, so one larger than a bound alone
+stays until the next one finishes.
 
 Concurrency:
     ``_lock`` guards every field below. Each live task's ``runtime.cond`` is a
@@ -30,7 +34,8 @@ class TaskStore:
     """Every task the session holds, most recently changed first."""
 
     def __init__(self, keep_finished: int = 10_000, keep_finished_secs: float = 86_400.0,
-                 clock=time.monotonic, keep_finished_total: int = 50_000):
+                 clock=time.monotonic, keep_finished_total: int = 50_000,
+                 keep_bytes: int = 256 * 1024 ** 2, keep_bytes_total: int = 1024 ** 3):
         # PERF: an RLock: a Condition on a plain Lock checks ownership with a trial
         # acquire, which yields to the hub under gevent. The session's ring shares it.
         self._lock = threading.RLock()
@@ -38,6 +43,8 @@ class TaskStore:
         self._keep = keep_finished                     # per owner
         self._keep_total = keep_finished_total         # every owner together
         self._keep_secs = keep_finished_secs
+        self._keep_bytes = keep_bytes                  # per owner
+        self._keep_bytes_total = keep_bytes_total      # every owner together
         self._tasks: dict[str, TaskRecord] = {}       # guarded by _lock
         self._seqs: list[int] = []                     # guarded by _lock; ascending
         self._ids: list[str] = []                      # guarded by _lock; parallel to _seqs
@@ -46,6 +53,8 @@ class TaskStore:
         # guarded by _lock: owner -> its finished records, oldest first (no empty deque)
         self._finished: dict[str | None, deque] = {}
         self._finished_count = 0                       # guarded by _lock: records in _finished
+        self._bytes: dict[str | None, int] = {}        # guarded by _lock: owner -> held_size sum
+        self._bytes_total = 0                          # guarded by _lock: every owner's together
         self._ended = 0                                # written under _lock: tasks ever finished
         # guarded by _lock: (owner, state) -> how many tasks; ListTasks' totalSize without a scan
         self._counts: dict[tuple, int] = {}
@@ -165,10 +174,18 @@ class TaskStore:
         queue.append(record)
         self._finished_count += 1
         self._ended += 1
+        size = record.held_size = record.size()
+        held = self._bytes[record.owner] = self._bytes.get(record.owner, 0) + size
+        self._bytes_total += size
         if len(queue) > self._keep:
             self._drop(queue.popleft())        # PERF: the usual case past the bound
-        if self._finished_count > self._keep_total:
-            self._evict()
+        if held > self._keep_bytes:
+            # NOTE: never the task that just finished: its answer is still being read.
+            while len(queue) > 1 and self._bytes[record.owner] > self._keep_bytes:
+                self._drop(queue.popleft())
+        if (self._finished_count > self._keep_total
+                or self._bytes_total > self._keep_bytes_total):
+            self._evict(record)
 
     def _evict_aged(self) -> None:
         """``_evict()`` when some owner's oldest finished task is past its age."""
@@ -178,8 +195,11 @@ class TaskStore:
                 self._evict()
                 return
 
-    def _evict(self) -> None:
-        """Drop finished tasks past their owner's bound, their age, or the ceiling."""
+    def _evict(self, newest: TaskRecord | None = None) -> None:
+        """Drop finished tasks past their owner's bound, their age, or the ceilings.
+
+        ``newest``, the task that has just finished, is not dropped for the bytes' ceiling.
+        """
         cutoff = self._clock() - self._keep_secs
         keep = self._keep
         stale = [owner for owner, queue in self._finished.items()
@@ -197,10 +217,28 @@ class TaskStore:
             self._drop(queue.popleft())
             if not queue:
                 del self._finished[owner]
+        while self._bytes_total > self._keep_bytes_total:
+            # NOTE: as for the count: the owner holding the most bytes pays, its oldest first.
+            held = [(self._bytes[owner], owner) for owner, queue in self._finished.items()
+                    if queue[0] is not newest]
+            if not held:
+                break
+            owner = max(held, key=lambda item: item[0])[1]
+            queue = self._finished[owner]
+            self._drop(queue.popleft())
+            if not queue:
+                del self._finished[owner]
 
     def _drop(self, record: TaskRecord) -> None:
         """Forget a finished task taken off its owner's queue."""
         self._finished_count -= 1
+        size = record.held_size
+        self._bytes_total -= size
+        left = self._bytes[record.owner] - size
+        if left:
+            self._bytes[record.owner] = left
+        else:
+            del self._bytes[record.owner]
         task_id = record.id
         if self._tasks.pop(task_id, None) is not None:
             self._count(record.owner, record.state, -1)
