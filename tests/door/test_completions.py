@@ -125,3 +125,32 @@ def test_a_closing_session_no_longer_awaits(delegating):
     assert agent.opened.wait(10)
     rpc.door.session.manager.close()
     assert not rpc.door.session.delegations.awaits(agent.delegation_id)
+
+
+def test_a_completion_is_held_to_limits_data_text_bytes():
+    # A completion's data parts were rendered for the agent without the bound a message's
+    # have: 2 MiB of nested arrays (the bench's data-deep) was delivered as ~113 MiB of
+    # text after ~5 s of CPU, under a limit of 1 MiB. Now it is refused as a message is.
+    agent = Delegator()
+    door = create_app({"name": "parent", "version": "0.1.0",
+                       "limits": {"data_text_bytes": 200}}, agent=agent)
+    try:
+        rpc = Rpc(door)
+        task = rpc.result("SendMessage", send_params("delegate", NOW))["task"]
+        assert agent.opened.wait(10)
+        headers = completion_headers(door, agent.delegation_id)
+        params = send_params("rows")
+        params["message"]["parts"].append({"data": [[[i]] for i in range(20)]})
+        error = rpc.error("SendMessage", params, headers)
+        assert error == {"code": -32602, "message": (
+            "Invalid params: message.parts[1] is data that, pretty-printed for the agent, "
+            "makes the message's data parts more than limits.data_text_bytes (200) bytes")}
+        assert door.session.store.get(task["id"]).state == "TASK_STATE_WORKING"
+        # Refused, nothing was delivered: the task still awaits, and a completion within
+        # the bound reaches it.
+        params["message"]["parts"][1] = {"data": [1, 2]}
+        assert "message" in rpc.result("SendMessage", params, headers)
+        done = wait_state(door, task["id"], "TASK_STATE_COMPLETED")
+        assert done.response == "child said: rows\n```data\n[\n  1,\n  2\n]\n```"
+    finally:
+        door.close()
