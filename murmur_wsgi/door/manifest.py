@@ -131,6 +131,8 @@ class ContextSchema(Block):
 
 class StreamSchema(Block):
     replay_events = StrictInt(load_default=512, validate=validate.Range(min=1))
+    # The replay buffer's events by their size: past it the oldest go, as past replay_events.
+    replay_bytes = Size(load_default=64 * 1024 ** 2)
     reader_queue = StrictInt(load_default=128, validate=validate.Range(min=1))
     heartbeat_secs = fields.Float(load_default=15.0, validate=validate.Range(min=0, min_inclusive=False))
     # Every write of a response or a stream (at most pending_bytes) is taken by the

@@ -6,6 +6,8 @@ import threading
 import pytest
 
 from murmur_wsgi.door.tasks.ring import Event, EventRing, Gap, Lagged
+from tests.conftest import Rpc, make_door
+from tests.tasks_util import send_params
 
 DEADLINE = 10.0
 
@@ -189,3 +191,45 @@ def test_a_closed_ring_still_delivers_what_was_published():
     ring.close()
     items, closed = reader.next(DEADLINE)
     assert ids(items) == [1, 2] and closed
+
+
+def test_the_ring_holds_its_events_within_max_bytes():
+    # Bounded by count alone, the ring kept 512 events whatever their size: 300 tasks of a
+    # 1 MB contextId and answer kept 256 MB in it after their tasks were evicted (770 MB
+    # once a watcher had read them), up to 512 bodies' worth (32 GB at 64 MiB each).
+    ring = EventRing(8, max_bytes=100)
+    for i in range(3):
+        ring.publish("tsk_a", "x" * 40)
+    # 120 bytes past a bound of 100: the oldest went, ids go on.
+    reader = ring.reader(replay=True, replay_from=0)
+    items, _ = reader.next(0)
+    assert type(items[0]) is Gap and items[0].first_available_id == 2
+    assert ids(items) == [2, 3]
+    # A live reader behind the shed events is told how many it missed.
+    live = ring.reader()
+    ring.publish("tsk_a", "y" * 90)
+    ring.publish("tsk_a", "z" * 30)
+    items, _ = live.next(0)
+    assert type(items[0]) is Lagged and items[0].missed == 1
+    assert ids(items) == [5]
+    # One event larger than the bound alone stays, the newest.
+    ring.publish("tsk_a", "w" * 500)
+    items, _ = ring.reader(replay=True, replay_from=4).next(0)
+    assert type(items[0]) is Gap and items[0].first_available_id == 6 and ids(items) == [6]
+
+
+def test_a_door_replays_large_events_within_stream_replay_bytes():
+    door = make_door(tasks={"keep_finished": 1}, stream={"replay_bytes": 300_000})
+    try:
+        rpc = Rpc(door)
+        for i in range(10):
+            task = rpc.result("SendMessage", send_params("x" * 50_000,
+                                                         contextId=f"{i}-" + "c" * 50_000))
+            assert task["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        items, _ = door.session.ring.reader(replay=True, replay_from=0, stream=False).next(0)
+        assert type(items[0]) is Gap
+        held = [item.payload for item in items if type(item) is Event]
+        assert held and sum(map(len, held)) < 2 * 300_000
+        assert f'"contextId":"9-' in held[-1]          # the newest are the ones kept
+    finally:
+        door.close()

@@ -34,7 +34,7 @@ class Session:
                                keep_bytes=tasks["keep_finished_bytes"],
                                keep_bytes_total=tasks["keep_finished_bytes_total"])
         self.ring = EventRing(stream["replay_events"], stream["reader_queue"],
-                              lock=self.store.lock)
+                              lock=self.store.lock, max_bytes=stream["replay_bytes"])
         self.works = BackgroundWorks(manifest.capabilities["shell"]["allow"])
         self.delegations = Delegations(self)
         self.manager = TaskManager(self, agent, self.ring, self.works)

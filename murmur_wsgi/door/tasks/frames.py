@@ -59,6 +59,28 @@ class Deferred:
     def __call__(self) -> str:
         return self._build(*self._args)
 
+    @property
+    def size(self) -> int:
+        """About the length of the text it builds: its strings' lengths (``EventRing``'s bound)."""
+        return sum(map(_size, self._args))
+
+
+def _size(value) -> int:
+    """Characters of the strings in ``value`` (a record: its ids and status message)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(len(key) + _size(item) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(map(_size, value))
+    context_id = getattr(value, "context_id", None)
+    if isinstance(context_id, str):
+        # NOTE: a record: what its terminal status carries (the id and context twice).
+        status_text = value.status_text
+        return 2 * (len(value.id) + len(context_id)) + (
+            len(status_text) if isinstance(status_text, str) else 0)
+    return 8
+
 
 def status_later(record, text: str | None = None) -> Deferred:
     """``status_update(record, text)`` as of now, built on first read."""

@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 class Event:
     """One numbered event: a StreamResponse result, already serialized."""
 
-    __slots__ = ("id", "task_id", "frame", "terminal", "_payload")
+    __slots__ = ("id", "task_id", "frame", "terminal", "_payload", "size")
 
     def __init__(self, event_id: int | None, task_id: str | None, payload,
                  frame: bool = False, terminal: bool = False):
@@ -27,6 +27,8 @@ class Event:
         self._payload = payload       # JSON text, or a callable that builds it on first read
         self.frame = frame            # a murmur frame: only for readers with the extension
         self.terminal = terminal      # the task's terminal status: a task stream ends after it
+        # About the payload's length: what the ring's byte bound counts.
+        self.size = len(payload) if isinstance(payload, str) else getattr(payload, "size", 0)
 
     @property
     def payload(self) -> str:
@@ -60,10 +62,15 @@ class Lagged:
 
 
 class EventRing:
-    """The last ``capacity`` events of the session, numbered from 1 across every task."""
+    """The last ``capacity`` events of the session, numbered from 1 across every task.
 
-    def __init__(self, capacity: int = 512, reader_queue: int = 128, lock=None):
+    Also bounded by their size: past ``max_bytes`` the oldest go (``_shed_locked``).
+    """
+
+    def __init__(self, capacity: int = 512, reader_queue: int = 128, lock=None,
+                 max_bytes: int = 64 * 1024 ** 2):
         self.capacity = capacity
+        self.max_bytes = max_bytes      # the events held, by their size: the oldest go past it
         self.reader_queue = reader_queue
         # NOTE: the session passes the store's RLock: every event is published while the
         # store's lock is held, so publishing re-enters it instead of taking a second lock.
@@ -73,6 +80,8 @@ class EventRing:
         self._cond = threading.Condition(self._lock)   # notified by publish() and close()
         self._slots: list[Event | None] = [None] * capacity   # guarded by _lock
         self._last_id = 0                                      # guarded by _lock
+        self._floor = 1             # guarded by _lock: no event before it is held
+        self._bytes = 0             # guarded by _lock: the held events' sizes
         self._closed = False                                   # guarded by _lock
         self.subscribers = 0                                   # guarded by _lock
         self.streams = 0            # guarded by _lock: the subscribers that are streams
@@ -88,7 +97,7 @@ class EventRing:
         return self._closed
 
     def _oldest_id(self) -> int:
-        return max(1, self._last_id - self.capacity + 1)
+        return max(self._floor, self._last_id - self.capacity + 1)
 
     def publish(self, task_id: str | None, payload: str, *, frame: bool = False,
                 terminal: bool = False) -> Event:
@@ -101,10 +110,31 @@ class EventRing:
         """``publish()`` for a caller already holding the ring's lock (the store's)."""
         self._last_id += 1
         event = Event(self._last_id, task_id, payload, frame, terminal)
-        self._slots[self._last_id % self.capacity] = event
+        slot = self._last_id % self.capacity
+        replaced = self._slots[slot]
+        if replaced is not None:
+            self._bytes -= replaced.size
+        self._slots[slot] = event
+        self._bytes += event.size
+        if self._bytes > self.max_bytes:
+            self._shed_locked()
         self.published += 1
         self._cond.notify_all()
         return event
+
+    def _shed_locked(self) -> None:
+        """Drop the oldest events until the rest fit ``max_bytes`` (the newest always stays).
+
+        A reader behind them is told it lagged, a replay from before them gets a gap:
+        as past ``capacity``, large events only make the ring hold fewer.
+        """
+        oldest = self._oldest_id()
+        while self._bytes > self.max_bytes and oldest < self._last_id:
+            slot = oldest % self.capacity
+            self._bytes -= self._slots[slot].size
+            self._slots[slot] = None
+            oldest += 1
+        self._floor = oldest
 
     def close(self) -> None:
         """Mark the log closed: every reader wakes and sees ``closed``."""
