@@ -9,8 +9,9 @@ and kills its process group; see ``docs/harness.md`` for the protocol.
 
 Concurrency:
     ``HarnessAgent`` is shared by the session's tasks. ``_cond`` (a
-    ``Condition``) guards ``_sessions`` ((owner, contextId) -> harness session
-    id: a context id names a conversation of its owner only),
+    ``Condition``) guards ``_sessions`` ((owner, sha256 of the contextId) ->
+    harness session id: a context id names a conversation of its owner only;
+    its digest, not the client's id, is kept, so a long id costs 32 bytes),
     ``_live`` (pid -> HarnessProcess), ``_starting`` and ``_exits``; it is
     notified when a process is registered or reaped. Each task's process is
     driven from the task's own thread, which waits on the process's events
@@ -29,6 +30,7 @@ Concurrency:
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import logging
 import os
@@ -50,6 +52,11 @@ logger = logging.getLogger(__name__)
 
 STDERR_LIMIT = 1024 ** 2      # bytes of stderr a task's harness may write ("max_stderr_bytes")
 MAX_SESSIONS = 10_000         # contexts whose harness session is remembered, newest kept
+
+
+def _key(owner: str | None, context_id: str) -> tuple:
+    """``_sessions``' key: the owner and the context id's digest (ids are unbounded)."""
+    return owner, hashlib.sha256(context_id.encode("utf-8", "surrogatepass")).digest()
 EXITS_KEPT = 64
 SHOWN_TEXT = 200
 
@@ -96,11 +103,11 @@ class HarnessAgent:
         conversation: it never resumes this one.
         """
         with self._cond:
-            return self._sessions.get((owner, context_id))
+            return self._sessions.get(_key(owner, context_id))
 
     def _start_session(self, ctx: TaskContext) -> tuple[str, str | None]:
         """Apply forgetSession, then choose ``("new", None)`` or ``("resume", id)``."""
-        key = (ctx.owner, ctx.context_id)
+        key = _key(ctx.owner, ctx.context_id)
         with self._cond:
             dropped = self._sessions.pop(key, None) if ctx.forget_session else None
             current = self._sessions.get(key)
@@ -115,7 +122,7 @@ class HarnessAgent:
         # NOTE: only a threaded conversation resumes, so only there does a context name one.
         if ctx.conversation != "threaded":
             return
-        key = (ctx.owner, ctx.context_id)
+        key = _key(ctx.owner, ctx.context_id)
         with self._cond:
             self._sessions[key] = session_id
             self._sessions.move_to_end(key)

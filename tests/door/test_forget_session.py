@@ -159,3 +159,19 @@ def test_forget_to_a_capsule_not_on_process_is_refused():
         assert len(door.session.store) == 0
     finally:
         door.close()
+
+
+def test_a_long_context_id_is_remembered_by_its_digest(threaded):
+    # The map kept each context id itself as its key: 100 tasks of 1 MB context ids on a
+    # threaded harness held 102 MB there (up to 10,000 of whatever the body allows); now
+    # 3 MB, whatever the ids' length.
+    long_id = "ctx-" + "c" * 200_000
+    first, told, _ = send(threaded, long_id)
+    assert told == "new None"
+    _, told, _ = send(threaded, long_id)
+    assert told == f"resume s-{first['id']}"
+    _, told, _ = send(threaded, long_id[:-1])
+    assert told == "new None"
+    keys = list(threaded.door.session.agent._sessions)
+    assert len(keys) == 2
+    assert all(len(repr(key)) < 200 for key in keys)
