@@ -207,7 +207,13 @@ class HarnessProcess:
         self._trouble()
         if queued:
             # NOTE: the leader may run on after closing its stdout: its exit is an event too.
-            self._put(("exit", self.proc.wait()))
+            # Waited for in slices, and no more once the process is being ended (``end``
+            # reaps it, bounded, then sets ``_stop``): no wait here without a timeout.
+            code = None
+            while code is None and not self._stop.is_set():
+                code = self.wait_exit(PUT_RETRY_SECS)
+            if code is not None:
+                self._put(("exit", code))
 
     def _drain_stderr(self) -> None:
         stderr = self.proc.stderr
