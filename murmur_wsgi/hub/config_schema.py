@@ -104,6 +104,9 @@ class LimitsSchema(Block):
     header_timeout_secs = _positive(load_default=10.0)    # accept (or first byte) to headers' end
     body_timeout_secs = _positive(load_default=30.0)      # headers' end to the body's end
     max_id_bytes = StrictInt(load_default=256, validate=validate.Range(min=MIN_ID_BYTES))
+    # What one run's agent writes (streamed text, progress, artifacts): the run keeps it and
+    # the store's event log holds it until the task ends (hub/runs.py).
+    max_output_bytes = Size(load_default=64 * 1024 ** 2)
 
 
 class TenantLimitsSchema(Block):
@@ -119,6 +122,7 @@ class TenantLimitsSchema(Block):
     max_parts = StrictInt(validate=validate.Range(min=1))
     data_text_bytes = Size()
     max_id_bytes = StrictInt(validate=validate.Range(min=MIN_ID_BYTES))
+    max_output_bytes = Size()
 
 
 class TasksSchema(Block):

@@ -6,7 +6,10 @@ backlog bounded in bytes, hub/live.py), and merged (at most one stored event
 every ``events.merge_secs``) to the store's event log, which SubscribeToTask
 replays. The run keeps its streamed text merged (one string per stored event),
 not one object per token, and its agent's thread yields to the others every
-``YIELD_TOKENS`` tokens. The run ends once:
+``YIELD_TOKENS`` tokens. What the agent writes (its text, progress, artifacts, the models
+its usage names) is counted: past ``limits.max_output_bytes`` the task ends FAILED and
+the agent is stopped, as at the run timeout (the run and its task's event log hold it all
+until the end). The run ends once:
 COMPLETED with its answer and usage part, FAILED (the agent failed, the run
 timeout, the drain's "interrupted"), CANCELED (CancelTask, the client left)
 or REJECTED; whatever comes after the first end is dropped. An event the
@@ -50,6 +53,11 @@ INTERRUPTED = "interrupted: the hub shut down before the run ended"
 YIELD_TOKENS = 256       # an agent that streams yields to the other threads this often
 
 
+def _utf8_len(text: str) -> int:
+    """``text``'s length in UTF-8 (a lone surrogate counted as its 3 bytes)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 class Run:
     """One task's run. Fields are guarded by its own lock (``changed``'s)."""
 
@@ -65,6 +73,8 @@ class Run:
         self.agent_name = task.agent
         self.agent = agent
         self.timeout = limits["run_timeout_secs"]
+        self.max_output = limits["max_output_bytes"]
+        self.output = 0              # the bytes of output the agent wrote (_count_locked)
         # The run's own stream, ``live`` bytes at most behind; None: no stream reads it.
         self.live = None if live is None else LiveBacklog(live, self._live_text,
                                                           self._live_state, task.id)
@@ -111,6 +121,8 @@ class Run:
     def add_usage(self, report: tuple, most: int) -> None:
         """Add one checked usage report; AgentValueError if a count would pass ``most``."""
         with self.changed:
+            if report[3] not in self.usage.by_model:
+                self._count_locked(_utf8_len(report[3] or ""))
             totals = self.usage.totals
             if max(totals.input_tokens + report[0], totals.output_tokens + report[1],
                    totals.cached_tokens + report[2]) > most:
@@ -125,6 +137,8 @@ class Run:
             if self.ended:
                 raise TaskCanceled(self.task_id)
             self._flush_locked()
+            payload = artifact_event(self.task_id, self.context_id, artifact, append, last)
+            self._count_locked(_utf8_len(payload))
             kept = next((a for a in self.artifacts if a["artifactId"] == artifact["artifactId"]),
                         None)
             if kept is None or not append:
@@ -133,7 +147,6 @@ class Run:
                 self.artifacts.append(dict(artifact, parts=list(artifact["parts"])))
             else:
                 kept["parts"].extend(artifact["parts"])
-            payload = artifact_event(self.task_id, self.context_id, artifact, append, last)
             self._appended(payload)
             if self.ended:
                 raise TaskCanceled(self.task_id)
@@ -146,6 +159,7 @@ class Run:
         with self.changed:
             if self.ended:
                 raise TaskCanceled(self.task_id)
+            self._count_locked(_utf8_len(text))
             self.tokens.append(text)
             self._loose += 1
             if self._loose >= MERGE_TOKENS:         # the newest tokens, joined in a block
@@ -173,10 +187,26 @@ class Run:
             self._flush_locked()
             payload = status_update(self.task_id, self.context_id,
                                     progress_status(self.task_id, self.context_id, text))
+            self._count_locked(_utf8_len(payload))
             self._appended(payload)
             if self.ended:
                 raise TaskCanceled(self.task_id)
             self._live(payload)
+
+    def _count_locked(self, size: int) -> None:
+        """Count ``size`` bytes the agent wrote; past ``limits.max_output_bytes`` the task
+        ends FAILED, the agent is stopped and its call raises TaskCanceled (as every later
+        one does)."""
+        self.output += size
+        if self.output <= self.max_output:
+            return
+        self.request_stop(cancel=False)
+        if self.finish(FAILED, f"the run wrote more than {self.max_output} bytes "
+                               "(limits.max_output_bytes) and was stopped"):
+            logger.warning("task %s: the agent of %s/%s wrote more than %d bytes "
+                           "(limits.max_output_bytes); stopped", self.task_id, self.tenant,
+                           self.agent_name, self.max_output)
+        raise TaskCanceled(self.task_id)
 
     def _live(self, payload: str) -> None:
         if self.live is not None:

@@ -205,3 +205,37 @@ def publishes_then_holds(ctx):
     gate(ctx.text.strip() + "-in").set()
     gate(ctx.text.strip()).wait(30)
     return "done at last"
+
+
+FLOODED: list = []          # (mode, pieces written, stopped) of each ``floods`` run
+
+
+def floods(ctx):
+    """Write ``<mode> <count> <size>`` (``text``, ``progress``, ``chunk``, ``names`` or
+    ``models``): ``count`` pieces of ``size`` characters each; a piece refused with
+    TaskCanceled is tried once more, then the agent gives up. Answer ``flooded``."""
+    from murmur_wsgi.agents.base import TaskCanceled as Canceled
+
+    mode, count, size = ctx.text.split()
+    piece = "f" * int(size)
+    stream = ctx.artifacts.stream("log") if mode == "chunk" else None
+    written, refused = 0, 0
+    for i in range(int(count)):
+        try:
+            if mode == "text":
+                ctx.write(piece)
+            elif mode == "progress":
+                ctx.progress(piece)
+            elif mode == "chunk":
+                stream.write(piece)
+            elif mode == "names":
+                ctx.artifacts.add(f"a{i}", piece)
+            else:
+                ctx.usage(input_tokens=1, model=f"{i}{piece}")
+            written += 1
+        except Canceled:
+            refused += 1
+            if refused == 2:
+                break
+    FLOODED.append((mode, written, refused))
+    return "flooded"
