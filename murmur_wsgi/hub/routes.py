@@ -68,7 +68,18 @@ class _Request:
 
 
 def handle(hub, environ, start_response):
-    """The WSGI entry: one answer per request."""
+    """The WSGI entry: one answer per request, every one of them written under
+    ``stream.write_timeout_secs`` (a stream's by ``_stream``): a client that never reads a
+    large answer (a ListTasks page of large tasks) is cut, not held with it for good."""
+    body = _answer(hub, environ, start_response)
+    if isinstance(body, Body):
+        return body
+    return Body(body, None, sock=environ.get(SOCKET_KEY),
+                timeout=hub.config.stream["write_timeout_secs"], budget=PENDING_BYTES)
+
+
+def _answer(hub, environ, start_response):
+    """The request's answer, by the numbered steps."""
     seen = _Request()
     try:
         kind, seen.agent = route(hub, environ)                               # step 1

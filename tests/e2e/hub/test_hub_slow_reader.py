@@ -25,21 +25,26 @@ def slow_yaml(port: int) -> dict:
     return config
 
 
+def posted_unread(server, agent: str, method: str, params: dict) -> socket.socket:
+    """A socket that posted one call to ``agent`` and reads nothing yet: a receive buffer
+    of 4 KiB, so the hub's writes fill it soon."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(WAIT)
+    sock.connect(("127.0.0.1", server.port))
+    sock.sendall(f"POST /a2a/v1/agents/{agent} HTTP/1.1\r\nHost: x\r\n".encode()
+                 + b"X-API-Key: " + KEY.encode() + b"\r\nA2A-Version: 1.0\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: "
+                 + str(len(body)).encode() + b"\r\n\r\n" + body)
+    return sock
+
+
 def test_a_streaming_client_that_stops_reading_is_cut_and_its_run_canceled(tmp_path):
     server = hub_process(tmp_path, slow_yaml)
     try:
-        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
-                           "params": {"message": {"messageId": f"m-{uuid.uuid4().hex}",
-                                                  "role": "ROLE_USER",
-                                                  "parts": [{"text": "go"}]}}}).encode()
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.settimeout(WAIT)
-        sock.connect(("127.0.0.1", server.port))
-        sock.sendall(b"POST /a2a/v1/agents/flood HTTP/1.1\r\nHost: x\r\n"
-                     b"X-API-Key: " + KEY.encode() + b"\r\nA2A-Version: 1.0\r\n"
-                     b"Content-Type: application/json\r\nContent-Length: "
-                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+        sock = posted_unread(server, "flood", "SendStreamingMessage", {"message": {
+            "messageId": f"m-{uuid.uuid4().hex}", "role": "ROLE_USER", "parts": [{"text": "go"}]}})
         deadline = time.monotonic() + WAIT
 
         def newest() -> dict:
@@ -58,5 +63,38 @@ def test_a_streaming_client_that_stops_reading_is_cut_and_its_run_canceled(tmp_p
         # The hub still serves everyone else.
         assert server.rpc("ListTasks", {"pageSize": 1}).status_code == 200
         sock.close()
+    finally:
+        server.stop_soon()
+
+
+LARGE_TEXT = "y" * 400_000      # characters: each task's message, as ListTasks answers it
+LARGE_TASKS = 20                # a page of them: about 8 MB, past loopback's socket buffers
+CUT_LOGGED = "did not take a write within the write deadline"
+
+
+@pytest.mark.timed
+def test_a_client_that_never_reads_a_large_answer_is_cut(tmp_path):
+    """Not a stream: a ListTasks page of large tasks, never read, is cut at the write deadline
+    as a stream is; the hub neither holds the answer nor the connection for good."""
+    server = hub_process(tmp_path, slow_yaml)
+    try:
+        for _ in range(LARGE_TASKS):
+            server.result("SendMessage", {"message": {
+                "messageId": f"m-{uuid.uuid4().hex}", "role": "ROLE_USER",
+                "parts": [{"text": LARGE_TEXT}]}})
+        size = len(server.rpc("ListTasks", {"pageSize": LARGE_TASKS}).content)
+        assert size > LARGE_TASKS * len(LARGE_TEXT)
+        with posted_unread(server, "echo", "ListTasks", {"pageSize": LARGE_TASKS}) as sock:
+            sent_at = time.monotonic()
+            deadline = sent_at + WAIT
+            # The client never reads: the write that fills the buffers misses its deadline.
+            while CUT_LOGGED not in server.log():
+                assert time.monotonic() < deadline, server.log()[-2000:]
+            assert time.monotonic() - sent_at < WRITE_SECS + 8
+            received = 0
+            while chunk := sock.recv(1 << 20):      # what the buffers held, then the end
+                received += len(chunk)
+            assert received < size
+        assert server.rpc("ListTasks", {"pageSize": 1}).status_code == 200
     finally:
         server.stop_soon()
