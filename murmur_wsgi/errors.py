@@ -138,6 +138,13 @@ class BodyTooLargeError(InvalidRequestError):
     http_status = 413
 
 
+class BodyUnreadableError(InvalidRequestError):
+    """A chunked body whose framing is broken, or that ended early: -32600 with id null,
+    answered with HTTP 400 (the connection closes: the rest of the body is unread)."""
+
+    http_status = 400
+
+
 class MethodNotFoundError(RpcError):
     wire = codes.METHOD_NOT_FOUND
     message = "Method not found"

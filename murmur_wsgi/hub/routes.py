@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 
-from murmur_wsgi.errors import (BodyTooLargeError, ExtendedAgentCardNotConfiguredError,
+from murmur_wsgi.errors import (BodyTooLargeError, BodyUnreadableError,
+                                ExtendedAgentCardNotConfiguredError,
                                 InternalError, InvalidParamsError, MethodNotFoundError,
                                 Refusal, RpcError, UnsupportedOperationError,
                                 VersionNotSupportedError)
@@ -156,8 +157,12 @@ def check_published(hub, tenant: str, name: str) -> None:
 
 
 def read_body(environ: dict, limit: int) -> bytes:
-    """Step 4: the body, at most the tenant's ``limits.max_body_bytes`` (else 413)."""
-    raw = bodies.read_body(environ, limit)
+    """Step 4: the body, at most the tenant's ``limits.max_body_bytes`` (else 413); a
+    chunked body that cannot be read (broken framing, or ended early) is 400."""
+    try:
+        raw = bodies.read_body(environ, limit)
+    except bodies.BodyUnreadable as ex:
+        raise BodyUnreadableError(f"the request body cannot be read: {ex}") from None
     if raw is None:
         raise BodyTooLargeError(f"the JSON-RPC body is larger than {limit} bytes")
     return raw

@@ -6,12 +6,22 @@ input ends (``wsgi.input_terminated``, as gunicorn and Werkzeug's server set it
 for a chunked body), and refused as soon as the read passes the limit. A
 Content-Length that is not a number reads as no body. Each application
 answers a refusal its own way (both 413 with -32600 and id null).
+
+A chunked body whose framing is broken (a chunk size that is not hex, a chunk
+without its CRLF) or that ends before its last chunk cannot be read: the
+server's parser raises its own error (gunicorn's ``ParseException``, or its
+``NoMoreData``), which ``read_body`` raises as ``BodyUnreadable``, the client's
+fault and not the application's.
 """
 from __future__ import annotations
 
 import logging
 
 logger = logging.getLogger(__name__)
+
+
+class BodyUnreadable(ValueError):
+    """The request's body cannot be read: its chunked framing is broken, or it ended early."""
 
 
 def read_body(environ: dict, max_bytes: int) -> bytes | None:
@@ -30,7 +40,11 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
         return stream.read(size) if size > 0 else b""
     if not environ.get("wsgi.input_terminated"):
         return b""
-    body = stream.read(max_bytes + 1)           # one byte past the limit tells it is passed
+    try:
+        body = stream.read(max_bytes + 1)       # one byte past the limit tells it is passed
+    except Exception as ex:  # noqa: BLE001 - the server's parser's own errors (gunicorn's)
+        logger.info("refused a chunked request body that cannot be read: %s", ex)
+        raise BodyUnreadable(str(ex) or type(ex).__name__) from ex
     if len(body) > max_bytes:
         logger.info("refused a request body of more than %d bytes (no Content-Length); "
                     "limits.max_body_bytes is %d", max_bytes, max_bytes)

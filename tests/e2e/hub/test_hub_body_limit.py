@@ -89,3 +89,27 @@ def test_a_body_within_the_limit_keeps_the_connection(hub):
             assert lines[0] == "HTTP/1.1 200 OK"
             assert "connection: close" not in [line.lower() for line in lines]
             assert json.loads(answered)["error"]["code"] == -32001
+
+
+CALL = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "nope"}})
+
+
+@pytest.mark.parametrize("chunks", [
+    b"zz\r\n" + CALL.encode() + b"\r\n0\r\n\r\n",                         # size not hex
+    b"-5\r\n" + CALL.encode() + b"\r\n0\r\n\r\n",                         # negative size
+    b"%x\r\n" % len(CALL) + CALL.encode() + b"XX0\r\n\r\n",              # no CRLF after it
+])
+def test_a_chunked_body_with_broken_framing_is_400_not_an_internal_error(hub, chunks):
+    """The client's framing, not the hub, is at fault: 400 with -32600 and id null, the
+    connection closed (the rest is unread), and no traceback logged as the hub's failure."""
+    head = (f"POST {PREFIX}echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"A2A-Version: 1.0\r\nX-API-Key: {KEY}\r\nTransfer-Encoding: chunked\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", hub.port), timeout=10) as sock:
+        sock.sendall(head.encode() + chunks)
+        lines, body = answer_with_head(sock)
+        assert lines[0] == "HTTP/1.1 400 Bad Request"
+        assert "connection: close" in [line.lower() for line in lines]
+        error = json.loads(body)
+        assert error["id"] is None and error["error"]["code"] == -32600, error
+        assert closed(sock)
+    assert "failed inside the hub" not in hub.log()
