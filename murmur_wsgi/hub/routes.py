@@ -42,6 +42,7 @@ SSE = [("Content-Type", "text/event-stream"), ("X-Accel-Buffering", "no")]
 GROUP = "/a2a/v1"
 _IN_GROUP = GROUP + "/"
 _AFTER_PREFIX = len(PREFIX)
+SMALL_ANSWER = 64 * 1024        # an answer this small fits a socket's send buffer whole
 
 
 class Call:
@@ -75,6 +76,8 @@ def handle(hub, environ, start_response):
     body = _answer(hub, environ, start_response)
     if isinstance(body, Body):
         return body
+    if isinstance(body, list) and len(body) == 1 and len(body[0]) <= SMALL_ANSWER:
+        return body         # PERF: written at once into the socket's buffer, never held
     return Body(body, None, sock=environ.get(SOCKET_KEY),
                 timeout=hub.config.stream["write_timeout_secs"], budget=PENDING_BYTES)
 
