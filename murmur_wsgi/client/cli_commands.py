@@ -11,9 +11,7 @@ docs/client.md.
 """
 from __future__ import annotations
 
-import argparse
 import logging
-import math
 import queue
 import sys
 import threading
@@ -23,9 +21,10 @@ from murmur_wsgi.client import render
 from murmur_wsgi.client.card import is_door
 from murmur_wsgi.client.cli_support import (API_KEY_ENV, EXIT_INPUT, EXIT_OK, EXIT_TASK,
                                             EXIT_USAGE, TENANT_ENV, TOKEN_ENV, URL_ENV,
-                                            UsageError, err, out, report, run)
+                                            UsageError, err, out, positive, report, run,
+                                            seconds, task_state)
 from murmur_wsgi.client.errors import ProtocolError, UnsupportedOperation
-from murmur_wsgi.client.events import INPUT_REQUIRED, STATES, TERMINAL, state_word
+from murmur_wsgi.client.events import INPUT_REQUIRED, TERMINAL, state_word
 from murmur_wsgi.client.progress import Spinner
 from murmur_wsgi.client.push import MAX_PAGES
 
@@ -290,42 +289,6 @@ def push(door: DoorClient, args) -> int:
 
 
 # --- the parser -----------------------------------------------------------------------
-
-
-def positive(value: str) -> int:
-    """A whole number from 1."""
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"'{value}' is not a whole number from 1")
-    return number
-
-
-MAX_TIMEOUT = 86400.0           # seconds: --timeout's largest (a socket takes no endless one)
-
-
-def seconds(value: str) -> float:
-    """``--timeout``: a number of seconds above 0, at most a day."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = math.nan
-    if not 0 < number <= MAX_TIMEOUT:       # NaN fails too
-        raise argparse.ArgumentTypeError(f"'{value}' is not a number of seconds above 0 "
-                                         f"and at most {MAX_TIMEOUT:.0f}")
-    return number
-
-
-def task_state(value: str) -> str:
-    """``--state``: a state's word (``input-required``) or its ``TASK_STATE_*`` name."""
-    if value in STATES:
-        return STATES[value]
-    if value.upper() in STATES.values():
-        return value.upper()
-    raise argparse.ArgumentTypeError(f"'{value}' is not a task state; use one of "
-                                     + ", ".join(STATES))
 
 
 def _door_options(parser) -> None:

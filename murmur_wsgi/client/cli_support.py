@@ -1,4 +1,5 @@
-"""What every client command shares: finding the agent, exit statuses, errors as one line.
+"""What every client command shares: finding the agent, exit statuses, errors as one line,
+the values its options take.
 
 The agent is ``--url`` (a door's address, a hub agent's URL or a card's URL),
 else ``$MURMUR_DOOR_URL`` (token: ``--token``, else ``$MURMUR_DOOR_TOKEN``),
@@ -10,7 +11,9 @@ alone: the other kind's variable is not read beside it.
 """
 from __future__ import annotations
 
+import argparse
 import logging
+import math
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -18,7 +21,7 @@ from typing import TYPE_CHECKING
 from murmur_wsgi.client import render
 from murmur_wsgi.client.errors import (ConnectionFailed, DoorError, HttpRefusal, ProtocolError,
                                        RpcError, Timeout, VersionError)
-from murmur_wsgi.client.events import INPUT_REQUIRED, TERMINAL, state_word
+from murmur_wsgi.client.events import INPUT_REQUIRED, STATES, TERMINAL, state_word
 from murmur_wsgi import running
 
 if TYPE_CHECKING:
@@ -271,3 +274,42 @@ def report(task: dict, as_json: bool, show: bool = True) -> int:
     err(f"task {task_id} is {state_word(state)}: the door answered before it settled "
         f"(murmur-wsgi get {task_id} follows it)")
     return EXIT_TASK
+
+
+# --- the options' values (argparse types) ---------------------------------------------
+
+
+def positive(value: str) -> int:
+    """A whole number from 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a whole number from 1")
+    return number
+
+
+MAX_TIMEOUT = 86400.0           # seconds: --timeout's largest (a socket takes no endless one)
+
+
+def seconds(value: str) -> float:
+    """``--timeout``: a number of seconds above 0, at most a day."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not 0 < number <= MAX_TIMEOUT:       # NaN fails too
+        raise argparse.ArgumentTypeError(f"'{value}' is not a number of seconds above 0 "
+                                         f"and at most {MAX_TIMEOUT:.0f}")
+    return number
+
+
+def task_state(value: str) -> str:
+    """``--state``: a state's word (``input-required``) or its ``TASK_STATE_*`` name."""
+    if value in STATES:
+        return STATES[value]
+    if value.upper() in STATES.values():
+        return value.upper()
+    raise argparse.ArgumentTypeError(f"'{value}' is not a task state; use one of "
+                                     + ", ".join(STATES))

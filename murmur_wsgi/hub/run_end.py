@@ -1,15 +1,17 @@
 """How a run's ending becomes its task's end: the agent's ending as a final state, and
 what the end writes (the answer's final chunk and artifacts).
 
-Both are a run's (hub/runs.py), called with its lock held where said; they read and
+Each is a run's (hub/runs.py), called with its lock held where said; they read and
 write the run's fields as its own methods would.
 """
 from __future__ import annotations
 
 import logging
 
-from murmur_wsgi.agents.endings import NOT_JSON, AgentValueError, Ending, check_doubles
+from murmur_wsgi.agents.endings import (NOT_JSON, AgentValueError, Ending, TaskCanceled,
+                                        check_doubles, run_agent)
 from murmur_wsgi.hub.live import made_of
+from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.task import (CANCELED, COMPLETED, FAILED, answer_artifact,
                                   artifact_event_around, artifact_update, data_part)
 from murmur_wsgi.hub.usage import usage_part
@@ -89,3 +91,46 @@ def end_as(run, ending: Ending) -> None:
         except Exception:  # noqa: BLE001 - whatever failed the answer, the task ends
             logger.exception("task %s: its answer could not be written", run.task_id)
             run.finish(FAILED, FAILED_PUBLIC)
+
+
+def execute(run, ctx, payload: str | None) -> Ending:
+    """The run: its start stored (unless ``payload``, stored already), the agent's call,
+    the task's end; the agent's ending (``Run.start``'s, on the run's thread or inline)."""
+    ending = None
+    try:
+        try:
+            if payload is None:
+                payload = run.runs.store.start(run.task_id)
+        except StoreError:
+            payload = None                  # stored later, before any other event
+            with run.changed:
+                run.kept.unstarted = True
+        except Exception as ex:  # noqa: BLE001 - the store's failure fails the run
+            ending = Ending(FAILED, error=ex)
+        if ending is None:
+            if payload is not None and run.live is not None:
+                # NOTE: only the run's own stream reads the start: no other waiter's
+                # predicate changes with it (PERF: a blocking SendMessage takes no lock).
+                with run.changed:
+                    run._live(payload)
+            ending = Ending(CANCELED) if run.stopping else run_agent(run.agent, ctx)
+    finally:
+        run._agent_returned()
+    end_as(run, ending)
+    return ending
+
+
+def count_output(run, size: int) -> None:
+    """Count ``size`` bytes the agent wrote (the run's lock held); past
+    ``limits.max_output_bytes`` the task ends FAILED, the agent is stopped and its call
+    raises TaskCanceled (as every later one does)."""
+    run.output += size
+    if run.output <= run.max_output:
+        return
+    run.request_stop(cancel=False)
+    if run.finish(FAILED, f"the run wrote more than {run.max_output} bytes "
+                          "(limits.max_output_bytes) and was stopped"):
+        logger.warning("task %s: the agent of %s/%s wrote more than %d bytes "
+                       "(limits.max_output_bytes); stopped", run.task_id, run.tenant,
+                       run.agent_name, run.max_output)
+    raise TaskCanceled(run.task_id)

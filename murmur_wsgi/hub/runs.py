@@ -36,26 +36,22 @@ import logging
 import threading
 import time
 
-from murmur_wsgi.agents.endings import AgentValueError, Ending, TaskCanceled, run_agent
+from murmur_wsgi.agents.endings import AgentValueError, TaskCanceled
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.context import HubContext
 from murmur_wsgi.hub.live import MERGE_TOKENS, LiveBacklog
-from murmur_wsgi.hub.run_end import end_as, final_write
+from murmur_wsgi.hub.run_end import count_output, execute, final_write
 from murmur_wsgi.hub.run_events import KeptEvents
 from murmur_wsgi.hub.store import StoreError
-from murmur_wsgi.hub.task import (ANSWER, CANCELED, COMPLETED, FAILED, artifact_event,
+from murmur_wsgi.hub.task import (ANSWER, COMPLETED, FAILED, artifact_event,
                                   artifact_update, progress_status, status_update)
+from murmur_wsgi.wire.encode import utf8_bytes
 from murmur_wsgi.wire.task import text_part
 
 logger = logging.getLogger(__name__)
 
 INTERRUPTED = "interrupted: the hub shut down before the run ended"
 YIELD_TOKENS = 256       # an agent that streams yields to the other threads this often
-
-
-def _utf8_len(text: str) -> int:
-    """``text``'s length in UTF-8 (a lone surrogate counted as its 3 bytes)."""
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 class Run:
@@ -74,7 +70,7 @@ class Run:
         self.agent = agent
         self.timeout = limits["run_timeout_secs"]
         self.max_output = limits["max_output_bytes"]
-        self.output = 0              # the bytes of output the agent wrote (_count_locked)
+        self.output = 0              # the bytes of output the agent wrote (run_end.count_output)
         # The run's own stream, ``live`` bytes at most behind; None: no stream reads it.
         self.live = None if live is None else LiveBacklog(live, self._live_text,
                                                           self._live_state, task.id)
@@ -122,7 +118,7 @@ class Run:
         """Add one checked usage report; AgentValueError if a count would pass ``most``."""
         with self.changed:
             if report[3] not in self.usage.by_model:
-                self._count_locked(_utf8_len(report[3] or ""))
+                count_output(self, utf8_bytes(report[3] or ""))
             totals = self.usage.totals
             if max(totals.input_tokens + report[0], totals.output_tokens + report[1],
                    totals.cached_tokens + report[2]) > most:
@@ -138,7 +134,7 @@ class Run:
                 raise TaskCanceled(self.task_id)
             self._flush_locked()
             payload = artifact_event(self.task_id, self.context_id, artifact, append, last)
-            self._count_locked(_utf8_len(payload))
+            count_output(self, utf8_bytes(payload))
             kept = next((a for a in self.artifacts if a["artifactId"] == artifact["artifactId"]),
                         None)
             if kept is None or not append:
@@ -159,7 +155,7 @@ class Run:
         with self.changed:
             if self.ended:
                 raise TaskCanceled(self.task_id)
-            self._count_locked(_utf8_len(text))
+            count_output(self, utf8_bytes(text))
             self.tokens.append(text)
             self._loose += 1
             if self._loose >= MERGE_TOKENS:         # the newest tokens, joined in a block
@@ -187,26 +183,11 @@ class Run:
             self._flush_locked()
             payload = status_update(self.task_id, self.context_id,
                                     progress_status(self.task_id, self.context_id, text))
-            self._count_locked(_utf8_len(payload))
+            count_output(self, utf8_bytes(payload))
             self._appended(payload)
             if self.ended:
                 raise TaskCanceled(self.task_id)
             self._live(payload)
-
-    def _count_locked(self, size: int) -> None:
-        """Count ``size`` bytes the agent wrote; past ``limits.max_output_bytes`` the task
-        ends FAILED, the agent is stopped and its call raises TaskCanceled (as every later
-        one does)."""
-        self.output += size
-        if self.output <= self.max_output:
-            return
-        self.request_stop(cancel=False)
-        if self.finish(FAILED, f"the run wrote more than {self.max_output} bytes "
-                               "(limits.max_output_bytes) and was stopped"):
-            logger.warning("task %s: the agent of %s/%s wrote more than %d bytes "
-                           "(limits.max_output_bytes); stopped", self.task_id, self.tenant,
-                           self.agent_name, self.max_output)
-        raise TaskCanceled(self.task_id)
 
     def _live(self, payload: str) -> None:
         if self.live is not None:
@@ -429,13 +410,13 @@ class Run:
         with self.changed:
             self._timeout = self.runs.timer(self.timeout, self._timed_out)
         if inline:
-            self._execute(ctx, started)     # a stopped agent is logged (end_as), not raised
+            execute(self, ctx, started)     # a stopped agent is logged (end_as), not raised
         else:
             _thread.start_new_thread(self._work, (ctx, started))
 
     def _work(self, ctx: HubContext, payload: str | None) -> None:
         try:
-            ending = self._execute(ctx, payload)
+            ending = execute(self, ctx, payload)
         except Exception:  # noqa: BLE001 - a run's thread ends logged, never unhandled
             # NOTE: e.g. the hub closing under an overdue run's last call (redis-py raises
             # AttributeError when its pool is disconnected under a command).
@@ -443,29 +424,3 @@ class Run:
             return
         if ending.stopped:
             raise ending.error              # the agent's thread ends as it was ended
-
-    def _execute(self, ctx: HubContext, payload: str | None) -> Ending:
-        """The run: its start stored (unless ``payload``, stored already), the agent's call,
-        the task's end; the agent's ending."""
-        ending = None
-        try:
-            try:
-                if payload is None:
-                    payload = self.runs.store.start(self.task_id)
-            except StoreError:
-                payload = None                  # stored later, before any other event
-                with self.changed:
-                    self.kept.unstarted = True
-            except Exception as ex:  # noqa: BLE001 - the store's failure fails the run
-                ending = Ending(FAILED, error=ex)
-            if ending is None:
-                if payload is not None and self.live is not None:
-                    # NOTE: only the run's own stream reads the start: no other waiter's
-                    # predicate changes with it (PERF: a blocking SendMessage takes no lock).
-                    with self.changed:
-                        self._live(payload)
-                ending = Ending(CANCELED) if self.stopping else run_agent(self.agent, ctx)
-        finally:
-            self._agent_returned()
-        end_as(self, ending)
-        return ending
