@@ -4,8 +4,9 @@ A config is ``{taskId, id?, url, token?, authentication?}`` (A2A v1.0
 TaskPushNotificationConfig). The url is https on an allowed port (443, or
 ``push.ports``), at most 2048 bytes, without credentials or fragment, with a
 path and query of ASCII, and not an IP literal outside the public internet;
-the token is at most 512 bytes of Latin-1 without control characters (it is
-sent as a header: what HTTP cannot carry could never be delivered);
+the token is at most 512 bytes of printable ASCII, without a space at either end (it
+is sent as a header, and its ``tokenSha256`` hashes those bytes: a receiver reads the
+same value whatever charset its server decodes headers with, and none trims it);
 authentication is only ``{"scheme": "Bearer"}``: Authorization always carries
 the hub's JWT. A config id is 1-128 of ``A-Z a-z 0-9 . _ ~ -`` (it is part of
 the notification's ``jti``, ``<taskId>/<configId>/<seq>``).
@@ -47,6 +48,14 @@ def header_value(value: str) -> bool:
     characters, a tab aside (http.client raises on the others, quoting the value)."""
     return not any(ord(c) > 0xff or (ord(c) < 0x20 and c != "\t") or ord(c) == 0x7f
                    for c in value)
+
+
+def token_value(value: str) -> bool:
+    """Whether ``value`` may be a config's token: printable ASCII (space included), no
+    space at either end. What is written is what every receiver reads and hashes: bytes
+    beyond ASCII are decoded as Latin-1 by some servers and as UTF-8 by others (their
+    ``tokenSha256`` would differ), and a header's outer spaces are trimmed."""
+    return value.isascii() and value.isprintable() and value == value.strip(" ")
 
 
 def _invalid(where: str, what: str) -> InvalidParamsError:
@@ -119,9 +128,9 @@ def read_config(params, ports, allow, *, where: str = "", task_id=None) -> Confi
         raise _invalid(where, "token must be a string")
     if token is not None and _size(token) > MAX_TOKEN_BYTES:
         raise _invalid(where, f"token is longer than {MAX_TOKEN_BYTES} bytes")
-    if token is not None and not header_value(token):
-        raise _invalid(where, "token must not contain control characters or characters "
-                       "beyond Latin-1")
+    if token is not None and not token_value(token):
+        raise _invalid(where, "token must be printable ASCII, without a space at either "
+                       "end")
     auth = params.get("authentication")
     if auth is not None:
         if not isinstance(auth, dict):
