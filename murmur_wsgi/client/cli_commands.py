@@ -22,7 +22,7 @@ from murmur_wsgi.client.card import is_door
 from murmur_wsgi.client.cli_support import (API_KEY_ENV, EXIT_INPUT, EXIT_OK, EXIT_TASK,
                                             EXIT_USAGE, TENANT_ENV, TOKEN_ENV, URL_ENV,
                                             UsageError, err, out, positive, report, run,
-                                            seconds, task_state)
+                                            seconds, task_state, timestamp)
 from murmur_wsgi.client.errors import ProtocolError, UnsupportedOperation
 from murmur_wsgi.client.events import INPUT_REQUIRED, TERMINAL, state_word
 from murmur_wsgi.client.progress import Spinner
@@ -336,7 +336,7 @@ def add_commands(sub) -> None:
                        help="only this state: completed, failed, input-required, ... "
                        "or a TASK_STATE_* name")
         p.add_argument("--limit", type=positive, help="at most this many tasks")
-        p.add_argument("--since", metavar="RFC3339",
+        p.add_argument("--since", metavar="RFC3339", type=timestamp,
                        help="only tasks changed after this time (2026-01-01T00:00:00Z)")
         p.add_argument("--page-size", type=positive, help="tasks per ListTasks page")
         p.add_argument("--max-pages", type=positive, default=MAX_PAGES,

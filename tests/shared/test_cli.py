@@ -144,6 +144,10 @@ def test_tasks_table_and_filters(cli):
     assert usage.value.code == 2
     status, out, _ = cli("tasks", "--context", context, "--json", "--limit", "1")
     assert [json.loads(line)["contextId"] for line in out.splitlines()] == [context]
+    status, out, _ = cli("ps", "--context", context, "--since", "2000-01-01T00:00:00Z")
+    assert status == 0 and len(out.splitlines()) == 3
+    assert cli("ps", "--context", context, "--since", "2999-01-01T00:00:00+01:00") == (
+        0, "no tasks\n", "")
 
 
 def test_get_exit_status_follows_the_state(cli):
@@ -289,6 +293,9 @@ def test_usage_errors_exit_2(capsys):
     (["tasks", "--limit", "0"], "--limit: '0' is not a whole number from 1"),
     (["tasks", "--limit", "-1"], "--limit: '-1' is not a whole number from 1"),
     (["ps", "--page-size", "0"], "--page-size: '0' is not a whole number from 1"),
+    # NOTE: sent before, the server's -32602 made it exit 1, as a failed task does
+    (["tasks", "--since", "yesterday"], "--since: 'yesterday' is not an RFC 3339 timestamp"),
+    (["tasks", "--since", "2026-01-01T00:00:00"], "--since: '2026-01-01T00:00:00' is not"),
 ])
 def test_a_number_the_command_cannot_use_is_a_usage_error(capsys, argv, named):
     """Before any request: not a traceback (a socket's timeout of 0 or 1e12), nor a
