@@ -85,14 +85,29 @@ def subscribe(door: DoorClient, args) -> int:
     return _follow(door, door.subscribe(args.id), args)
 
 
+def _replaces(event, shown: set) -> bool:
+    """Whether ``event`` is an artifactUpdate replacing what was shown of its artifact
+    (the hub's whole answer after its streamed tokens)."""
+    if event.kind != "artifactUpdate" or event.frame is not None:
+        return False
+    artifact = event.payload.get("artifact")
+    name = artifact.get("artifactId") if isinstance(artifact, dict) else None
+    if not isinstance(name, str):
+        return False
+    replaces = name in shown and event.payload.get("append") is not True
+    shown.add(name)
+    return replaces
+
+
 def _follow(door: DoorClient, stream, args) -> int:
     """Print a task stream's events; the exit status says how the task stands."""
+    shown = set()                   # the artifacts shown: an update not appended replaces
     with stream:
         for event in stream:
             if args.json:
                 out(render.event_json(event))
             elif event.frame != "connection-ack":
-                out(render.event_line(event, False))
+                out(render.event_line(event, False, replaced=_replaces(event, shown)))
             if event.task_id == stream.task_id and event.state == INPUT_REQUIRED:
                 break
     if stream.task_id is None:

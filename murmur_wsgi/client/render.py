@@ -108,7 +108,11 @@ def task_lines(task: dict) -> list[str]:
             lines.extend(residue_lines([p.get("data") for p in artifact.get("parts") or []
                                         if isinstance(p, dict)]))
             continue
-        lines.append(f"{name + ':':<9} {indent(parts_text(artifact.get('parts')), 10)}")
+        text, usage = split_usage(artifact.get("parts"))
+        if text or usage is None:
+            lines.append(f"{name + ':':<9} {indent(text, 10)}")
+        if usage is not None:
+            lines.append(f"usage:    {usage}")
     murmur = (task.get("metadata") or {}).get("murmur") or {}
     for cmd in murmur.get("runningCommands") or []:
         lines.append(f"running:  {cmd.get('workId')} {cmd.get('binary')} {cmd.get('command')} "
@@ -160,8 +164,9 @@ def task_row(task: dict) -> list[str]:
 TASK_HEADER = ["TASK", "STATE", "UPDATED", "CONTEXT", "STATUS"]
 
 
-def describe(event: StreamEvent) -> tuple[str, str]:
-    """``(tag, text)``: what a person reads of one event, as ``[tag]  text``."""
+def describe(event: StreamEvent, replaced: bool = False) -> tuple[str, str]:
+    """``(tag, text)``: what a person reads of one event, as ``[tag]  text``
+    (``replaced``: an artifactUpdate that replaces what came before of its artifact)."""
     if event.frame is not None:
         fields = event.fields
         if event.frame == "text":
@@ -178,15 +183,18 @@ def describe(event: StreamEvent) -> tuple[str, str]:
         return event.frame, event.text
     if event.kind == "artifactUpdate":
         artifact = event.payload.get("artifact") or {}
-        return "artifact", f"{artifact.get('artifactId')}: {event.text}"
+        text, usage = split_usage(artifact.get("parts") if isinstance(artifact, dict) else None)
+        if usage is not None:
+            text = f"{text}\nusage: {usage}" if text else f"usage: {usage}"
+        return "replaced" if replaced else "artifact", f"{artifact.get('artifactId')}: {text}"
     if event.kind == "message":
         return "message", event.text
     return state_word(event.state), event.text
 
 
-def event_line(event: StreamEvent, with_task: bool = True) -> str:
+def event_line(event: StreamEvent, with_task: bool = True, replaced: bool = False) -> str:
     """``tsk_…  [working]  slept 1s of 3s``: one event, a person's way."""
-    tag, text = describe(event)
+    tag, text = describe(event, replaced)
     head = f"[{tag}]"
     line = f"{head:<13} {text}".rstrip() if text else head
     if with_task and event.task_id:
@@ -209,7 +217,36 @@ def prompt_of(task: dict) -> str:
 
 def _usage_part(part) -> bool:
     return isinstance(part, dict) and isinstance(part.get("data"), dict) \
-        and set(part["data"]) == {"usage"}
+        and set(part["data"]) == {"usage"} and isinstance(part["data"]["usage"], dict)
+
+
+def usage_text(usage: dict) -> str:
+    """A hub's run usage as a person reads it: ``12 input (4 cached), 30 output tokens;
+    0.5 credits; model m``."""
+    def number(name):
+        value = usage.get(name)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+    cached = f" ({number('cached_tokens')} cached)" if number("cached_tokens") else ""
+    text = (f"{number('input_tokens')} input{cached}, {number('output_tokens')} output "
+            f"tokens; {number('credits')} credits")
+    if usage.get("pricing_status") == "unpriced":
+        text += " (unpriced)"
+    if isinstance(usage.get("model"), str):
+        text += f"; model {usage['model']}"
+    return text
+
+
+def split_usage(parts) -> tuple[str, str | None]:
+    """``(text, usage)``: the parts' text without a hub's usage part, and that part as
+    ``usage_text`` (None when there is none)."""
+    if not isinstance(parts, list):
+        return "", None
+    usage = [p for p in parts if _usage_part(p)]
+    if not usage:
+        return parts_text(parts), None
+    return parts_text([p for p in parts if not _usage_part(p)]), \
+        usage_text(usage[-1]["data"]["usage"])
 
 
 def response_of(task: dict) -> str | None:

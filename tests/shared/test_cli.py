@@ -362,3 +362,22 @@ def test_readme_use_it_against_gunicorn(tmp_path):
         assert table[1].split()[:2] == [task_id, "canceled"]
         refused = murmur_wsgi(door, "get", "tsk_nope", check=False)
         assert refused.returncode == 1 and "-32001" in refused.stderr
+
+
+@pytest.mark.parametrize("parts, shown", [
+    ([{"text": "hi"}, {"data": {"usage": {"input_tokens": 12, "output_tokens": 30,
+                                          "cached_tokens": 4, "credits": 0.5,
+                                          "pricing_status": "priced", "model": "m"}}}],
+     ("hi", "12 input (4 cached), 30 output tokens; 0.5 credits; model m")),
+    # what another server wrote there: never a traceback, numbers only as numbers
+    ([{"data": {"usage": {"input_tokens": "9", "output_tokens": True, "credits": None,
+                          "pricing_status": "unpriced", "model": 3}}}],
+     ("", "0 input, 0 output tokens; 0 credits (unpriced)")),
+    ([{"data": {"usage": "x"}}], ('{"usage":"x"}', None)),
+    ([{"data": {"usage": {}, "more": 1}}], ('{"usage":{},"more":1}', None)),
+    ("not parts", ("", None)),
+])
+def test_a_hubs_usage_part_is_shown_as_a_line_of_its_own(parts, shown):
+    from murmur_wsgi.client.render import split_usage
+
+    assert split_usage(parts) == shown

@@ -105,10 +105,17 @@ def test_send_held_no_wait_get_ps_and_cancel(cli):
 def test_send_stream_and_subscribe(cli, hub):
     status, out, err = cli("send", "--stream", "/stream 2")
     assert status == 0, err
-    lines = out.splitlines()
-    assert lines[:4] == ["[submitted]", "[working]", "[artifact]    answer: chunk 1",
-                         "[artifact]    answer: chunk 2"]
-    assert lines[-1] == "[completed]"
+    # NOTE: before, the answer's last chunk (replacing the tokens) showed as one more
+    # [artifact], and its usage part as raw JSON.
+    assert out.splitlines() == [
+        "[submitted]", "[working]", "[artifact]    answer: chunk 1",
+        "[artifact]    answer: chunk 2", "[replaced]    answer: chunk 1", "              chunk 2",
+        "              usage: 0 input, 0 output tokens; 0.0 credits", "[completed]"]
+    status, out, err = cli("tasks", "--limit", "1", "--json")        # the newest first
+    status, out, err = cli("get", json.loads(out)["id"])
+    assert status == 0, err
+    assert out.splitlines()[-3:] == ["answer:   chunk 1", "          chunk 2",
+                                     "usage:    0 input, 0 output tokens; 0.0 credits"]
     with A2AClient(hub.agent_url, api_key=KEY, timeout=WAIT) as client:
         task = client.send("/sleep 1", return_immediately=True)
     status, out, err = cli("subscribe", task["id"])
