@@ -18,7 +18,7 @@ from murmur_wsgi.door.middleware.auth import TokenTable
 from murmur_wsgi.door.planes.files import FilesPlane, check_root, finished_tasks
 from murmur_wsgi.door.session import records
 from murmur_wsgi.door.session.core import Session
-from murmur_wsgi.serving.writes import SOCKET_KEY, Body
+from murmur_wsgi.serving.writes import SOCKET_KEY, Body, headers_only
 
 logger = logging.getLogger(__name__)
 
@@ -157,9 +157,10 @@ class Door:
         except BaseException:
             self.active.leave(token)
             raise
-        return Body(body, functools.partial(self.active.leave, token),
+        body = Body(body, functools.partial(self.active.leave, token),
                     sock=environ.get(SOCKET_KEY), timeout=self._write_timeout,
                     budget=self._write_budget)
+        return headers_only(body) if environ.get("REQUEST_METHOD") == "HEAD" else body
 
     def close(self) -> None:
         """Close the session: answer held requests, end streams, kill background work.

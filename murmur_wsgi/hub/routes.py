@@ -28,7 +28,7 @@ from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.serving import body as bodies
 from murmur_wsgi.serving.answers import JSON_HEADERS, refusal_response, rpc_error, status_line
 from murmur_wsgi.serving.envelope import ABSENT, check_envelope, parse_json
-from murmur_wsgi.serving.writes import SOCKET_KEY, Body
+from murmur_wsgi.serving.writes import SOCKET_KEY, Body, headers_only
 from murmur_wsgi.streams.sse import PENDING_BYTES
 from murmur_wsgi.wire import rpc as wire_rpc
 from murmur_wsgi.wire.encode import compact_utf8
@@ -74,6 +74,8 @@ def handle(hub, environ, start_response):
     ``stream.write_timeout_secs`` (a stream's by ``_stream``): a client that never reads a
     large answer (a ListTasks page of large tasks) is cut, not held with it for good."""
     body = _answer(hub, environ, start_response)
+    if environ.get("REQUEST_METHOD") == "HEAD":
+        return headers_only(body)
     if isinstance(body, Body):
         return body
     if isinstance(body, list) and len(body) == 1 and len(body[0]) <= SMALL_ANSWER:

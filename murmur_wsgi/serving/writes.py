@@ -26,6 +26,17 @@ SOCKET_KEY = "gunicorn.socket"
 _UNSET = object()
 
 
+def headers_only(body) -> list:
+    """A HEAD request's answer: the headers the application started (its Content-Length
+    too, as a GET would have it), the body closed unread. Every WSGI server drops a HEAD
+    answer's body; gunicorn also logs a warning for each one it is handed, so a client
+    sending HEADs would write a log line per request."""
+    close = getattr(body, "close", None)
+    if close is not None:
+        close()
+    return []
+
+
 def utf8_length(texts) -> int:
     """The UTF-8 bytes of ``texts`` joined. PERF: an ASCII text (the door's JSON) is not encoded."""
     return sum(len(text) if text.isascii() else len(text.encode()) for text in texts)

@@ -244,7 +244,10 @@ def test_another_path_under_resources_is_not_found(client):
 @pytest.mark.parametrize("path", ["/resources/files", "/resources/files/report.md",
                                   "/resources/files/../x", "/resources/other"])
 def test_every_method_but_get_is_not_allowed(client, method, path):
-    assert wire(client.open(path, method=method, data=b"x")) == NOT_ALLOWED
+    status, headers, body = NOT_ALLOWED
+    if method == "HEAD":        # its headers only (Content-Length as the body's)
+        body = b""
+    assert wire(client.open(path, method=method, data=b"x")) == (status, headers, body)
 
 
 @pytest.mark.parametrize("method", ["GET", "POST", "PUT", "DELETE"])

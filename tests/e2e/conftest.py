@@ -257,3 +257,17 @@ def door_server(tmp_path_factory):
     """One door per test module, serving conf/murmur.yaml's content on a free port."""
     with start_door(tmp_path_factory) as door:
         yield door
+
+
+NO_BODY_WARNING = "WSGI app sent body bytes on a no-body response"
+
+
+def head_as_get(url: str, then: str, headers: dict) -> tuple[requests.Response,
+                                                             requests.Response]:
+    """``(HEAD url, GET url)`` on one kept-alive connection, then a GET of ``then`` on it:
+    whatever the server logged of the HEAD is in its log once that last answer is read."""
+    with requests.Session() as session:
+        head = session.head(url, headers=headers, timeout=10)
+        get = session.get(url, headers=headers, timeout=10)
+        session.get(then, headers=headers, timeout=10)
+    return head, get

@@ -20,8 +20,9 @@ from werkzeug.test import Client
 from murmur_wsgi import create_app, gunicorn_conf
 from murmur_wsgi.uris import CARD_PATH
 
-from tests.e2e.conftest import (REPO, child_env, default_manifest, free_port, http_get,
-                                http_post, kill_group, serve_argv, start_door, write_manifest)
+from tests.e2e.conftest import (NO_BODY_WARNING, REPO, child_env, default_manifest, free_port,
+                                head_as_get, http_get, http_post, kill_group, serve_argv,
+                                start_door, write_manifest)
 
 pytestmark = pytest.mark.e2e
 
@@ -83,6 +84,17 @@ def test_curl_reads_the_card(door_server):
 
 
 # --- JSON-RPC ------------------------------------------------------------------------
+
+
+def test_head_is_gets_head_and_logs_nothing(door_server):
+    # NOTE: before, each HEAD but the card's logged gunicorn's warning "WSGI app sent body
+    # bytes on a no-body response": a line per request a client chose to send.
+    for url in (door_server.url + "/", door_server.url + "/nowhere"):
+        head, get = head_as_get(url, door_server.card_url, V1)
+        assert (head.status_code, head.content) == (get.status_code, b"")
+        assert head.headers["Content-Length"] == str(len(get.content))
+        assert head.headers["Content-Type"] == get.headers["Content-Type"]
+    assert NO_BODY_WARNING not in door_server.log()
 
 
 def test_unknown_task_is_32001(door_server):

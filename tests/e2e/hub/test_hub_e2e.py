@@ -22,7 +22,8 @@ from a2a.types.a2a_pb2 import (CancelTaskRequest, GetTaskRequest, ListTasksReque
                                SubscribeToTaskRequest, TaskState)
 from a2a.utils.errors import TaskNotCancelableError
 
-from tests.e2e.conftest import CLOSE, child_env, free_port, kill_group, spawn, wait_served
+from tests.e2e.conftest import (CLOSE, NO_BODY_WARNING, child_env, free_port, head_as_get,
+                                kill_group, spawn, wait_served)
 from tests.e2e.hub_process import PREFIX, WAIT, HubProcess
 from tests.e2e.sdk_util import collect, kind, message, sdk_client
 from tests.e2e.sdk_util import run as run_within
@@ -152,6 +153,19 @@ def test_process_harness_behind_the_hub(hub_server):
 
     (event,) = run(scenario())
     assert event.task.artifacts[0].parts[0].text == "SHOUT THIS"
+
+
+def test_head_is_gets_head_and_logs_nothing(hub_server):
+    # NOTE: before, each HEAD logged gunicorn's warning "WSGI app sent body bytes on a
+    # no-body response": a line per request anyone could send, before any credential.
+    agent = hub_server.card_url().rsplit("/.well-known", 1)[0]
+    for url, headers in ((agent, {"X-API-Key": KEY}), (agent, {}),
+                         (hub_server.card_url(), {"X-API-Key": KEY}),
+                         (hub_server.url + "/nowhere", {})):
+        head, get = head_as_get(url, hub_server.card_url(), headers)
+        assert (head.status_code, head.content) == (get.status_code, b"")
+        assert head.headers["Content-Length"] == str(len(get.content))
+    assert NO_BODY_WARNING not in hub_server.log()
 
 
 def test_anonymous_card_is_401(hub_server):
