@@ -46,10 +46,13 @@ class RunUsage:
         Changed and read under the task store's lock (``TaskManager.record_usage``).
     """
 
-    __slots__ = ("by_model",)
+    __slots__ = ("by_model", "_totals")
 
     def __init__(self):
         self.by_model: dict[str | None, TokenCounts] = {}
+        # PERF: kept as reports add up: a sum over the models at each report made a run
+        # naming n models cost n^2 / 2 (8,000 models: 1.9 s of CPU under the run's lock).
+        self._totals = TokenCounts()
 
     @staticmethod
     def check(input_tokens=0, output_tokens=0, cached_tokens=0, model=None) -> tuple:
@@ -80,16 +83,16 @@ class RunUsage:
         counts.input_tokens += input_tokens
         counts.output_tokens += output_tokens
         counts.cached_tokens += cached_tokens
+        totals = self._totals
+        totals.input_tokens += input_tokens
+        totals.output_tokens += output_tokens
+        totals.cached_tokens += cached_tokens
 
     @property
     def totals(self) -> TokenCounts:
-        """The run's counts over every model."""
-        out = TokenCounts()
-        for counts in self.by_model.values():
-            out.input_tokens += counts.input_tokens
-            out.output_tokens += counts.output_tokens
-            out.cached_tokens += counts.cached_tokens
-        return out
+        """The run's counts over every model (a copy)."""
+        totals = self._totals
+        return TokenCounts(totals.input_tokens, totals.output_tokens, totals.cached_tokens)
 
     @property
     def models(self) -> list[str]:

@@ -107,6 +107,8 @@ class LimitsSchema(Block):
     # What one run's agent writes (streamed text, progress, artifacts): the run keeps it and
     # the store's event log holds it until the task ends (hub/runs.py).
     max_output_bytes = Size(load_default=64 * 1024 ** 2)
+    # The models one run's usage names (each kept, and priced, until the run ends).
+    max_usage_models = StrictInt(load_default=1_000, validate=validate.Range(min=1))
 
 
 class TenantLimitsSchema(Block):
@@ -123,6 +125,7 @@ class TenantLimitsSchema(Block):
     data_text_bytes = Size()
     max_id_bytes = StrictInt(validate=validate.Range(min=MIN_ID_BYTES))
     max_output_bytes = Size()
+    max_usage_models = StrictInt(validate=validate.Range(min=1))
 
 
 class TasksSchema(Block):

@@ -70,6 +70,7 @@ class Run:
         self.agent = agent
         self.timeout = limits["run_timeout_secs"]
         self.max_output = limits["max_output_bytes"]
+        self.max_models = limits["max_usage_models"]
         self.output = 0              # the bytes of output the agent wrote (run_end.count_output)
         # The run's own stream, ``live`` bytes at most behind; None: no stream reads it.
         self.live = None if live is None else LiveBacklog(live, self._live_text,
@@ -115,9 +116,13 @@ class Run:
         waker()
 
     def add_usage(self, report: tuple, most: int) -> None:
-        """Add one checked usage report; AgentValueError if a count would pass ``most``."""
+        """Add one checked usage report; AgentValueError if a count would pass ``most``,
+        or a model new to the run would pass ``limits.max_usage_models``."""
         with self.changed:
             if report[3] not in self.usage.by_model:
+                if len(self.usage.by_model) >= self.max_models:
+                    raise AgentValueError(f"usage: more than {self.max_models} models in one "
+                                          "run (limits.max_usage_models)")
                 count_output(self, utf8_bytes(report[3] or ""))
             totals = self.usage.totals
             if max(totals.input_tokens + report[0], totals.output_tokens + report[1],

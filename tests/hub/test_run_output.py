@@ -86,3 +86,59 @@ def test_max_output_bytes_defaults_to_64_mib_and_a_tenant_overrides_it():
         assert h.limits("globex")["max_output_bytes"] == 64 * 1024 ** 2
     finally:
         close_hub(h)
+
+
+MODELS_PASSED = "usage: more than 5 models in one run (limits.max_usage_models)"
+
+
+def test_a_run_naming_more_models_than_max_usage_models_fails(store, caplog):
+    # NOTE: before, the models a run named were bounded by their names' bytes only (a
+    # million names of a few bytes each under 64 MiB), and each report summed every model
+    # named so far, under the run's lock: 8,000 models took 1.9 s of the worker's CPU.
+    FLOODED.clear()
+    config = hub_config(store=store, limits={"max_usage_models": 5})
+    config["tenants"]["acme"]["agents"]["floods"] = agent("tests.hub.agents:floods")
+    h = create_hub(config)
+    try:
+        client = HubClient(h, "floods")
+        done = client.send("models 5 1")
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+        usage = done["artifacts"][-1]["parts"][-1]["data"]["usage"]
+        assert (usage["input_tokens"], usage["models"]) == (5, 5)
+        caplog.clear()
+        failed = client.send("models 6 1")
+        assert failed["status"]["state"] == "TASK_STATE_FAILED"
+        assert MODELS_PASSED in caplog.text
+        assert FLOODED == [("models", 5, 0)]            # the first run's; the second failed
+        assert h.limits("acme")["max_usage_models"] == 5
+    finally:
+        close_hub(h)
+
+
+def test_max_usage_models_defaults_to_1000():
+    h = create_hub(hub_config(store="memory"))
+    try:
+        assert h.limits("globex")["max_usage_models"] == 1000
+    finally:
+        close_hub(h)
+
+
+@pytest.mark.timed
+def test_a_run_naming_many_models_costs_linear_time():
+    """20,000 models (a limit raised that far): each report adds to the totals kept, not a
+    sum over every model named so far (about 12 s of CPU before, under the run's lock)."""
+    import time
+
+    FLOODED.clear()
+    config = hub_config(store="memory", limits={"max_usage_models": 100_000})
+    config["tenants"]["acme"]["agents"]["floods"] = agent("tests.hub.agents:floods")
+    h = create_hub(config)
+    try:
+        started = time.process_time()
+        task = HubClient(h, "floods").send("models 20000 1")
+        spent = time.process_time() - started
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert task["artifacts"][-1]["parts"][-1]["data"]["usage"]["models"] == 20_000
+        assert spent < 2.0, spent
+    finally:
+        close_hub(h)
