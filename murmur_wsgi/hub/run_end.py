@@ -36,7 +36,7 @@ def final_write(run, state: str, answer: str | None, data) -> tuple[list, list |
         if data is not None:
             parts.append(data_part(data))
         parts.append(data_part(usage_part(run.usage, run.runs.pricing)))
-        artifacts = run.artifacts + [answer_artifact(parts)]
+        artifacts = [*run.artifacts.values(), answer_artifact(parts)]
         streamed_whole = run.stored == len(run.tokens) and run.kept.idle \
             and made_of(run.tokens, answer)
         if run.tokens and streamed_whole:
@@ -54,8 +54,8 @@ def final_write(run, state: str, answer: str | None, data) -> tuple[list, list |
         # NOTE: what its stream published stays on the task: a client that read the stream
         # (or replays it) and one that reads the task see the same artifacts.
         streamed = "".join(run.tokens)
-        artifacts = run.artifacts + ([answer_artifact([text_part(streamed)])]
-                                     if streamed else [])
+        artifacts = [*run.artifacts.values()] + ([answer_artifact([text_part(streamed)])]
+                                                 if streamed else [])
     return events, artifacts, encoded
 
 

@@ -46,7 +46,8 @@ def artifacts_of(payloads) -> list:
         artifact = update["artifact"]
         held = found.get(artifact.get("artifactId"))
         if held is not None and update.get("append"):
-            held["parts"] = held["parts"] + list(artifact.get("parts", []))
+            # PERF: the list is this fold's own (made below): extended, not copied anew
+            held["parts"].extend(artifact.get("parts", []))
         else:
             found[artifact.get("artifactId")] = dict(artifact,
                                                       parts=list(artifact.get("parts", [])))
