@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import stat
 import sys
 
 import yaml
@@ -50,9 +51,17 @@ def _import_module(name: str):
 
 
 def read_yaml(path: str, error: type[Exception]):
-    """The YAML document at ``path``; unreadable, not UTF-8 or not YAML raises ``error``."""
+    """The YAML document at ``path``; unreadable, not a regular file, not UTF-8 or not
+    YAML raises ``error``.
+
+    The file is opened without blocking and checked before it is read: a FIFO no one
+    writes would hold the command for good, a device (``/dev/zero``) never ends.
+    """
     try:
-        with open(path, encoding="utf-8") as fh:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with open(fd, encoding="utf-8", closefd=True) as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise error(f"{path}: is not a regular file")
             return yaml.safe_load(fh)
     except OSError as ex:
         raise error(f"{path}: cannot be read: {ex.strerror}") from None

@@ -1,0 +1,58 @@
+"""A configuration path that is not a regular file: both commands exit 2 with one line, at once.
+
+``murmur-wsgi serve --config``, ``murmur-wsgi hub --config`` and ``hub key`` read
+their file through ``loading.read_yaml``. A FIFO (a named pipe no one writes) or
+a device (``/dev/zero``: endless) must be refused before it is read, never waited
+on or read without end. Each command runs in a thread joined with a deadline; a
+command that hangs on a FIFO is released by opening the FIFO's other end.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from murmur_wsgi.cli import main
+
+DEADLINE = 10.0        # seconds: the refusal takes milliseconds; a hang is what fails
+
+
+def run_cli(argv: list[str], fifo: str | None = None) -> int | None:
+    """``main(argv)``'s status, or None when it had not returned by the deadline."""
+    status: list = []
+    thread = threading.Thread(target=lambda: status.append(main(argv)), daemon=True)
+    thread.start()
+    thread.join(DEADLINE)
+    if thread.is_alive() and fifo is not None:
+        # Release the reader: an open writer that closes at once gives it end of file.
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(DEADLINE)
+        return None
+    return status[0] if status else None
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+@pytest.mark.parametrize("argv", [["serve"], ["hub"], ["hub", "key", "acme"]],
+                         ids=["serve", "hub", "hub-key"])
+def test_a_fifo_as_the_config_exits_2_at_once(tmp_path, capsys, argv):
+    fifo = str(tmp_path / "config.yaml")
+    os.mkfifo(fifo)
+    status = run_cli([*argv, "--config", fifo], fifo)
+    err = capsys.readouterr().err
+    assert status == 2, f"status {status} (None: still reading the FIFO after {DEADLINE} s)"
+    assert err == f"murmur-wsgi: {fifo}: is not a regular file\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+@pytest.mark.parametrize("argv", [["serve"], ["hub"]], ids=["serve", "hub"])
+def test_a_device_as_the_config_exits_2(capsys, argv):
+    status = run_cli([*argv, "--config", "/dev/zero"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err == "murmur-wsgi: /dev/zero: is not a regular file\n"
+
+
+def test_a_directory_as_the_config_exits_2(tmp_path, capsys):
+    assert run_cli(["hub", "--config", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith(f"murmur-wsgi: {tmp_path}: ")
