@@ -1,7 +1,8 @@
 """What the door's manifest and the hub's configuration are validated with.
 
 The one-line refusal (``ManifestError``: the hub's ``ConfigError`` is one), the
-block every settings schema is (``Block``), byte sizes and strict integers, and
+block every settings schema is (``Block``), byte sizes, strict integers and seconds
+(each bounded: ``MAX_INT``, ``MAX_SECS``), and
 marshmallow's nested messages flattened to the first ``key.path: what is wrong``.
 """
 from __future__ import annotations
@@ -10,6 +11,12 @@ import re
 from typing import Any
 
 from marshmallow import RAISE, Schema, ValidationError, fields, pre_load
+
+# NOTE: a setting past these is refused at load: a larger wait overflows the platform's
+# clocks and locks (threading's waits end at about 292 years, and one of 1e10 s raises
+# OverflowError), a larger integer Redis and float arithmetic (a rate of 10**400 per minute).
+MAX_SECS = 10 * 365 * 86_400          # ten years
+MAX_INT = 2 ** 63 - 1                 # a signed 64-bit integer, as Redis holds one
 
 _SIZE = re.compile(r"^\s*(\d+)\s*(Ki|Mi|Gi)?\s*$")
 _UNITS = {None: 1, "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3}
@@ -31,7 +38,8 @@ class Size(fields.Field):
     """A byte count: an integer, or a string with a Ki/Mi/Gi suffix."""
 
     default_error_messages = {"invalid": "must be a whole number of bytes, or one with Ki, Mi or Gi",
-                              "positive": "must be greater than 0"}
+                              "positive": "must be greater than 0",
+                              "too_large": f"must be at most {MAX_INT} bytes"}
 
     def _deserialize(self, value, attr, data, **kwargs):
         if isinstance(value, bool):
@@ -44,11 +52,15 @@ class Size(fields.Field):
             raise self.make_error("invalid")
         if number <= 0:
             raise self.make_error("positive")
+        if number > MAX_INT:
+            raise self.make_error("too_large")
         return number
 
 
 class StrictInt(fields.Integer):
-    """An integer that refuses booleans and floats."""
+    """An integer that refuses booleans and floats, and any past ``MAX_INT``."""
+
+    default_error_messages = {"too_large": f"must be at most {MAX_INT}"}
 
     def __init__(self, **kwargs):
         super().__init__(strict=True, **kwargs)
@@ -56,7 +68,22 @@ class StrictInt(fields.Integer):
     def _validated(self, value):
         if isinstance(value, bool):
             raise self.make_error("invalid")
-        return super()._validated(value)
+        value = super()._validated(value)
+        if value is not None and value > MAX_INT:
+            raise self.make_error("too_large")
+        return value
+
+
+class Seconds(fields.Float):
+    """A duration in seconds: finite, and at most ``MAX_SECS``."""
+
+    default_error_messages = {"too_large": f"must be at most {MAX_SECS} seconds (ten years)"}
+
+    def _validated(self, value):
+        value = super()._validated(value)
+        if value is not None and value > MAX_SECS:
+            raise self.make_error("too_large")
+        return value
 
 
 class Block(Schema):

@@ -11,15 +11,15 @@ import re
 
 from marshmallow import ValidationError, fields, validate
 
-from murmur_wsgi.settings import Block, Size
+from murmur_wsgi.settings import Block, Seconds, Size
 
 logger = logging.getLogger(__name__)
 
 
 class HarnessSchema(Block):
     process = fields.List(fields.String(), required=True, validate=validate.Length(min=1))
-    idle_timeout_secs = fields.Float(load_default=600.0, validate=validate.Range(min=0, min_inclusive=False))
-    cancel_grace_secs = fields.Float(load_default=10.0, validate=validate.Range(min=0))
+    idle_timeout_secs = Seconds(load_default=600.0, validate=validate.Range(min=0, min_inclusive=False))
+    cancel_grace_secs = Seconds(load_default=10.0, validate=validate.Range(min=0))
     max_line_bytes = Size(load_default=1024 ** 2)
 
 

@@ -15,7 +15,7 @@ from marshmallow import (EXCLUDE, Schema, ValidationError, fields, post_load, va
 
 from murmur_wsgi.agents.spec import AgentField
 from murmur_wsgi.loading import read_yaml
-from murmur_wsgi.settings import Block, ManifestError, Size, StrictInt, first_error
+from murmur_wsgi.settings import Block, ManifestError, Seconds, Size, StrictInt, first_error
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class LifecycleSchema(Block):
                                     validate=validate.OneOf(["none", "single", "queue"]))
     queue_depth = StrictInt(load_default=1, validate=validate.Range(min=0))
     after_task = fields.String(load_default="sleep", validate=validate.OneOf(["sleep", "exit"]))
-    input_timeout_secs = fields.Float(load_default=None, allow_none=True,
+    input_timeout_secs = Seconds(load_default=None, allow_none=True,
                                       validate=validate.Range(min=0, min_inclusive=False))
     conversation = fields.String(load_default="stateless",
                                  validate=validate.OneOf(["stateless", "threaded"]))
@@ -134,10 +134,10 @@ class StreamSchema(Block):
     # The replay buffer's events by their size: past it the oldest go, as past replay_events.
     replay_bytes = Size(load_default=64 * 1024 ** 2)
     reader_queue = StrictInt(load_default=128, validate=validate.Range(min=1))
-    heartbeat_secs = fields.Float(load_default=15.0, validate=validate.Range(min=0, min_inclusive=False))
+    heartbeat_secs = Seconds(load_default=15.0, validate=validate.Range(min=0, min_inclusive=False))
     # Every write of a response or a stream (at most pending_bytes) is taken by the
     # client within this many seconds, or the connection is cut.
-    write_timeout_secs = fields.Float(load_default=10.0,
+    write_timeout_secs = Seconds(load_default=10.0,
                                       validate=validate.Range(min=0, min_inclusive=False))
     # What one response or stream may have rendered but not yet written.
     pending_bytes = Size(load_default=256 * 1024)
@@ -146,7 +146,7 @@ class StreamSchema(Block):
 class TasksSchema(Block):
     keep_finished = StrictInt(load_default=10_000, validate=validate.Range(min=1))  # per owner
     keep_finished_total = StrictInt(load_default=50_000, validate=validate.Range(min=1))
-    keep_finished_secs = fields.Float(load_default=86_400.0,
+    keep_finished_secs = Seconds(load_default=86_400.0,
                                       validate=validate.Range(min=0, min_inclusive=False))
     # The size of the finished tasks kept (record.size()): per owner, and every owner together.
     keep_finished_bytes = Size(load_default=256 * 1024 ** 2)
@@ -167,10 +167,10 @@ class LimitsSchema(Block):
     reference_bytes = Size(load_default=64 * 1024)
     data_text_bytes = Size(load_default=16 * 1024 ** 2)
     # From a connection's accept (or the first byte of a later request) to its headers' end.
-    header_timeout_secs = fields.Float(load_default=10.0,
+    header_timeout_secs = Seconds(load_default=10.0,
                                        validate=validate.Range(min=0, min_inclusive=False))
     # From the end of a request's headers to the end of its body.
-    body_timeout_secs = fields.Float(load_default=30.0,
+    body_timeout_secs = Seconds(load_default=30.0,
                                      validate=validate.Range(min=0, min_inclusive=False))
 
 

@@ -16,7 +16,7 @@ from marshmallow import ValidationError, fields, validate, validates_schema
 from murmur_wsgi.agents.spec import AgentField
 from murmur_wsgi.hub.store import sentinel_url
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes, is_cluster
-from murmur_wsgi.settings import Block, ManifestError, Size, StrictInt
+from murmur_wsgi.settings import Block, ManifestError, Seconds, Size, StrictInt
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class ConfigError(ManifestError):
 
 
 def _positive(**kwargs):
-    return fields.Float(validate=validate.Range(min=0, min_inclusive=False), **kwargs)
+    return Seconds(validate=validate.Range(min=0, min_inclusive=False), **kwargs)
 
 
 class PublicUrl(fields.Field):
@@ -230,8 +230,8 @@ class RedisSchema(Block):
     """The Redis store's settings (``store: redis://…``, or ``store: redis`` and ``url``)."""
 
     url = RedisUrl(load_default=None, allow_none=True)
-    timeout_secs = fields.Float(load_default=5.0, validate=validate.Range(min=0.05))
-    liveness_secs = fields.Float(load_default=10.0, validate=validate.Range(min=0.2))
+    timeout_secs = Seconds(load_default=5.0, validate=validate.Range(min=0.05))
+    liveness_secs = Seconds(load_default=10.0, validate=validate.Range(min=0.2))
     sweep_interval_secs = _positive(load_default=5.0)
     max_events_per_task = StrictInt(load_default=10_000, validate=validate.Range(min=100))
     # Each acknowledged write waits for this many replicas (WAIT), within timeout_secs.
@@ -257,7 +257,7 @@ class JwtSchema(Block):
                              load_default=None, allow_none=True)
     issuer = fields.String(load_default=None, allow_none=True)
     audience = fields.String(load_default=None, allow_none=True)
-    leeway_secs = fields.Float(load_default=0.0, validate=validate.Range(min=0))
+    leeway_secs = Seconds(load_default=0.0, validate=validate.Range(min=0))
 
     @validates_schema
     def _key(self, data, **kwargs):
@@ -350,7 +350,7 @@ class HubSchema(Block):
     store = StoreField(load_default="memory")
     redis = fields.Nested(RedisSchema, load_default=dict)
     metrics = fields.Nested(MetricsSchema, load_default=dict)
-    drain_timeout_secs = fields.Float(load_default=20.0, validate=validate.Range(min=0))
+    drain_timeout_secs = Seconds(load_default=20.0, validate=validate.Range(min=0))
     sweep_max_age_secs = _positive(load_default=None, allow_none=True)
     cancel_timeout_secs = _positive(load_default=10.0)
     events = fields.Nested(EventsSchema, load_default=dict)
