@@ -300,10 +300,16 @@ class PushSchema(Block):
         check_push(data)
 
 
+# Micro-credits per million tokens (a thousand credits a token): a run's most tokens
+# (context.MAX_TOKENS, each count) at this price fit the usage part's 28 decimal digits.
+MAX_PRICE = 1e15
+
+
 class PriceSchema(Block):
-    input = fields.Float(required=True, validate=validate.Range(min=0))
-    output = fields.Float(required=True, validate=validate.Range(min=0))
-    cached = fields.Float(load_default=None, allow_none=True, validate=validate.Range(min=0))
+    input = fields.Float(required=True, validate=validate.Range(min=0, max=MAX_PRICE))
+    output = fields.Float(required=True, validate=validate.Range(min=0, max=MAX_PRICE))
+    cached = fields.Float(load_default=None, allow_none=True,
+                          validate=validate.Range(min=0, max=MAX_PRICE))
 
 
 class SkillsField(fields.Field):

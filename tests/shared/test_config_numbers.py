@@ -15,6 +15,8 @@ from murmur_wsgi.door.manifest import ManifestError
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.config import ConfigError, load_config
 from murmur_wsgi.hub.config_env import env_settings
+from murmur_wsgi.hub.config_schema import MAX_PRICE
+from murmur_wsgi.hub.context import MAX_TOKENS
 from murmur_wsgi.settings import MAX_INT, MAX_SECS, Seconds, Size, StrictInt
 
 from tests.conftest import Rpc, make_door
@@ -98,3 +100,40 @@ def test_a_door_at_the_longest_heartbeat_streams():
         assert events[-1].state == "TASK_STATE_COMPLETED"
     finally:
         rpc.door.close()
+
+
+# --- pricing: micro-credits per million tokens, at most config_schema.MAX_PRICE -------
+# Before its bound, a price of 1e30 was accepted and every run of its model that reported
+# usage ended FAILED (decimal.InvalidOperation pricing it, logged as a traceback).
+
+def most_tokens(ctx):
+    """An agent reporting the most tokens a run may count, of the model priced "big"."""
+    ctx.usage(input_tokens=MAX_TOKENS, output_tokens=MAX_TOKENS, cached_tokens=MAX_TOKENS,
+              model="big")
+    return "counted"
+
+
+@pytest.mark.parametrize("key", ["input", "output", "cached"])
+def test_a_price_past_the_bound_is_refused_naming_its_key(key):
+    price = {"input": 1, "output": 1, key: 1e30}
+    with pytest.raises(ConfigError) as info:
+        load_config(hub_config(pricing={"big": price}), environ={})
+    assert str(info.value).startswith(f"pricing.big.{key}: Must be greater than or equal to 0 "
+                                      f"and less than or equal to {MAX_PRICE}")
+
+
+def test_the_highest_price_of_the_most_tokens_is_charged():
+    top = {"input": MAX_PRICE, "output": MAX_PRICE, "cached": MAX_PRICE}
+    config = hub_config(pricing={"big": top})
+    config["tenants"]["acme"]["agents"]["most"] = {
+        "agent": "tests.shared.test_config_numbers:most_tokens", "publish": True}
+    hub = create_hub(config)
+    try:
+        task = HubClient(hub, agent="most").send("count")
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
+        usage = task["artifacts"][0]["parts"][1]["data"]["usage"]
+        # Cached tokens are part of the input: here all of it, at the cached price.
+        assert usage["credits_micros"] == 2 * MAX_TOKENS * int(MAX_PRICE) // 1_000_000
+        assert usage["pricing_status"] == "priced"
+    finally:
+        hub.close(drain_timeout=5)
