@@ -1,10 +1,13 @@
 """``murmur-wsgi hub``: serve hub.yaml under gunicorn -k gevent (or --dev); ``hub key``."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
+import stat
 import sys
+import tempfile
 import threading
 from urllib.parse import urlsplit
 
@@ -142,10 +145,23 @@ def keys(args) -> int:
 
 
 def _write(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    """Replace hub.yaml whole, keeping its mode: it holds auth.jwt.secret, and a file the
+    operator closed to others must not reopen at the umask's 0644. The staged file is made
+    0600 in the same folder (mkstemp: a name no one made before), then given that mode."""
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    fd, staged = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                                  prefix=".hub-key-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            os.fsync(fh.fileno())
+        os.replace(staged, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
+        raise
 
 
 def _redis_table(redis) -> dict[str, str]:

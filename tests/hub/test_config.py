@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import stat
 
 import pytest
 import yaml
@@ -192,3 +194,23 @@ def test_key_keeps_the_file_as_written(tmp_path, capsys, text):
     for comment in ("# top", "# the keys", "# old", "# none yet", "# keep me"):
         assert (comment in text) == (comment in written)
     assert key not in written
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640])
+def test_key_keeps_the_files_mode(tmp_path, capsys, mode):
+    """hub.yaml holds auth.jwt.secret: a file the operator closed to others stays closed
+    after ``hub key`` rewrites it (mint and revoke), whatever the umask; no staged file stays."""
+    path = tmp_path / "hub.yaml"
+    path.write_text(yaml.safe_dump({"auth": {"jwt": {"secret": "s" * 40}}, "tenants": {
+        "t": {"agents": {"a": {"agent": "demo"}}}}}))
+    path.chmod(mode)
+    old = os.umask(0o022)
+    try:
+        assert main(["hub", "key", "t", "--config", str(path)]) == 0
+        assert stat.S_IMODE(path.stat().st_mode) == mode
+        key = capsys.readouterr().out.strip()
+        assert main(["hub", "key", "t", "--config", str(path), "--revoke", sha(key)]) == 0
+        assert stat.S_IMODE(path.stat().st_mode) == mode
+    finally:
+        os.umask(old)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hub.yaml"]
