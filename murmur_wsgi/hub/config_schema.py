@@ -46,6 +46,10 @@ class PublicUrl(fields.Field):
             raise ValidationError("must be an http or https URL")
         try:
             parts = urlsplit(value)
+            if parts.username is not None or parts.password is not None:
+                # NOTE: never echoed: the refusal goes to a terminal or a CI log.
+                raise ValidationError("must not carry credentials (user:password@): the "
+                                      "cards announce it to every client")
             port = parts.port
         except ValueError:
             raise ValidationError(f"'{value}' is not a URL") from None
@@ -54,8 +58,6 @@ class PublicUrl(fields.Field):
         if parts.path not in ("", "/") or parts.query or parts.fragment or "?" in value \
                 or "#" in value:
             raise ValidationError(f"'{value}' must be a host only: no path, query or fragment")
-        if parts.username is not None or parts.password is not None:
-            raise ValidationError(f"'{value}' must not carry credentials")
         del port
         return value.rstrip("/")
 

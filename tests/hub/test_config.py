@@ -214,3 +214,19 @@ def test_key_keeps_the_files_mode(tmp_path, capsys, mode):
     finally:
         os.umask(old)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hub.yaml"]
+
+
+@pytest.mark.parametrize("env", [False, True], ids=["file", "variable"])
+def test_a_public_url_with_a_password_is_refused_without_echoing_it(capsys, tmp_path, env,
+                                                                    monkeypatch):
+    """The refusal names the key and the rule, never the URL's password (it goes to a
+    terminal or a CI log)."""
+    url = "https://admin:s3cret-pass@hub.example.com"
+    path = tmp_path / "hub.yaml"
+    path.write_text(yaml.safe_dump({} if env else {"public_url": url}))
+    if env:
+        monkeypatch.setenv("MURMUR_HUB_PUBLIC_URL", url)
+    assert main(["hub", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "public_url" in err and "must not carry credentials" in err
+    assert "s3cret-pass" not in err and err.count("\n") == 1
