@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from murmur_wsgi.errors import BodyTooLargeError, NotFound
+from murmur_wsgi.errors import BodyTooLargeError, InternalError, NotFound
 from murmur_wsgi.serving import body as bodies
 
 logger = logging.getLogger(__name__)
@@ -22,7 +22,13 @@ def read_body(environ: dict, max_bytes: int) -> bytes:
     mimetype = environ.get("CONTENT_TYPE", "").partition(";")[0].strip().lower()
     if mimetype != "application/json":
         raise NotFound()
-    body = bodies.read_body(environ, max_bytes)
+    try:
+        body = bodies.read_body(environ, max_bytes)
+    except bodies.BodyUnreadable:
+        # NOTE: the reference's -32603 for a request the door could not hand to the session,
+        # as its catch-all answered it; the reader logged the client's framing in one line
+        # (the catch-all logged a traceback as the door's own failure, for anyone's request).
+        raise InternalError() from None
     if body is None:
         raise BodyTooLargeError()
     if not body:

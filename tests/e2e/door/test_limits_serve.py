@@ -19,6 +19,32 @@ HEAD = ("POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\
         "A2A-Version: 1.0\r\n")
 
 
+CALL = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "nope"}})
+UNREAD = {"jsonrpc": "2.0", "id": None, "error": {
+    "code": -32603, "message": "Internal error: the door could not hand the request to the session"}}
+
+
+@pytest.mark.parametrize("chunks", [
+    b"zz\r\n" + CALL.encode() + b"\r\n0\r\n\r\n",                         # size not hex
+    b"%x\r\n" % len(CALL) + CALL.encode() + b"XX0\r\n\r\n",              # no CRLF after it
+])
+def test_a_chunked_body_with_broken_framing_is_32603_without_a_traceback(door_server, chunks):
+    """The reference's answer to a request the door could not hand to the session, as
+    before; but logged as the client's broken framing in one line, not as a failure of the
+    door with its traceback (a public door wrote one for anyone, at each request)."""
+    with socket.create_connection(("127.0.0.1", door_server.port), timeout=10) as sock:
+        sock.sendall((HEAD + "Transfer-Encoding: chunked\r\n\r\n").encode() + chunks)
+        lines, body = answer_with_head(sock)
+    assert lines[0] == "HTTP/1.1 200 OK"
+    assert "connection: close" in [line.lower() for line in lines]
+    assert json.loads(body) == UNREAD
+    # NOTE: a later answer on a new connection: what the worker logged of the first is written
+    assert http_get(door_server.card_url).status_code == 200
+    log = door_server.log()
+    assert "refused a chunked request body that cannot be read" in log
+    assert "failed inside the door" not in log and "Traceback" not in log
+
+
 def test_declared_body_over_the_limit_is_413_without_sending_it(door_server):
     with socket.create_connection(("127.0.0.1", door_server.port), timeout=10) as sock:
         sock.sendall((HEAD + f"Content-Length: {1 << 40}\r\n\r\n").encode())   # and nothing
