@@ -46,7 +46,7 @@ def test_a_task_with_more_than_text_goes_through_the_encoder():
     record.residue = [{"kind": "detached_shell", "work_id": "wrk_1"}]
     record.running = [{"workId": "wrk_1", "binary": "/bin/sleep", "command": "sleep 9",
                        "runningMs": 5}]
-    record.agent_artifacts = [wire_task.artifact("art", [wire_task.data_part({"k": [1]})])]
+    record.agent_artifacts = {"art": wire_task.artifact("art", [wire_task.data_part({"k": [1]})])}
     text = record.to_json(cache=False)
     assert text == _dumps(record.to_dict())
     assert '"runningCommands"' in text and '"residue"' in text and '"art"' in text

@@ -101,18 +101,19 @@ class AgentCalls(AgentPort):
                 raise TaskCanceled(record.id)
             held = record.agent_artifacts
             if held is None:
-                held = record.agent_artifacts = []
+                held = record.agent_artifacts = {}
             if append:
                 # PERF: the chunk's parts go onto the kept artifact's own list, in place:
-                # copying the list each chunk made N chunks cost N^2 / 2 under the lock.
-                for kept in reversed(held):
-                    if kept["artifactId"] == artifact["artifactId"]:
-                        kept["parts"].extend(artifact["parts"])
-                        break
+                # copying the list each chunk made N chunks cost N^2 / 2 under the lock;
+                # and its artifact is found by id, not searched among the task's others.
+                kept = held.get(artifact["artifactId"])
+                if kept is not None:
+                    kept["parts"].extend(artifact["parts"])
             else:
                 # NOTE: the task keeps a copy whose parts list is its own: the first
                 # chunk's event, built later from ``artifact``, still shows its own parts.
-                held.append(dict(artifact, parts=list(artifact["parts"])))
+                # Names are unique within a task (agents/artifacts.Artifacts).
+                held[artifact["artifactId"]] = dict(artifact, parts=list(artifact["parts"]))
             self.store.change_locked(record)
             self.manager.publish_locked(record, frames.artifact_later(
                 record, artifact, append=append, last_chunk=last))

@@ -49,7 +49,8 @@ class TaskRecord:
         self.runtime = None                # the live task's runtime; None once it ended
         self.finished_at: float | None = None
         self.echoes: tuple = ()            # render.echo_marks of the references block it got
-        self.agent_artifacts: list | None = None  # the agent's named artifacts, in order
+        # the agent's named artifacts by id, in the order they were first written
+        self.agent_artifacts: dict[str, dict] | None = None
         self.usage = None                  # agents.usage.RunUsage once the agent reported any
         self.held_size = 0                 # size() when it finished: what retention counts
 
@@ -69,7 +70,7 @@ class TaskRecord:
     def artifacts(self) -> list:
         """Every artifact: the agent's named ones, then the door's (``door_artifacts``)."""
         if self.agent_artifacts:
-            return self.agent_artifacts + self.door_artifacts()
+            return [*self.agent_artifacts.values(), *self.door_artifacts()]
         return self.door_artifacts()
 
     def door_artifacts(self) -> list:
@@ -92,7 +93,8 @@ class TaskRecord:
             if isinstance(text, str):
                 size += len(text)
         if self.agent_artifacts or self.residue or self.running:
-            size += len(_dumps([self.agent_artifacts, self.residue, self.running]))
+            named = list(self.agent_artifacts.values()) if self.agent_artifacts else None
+            size += len(_dumps([named, self.residue, self.running]))
         return size
 
     def status(self) -> dict:
