@@ -19,6 +19,7 @@ Concurrency: guarded by its run's lock, as every field of the run.
 from __future__ import annotations
 
 import logging
+from collections import deque
 
 from murmur_wsgi.hub.store import StoreError
 
@@ -32,7 +33,9 @@ class KeptEvents:
 
     def __init__(self, task_id: str):
         self.task_id = task_id
-        self.events: list[tuple[int, str]] = []     # (n, payload), oldest first
+        # (n, payload), oldest first. PERF: a deque: each written leaves the front at no
+        # cost, where a list's ``del [0]`` moved every event kept behind it.
+        self.events: deque[tuple[int, str]] = deque()
         self.next = 1                               # the next event's number
         self.waiting = False           # the last write failed
         self.unstarted = False         # the run's start (WORKING) is still to be stored
@@ -71,7 +74,7 @@ class KeptEvents:
             except StoreError:
                 self._failed()
                 return True
-            del self.events[0]
+            self.events.popleft()
             if not taken:
                 self.events.clear()
                 return False
@@ -87,6 +90,6 @@ class KeptEvents:
 
     def take(self) -> list[tuple[int, str]]:
         """The events kept, ``(n, payload)``, now the caller's to write (the task's end)."""
-        events, self.events = self.events, []
+        events, self.events = list(self.events), deque()
         self.unstarted = False              # the end is written from any state
         return events

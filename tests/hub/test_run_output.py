@@ -177,3 +177,39 @@ def test_a_run_naming_many_models_costs_linear_time():
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert task["artifacts"][-1]["parts"][-1]["data"]["usage"]["models"] == 20_000
     assert spent < 2.0, spent
+
+
+@pytest.mark.timed
+def test_events_kept_through_an_outage_are_written_in_linear_time():
+    """The events a run kept while the store refused them (hub/run_events.KeptEvents) are
+    written oldest first once it answers: each leaves the front of the queue at no cost
+    (a list's ``del [0]`` moved every event behind it: 150,000 progress events, what
+    max_output_bytes holds of them, took 1.2 s, 300,000 4.7 s; now 0.06 s)."""
+    import time
+
+    from murmur_wsgi.hub.run_events import KeptEvents
+    from murmur_wsgi.hub.store import StoreError
+
+    written = []
+
+    class Store:
+        refusing = True
+
+        def append(self, task_id, payload, n):
+            if self.refusing:
+                raise StoreError("away")
+            written.append((n, payload))
+            return True
+
+    store, kept, count = Store(), KeptEvents("tsk_1"), 300_000
+    assert kept.add("e1")                   # the first is written at once: refused
+    assert kept.write(store) and written == []
+    for i in range(2, count + 1):
+        assert not kept.add(f"e{i}")        # behind the one kept: kept too
+    store.refusing = False
+    started = time.process_time()
+    assert kept.write(store)
+    spent = time.process_time() - started
+    assert written == [(i, f"e{i}") for i in range(1, count + 1)]
+    assert kept.idle and kept.take() == []
+    assert spent < 1.0, spent
