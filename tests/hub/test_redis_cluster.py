@@ -22,8 +22,8 @@ from murmur_wsgi.hub.store.redis_cluster import ClusterCommands, connect_cluster
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from murmur_wsgi.hub.store.redis_keys import EVENTS, HUB, task_key, tenant_prefix
 from murmur_wsgi.hub import create_hub
-from tests.hub.conftest import (FAST, KEY_B, HubClient, close_hub, hub_config, send_params,
-                                wait_until)
+from tests.hub.conftest import (FAST, KEY_B, HubClient, agent, close_hub, hub_config,
+                                send_params, sha, wait_until)
 from tests.hub.test_replicas import refused_within
 
 
@@ -231,3 +231,70 @@ def test_a_stalled_primary_answers_32603_within_its_timeout_then_recovers(spare_
     finally:
         hub.close(drain_timeout=5)
         cluster.stop()
+
+
+# --- a primary lost, the others serving (cluster-require-full-coverage no) ------------------
+
+KEY_LOST = "mhk_tenant-on-the-lost-primary"
+
+
+def _partial_cluster(cluster):
+    """``cluster`` serving the slots it still has once a primary is lost, as
+    ``cluster-require-full-coverage no`` makes it; the tenant "umbrella" (on a primary other
+    than acme's and the hub's slot's) added to the hubs' configuration."""
+    for node in cluster.nodes:
+        client = node.client()
+        try:
+            client.config_set("cluster-require-full-coverage", "no")
+        finally:
+            client.close()
+    client = cluster.client()
+    try:
+        owners = {name: client.get_node_from_key(prefix).port for name, prefix in (
+            ("hub", HUB), ("acme", tenant_prefix("acme")), ("umbrella", tenant_prefix("umbrella")))}
+    finally:
+        client.close()
+    assert len(set(owners.values())) == 3, owners
+    config = hub_config(store=cluster.url, redis=dict(FAST))
+    config["tenants"]["umbrella"] = {"api_keys": [sha(KEY_LOST)],
+                                     "agents": {"held": agent("tests.hub.agents:held")}}
+    return config, next(n for n in cluster.nodes if n.port == owners["umbrella"])
+
+
+@pytest.mark.timed
+def test_the_sweep_ends_other_tenants_runs_while_one_tenants_primary_is_lost(spare_cluster):
+    """A replica vanishes with runs of two tenants, and the primary of one of them is lost
+    too (one host held both): the other replica's sweep still ends the other tenant's run
+    FAILED, and its stream there gets that end, within a second."""
+    config, lost = _partial_cluster(spare_cluster)
+    a, b = create_hub(config), create_hub(config)
+    try:
+        on_lost = HubClient(a, "held", headers={"X-API-Key": KEY_LOST})
+        first = on_lost.send("g-lost-first", configuration={"returnImmediately": True})
+        kept = HubClient(a, "held").send("g-lost-kept", configuration={"returnImmediately": True})
+        assert first["id"] != kept["id"]
+        stream = HubClient(b, "held").call("SubscribeToTask", {"id": kept["id"]},
+                                            buffered=False)
+        chunks = iter(stream.response)
+        assert kept["id"] in next(chunks).decode()
+        os.kill(lost.proc.pid, signal.SIGKILL)
+        lost.proc.wait(timeout=5)
+        # A vanishes: no more liveness renewals, its key gone (what SIGKILL leaves after the TTL).
+        a.replica.stop()
+        a.store._redis.delete(f"{HUB}replica:{a.store.replica}")
+        ended = {}
+
+        def rest():
+            ended["text"] = b"".join(chunks).decode()
+
+        reader = threading.Thread(target=rest, daemon=True)
+        reader.start()
+        reader.join(3.0)
+        assert not reader.is_alive(), "the stream of the other tenant's task did not end"
+        assert "TASK_STATE_FAILED" in ended["text"] and "interrupted" in ended["text"]
+        assert HubClient(b, "held").result("GetTask", {"id": kept["id"]})["status"]["state"] \
+            == "TASK_STATE_FAILED"
+    finally:
+        for h in (a, b):
+            h.close(drain_timeout=0.5)
+        spare_cluster.stop()

@@ -8,12 +8,14 @@ creates it, on a cluster before it) and leaves them after its end (the task stor
 that runs is listed while it runs. The sweep ends FAILED, with the artifacts its log
 holds, through the task store's END script (on the tenant's slot, the tenant read from the member), the runs of
 replicas whose liveness key expired and runs older than ``sweep_max_age_secs``;
-a member whose task had ended, or never came to be, is dropped. Each task it ends
+a member whose task had ended, or never came to be, is dropped; one whose tenant's
+primary fails (a cluster serving without it) is left for a later sweep. Each task it ends
 is published on the cancel channel, where the connection's one listener
 (``listen_cancels``) hears every replica's marks.
 """
 from __future__ import annotations
 
+from murmur_wsgi.hub.store.base import StoreError
 from murmur_wsgi.hub.store.redis_client import each_task, guarded
 from murmur_wsgi.hub.store.redis_keys import (CHANNEL, REPLICAS, live_key, mark_key, runs_key,
                                               split_member, task_key)
@@ -87,12 +89,19 @@ class RedisReplicas(ReplicaStore):
                 self._redis.zrange(runs, 0, -1)
             for found in members:
                 tenant, task_id = split_member(found)
-                # NOTE: what the run's stream published stays on the task, as a run's own
-                # FAILED keeps it (what its replica never wrote to the log is lost with it).
-                events, _ = self._tasks.events(task_id, 0, 0, tenant=tenant)
-                artifacts = artifacts_of(event.payload for event in events) or None
-                if self._tasks.end(task_id, FAILED, text, artifacts, [],
-                                   tenant=tenant) is not None:
+                try:
+                    # NOTE: what the run's stream published stays on the task, as a run's
+                    # own FAILED keeps it (what its replica never wrote to the log is lost
+                    # with it).
+                    events, _ = self._tasks.events(task_id, 0, 0, tenant=tenant)
+                    artifacts = artifacts_of(event.payload for event in events) or None
+                    done = self._tasks.end(task_id, FAILED, text, artifacts, [],
+                                           tenant=tenant)
+                except StoreError:
+                    # NOTE: on a cluster, the tenant's primary may be lost while the others
+                    # serve: its runs wait for a later sweep, the other tenants' end now.
+                    continue
+                if done is not None:
                     ended.append(task_id)
                     # NOTE: a replica taken for dead may still run it: told at once, it ends
                     # its run and the sender's own stream with this end.
