@@ -298,3 +298,36 @@ def test_the_sweep_ends_other_tenants_runs_while_one_tenants_primary_is_lost(spa
         for h in (a, b):
             h.close(drain_timeout=0.5)
         spare_cluster.stop()
+
+
+@pytest.mark.timed
+def test_a_replica_renews_other_tenants_slots_while_one_tenants_primary_is_lost(spare_cluster):
+    """A replica runs a task of a tenant whose primary is lost and one of acme (one run at
+    once): it still renews acme's slot, so acme's second message stays refused."""
+    config, lost = _partial_cluster(spare_cluster)
+    config["tenants"]["acme"]["limits"] = {"concurrency": 1}
+    hub = create_hub(config)
+    try:
+        HubClient(hub, "held", headers={"X-API-Key": KEY_LOST}).send(
+            "g-lease-lost", configuration={"returnImmediately": True})
+        rpc = HubClient(hub, "held")
+        kept = rpc.send("g-lease-kept", configuration={"returnImmediately": True})
+        client = spare_cluster.client()
+        try:
+            leased = client.zscore(f"{tenant_prefix('acme')}running", kept["id"])
+            os.kill(lost.proc.pid, signal.SIGKILL)
+            lost.proc.wait(timeout=5)
+            # Past the lease the slot had when the primary was lost, on Redis's clock.
+            wait_until(lambda: _redis_ms(client) > leased, timeout=5)
+        finally:
+            client.close()
+        second = rpc.send("g-lease-second", configuration={"returnImmediately": True})
+        assert second["status"]["state"] == "TASK_STATE_REJECTED", second
+    finally:
+        hub.close(drain_timeout=0.5)
+        spare_cluster.stop()
+
+
+def _redis_ms(client) -> int:
+    seconds, micros = client.time(target_nodes=client.get_node_from_key(HUB))
+    return seconds * 1000 + micros // 1000

@@ -53,7 +53,9 @@ class NodePipeline(redis.client.Pipeline):
     (redis-py's cluster pipeline sends each command of a failed one again, one by one,
     each with its own timeout). The answers come back in the order queued. A MOVED or ASK
     answer refreshes the slot map and sends that node's commands once more, each to its
-    slot's owner then (a slot still migrating fails as Redis being away does). A
+    slot's owner then (a slot still migrating fails as Redis being away does). A node
+    whose connection fails (a lost primary) raises once the other nodes' commands are
+    sent; one that times out raises at once. A
     script queued (``Script(keys, args, client=pipe)``) is loaded on each node first.
 
     It queues as a node's pipeline does and is never sent itself: ``execute`` sends."""
@@ -85,6 +87,7 @@ class NodePipeline(redis.client.Pipeline):
         scripts = set(self.scripts)
         self.reset()
         answers: dict = {}
+        lost = None
         for node, commands in self._groups(stack).values():
             try:
                 found = self._send(node, commands, scripts)
@@ -93,7 +96,16 @@ class NodePipeline(redis.client.Pipeline):
                 for again, some in self._groups(commands).values():
                     answers.update(zip((i for i, _ in some), self._send(again, some, scripts)))
                 continue
+            except redis.ConnectionError as ex:
+                # NOTE: a lost primary (its connection refused at once) does not keep the
+                # other nodes' commands from being sent: a replica's turn renews every other
+                # tenant's slots. A timed-out one still raises at once (a stalled node costs
+                # its timeout once).
+                lost = lost or ex
+                continue
             answers.update(zip((i for i, _ in commands), found))
+        if lost is not None:
+            raise lost
         return [answers[i] for i in range(len(stack))]
 
 
