@@ -18,8 +18,10 @@ listener subscribed again: what it carried meanwhile reached nobody), the
 thread looks at its runs' marks and ends at once (``lost``), not at its next
 tick. A cancel heard on the channel for a run of this replica's is looked at
 (whether another replica ended the task) on a thread of its own: the listener,
-which reads every stream's notifications, never waits for a command.
-A memory store has no replicas: nothing runs.
+which reads every stream's notifications, never waits for a command. A failing
+heartbeat (the store away) ends a turn; past it, a step that fails does not keep the
+others from theirs (a cluster serving without one primary fails only the steps that
+reach that primary's tenants). A memory store has no replicas: nothing runs.
 
 Concurrency:
     ``_wake`` (a Condition) guards ``_stopped``, ``_lost`` and ``_stopping``; the thread's
@@ -147,20 +149,32 @@ class Replica:
             tick_at = time.monotonic() + self.tick
 
     def _tick(self) -> None:
+        """The turn's steps. A failing heartbeat (the store away) ends the turn; past it, a
+        step that fails does not keep the others from their turn (a cluster serving without
+        one primary fails the steps that reach its tenants), its failure raised after them."""
         now = time.monotonic()
+        steps = []
         if now >= self._renew_at:
             self.store.heartbeat()
-            self.hub.admission.renew(self.hub.runs.leases())
             self._renew_at = now + self.renew_every
-        self.hub.runs.retry_unwritten()
-        self._check_runs()
-        self.hub.store.keep_watching()
+            steps.append(lambda: self.hub.admission.renew(self.hub.runs.leases()))
+        steps += [self.hub.runs.retry_unwritten, self._check_runs, self.hub.store.keep_watching]
         if now >= self._sweep_at:
             self._sweep_at = now + self.sweep_every
-            for task_id in self.store.sweep(self.hub.config.sweep_max_age_secs, SWEPT):
-                logger.warning("sweep: task %s ended FAILED (its replica is gone, or "
-                               "it ran past sweep_max_age_secs)", task_id)
-            self.hub.store.expire_finished()
+            steps += [self._sweep, self.hub.store.expire_finished]
+        failed = None
+        for step in steps:
+            try:
+                step()
+            except StoreError as ex:
+                failed = failed or ex
+        if failed is not None:
+            raise failed
+
+    def _sweep(self) -> None:
+        for task_id in self.store.sweep(self.hub.config.sweep_max_age_secs, SWEPT):
+            logger.warning("sweep: task %s ended FAILED (its replica is gone, or "
+                           "it ran past sweep_max_age_secs)", task_id)
 
     def _turn(self, step) -> None:
         """``step()``, its failure logged: once when the store fails, once when it is back."""

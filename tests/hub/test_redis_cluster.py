@@ -261,43 +261,60 @@ def _partial_cluster(cluster):
     return config, next(n for n in cluster.nodes if n.port == owners["umbrella"])
 
 
+def _kill(node) -> None:
+    os.kill(node.proc.pid, signal.SIGKILL)
+    node.proc.wait(timeout=5)
+
+
+def _vanish(hub) -> None:
+    """``hub`` stops its liveness renewals, its key gone (what SIGKILL leaves after the TTL)."""
+    hub.replica.stop()
+    hub.store._redis.delete(f"{HUB}replica:{hub.store.replica}")
+
+
+def _rest(chunks, timeout: float) -> str | None:
+    """The rest of a stream, read on a thread; None when it has not ended within ``timeout``."""
+    read = []
+    reader = threading.Thread(target=lambda: read.append(b"".join(chunks).decode()),
+                              daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return read[0] if read else None
+
+
+def _swept(cluster, together: bool) -> str | None:
+    """Hub A runs a task of the tenant whose primary is then lost, and acme's is run by A
+    (``together``) or B; the replica running acme's vanishes: the rest of its stream on
+    the other, None when it has not ended within 3 s (its sweep every 0.1 s)."""
+    config, lost = _partial_cluster(cluster)
+    a, b = create_hub(config), create_hub(config)
+    runner, watcher = (a, b) if together else (b, a)
+    try:
+        HubClient(a, "held", headers={"X-API-Key": KEY_LOST}).send(
+            f"g-lost-{together}", configuration={"returnImmediately": True})
+        left = HubClient(runner, "held").send(f"g-left-{together}",
+                                              configuration={"returnImmediately": True})
+        stream = HubClient(watcher, "held").call("SubscribeToTask", {"id": left["id"]},
+                                                 buffered=False)
+        chunks = iter(stream.response)
+        assert left["id"] in next(chunks).decode()
+        _kill(lost)
+        _vanish(runner)
+        return _rest(chunks, 3.0)
+    finally:
+        for h in (a, b):
+            h.close(drain_timeout=0.5)
+        cluster.stop()
+
+
 @pytest.mark.timed
 def test_the_sweep_ends_other_tenants_runs_while_one_tenants_primary_is_lost(spare_cluster):
     """A replica vanishes with runs of two tenants, and the primary of one of them is lost
     too (one host held both): the other replica's sweep still ends the other tenant's run
     FAILED, and its stream there gets that end, within a second."""
-    config, lost = _partial_cluster(spare_cluster)
-    a, b = create_hub(config), create_hub(config)
-    try:
-        on_lost = HubClient(a, "held", headers={"X-API-Key": KEY_LOST})
-        first = on_lost.send("g-lost-first", configuration={"returnImmediately": True})
-        kept = HubClient(a, "held").send("g-lost-kept", configuration={"returnImmediately": True})
-        assert first["id"] != kept["id"]
-        stream = HubClient(b, "held").call("SubscribeToTask", {"id": kept["id"]},
-                                            buffered=False)
-        chunks = iter(stream.response)
-        assert kept["id"] in next(chunks).decode()
-        os.kill(lost.proc.pid, signal.SIGKILL)
-        lost.proc.wait(timeout=5)
-        # A vanishes: no more liveness renewals, its key gone (what SIGKILL leaves after the TTL).
-        a.replica.stop()
-        a.store._redis.delete(f"{HUB}replica:{a.store.replica}")
-        ended = {}
-
-        def rest():
-            ended["text"] = b"".join(chunks).decode()
-
-        reader = threading.Thread(target=rest, daemon=True)
-        reader.start()
-        reader.join(3.0)
-        assert not reader.is_alive(), "the stream of the other tenant's task did not end"
-        assert "TASK_STATE_FAILED" in ended["text"] and "interrupted" in ended["text"]
-        assert HubClient(b, "held").result("GetTask", {"id": kept["id"]})["status"]["state"] \
-            == "TASK_STATE_FAILED"
-    finally:
-        for h in (a, b):
-            h.close(drain_timeout=0.5)
-        spare_cluster.stop()
+    rest = _swept(spare_cluster, together=True)
+    assert rest is not None, "the stream of the other tenant's task did not end"
+    assert "TASK_STATE_FAILED" in rest and "interrupted" in rest
 
 
 @pytest.mark.timed
@@ -315,8 +332,7 @@ def test_a_replica_renews_other_tenants_slots_while_one_tenants_primary_is_lost(
         client = spare_cluster.client()
         try:
             leased = client.zscore(f"{tenant_prefix('acme')}running", kept["id"])
-            os.kill(lost.proc.pid, signal.SIGKILL)
-            lost.proc.wait(timeout=5)
+            _kill(lost)
             # Past the lease the slot had when the primary was lost, on Redis's clock.
             wait_until(lambda: _redis_ms(client) > leased, timeout=5)
         finally:
@@ -331,3 +347,13 @@ def test_a_replica_renews_other_tenants_slots_while_one_tenants_primary_is_lost(
 def _redis_ms(client) -> int:
     seconds, micros = client.time(target_nodes=client.get_node_from_key(HUB))
     return seconds * 1000 + micros // 1000
+
+
+@pytest.mark.timed
+def test_a_replica_running_a_task_on_the_lost_primary_still_sweeps(spare_cluster):
+    """The replica that runs a task of the tenant whose primary is lost fails every turn's
+    look at that run: its turn still sweeps, and ends the run of acme a vanished replica
+    left, its stream there ending with it."""
+    rest = _swept(spare_cluster, together=False)
+    assert rest is not None, "the sweep did not end the vanished replica's run"
+    assert "TASK_STATE_FAILED" in rest and "interrupted" in rest
