@@ -2,7 +2,8 @@
 
 - ``Cluster(directory).start()``: three primaries (``redis-server --cluster-enabled
   yes`` on free loopback ports), joined by ``redis-cli --cluster create``, and waited
-  for until every node reports ``cluster_state:ok``. ``url`` is the
+  for until every node reports ``cluster_state:ok`` (``replicas=1``: and a replica of
+  each, in sync). ``url`` is the
   ``redis-cluster://HOST:PORT,…`` form the hub's ``store`` setting takes.
 - ``SentinelSet(directory).start()``: a primary, one replica of it, and three
   sentinels (``redis-server FILE --sentinel``) watching it under ``SERVICE``, each told
@@ -122,12 +123,14 @@ def cluster_port() -> int:
 
 
 class Cluster:
-    """Three primaries, no replicas: each owns a third of the 16384 slots."""
+    """Three primaries, each owning a third of the 16384 slots; no replicas, or
+    ``replicas`` of each (``nodes``: the primaries first, as ``redis-cli`` assigns them)."""
 
-    def __init__(self, directory: Path, size: int = 3):
+    def __init__(self, directory: Path, size: int = 3, replicas: int = 0):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.size = size
+        self.replicas = replicas
         self.nodes: list[_Node] = []
 
     @property
@@ -135,7 +138,7 @@ class Cluster:
         return "redis-cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
 
     def start(self) -> Cluster:
-        for _ in range(self.size):
+        for _ in range(self.size * (1 + self.replicas)):
             port = cluster_port()
             self.nodes.append(_Node(self.directory, port, [
                 "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
@@ -145,13 +148,24 @@ class Cluster:
             wait_until(lambda node=node: node.client().ping(), f"PING on {node.port}", procs)
         create = subprocess.run(
             [_binary("redis-cli"), "--cluster", "create",
-             *[f"127.0.0.1:{n.port}" for n in self.nodes], "--cluster-yes"],
+             *[f"127.0.0.1:{n.port}" for n in self.nodes], "--cluster-replicas",
+             str(self.replicas), "--cluster-yes"],
             capture_output=True, text=True, timeout=DEADLINE)
         assert create.returncode == 0, create.stdout + create.stderr
         for node in self.nodes:
             wait_until(lambda node=node: "cluster_state:ok" in node.client().execute_command(
                 "CLUSTER", "INFO"), f"cluster_state:ok on {node.port}", procs)
+        for node in self.nodes[self.size:]:
+            wait_until(lambda node=node: node.client().info("replication").get(
+                "master_link_status") == "up", f"the replica {node.port}'s link", procs)
         return self
+
+    def replica_of(self, primary: _Node) -> _Node:
+        """A replica of ``primary`` (a cluster started with ``replicas``)."""
+        for node in self.nodes[self.size:]:
+            if node.client().info("replication").get("master_port") == primary.port:
+                return node
+        raise LookupError(f"no replica of {primary.port}")
 
     def client(self) -> redis.RedisCluster:
         return redis.RedisCluster(host="127.0.0.1", port=self.nodes[0].port,

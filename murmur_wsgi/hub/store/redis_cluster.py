@@ -13,11 +13,15 @@ MOVED and ASK, and its ``pubsub()`` listens on one node, which hears every
 ``Commands`` per primary, on the connections of that node, chosen by the slot
 of the first key of a call. A MOVED answer refreshes the slot map and sends
 the call once more, to the new owner; an ASK answer sends it to the node named,
-each command after an ``ASKING``.
+each command after an ``ASKING``. A node that cannot be reached (a primary lost,
+whose replica may have taken its slots) refreshes the map too, at most once a
+second, and the call goes once more to its slot's owner if that changed.
 """
 from __future__ import annotations
 
+import logging
 import threading
+import time
 
 import redis
 from redis.backoff import NoBackoff
@@ -27,6 +31,10 @@ from redis.retry import Retry
 
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes
 from murmur_wsgi.hub.store.redis_commands import Commands
+
+logger = logging.getLogger(__name__)
+
+REFRESH_SECS = 1.0              # the shortest time between two refreshes a failure asks for
 
 # What a failure of Redis is: every ``RedisError``, and a cluster's own (no node reachable,
 # a slot no node serves), which redis-py raises as ``RedisClusterException``.
@@ -140,6 +148,7 @@ class ClusterCommands:
         self._make = make
         self._nodes: dict[str, object] = {}
         self._lock = threading.Lock()
+        self._refresh_at = 0.0                  # the next refresh after a failed connection
 
     def _of_node(self, node):
         found = self._nodes.get(node.name)
@@ -159,12 +168,41 @@ class ClusterCommands:
     def __call__(self, *args):
         return self.several(args)[0]
 
+    def _followed(self, commands: tuple, call):
+        """``call(commands_of_the_node)``, on the owner of the commands' slot; when its
+        connection fails, once more on the slot's owner after a refresh of the map, if that
+        is another node (a replica took over a primary that is gone: such a node answers
+        no MOVED)."""
+        node = self._node_of(commands)
+        try:
+            return call(self._of_node(node))
+        except redis.ConnectionError:
+            self._refresh()
+            again = self._node_of(commands)
+            if again.name == node.name:
+                raise
+            return call(self._of_node(again))
+
+    def _refresh(self) -> None:
+        """The slot map read anew from the nodes, at most once in ``REFRESH_SECS`` (every
+        request to a node that is gone asks for it); a refresh that fails keeps the map."""
+        with self._lock:
+            now = time.monotonic()
+            if now < self._refresh_at:
+                return
+            self._refresh_at = now + REFRESH_SECS
+        try:
+            self._cluster.nodes_manager.initialize()
+        except FAILURES as ex:
+            logger.warning("redis store: the cluster's slot map could not be read: %s",
+                           type(ex).__name__)
+
     def several(self, *commands: tuple, asking: bool = True) -> list:
         """Each command's answer (``Commands.several``), routed; ``asking`` False: a slot
         that migrates raises its ``AskError`` (every command is sent again to the node
         that imports it otherwise, which answers nothing for a key it does not hold yet)."""
         try:
-            return self._of_node(self._node_of(commands)).several(*commands)
+            return self._followed(commands, lambda node: node.several(*commands))
         except redis.exceptions.MovedError:
             self._cluster.nodes_manager.initialize()       # the slot moved: ask anew
             return self._of_node(self._node_of(commands)).several(*commands)
@@ -182,7 +220,7 @@ class ClusterCommands:
 
     def durable(self, *args):
         """As ``Commands.durable`` (the write and its ``WAIT`` on one connection), routed."""
-        return self._of_node(self._node_of((args,))).durable(*args)
+        return self._followed((args,), lambda node: node.durable(*args))
 
     def script(self, source: str, durable: bool = False):
         """As ``Commands.script`` (``EVALSHA``, ``EVAL`` once when missing), routed."""
