@@ -7,6 +7,8 @@ on as the replica), then the primary SIGKILLed under a burst of SendMessages.
 """
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 import uuid
@@ -20,7 +22,7 @@ from murmur_wsgi.hub.config_schema import ConfigError
 from murmur_wsgi.hub.store import StoreError, redis_stores
 from murmur_wsgi.hub.store.redis_client import connect
 from murmur_wsgi.hub.store.redis_commands import Commands, Unreplicated
-from murmur_wsgi.hub.store.redis_keys import task_key
+from murmur_wsgi.hub.store.redis_keys import EVENTS, task_key
 from murmur_wsgi.hub.store.sentinel_url import parse
 from tests.hub.agents import gate
 from tests.hub.conftest import HubClient, close_hub, hub_config, send_params, wait_until
@@ -235,4 +237,43 @@ def test_a_failover_under_load_keeps_every_acknowledged_task(sentinels):
             "state") == "TASK_STATE_COMPLETED", ended
     finally:
         reader.close()
+        close_hub(hub)
+
+
+@pytest.mark.timed
+def test_an_old_primary_back_after_a_failover_is_written_to_no_more(sentinels):
+    """The primary paused (SIGSTOP: a host cut off) while the sentinels promote its replica,
+    then back: a primary still, until they demote it seconds later, and what is written
+    to it then is dropped. The connections the hub made before are retired once its
+    listener reached the new primary: every message acknowledged after is there."""
+    hub = create_hub(hub_config(store=sentinels.url, redis={"timeout_secs": 1.0}))
+    old = sentinels.primary
+    try:
+        client = HubClient(hub)
+        task = client.send("before")
+
+        def burst():
+            reader = HubClient(hub)
+            for _ in range(10):
+                reader.result("GetTask", {"id": task["id"]})
+
+        threads = [threading.Thread(target=burst) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        assert hub.store.conn.command.idle >= 2        # connections made before the pause
+        os.kill(old.proc.pid, signal.SIGSTOP)
+        try:
+            sentinels.wait_failover()
+            new = sentinels.replica.client()
+            # The listener reconnects once the paused primary stops answering: to the new one.
+            wait_until(lambda: new.pubsub_numsub(EVENTS)[0][1] >= 1, 10.0)
+        finally:
+            os.kill(old.proc.pid, signal.SIGCONT)
+        assert old.client().info("replication")["role"] == "master"    # back, not demoted yet
+        acknowledged = [client.send("after")["id"] for _ in range(20)]
+        missing = [t for t in acknowledged if not new.exists(task_key("acme", t))]
+        assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged tasks lost"
+    finally:
         close_hub(hub)

@@ -90,6 +90,8 @@ class _PooledCheck:
     message heard).
     """
 
+    stale = False       # a connection to a primary of the past (``_SentinelConnection``)
+
     def can_read(self, timeout: float = 0) -> bool:
         reader = getattr(self._parser, "_reader", None)          # hiredis's reader
         if self._sock is None or reader is None:
@@ -128,7 +130,27 @@ class _SentinelConnection(_PooledCheck, SentinelManagedConnection):
     sentinel that has not yet heard of a failover names the old primary, which may be
     back as a replica, whose reads would answer from a replica's data. Such a
     connection is refused (``ConnectionError``: retried once, then -32603).
+
+    The pool keeps the address of the primary its newest connection reached
+    (``primary``): a connection to another one is ``stale``, closed before its next
+    command (``connect``, ``Commands``) and made anew to the primary the sentinels
+    name. An old primary that was only away (paused, cut off) while the sentinels
+    promoted its replica is a primary still when it comes back, until they demote it
+    (seconds later): the connections made before would write to it what its
+    demotion drops. The first connection that reaches the new one (the listener's,
+    which reconnects once the old one stops answering) retires them.
     """
+
+    @property
+    def stale(self) -> bool:
+        primary = getattr(self.connection_pool, "primary", None)
+        return self._sock is not None and primary is not None and \
+            (self.host, self.port) != primary
+
+    def connect(self):
+        if self.stale:
+            self.disconnect()
+        return super().connect()
 
     def connect_to(self, address):
         super().connect_to(address)
@@ -139,6 +161,7 @@ class _SentinelConnection(_PooledCheck, SentinelManagedConnection):
         if not role or str_if_bytes(role[0]) != "master":
             self.disconnect()
             raise redis.ConnectionError(f"{address[0]}:{address[1]} is not the primary now")
+        self.connection_pool.primary = tuple(address)
 
     def send_packed_command(self, command, check_health=True):
         if self._sock is None:

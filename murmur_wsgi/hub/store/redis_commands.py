@@ -197,11 +197,15 @@ class Commands:
             self._give(conn)
 
     def _take(self):
-        """An idle connection, else ``_another()``."""
+        """An idle connection, else ``_another()``; one to a primary of the past is closed
+        first (its next command connects anew: ``redis_client._SentinelConnection``)."""
         try:
-            return self._idle.pop()[0]             # PERF: the common case takes no lock
+            conn = self._idle.pop()[0]             # PERF: the common case takes no lock
         except IndexError:
-            return self._another()
+            conn = self._another()
+        if getattr(conn, "stale", False):          # (a cluster's connections have none)
+            conn.disconnect()
+        return conn
 
     def _give(self, conn) -> None:
         """``conn`` back among the idle ones (closed once the store is), a waiter told."""
