@@ -111,6 +111,8 @@ class LimitsSchema(Block):
     max_output_bytes = Size(load_default=64 * 1024 ** 2)
     # The models one run's usage names (each kept, and priced, until the run ends).
     max_usage_models = StrictInt(load_default=1_000, validate=validate.Range(min=1))
+    # The stored bytes of a context's earlier tasks read for a run's ctx.history, newest first.
+    history_bytes = Size(load_default=4 * 1024 ** 2)
 
 
 class TenantLimitsSchema(Block):
@@ -128,6 +130,7 @@ class TenantLimitsSchema(Block):
     max_id_bytes = StrictInt(validate=validate.Range(min=MIN_ID_BYTES))
     max_output_bytes = Size()
     max_usage_models = StrictInt(validate=validate.Range(min=1))
+    history_bytes = Size()
 
 
 class TasksSchema(Block):

@@ -194,7 +194,7 @@ def test_a_finished_task_is_kept_as_its_record():
     assert store.task_json("acme", "other", task.id) is None
     assert store.task_json("x", "echo", task.id) is None
     assert [t.to_json() for t in store.list("acme", "echo").tasks] == [task.to_json()]
-    assert [t.id for t in store.context_tasks("acme", "echo", "c", 5)] == [task.id]
+    assert [t.id for t in store.context_tasks("acme", "echo", "c", 5, 1 << 20)] == [task.id]
 
 
 def test_a_finished_log_reads_as_it_did():

@@ -70,7 +70,7 @@ def test_past_the_cap_the_oldest_finished_go_with_every_key(stores):
     assert [t.id for t in page.tasks] == [made[3].id, running.id, made[2].id, made[1].id]
     assert page.total == 4
     assert stores.tasks.list("acme", "echo", context_id="c1", state=COMPLETED).total == 3
-    assert [t.id for t in stores.tasks.context_tasks("acme", "echo", "c1", 10)] == \
+    assert [t.id for t in stores.tasks.context_tasks("acme", "echo", "c1", 10, 1 << 20)] == \
         [made[1].id, made[2].id, running.id, made[3].id]
     assert stores.tasks.get("acme", "echo", running.id) is not None      # running: kept
 

@@ -9,7 +9,8 @@ import pytest
 from murmur_wsgi.hub import create_hub
 
 from tests.hub.agents import SEEN, gate
-from tests.hub.conftest import KEY_B, HubClient, hub_config, send_params, sse_events, wait_until
+from tests.hub.conftest import (KEY_B, HubClient, close_hub, hub_config, send_params, sse_events,
+                                wait_until)
 
 
 def _usage(task):
@@ -155,6 +156,24 @@ def test_context_continues_the_conversation(rpc):
     assert other["contextId"] == first["contextId"]
     assert rpc.send("fresh", context_id="new-one")["artifacts"][0]["parts"][0]["text"] == \
         "(none)"
+
+
+def test_the_history_holds_the_newest_turns_within_history_bytes(store):
+    """limits.history_bytes bounds what a message reads of its context's earlier tasks,
+    newest first: a task past it ends the turns handed to the run (it and those before)."""
+    config = hub_config(store=store)
+    config["tenants"]["acme"]["limits"] = {"history_bytes": "16Ki"}
+    h = create_hub(config)
+    try:
+        client = HubClient(h, "history")
+        context = client.send("small")["contextId"]
+        client.send("x" * 20_000, context_id=context)           # its task alone is past 16 KiB
+        after = client.send("after", context_id=context)
+        assert after["artifacts"][0]["parts"][0]["text"] == "(none)"
+        last = client.send("last", context_id=context)
+        assert last["artifacts"][0]["parts"][0]["text"] == "user:after | agent:(none)"
+    finally:
+        close_hub(h)
 
 
 def test_the_run_knows_its_caller_and_origin(rpc):

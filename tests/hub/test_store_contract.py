@@ -145,10 +145,27 @@ def test_a_listing_is_newest_first_and_pages_by_token(stores):
     assert [t.id for t in second.tasks] == [made[2].id, made[1].id]
     ctx = stores.tasks.list("acme", "echo", context_id="c0")
     assert [t.id for t in ctx.tasks] == [made[4].id, made[2].id, made[0].id] and not ctx.next_token
-    turns = stores.tasks.context_tasks("acme", "echo", "c1", 5)
+    turns = stores.tasks.context_tasks("acme", "echo", "c1", 5, 1 << 20)
     assert [t.id for t in turns] == [made[1].id, made[3].id]
     with pytest.raises(ValueError):
         stores.tasks.list("acme", "echo", token="not-a-token")
+
+
+def test_a_contexts_turns_are_the_newest_within_max_bytes(stores):
+    """Only the newest tasks whose stored forms fit ``max_bytes`` are read: one past it ends
+    the turns (before, every one of the last 50 was read whole at each message, however
+    large: 50 tasks of 1 MB artifacts, 50 MB read and decoded for one message)."""
+    made = [new_task(stores, context_id="big") for _ in range(4)]
+    ids = [t.id for t in made]
+    assert [t.id for t in stores.tasks.context_tasks("acme", "echo", "big", 5, 1 << 20)] == ids
+    assert stores.tasks.context_tasks("acme", "echo", "big", 5, 0) == []
+    for task in made:                           # each then stored as its wire form alone
+        stores.tasks.end(task.id, COMPLETED, None, None, [])
+    sizes = [len(stores.tasks.get("acme", "echo", i).to_json().encode()) for i in ids]
+    two = sizes[2] + sizes[3]
+    assert [t.id for t in stores.tasks.context_tasks("acme", "echo", "big", 5, two)] == ids[2:]
+    assert [t.id for t in stores.tasks.context_tasks("acme", "echo", "big", 5, two - 1)] == \
+        ids[3:]
 
 
 # --- replicas ---------------------------------------------------------------------------

@@ -61,9 +61,11 @@ def _text_of(message: dict) -> str:
 
 
 def context_history(hub, tenant: str, agent: str, context_id: str) -> list[Turn]:
-    """The earlier turns of a context: each task's message, then its answer when completed."""
+    """The earlier turns of a context: each task's message, then its answer when completed
+    (of the last ``HISTORY_TURNS`` tasks, the newest within ``limits.history_bytes``)."""
     turns = []
-    for task in hub.store.context_tasks(tenant, agent, context_id, HISTORY_TURNS):
+    for task in hub.store.context_tasks(tenant, agent, context_id, HISTORY_TURNS,
+                                        hub.limits(tenant)["history_bytes"]):
         history, artifacts = task.contents()
         turns.append(Turn("user", _text_of(history[0])))
         if task.state == COMPLETED and artifacts:

@@ -69,6 +69,16 @@ class Page:
     total: int                  # every task matching the filters
 
 
+def newest_within(items: list, sizes: list, max_bytes: int) -> list:
+    """The newest of ``items`` (oldest first, ``sizes`` theirs) whose sizes together are at
+    most ``max_bytes``, oldest first: the first one past it ends them."""
+    total, first = 0, len(items)
+    while first > 0 and total + sizes[first - 1] <= max_bytes:
+        first -= 1
+        total += sizes[first]
+    return items[first:]
+
+
 class TaskStore(abc.ABC):
     """Tasks, their events, claims and cancel marks; ``memory.MemoryTaskStore`` is the reference.
 
@@ -190,8 +200,11 @@ class TaskStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def context_tasks(self, tenant: str, agent: str, context_id: str, limit: int) -> list:
-        """The last ``limit`` tasks of a context, oldest first (the conversation's turns)."""
+    def context_tasks(self, tenant: str, agent: str, context_id: str, limit: int,
+                      max_bytes: int) -> list:
+        """The last ``limit`` tasks of a context, oldest first (the conversation's turns),
+        as many of the newest as hold at most ``max_bytes`` together (their stored forms, in
+        UTF-8 bytes): the first one past it, and those before it, are not read."""
 
     # --- events ----------------------------------------------------------
 

@@ -35,11 +35,12 @@ import logging
 import threading
 import time
 
-from murmur_wsgi.hub.store.base import PENDING, StoredEvent, TaskStore
+from murmur_wsgi.hub.store.base import PENDING, StoredEvent, TaskStore, newest_within
 from murmur_wsgi.hub.store.memory_index import TaskIndexes, filtered_page
 from murmur_wsgi.hub.store.pages import decode_token
 from murmur_wsgi.hub.store.retention import TRIM_BATCH, Retention, task_bytes
 from murmur_wsgi.hub.task import REJECTED, SUBMITTED, TERMINAL, WORKING, HubTask, as_task
+from murmur_wsgi.wire.encode import utf8_bytes
 from murmur_wsgi.wire.stream import task_event
 
 logger = logging.getLogger(__name__)
@@ -231,9 +232,10 @@ class MemoryTaskStore(TaskStore):
             return filtered_page(found, page_size, before)
         return found
 
-    def context_tasks(self, tenant, agent, context_id, limit):
+    def context_tasks(self, tenant, agent, context_id, limit, max_bytes):
         with self.lock:
-            return self._indexes.context_tasks(tenant, agent, context_id, limit)
+            tasks = self._indexes.context_tasks(tenant, agent, context_id, limit)
+        return newest_within(tasks, [utf8_bytes(task.to_json()) for task in tasks], max_bytes)
 
     # --- retention ---------------------------------------------------------
 

@@ -44,7 +44,7 @@ import json
 import logging
 
 from murmur_wsgi.hub.store import redis_scripts as scripts
-from murmur_wsgi.hub.store.base import PENDING, TaskStore, Written
+from murmur_wsgi.hub.store.base import PENDING, TaskStore, Written, newest_within
 from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_events import TaskEvents
@@ -73,6 +73,7 @@ DURABLE = ("OPEN", "CREATE", "START", "APPEND", "END", "MARK")   # acknowledged:
 RECORD_FIELDS = ("tenant", "agent", "wire", "id", "ctx", "msg", "state", "text", "ms",
                  "created", "seq", "hist", "arts")
 WIRE = RECORD_FIELDS.index("wire")
+STORED_FORMS = ("wire", "hist", "arts")   # what a record's size is made of
 
 
 def _text_json(text: str | None) -> str:
@@ -374,9 +375,15 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
                                 after_ms=after_ms, page_size=page_size, token=token)
 
     @_guarded
-    def context_tasks(self, tenant, agent, context_id, limit):
-        return self._load(tenant, self._redis.zrange(index_key(tenant, agent, context_id),
-                                                     -limit, -1))
+    def context_tasks(self, tenant, agent, context_id, limit, max_bytes):
+        ids = self._redis.zrange(index_key(tenant, agent, context_id), -limit, -1)
+        # NOTE: the stored forms' sizes first (HSTRLEN: no record is sent), then only the
+        # records that fit are read.
+        sizes = each_task(self._redis, ids, lambda pipe, t: [
+            pipe.hstrlen(task_key(tenant, t), field) for field in STORED_FORMS])
+        per_task = [sum(sizes[i * len(STORED_FORMS):(i + 1) * len(STORED_FORMS)])
+                    for i in range(len(ids))]
+        return self._load(tenant, newest_within(ids, per_task, max_bytes))
 
     def close(self):
         try:
