@@ -59,9 +59,16 @@ def read_yaml(path: str, error: type[Exception]):
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with open(fd, encoding="utf-8", closefd=True) as fh:
+        try:
+            # NOTE: checked before open() takes the descriptor: open() refuses a directory
+            # itself (EISDIR) without closing a descriptor it was given.
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise error(f"{path}: is not a regular file")
+            fh = open(fd, encoding="utf-8", closefd=True)
+        except BaseException:
+            os.close(fd)
+            raise
+        with fh:
             return yaml.safe_load(fh)
     except OSError as ex:
         raise error(f"{path}: cannot be read: {ex.strerror}") from None

@@ -14,6 +14,7 @@ import threading
 import pytest
 
 from murmur_wsgi.cli import main
+from murmur_wsgi.loading import read_yaml
 
 DEADLINE = 10.0        # seconds: the refusal takes milliseconds; a hang is what fails
 
@@ -56,3 +57,16 @@ def test_a_device_as_the_config_exits_2(capsys, argv):
 def test_a_directory_as_the_config_exits_2(tmp_path, capsys):
     assert run_cli(["hub", "--config", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith(f"murmur-wsgi: {tmp_path}: ")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="no /proc")
+def test_a_directory_is_refused_as_not_a_regular_file_and_left_closed(tmp_path):
+    class Refused(Exception):
+        pass
+
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):           # hub/keys.py reads hub.yaml again at each poll
+        with pytest.raises(Refused) as refused:
+            read_yaml(str(tmp_path), Refused)
+        assert str(refused.value) == f"{tmp_path}: is not a regular file"
+    assert len(os.listdir("/proc/self/fd")) == before
