@@ -148,13 +148,15 @@ def _write(path: str, text: str) -> None:
     """Replace hub.yaml whole, keeping its mode: it holds auth.jwt.secret, and a file the
     operator closed to others must not reopen at the umask's 0644. The staged file is made
     0600 in the same folder (mkstemp: a name no one made before), then given that mode."""
-    mode = stat.S_IMODE(os.stat(path).st_mode)
+    st = os.stat(path)
+    mode = stat.S_IMODE(st.st_mode)
     fd, staged = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
                                   prefix=".hub-key-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
+            _keep_owner(fh.fileno(), st)
             os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
         os.replace(staged, path)
@@ -162,6 +164,19 @@ def _write(path: str, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(staged)
         raise
+
+
+def _keep_owner(fd: int, st: os.stat_result) -> None:
+    """The staged file given hub.yaml's owner and group, as far as this user may: a file
+    of root:murmur 0640 rewritten by root must stay readable by the hub's group."""
+    if not hasattr(os, "fchown"):
+        return
+    for uid in (st.st_uid, -1):
+        try:
+            os.fchown(fd, uid, st.st_gid)
+            return
+        except PermissionError:
+            continue
 
 
 def _redis_table(redis) -> dict[str, str]:

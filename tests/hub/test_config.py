@@ -217,6 +217,24 @@ def test_key_keeps_the_files_mode(tmp_path, capsys, mode):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hub.yaml"]
 
 
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="giving a file another owner takes root")
+def test_key_keeps_the_files_owner_and_group(tmp_path, capsys):
+    """A hub.yaml of another owner and group (root:murmur 0640, the hub reading it through
+    its group) keeps both after ``hub key`` rewrites it as root."""
+    path = tmp_path / "hub.yaml"
+    path.write_text(yaml.safe_dump({"auth": {"jwt": {"secret": "s" * 40}}, "tenants": {
+        "t": {"agents": {"a": {"agent": "demo"}}}}}))
+    path.chmod(0o640)
+    os.chown(path, 12345, 23456)
+    assert main(["hub", "key", "t", "--config", str(path)]) == 0
+    key = capsys.readouterr().out.strip()
+    assert (path.stat().st_uid, path.stat().st_gid) == (12345, 23456)
+    assert main(["hub", "key", "t", "--config", str(path), "--revoke", sha(key)]) == 0
+    assert (path.stat().st_uid, path.stat().st_gid) == (12345, 23456)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
 @pytest.mark.parametrize("env", [False, True], ids=["file", "variable"])
 def test_a_public_url_with_a_password_is_refused_without_echoing_it(capsys, tmp_path, env,
                                                                     monkeypatch):
