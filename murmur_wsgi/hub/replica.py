@@ -117,10 +117,30 @@ class Replica:
     def _check_runs(self) -> None:
         """What the cancel channel tells, read: the runs' marks, and the runs another
         replica ended (its sweep took this one for dead). Two round trips; none without
-        a run."""
+        a run. When they fail, each tenant's runs are looked at on their own (a cluster
+        serving without one primary fails only its tenants'), the first failure raised
+        after them."""
         runs = self.hub.runs.in_flight()
         if not runs:
             return
+        try:
+            self._check(runs)
+        except StoreError:
+            tenants: dict = {}
+            for run in runs:
+                tenants.setdefault(run.tenant, []).append(run)
+            if len(tenants) < 2:
+                raise
+            failed = None
+            for some in tenants.values():
+                try:
+                    self._check(some)
+                except StoreError as ex:
+                    failed = failed or ex
+            if failed is not None:
+                raise failed from None
+
+    def _check(self, runs: list) -> None:
         named = [(run.tenant, run.task_id) for run in runs]
         by_id = {run.task_id: run for run in runs}
         for task_id in self.store.cancel_marks(named):

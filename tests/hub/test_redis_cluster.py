@@ -21,7 +21,7 @@ from murmur_wsgi.hub.store import StoreError, redis_stores
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes
 from murmur_wsgi.hub.store.redis_cluster import ClusterCommands, connect_cluster
 from murmur_wsgi.hub.store.redis_feed import EventFeed
-from murmur_wsgi.hub.store.redis_keys import EVENTS, HUB, task_key, tenant_prefix
+from murmur_wsgi.hub.store.redis_keys import EVENTS, HUB, mark_key, task_key, tenant_prefix
 from murmur_wsgi.hub import create_hub
 from tests.hub.conftest import (FAST, KEY_B, HubClient, agent, close_hub, hub_config,
                                 send_params, sha, wait_until)
@@ -314,6 +314,15 @@ def test_the_sweep_ends_other_tenants_runs_while_one_tenants_primary_is_lost(spa
     assert "TASK_STATE_FAILED" in rest and "interrupted" in rest
 
 
+def _beside_a_lost_run(hub, name: str):
+    """A run of the lost primary's tenant on ``hub``, then one of acme's: acme's client and
+    its task."""
+    HubClient(hub, "held", headers={"X-API-Key": KEY_LOST}).send(
+        f"g-{name}-lost", configuration={"returnImmediately": True})
+    rpc = HubClient(hub, "held")
+    return rpc, rpc.send(f"g-{name}-kept", configuration={"returnImmediately": True})
+
+
 @pytest.mark.timed
 def test_a_replica_renews_other_tenants_slots_while_one_tenants_primary_is_lost(spare_cluster):
     """A replica runs a task of a tenant whose primary is lost and one of acme (one run at
@@ -322,10 +331,7 @@ def test_a_replica_renews_other_tenants_slots_while_one_tenants_primary_is_lost(
     config["tenants"]["acme"]["limits"] = {"concurrency": 1}
     hub = create_hub(config)
     try:
-        HubClient(hub, "held", headers={"X-API-Key": KEY_LOST}).send(
-            "g-lease-lost", configuration={"returnImmediately": True})
-        rpc = HubClient(hub, "held")
-        kept = rpc.send("g-lease-kept", configuration={"returnImmediately": True})
+        rpc, kept = _beside_a_lost_run(hub, "lease")
         client = spare_cluster.client()
         try:
             leased = client.zscore(f"{tenant_prefix('acme')}running", kept["id"])
@@ -354,6 +360,30 @@ def test_a_replica_running_a_task_on_the_lost_primary_still_sweeps(spare_cluster
     rest = _swept(spare_cluster, together=False)
     assert rest is not None, "the sweep did not end the vanished replica's run"
     assert "TASK_STATE_FAILED" in rest and "interrupted" in rest
+
+
+@pytest.mark.timed
+def test_a_replica_running_a_task_on_the_lost_primary_still_checks_its_other_runs_marks(
+        spare_cluster):
+    """A replica runs a task of the tenant whose primary is lost and one of acme; acme's is
+    marked canceled with no word on the channel (a message the listener missed): the turn's
+    look at its runs' marks still finds it, and the task ends CANCELED."""
+    config, lost = _partial_cluster(spare_cluster)
+    hub = create_hub(config)
+    try:
+        rpc, task = _beside_a_lost_run(hub, "marks")
+        _kill(lost)
+        client = spare_cluster.client()
+        try:
+            client.set(mark_key("acme", task["id"]), "1", px=60_000)
+        finally:
+            client.close()
+        state = lambda: rpc.call("GetTask", {"id": task["id"]}).get_json()[  # noqa: E731
+            "result"]["status"]["state"]
+        wait_until(lambda: state() == "TASK_STATE_CANCELED", timeout=3)
+    finally:
+        hub.close(drain_timeout=0.5)
+        spare_cluster.stop()
 
 
 @pytest.mark.timed
