@@ -84,7 +84,7 @@ BAD = {
     "invalid YAML": ("name: [my-agent\nversion: 0.1.0\n", ["not valid YAML"]),
     "not UTF-8": (b'name: my-agent\nversion: "0.1.0"\n\xff\xfe: x\n', ["UTF-8"]),
     "missing file": ("missing", ["cannot be read"]),
-    "a directory": ("directory", ["cannot be read"]),
+    "a directory": ("directory", ["is not a regular file"]),
     "unreadable file": ("unreadable", ["cannot be read"]),
 }
 
