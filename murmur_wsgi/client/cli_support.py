@@ -15,9 +15,7 @@ import argparse
 import logging
 import math
 import os
-import re
 import sys
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from murmur_wsgi.client import render
@@ -25,6 +23,7 @@ from murmur_wsgi.client.errors import (ConnectionFailed, DoorError, HttpRefusal,
                                        RpcError, Timeout, VersionError)
 from murmur_wsgi.client.events import INPUT_REQUIRED, STATES, TERMINAL, state_word
 from murmur_wsgi import running
+from murmur_wsgi.rfc3339 import rfc3339_us
 
 if TYPE_CHECKING:
     from murmur_wsgi.client.agent import DoorClient
@@ -307,20 +306,10 @@ def seconds(value: str) -> float:
     return number
 
 
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?"
-                      r"([Zz]|[+-]\d{2}:\d{2})\Z")
-
-
 def timestamp(value: str) -> str:
     """``--since``: an RFC 3339 timestamp with a zone, as ListTasks' statusTimestampAfter
     takes it (checked here: a server's -32602 would be exit 1, not a usage error)."""
-    # NOTE: the client imports nothing of the servers' side (their wire.params reads it so)
-    try:
-        valid = bool(_RFC3339.match(value)) and datetime.fromisoformat(
-            value.replace("z", "Z").replace("t", "T")) is not None
-    except ValueError:
-        valid = False
-    if not valid:
+    if rfc3339_us(value) is None:
         raise argparse.ArgumentTypeError(f"'{value}' is not an RFC 3339 timestamp with a "
                                          "zone, such as 2026-01-01T00:00:00Z")
     return value

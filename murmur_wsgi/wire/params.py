@@ -9,15 +9,14 @@ more leniently (null as absent), and ``historyLength``.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Callable
 
 from marshmallow import fields, post_load, validate
 from marshmallow.experimental.context import Context
 
 from murmur_wsgi.errors import InvalidParamsError
+from murmur_wsgi.rfc3339 import rfc3339_us
 from murmur_wsgi.wire.task import ALL_STATES
 from murmur_wsgi.wire.base import StrictBoolean, StrictInteger, StrictString, WireSchema, load
 
@@ -26,7 +25,6 @@ logger = logging.getLogger(__name__)
 PAGE_DEFAULT = 50
 PAGE_MAX = 100
 UNSPECIFIED = "TASK_STATE_UNSPECIFIED"
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
 TIMESTAMP_MESSAGE = ("statusTimestampAfter must be an RFC 3339 timestamp, such as "
                      "2026-10-13T09:00:00Z")
 TOKEN_MESSAGE = "Invalid params: pageToken is not a nextPageToken this door answered"
@@ -72,17 +70,6 @@ class ListTasksParams:
     after: int | None                   # the position pageToken names; None: the first page
     cutoff_us: int | None               # statusTimestampAfter, epoch microseconds
     include_artifacts: bool
-
-
-def rfc3339_us(value) -> int | None:
-    """An RFC 3339 timestamp with a zone as epoch microseconds; None when it is not one."""
-    if not isinstance(value, str) or not _RFC3339.match(value):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("z", "Z").replace("t", "T"))
-    except ValueError:
-        return None
-    return int(parsed.timestamp()) * 1_000_000 + parsed.microsecond
 
 
 def read_timestamp_us(value) -> int:
