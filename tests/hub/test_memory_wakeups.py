@@ -43,7 +43,7 @@ CHILD = textwrap.dedent("""
         got[task_id] = ([event.payload for event in events], available)
 
     readers = [gevent.spawn(read, task_id) for task_id in idle]
-    gevent.sleep(0)                                   # every reader waits now
+    gevent.sleep(0)     # wait-ok: a yield, so each reader blocks in its wait (switches counted)
     switches = [0]
 
     def count(event, args):
@@ -52,7 +52,7 @@ CHILD = textwrap.dedent("""
     greenlet.settrace(count)
     for i in range(EVENTS):
         store.append(busy, f'{{"n":{i}}}')
-        gevent.sleep(0)
+        gevent.sleep(0)     # wait-ok: a yield to the woken readers, whose switches are counted
     greenlet.settrace(None)
     woken = len(got)
     for task_id in idle:

@@ -6,7 +6,7 @@ Concurrency:
     ``changed`` (on ``lock``) is notified by every write of a task or an
     event and by ``close()``; the push dispatcher waits on it with a timeout.
     A reader of a task's events (a subscriber, a held request) waits with a
-    timeout on a condition of that task's own (on ``lock`` too, ``_readers``),
+    timeout on a condition of that task's own (on ``lock`` too: ``memory_waits``),
     notified by its task's events, the end of its log and ``close()``: an
     event wakes its own task's readers, not every reader of every tenant.
     Every read-modify-write holds the lock and ends by notifying.
@@ -37,6 +37,7 @@ import time
 
 from murmur_wsgi.hub.store.base import PENDING, StoredEvent, TaskStore, newest_within
 from murmur_wsgi.hub.store.memory_index import TaskIndexes, filtered_page
+from murmur_wsgi.hub.store.memory_waits import KeyedWaits
 from murmur_wsgi.hub.store.pages import decode_token
 from murmur_wsgi.hub.store.retention import TRIM_BATCH, Retention, task_bytes
 from murmur_wsgi.hub.task import REJECTED, SUBMITTED, TERMINAL, WORKING, HubTask, as_task
@@ -82,10 +83,9 @@ class MemoryTaskStore(TaskStore):
         # task id -> its events' deadline, in deadline order (one retention for all)
         self._expiry: collections.OrderedDict = collections.OrderedDict()
         self._marks: set[str] = set()
-        # task id -> [a Condition on lock, how many wait on it]: while any reader waits.
-        # PERF: they waited on ``changed``: each event of any task woke every waiting reader
-        # of every task, about 7 us each under gevent.
-        self._readers: dict[str, list] = {}
+        # A task's readers, by task id. PERF: they waited on ``changed``: each event of any
+        # task woke every waiting reader of every task, about 7 us each under gevent.
+        self._readers = KeyedWaits(self.lock)
         self._forget_hooks: list = []
         self._retained_at = clock()
         self.closed = False
@@ -161,7 +161,7 @@ class MemoryTaskStore(TaskStore):
         log = self._events.get(task_id)
         if log is not None:
             log.append(StoredEvent(len(log) + 1, payload, terminal))
-            self._wake_locked(task_id)
+            self._readers.wake(task_id)
 
     def _set_state_locked(self, task, state: str, text: str | None = None) -> None:
         old_state, old_ms = task.state, task.status_ms
@@ -294,7 +294,7 @@ class MemoryTaskStore(TaskStore):
         self._events.pop(task_id, None)
         self._expiry.pop(task_id, None)
         self._marks.discard(task_id)
-        self._wake_locked(task_id)
+        self._readers.wake(task_id)
         for hook in self._forget_hooks:
             hook(task_id)
 
@@ -321,25 +321,7 @@ class MemoryTaskStore(TaskStore):
                 left = deadline - self.clock()
                 if left <= 0:
                     return [], True
-                self._wait_locked(task_id, left)
-
-    def _wait_locked(self, task_id: str, timeout: float) -> None:
-        """Wait up to ``timeout`` for the task's next event (or its log's end, or close)."""
-        waiting = self._readers.get(task_id)
-        if waiting is None:
-            waiting = self._readers[task_id] = [threading.Condition(self.lock), 0]
-        waiting[1] += 1
-        try:
-            waiting[0].wait(timeout)
-        finally:
-            waiting[1] -= 1
-            if not waiting[1]:
-                del self._readers[task_id]
-
-    def _wake_locked(self, task_id: str) -> None:
-        waiting = self._readers.get(task_id)
-        if waiting is not None:
-            waiting[0].notify_all()
+                self._readers.wait(task_id, left)
 
     def _rendered_locked(self, task_id: str, events: list) -> list:
         """``events`` with a refused task's first event rendered from its record."""
@@ -355,7 +337,7 @@ class MemoryTaskStore(TaskStore):
             task_id, _ = expiry.popitem(last=False)
             self._events.pop(task_id, None)
             self._marks.discard(task_id)
-            self._wake_locked(task_id)
+            self._readers.wake(task_id)
 
     def kept_locked(self, task_id: str) -> bool:
         """Whether the task is kept (the caller holds ``lock``)."""
@@ -403,5 +385,4 @@ class MemoryTaskStore(TaskStore):
         with self.changed:
             self.closed = True
             self.changed.notify_all()
-            for waiting in self._readers.values():
-                waiting[0].notify_all()
+            self._readers.wake_all()
