@@ -104,15 +104,23 @@ class Runs:
 
     def retry_unwritten(self) -> None:
         """Write the events the store refused: each run's kept events, then the ends, oldest
-        first; stop at the first end that fails (StoreError: the next turn retries)."""
+        first. An end that fails stays for the next turn and does not hold the others (on a
+        cluster without one primary, its tenants' fail): the first failure is raised after."""
         for run in self.in_flight():
             run.store_kept()
         with self.lock:
             pending = list(self.unwritten)
+        failed = None
         for args in pending:
-            self.store.end(*args)               # StoreError: the next turn retries
+            try:
+                self.store.end(*args)
+            except StoreError as ex:
+                failed = failed or ex
+                continue
             with self.lock:
                 self.unwritten.remove(args)
+        if failed is not None:
+            raise failed
 
     def in_flight(self) -> list[Run]:
         with self.lock:
