@@ -250,3 +250,33 @@ def test_a_replica_writes_other_tenants_unwritten_ends_while_one_tenants_primary
         acme.close()
         hub.close(drain_timeout=0.5)
         spare_cluster.stop()
+
+
+@pytest.mark.timed
+def test_the_listener_follows_its_nodes_replica_at_once_when_the_hub_sends_it_nothing(
+        tmp_path):
+    """A cluster with a replica of each primary: the primary the listener is subscribed to
+    (the one of the hub's channels' slot) is SIGKILLed and its replica takes over, while
+    the hub sends that slot nothing (its beats a minute apart). The listener's own failed
+    connections refresh the slot map: it subscribes on the new primary within its
+    reconnection pace plus one refresh, not at the hub's next command there."""
+    cluster = Cluster(tmp_path / "cluster", replicas=1).start()
+    hub = create_hub(hub_config(store=cluster.url, redis={
+        "timeout_secs": 1.0, "liveness_secs": 180, "sweep_interval_secs": 60}))
+    try:
+        feed = hub.store.conn.feed
+        wait_until(lambda: feed.subscribed, timeout=5)
+        primary = _primary_of(cluster, HUB)
+        replica = cluster.replica_of(primary)
+        _kill(primary)
+        wait_until(lambda: not feed.subscribed, timeout=5)
+        replica.client().execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+        slot = key_slot(HUB.encode())
+        live = [n for n in cluster.nodes if n is not primary]
+        wait_until(lambda: all(_owner_of(n, slot) == replica.port for n in live), timeout=10)
+        # NOTE: the listener tries again each RECONNECT_SECS (1 s), each failure refreshing
+        # the map at most once a second.
+        wait_until(lambda: feed.subscribed, timeout=1.0 + 1.0 + 0.5)
+    finally:
+        hub.close(drain_timeout=0.5)
+        cluster.stop()

@@ -243,7 +243,8 @@ class RedisConnection:
             else make(self.redis)
         self.closed = threading.Event()
         self.feed = EventFeed(self.redis, EVENTS, block_secs=self.block,
-                              stall_secs=timeout_secs)
+                              stall_secs=timeout_secs,
+                              lost=self.command.refresh if self.cluster else None)
         self.feed.also(CHANNEL, self._cancelled)
         self.feed.also(PUSH_WAKE, self._woken)
         self.feed.observe(self._evented)

@@ -177,15 +177,16 @@ class ClusterCommands:
         try:
             return call(self._of_node(node))
         except redis.ConnectionError:
-            self._refresh()
+            self.refresh()
             again = self._node_of(commands)
             if again.name == node.name:
                 raise
             return call(self._of_node(again))
 
-    def _refresh(self) -> None:
+    def refresh(self) -> None:
         """The slot map read anew from the nodes, at most once in ``REFRESH_SECS`` (every
-        request to a node that is gone asks for it); a refresh that fails keeps the map."""
+        request to a node that is gone asks for it, and the listener's every failure); a
+        refresh that fails keeps the map."""
         with self._lock:
             now = time.monotonic()
             if now < self._refresh_at:

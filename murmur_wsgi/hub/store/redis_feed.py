@@ -104,11 +104,14 @@ class EventFeed:
             and the listener's longest wait for a message (then it PINGs).
         stall_secs: a PING unanswered this long takes the channel for lost (a stalled
             Redis answers nothing and fails nothing).
+        lost: called on the listener's thread at each failure of the channel (a cluster
+            reads its slot map anew: the listener follows a replica that took over).
     """
 
     def __init__(self, client, channel: str, block_secs: float = 1.0,
-                 stall_secs: float = 5.0, clock=time.monotonic):
+                 stall_secs: float = 5.0, clock=time.monotonic, lost=None):
         self._client = client
+        self._lost = lost or (lambda: None)
         self._channel = channel
         self._block = block_secs
         self._stall = stall_secs
@@ -378,6 +381,7 @@ class EventFeed:
                     break
                 logger.warning("redis store: the event channel failed (%s); reconnecting",
                                type(ex).__name__)
+                self._lost()
                 with self._changed:
                     self._changed.wait_for(lambda: self._closed, RECONNECT_SECS)
             finally:
