@@ -13,6 +13,7 @@ import pytest
 from redis import RedisCluster
 
 from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.store import redis_index
 from murmur_wsgi.hub.store.redis_keys import tenant_prefix
 from murmur_wsgi.wire.task import now_ms, rfc3339
 
@@ -107,6 +108,36 @@ def test_filtered_pages_read_a_page_and_answer_as_the_memory_store(hubs, redis_s
             # Records read by each page: its own tasks, once.
             per_page = [after - before for before, after in zip(reads, reads[1:])]
             assert per_page == [len(tasks) for tasks, _, _ in redis], (params, per_page)
+    finally:
+        client.close()
+        gate("g-list-memory-2").set()
+        gate("g-list-redis-2").set()
+
+
+def test_a_small_context_among_many_tasks_changed_since_reads_its_own(hubs, redis_server,
+                                                                       monkeypatch):
+    """``contextId`` with ``statusTimestampAfter`` when every task changed since: the
+    context's one task is asked its status time, not the 120 others their place in the
+    context (ZMSCORE by batches of 10 here: 1 call, not 13), with the memory store's
+    answer."""
+    monkeypatch.setattr(redis_index, "SCORE_BATCH", 10)
+    for store, rpc in hubs.items():
+        _fill(rpc, store)
+        rpc.send("alone", message_id="tiny-1", context_id="tiny")
+    client = redis_server.client()
+    counted = client.get_node_from_key(tenant_prefix("acme")).redis_connection \
+        if isinstance(client, RedisCluster) else client
+    calls = lambda: counted.info("commandstats").get(  # noqa: E731
+        "cmdstat_zmscore", {}).get("calls", 0)
+    since = {"statusTimestampAfter": "2000-01-01T00:00:00Z"}
+    try:
+        for params, total in (({"contextId": "tiny", **since}, 1),
+                              ({"status": "TASK_STATE_FAILED", **since}, 3)):
+            memory = _pages(hubs["memory"], params)
+            before = calls()
+            assert _pages(hubs["redis"], params) == memory, params
+            assert calls() - before == 1, params
+            assert [page[1] for page in memory] == [total], params
     finally:
         client.close()
         gate("g-list-memory-2").set()

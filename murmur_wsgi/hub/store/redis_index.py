@@ -14,8 +14,9 @@ A page with no filter, a ``contextId``, a ``status`` or both is one
 and only the page's records are read. ``statusTimestampAfter`` is a
 ``ZRANGEBYSCORE`` on ``upd`` (the tasks changed since: usually few) whose ids
 are kept when they are in the other filters' set (``ZMSCORE``: scores, no
-record): the page's records are still the only ones read, and ``totalSize``
-is the count of those ids.
+record), or, when that set is the smaller, its ids kept when ``upd`` scores
+them past the time: the page's records are still the only ones read, and
+``totalSize`` is the count of those ids.
 """
 from __future__ import annotations
 
@@ -72,16 +73,27 @@ class RedisIndex:
 
     def _matches(self, tenant, agent, context_id, state, after_ms) -> list:
         """``(seq, id)`` of every task changed after ``after_ms`` and in the set of the other
-        filters (its score, no record read)."""
-        ids = self._redis.zrangebyscore(updated_key(tenant, agent), f"({after_ms}", "+inf")
-        within = [self._set_of(tenant, agent, context_id, state)]
+        filters (scores, no record read). The smaller side is read whole and the other asked
+        for those ids' scores: a small context among many tasks changed since costs its own
+        few, and many changed among few of a status the same."""
+        changed_key = updated_key(tenant, agent)
+        within = self._set_of(tenant, agent, context_id, state)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.zcount(changed_key, f"({after_ms}", "+inf")
+        pipe.zcard(within)
+        changed, held = pipe.execute()
+        if held < changed:                      # the filter's set, each id's status time asked
+            pairs = self._redis.zrange(within, 0, -1, withscores=True)
+            ids, seqs = [task_id for task_id, _ in pairs], [seq for _, seq in pairs]
+            asked, kept = changed_key, lambda ms: ms is not None and ms > after_ms
+        else:                                   # the tasks changed since, each one's seq asked
+            ids = self._redis.zrangebyscore(changed_key, f"({after_ms}", "+inf")
+            seqs, asked, kept = None, within, lambda seq: seq is not None
         matches = []
         for start in range(0, len(ids), SCORE_BATCH):
             batch = ids[start:start + SCORE_BATCH]
-            pipe = self._redis.pipeline(transaction=False)
-            for key in within:
-                pipe.zmscore(key, batch)
-            for task_id, *seqs in zip(batch, *pipe.execute()):
-                if all(seq is not None for seq in seqs):
-                    matches.append((int(seqs[0]), task_id))
+            for i, (task_id, score) in enumerate(zip(batch, self._redis.zmscore(asked, batch)),
+                                                 start):
+                if kept(score):
+                    matches.append((int(score if seqs is None else seqs[i]), task_id))
         return matches
