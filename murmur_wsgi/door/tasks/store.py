@@ -1,4 +1,4 @@
-"""The session's tasks: a dict, an index by last change, and a bound on finished ones.
+"""The session's tasks: a dict, their order by last change, and a bound on finished ones.
 
 Retention is per owner: each owner (a credential, or None for the session's own
 tasks) keeps its ``keep_finished`` most recent finished tasks, and all owners
@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import bisect
 import logging
 import threading
 import time
 from collections import deque
 
+from murmur_wsgi.door.tasks.order import TaskOrder
 from murmur_wsgi.door.tasks.record import SETTLED, TERMINAL, TaskRecord, now_ms
 
 logger = logging.getLogger(__name__)
@@ -46,9 +46,7 @@ class TaskStore:
         self._keep_bytes = keep_bytes                  # per owner
         self._keep_bytes_total = keep_bytes_total      # every owner together
         self._tasks: dict[str, TaskRecord] = {}       # guarded by _lock
-        self._seqs: list[int] = []                     # guarded by _lock; ascending
-        self._ids: list[str] = []                      # guarded by _lock; parallel to _seqs
-        self._seq = 0                                  # guarded by _lock
+        self._order = TaskOrder(self._tasks)           # guarded by _lock
         self._last_ms = 0                              # guarded by _lock: the last stamp
         # guarded by _lock: owner -> its finished records, oldest first (no empty deque)
         self._finished: dict[str | None, deque] = {}
@@ -56,8 +54,6 @@ class TaskStore:
         self._bytes: dict[str | None, int] = {}        # guarded by _lock: owner -> held_size sum
         self._bytes_total = 0                          # guarded by _lock: every owner's together
         self._ended = 0                                # written under _lock: tasks ever finished
-        # guarded by _lock: (owner, state) -> how many tasks; ListTasks' totalSize without a scan
-        self._counts: dict[tuple, int] = {}
         # guarded by _lock: context id -> its one task's id, or a set of ids once it has more
         # PERF: most contexts hold one task; a set per context cost ~220 bytes a task.
         self._by_context: dict[str, str | set] = {}
@@ -96,7 +92,7 @@ class TaskStore:
         # NOTE: stamped here, with its place in the order: timestamps follow the order.
         record.changed_ms = self._stamp()
         self._tasks[record.id] = record
-        self._count(record.owner, record.state, 1)
+        self._order.add(record)
         held = self._by_context.get(record.context_id)
         if held is None:
             self._by_context[record.context_id] = record.id
@@ -104,7 +100,6 @@ class TaskStore:
             held.add(record.id)
         else:
             self._by_context[record.context_id] = {held, record.id}
-        self._bump(record)
         if record.state in TERMINAL:
             self._finish(record)
         self._evict_aged()
@@ -121,12 +116,9 @@ class TaskStore:
         before = record.state
         for name, value in fields.items():
             setattr(record, name, value)
-        if record.state != before:
-            self._count(record.owner, before, -1)
-            self._count(record.owner, record.state, 1)
         record.changed_ms = self._stamp()
         record.touch()
-        self._bump(record)
+        self._order.change(record, before)
         if record.state in TERMINAL and not was_terminal:
             self._finish(record)
         runtime = record.runtime
@@ -137,34 +129,6 @@ class TaskStore:
         """Now, in ms, never before the last stamp: the order by change is the order by time."""
         stamp = self._last_ms = max(now_ms(), self._last_ms)
         return stamp
-
-    def _count(self, owner, state: str, delta: int) -> None:
-        key = (owner, state)
-        count = self._counts.get(key, 0) + delta
-        if count:
-            self._counts[key] = count
-        else:
-            self._counts.pop(key, None)
-
-    def _bump(self, record: TaskRecord) -> None:
-        self._seq += 1
-        record.seq = self._seq
-        ids = self._ids
-        if ids and ids[-1] == record.id:
-            # PERF: it was the last changed already (a task run at once changes three times
-            # in a row): its entry moves up in place, still last, and leaves nothing stale.
-            self._seqs[-1] = self._seq
-            return
-        self._seqs.append(self._seq)
-        ids.append(record.id)
-        if len(self._seqs) > 64 and len(self._seqs) > 2 * len(self._tasks):
-            self._compact()
-
-    def _compact(self) -> None:
-        live = [(seq, tid) for seq, tid in zip(self._seqs, self._ids)
-                if (rec := self._tasks.get(tid)) is not None and rec.seq == seq]
-        self._seqs = [seq for seq, _ in live]
-        self._ids = [tid for _, tid in live]
 
     def _finish(self, record: TaskRecord) -> None:
         record.finished_at = self._clock()
@@ -241,7 +205,7 @@ class TaskStore:
             del self._bytes[record.owner]
         task_id = record.id
         if self._tasks.pop(task_id, None) is not None:
-            self._count(record.owner, record.state, -1)
+            self._order.drop(record)
             held = self._by_context.get(record.context_id)
             if held == task_id:
                 del self._by_context[record.context_id]
@@ -302,8 +266,11 @@ class TaskStore:
         The filters and who sees a task (``sees(owner)``) apply afresh to every
         page. ``render(record)`` runs under the lock, so a page shows each task as
         it stood at one moment. PERF: ``totalSize`` comes from the per-(owner,
-        state) counts; a contextId scans that context's tasks; a timestamp cutoff
-        walks only the tasks changed since it (changes are stamped in order).
+        state) counts; a contextId scans that context's tasks; otherwise the page
+        walks the orders of the (owner, state) pairs its filters take, merged
+        (``TaskOrder.walk``): it reads the tasks it shows and one more, whatever else
+        the store holds; a timestamp cutoff's total walks the matching tasks changed
+        since it (changes are stamped in order).
         """
         def match(rec) -> bool:
             return (sees(rec.owner) and (state is None or rec.state == state)
@@ -322,29 +289,21 @@ class TaskStore:
                 tasks = hits[:page_size]
                 more = len(hits) > page_size
                 return [render(rec) for rec in tasks], (tasks[-1].seq if more else None), total
+            order = self._order
+            keys = order.keys(sees, state)
             if cutoff_ms is None:
-                total = sum(count for (owner, st), count in self._counts.items()
-                            if sees(owner) and (state is None or st == state))
+                total = order.total(keys)
             else:
                 total = 0
-                for i in range(len(self._seqs) - 1, -1, -1):
-                    rec = self._tasks.get(self._ids[i])
-                    if rec is None or rec.seq != self._seqs[i]:
-                        continue
+                for rec in order.walk(keys, None):
                     if rec.changed_ms < cutoff_ms:
                         break
-                    total += match(rec)
-            end = len(self._seqs) if after_seq is None else bisect.bisect_left(self._seqs, after_seq)
+                    total += 1
             tasks: list[TaskRecord] = []
             more = False
-            for i in range(end - 1, -1, -1):
-                rec = self._tasks.get(self._ids[i])
-                if rec is None or rec.seq != self._seqs[i]:
-                    continue
+            for rec in order.walk(keys, after_seq):
                 if cutoff_ms is not None and rec.changed_ms < cutoff_ms:
                     break
-                if not match(rec):
-                    continue
                 if len(tasks) == page_size:
                     more = True
                     break
