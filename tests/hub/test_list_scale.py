@@ -89,7 +89,8 @@ def test_tasks_changed_since_are_matched_without_reading_each():
             h.store.create(task, task.task_event(), bind=False)
         rpc = HubClient(h)
         first = rpc.result("ListTasks", {"pageSize": 1, "status": "TASK_STATE_REJECTED"})
-        oldest = min(ms for ms, _ in h.store._indexes._updated[("acme", "echo")])
+        updated = h.store._indexes._updated.get(("acme", "echo"))      # None: a dead place
+        oldest = min(key[0] for key in updated if key is not None)
         after = rfc3339(oldest)
         cases = {"alone": {}, "contextId": {"contextId": "c3"},
                  "none": {"contextId": "no-such-context"},

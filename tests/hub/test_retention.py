@@ -162,7 +162,7 @@ def _footprint(stores) -> int:
     indexes = tasks._indexes
     return (len(tasks._tasks) + len(tasks._events) + len(tasks._expiry) + len(tasks._claims)
             + len(tasks._marks) + sum(map(len, tasks._finished.values()))
-            + sum(map(len, indexes._lists.values())) + sum(map(len, indexes._updated.values()))
+            + indexes._lists.count() + indexes._updated.count()
             + sum(map(len, indexes._tasks.values())) + len(push._push) + len(push._push_ids)
             + len(push._push_active))
 

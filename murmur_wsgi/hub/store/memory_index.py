@@ -16,6 +16,7 @@ import bisect
 from operator import itemgetter
 
 from murmur_wsgi.hub.store.base import Page
+from murmur_wsgi.hub.store.memory_sorted import SortedKeys, first
 from murmur_wsgi.hub.store.pages import encode_token
 from murmur_wsgi.hub.task import as_task
 
@@ -24,62 +25,23 @@ _SEQ = itemgetter(1)
 _AFTER_ALL = float("inf")
 
 
-def _insert(keys: list, key) -> None:
-    if not keys or key > keys[-1]:
-        keys.append(key)                          # the usual case: the newest
-    else:
-        bisect.insort(keys, key)
-
-
-def _delete(keys: list, key) -> None:
-    if keys and keys[-1] == key:
-        keys.pop()                                # the usual case: the newest moves on
-    else:
-        i = bisect.bisect_left(keys, key)
-        if i < len(keys) and keys[i] == key:
-            del keys[i]
-
-
 class TaskIndexes:
-    """Every index of one memory store (guarded by its lock): sorted lists of ``seq`` per
-    index, the tasks by ``seq`` per tenant and agent, and ``(status ms, seq)`` per agent."""
+    """Every index of one memory store (guarded by its lock): sorted ``seq``s per index
+    (``memory_sorted``: the oldest go cheaply, as a tenant at its cap forgets them), the
+    tasks by ``seq`` per tenant and agent, and ``(status ms, seq)`` per agent."""
 
     def __init__(self):
         self._tasks: dict[tuple, dict] = {}       # (tenant, agent) -> {seq: task or record}
-        self._lists: dict[tuple, list | tuple] = {}   # index name -> seqs, ascending
-        self._updated: dict[tuple, list] = {}     # (tenant, agent) -> [(ms, seq)], ascending
-
-    def _put(self, name: tuple, seq: int) -> None:
-        found = self._lists.get(name)
-        if found is None:
-            # MEMORY: an index of one task (a context's, most often) is a tuple, which the
-            # garbage collector stops tracking; a list from its second task on.
-            self._lists[name] = (seq,)
-        elif type(found) is tuple:
-            self._lists[name] = found = list(found)
-            _insert(found, seq)
-        else:
-            _insert(found, seq)
-
-    def _drop(self, name: tuple, seq: int) -> None:
-        found = self._lists.get(name)
-        if found is None:
-            return
-        if type(found) is tuple:
-            if seq in found:
-                del self._lists[name]
-            return
-        _delete(found, seq)
-        if not found:
-            del self._lists[name]
+        self._lists = SortedKeys()                # index name -> seqs
+        self._updated = SortedKeys()              # (tenant, agent) -> (ms, seq)s
 
     def add(self, task) -> None:
         owner = (t, a) = (task.tenant, task.agent)
         c, state, seq = task.context_id, task.state, task.seq
         self._tasks.setdefault(owner, {})[seq] = task
         for name in (owner, (t, a, "ctx", c), (t, a, "st", state), (t, a, "cst", c, state)):
-            self._put(name, seq)
-        _insert(self._updated.setdefault(owner, []), (task.status_ms, seq))
+            self._lists.put(name, seq)
+        self._updated.put(owner, (task.status_ms, seq))
 
     def kept(self, task, record: tuple) -> None:
         """The finished ``task`` is kept as ``record`` (``HubTask.record``) from now on."""
@@ -89,31 +51,30 @@ class TaskIndexes:
         """``task`` changed from ``old_state`` at ``old_ms`` to its state now."""
         t, a, c, seq, state = task.tenant, task.agent, task.context_id, task.seq, task.state
         if old_state != state:
-            self._drop((t, a, "st", old_state), seq)
-            self._drop((t, a, "cst", c, old_state), seq)
-            self._put((t, a, "st", state), seq)
-            self._put((t, a, "cst", c, state), seq)
-        updated = self._updated[(t, a)]
-        _delete(updated, (old_ms, seq))
-        _insert(updated, (task.status_ms, seq))
+            lists = self._lists
+            lists.drop((t, a, "st", old_state), seq)
+            lists.drop((t, a, "cst", c, old_state), seq)
+            lists.put((t, a, "st", state), seq)
+            lists.put((t, a, "cst", c, state), seq)
+        self._updated.drop((t, a), (old_ms, seq))
+        self._updated.put((t, a), (task.status_ms, seq))
 
     def remove(self, task) -> None:
         owner = (t, a) = (task.tenant, task.agent)
         c, state, seq = task.context_id, task.state, task.seq
         for name in (owner, (t, a, "ctx", c), (t, a, "st", state), (t, a, "cst", c, state)):
-            self._drop(name, seq)
+            self._lists.drop(name, seq)
+        self._updated.drop(owner, (task.status_ms, seq))
         by_seq = self._tasks.get(owner)
         if by_seq is not None and by_seq.pop(seq, None) is not None and not by_seq:
             del self._tasks[owner]
-            self._updated.pop(owner, None)
-        elif owner in self._updated:
-            _delete(self._updated[owner], (task.status_ms, seq))
 
-    def _newest(self, owner: tuple, seqs: list, before, count: int) -> list:
+    def _newest(self, owner: tuple, seqs, before, count: int) -> list:
         """Up to ``count`` tasks of ``seqs`` below ``before`` (None: all), newest first."""
-        hi = len(seqs) if before is None else bisect.bisect_left(seqs, before)
+        lo = first(seqs)
+        hi = len(seqs) if before is None else bisect.bisect_left(seqs, before, lo)
         by_seq = self._tasks[owner]
-        return [as_task(by_seq[seq]) for seq in reversed(seqs[max(0, hi - count):hi])]
+        return [as_task(by_seq[seq]) for seq in reversed(seqs[max(lo, hi - count):hi])]
 
     def context_tasks(self, tenant: str, agent: str, context_id: str, limit: int) -> list:
         seqs = self._lists.get((tenant, agent, "ctx", context_id))
@@ -133,17 +94,18 @@ class TaskIndexes:
             updated = self._updated.get(owner)
             if updated is None:
                 return Page([], "", 0)
-            first = bisect.bisect_right(updated, (after_ms, _AFTER_ALL))
-            if first:                   # else every task changed since: the index alone
+            lo = first(updated)
+            after = bisect.bisect_right(updated, (after_ms, _AFTER_ALL), lo)
+            if after > lo:              # else every task changed since: the index alone
                 # PERF: slices, C speed, under the lock; the sets and the sort outside it
-                among = None if name == owner else (seqs or [])[:]
-                return updated[first:], self._tasks[owner], among
+                among = None if name == owner else [] if seqs is None else seqs[first(seqs):]
+                return updated[after:], self._tasks[owner], among
         if seqs is None:
             return Page([], "", 0)
         tasks = self._newest(owner, seqs, before, page_size + 1)
         more = len(tasks) > page_size
         return Page(tasks[:page_size], encode_token(tasks[page_size - 1].seq) if more else "",
-                    len(seqs))
+                    len(seqs) - first(seqs))
 
 
 def filtered_page(changed: tuple, page_size: int, before) -> Page:
