@@ -70,7 +70,7 @@ class HubTask:
 
     __slots__ = ("id", "context_id", "tenant", "agent", "message_id", "state", "status_text",
                  "status_ms", "created_ms", "seq", "_history", "_artifacts", "_json", "written",
-                 "_shape")
+                 "_shape", "_version")
 
     def __init__(self, task_id: str, context_id: str, tenant: str, agent: str,
                  message_id: str, message: dict):
@@ -88,6 +88,7 @@ class HubTask:
         self.artifacts: list = []
         self._json: str | None = None
         self._shape: tuple | None = None      # a frozen task's (``freeze``)
+        self._version = 0                     # bumped by each change (``draft``)
 
     @property
     def terminal(self) -> bool:
@@ -179,10 +180,34 @@ class HubTask:
         self.status_text = text
         self.status_ms = now_ms()
         self._json = None
+        self._version += 1
 
     def set_artifacts(self, artifacts: list) -> None:
         self.artifacts = artifacts
         self._json = None
+        self._version += 1
+
+    def draft(self) -> str | tuple:
+        """Its full wire form (``to_json()``'s), read under the store's lock: its text when
+        it has one (cached, or frozen), else ``(the value to encode, its version)``, which
+        ``drafted`` encodes outside the lock and ``keep_json`` caches under it again.
+
+        NOTE: the value holds the task's own lists, which a change replaces, never alters;
+        so it is the task as it was, however the task changes while it is encoded."""
+        if self._json is not None:
+            return self._json
+        return self.to_dict(), self._version
+
+    @staticmethod
+    def drafted(draft: str | tuple) -> str:
+        """The text of a ``draft`` (encoded when it is a value: outside the store's lock)."""
+        return draft if type(draft) is str else compact_utf8(draft[0])
+
+    def keep_json(self, draft: str | tuple, text: str) -> None:
+        """Cache ``text``, the text of ``draft``, unless the task changed since (under the
+        store's lock again): a text encoded outside it is never kept stale."""
+        if type(draft) is tuple and self._json is None and self._version == draft[1]:
+            self._json = text
 
     def status(self) -> dict:
         return task_status(self.id, self.context_id, self.state, self.status_text,

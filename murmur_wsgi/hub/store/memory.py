@@ -233,9 +233,19 @@ class MemoryTaskStore(TaskStore):
         return found
 
     def context_tasks(self, tenant, agent, context_id, limit, max_bytes):
+        # NOTE: a running task's wire form is read under the lock, encoded outside it, and
+        # cached only if the task has not changed meanwhile (``HubTask.draft``): cached
+        # outside it, a task started or ended meanwhile under real threads (``--dev``) kept
+        # its old form, and GetTask answered its old state.
         with self.lock:
             tasks = self._indexes.context_tasks(tenant, agent, context_id, limit)
-        return newest_within(tasks, [utf8_bytes(task.to_json()) for task in tasks], max_bytes)
+            drafts = [task.draft() for task in tasks]
+        texts = list(map(HubTask.drafted, drafts))
+        if any(type(draft) is tuple for draft in drafts):
+            with self.lock:
+                for task, draft, text in zip(tasks, drafts, texts):
+                    task.keep_json(draft, text)
+        return newest_within(tasks, list(map(utf8_bytes, texts)), max_bytes)
 
     # --- retention ---------------------------------------------------------
 

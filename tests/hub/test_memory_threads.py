@@ -1,0 +1,59 @@
+"""The memory store under real threads (the hub's ``--dev`` server: Werkzeug's threaded one).
+
+A new message in a context reads the context's earlier tasks outside the store's lock
+(their wire forms, measured against ``limits.history_bytes``). A running task's form was
+encoded and cached there too: a task started meanwhile kept its old form cached, and GetTask
+answered the state it had before. The encoding below waits, in the reading thread, until
+the task has changed: deterministic, no timing.
+"""
+from __future__ import annotations
+
+import threading
+
+from murmur_wsgi.hub import task as task_module
+from murmur_wsgi.hub.store.memory import MemoryTaskStore
+from murmur_wsgi.hub.task import HubTask
+
+
+def _task(store) -> HubTask:
+    task = HubTask("t-1", "ctx", "acme", "echo", "m1",
+                   {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]})
+    store.create(task, '{"task":{}}')            # its wire form not cached yet
+    return task
+
+
+def test_a_task_changed_while_its_context_is_read_is_not_cached_stale(monkeypatch):
+    store = MemoryTaskStore()
+    task = _task(store)
+    encoding, resume, found = threading.Event(), threading.Event(), []
+    encode = task_module.compact_utf8
+
+    def encode_once_changed(value):
+        if threading.current_thread() is reader:
+            encoding.set()
+            resume.wait(10)
+        return encode(value)
+
+    monkeypatch.setattr(task_module, "compact_utf8", encode_once_changed)
+    reader = threading.Thread(
+        target=lambda: found.append(store.context_tasks("acme", "echo", "ctx", 50, 1 << 20)))
+    reader.start()
+    try:
+        assert encoding.wait(10), "the context's tasks were not encoded"
+        assert store.start(task.id) is not None              # while its form is encoded
+    finally:
+        resume.set()
+        reader.join(10)
+    assert [read.id for read in found[0]] == ["t-1"]
+    whole = store.task_json("acme", "echo", "t-1")
+    assert '"state":"TASK_STATE_WORKING"' in whole, whole
+
+
+def test_a_task_unchanged_while_its_context_is_read_keeps_its_form_cached():
+    store = MemoryTaskStore()
+    task = _task(store)
+    [read] = store.context_tasks("acme", "echo", "ctx", 50, 1 << 20)
+    assert read is task and task._json is not None
+    assert task._json == store.render(task, cache=False)
+    store.start(task.id)
+    assert task._json is None                               # a change drops it
