@@ -42,7 +42,30 @@ def origin(url: str) -> tuple[str, str, int | None] | None:
 
     ``localhost``, ``127.x.x.x`` and ``::1`` count as one host, since a door's card
     names ``localhost`` while it listens on ``127.0.0.1``.
+
+    NOTE: ``requests`` connects where urllib3 reads the URL it prepared, which is not
+    always where ``urlsplit`` reads it: a backslash ends urllib3's authority and not
+    urlsplit's, so ``http://other:1\\@127.0.0.1:2/`` is 127.0.0.1:2 to one and other:1 to
+    the other. A URL has an origin only when both read the same one (None otherwise).
     """
+    here = _split(url)
+    if here is None:
+        return None
+    # PERF: requests, once a command runs (``murmur-wsgi serve`` lists this module's
+    # commands without loading it).
+    from requests.exceptions import RequestException
+    from requests.models import PreparedRequest
+
+    prepared = PreparedRequest()
+    try:
+        prepared.prepare_url(url, None)
+    except (RequestException, ValueError):        # InvalidURL, MissingSchema, bad IDNA
+        return None
+    return here if _split(prepared.url) == here else None
+
+
+def _split(url: str) -> tuple[str, str, int | None] | None:
+    """``origin`` as ``urlsplit`` reads it."""
     try:
         parts = urlsplit(url)
         port = parts.port

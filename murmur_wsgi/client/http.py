@@ -58,11 +58,19 @@ class JsonRpcHttp:
         """A response hook: refuse a redirect off the origin, before ``requests`` follows it.
 
         A redirect's own body is never read (closed unread, however long it says it is).
+        Its target is read as ``requests`` reads it (the header's bytes as UTF-8); one
+        that cannot be read (not UTF-8, an unclosed ``[``) is refused too.
         """
         if not response.is_redirect:
             return response
         response.close()
-        target = urljoin(response.url, response.headers["location"])
+        location = response.headers["location"]
+        try:
+            target = urljoin(response.url, location.encode("latin-1").decode("utf-8"))
+        except ValueError:
+            raise HttpRefusal(response.status_code, "redirect",
+                              f"redirected to {location[:200]!r}, which is not a URL: not "
+                              "followed", response=response, url=self.url) from None
         if same_origin(target, response.url):
             return response
         raise HttpRefusal(response.status_code, "redirect",

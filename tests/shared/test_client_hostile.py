@@ -65,6 +65,21 @@ def test_a_redirect_within_the_origin_is_followed():
         assert door.requests[1].headers["x-api-key"] == "key-1"
 
 
+@pytest.mark.parametrize("location", [b"http://[::1/", b"/\xff", b"http://127.0.0.1:99999/"],
+                         ids=["unclosed-ipv6", "not-utf-8", "no-such-port"])
+def test_a_redirect_to_an_unreadable_location_is_refused_in_one_line(cli_env, capsys,
+                                                                      location):
+    def redirect(conn, request, server):
+        conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: " + location +
+                     b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    with Hostile(redirect) as door, credentialed(door.url) as client:
+        with pytest.raises(HttpRefusal) as refused:
+            client.card()
+        assert refused.value.error == "redirect" and len(door.requests) == 1
+        assert run_all(door, [("get", "tsk_1")]) == [2]
+        assert "refused the request: 302 redirect" in capsys.readouterr().err
+
+
 def test_a_cards_endpoint_on_another_origin_gets_no_request():
     def other_handler(conn, request, server):
         rpc_answer(conn, request, {"id": "tsk_1", "status": {"state": "TASK_STATE_WORKING"}})
@@ -79,6 +94,28 @@ def test_a_cards_endpoint_on_another_origin_gets_no_request():
             assert client.get("tsk_1")["status"]["state"] == "X"
             assert client.endpoint == door.url + "/"
             assert [r.method for r in door.requests] == ["GET", "POST"]
+        assert other.requests == [] and leaked(other) == set()
+
+
+# A URL urlsplit reads as the door's origin and urllib3 (where requests connects) as
+# another: a backslash ends urllib3's authority, not urlsplit's.
+DISGUISED = ["http://localhost:{other}\\@127.0.0.1:{door}/",
+             "http://localhost:{other}\\x@127.0.0.1:{door}/a2a"]
+
+
+@pytest.mark.parametrize("endpoint", DISGUISED)
+def test_a_cards_endpoint_on_another_origin_in_disguise_gets_no_request(endpoint):
+    with Hostile(lambda conn, request, server: rpc_answer(conn, request, {"id": "x"})) \
+            as other:
+        def door_handler(conn, request, server):
+            if request.method == "GET":
+                url = endpoint.format(other=other.port, door=server.port)
+                answer(conn, "200 OK", json.dumps(card(url)).encode())
+            else:
+                rpc_answer(conn, request, {"id": "tsk_1"})
+        with Hostile(door_handler) as door, credentialed(door.url) as client:
+            assert client.get("tsk_1") == {"id": "tsk_1"}
+            assert client.endpoint == door.url + "/"
         assert other.requests == [] and leaked(other) == set()
 
 
