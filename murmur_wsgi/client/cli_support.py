@@ -42,13 +42,11 @@ class UsageError(Exception):
 
 
 def out(line: str = "") -> None:
-    sys.stdout.write(render.printable(line) + "\n")
-    sys.stdout.flush()
+    render.write(sys.stdout, render.printable(line) + "\n")
 
 
 def err(line: str) -> None:
-    sys.stderr.write(f"murmur-wsgi: {render.printable(line)}\n")
-    sys.stderr.flush()
+    render.write(sys.stderr, f"murmur-wsgi: {render.printable(line)}\n")
 
 
 # --- finding the door -----------------------------------------------------------------

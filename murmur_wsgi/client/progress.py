@@ -1,14 +1,15 @@
 """A one-line spinner for a terminal: the task's latest status while a command waits.
 
 It draws only when its stream is a terminal; piped, it writes nothing at all. The
-status a server wrote is shown ``printable``: its control characters escaped.
+status a server wrote is shown ``printable``: its control characters escaped, and what
+the stream's encoding cannot hold as backslash escapes.
 """
 from __future__ import annotations
 
 import logging
 import shutil
 
-from murmur_wsgi.client.render import printable
+from murmur_wsgi.client.render import printable, write
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +43,10 @@ class Spinner:
         frame = self.frames[self._turn % len(self.frames)]
         self._turn += 1
         line = f"{frame} {self.text}"[: max(10, width - 1)]
-        self.stream.write("\r" + line + "\x1b[K")
-        self.stream.flush()
+        write(self.stream, "\r" + line + "\x1b[K")
         self._drawn = True
 
     def clear(self) -> None:
         if self.enabled and self._drawn:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
+            write(self.stream, "\r\x1b[K")
             self._drawn = False

@@ -5,7 +5,8 @@ and ``err`` apply it): a control character (ESC, BEL, CR, the C1 block),
 a bidirectional override and a lone surrogate are shown as their escape
 (``\\x1b``, ``\\u202e``), so an agent's name or a task's text can neither
 drive the terminal nor make the output unwritable. ``dumps`` writes them as
-JSON escapes, the same values.
+JSON escapes, the same values. ``write`` puts a line on a stream whose encoding
+cannot hold every character (ASCII, Latin-1) with those as backslash escapes.
 """
 from __future__ import annotations
 
@@ -34,6 +35,19 @@ def _escape(match: re.Match) -> str:
 def printable(text: str) -> str:
     """``text`` with what would drive a terminal (or cannot be encoded) shown escaped."""
     return _UNPRINTABLE.sub(_escape, text)
+
+
+def write(stream, text: str) -> None:
+    """Write ``text`` on ``stream`` and flush: what its encoding cannot hold (a terminal or
+    a pipe in ASCII or Latin-1) as backslash escapes (``\\u2192``), never a
+    ``UnicodeEncodeError``."""
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:
+        # NOTE: a text stream encodes the whole text before it writes any of it.
+        encoding = getattr(stream, "encoding", None) or "ascii"
+        stream.write(text.encode(encoding, "backslashreplace").decode(encoding))
+    stream.flush()
 
 
 def dumps(value) -> str:

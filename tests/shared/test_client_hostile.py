@@ -7,8 +7,10 @@ a malformed answer is one of the client's errors, never a traceback.
 """
 from __future__ import annotations
 
+import io
 import itertools
 import json
+import sys
 import time
 import tracemalloc
 
@@ -16,6 +18,7 @@ import pytest
 
 from murmur_wsgi.client import A2AClient, HttpRefusal, ProtocolError, ReadTimeout
 from murmur_wsgi.client.events import StreamEvent
+from murmur_wsgi.client.progress import Spinner
 from murmur_wsgi.client.sse import EventTooLarge, SseEvent, SseParser
 from murmur_wsgi.cli import main
 from murmur_wsgi.uris import DOOR_URI, STREAM_URI
@@ -318,6 +321,42 @@ def test_the_commands_print_no_control_character_the_server_wrote(evil_cli, argv
         assert json.loads(out)["name" if "card" in argv else "id"] == EVIL   # escaped as JSON
     else:
         assert "evil\\x1b]0;owned\\x07\\x1b[2J\\x0d\\x9b31m\\u202e\\ud800" in printed
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+@pytest.mark.parametrize("argv", [("get", "tsk_1"), ("card", "--json"), ("cancel", "tsk_1")])
+def test_text_the_terminal_cannot_encode_is_written_escaped(cli_env, monkeypatch, argv,
+                                                             encoding):
+    """A terminal (or a pipe) whose encoding is not UTF-8 gets what it cannot encode as
+    backslash escapes, not a UnicodeEncodeError's traceback."""
+    said = "caf\u00e9 \u2192 \U0001f389"
+    task = {"id": "tsk_1", "status": {"state": "TASK_STATE_COMPLETED", "message": {
+        "role": "ROLE_AGENT", "parts": [{"text": said}]}}}
+
+    def handler(conn, request, server):
+        if request.method == "GET":
+            answer(conn, "200 OK", json.dumps(card(server.url + "/", name=said)).encode())
+        elif json.loads(request.body)["method"] == "CancelTask":
+            rpc_answer(conn, request, error={"code": -32002, "message": said})
+        else:
+            rpc_answer(conn, request, task)
+    streams = {name: io.TextIOWrapper(io.BytesIO(), encoding=encoding)
+               for name in ("stdout", "stderr")}
+    for name, stream in streams.items():
+        monkeypatch.setattr(sys, name, stream)
+    with Hostile(handler) as door:
+        status = main([*argv, "--url", door.url, "--timeout", str(WAIT)])
+    written = "".join(s.buffer.getvalue().decode(encoding) for s in streams.values())
+    assert status in (0, 1) and "\\u2192" in written and "\\U0001f389" in written
+
+
+def test_the_spinner_on_a_terminal_that_cannot_encode_its_text_writes_escapes():
+    terminal = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    spinner = Spinner(terminal, enabled=True)
+    spinner.update("sending\u2026 \u2192 caf\u00e9\x1b[2J")
+    spinner.clear()
+    drawn = terminal.buffer.getvalue().decode("ascii")
+    assert "sending\\u2026 \\u2192 caf\\xe9\\x1b[2J" in drawn and drawn.endswith("\r\x1b[K")
 
 
 # --- answers of the wrong shape -------------------------------------------------------
