@@ -182,30 +182,36 @@ def get(door: DoorClient, args) -> int:
 
 def tasks(door: DoorClient, args) -> int:
     """Print a table of the tasks the caller sees, most recently changed first: at most
-    ``--limit`` tasks, from at most ``--max-pages`` pages (stopped there, it says so)."""
-    rows, shown, pages, more = [], 0, 0, False
+    ``--limit`` tasks, from at most ``--max-pages`` pages (stopped there, it says so).
+
+    MEMORY: a page's tasks are printed (``--json``) or handed to the table, which holds
+    at most ``render.TABLE_BLOCK`` rows of short cells: nothing grows with the pages read.
+    """
+    table = None if args.json else render.Table(render.TASK_HEADER, out)
+    shown, pages, more = 0, 0, False
     for page in door.list_pages(context_id=args.context, state=args.state,
                                 status_timestamp_after=args.since, page_size=args.page_size,
                                 max_pages=args.max_pages):
         pages += 1
         more = bool(page.get("nextPageToken"))
         for task in (t for t in page.get("tasks") or [] if isinstance(t, dict)):
-            if args.json:
-                out(render.dumps(task))         # as read: the rows alone are kept
+            if table is None:
+                out(render.dumps(task))
             else:
-                rows.append(render.task_row(task))
+                table.add(render.task_row(task))
             shown += 1
             if args.limit and shown >= args.limit:
-                return _listed(rows, False, pages, shown, door, args)
-    return _listed(rows, more, pages, shown, door, args)
+                return _listed(table, False, pages, shown, door)
+    return _listed(table, more, pages, shown, door)
 
 
-def _listed(rows: list, more: bool, pages: int, shown: int, door: DoorClient, args) -> int:
-    """Print the table (``--json`` printed its lines already); say so if pages remain."""
-    if not args.json:
-        lines = render.table(rows, render.TASK_HEADER) if rows else ["no tasks"]
-        for line in lines:
-            out(line)
+def _listed(table: render.Table | None, more: bool, pages: int, shown: int,
+            door: DoorClient) -> int:
+    """End the table (``--json`` printed its lines already); say so if pages remain."""
+    if table is not None and shown:
+        table.close()
+    elif table is not None:
+        out("no tasks")
     if not more:
         return EXIT_OK
     err(f"the listing stops after {pages} pages ({shown} tasks): {door.noun} at {door.url} "

@@ -156,23 +156,64 @@ def indent(text: str, width: int) -> str:
     return text.replace("\n", "\n" + " " * width)
 
 
-def table(rows: list[list[str]], header: list[str]) -> list[str]:
-    """Columns padded to their widest cell; the last column is never padded."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    out = []
-    for row in [header, *rows]:
-        cells = [str(c).ljust(w) for c, w in zip(row[:-1], widths[:-1])] + [str(row[-1])]
-        out.append("  ".join(cells).rstrip())
-    return out
+TABLE_BLOCK = 1000               # the rows a table holds to size its columns
+CELL = 80                        # the characters a table's cell shows of a server's value
+
+
+class Table:
+    """A table printed as its rows come, through ``emit(line)``: its columns are as wide
+    as the widest cell of the header and the first ``block`` rows, which are held until
+    then (or until ``close``); a later row's longer cell pushes its line past them. The
+    last column is never padded.
+
+    MEMORY: at most ``block`` rows are held, however many pages a listing reads.
+    """
+
+    def __init__(self, header: list[str], emit, block: int | None = None):
+        self.header = header
+        self.rows = 0                # the rows added
+        self._emit = emit
+        self._block = TABLE_BLOCK if block is None else block
+        self._held: list[list[str]] | None = []
+        self._widths: list[int] = []
+
+    def add(self, row: list[str]) -> None:
+        self.rows += 1
+        if self._held is None:
+            self._emit(self._line(row))
+            return
+        self._held.append(row)
+        if len(self._held) >= self._block:
+            self.close()
+
+    def close(self) -> None:
+        """Print what is held (the header first); later rows are printed as they come."""
+        if self._held is None:
+            return
+        lines = [self.header, *self._held]
+        self._widths = [max(len(str(r[i])) for r in lines) for i in range(len(self.header))]
+        self._held = None
+        for row in lines:
+            self._emit(self._line(row))
+
+    def _line(self, row: list[str]) -> str:
+        cells = [str(c).ljust(w) for c, w in zip(row[:-1], self._widths[:-1])] + [str(row[-1])]
+        return "  ".join(cells).rstrip()
+
+
+def cell(value, width: int = CELL) -> str:
+    """A server's value as a table's cell: at most ``width`` characters, cut with ``…``."""
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def task_row(task: dict) -> list[str]:
+    """A task as ``TASK_HEADER``'s cells, each at most ``CELL`` characters."""
     status = task.get("status") or {}
     said = " ".join(status_text(status).split())
-    if len(said) > 60:
-        said = said[:59] + "…"
-    return [task.get("id", ""), state_word(status.get("state")), status.get("timestamp", ""),
-            task.get("contextId", ""), said]
+    return [cell(task.get("id", "")), cell(state_word(status.get("state"))),
+            cell(status.get("timestamp", "")), cell(task.get("contextId", "")),
+            cell(said, 60)]
 
 
 TASK_HEADER = ["TASK", "STATE", "UPDATED", "CONTEXT", "STATUS"]

@@ -18,6 +18,7 @@ import pytest
 
 from murmur_wsgi.client import A2AClient, HttpRefusal, ProtocolError, ReadTimeout
 from murmur_wsgi.client.events import StreamEvent
+from murmur_wsgi.client import render
 from murmur_wsgi.client.progress import Spinner
 from murmur_wsgi.client.sse import EventTooLarge, SseEvent, SseParser
 from murmur_wsgi.cli import main
@@ -628,3 +629,56 @@ def test_the_pages_tokens_are_not_kept_whole():
         finally:
             tracemalloc.stop()
     assert held < 8 * MIB, held                 # 19 more tokens kept whole: 38 MiB
+
+
+ID_TAIL = b"i" * (2 * MIB)
+
+
+def huge_ids(conn, request, server):
+    """Pages of one task each, whose id and contextId are 2 MiB: p1, p2, ... forever."""
+    request.body = b""                          # what the client sent: not kept
+    if request.method == "GET":
+        answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+        return
+    n = b"%d" % len(server.requests)
+    parts = [b'{"jsonrpc": "2.0", "id": 1, "result": {"nextPageToken": "p' + n +
+             b'", "tasks": [{"id": "tsk_' + n, ID_TAIL, b'", "contextId": "ctx_' + n, ID_TAIL,
+             b'", "status": {"state": "TASK_STATE_WORKING"}}]}}']
+    conn.sendall(JSON_HEAD % sum(map(len, parts)))
+    for part in parts:
+        conn.sendall(part)
+
+
+def test_tasks_keeps_no_whole_cell_of_the_pages_it_read(cli_env, capsys):
+    """Twenty pages of a task whose id and context are 2 MiB each: the table keeps a short
+    cell of each (80 MiB when kept whole)."""
+    with Hostile(huge_ids) as door:
+        tracemalloc.start()
+        try:
+            status = run_all(door, [("tasks", "--max-pages", "20")])
+            held = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        out, _ = capsys.readouterr()
+    lines = out.splitlines()
+    assert status == [2] and len(lines) == 21 and held < 24 * MIB, held
+    assert lines[1].startswith("tsk_2iii") and "…" in lines[1] and len(lines[1]) < 400
+
+
+def test_tasks_prints_its_table_once_a_block_of_rows_is_read(cli_env, monkeypatch):
+    """With a block of 5 rows, a listing of pages of one task each is printed from the
+    fifth on, one line a page, the columns sized by the first five: what was printed when
+    each page was asked for."""
+    monkeypatch.setattr(render, "TABLE_BLOCK", 5)
+    stdout, printed = io.StringIO(), []
+    monkeypatch.setattr(sys, "stdout", stdout)
+
+    def counted(conn, request, server):
+        printed.append(stdout.getvalue().count("\n"))
+        endless_pages(conn, request, server)
+    with Hostile(counted) as door:
+        assert run_all(door, [("tasks", "--max-pages", "8", "--limit", "8")]) == [0]
+    lines = stdout.getvalue().splitlines()
+    assert printed[1:] == [0, 0, 0, 0, 0, 6, 7, 8] and len(lines) == 9   # the card first
+    assert [line.index("STATE") if i == 0 else line.index("completed") for i, line in
+            enumerate(lines)] == [len("tsk_2") + 2] * 9
