@@ -26,7 +26,6 @@ must be strictly thread-safe makes one DoorClient per thread.
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import logging
@@ -44,6 +43,7 @@ from murmur_wsgi.client.deadline import new_session
 from murmur_wsgi.client.card import (agent_urls, card_endpoint, door_url,  # noqa: F401
                                      is_door, same_origin)
 from murmur_wsgi.client.push import PushConfigs
+from murmur_wsgi.client.seen import digest
 from murmur_wsgi.client.streams import SUBSCRIBE, WATCH, EventStream
 from murmur_wsgi.uris import STREAM_URI
 
@@ -348,7 +348,7 @@ class A2AClient(PushConfigs, JsonRpcHttp):
         A token that is not a string, or one that comes back (pages that loop), is a
         ProtocolError. What is kept of each token seen is its digest, whatever its size.
         """
-        seen = {_digest(token)}
+        seen = {digest(token)}
         for _ in itertools.count() if max_pages is None else range(max_pages):
             page = self._object(method, fetch(token))
             yield page
@@ -358,12 +358,12 @@ class A2AClient(PushConfigs, JsonRpcHttp):
                                     "nextPageToken that is not a string", url=self.url)
             if not token:
                 return
-            digest = _digest(token)
-            if digest in seen:
+            kept = digest(token)
+            if kept in seen:
                 raise ProtocolError(f"{self.noun} at {self.url} answered {method} with "
                                     f"nextPageToken {token[:40]!r} again: its pages loop",
                                     url=self.url)
-            seen.add(digest)
+            seen.add(kept)
 
     def cancel(self, task_id: str) -> dict:
         """CancelTask: the task, canceled (-32002 when it had already ended)."""
@@ -372,11 +372,6 @@ class A2AClient(PushConfigs, JsonRpcHttp):
     def stop(self) -> dict:
         """murmur.StopSession: ``{canceled, residue, session_id}``; the door keeps serving."""
         return self._object("murmur.StopSession", self.call("murmur.StopSession", {}))
-
-
-def _digest(token: str) -> bytes:
-    """What a page's token is kept as: 16 bytes, whatever the token's length."""
-    return hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 DoorClient = A2AClient

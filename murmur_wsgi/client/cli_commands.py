@@ -27,6 +27,7 @@ from murmur_wsgi.client.errors import ProtocolError, UnsupportedOperation
 from murmur_wsgi.client.events import INPUT_REQUIRED, TERMINAL, state_word
 from murmur_wsgi.client.progress import Spinner
 from murmur_wsgi.client.push import MAX_PAGES
+from murmur_wsgi.client.seen import Recent
 
 if TYPE_CHECKING:
     from murmur_wsgi.client.agent import DoorClient
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TICK = 0.1                      # the spinner's turn, seconds
+MAX_SHOWN = 1000                # the artifacts a stream's printer remembers having shown
 
 
 # --- the commands ---------------------------------------------------------------------
@@ -85,7 +87,7 @@ def subscribe(door: DoorClient, args) -> int:
     return _follow(door, door.subscribe(args.id), args)
 
 
-def _replaces(event, shown: set) -> bool:
+def _replaces(event, shown: Recent) -> bool:
     """Whether ``event`` is an artifactUpdate replacing what was shown of its artifact
     (the hub's whole answer after its streamed tokens)."""
     if event.kind != "artifactUpdate" or event.frame is not None:
@@ -94,14 +96,13 @@ def _replaces(event, shown: set) -> bool:
     name = artifact.get("artifactId") if isinstance(artifact, dict) else None
     if not isinstance(name, str):
         return False
-    replaces = name in shown and event.payload.get("append") is not True
-    shown.add(name)
-    return replaces
+    return shown.seen(name) and event.payload.get("append") is not True
 
 
 def _follow(door: DoorClient, stream, args) -> int:
     """Print a task stream's events; the exit status says how the task stands."""
-    shown = set()                   # the artifacts shown: an update not appended replaces
+    # The artifacts shown (the latest MAX_SHOWN, as digests): an update not appended replaces.
+    shown = Recent(MAX_SHOWN)
     with stream:
         for event in stream:
             if args.json:

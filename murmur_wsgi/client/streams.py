@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 WATCH = "murmur.WatchSession"
 SUBSCRIBE = "SubscribeToTask"
+MAX_GAPS = 1000                 # the gaps a stream keeps in ``gaps``: the latest
 
 
 class EventStream:
@@ -39,8 +40,9 @@ class EventStream:
     Attributes read while or after iterating: ``task_id`` (the task a task
     stream follows, once named), ``state`` (its latest state),
     ``last_event_id``, ``reconnects``, ``gaps`` (``(after_id,
-    first_available_id)`` pairs), ``heartbeats``, and ``ended`` (why it
-    ended: ``terminal``, ``capsule-closed``, ``closed``).
+    first_available_id)`` pairs, each a number or None, the latest ``MAX_GAPS``),
+    ``heartbeats``, and ``ended`` (why it ended: ``terminal``, ``capsule-closed``,
+    ``closed``).
     """
 
     # NOTE: ``door`` is the A2AClient that opened the stream (client/agent.py imports
@@ -199,17 +201,27 @@ class EventStream:
                     continue                            # replayed: handed over already
                 if (self.session_stream and last is not None and event.id > last + 1
                         and not after_marker):
-                    self.gaps.append((last, event.id))
+                    self._gap(last, event.id)
                     yield gap_event(event.id, last)
                 self.last_event_id = event.id
             if event.frame == "gap":
-                self.gaps.append((self.last_event_id, event.fields.get("firstAvailableId")))
+                self._gap(self.last_event_id, event.fields.get("firstAvailableId"))
             after_marker = event.frame in ("gap", "lagged")
             if self.task_id is None and not self.session_stream and event.task_id:
                 self.task_id = event.task_id
             if event.state and (self.session_stream or event.task_id == self.task_id):
                 self.state = event.state
             yield event
+
+    def _gap(self, after_id, first_available_id) -> None:
+        """Record a gap: its numbers (anything else a server wrote there as None).
+
+        MEMORY: the latest ``MAX_GAPS`` are kept, however many gaps a stream reports.
+        """
+        self.gaps.append(tuple(n if isinstance(n, int) and not isinstance(n, bool) else None
+                               for n in (after_id, first_available_id)))
+        if len(self.gaps) > MAX_GAPS:
+            del self.gaps[:len(self.gaps) - MAX_GAPS]
 
     def _parse(self, data: str, sse_id: str | None) -> StreamEvent:
         try:

@@ -16,11 +16,12 @@ import tracemalloc
 
 import pytest
 
-from murmur_wsgi.client import A2AClient, HttpRefusal, ProtocolError, ReadTimeout
+from murmur_wsgi.client import A2AClient, HttpRefusal, ProtocolError, ReadTimeout, render
 from murmur_wsgi.client.events import StreamEvent
-from murmur_wsgi.client import render
 from murmur_wsgi.client.progress import Spinner
+from murmur_wsgi.client.seen import Recent
 from murmur_wsgi.client.sse import EventTooLarge, SseEvent, SseParser
+from murmur_wsgi.client.streams import MAX_GAPS
 from murmur_wsgi.cli import main
 from murmur_wsgi.uris import DOOR_URI, STREAM_URI
 from tests.shared.hostile_server import (Hostile, answer, card, read_request, rpc_answer,
@@ -131,6 +132,11 @@ EVENT = b'data: {"jsonrpc": "2.0", "id": 1, "result": {"task": {"id": "tsk_1"}}}
 
 def stream_door(write_body, chunked: bool = True):
     """A server whose card names itself and whose every POST is a stream ``write_body`` writes."""
+    return Hostile(stream_handler(write_body, chunked))
+
+
+def stream_handler(write_body, chunked: bool = True):
+    """``stream_door``'s handler."""
     def handler(conn, request, server):
         if request.method == "GET":
             answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
@@ -139,7 +145,7 @@ def stream_door(write_body, chunked: bool = True):
         conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n{framing}\r\n"
                      .encode())
         write_body(conn, server)
-    return Hostile(handler)
+    return handler
 
 
 def chunk(data: bytes) -> bytes:
@@ -682,3 +688,99 @@ def test_tasks_prints_its_table_once_a_block_of_rows_is_read(cli_env, monkeypatc
     assert printed[1:] == [0, 0, 0, 0, 0, 6, 7, 8] and len(lines) == 9   # the card first
     assert [line.index("STATE") if i == 0 else line.index("completed") for i, line in
             enumerate(lines)] == [len("tsk_2") + 2] * 9
+
+
+# --- what a stream's reader keeps -----------------------------------------------------
+
+NAME_TAIL = b"n" * (2 * MIB)
+
+
+def rpc_event(result: bytes) -> bytes:
+    return b'data: {"jsonrpc": "2.0", "id": 1, "result": ' + result + b'}\n\n'
+
+
+GAP_HEAD = (b'data: {"jsonrpc": "2.0", "id": 1, "result": {"message": {"role": "ROLE_AGENT", '
+            b'"parts": [], "metadata": {"' + STREAM_URI.encode() +
+            b'": {"frame": "gap", "firstAvailableId": ')
+GAP_TAIL = b'}}}}}\n\n'
+
+
+TERMINAL_EVENT = rpc_event(b'{"statusUpdate": {"taskId": "tsk_1", "status": '
+                           b'{"state": "TASK_STATE_COMPLETED"}}}')
+
+
+class Sink:
+    """A stdout that counts what it is given and keeps none of it."""
+    encoding = "utf-8"
+
+    def __init__(self):
+        self.lines = 0
+
+    def write(self, text):
+        self.lines += text.count("\n")
+
+    def flush(self):
+        pass
+
+
+def test_subscribe_keeps_no_whole_artifact_name(cli_env, monkeypatch):
+    """Twenty artifacts of a fresh 2 MiB name each: what the command keeps to tell a
+    replaced artifact from a new one is not the names (40 MiB when kept whole)."""
+    def body(conn, server):
+        for i in range(20):
+            conn.sendall(b'data: {"jsonrpc": "2.0", "id": 1, "result": {"artifactUpdate": '
+                         b'{"taskId": "tsk_1", "artifact": {"artifactId": "a%d' % i)
+            conn.sendall(NAME_TAIL)
+            conn.sendall(b'", "parts": []}}}}\n\n')
+        conn.sendall(TERMINAL_EVENT)
+
+    streams = stream_handler(body, chunked=False)
+
+    def handler(conn, request, server):
+        if b'"GetTask"' in request.body:
+            rpc_answer(conn, request, {"id": "tsk_1", "status": {
+                "state": "TASK_STATE_COMPLETED"}})
+            return
+        streams(conn, request, server)
+    sink = Sink()
+    monkeypatch.setattr(sys, "stdout", sink)
+    with Hostile(handler) as door:
+        tracemalloc.start()
+        try:
+            status = run_all(door, [("subscribe", "tsk_1")])
+            held = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert status == [0] and sink.lines == 21 and held < 24 * MIB, held
+
+
+def test_a_streams_gaps_keep_the_latest_numbers_and_no_value_whole():
+    """A stream of gap frames: 20 whose firstAvailableId is a 2 MiB text (kept as None,
+    not 40 MiB), then MAX_GAPS more numbered ones, of which the latest are kept."""
+    def body(conn, server):
+        for i in range(20):
+            conn.sendall(GAP_HEAD + b'"%d' % i)
+            conn.sendall(NAME_TAIL)
+            conn.sendall(b'"' + GAP_TAIL)
+        for i in range(MAX_GAPS + 5):
+            conn.sendall(GAP_HEAD + b"%d" % i + GAP_TAIL)
+        conn.sendall(TERMINAL_EVENT)
+
+    with stream_door(body, chunked=False) as door, A2AClient(door.url, timeout=WAIT) as client:
+        tracemalloc.start()
+        try:
+            stream = client.subscribe("tsk_1")
+            frames = sum(event.frame == "gap" for event in stream)
+            held = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert frames == MAX_GAPS + 25 and held < 24 * MIB, held
+    assert len(stream.gaps) == MAX_GAPS and stream.gaps[-1] == (None, MAX_GAPS + 4)
+    assert stream.gaps[0] == (None, 5) and stream.ended == "terminal"
+
+
+def test_recent_names_are_the_latest_few_as_digests():
+    recent = Recent(3)
+    assert [recent.seen(name) for name in ("a", "b", "a", "c", "d", "b", "a")] == [
+        False, False, True, False, False, False, False]       # "b" and "a" were forgotten
+    assert len(recent) == 3 and recent.seen("d") and recent.seen("x" * MIB) is False
