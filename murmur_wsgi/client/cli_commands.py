@@ -12,7 +12,6 @@ docs/client.md.
 from __future__ import annotations
 
 import logging
-import queue
 import sys
 import threading
 from typing import TYPE_CHECKING
@@ -25,7 +24,7 @@ from murmur_wsgi.client.cli_support import (API_KEY_ENV, EXIT_INPUT, EXIT_OK, EX
                                             seconds, task_state, timestamp)
 from murmur_wsgi.client.errors import ProtocolError, UnsupportedOperation
 from murmur_wsgi.client.events import INPUT_REQUIRED, TERMINAL, state_word
-from murmur_wsgi.client.progress import Spinner
+from murmur_wsgi.client.progress import EMPTY, Latest, Spinner
 from murmur_wsgi.client.push import MAX_PAGES
 from murmur_wsgi.client.seen import Recent
 
@@ -125,27 +124,27 @@ def _send_with_spinner(door: DoorClient, args, spinner: Spinner) -> dict:
     """Follow the task on a stream (no frames) in a thread; turn the spinner meanwhile."""
     try:
         stream = door.stream(args.text, args.context, args.task, frames=False)
-        events: queue.Queue = queue.Queue()
+        latest = Latest()           # the reader's latest event, its error, or None: the end
 
         def pump():
+            end = None
             try:
                 for event in stream:
-                    events.put(event)
+                    latest.put(event)
                     if event.state == INPUT_REQUIRED and event.task_id == stream.task_id:
                         break
             except BaseException as ex:  # noqa: BLE001 - handed to the main thread
-                events.put(ex)
+                end = ex
             finally:
                 stream.close()
-            events.put(None)
+                latest.put(end)
 
         reader = threading.Thread(target=pump, name="murmur-wsgi-send", daemon=True)
         spinner.update("sending…")
         reader.start()
         while True:
-            try:
-                item = events.get(timeout=TICK)
-            except queue.Empty:
+            item = latest.take(TICK)
+            if item is EMPTY:
                 spinner.tick()
                 continue
             if item is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
 
 from murmur_wsgi.client.render import printable, write
 
@@ -50,3 +51,32 @@ class Spinner:
         if self.enabled and self._drawn:
             write(self.stream, "\r\x1b[K")
             self._drawn = False
+
+
+EMPTY = object()                # what ``Latest.take`` returns when nothing came in time
+
+
+class Latest:
+    """One slot from a reader thread to the spinner: ``put`` replaces what was not taken
+    yet, ``take`` returns it once, or ``EMPTY`` after its timeout.
+
+    MEMORY: the spinner shows only the latest status, so a reader faster than the terminal
+    holds one item, not every event it read.
+
+    Concurrency: one thread puts, another takes; a ``threading.Condition`` guards the slot.
+    """
+
+    def __init__(self):
+        self._ready = threading.Condition()
+        self._item = EMPTY
+
+    def put(self, item) -> None:
+        with self._ready:
+            self._item = item
+            self._ready.notify()
+
+    def take(self, timeout: float):
+        with self._ready:
+            self._ready.wait_for(lambda: self._item is not EMPTY, timeout)
+            item, self._item = self._item, EMPTY
+            return item

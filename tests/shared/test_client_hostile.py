@@ -11,6 +11,7 @@ import io
 import itertools
 import json
 import sys
+import threading
 import time
 import tracemalloc
 
@@ -637,6 +638,15 @@ def test_the_pages_tokens_are_not_kept_whole():
     assert held < 8 * MIB, held                 # 19 more tokens kept whole: 38 MiB
 
 
+def traced_peak(call):
+    """``call()``'s result, and the peak of the memory traced while it ran."""
+    tracemalloc.start()
+    try:
+        return call(), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 ID_TAIL = b"i" * (2 * MIB)
 
 
@@ -659,12 +669,7 @@ def test_tasks_keeps_no_whole_cell_of_the_pages_it_read(cli_env, capsys):
     """Twenty pages of a task whose id and context are 2 MiB each: the table keeps a short
     cell of each (80 MiB when kept whole)."""
     with Hostile(huge_ids) as door:
-        tracemalloc.start()
-        try:
-            status = run_all(door, [("tasks", "--max-pages", "20")])
-            held = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        status, held = traced_peak(lambda: run_all(door, [("tasks", "--max-pages", "20")]))
         out, _ = capsys.readouterr()
     lines = out.splitlines()
     assert status == [2] and len(lines) == 21 and held < 24 * MIB, held
@@ -709,6 +714,19 @@ TERMINAL_EVENT = rpc_event(b'{"statusUpdate": {"taskId": "tsk_1", "status": '
                            b'{"state": "TASK_STATE_COMPLETED"}}}')
 
 
+def task_stream(write_body):
+    """A server whose streams ``write_body`` writes and whose GetTask answers tsk_1, done."""
+    streams = stream_handler(write_body, chunked=False)
+
+    def handler(conn, request, server):
+        if b'"GetTask"' in request.body:
+            rpc_answer(conn, request, {"id": "tsk_1", "status": {
+                "state": "TASK_STATE_COMPLETED"}})
+            return
+        streams(conn, request, server)
+    return handler
+
+
 class Sink:
     """A stdout that counts what it is given and keeps none of it."""
     encoding = "utf-8"
@@ -734,23 +752,11 @@ def test_subscribe_keeps_no_whole_artifact_name(cli_env, monkeypatch):
             conn.sendall(b'", "parts": []}}}}\n\n')
         conn.sendall(TERMINAL_EVENT)
 
-    streams = stream_handler(body, chunked=False)
-
-    def handler(conn, request, server):
-        if b'"GetTask"' in request.body:
-            rpc_answer(conn, request, {"id": "tsk_1", "status": {
-                "state": "TASK_STATE_COMPLETED"}})
-            return
-        streams(conn, request, server)
+    handler = task_stream(body)
     sink = Sink()
     monkeypatch.setattr(sys, "stdout", sink)
     with Hostile(handler) as door:
-        tracemalloc.start()
-        try:
-            status = run_all(door, [("subscribe", "tsk_1")])
-            held = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        status, held = traced_peak(lambda: run_all(door, [("subscribe", "tsk_1")]))
     assert status == [0] and sink.lines == 21 and held < 24 * MIB, held
 
 
@@ -767,13 +773,8 @@ def test_a_streams_gaps_keep_the_latest_numbers_and_no_value_whole():
         conn.sendall(TERMINAL_EVENT)
 
     with stream_door(body, chunked=False) as door, A2AClient(door.url, timeout=WAIT) as client:
-        tracemalloc.start()
-        try:
-            stream = client.subscribe("tsk_1")
-            frames = sum(event.frame == "gap" for event in stream)
-            held = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        stream = client.subscribe("tsk_1")
+        frames, held = traced_peak(lambda: sum(event.frame == "gap" for event in stream))
     assert frames == MAX_GAPS + 25 and held < 24 * MIB, held
     assert len(stream.gaps) == MAX_GAPS and stream.gaps[-1] == (None, MAX_GAPS + 4)
     assert stream.gaps[0] == (None, 5) and stream.ended == "terminal"
@@ -784,3 +785,44 @@ def test_recent_names_are_the_latest_few_as_digests():
     assert [recent.seen(name) for name in ("a", "b", "a", "c", "d", "b", "a")] == [
         False, False, True, False, False, False, False]       # "b" and "a" were forgotten
     assert len(recent) == 3 and recent.seen("d") and recent.seen("x" * MIB) is False
+
+
+class SlowTerminal(io.StringIO):
+    """A terminal that takes its time: a write showing ``slow_on`` waits for ``until``
+    (the server done writing), as a terminal behind a slow link blocks its writer."""
+
+    def __init__(self, slow_on: str, until):
+        super().__init__()
+        self.slow_on, self.until = slow_on, until
+
+    def isatty(self):
+        return True
+
+    def write(self, text):
+        if self.slow_on in text:
+            self.until.wait(WAIT)
+        return super().write(text[:200])
+
+
+def test_the_spinner_keeps_only_the_latest_event_while_the_terminal_is_slow(cli_env,
+                                                                             monkeypatch):
+    """Twenty statuses of 2 MiB each while the spinner's terminal blocks on the first:
+    the reader hands over the latest, it does not queue them all (40 MiB)."""
+    written = threading.Event()
+
+    def body(conn, server):
+        for i in range(20):
+            conn.sendall(b'data: {"jsonrpc": "2.0", "id": 1, "result": {"statusUpdate": '
+                         b'{"taskId": "tsk_1", "status": {"state": "TASK_STATE_WORKING", '
+                         b'"message": {"role": "ROLE_AGENT", "parts": [{"text": "status %d '
+                         % i)
+            conn.sendall(NAME_TAIL)
+            conn.sendall(b'"}]}}}}}\n\n')
+        conn.sendall(TERMINAL_EVENT)
+        written.set()
+    handler = task_stream(body)
+    monkeypatch.setattr(sys, "stderr", SlowTerminal("status 0", written))
+    monkeypatch.setattr(sys, "stdout", Sink())
+    with Hostile(handler) as door:
+        status, held = traced_peak(lambda: run_all(door, [("send", "hi")]))
+    assert status == [0] and written.is_set() and held < 24 * MIB, held
