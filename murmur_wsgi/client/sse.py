@@ -19,6 +19,8 @@ from typing import Iterable, Iterator
 
 logger = logging.getLogger(__name__)
 
+MAX_RETRY_DIGITS = 18           # a longer ``retry:`` (milliseconds) is ignored
+
 
 @dataclass
 class SseEvent:
@@ -104,7 +106,9 @@ class SseParser:
             if "\0" not in value:
                 self._id = value
         elif name == "retry":
-            if value.isdigit():
+            # NOTE: ASCII digits only (str.isdigit takes '²', which int() refuses), and a
+            # few of them: int() refuses more than 4300 digits.
+            if value.isascii() and value.isdigit() and len(value) <= MAX_RETRY_DIGITS:
                 self._retry = int(value)
         else:
             return None                 # an unknown field is ignored

@@ -207,6 +207,14 @@ def test_the_sse_limit_counts_one_event_and_never_comments():
         list(parser.feed(b"data: 123456789\ndata: 123456789\n"))
 
 
+@pytest.mark.parametrize("retry", ["\u00b2".encode(), b"\xd9\xa3", b"9" * 5000, b"-1"],
+                         ids=["superscript-two", "arabic-three", "5000-digits", "negative"])
+def test_a_retry_that_is_not_a_few_ascii_digits_is_ignored(retry):
+    parser = SseParser(max_bytes=20000)
+    assert list(parser.feed(b"retry: " + retry + b"\ndata: x\n\nretry: 250\ndata: y\n\n")) == [
+        SseEvent("x"), SseEvent("y", retry=250)]
+
+
 # --- answers --------------------------------------------------------------------------
 
 
