@@ -5,6 +5,7 @@ import gc
 import json
 import logging
 import re
+import threading
 from itertools import accumulate
 
 from murmur_wsgi.errors import InvalidRequestError, ParseError
@@ -201,13 +202,53 @@ def parse_json(body: bytes, max_depth: int = 64, max_values: int = 1_000_000,
     # PERF: the cyclic GC runs every 700 containers the parser makes, over all that
     # survive: on a body of many small arrays it took 6 times the parse itself. Nothing
     # the parser makes is a cycle; the next collection still sees it all.
-    enabled = gc.isenabled()
-    gc.disable()
+    pause = _PAUSES.get("gc") or _gc_pause()
+    pause.enter()
     try:
         return _decode_text(body, scan)
     finally:
-        if enabled:
-            gc.enable()
+        pause.leave()
+
+
+class _GcPause:
+    """The cyclic GC off while any large body is parsed, in any thread; as it was after.
+
+    NOTE: the GC's switch is the process's. Were each parse to read it, turn it off and
+    back on as it found it, real threads would leave it off for good: a parse that read it
+    off while another's was under way would turn it off after that one turned it back on.
+    The first parse reads it, the last one restores it, under ``_lock``: one acquire
+    each way, only for a body of ``_GC_PAUSE_BYTES`` or more. One for the process
+    (``_gc_pause``)."""
+
+    __slots__ = ("_lock", "_parsing", "_resume")
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._parsing = 0               # guarded by _lock: parses under way
+        self._resume = False            # guarded by _lock: the GC was on at the first
+
+    def enter(self) -> None:
+        with self._lock:
+            if not self._parsing:
+                self._resume = gc.isenabled()
+                gc.disable()
+            self._parsing += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._parsing -= 1
+            if not self._parsing and self._resume:
+                gc.enable()
+
+
+_PAUSES: dict = {}          # "gc": the process's one _GcPause, made at its first use
+
+
+def _gc_pause() -> _GcPause:
+    """The process's ``_GcPause``. NOTE: made at the first large body, never at import (no
+    lock exists before gevent patches, docs/architecture.md); ``setdefault`` is one atomic
+    step, so threads that make one at once all get the same."""
+    return _PAUSES.setdefault("gc", _GcPause())
 
 
 def _decode_text(body: bytes, scan):
