@@ -118,7 +118,10 @@ class Runs:
                 failed = failed or ex
                 continue
             with self.lock:
-                self.unwritten.remove(args)
+                # NOTE: two retries may write one end at once (the replica's turn and the
+                # hub's close, or two closes): the other may have taken it out already.
+                if args in self.unwritten:
+                    self.unwritten.remove(args)
         if failed is not None:
             raise failed
 
