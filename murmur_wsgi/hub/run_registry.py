@@ -54,6 +54,12 @@ class Runs:
             self._runs[run.task_id] = run
         if self.metrics is not None:
             self.metrics.run_started()
+        # NOTE: the task is stored and started before its run is here: a CancelTask that
+        # came between (real threads) found no run and marked the task instead, then looked
+        # again (methods/tasks.py). Registered first, read second: one of the two sees the
+        # other. A shared store's marks are the replica's turn's to read (a round trip).
+        if not self.store.shared and self.store.cancel_marked(run.task_id):
+            run.request_stop(cancel=True)
 
     def get(self, task_id: str) -> Run | None:
         return self._runs.get(task_id)

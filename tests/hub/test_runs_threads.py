@@ -11,6 +11,8 @@ import pytest
 
 from murmur_wsgi.hub.run_registry import Runs
 from murmur_wsgi.hub.task import FAILED
+from tests.hub.agents import gate
+from tests.hub.conftest import HubClient, send_params
 
 pytestmark = pytest.mark.one_store
 
@@ -60,3 +62,65 @@ def test_two_retries_of_one_unwritten_end_write_it_once_and_both_return():
         store.slow.join(10)
     assert failed == []
     assert store.ended == ["t-1"] and runs.unwritten == []
+
+
+class _HeldRegistration:
+    """A SendMessage (returnImmediately) to ``held`` whose ``hub.runs.add`` waits, in its
+    own thread, until ``release``: its task is stored and started, its run not registered."""
+
+    def __init__(self, hub, monkeypatch, text: str):
+        self.add = hub.runs.add
+        self.registering, self.release = threading.Event(), threading.Event()
+        self.task_id = self.sent = None
+        monkeypatch.setattr(hub.runs, "add", self._add)
+        gate(text)                               # never opened: the run ends otherwise
+        params = send_params(text, configuration={"returnImmediately": True})
+        self.sender = threading.Thread(target=self._send, args=(hub, params))
+        self.sender.start()
+        assert self.registering.wait(10), "the run was not registered"
+
+    def _send(self, hub, params) -> None:
+        self.sent = HubClient(hub, "held").result("SendMessage", params)
+
+    def _add(self, run) -> None:
+        if threading.current_thread() is self.sender:
+            self.task_id = run.task_id
+            self.registering.set()
+            self.release.wait(10)
+        self.add(run)
+
+    def done(self) -> None:
+        self.release.set()
+        self.sender.join(10)
+
+
+def test_a_cancel_between_a_tasks_start_and_its_runs_registration_cancels_it(hub, monkeypatch):
+    """A message's task is stored and started a moment before its run is registered
+    (``Runs.add``). A CancelTask in between found no run, and on the memory store answered
+    -32002 for a task WORKING, whose run then went on; now it marks the task, and the run
+    is stopped as it is registered: CANCELED."""
+    mark, progressed, found = hub.store.mark_cancel, threading.Event(), {}
+
+    def mark_then_tell(*args, **kwargs):
+        mark(*args, **kwargs)
+        progressed.set()
+
+    def cancel():
+        try:
+            found["cancel"] = HubClient(hub, "held").call(
+                "CancelTask", {"id": held.task_id}).get_json()
+        finally:
+            progressed.set()
+
+    monkeypatch.setattr(hub.store, "mark_cancel", mark_then_tell)
+    held = _HeldRegistration(hub, monkeypatch, "cancel-race")
+    canceller = threading.Thread(target=cancel)
+    try:
+        canceller.start()
+        assert progressed.wait(10), "the cancel neither marked the task nor answered"
+    finally:
+        held.done()
+        canceller.join(10)
+    assert "result" in found["cancel"], found["cancel"]
+    assert found["cancel"]["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+    assert held.sent["task"]["id"] == held.task_id

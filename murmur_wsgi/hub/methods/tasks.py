@@ -40,12 +40,18 @@ def cancel_task(hub, call):
     """CancelTask: cut the run, here or on the replica that runs it; CANCELED, or -32002."""
     task = find(hub, call)
     run = hub.runs.get(task.id)
-    if task.terminal or (run is None and not hub.store.shared) or (run is not None
-                                                                    and run.ended):
+    if task.terminal or (run is not None and run.ended):
         raise TaskNotCancelableError(task.id, task.state)
     if run is not None:
         run.request_stop(cancel=True)
     hub.store.mark_cancel(task.id, tenant=task.tenant)   # another replica's run hears it
+    if run is None:
+        # NOTE: a message's task is stored and started a moment before its run is registered:
+        # under real threads this cancel may come between. Looked for again after the mark,
+        # the run is found here, or reads the mark as it is registered (``Runs.add``).
+        run = hub.runs.get(task.id)
+        if run is not None:
+            run.request_stop(cancel=True)
     timeout = hub.config.cancel_timeout_secs
     if run is not None:
         stopped = run.wait(lambda: run.ended, timeout)
