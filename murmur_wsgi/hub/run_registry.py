@@ -38,6 +38,7 @@ class Runs:
         self._runs: dict[str, Run] = {}                # guarded by lock
         self._overdue: dict[str, Run] = {}             # guarded by lock: ended, agent executing
         self.unwritten: list[tuple] = []               # store.end args; guarded by lock
+        self._drained = False          # guarded by lock: the drain took the runs in flight
         self.metrics = None                            # HubMetrics, when /metrics is served
         self.timers = Timers("hub-timers")             # every run's timeout and flush
 
@@ -52,8 +53,15 @@ class Runs:
     def add(self, run: Run) -> None:
         with self.lock:
             self._runs[run.task_id] = run
+            late = self._drained
         if self.metrics is not None:
             self.metrics.run_started()
+        if late:
+            # NOTE: its message was accepted before the hub closed (``hub.closing``), its run
+            # comes after the drain took the runs in flight: it ends as the drain ends those.
+            run.request_stop(cancel=False)
+            run.finish(FAILED, INTERRUPTED)
+            return
         # NOTE: the task is stored and started before its run is here: a CancelTask that
         # came between (real threads) found no run and marked the task instead, then looked
         # again (methods/tasks.py). Registered first, read second: one of the two sees the
@@ -142,7 +150,9 @@ class Runs:
     def drain(self, timeout: float) -> int:
         """Wait up to ``timeout`` for the runs in flight; end the rest FAILED (interrupted)."""
         self.wait(lambda: not self._runs, timeout)
-        left = self.in_flight()
+        with self.lock:
+            self._drained = True
+            left = list(self._runs.values())
         for run in left:
             run.request_stop(cancel=False)
             run.finish(FAILED, INTERRUPTED)

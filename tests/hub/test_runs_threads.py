@@ -11,7 +11,7 @@ import pytest
 
 from murmur_wsgi.hub.run_registry import Runs
 from murmur_wsgi.hub.task import FAILED
-from tests.hub.agents import gate
+from tests.hub.agents import SEEN, gate
 from tests.hub.conftest import HubClient, send_params
 
 pytestmark = pytest.mark.one_store
@@ -124,3 +124,19 @@ def test_a_cancel_between_a_tasks_start_and_its_runs_registration_cancels_it(hub
     assert "result" in found["cancel"], found["cancel"]
     assert found["cancel"]["result"]["status"]["state"] == "TASK_STATE_CANCELED"
     assert held.sent["task"]["id"] == held.task_id
+
+
+def test_a_run_registered_after_the_drain_ends_interrupted(hub, monkeypatch):
+    """A message that passed the closing check before the hub closed has its run registered
+    after the drain took the runs in flight: it escaped the drain (close answered 0
+    interrupted, its agent ran on after the store closed). Now it ends FAILED as the drain
+    ends those, its agent never called."""
+    held = _HeldRegistration(hub, monkeypatch, "late-run")
+    try:
+        hub.close(drain_timeout=5)               # nothing in flight yet: the drain is done
+    finally:
+        held.done()
+    task = hub.store.get("acme", "held", held.task_id)
+    assert task.state == "TASK_STATE_FAILED", task.state
+    assert task.status_text.startswith("interrupted")
+    assert not [ctx for ctx in SEEN if ctx.task_id == held.task_id]
