@@ -266,6 +266,11 @@ def as_task(entry) -> HubTask:
     return HubTask.from_record(entry) if type(entry) is tuple else entry
 
 
+def status_ms(entry) -> int:
+    """A store's entry's status time (ms): a ``HubTask``'s, or a record's, read in place."""
+    return entry[7] if type(entry) is tuple else entry.status_ms
+
+
 def task_status(task_id: str, context_id: str, state: str, text: str | None, ms: int) -> dict:
     """A task's TaskStatus: its state, ``text`` as the status message (``<id>-status``)."""
     message = None if text is None else wire_task.agent_message(f"{task_id}-status", context_id,
