@@ -158,6 +158,50 @@ def test_a_record_round_trips(rstores, push):
     assert push.push_list("acme", "echo", "t1") == [saved]
 
 
+def test_a_config_saved_again_while_a_look_drops_it_stays_listed(rstores, push, monkeypatch):
+    """A client deletes a config and creates it again (the same id): the look the delete's
+    wake-up started found the config gone, and its removal of the name from push:active
+    came after the create had listed it; the config, saved, was never due again."""
+    a_task(rstores)
+    push.push_save(record(), from_start=True)
+    due = push._scripts["DUE"]
+
+    def look(*args, **kwargs):
+        monkeypatch.setitem(push._scripts, "DUE", due)     # this look only
+        assert push.push_delete("acme", "echo", "t1", "c1")
+        answer = due(*args, **kwargs)                      # the config is gone
+        push.push_save(record(), from_start=True)          # created again, before the drop
+        return answer
+
+    monkeypatch.setitem(push._scripts, "DUE", look)
+    assert push.push_due("me", 0) == []
+    assert [r.id for r in push.push_due("me", 0)] == ["c1"]
+
+
+def test_a_config_saved_while_a_look_drops_its_name_stays_listed_on_a_cluster(
+        redis_cluster, monkeypatch):
+    """On a cluster a save lists its config (the hub's slot) a round trip before its script
+    (the tenant's): a look between the two found the name without its config and dropped
+    it, and the config was saved unlisted, never due."""
+    redis_cluster.flush()
+    stores = redis_stores(redis_cluster.url, replica_id="me")
+    try:
+        a_task(stores)
+        command = stores.tasks.conn.command
+        durable = command.durable
+
+        def look_first(*args):
+            monkeypatch.setattr(command, "durable", durable)    # this save only
+            assert stores.push.push_due("me", 0) == []         # listed, not saved yet
+            return durable(*args)
+
+        monkeypatch.setattr(command, "durable", look_first)
+        stores.push.push_save(record(), from_start=True)
+        assert [r.id for r in stores.push.push_due("me", 0)] == ["c1"]
+    finally:
+        stores.close()
+
+
 def state_of(received) -> str:
     body = received.json
     return (body.get("task") or body["statusUpdate"])["status"]["state"]

@@ -227,13 +227,16 @@ class ClusterCommands:
         """As ``Commands.script`` (``EVALSHA``, ``EVAL`` once when missing), routed."""
         return Commands.script(self, source, durable)
 
-    def after(self, before, command: tuple, durable: bool = False):
-        """As ``Commands.after``, but ``before`` (every command of it in one slot) goes to
-        its own slot's primary first, in a round trip of its own: then ``command``, to
-        its slot's."""
+    def after(self, before, command: tuple, durable: bool = False, then=()):
+        """As ``Commands.after``, but ``before`` and ``then`` (every command of each in one
+        slot) go to their own slot's primary, each in a round trip of its own: ``before``,
+        then ``command`` to its slot's, then ``then`` (once ``command`` is answered)."""
         if before:
             self.several(*before)
-        return self.durable(*command) if durable else self(*command)
+        answer = self.durable(*command) if durable else self(*command)
+        if then:
+            self.several(*then)
+        return answer
 
     @property
     def idle(self) -> int:

@@ -267,26 +267,30 @@ class Commands:
         return answers
 
     def script(self, source: str, durable: bool = False):
-        """``source`` as ``run(keys=…, args=…, before=())``, as ``client.register_script``
-        makes it: ``EVALSHA``, and ``EVAL`` once when Redis does not hold it (restarted,
-        flushed). A ``durable`` script's writes are acknowledged by the replicas
-        (``durable``); ``before``: commands sent first (``after``)."""
+        """``source`` as ``run(keys=…, args=…, before=(), then=())``, as
+        ``client.register_script`` makes it: ``EVALSHA``, and ``EVAL`` once when Redis does
+        not hold it (restarted, flushed). A ``durable`` script's writes are acknowledged by
+        the replicas (``durable``); ``before`` and ``then``: commands sent before and after
+        it (``after``)."""
         sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
 
-        def run(keys=(), args=(), before=()):
+        def run(keys=(), args=(), before=(), then=()):
             try:
-                return self.after(before, ("EVALSHA", sha, len(keys), *keys, *args), durable)
+                return self.after(before, ("EVALSHA", sha, len(keys), *keys, *args), durable,
+                                  then)
             except redis.exceptions.NoScriptError:
-                return self.after(before, ("EVAL", source, len(keys), *keys, *args), durable)
+                return self.after(before, ("EVAL", source, len(keys), *keys, *args), durable,
+                                  then)
         return run
 
-    def after(self, before, command: tuple, durable: bool = False):
+    def after(self, before, command: tuple, durable: bool = False, then=()):
         """``command``'s answer, sent after each of ``before`` (writes that must be done
-        before it: on one connection, in one round trip), with its ``WAIT`` when
-        ``durable``. Every command of ``before`` may be sent again (a script Redis had
-        forgotten is sent once more, ``before`` with it)."""
+        before it) and before each of ``then`` (writes that must follow it): on one
+        connection, in one round trip, with its ``WAIT`` last when ``durable``. Every
+        command of ``before`` and ``then`` may be sent again (a script Redis had forgotten
+        is sent once more, with them)."""
         ack = (self._ack,) if durable and self._replicas else ()
-        answers = self.several(*before, command, *ack)
+        answers = self.several(*before, command, *then, *ack)
         if ack and answers[-1] < self._replicas:
             raise Unreplicated(f"{answers[-1]} of {self._replicas} replicas acknowledged a "
                                "write")

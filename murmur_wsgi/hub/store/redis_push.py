@@ -20,8 +20,12 @@ listener is subscribed again (``notify_push``), else at most ``FULL_SCAN_SECS`` 
 while it is not subscribed the waiting configs are looked at again every ``block``
 seconds.
 
-A config enters ``push:active`` before its save and leaves it after a look found it
-gone or done, so a config saved is always listed while it has events to send.
+A config enters ``push:active`` before its save and again after it, and leaves it after
+a look found it gone or done (``_unlist``: the name removed, then the config looked at
+once more, and put back if it was saved meanwhile), so a config saved is always listed
+while it has events to send: a save that comes between a look and its removal (a
+client's delete and create of one config) is either seen by the second look or lists
+the name after the removal.
 
 The lease's owner is the connection's ``replica`` id (the dispatcher's owner on Redis).
 A config's hash expires with its task's event stream.
@@ -155,7 +159,9 @@ class RedisPushStore(PushStorage):
                   push_counter_key(tenant), events_key(tenant, task_id)],
             args=[record.id, raw, "1" if from_start else "0", MAX_CONFIGS_PER_TASK,
                   PUSH_WAKE, name],
-            before=[("SADD", PUSH_ACTIVE, name)])      # listed before it exists
+            # NOTE: listed before it exists, and again after (``_unlist``); one round trip
+            # on one Redis.
+            before=[("SADD", PUSH_ACTIVE, name)], then=[("SADD", PUSH_ACTIVE, name)])
         if out == 0:
             return TASK_GONE
         return None if out is None else _record(task_id, record.id, out)
@@ -183,17 +189,13 @@ class RedisPushStore(PushStorage):
     def push_delete(self, tenant, agent, task_id, config_id):
         if len(task_id) > MAX_ID_BYTES:
             return False
-        name = member(tenant, task_id, config_id)
-        deleted = bool(self._scripts["DELETE"](
+        # NOTE: its name stays in push:active: the dispatchers its wake-up makes look at it
+        # drop it (``_unlist``), as a config that can be saved again meanwhile.
+        return bool(self._scripts["DELETE"](
             keys=[configs_key(tenant, task_id), lease_key(tenant, task_id, config_id),
                   slots_key(tenant)],
-            args=[config_id, tenant, agent, f"{task_id}/{config_id}", PUSH_WAKE, name]))
-        if deleted:
-            try:
-                self._redis.srem(PUSH_ACTIVE, name)
-            except FAILURES:
-                pass                # a look drops a name whose config is gone
-        return deleted
+            args=[config_id, tenant, agent, f"{task_id}/{config_id}", PUSH_WAKE,
+                  member(tenant, task_id, config_id)]))
 
     # --- what is due ------------------------------------------------------------
 
@@ -209,7 +211,39 @@ class RedisPushStore(PushStorage):
         if names is None:
             names = self._redis.smembers(PUSH_ACTIVE)
             self._tenants = {}                  # the names met: those listed now
+        pending, waiting, gone = [], {}, []
         skipped = {f"{task_id}/{config_id}" for task_id, config_id in skip}
+        for tenant, (due, wait, done) in self._looked(names, skipped):
+            pending += [(tenant, local, raw, holder) for local, raw, holder in due]
+            waiting.update((member(tenant, local), int(n)) for local, n in wait)
+            gone += [member(tenant, local) for local in done]
+        if gone:
+            self._unlist(gone)
+        alive = self._alive({h for *_, h in pending if h and h != owner})
+        records = []
+        for tenant, local, raw, holder in pending:
+            if not holder or holder == owner or not alive[holder]:
+                task_id, _, config_id = local.rpartition("/")
+                records.append(_record(task_id, config_id, raw))
+        return records, waiting
+
+    def _unlist(self, names: list) -> None:
+        """Take ``names`` (a look found their configs gone, or finished and caught up) out
+        of ``push:active``, then look at them once more: one saved again since that look
+        (its name listed before the removal) is listed again. A save lists its name after
+        its script too, so whichever comes last, a config saved stays listed."""
+        self._redis.srem(PUSH_ACTIVE, *names)
+        every = {split_member(name)[1] for name in names}      # none due, none waited on
+        gone = {member(tenant, local) for tenant, (_, _, done) in self._looked(names, every)
+                for local in done}
+        back = [name for name in names if name not in gone]
+        if back:
+            self._redis.sadd(PUSH_ACTIVE, *back)
+
+    def _looked(self, names, skipped: set) -> list:
+        """``[(tenant, the DUE script's answer)]`` for ``names``: each tenant's configs in
+        batches, every batch in one pipeline (on a cluster, a round trip per node); none
+        of ``skipped`` (``<task>/<config>``) is due or waited on."""
         calls: list[tuple] = []
         by_tenant: dict[str, list] = {}
         for name in names:
@@ -235,20 +269,7 @@ class RedisPushStore(PushStorage):
             answers = pipe.execute()            # NOTE: on a cluster, a round trip per node
         else:
             answers = []
-        pending, waiting, gone = [], {}, []
-        for (tenant, _, _), (due, wait, done) in zip(calls, answers):
-            pending += [(tenant, local, raw, holder) for local, raw, holder in due]
-            waiting.update((member(tenant, local), int(n)) for local, n in wait)
-            gone += [member(tenant, local) for local in done]
-        if gone:
-            self._redis.srem(PUSH_ACTIVE, *gone)
-        alive = self._alive({h for *_, h in pending if h and h != owner})
-        records = []
-        for tenant, local, raw, holder in pending:
-            if not holder or holder == owner or not alive[holder]:
-                task_id, _, config_id = local.rpartition("/")
-                records.append(_record(task_id, config_id, raw))
-        return records, waiting
+        return [(tenant, answer) for (tenant, _, _), answer in zip(calls, answers)]
 
     @_guarded
     def push_due(self, owner, timeout, skip=frozenset()):
