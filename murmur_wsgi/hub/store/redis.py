@@ -178,9 +178,12 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
             self._ran(tenant, task_id)
 
     def _ran(self, tenant: str, task_id: str) -> None:
-        names = self._names.pop(task_id, None)
+        # NOTE: among the ended before it leaves the running: a call by id alone on another
+        # thread (the run's own, reading the end another replica wrote) finds it throughout.
+        names = self._names.get(task_id)
         if names is not None:
             self._ended(task_id, names)
+            self._names.pop(task_id, None)
         self._left.append(member(tenant, task_id))
 
     def flush_runs(self) -> None:
