@@ -6,6 +6,7 @@ import threading
 import pytest
 
 from murmur_wsgi import create_app
+from murmur_wsgi.uris import DOOR_URI
 from tests.conftest import Rpc
 from tests.tasks_util import NOW, send_params, wait_state
 
@@ -60,6 +61,23 @@ def test_a_completion_reaches_the_waiting_task(delegating):
                      "message": f"no task in this session is waiting for delegation {dlg}",
                      "data": [{"@type": ERROR_INFO, "reason": "COMPLETION_NOT_AWAITED",
                                "domain": "murmur.nexus", "metadata": {"delegationId": dlg}}]}
+
+
+def test_a_completion_whose_metadata_holds_the_door_uri_names_it_in_a2a_extensions(delegating):
+    # The reference's echo table: a SendMessage whose message.metadata holds the door URI
+    # is answered with it in A2A-Extensions, and a completion is a SendMessage. Its answer
+    # carried no A2A-Extensions; its refusal still carries none.
+    rpc, agent = delegating
+    rpc.result("SendMessage", send_params("delegate", NOW))
+    assert agent.opened.wait(10)
+    headers = completion_headers(rpc.door, agent.delegation_id)
+    params = send_params("status: ok", metadata={DOOR_URI: {}})
+    answer = rpc.call("SendMessage", params, headers)
+    assert answer.headers["A2A-Extensions"] == DOOR_URI
+    assert "message" in answer.get_json()["result"]
+    refused = rpc.call("SendMessage", params, headers)           # no longer awaited
+    assert refused.get_json()["error"]["code"] == -31002
+    assert "A2A-Extensions" not in refused.headers
 
 
 def test_an_untrusted_completion_is_fenced(delegating):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 
 from murmur_wsgi.door.tasks import render
+from murmur_wsgi.uris import DOOR_URI
 from murmur_wsgi.wire.message import IncomingMessage, completion_received
 
 logger = logging.getLogger(__name__)
@@ -22,4 +23,7 @@ def complete(door, call, message: IncomingMessage) -> dict:
                                 origin="completion",
                                 data_bytes=door.manifest.limits["data_text_bytes"])
     context_id = door.session.delegations.deliver(delegation_id, payload)
+    if message.door_extension:
+        # NOTE: a completion is a SendMessage: its metadata's door URI is echoed as any's.
+        call.used_extensions.append(DOOR_URI)
     return completion_received(delegation_id, context_id)
