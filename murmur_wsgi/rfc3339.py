@@ -6,15 +6,34 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
+_RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:)(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
 
 
 def rfc3339_us(value) -> int | None:
-    """An RFC 3339 timestamp with a zone as epoch microseconds; None when it is not one."""
-    if not isinstance(value, str) or not _RFC3339.match(value):
+    """An RFC 3339 timestamp with a zone as epoch microseconds; None when it is not one.
+
+    The value is the first microsecond at or after the instant named, so that a cutoff
+    compares exactly with a stamp of whole milliseconds or microseconds: digits past the
+    microsecond round up. A leap second (second 60, which RFC 3339 allows at 23:59 UTC)
+    reads as the end of its minute: no clock stamps anything inside it.
+    """
+    found = _RFC3339.match(value) if isinstance(value, str) else None
+    if found is None:
         return None
+    minute, second, fraction, zone = found.groups()
+    leap = second == "60"
     try:
-        parsed = datetime.fromisoformat(value.replace("z", "Z").replace("t", "T"))
+        parsed = datetime.fromisoformat(
+            f"{minute.replace('t', 'T')}{'59' if leap else second}{zone.replace('z', 'Z')}")
     except ValueError:
         return None
-    return int(parsed.timestamp()) * 1_000_000 + parsed.microsecond
+    if leap:
+        minute_start = int(parsed.timestamp()) - 59
+        if minute_start // 60 % 1440 != 1439:          # not 23:59 UTC
+            return None
+        return (minute_start + 60) * 1_000_000
+    digits = (fraction or ".")[1:]
+    micro = int(digits[:6].ljust(6, "0"))
+    if digits[6:].strip("0"):
+        micro += 1                          # past the microsecond: the next one
+    return int(parsed.timestamp()) * 1_000_000 + micro

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from murmur_wsgi.rfc3339 import rfc3339_us
 from tests.conftest import Rpc, make_door
 from tests.tasks_util import NOW, send_params
 
@@ -164,3 +165,31 @@ def test_a_forged_token_with_unicode_digits_is_refused(filled):
     tag = raw.partition(":")[2]
     forged = base64.urlsafe_b64encode(f"\u00b2:{tag}".encode()).decode().rstrip("=")
     assert rpc.error("ListTasks", {"pageToken": forged})["code"] == -32602
+
+
+def test_a_cutoff_past_a_tasks_millisecond_by_less_than_a_microsecond_leaves_it_out(rpc):
+    # statusTimestampAfter keeps the tasks whose status.timestamp is at or after it. Digits
+    # past the microsecond were dropped: a cutoff of T plus 0.1 µs listed the task at T.
+    task = rpc.result("SendMessage", send_params("x"))["task"]
+    stamp = task["status"]["timestamp"]                       # …HH:MM:SS.mmmZ
+    for cutoff, listed in ((stamp, 1), (stamp[:-1] + "000000Z", 1),
+                           (stamp[:-1] + "0001Z", 0), (stamp[:-1] + "000000001Z", 0)):
+        page = rpc.result("ListTasks", {"statusTimestampAfter": cutoff})
+        assert page["totalSize"] == listed, cutoff
+
+
+@pytest.mark.parametrize("cutoff", ["2016-12-31T23:59:60Z", "2016-12-31T23:59:60.5Z",
+                                    "2017-01-01T08:59:60+09:00"])
+def test_a_leap_second_is_an_rfc3339_timestamp(rpc, cutoff):
+    # RFC 3339's time-second runs to 60 for a leap second; such a cutoff was refused as not
+    # a timestamp. It reads as the end of its minute, which no clock stamps a task inside.
+    rpc.result("SendMessage", send_params("x"))
+    assert rpc.result("ListTasks", {"statusTimestampAfter": cutoff})["totalSize"] == 1
+    assert rfc3339_us(cutoff) == rfc3339_us("2017-01-01T00:00:00Z")
+
+
+@pytest.mark.parametrize("cutoff", ["2026-10-13T09:00:60Z", "2016-12-31T23:59:61Z",
+                                    "2016-12-31T23:59:60+01:00"])
+def test_a_second_60_outside_a_leap_second_is_refused(rpc, cutoff):
+    assert rpc.error("ListTasks", {"statusTimestampAfter": cutoff}) == {
+        "code": -32602, "message": TS_MESSAGE}
