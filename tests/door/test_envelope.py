@@ -417,3 +417,29 @@ def test_standard_errors_carry_no_data(rpc, data, code):
     error = envelope_of(rpc.post(data))["error"]
     assert list(error) == ["code", "message"]
     assert error["code"] == code
+
+
+def test_step13_the_extended_card_refuses_a_tenant():
+    door = make_door(network={"authentication": AUTHENTICATION})
+    token = door.tokens.tokens["watcher"]             # every valid token reads the card
+    response = Rpc(door).call("GetExtendedAgentCard", {"tenant": "acme"},
+                              {"Authorization": f"Bearer {token}"}, request_id=2)
+    assert wire(response) == rpc_error(2, -32602, TENANT_ACME)
+
+
+# --- -32603: a request the door accepted and could not hand to the session -------------
+
+
+def test_a_method_that_fails_inside_the_door_is_internal_error(rpc, monkeypatch, caplog):
+    from murmur_wsgi.door import methods
+
+    def broken(door, call, params):
+        raise RuntimeError("the session's store is gone")
+
+    monkeypatch.setitem(methods.METHODS, "GetTask",
+                        methods.Method(broken, methods.METHODS["GetTask"].read))
+    response = rpc.call("GetTask", {"id": "tsk_x"}, request_id="r-1")
+    assert wire(response) == rpc_error(
+        "r-1", -32603, "Internal error: the door could not hand the request to the session")
+    assert b"store is gone" not in response.data and b"Traceback" not in response.data
+    assert any("RuntimeError" in (record.exc_text or "") for record in caplog.records)

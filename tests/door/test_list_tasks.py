@@ -140,6 +140,25 @@ def test_a_task_that_changes_moves_ahead_of_the_cursor():
                  "Invalid params: contextId must be a string", id="first-refused-answers"),
     pytest.param({"status": "x", "pageSize": 0},
                  "Invalid params: status must be a TASK_STATE_* name", id="order-status"),
+    pytest.param({"pageSize": 0, "pageToken": "bogus"},
+                 "Invalid params: pageSize must be an integer from 1", id="order-pageSize"),
+    pytest.param({"pageToken": "bogus", "statusTimestampAfter": "x"},
+                 "Invalid params: pageToken is not a nextPageToken this door answered",
+                 id="order-pageToken"),
+    pytest.param({"statusTimestampAfter": "x", "includeArtifacts": "y"}, TS_MESSAGE,
+                 id="order-statusTimestampAfter"),
+    # null is not absent: only statusTimestampAfter reads it as "every task".
+    pytest.param({"contextId": None}, "Invalid params: contextId must be a string",
+                 id="contextId-null"),
+    pytest.param({"status": None}, "Invalid params: status must be a TASK_STATE_* name",
+                 id="status-null"),
+    pytest.param({"pageSize": None}, "Invalid params: pageSize must be an integer from 1",
+                 id="pageSize-null"),
+    pytest.param({"pageToken": None},
+                 "Invalid params: pageToken is not a nextPageToken this door answered",
+                 id="pageToken-null"),
+    pytest.param({"includeArtifacts": None},
+                 "Invalid params: includeArtifacts must be a boolean", id="includeArtifacts-null"),
 ])
 def test_refusals(rpc, params, message):
     assert rpc.error("ListTasks", params) == {"code": -32602, "message": message}

@@ -24,14 +24,6 @@ def completed(text):
 
 
 @pytest.fixture
-def queue_rpc():
-    door = make_door(lifecycle={"task_acceptance": "queue", "queue_depth": 1},
-                     capabilities={"shell": {"allow": ["sleep"]}})
-    yield Rpc(door)
-    door.close()
-
-
-@pytest.fixture
 def live_rpc():
     door = make_door(capabilities={"shell": {"allow": ["sleep"]}})
     yield Rpc(door)

@@ -151,3 +151,40 @@ def test_card_and_planes_read_no_version(door):
     plane = client.get("/resources/files/x", headers=[("A2A-Version", "0.3")])
     assert plane.status_code == 404
     assert set(plane.get_json()) == {"error", "message"}
+
+
+@pytest.mark.parametrize("method", ["SendMessage", "SendStreamingMessage"])
+def test_a_refused_message_starts_no_task(door, method):
+    body = {"jsonrpc": "2.0", "id": 2, "method": method,
+            "params": {"message": {"messageId": "m1", "role": "ROLE_USER",
+                                   "parts": [{"text": "hi"}]}}}
+    assert wire(post(door, [("A2A-Version", "0.3")], body)) == version_error("0.3", 2)
+    assert len(door.session.store) == 0 and door.session.ring.last_id == 0
+
+
+@pytest.mark.parametrize("method", ["murmur.StopSession", "CancelTask"])
+def test_a_refused_stop_or_cancel_stops_nothing(method):
+    door = make_door(capabilities={"shell": {"allow": ["sleep"]}})
+    try:
+        live = post(door, [("A2A-Version", "1.0")], {
+            "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": {"messageId": "m1", "role": "ROLE_USER",
+                                   "parts": [{"text": "/sleep 30"}]},
+                       "configuration": {"returnImmediately": True}}}).get_json()
+        task_id = live["result"]["task"]["id"]
+        body = {"jsonrpc": "2.0", "id": 3, "method": method, "params": {"id": task_id}}
+        assert wire(post(door, [], body)) == version_error("", 3)
+        assert door.session.store.get(task_id).state in ("TASK_STATE_SUBMITTED",
+                                                         "TASK_STATE_WORKING")
+    finally:
+        door.close()
+
+
+def test_the_peer_plane_and_the_control_surface_read_no_version(door):
+    client = Client(door)
+    for path, error in (("/resources/peer/mh1.x.y", "no_peer_plane"), ("/control", "not_found")):
+        answers = {(r.status, r.data) for r in (
+            client.get(path, headers=headers)
+            for headers in ([], [("A2A-Version", "0.3")], [("A2A-Version", "1.0")]))}
+        [(status, data)] = answers
+        assert status == "404 Not Found" and json.loads(data)["error"] == error, path
