@@ -201,6 +201,22 @@ def test_a_public_door_ignores_authorization():
     assert error["code"] == -32001
 
 
+@pytest.mark.parametrize("method", ["GET", "POST", "PUT"])
+@pytest.mark.parametrize("path, body", [
+    pytest.param("/resources/peer/mh1.x.y", b'{"error":"no_peer_plane","message":"this capsule '
+                 b'declares no peer plane"}', id="peer-plane"),
+    pytest.param("/control", b'{"error":"not_found","message":"this capsule declares no '
+                 b'control surface"}', id="control"),
+])
+@pytest.mark.parametrize("authorization", [None, "Bearer nope"])
+def test_the_peer_plane_and_the_control_surface_need_no_door_token(method, path, body,
+                                                                   authorization):
+    # Step 1: served without a door token, so never a 401 (the control surface takes its own).
+    headers = {} if authorization is None else {"Authorization": authorization}
+    response = Client(auth_door()).open(path, method=method, headers=headers)
+    assert wire(response) == refusal("404 Not Found", body)
+
+
 def test_the_card_needs_no_token():
     response = Client(auth_door()).get("/.well-known/agent-card.json",
                                        headers={"Authorization": "Bearer nope"})

@@ -306,6 +306,17 @@ def test_step10_none_still_serves_tasks(none_door, method):
     assert envelope_of(response)["error"]["code"] == -32001
 
 
+def test_step10_none_serves_the_sessions_own_methods(none_door):
+    rpc = Rpc(none_door)
+    assert rpc.result("ListTasks", {}) == {"tasks": [], "nextPageToken": "", "pageSize": 50,
+                                           "totalSize": 0}
+    assert rpc.result("murmur.StopSession", {}) == {"canceled": [], "residue": [],
+                                                    "session_id": none_door.session.id}
+    watch = rpc.call("murmur.WatchSession", {})
+    assert watch.status_code == 200 and watch.mimetype == "text/event-stream"
+    watch.close()
+
+
 # --- step 12: params ------------------------------------------------------------------
 
 
