@@ -83,19 +83,26 @@ def load_config(data, environ=None) -> HubConfig:
         line = first_error(ex.messages).replace("is not a key this door reads",
                                                  "is not a key this hub reads")
         raise ConfigError(env_named(line, origin)) from None
-    limits = loaded["limits"]
-    floor = limits["run_timeout_secs"] + 60.0
+    floor = longest_run_timeout(loaded) + 60.0
     sweep = loaded["sweep_max_age_secs"]
     if sweep is None:
         loaded["sweep_max_age_secs"] = max(300.0, floor)
     elif sweep < floor:
-        logger.warning("sweep_max_age_secs %g is below run_timeout_secs + 60 s; raised to %g",
-                       sweep, floor)
+        logger.warning("sweep_max_age_secs %g is below the longest run_timeout_secs + 60 s; "
+                       "raised to %g", sweep, floor)
         loaded["sweep_max_age_secs"] = floor
     if loaded["push"]["enabled"] and not loaded["public_url"]:
         raise ConfigError("public_url: is required when push.enabled is true (the "
                           "notifications' iss and the card's URL come from it)")
     return HubConfig(**loaded)
+
+
+def longest_run_timeout(loaded: dict) -> float:
+    """The longest run any tenant may have: the top-level ``limits.run_timeout_secs`` or a
+    tenant's own. The sweep ends a run older than ``sweep_max_age_secs`` whoever's it is, so
+    its floor is this + 60 s: no run is swept while its run timeout allows it."""
+    own = (block["limits"].get("run_timeout_secs") for block in loaded["tenants"].values())
+    return max([loaded["limits"]["run_timeout_secs"], *(t for t in own if t is not None)])
 
 
 def _named(path: tuple, origin: dict) -> str:

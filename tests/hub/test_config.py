@@ -45,6 +45,19 @@ def test_sweep_floor_raised(caplog):
     assert "raised" in caplog.text
 
 
+def test_sweep_floor_is_the_longest_run_timeout_of_any_tenant(caplog):
+    # NOTE: before, a tenant's own run timeout was left out: 300 s here, and the sweep
+    # ended that tenant's runs 300 s in, 600 s before their run timeout.
+    data = hub_config()
+    data["tenants"]["acme"]["limits"] = {"run_timeout_secs": 900}
+    assert load_config(data, environ={}).sweep_max_age_secs == 960
+    data["sweep_max_age_secs"] = 400
+    with caplog.at_level(logging.WARNING):
+        assert load_config(data, environ={}).sweep_max_age_secs == 960
+    assert "sweep_max_age_secs 400 is below the longest run_timeout_secs + 60 s; raised " \
+           "to 960" in caplog.text
+
+
 def test_tenant_limits_override_the_defaults():
     config = load_config(hub_config(), environ={})
     assert config.tenant_limits("globex")["concurrency"] == 1
