@@ -151,6 +151,27 @@ def mixed(ctx):
     return ctx.text
 
 
+def charged(ctx):
+    """Stream ``spent``, report usage, then by the text: "fail" fails; "hold <gate>" waits
+    for the gate (or the run's stop); "late <gate>" ignores the stop until the gate opens
+    (``<gate>-in`` set once it waits), reports usage again and answers."""
+    ctx.write("spent")
+    ctx.usage(input_tokens=1500, output_tokens=500, model="gpt-4o")
+    verb, _, name = ctx.text.partition(" ")
+    if verb == "fail":
+        raise TaskFailed("failed after spending")
+    if verb == "hold":
+        event = gate(name)
+        while not event.is_set():
+            if ctx.wait(0.02):
+                raise TaskCanceled(ctx.task_id)
+    if verb == "late":
+        gate(name + "-in").set()
+        gate(name).wait(30)
+        ctx.usage(input_tokens=1500, output_tokens=500, model="gpt-4o")
+    return "spent"
+
+
 def mutates(ctx):
     """Change its input in place: the data values, the message's and its parts' metadata."""
     ctx.data[0]["n"] = float("nan")

@@ -60,6 +60,7 @@ def hub_config(**overrides) -> dict:
                 "rejects": agent("tests.hub.agents:rejects"),
                 "open": agent("tests.hub.agents:leaves_open"),
                 "mixed": agent("tests.hub.agents:mixed"),
+                "charged": agent("tests.hub.agents:charged"),
                 "hidden": {"agent": "demo", "publish": False},
             }},
             "globex": {"api_keys": [sha(KEY_B)], "admission": "tests.hub.agents:refuse_beta",
@@ -151,6 +152,14 @@ def send_params(text, *, message_id=None, context_id=None, configuration=None, p
     if configuration is not None:
         params["configuration"] = configuration
     return params
+
+
+def streaming(rpc, text: str) -> dict:
+    """A background task of ``rpc``'s agent whose run has streamed a token: its reply."""
+    task = rpc.send(text, configuration={"returnImmediately": True})
+    wait_until(lambda: rpc.hub.runs.get(task["id"]) is not None
+               and rpc.hub.runs.get(task["id"]).tokens)
+    return task
 
 
 def sse_events(response) -> list[dict]:

@@ -15,7 +15,7 @@ from google.protobuf.json_format import ParseDict
 from murmur_wsgi.hub import create_hub
 
 from tests.hub.conftest import (AUDIENCE, ISSUER, KEY_A, KEY_B, PUBLIC, SECRET, HubClient,
-                                hub_config, send_params, token)
+                                agent, hub_config, send_params, token)
 
 pytestmark = pytest.mark.one_store          # credentials: nothing a store keeps
 
@@ -181,11 +181,12 @@ def test_without_a_configured_audience_a_jwt_with_aud_is_refused():
 
 @pytest.mark.parametrize("agent", ["hidden", "nobody", "held-not-here", "tokens"])
 def test_unpublished_unknown_and_other_tenants_agents_answer_alike(hub, agent):
+    from tests.hub.agents import SEEN
+    SEEN.clear()                    # what earlier tests' runs left (globex's included)
     client = HubClient(hub, agent, {"X-API-Key": KEY_B})
     for response in (client.card(), client.call("SendMessage", send_params("hi"))):
         assert (response.status_code, response.get_json()) == AGENT_NOT_FOUND
         _headers_ok(response)
-    from tests.hub.agents import SEEN
     assert not any(ctx.caller == "globex" for ctx in SEEN)
 
 
@@ -251,3 +252,33 @@ def test_tenant_comes_from_the_credential(hub):
     # A's other agent does not see it either.
     assert a.error("GetTask", {"id": task["id"]}, agent="tokens")["code"] == -32001
     assert a.result("GetTask", {"id": task["id"], "tenant": "globex"})["id"] == task["id"]
+
+
+def test_x_tenant_id_beside_an_api_key_changes_nothing(hub):
+    """The key's tenant it is: X-Tenant-ID names the tenant of a JWT only."""
+    client = HubClient(hub, "echo", {"X-API-Key": KEY_A, "X-Tenant-ID": "globex"})
+    task = client.send("mine")
+    assert HubClient(hub, "echo").result("GetTask", {"id": task["id"]}) == task
+    assert HubClient(hub, "echo", {"X-API-Key": KEY_B}).error(
+        "GetTask", {"id": task["id"]})["code"] == -32001
+    response = HubClient(hub, "hidden", {"X-API-Key": KEY_B, "X-Tenant-ID": "acme"}).card()
+    assert (response.status_code, response.get_json()) == AGENT_NOT_FOUND
+
+
+def test_a_context_id_of_another_tenant_is_another_conversation():
+    config = hub_config()
+    config["tenants"]["globex"]["agents"]["history"] = agent("tests.hub.agents:history")
+    hub = create_hub(config)
+    try:
+        acme = HubClient(hub, "history")
+        acme.send("acme's words", context_id="shared")
+        assert acme.send("more", context_id="shared")["artifacts"][0]["parts"][0]["text"] == \
+            "user:acme's words | agent:(none)"
+        globex = HubClient(hub, "history", {"X-API-Key": KEY_B})
+        answer = globex.send("hello", context_id="shared")
+        assert answer["contextId"] == "shared"
+        assert answer["artifacts"][0]["parts"][0]["text"] == "(none)"
+        assert [t["id"] for t in globex.result("ListTasks", {"contextId": "shared"})["tasks"]] \
+            == [answer["id"]]
+    finally:
+        hub.close(0)

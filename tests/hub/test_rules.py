@@ -10,7 +10,7 @@ from murmur_wsgi.hub import create_hub
 
 from tests.hub.agents import SEEN, gate
 from tests.hub.conftest import (KEY_B, HubClient, close_hub, hub_config, send_params, sse_events,
-                                wait_until)
+                                streaming, wait_until)
 
 
 def _usage(task):
@@ -269,6 +269,37 @@ def test_run_timeout_fails_the_task_once():
     hub.close(0)
 
 
+def test_a_task_reads_working_from_its_creation_submitted_only_in_the_reply(rpc):
+    """SUBMITTED is the SendMessage reply's (and a stream's first event); the task itself,
+    in GetTask and in ListTasks' status filter, is WORKING from the moment it exists."""
+    rpc.agent = "held"
+    task = rpc.send("g-states", configuration={"returnImmediately": True})
+    assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert rpc.result("GetTask", {"id": task["id"]})["status"]["state"] == "TASK_STATE_WORKING"
+    submitted = rpc.result("ListTasks", {"status": "TASK_STATE_SUBMITTED"})
+    assert (submitted["tasks"], submitted["totalSize"]) == ([], 0)
+    working = rpc.result("ListTasks", {"status": "TASK_STATE_WORKING"})
+    assert [t["id"] for t in working["tasks"]] == [task["id"]]
+    gate("g-states").set()
+
+
+def test_a_background_run_has_the_run_timeout_of_a_blocking_one(store):
+    config = hub_config(store=store)
+    config["tenants"]["acme"]["limits"] = {"run_timeout_secs": 0.2}
+    h = create_hub(config)
+    try:
+        client = HubClient(h, "held")
+        task = client.send("g-bg-timeout", configuration={"returnImmediately": True})
+        assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
+        wait_until(lambda: client.result("GetTask", {"id": task["id"]})["status"]["state"]
+                   == "TASK_STATE_FAILED")
+        status = client.result("GetTask", {"id": task["id"]})["status"]
+        assert status["message"]["parts"] == [
+            {"text": "the run took longer than 0.2 s and was stopped", "mediaType": "text/plain"}]
+    finally:
+        close_hub(h)
+
+
 # --- run usage ----------------------------------------------------------------------
 
 
@@ -292,3 +323,64 @@ def test_usage_cached_absent_when_zero_and_models_when_several(rpc):
 def test_usage_only_on_completed_tasks(rpc):
     for agent in ("fails", "crashes"):
         assert "artifacts" not in rpc.send("x", agent=agent)
+
+
+SPENT = [{"artifactId": "answer", "name": "answer",
+          "parts": [{"text": "spent", "mediaType": "text/plain"}]}]   # what it wrote: no usage
+
+
+def test_the_subscribe_replay_carries_the_usage_part_before_the_final_status(rpc):
+    task = rpc.send("a b", agent="tokens")
+    events = [e["result"] for e in sse_events(rpc.call("SubscribeToTask", {"id": task["id"]},
+                                                       agent="tokens"))]
+    assert [next(iter(e)) for e in events[-2:]] == ["artifactUpdate", "statusUpdate"]
+    assert events[-2]["artifactUpdate"] == {
+        "taskId": task["id"], "contextId": task["contextId"],
+        "artifact": {"artifactId": "answer", "name": "answer", "parts": [
+            {"data": {"usage": _usage(task)}, "mediaType": "application/json"}]},
+        "append": True, "lastChunk": True}
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def _no_usage_anywhere(rpc, task_id) -> None:
+    """Neither the task nor any event of its log carries a usage part."""
+    events = sse_events(rpc.call("SubscribeToTask", {"id": task_id}, agent="charged"))
+    assert '"usage"' not in json.dumps(events)
+    assert rpc.result("GetTask", {"id": task_id}, agent="charged")["artifacts"] == SPENT
+
+
+def test_a_run_that_spent_then_failed_is_not_charged(rpc):
+    task = rpc.send("fail", agent="charged")
+    assert task["status"]["state"] == "TASK_STATE_FAILED" and task["artifacts"] == SPENT
+    streamed = sse_events(rpc.call("SendStreamingMessage", send_params("fail"), agent="charged"))
+    assert streamed[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_FAILED"
+    assert '"usage"' not in json.dumps(streamed)
+    _no_usage_anywhere(rpc, task["id"])
+
+
+def test_a_canceled_run_that_spent_is_not_charged(rpc):
+    rpc.agent = "charged"
+    task = streaming(rpc, "hold g-spent")
+    canceled = rpc.result("CancelTask", {"id": task["id"]})
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+    assert canceled["artifacts"] == SPENT
+    _no_usage_anywhere(rpc, task["id"])
+
+
+def test_a_run_that_returns_after_its_timeout_is_not_charged(store):
+    """A task has one final state: the run's answer and usage after its timeout's FAILED
+    change nothing ("it is not charged")."""
+    config = hub_config(store=store)
+    config["tenants"]["acme"]["limits"] = {"run_timeout_secs": 0.2}
+    h = create_hub(config)
+    try:
+        client = HubClient(h, "charged")
+        task = client.send("late g-overtime")
+        assert task["status"]["state"] == "TASK_STATE_FAILED"
+        assert gate("g-overtime-in").wait(5)             # its agent executes on
+        gate("g-overtime").set()
+        wait_until(lambda: not h.runs.overdue() and not h.runs.in_flight())
+        assert client.result("GetTask", {"id": task["id"]}) == task
+        _no_usage_anywhere(client, task["id"])
+    finally:
+        close_hub(h)

@@ -262,6 +262,36 @@ def test_keepalive():
     hub.close(0)
 
 
+def test_a_subscription_beats_under_the_write_deadline_with_the_a2a_headers():
+    """SubscribeToTask has a sender's stream's keep-alive and write deadline, and the
+    headers of every /a2a/v1 answer."""
+    import socket
+
+    hub = create_hub(hub_config(stream={"keepalive_secs": 0.02}))
+    here, there = socket.socketpair()
+    try:
+        client = HubClient(hub, "held")
+        task = client.send("g-sub-beat", configuration={"returnImmediately": True})
+        response = client.call("SubscribeToTask", {"id": task["id"]}, buffered=False,
+                               environ_overrides={"gunicorn.socket": here})
+        assert (response.headers["Content-Type"], response.headers["Cache-Control"],
+                response.headers["Vary"]) == ("text/event-stream", "private, no-store",
+                                              "Authorization, X-API-Key, X-Tenant-ID")
+        reader = Reader(response)
+        reader.read()
+        while b":heartbeat\n\n" not in reader.raw:
+            reader.raw += next(reader.chunks)
+        assert here.gettimeout() == 10.0
+        gate("g-sub-beat").set()
+        assert _state(reader.until_end()[-1]) == "TASK_STATE_COMPLETED"
+        reader.close()
+        assert here.gettimeout() is None
+    finally:
+        here.close()
+        there.close()
+        hub.close(0)
+
+
 # --- clients that leave ---------------------------------------------------------------
 
 

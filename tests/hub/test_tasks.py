@@ -8,7 +8,8 @@ import pytest
 from murmur_wsgi.hub import create_hub
 
 from tests.hub.agents import gate
-from tests.hub.conftest import KEY_B, HubClient, hub_config, send_params, sse_events, wait_until
+from tests.hub.conftest import (KEY_B, HubClient, hub_config, sse_events, streaming,
+                                wait_until)
 
 pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
@@ -99,9 +100,7 @@ def test_list_artifacts_and_history(rpc):
 
 def test_cancel_a_running_task_keeps_what_it_produced(rpc):
     rpc.agent = "partial"
-    task = rpc.send("g-cancel", configuration={"returnImmediately": True})
-    wait_until(lambda: rpc.hub.runs.get(task["id"]) is not None
-               and rpc.hub.runs.get(task["id"]).tokens)
+    task = streaming(rpc, "g-cancel")
     canceled = rpc.result("CancelTask", {"id": task["id"]})
     assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
     assert canceled["artifacts"] == [{"artifactId": "answer", "name": "answer", "parts": [
@@ -175,3 +174,42 @@ def test_cancel_a_task_retention_forgets_as_it_ends_is_not_found():
     finally:
         gate("g-cancel-forgotten").set()
         hub.close(0)
+
+
+def _not_cancelable(task) -> dict:
+    state = task["status"]["state"]
+    return {"code": -32002, "message": f"Task cannot be canceled: it is already {state}",
+            "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                      "reason": "TASK_NOT_CANCELABLE", "domain": "a2a-protocol.org",
+                      "metadata": {"taskId": task["id"], "state": state}}]}
+
+
+def test_cancel_a_task_of_each_final_state_is_not_cancelable(hub, rpc):
+    failed = rpc.send("x", agent="fails")
+    rejected = HubClient(hub, "echo", {"X-API-Key": KEY_B}).send("beta")
+    completed = rpc.send("done")
+    assert [t["status"]["state"] for t in (failed, rejected, completed)] == [
+        "TASK_STATE_FAILED", "TASK_STATE_REJECTED", "TASK_STATE_COMPLETED"]
+    for task, client in ((failed, HubClient(hub, "fails")),
+                         (rejected, HubClient(hub, "echo", {"X-API-Key": KEY_B})),
+                         (completed, rpc)):
+        assert client.error("CancelTask", {"id": task["id"]}) == _not_cancelable(task)
+        assert client.result("GetTask", {"id": task["id"]}) == task
+
+
+def test_another_tenants_or_agents_request_never_reaches_a_running_task(hub, rpc):
+    """CancelTask and SubscribeToTask of a task that runs, from another tenant or from
+    another agent of the same tenant: TaskNotFoundError, and the run goes on untouched."""
+    rpc.agent = "held"
+    task = rpc.send("g-isolated", configuration={"returnImmediately": True})
+    not_found = {"code": -32001, "message": "Task not found", "data": [{
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "TASK_NOT_FOUND",
+        "domain": "a2a-protocol.org", "metadata": {"taskId": task["id"]}}]}
+    for client in (HubClient(hub, "held", {"X-API-Key": KEY_B}), HubClient(hub, "echo")):
+        for method in ("CancelTask", "SubscribeToTask", "GetTask"):
+            assert client.error(method, {"id": task["id"], "tenant": "acme"}) == not_found
+    assert rpc.result("GetTask", {"id": task["id"]})["status"]["state"] == "TASK_STATE_WORKING"
+    assert not rpc.hub.store.cancel_marked(task["id"], tenant="acme")
+    gate("g-isolated").set()
+    wait_until(lambda: rpc.result("GetTask", {"id": task["id"]})["status"]["state"]
+               == "TASK_STATE_COMPLETED")
