@@ -42,6 +42,15 @@ def head(length: int, key: str | None = KEY) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
+def assert_a2a_head(lines: list) -> None:
+    """A refusal that leaves the body unread: it closes the connection, and carries the
+    headers of every /a2a/v1 answer."""
+    head = [line.lower() for line in lines]
+    for line in ("connection: close", "cache-control: private, no-store",
+                 "vary: authorization, x-api-key, x-tenant-id"):
+        assert line in head, (line, lines)
+
+
 def closed(sock: socket.socket) -> bool:
     """The server closed ``sock`` after its answer: the next read sees the end."""
     sock.settimeout(5)
@@ -56,7 +65,7 @@ def test_a_declared_body_over_the_limit_is_413_and_the_connection_closes(hub):
         sock.sendall(head(1 << 40))                                  # and nothing after
         lines, body = answer_with_head(sock)
         assert lines[0] == "HTTP/1.1 413 Content Too Large"
-        assert "connection: close" in [line.lower() for line in lines]
+        assert_a2a_head(lines)
         assert json.loads(body) == TOO_LARGE
         assert closed(sock)
 
@@ -70,7 +79,7 @@ def test_a_body_still_coming_after_the_answer_is_cut_not_read(hub, key, status):
         flood = Flood(sock, 1 << 30)
         lines, _ = answer_with_head(sock)
         assert lines[0] == f"HTTP/1.1 {status}"
-        assert "connection: close" in [line.lower() for line in lines]
+        assert_a2a_head(lines)
         card = http_get(hub.card_url(), {"X-API-Key": KEY}, timeout=2)   # served meanwhile
         assert card.status_code == 200
         assert flood.ended.wait(5), f"still sending after the answer: {flood.sent >> 20} MiB"
@@ -108,7 +117,7 @@ def test_a_chunked_body_with_broken_framing_is_400_not_an_internal_error(hub, ch
         sock.sendall(head.encode() + chunks)
         lines, body = answer_with_head(sock)
         assert lines[0] == "HTTP/1.1 400 Bad Request"
-        assert "connection: close" in [line.lower() for line in lines]
+        assert_a2a_head(lines)
         error = json.loads(body)
         assert error["id"] is None and error["error"]["code"] == -32600, error
         assert closed(sock)

@@ -172,6 +172,8 @@ def test_anonymous_card_is_401(hub_server):
     response = requests.get(hub_server.card_url("echo"), headers=CLOSE, timeout=WAIT)
     assert response.status_code == 401 and response.json() == {"error": "unauthenticated"}
     assert response.headers["Cache-Control"] == "private, no-store"
+    assert response.headers["Vary"] == "Authorization, X-API-Key, X-Tenant-ID"
+    assert response.headers["WWW-Authenticate"] == 'Bearer realm="murmur-hub"'
 
 
 def test_a_blocking_client_that_leaves_cancels_the_run(hub_server):
