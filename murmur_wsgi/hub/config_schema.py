@@ -37,13 +37,22 @@ def _positive(**kwargs):
 
 
 class PublicUrl(fields.Field):
-    """http or https, a host (and port) only: no path, query, fragment or credentials."""
+    """http or https, a host (and port) only: no path, query, fragment or credentials.
+
+    The host is a name of letters, digits, ``-`` and ``.`` (or an IDN) or an IP address,
+    and the port 1-65535, as the door's ``network.public_url`` reads them (marshmallow's
+    URL rule): the cards announce the value as it is."""
+
+    _url = validate.URL(relative=False, require_tld=False, schemes={"http", "https"})
 
     def _deserialize(self, value, attr, data, **kwargs):
         if value is None or value == "":
             return None
         if not isinstance(value, str):
             raise ValidationError("must be an http or https URL")
+        if any(ch.isspace() or not ch.isprintable() for ch in value):
+            # NOTE: never echoed: a newline would split the one line of the refusal.
+            raise ValidationError("must not hold spaces or control characters")
         try:
             parts = urlsplit(value)
             if parts.username is not None or parts.password is not None:
@@ -58,7 +67,14 @@ class PublicUrl(fields.Field):
         if parts.path not in ("", "/") or parts.query or parts.fragment or "?" in value \
                 or "#" in value:
             raise ValidationError(f"'{value}' must be a host only: no path, query or fragment")
-        del port
+        try:
+            self._url(value)
+            reachable = port != 0
+        except ValidationError:
+            reachable = False
+        if not reachable:
+            raise ValidationError(f"'{value}' must name a host (letters, digits, - and .) or "
+                                  "an IP address, and a port from 1 to 65535")
         return value.rstrip("/")
 
 

@@ -137,6 +137,39 @@ def test_bad_values_name_the_key(data, env, line):
     assert "\n" not in str(info.value)
 
 
+NOT_A_HOST = "must name a host (letters, digits, - and .) or an IP address, and a port " \
+    "from 1 to 65535"
+
+
+@pytest.mark.parametrize("url, line", [
+    # NOTE: before, each was accepted and announced in every card as it was (a card URL
+    # "https://exa mple.com/a2a/v1/agents/echo", one with a newline, one with "<script>").
+    *[(url, "public_url: must not hold spaces or control characters") for url in (
+        " https://x.io", "https://x.io ", "https://x.io\n", "https://x.io\t", "https://exa mple.com",
+        "https://x.io\x00")],
+    *[(url, f"public_url: '{url}' {NOT_A_HOST}") for url in (
+        "https://<script>", "https://x.io;p", "https://*.x.io", "https://x.io,y.io",
+        "https://ex%61mple.com", "https://x..io", "https://-x.io", "https://x.io\\evil",
+        "https://x.io:", "https://x.io:0")],
+])
+def test_a_public_url_that_is_not_a_url_exits_at_boot(url, line):
+    """The text: an invalid NEXUS_PUBLIC_URL stops the process at boot."""
+    for data, env, named in (({"public_url": url}, {}, line),
+                             ({}, {"MURMUR_HUB_PUBLIC_URL": url}, line.replace(
+                                 "public_url:", "MURMUR_HUB_PUBLIC_URL (public_url):", 1))):
+        with pytest.raises(ConfigError) as info:
+            load_config(data, environ=env)
+        assert str(info.value) == named
+
+
+@pytest.mark.parametrize("url", ["http://localhost:41880", "http://127.0.0.1:41881",
+                                 "https://agents.example.com", "https://agents.example.com/",
+                                 "https://[2001:db8::1]:8443", "http://murmur-hub:8080",
+                                 "https://b\u00fccher.example", "https://x.io:65535"])
+def test_a_public_url_of_a_host_is_read(url):
+    assert load_config({"public_url": url}, environ={}).public_url == url.rstrip("/")
+
+
 def test_cli_bad_config_exits_2_with_one_line(tmp_path, capsys):
     path = tmp_path / "hub.yaml"
     path.write_text(yaml.safe_dump({"limits": {"rate_per_minute": "fast"}}))
