@@ -139,7 +139,23 @@ def _context_id(r: _Reading) -> None:
         raise invalid(f"message.contextId is longer than {MAX_CONTEXT_ID_BYTES} bytes")
 
 
+def _something_to_read(read: list) -> bool:
+    """Whether the parts read hold a non-empty one: a text (a blank one is never read), or
+    a data part whose value is not ``{}``, ``[]`` nor a blank string (a number or a boolean
+    is a value). The empty ones beside it are read as they are."""
+    for entry in read:
+        if entry[0] == "text":
+            return True
+        value = entry[1]
+        if value.strip() if isinstance(value, str) else \
+                not isinstance(value, (dict, list)) or value:
+            return True
+    return False
+
+
 def _readable(r: _Reading) -> None:
+    """The parts the agent reads, of which at least one "non-empty text or data part" (the
+    Nexus A2A server text), else -32602."""
     r.read, r.data = [], []
     for part in r.parts:
         if "text" in part and part["text"].strip():
@@ -148,7 +164,7 @@ def _readable(r: _Reading) -> None:
             r.data.append(part["data"])
             r.read.append(("data", part["data"], part.get("mediaType") or None,
                            part.get("filename") or None))
-    if not r.read:
+    if not _something_to_read(r.read):
         raise invalid("the message needs a non-empty text or data part; this hub does not "
                       "read files")
 
@@ -225,7 +241,7 @@ def _fast_read(params: dict, max_parts: int = MAX_PARTS) -> HubMessage | None:
         else:
             return None
     task_id, context_id = msg.get("taskId"), msg.get("contextId")
-    if not read or (task_id is not None and type(task_id) is not str) \
+    if not _something_to_read(read) or (task_id is not None and type(task_id) is not str) \
             or (context_id is not None and (type(context_id) is not str
                                             or len(context_id) > _FAST_CONTEXT_CHARS)):
         return None

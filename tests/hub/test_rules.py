@@ -107,6 +107,36 @@ def test_message_needs_text_or_data(rpc, parts):
     assert rpc.result("ListTasks", {})["totalSize"] == 0
 
 
+@pytest.mark.parametrize("parts", [
+    pytest.param([{"data": {}}], id="empty-object"),
+    pytest.param([{"data": []}], id="empty-array"),
+    pytest.param([{"data": ""}], id="empty-string"),
+    pytest.param([{"data": " \n"}], id="blank-string"),
+    pytest.param([{"text": " "}, {"data": {}}, {"url": "https://x.io/f.pdf"}], id="all-empty"),
+])
+def test_an_empty_data_part_is_no_part_to_read(rpc, parts):
+    """"At least one non-empty text or data part": a data part holding nothing (an empty
+    object, array or string, as a blank text) does not count."""
+    # NOTE: before, each was read: the agent ran on a fence holding nothing ("{}").
+    for method in ("SendMessage", "SendStreamingMessage"):
+        response = rpc.call(method, send_params("", parts=parts))
+        assert response.get_json() == {"jsonrpc": "2.0", "id": rpc.next_id, "error": {
+            "code": -32602, "message": "Invalid params: the message needs a non-empty text "
+                                       "or data part; this hub does not read files"}}
+    assert rpc.result("ListTasks", {})["totalSize"] == 0
+
+
+@pytest.mark.parametrize("value", [0, False, {"k": None}, [None], "x"])
+def test_a_data_part_of_a_value_is_read(rpc, value):
+    task = rpc.send("", parts=[{"data": value}])
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_an_empty_data_part_beside_a_text_is_read_as_it_is(rpc):
+    task = rpc.send("", parts=[{"text": "options:"}, {"data": {}}])
+    assert task["artifacts"][0]["parts"][0]["text"] == "options:\n```data\n{}\n```"
+
+
 def test_file_beside_text_is_ignored(rpc):
     task = rpc.send("", parts=[{"url": "https://x.io/f.pdf"}, {"text": "read this"}])
     assert task["artifacts"][0]["parts"][0]["text"] == "read this"
