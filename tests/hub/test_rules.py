@@ -41,8 +41,10 @@ def test_message_ids_are_per_tenant_and_agent(hub, rpc):
 
 def test_repeat_while_the_first_has_no_task_yet(hub, rpc):
     hub.store.claim_message("acme", "echo", "racing")     # the first is being started
-    error = rpc.error("SendMessage", send_params("x", message_id="racing"))
-    assert error["code"] == -32600
+    for method in ("SendMessage", "SendStreamingMessage"):
+        assert rpc.error(method, send_params("x", message_id="racing")) == {
+            "code": -32600, "message": "a message with this messageId is still being "
+                                       "started; ask again in a moment"}
 
 
 def test_repeat_while_running_returns_the_task_as_it_stands(rpc):

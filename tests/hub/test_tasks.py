@@ -64,6 +64,9 @@ def test_list_page_token_empty_or_null_is_the_first_page(rpc, token):
 
 def test_list_page_size_bounds(rpc):
     rpc.send("x")
+    for outside in (0, 101):
+        assert rpc.error("ListTasks", {"pageSize": outside}) == {
+            "code": -32602, "message": "Invalid params: pageSize must be from 1 to 100"}
     assert rpc.result("ListTasks", {"pageSize": 1})["pageSize"] == 1
     assert rpc.result("ListTasks", {"pageSize": 100})["pageSize"] == 100
 
