@@ -145,8 +145,8 @@ NOT_A_HOST = "must name a host (letters, digits, - and .) or an IP address, and 
     # NOTE: before, each was accepted and announced in every card as it was (a card URL
     # "https://exa mple.com/a2a/v1/agents/echo", one with a newline, one with "<script>").
     *[(url, "public_url: must not hold spaces or control characters") for url in (
-        " https://x.io", "https://x.io ", "https://x.io\n", "https://x.io\t", "https://exa mple.com",
-        "https://x.io\x00")],
+        " https://x.io", "https://x.io ", "https://x.io\n", "https://x.io\t",
+        "https://exa mple.com", "https://x.io\x00")],
     *[(url, f"public_url: '{url}' {NOT_A_HOST}") for url in (
         "https://<script>", "https://x.io;p", "https://*.x.io", "https://x.io,y.io",
         "https://ex%61mple.com", "https://x..io", "https://-x.io", "https://x.io\\evil",

@@ -350,6 +350,8 @@ def test_usage_cached_absent_when_zero_and_models_when_several(rpc):
     assert usage == {"input_tokens": 1011, "output_tokens": 506, "credits": 2e-06,
                      "credits_micros": 2, "pricing_status": "unpriced", "model": "big",
                      "models": 2}
+    assert list(usage) == ["input_tokens", "output_tokens", "credits", "credits_micros",
+                           "pricing_status", "model", "models"]          # the text's order
 
 
 def test_usage_only_on_completed_tasks(rpc):

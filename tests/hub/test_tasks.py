@@ -1,6 +1,7 @@
 """ListTasks and CancelTask at the wire."""
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -8,8 +9,8 @@ import pytest
 from murmur_wsgi.hub import create_hub
 
 from tests.hub.agents import gate
-from tests.hub.conftest import (KEY_B, HubClient, hub_config, sse_events, streaming,
-                                wait_until)
+from tests.hub.conftest import (KEY_B, HubClient, hub_config, send_params, sse_events,
+                                streaming, wait_until)
 
 pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
@@ -136,6 +137,25 @@ def test_cancel_a_blocking_send_from_another_request(rpc):
     thread.join(5)
     assert not thread.is_alive()
     assert out["task"]["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+def test_cancel_a_streaming_send_from_another_request(rpc):
+    """The sender's own stream ends with the final CANCELED, what it streamed kept."""
+    response = rpc.call("SendStreamingMessage", send_params("g-stream-cancel"), agent="partial",
+                        buffered=False)
+    chunks = iter(response.response)
+    opening = next(chunks).decode()
+    task_id = json.loads(opening.split("\n")[0][len("data: "):])["result"]["task"]["id"]
+    wait_until(lambda: rpc.hub.runs.get(task_id) is not None and rpc.hub.runs.get(task_id).tokens)
+    canceled = HubClient(rpc.hub, "partial").result("CancelTask", {"id": task_id})
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+    events = [json.loads(line[len("data: "):])["result"]
+              for line in (opening + b"".join(chunks).decode()).split("\n")
+              if line.startswith("data: ")]
+    response.close()
+    assert events[-1]["statusUpdate"]["status"] == canceled["status"]
+    assert canceled["artifacts"] == [{"artifactId": "answer", "name": "answer", "parts": [
+        {"text": "partial answer", "mediaType": "text/plain"}]}]
 
 
 def test_cancel_a_run_that_does_not_stop():
