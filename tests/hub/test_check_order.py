@@ -215,3 +215,21 @@ def test_a_repeated_message_id_answers_its_task_whatever_admission_says_now(stor
         assert echo.result("ListTasks", {})["totalSize"] == 3
     finally:
         close_hub(h)
+
+
+def test_the_admission_hook_is_asked_before_the_tenants_counts(store):
+    """The hook (the operator's code) comes first: a message it refuses is refused with its
+    reason even with the tenant's bucket empty, and takes no token or slot while the
+    bucket is full."""
+    h = _globex(store, True)
+    try:
+        rpc = HubClient(h, "echo", {"X-API-Key": KEY_B})
+        hooked = "beta is closed for this tenant"
+        assert rpc.send("beta 1")["status"]["message"]["parts"][0]["text"] == hooked
+        states = [rpc.send(f"n{i}")["status"]["state"] for i in range(3)]
+        assert states == ["TASK_STATE_COMPLETED"] * 3        # the refusal took no token
+        assert rpc.send("beta 2")["status"]["message"]["parts"][0]["text"] == hooked
+        assert rpc.send("n3")["status"]["message"]["parts"][0]["text"] == (
+            "rate limit reached: 3 runs per minute for this tenant")
+    finally:
+        close_hub(h)
