@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import operator
+import sys
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from murmur_wsgi.hub.store.memory import MemoryTaskStore
 from murmur_wsgi.hub.store.memory_sorted import SHORT, SortedKeys, first
 from murmur_wsgi.hub.store.retention import Retention
-from murmur_wsgi.hub.task import REJECTED, HubTask
+from murmur_wsgi.hub.task import COMPLETED, REJECTED, HubTask
 
 CAP = 2_000
 CONTEXTS = 4
@@ -107,3 +108,41 @@ def test_sorted_keys_hold_the_models_keys_after_their_dead_places(size, steps):
             assert list(held[lo:]) == model, (kind, key)
             assert all(dead is None for dead in held[:lo]) and 2 * lo <= len(held), (kind, lo)
     assert keys.count() == len(model)
+
+
+def test_a_tasks_start_and_end_write_its_indexes_in_few_calls():
+    """A blocking SendMessage's task changes state twice (started, ended), each a removal
+    and a put in three lists: the newest key, a short list, a context's one task. Those
+    fast paths read no head and check no dead prefix: the calls each change makes
+    (``sys.setprofile``, Python and C alike) are about as few as with plain lists."""
+    store = MemoryTaskStore()
+    indexes, running, counted = store._indexes, [], []
+    moved = indexes.moved
+
+    def count_moved(*args):
+        calls = 0
+
+        def count(frame, event, arg):
+            nonlocal calls
+            calls += event in ("call", "c_call")
+
+        sys.setprofile(count)
+        try:
+            moved(*args)
+        finally:
+            sys.setprofile(None)
+        counted.append(calls - 1)               # not setprofile(None)
+
+    indexes.moved = count_moved
+    for i in range(400):                        # 16 in flight, as concurrent SendMessages
+        task = HubTask(f"t-{i}", f"c{i}", "acme", "echo", f"m{i}",
+                       {"messageId": f"m{i}", "role": "ROLE_USER", "parts": [{"text": "hi"}]})
+        store.create(task, "{}")
+        running.append(task)
+        if len(running) > 16:
+            task = running.pop(0)
+            store.start(task.id)
+            store.end(task.id, COMPLETED, None, None, [])
+    # 16.5 a change when the lists were plain lists, 24 with every removal reading its
+    # head and checking its dead prefix, 17.5 with those fast paths.
+    assert sum(counted) / len(counted) <= 19, sum(counted) / len(counted)

@@ -70,35 +70,48 @@ class SortedKeys:
             self._keys[name] = keys = list(keys)
         if key > keys[-1]:
             keys.append(key)                      # the usual case: the newest
-            return
-        lo = first(keys)
-        i = bisect.bisect_left(keys, key, lo)
-        if lo and i - lo < len(keys) - i:         # the keys before it move up, to a dead place
-            keys[lo - 1:i - 1] = keys[lo:i]
-            keys[i - 1] = key
-            keys.lo = lo - 1
+        elif type(keys) is not Headed:
+            bisect.insort(keys, key)              # no dead place to take back
         else:
-            keys.insert(i, key)
+            lo = keys.lo
+            i = bisect.bisect_left(keys, key, lo)
+            if lo and i - lo < len(keys) - i:     # the keys before it move up, to a dead place
+                keys[lo - 1:i - 1] = keys[lo:i]
+                keys[i - 1] = key
+                keys.lo = lo - 1
+            else:
+                keys.insert(i, key)
 
     def drop(self, name, key) -> None:
+        # PERF: at every change of a task: the usual cases (the newest, a short list, a
+        # plain one) read no head and check no dead prefix.
         keys = self._keys.get(name)
         if keys is None:
             return
-        if type(keys) is tuple:
+        kind = type(keys)
+        if kind is tuple:
             if keys[0] == key:
                 del self._keys[name]
             return
-        lo, n = first(keys), len(keys)
         if keys[-1] == key:
             keys.pop()                            # the usual case: the newest moves on
+            if kind is list:
+                if not keys:
+                    del self._keys[name]
+                return
+            lo = keys.lo
         else:
+            lo = keys.lo if kind is Headed else 0
             i = bisect.bisect_left(keys, key, lo)
+            n = len(keys)
             if i == n or keys[i] != key:
                 return
-            if n - 1 - i <= i - lo or (n <= SHORT and not lo):
+            if not lo and n <= SHORT or n - 1 - i <= i - lo:
                 del keys[i]                       # the keys after it move down
+                if not lo:
+                    return                        # a plain list: no dead prefix to cut
             else:                                 # the keys before it move up: the oldest
-                if type(keys) is not Headed:      # once, a list's first
+                if kind is list:                  # once, a list's first
                     self._keys[name] = keys = Headed(keys)
                 keys[lo + 1:i + 1] = keys[lo:i]
                 keys[lo] = None
