@@ -6,8 +6,10 @@ first"). The whole order is two parallel ascending lists, seqs and task ids; eac
 to a task (a bisection), so a filtered ListTasks page reads the tasks it shows, not
 every task held. An entry goes stale when its task changes again (a new seq) or is
 dropped; readers skip stale entries, and a list is rebuilt without them once they
-outnumber the live ones. A state change always restamps the task, so a live entry in
-the list of (owner, state) is a task of that owner in that state.
+outnumber the live ones. A task leaving an (owner, state) takes its entry out of a
+short list, or of the end of any, so the lists tasks pass through are not rebuilt. A
+state change always restamps the task, so a live entry in the list of (owner, state)
+is a task of that owner in that state.
 
 Concurrency:
     None of its own: the store calls every method under its lock.
@@ -50,16 +52,18 @@ class TaskOrder:
         """
         key = (record.owner, record.state)
         if record.state != before:
+            old = record.seq
             self._counts[key] = self._counts.get(key, 0) + 1
             self._place(record, key)
-            self._less((record.owner, before))     # NOTE: after the restamp: its entry is stale
+            self._less((record.owner, before), old)
         else:
             self._place(record, key)
 
     def drop(self, record) -> None:
         """Forget a task the store has just removed."""
-        self._less((record.owner, record.state))
-        self._shed_all()
+        self._less((record.owner, record.state), record.seq)
+        if len(self._seqs) > self.COMPACT_AT and len(self._seqs) > 2 * len(self._tasks):
+            self._shed_all()
 
     def _place(self, record, key: tuple) -> None:
         old = record.seq
@@ -73,7 +77,8 @@ class TaskOrder:
         else:
             self._seqs.append(seq)
             ids.append(record.id)
-            self._shed_all()
+            if len(ids) > self.COMPACT_AT and len(ids) > 2 * len(self._tasks):
+                self._shed_all()
         keyed = self._keyed.get(key)
         if keyed is None:
             self._keyed[key] = [seq]
@@ -81,30 +86,40 @@ class TaskOrder:
             keyed[-1] = seq                            # PERF: as above, in its own list
         else:
             keyed.append(seq)
-            self._shed(key, keyed)
+            if len(keyed) > self.COMPACT_AT and len(keyed) > 2 * self._counts[key]:
+                self._shed(key, keyed)
 
-    def _less(self, key: tuple) -> None:
-        """One task fewer in ``key``: its list goes with its last task."""
+    def _less(self, key: tuple, seq: int) -> None:
+        """One task fewer in ``key``, whose entry there was ``seq``: its list goes with
+        its last task.
+
+        PERF: the entry leaves a short list (or the end of any), C speed, rather than
+        staying stale: the lists tasks pass through (SUBMITTED, WORKING) are never
+        rebuilt."""
         count = self._counts[key] - 1
-        if count:
-            self._counts[key] = count
-            self._shed(key, self._keyed[key])
-        else:
+        if not count:
             del self._counts[key]
             del self._keyed[key]
+            return
+        self._counts[key] = count
+        keyed = self._keyed[key]
+        if keyed[-1] == seq:
+            keyed.pop()
+        elif len(keyed) <= self.COMPACT_AT:
+            keyed.remove(seq)
+        elif len(keyed) > 2 * count:
+            self._shed(key, keyed)
 
     def _shed(self, key: tuple, keyed: list) -> None:
-        """Rebuild ``keyed`` without its stale entries once they are the most."""
-        if len(keyed) > self.COMPACT_AT and len(keyed) > 2 * self._counts[key]:
-            self._keyed[key] = [seq for seq in keyed if self._record(seq) is not None]
+        """Rebuild ``keyed`` without its stale entries (they are the most)."""
+        self._keyed[key] = [seq for seq in keyed if self._record(seq) is not None]
 
     def _shed_all(self) -> None:
-        """Rebuild the whole order without its stale entries once they are the most."""
-        if len(self._seqs) > self.COMPACT_AT and len(self._seqs) > 2 * len(self._tasks):
-            live = [(seq, tid) for seq, tid in zip(self._seqs, self._ids)
-                    if (rec := self._tasks.get(tid)) is not None and rec.seq == seq]
-            self._seqs = [seq for seq, _ in live]
-            self._ids = [tid for _, tid in live]
+        """Rebuild the whole order without its stale entries (they are the most)."""
+        live = [(seq, tid) for seq, tid in zip(self._seqs, self._ids)
+                if (rec := self._tasks.get(tid)) is not None and rec.seq == seq]
+        self._seqs = [seq for seq, _ in live]
+        self._ids = [tid for _, tid in live]
 
     # --- reads -----------------------------------------------------------
 
