@@ -46,16 +46,24 @@ def origin(url: str) -> tuple[str, str, int | None] | None:
     NOTE: ``requests`` connects where urllib3 reads the URL it prepared, which is not
     always where ``urlsplit`` reads it: a backslash ends urllib3's authority and not
     urlsplit's, so ``http://other:1\\@127.0.0.1:2/`` is 127.0.0.1:2 to one and other:1 to
-    the other. A URL has an origin only when both read the same one (None otherwise).
+    the other. A URL has an origin only when both read the same one (None otherwise),
+    its host as requests connects to it: a Unicode host by its IDNA form.
     """
     here = _split(url)
     if here is None:
         return None
     # PERF: requests, once a command runs (``murmur-wsgi serve`` lists this module's
     # commands without loading it).
+    import idna
     from requests.exceptions import RequestException
     from requests.models import PreparedRequest
 
+    scheme, host, port = here
+    if not host.isascii():
+        try:                                      # as requests encodes it (its own idna)
+            here = scheme, idna.encode(host, uts46=True).decode("ascii"), port
+        except UnicodeError:                      # idna.IDNAError: no IDNA form
+            return None
     prepared = PreparedRequest()
     try:
         prepared.prepare_url(url, None)

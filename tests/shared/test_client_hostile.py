@@ -18,6 +18,7 @@ import tracemalloc
 import pytest
 
 from murmur_wsgi.client import A2AClient, HttpRefusal, ProtocolError, ReadTimeout, render
+from murmur_wsgi.client.card import same_origin
 from murmur_wsgi.client.events import StreamEvent
 from murmur_wsgi.client.progress import Spinner
 from murmur_wsgi.client.seen import Recent
@@ -123,6 +124,18 @@ def test_a_cards_endpoint_on_another_origin_in_disguise_gets_no_request(endpoint
             assert client.get("tsk_1") == {"id": "tsk_1"}
             assert client.endpoint == door.url + "/"
         assert other.requests == [] and leaked(other) == set()
+
+
+def test_an_internationalized_host_is_its_own_origin_in_either_form():
+    """requests connects to a Unicode host by its IDNA form: a card's endpoint on the
+    agent's own internationalized host, in either form, is the agent's origin (a URL whose
+    host requests prepared in IDNA had no origin: the card's endpoint was not followed)."""
+    agent = "http://b\u00fccher.example:8080"
+    for endpoint in (agent + "/a2a/v1", "http://xn--bcher-kva.example:8080/a2a/v1"):
+        assert same_origin(endpoint, agent), endpoint
+    for other in ("http://b\u00fccher.example:8081/", "http://xn--bcher-kvb.example:8080/",
+                  "http://localhost:1\\@b\u00fccher.example:8080/"):
+        assert not same_origin(other, agent), other
 
 
 # --- streams --------------------------------------------------------------------------
