@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 from marshmallow import Schema, fields
 
-from murmur_wsgi.hub.config_schema import Callable, ConfigError, HubSchema, PublicUrl
+from murmur_wsgi.hub.config_fields import Callable, PublicUrl
+from murmur_wsgi.hub.config_schema import ConfigError, HubSchema
 
 logger = logging.getLogger(__name__)
 

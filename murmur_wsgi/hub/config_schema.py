@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from marshmallow import ValidationError, fields, validate, validates_schema
 
 from murmur_wsgi.agents.spec import AgentField
+from murmur_wsgi.hub.config_fields import Callable, MountPath, PublicUrl
 from murmur_wsgi.hub.store import sentinel_url
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes, is_cluster
 from murmur_wsgi.settings import Block, ManifestError, Seconds, Size, StrictInt
@@ -22,8 +23,6 @@ logger = logging.getLogger(__name__)
 
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-CALLABLE = re.compile(r"^[\w.]+:[\w.]+$")
-MOUNT_SEGMENT = re.compile(r"^(/[A-Za-z0-9._~-]+)+$")
 JWT_ALGORITHMS = ("HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384",
                   "ES512", "PS256", "PS384", "PS512", "EdDSA")
 
@@ -34,72 +33,6 @@ class ConfigError(ManifestError):
 
 def _positive(**kwargs):
     return Seconds(validate=validate.Range(min=0, min_inclusive=False), **kwargs)
-
-
-class PublicUrl(fields.Field):
-    """http or https, a host (and port) only: no path, query, fragment or credentials.
-
-    The host is a name of letters, digits, ``-`` and ``.`` (or an IDN) or an IP address,
-    and the port 1-65535, as the door's ``network.public_url`` reads them (marshmallow's
-    URL rule): the cards announce the value as it is."""
-
-    _url = validate.URL(relative=False, require_tld=False, schemes={"http", "https"})
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if value is None or value == "":
-            return None
-        if not isinstance(value, str):
-            raise ValidationError("must be an http or https URL")
-        if any(ch.isspace() or not ch.isprintable() for ch in value):
-            # NOTE: never echoed: a newline would split the one line of the refusal.
-            raise ValidationError("must not hold spaces or control characters")
-        try:
-            parts = urlsplit(value)
-            if parts.username is not None or parts.password is not None:
-                # NOTE: never echoed: the refusal goes to a terminal or a CI log.
-                raise ValidationError("must not carry credentials (user:password@): the "
-                                      "cards announce it to every client")
-            port = parts.port
-        except ValueError:
-            raise ValidationError(f"'{value}' is not a URL") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValidationError(f"'{value}' must be http:// or https:// and a host")
-        if parts.path not in ("", "/") or parts.query or parts.fragment or "?" in value \
-                or "#" in value:
-            raise ValidationError(f"'{value}' must be a host only: no path, query or fragment")
-        try:
-            self._url(value)
-            reachable = port != 0
-        except ValidationError:
-            reachable = False
-        if not reachable:
-            raise ValidationError(f"'{value}' must name a host (letters, digits, - and .) or "
-                                  "an IP address, and a port from 1 to 65535")
-        return value.rstrip("/")
-
-
-class MountPath(fields.String):
-    """The path the hub is mounted at (``/hub``), or "" at the root: segments of URL
-    characters, no query, fragment, ``.`` or ``..`` segment; a final ``/`` is dropped."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        value = super()._deserialize(value, attr, data, **kwargs).rstrip("/")
-        if value == "":
-            return ""
-        segments = value.split("/")
-        if segments[0] != "" or not MOUNT_SEGMENT.match(value) or \
-                any(seg in ("", ".", "..") for seg in segments[1:]):
-            raise ValidationError(f"'{value}' must be a path like /hub (segments of letters, "
-                                  "digits and - . _ ~, no query)")
-        return value
-
-
-class Callable(fields.String):
-    def _deserialize(self, value, attr, data, **kwargs):
-        value = super()._deserialize(value, attr, data, **kwargs)
-        if not CALLABLE.match(value):
-            raise ValidationError('must be "pkg.module:callable"')
-        return value
 
 
 MIN_ID_BYTES = 64               # limits.max_id_bytes holds the hub's own ids (36 bytes) and more

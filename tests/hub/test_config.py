@@ -137,7 +137,7 @@ def test_bad_values_name_the_key(data, env, line):
     assert "\n" not in str(info.value)
 
 
-NOT_A_HOST = "must name a host (letters, digits, - and .) or an IP address, and a port " \
+NOT_A_HOST = "must name a host (letters, digits, -, _ and .) or an IP address, and a port " \
     "from 1 to 65535"
 
 
@@ -165,7 +165,8 @@ def test_a_public_url_that_is_not_a_url_exits_at_boot(url, line):
 @pytest.mark.parametrize("url", ["http://localhost:41880", "http://127.0.0.1:41881",
                                  "https://agents.example.com", "https://agents.example.com/",
                                  "https://[2001:db8::1]:8443", "http://murmur-hub:8080",
-                                 "https://b\u00fccher.example", "https://x.io:65535"])
+                                 "https://b\u00fccher.example", "https://x.io:65535",
+                                 "http://murmur_hub:41880"])
 def test_a_public_url_of_a_host_is_read(url):
     assert load_config({"public_url": url}, environ={}).public_url == url.rstrip("/")
 
