@@ -5,9 +5,16 @@ import json
 import threading
 
 import pytest
+from hypothesis import HealthCheck, settings
 from werkzeug.test import Client
 
 from murmur_wsgi import create_app
+
+# The property tests' examples are drawn on a machine the suite shares (its pytest workers,
+# the servers it starts): a slow draw or a slow example is that machine, not a defect.
+settings.register_profile("suite", suppress_health_check=[HealthCheck.too_slow],
+                          deadline=None)
+settings.load_profile("suite")
 
 MY_AGENT = {
     "name": "my-agent", "version": "0.1.0", "tools": ["bash"],
