@@ -30,11 +30,13 @@ Concurrency:
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 
 from murmur_wsgi.hub.store import StoreError
+from murmur_wsgi.hub.store.base import each_then_raise
 
 logger = logging.getLogger(__name__)
 
@@ -125,20 +127,14 @@ class Replica:
             return
         try:
             self._check(runs)
+            return
         except StoreError:
-            tenants: dict = {}
-            for run in runs:
-                tenants.setdefault(run.tenant, []).append(run)
-            if len(tenants) < 2:
+            if len({run.tenant for run in runs}) < 2:
                 raise
-            failed = None
-            for some in tenants.values():
-                try:
-                    self._check(some)
-                except StoreError as ex:
-                    failed = failed or ex
-            if failed is not None:
-                raise failed from None
+        tenants: dict = {}
+        for run in runs:
+            tenants.setdefault(run.tenant, []).append(run)
+        each_then_raise(functools.partial(self._check, some) for some in tenants.values())
 
     def _check(self, runs: list) -> None:
         named = [(run.tenant, run.task_id) for run in runs]
@@ -182,14 +178,7 @@ class Replica:
         if now >= self._sweep_at:
             self._sweep_at = now + self.sweep_every
             steps += [self._sweep, self.hub.store.expire_finished]
-        failed = None
-        for step in steps:
-            try:
-                step()
-            except StoreError as ex:
-                failed = failed or ex
-        if failed is not None:
-            raise failed
+        each_then_raise(steps)
 
     def _sweep(self) -> None:
         for task_id in self.store.sweep(self.hub.config.sweep_max_age_secs, SWEPT):

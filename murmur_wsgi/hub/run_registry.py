@@ -8,12 +8,14 @@ still executes, each holding its tenant's concurrency slot until it returns.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from typing import NamedTuple
 
 from murmur_wsgi.hub.admission import overdue_member
 from murmur_wsgi.hub.runs import INTERRUPTED, Run
 from murmur_wsgi.hub.store import StoreError
+from murmur_wsgi.hub.store.base import each_then_raise
 from murmur_wsgi.hub.task import FAILED
 from murmur_wsgi.timers import Timer, Timers
 
@@ -124,20 +126,15 @@ class Runs:
             run.store_kept()
         with self.lock:
             pending = list(self.unwritten)
-        failed = None
-        for args in pending:
-            try:
-                self.store.end(*args)
-            except StoreError as ex:
-                failed = failed or ex
-                continue
-            with self.lock:
-                # NOTE: two retries may write one end at once (the replica's turn and the
-                # hub's close, or two closes): the other may have taken it out already.
-                if args in self.unwritten:
-                    self.unwritten.remove(args)
-        if failed is not None:
-            raise failed
+        each_then_raise(functools.partial(self._write_end, args) for args in pending)
+
+    def _write_end(self, args: tuple) -> None:
+        self.store.end(*args)
+        with self.lock:
+            # NOTE: two retries may write one end at once (the replica's turn and the hub's
+            # close, or two closes): the other may have taken it out already.
+            if args in self.unwritten:
+                self.unwritten.remove(args)
 
     def in_flight(self) -> list[Run]:
         with self.lock:

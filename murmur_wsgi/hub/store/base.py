@@ -24,7 +24,21 @@ import logging
 from dataclasses import dataclass
 
 # StoreError: the store cannot be reached in time; one of the errors the hub answers.
-from murmur_wsgi.errors import StoreError  # noqa: F401
+from murmur_wsgi.errors import StoreError
+
+
+def each_then_raise(calls) -> None:
+    """Call each of ``calls``: one that fails with ``StoreError`` does not keep the others
+    from theirs (a Redis Cluster serving without one primary fails only the calls that
+    reach its tenants); the first failure is raised after them."""
+    failed = None
+    for call in calls:
+        try:
+            call()
+        except StoreError as ex:
+            failed = failed or ex
+    if failed is not None:
+        raise failed
 
 logger = logging.getLogger(__name__)
 
