@@ -36,7 +36,6 @@ from typing import Iterator
 import requests
 
 from murmur_wsgi import __version__
-from murmur_wsgi.client.body import loads
 from murmur_wsgi.client.errors import HttpRefusal, ProtocolError
 from murmur_wsgi.client.http import JsonRpcHttp
 from murmur_wsgi.client.deadline import new_session
@@ -53,6 +52,11 @@ A2A_VERSION = "1.0"
 DEFAULT_TIMEOUT = 10.0
 STREAM_READ_TIMEOUT = 45.0       # three heartbeats (DECISIONS §3: one every 15 s)
 MAX_ANSWER_BYTES = 64 * 1024 ** 2   # an answer's body, or one event of a stream
+# MEMORY: and the JSON values it holds, each an object once parsed (up to ~70 bytes: an
+# empty dict). More than 64 MiB holds at 7 bytes a value: a ListTasks page of 100 tasks
+# of 50,000 values each, or any answer within max_answer_bytes of ordinary JSON, parses;
+# 64 MiB of ``[[],[],…]`` (22 million values, 1.6 GB parsed) does not.
+MAX_ANSWER_VALUES = 10_000_000
 
 # ListTasks filters by their Python names; any other keyword is sent as given.
 LIST_FILTERS = {"context_id": "contextId", "state": "status", "status": "status",
@@ -102,6 +106,8 @@ class A2AClient(PushConfigs, JsonRpcHttp):
         reconnect_delay: the first back-off between two reconnect attempts.
         max_answer_bytes: the most bytes one answer (or one event of a stream) may
             hold; a longer one is a ``ProtocolError``. None: no limit.
+        max_answer_values: the most JSON values one answer (or one event) may hold; one
+            of more is a ``ProtocolError``, before it is parsed. None: no limit.
         session: a ``requests.Session`` to share; the client closes only its own. Its
             adapters are used as they are: ``new_session()`` makes one whose answers'
             headers are bounded by the read timeout, as the client's own.
@@ -114,7 +120,8 @@ class A2AClient(PushConfigs, JsonRpcHttp):
                  stream_timeout: float = STREAM_READ_TIMEOUT, max_reconnects: int = 5,
                  reconnect_delay: float = 0.25, session: requests.Session | None = None,
                  a2a_version: str = A2A_VERSION,
-                 max_answer_bytes: int | None = MAX_ANSWER_BYTES):
+                 max_answer_bytes: int | None = MAX_ANSWER_BYTES,
+                 max_answer_values: int | None = MAX_ANSWER_VALUES):
         self.url, self.card_url = agent_urls(url)
         self._endpoint: str | None = None
         self._card: dict | None = None
@@ -127,6 +134,7 @@ class A2AClient(PushConfigs, JsonRpcHttp):
         self.max_reconnects = max_reconnects
         self.reconnect_delay = reconnect_delay
         self.max_answer_bytes = max_answer_bytes
+        self.max_answer_values = max_answer_values
         self._owns_session = session is None
         self.session = session if session is not None else new_session()
         self.headers = {"A2A-Version": a2a_version,
@@ -237,7 +245,7 @@ class A2AClient(PushConfigs, JsonRpcHttp):
         if response.status_code != 200:
             raise self._refusal(response, data)
         try:
-            card = loads(data)
+            card = self._loads(data, response)
         except ValueError as ex:
             raise ProtocolError(f"the card at {self.url} is not JSON", response=response,
                                 url=self.url) from ex

@@ -6,7 +6,9 @@ that wait to fill. ``chunks`` reads what has arrived, at most ``READ_SIZE``
 bytes at a time (decompressed ones included), so a stream's event is handed
 over as soon as its bytes arrive and nothing is held beyond the caller's limits.
 ``read_body`` reads a whole answer, at most ``max_bytes``, before a deadline;
-``loads`` parses it, JSON nested past the interpreter's depth included.
+``loads`` parses it, JSON nested past the interpreter's depth included, once its values
+are counted (``wire/json_counts.py``): a parse builds an object for each, so 64 MiB of
+``[[],[],…]`` would make 1.4 GB of them.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from typing import Iterator
 
 import requests
 import urllib3
+
+from murmur_wsgi.wire.json_counts import values_in
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +66,22 @@ def read_body(response, max_bytes: int | None, deadline: float | None) -> bytes:
     return bytes(body)
 
 
-def loads(data: bytes | str):
-    """``json.loads``; JSON nested too deep to parse is a ``ValueError`` too."""
+class TooManyValues(ValueError):
+    """The JSON holds more values than its limit: it is not parsed."""
+
+
+def loads(data: bytes | str, max_values: int | None = None):
+    """``json.loads``; JSON nested too deep to parse is a ``ValueError`` too, and JSON of
+    more than ``max_values`` values (None: any number) is ``TooManyValues``, unparsed.
+
+    MEMORY: a text of ``max_values`` characters or fewer holds no more values (each takes
+    at least one), so it is not counted; a longer one is counted in a few C passes over
+    its bytes, each a copy at most as long.
+    """
+    if max_values is not None and len(data) > max_values:
+        raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+        if values_in(raw, max_values) > max_values:
+            raise TooManyValues(f"more than {max_values} JSON values")
     try:
         return json.loads(data)
     except RecursionError as ex:

@@ -3,7 +3,8 @@
 An answer's status line and headers arrive whole within the read timeout of the
 request (``client/deadline.py``, on the client's own session); its body is read as it
 arrives (``client/body.py``), at most ``max_answer_bytes``, whole within the read
-timeout counted from its headers. A
+timeout counted from its headers, and parsed only when it holds at most
+``max_answer_values`` JSON values. A
 redirect is followed only within the origin of the URL it answered (a redirect
 elsewhere is an ``HttpRefusal`` and nothing is sent there), and its own body is
 never read. Every failure of ``requests`` is raised as one of the client's errors.
@@ -17,7 +18,7 @@ from urllib.parse import urljoin
 
 import requests
 
-from murmur_wsgi.client.body import BodyTooLarge, BodyTooSlow, loads, read_body
+from murmur_wsgi.client.body import BodyTooLarge, BodyTooSlow, TooManyValues, loads, read_body
 from murmur_wsgi.client.card import same_origin
 from murmur_wsgi.client.errors import (ConnectionFailed, ConnectTimeout, DoorError,
                                        HttpRefusal, ProtocolError, ReadTimeout, RpcError)
@@ -49,7 +50,7 @@ def _reason(ex: Exception) -> str:
 
 class JsonRpcHttp:
     """``A2AClient``'s requests: ``self.session``, ``timeout``, ``max_answer_bytes``,
-    ``url`` and ``noun`` are the client's."""
+    ``max_answer_values``, ``url`` and ``noun`` are the client's."""
 
     def _connect_timeout(self) -> float:
         return self.timeout[0] if isinstance(self.timeout, tuple) else self.timeout
@@ -114,9 +115,18 @@ class JsonRpcHttp:
             raise klass(text.format(where=f"{self.noun} at {self.url}", reason=_reason(ex)),
                         request=ex.request, url=self.url) from ex
 
+    def _loads(self, data: bytes, response):
+        """``data`` parsed (``loads``); more than ``max_answer_values`` values is a
+        ``ProtocolError`` naming the limit, any other ``ValueError`` is raised as it is."""
+        try:
+            return loads(data, self.max_answer_values)
+        except TooManyValues as ex:
+            raise ProtocolError(f"{self.noun} at {self.url} answered {ex} "
+                                "(max_answer_values)", response=response, url=self.url) from ex
+
     def _refusal(self, response, data: bytes) -> HttpRefusal:
         try:
-            body = loads(data)
+            body = loads(data, self.max_answer_values)
         except ValueError:
             body = None
         if isinstance(body, dict) and isinstance(body.get("error"), str):
@@ -132,7 +142,7 @@ class JsonRpcHttp:
         if response.status_code != 200:
             raise self._refusal(response, data)
         try:
-            body = loads(data)
+            body = self._loads(data, response)
         except ValueError as ex:
             raise ProtocolError(f"{self.noun} at {self.url} answered something that is not JSON",
                                 response=response, url=self.url) from ex

@@ -23,7 +23,7 @@ import requests
 
 from murmur_wsgi.client.errors import (ConnectionFailed, ProtocolError, RpcError, StreamBroken,
                                        Timeout, UnsupportedOperation)
-from murmur_wsgi.client.body import chunks, loads
+from murmur_wsgi.client.body import TooManyValues, chunks, loads
 from murmur_wsgi.client.events import TERMINAL, StreamEvent, gap_event
 from murmur_wsgi.client.sse import EventTooLarge, iter_events
 
@@ -225,7 +225,10 @@ class EventStream:
 
     def _parse(self, data: str, sse_id: str | None) -> StreamEvent:
         try:
-            body = loads(data)
+            body = loads(data, self._door.max_answer_values)
+        except TooManyValues as ex:
+            raise ProtocolError(f"{self._where} wrote an event of {ex} (max_answer_values)",
+                                url=self._door.url) from ex
         except ValueError as ex:
             raise ProtocolError(f"{self._where} wrote an event that is not "
                                 f"JSON: {data[:80]!r}", url=self._door.url) from ex

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from bench.parse import accept, data_deep, least_cpu
-from murmur_wsgi.serving import envelope
+from murmur_wsgi.wire import json_counts
 from murmur_wsgi.door.tasks import render
 from tests.conftest import V1, Rpc, make_door
 
@@ -183,7 +183,7 @@ JSON = st.recursive(st.none() | st.integers() | TRICKY,
 @given(JSON, st.integers(min_value=1, max_value=12), st.booleans())
 def test_too_deep_reads_the_depth_of_any_json(value, limit, ascii_only):
     body = json.dumps(value, ensure_ascii=ascii_only).encode()
-    assert envelope.too_deep(body, limit) == (depth_of(value) > limit)
+    assert json_counts.too_deep(body, limit) == (depth_of(value) > limit)
 
 
 # --- limits.max_json_values -------------------------------------------------------------
@@ -239,9 +239,9 @@ def test_values_in_counts_the_values_of_any_json(value, ascii_only, compact):
     separators = (",", ":") if compact else (", ", ": ")
     body = json.dumps(value, ensure_ascii=ascii_only, separators=separators).encode()
     count = values_of(value)
-    assert envelope.count_values(body) == count
-    assert envelope.values_in(body, 10 ** 6) <= 10 ** 6
-    assert envelope.values_in(body, count) <= count < envelope.values_in(body, count - 1) + 1
+    assert json_counts.count_values(body) == count
+    assert json_counts.values_in(body, 10 ** 6) <= 10 ** 6
+    assert json_counts.values_in(body, count) <= count < json_counts.values_in(body, count - 1) + 1
 
 
 # --- limits.reference_bytes: referenced tasks cannot amplify -------------------------

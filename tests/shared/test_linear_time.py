@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 
 from bench.parse import BODY, SHAPES, VALUES, accept, data_deep, least_cpu, text_parts
-from murmur_wsgi.serving.envelope import count_values
+from murmur_wsgi.wire.json_counts import count_values
 
 SMALL = 256 * 1024               # four times this still holds fewer values than the limit
 FACTOR = 4
