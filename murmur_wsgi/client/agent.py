@@ -102,7 +102,8 @@ class A2AClient(PushConfigs, JsonRpcHttp):
         timeout: seconds (or ``(connect, read)``) for every ordinary call.
         hold_timeout: seconds a held SendMessage waits; None waits for the task.
         stream_timeout: seconds a stream waits between two bytes before it reconnects.
-        max_reconnects: attempts to resume a dropped stream before ``StreamBroken``.
+        max_reconnects: failed attempts in a row to resume a dropped stream (one that
+            does not connect, or drops before a new event) before ``StreamBroken``.
         reconnect_delay: the first back-off between two reconnect attempts.
         max_answer_bytes: the most bytes one answer (or one event of a stream) may
             hold; a longer one is a ``ProtocolError``. None: no limit.

@@ -11,6 +11,12 @@ before them are reported as a synthetic ``gap`` event. A task that ended
 while the stream was away is fetched with GetTask and handed over as a
 synthetic ``task`` event, which ends the stream.
 
+A connection counts as a failure toward ``max_reconnects`` unless it hands over news: a
+numbered event not handed over before, or, from a server that numbers no event, an event
+that is neither a snapshot (an unnumbered ``task``) nor a murmur frame. So a server that
+accepts every resume and drops it after the snapshot ends the stream with
+``StreamBroken``, while a stream that keeps making progress reconnects as often as it drops.
+
 Concurrency: one EventStream is read by one thread; ``close()`` may be
 called from another, and makes the reader's next read fail and stop.
 """
@@ -120,7 +126,8 @@ class EventStream:
             self._response = response
             try:
                 for event in self._read(response):
-                    failures = 0
+                    if self._news(event):
+                        failures = 0
                     yield event
                     if self._ends(event):
                         return
@@ -131,11 +138,12 @@ class EventStream:
                 response.close()
             if self._closed:
                 return
-            # NOTE: the connection ended before the stream did: resume it.
+            # NOTE: the connection ended before the stream did: resume it. One that handed
+            # over no news counts as a failure, the snapshot alone included.
             failures += 1
             if failures > self.max_reconnects:
                 raise StreamBroken(f"the stream from {self._where} dropped "
-                                   f"{failures} times without an event between",
+                                   f"{failures} times without a new event between",
                                    url=self._door.url)
             method, params = self._resume_request()
             resuming = True
@@ -166,6 +174,14 @@ class EventStream:
         self.state = event.state
         self.ended = "terminal"
         return event
+
+    def _news(self, event: StreamEvent) -> bool:
+        """Whether ``event``, handed over, is progress: a numbered event (one handed over
+        already is skipped before), or on a stream that numbered none, an event but a
+        snapshot (an unnumbered ``task``) and a murmur frame (``connection-ack``, ``gap``)."""
+        if event.id is not None:
+            return True
+        return self.last_event_id is None and event.kind != "task" and event.frame is None
 
     def _ends(self, event: StreamEvent) -> bool:
         if event.frame == "capsule-closed":
