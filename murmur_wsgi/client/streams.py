@@ -13,9 +13,10 @@ synthetic ``task`` event, which ends the stream.
 
 A connection counts as a failure toward ``max_reconnects`` unless it hands over news: a
 numbered event not handed over before, or, from a server that numbers no event, an event
-that is neither a snapshot (an unnumbered ``task``) nor a murmur frame. So a server that
-accepts every resume and drops it after the snapshot ends the stream with
-``StreamBroken``, while a stream that keeps making progress reconnects as often as it drops.
+that is neither a snapshot (an unnumbered ``task``) nor a murmur frame, or unless it was
+held ``EventStream.HELD_SECS`` (10 s). So a server that accepts every resume and drops it
+after the snapshot ends the stream with ``StreamBroken``, while a stream that keeps making
+progress, or a quiet one a proxy cuts now and then, reconnects as often as it drops.
 
 Concurrency: one EventStream is read by one thread; ``close()`` may be
 called from another, and makes the reader's next read fail and stop.
@@ -50,6 +51,11 @@ class EventStream:
     ``heartbeats``, and ``ended`` (why it ended: ``terminal``, ``capsule-closed``,
     ``closed``).
     """
+
+    # A connection held this long before it dropped is no failure, news or not: a task
+    # waiting for input behind a proxy that cuts each connection after a while is followed
+    # for good, while a server that drops each resume at once still ends the stream.
+    HELD_SECS = 10.0
 
     # NOTE: ``door`` is the A2AClient that opened the stream (client/agent.py imports
     # this module, so it is not imported back).
@@ -124,6 +130,7 @@ class EventStream:
                     return
                 raise
             self._response = response
+            opened = time.monotonic()
             try:
                 for event in self._read(response):
                     if self._news(event):
@@ -139,7 +146,10 @@ class EventStream:
             if self._closed:
                 return
             # NOTE: the connection ended before the stream did: resume it. One that handed
-            # over no news counts as a failure, the snapshot alone included.
+            # over no news counts as a failure, the snapshot alone included, unless it was
+            # held ``HELD_SECS``: a proxy's cut of a quiet stream, however often it comes.
+            if time.monotonic() - opened >= self.HELD_SECS:
+                failures = 0
             failures += 1
             if failures > self.max_reconnects:
                 raise StreamBroken(f"the stream from {self._where} dropped "

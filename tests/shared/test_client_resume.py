@@ -9,6 +9,7 @@ one that hands over a new event does not. What is counted is the server's connec
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -38,9 +39,10 @@ def frame(name):
                         "parts": [{"text": name}], "metadata": {STREAM_URI: {"frame": name}}}}
 
 
-def resuming_door(script):
+def resuming_door(script, hold=None):
     """A server whose ``n``-th stream (0 first) writes ``script(n)``'s ``(id, result)``
-    events, then drops the connection; past ``GIVE_UP`` streams, the stream's end."""
+    events, then drops the connection (``hold(n)`` seconds later, if given); past
+    ``GIVE_UP`` streams, the stream's end."""
     streams = []
 
     def handler(conn, request, server):
@@ -58,6 +60,8 @@ def resuming_door(script):
             head = f"id: {event_id}\n" if event_id is not None else ""
             event = f"{head}data: {data}\n\n".encode()
             conn.sendall(b"%x\r\n%s\r\n" % (len(event), event))
+        if hold is not None:
+            time.sleep(hold(len(streams) - 1))  # wait-ok: the connection held quiet, as a proxy's
         # dropped: the connection closes without the last chunk
     door = Hostile(handler)
     door.streams = streams
@@ -131,3 +135,25 @@ def test_a_watch_resumed_to_its_connection_ack_alone_ends():
         events, broken = read_until_broken(stream)
         assert isinstance(broken, StreamBroken)
         assert len(door.streams) == MAX_RECONNECTS + 1 and len(events) == MAX_RECONNECTS + 1
+
+
+def test_a_quiet_stream_a_proxy_cuts_after_a_while_is_followed(monkeypatch):
+    """Each connection is held past ``HELD_SECS`` with nothing new, then cut: no failure."""
+    from murmur_wsgi.client import streams
+    held = 0.2
+    monkeypatch.setattr(streams.EventStream, "HELD_SECS", held)
+    rounds = MAX_RECONNECTS + 2
+
+    def script(n):
+        if n == rounds:
+            return [(None, snapshot()), (2, status("TASK_STATE_COMPLETED"))]
+        return [(None, snapshot())] + ([(1, status("TASK_STATE_WORKING"))] if n == 0 else [])
+
+    def hold(n):
+        return held * 1.5 if n < rounds else 0
+    with resuming_door(script, hold) as door, client_of(door) as client:
+        stream = client.subscribe(TASK)
+        events, broken = read_until_broken(stream)
+        assert broken is None and stream.ended == "terminal"
+        assert stream.reconnects == rounds and len(door.streams) == rounds + 1
+        assert [e.id for e in events if e.id is not None] == [1, 2]
