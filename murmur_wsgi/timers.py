@@ -74,7 +74,7 @@ class Timers:
         """Call ``fn()`` (on a thread of its own) in ``seconds``, unless cancelled first."""
         timer = Timer(self._clock() + max(0.0, seconds), fn, self)
         thread = None
-        with self._changed:
+        with self._lock:                          # PERF: the lock itself, not its Condition's
             if self._closed:
                 timer.cancelled = True            # a closed registry runs nothing more
                 return timer

@@ -103,7 +103,7 @@ def execute(run, ctx, payload: str | None) -> Ending:
                 payload = run.runs.store.start(run.task_id)
         except StoreError:
             payload = None                  # stored later, before any other event
-            with run.changed:
+            with run.lock:
                 run.kept.unstarted = True
         except Exception as ex:  # noqa: BLE001 - the store's failure fails the run
             ending = Ending(FAILED, error=ex)
@@ -111,7 +111,7 @@ def execute(run, ctx, payload: str | None) -> Ending:
             if payload is not None and run.live is not None:
                 # NOTE: only the run's own stream reads the start: no other waiter's
                 # predicate changes with it (PERF: a blocking SendMessage takes no lock).
-                with run.changed:
+                with run.lock:
                     run._live(payload)
             ending = Ending(CANCELED) if run.stopping else run_agent(run.agent, ctx)
     finally:

@@ -78,7 +78,7 @@ class Runs:
         # NOTE: the slot is given back before the run leaves: the drain, which waits for the
         # last one to leave, then closes the store.
         run.release_slot()
-        with self.changed:
+        with self.lock:                         # PERF: the lock itself, not its Condition's
             self._runs.pop(run.task_id, None)
             self.changed.notify_all()           # the drain waits for the last one
         if self.metrics is not None:

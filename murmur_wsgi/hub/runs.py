@@ -17,12 +17,16 @@ store refuses (Redis away) is kept and written later, in order
 (``run_events.py``), never raised into the agent.
 
 Concurrency:
-    Each run has its own lock (an RLock) and condition, ``changed``, which guard its
-    fields: notified by every live event, stop request and end of that run, it wakes
-    its own stream, its held SendMessage requests, CancelTask and its agent in
-    ``ctx.wait``. The store's round trips a run makes under it (its events, its end)
-    hold no other run: with one lock for all of a worker's runs, held through a
-    store's round trip, their ends went one at a time (docs/performance.md).
+    Each run has its own lock (an RLock), ``lock``, which guards its fields, and a
+    condition on it, ``changed``: notified by every live event, stop request and end of
+    that run, it wakes its own stream, its held SendMessage requests, CancelTask and its
+    agent in ``ctx.wait``. The condition is made by its first waiter, under the lock
+    (PERF: a run nobody waits on, a blocking SendMessage's run that ends inline, makes
+    none and notifies none), so a change made under the lock before it existed is seen
+    by that waiter's predicate, read under the lock after. The store's round trips a
+    run makes under its lock (its events, its end) hold no other run: with one lock for
+    all of a worker's runs, held through a store's round trip, their ends went one at a
+    time (docs/performance.md).
     ``Runs.lock`` (hub/run_registry.py) guards the registry (the runs in flight, the
     overdue ones, the unwritten ends); ``Runs.changed``, on it, is notified when a run
     leaves. Lock order: a run's lock, then ``Runs.lock``, then the store's.
@@ -55,14 +59,15 @@ YIELD_TOKENS = 256       # an agent that streams yields to the other threads thi
 
 
 class Run:
-    """One task's run. Fields are guarded by its own lock (``changed``'s)."""
+    """One task's run. Fields are guarded by its own lock (``lock``)."""
 
     def __init__(self, runs, task, agent, limits: dict, live: int | None):   # run_registry.Runs
         self.runs = runs
         # NOTE: this run's own lock and condition: what it changes wakes only those waiting
         # on it (its senders, its stream, CancelTask, its agent), and a store's round trip
         # made under it (an event written) holds no other run.
-        self.changed = threading.Condition(threading.RLock())
+        self.lock = threading.RLock()
+        self._changed = None         # its Condition on ``lock``, once a waiter made it
         self.task_id = task.id
         self.context_id = task.context_id
         self.tenant = task.tenant
@@ -99,19 +104,36 @@ class Run:
         self._timeout = None         # the run timeout's timers.Timer
         self._flush_timer = None
 
+    @property
+    def changed(self) -> threading.Condition:
+        """The run's condition, on its lock: made by the first to wait on it."""
+        changed = self._changed
+        if changed is None:
+            with self.lock:
+                if self._changed is None:
+                    self._changed = threading.Condition(self.lock)
+                changed = self._changed
+        return changed
+
+    def _notify_locked(self) -> None:
+        """Wake whoever waits on the run (its lock held); with no condition, nobody does."""
+        if self._changed is not None:
+            self._changed.notify_all()
+
     # --- the agent's side ----------------------------------------------------
 
     def wait(self, predicate, timeout: float) -> bool:
         """Wait up to ``timeout`` for ``predicate()`` (read under the lock) about this run."""
-        with self.changed:
-            return self.changed.wait_for(predicate, timeout)
+        changed = self.changed
+        with changed:
+            return changed.wait_for(predicate, timeout)
 
     def wait_stop(self, seconds: float) -> bool:
         return self.wait(lambda: self.stopping, seconds)
 
     def on_stop(self, waker) -> None:
         """Call ``waker()`` once the run must stop (now if it must already)."""
-        with self.changed:
+        with self.lock:
             if not self.stopping:
                 self._wakers.append(waker)
                 return
@@ -120,7 +142,7 @@ class Run:
     def add_usage(self, report: tuple, most: int) -> None:
         """Add one checked usage report; AgentValueError if a count would pass ``most``,
         or a model new to the run would pass ``limits.max_usage_models``."""
-        with self.changed:
+        with self.lock:
             if report[3] not in self.usage.by_model:
                 if len(self.usage.by_model) >= self.max_models:
                     raise AgentValueError(f"usage: more than {self.max_models} models in one "
@@ -136,7 +158,7 @@ class Run:
         """One of the agent's named artifacts (``ctx.artifacts``): stored, streamed, kept."""
         if artifact["artifactId"] == ANSWER:
             raise ValueError(f"artifact name {ANSWER!r} is the hub's own; choose another")
-        with self.changed:
+        with self.lock:
             if self.ended:
                 raise TaskCanceled(self.task_id)
             self._flush_locked()
@@ -159,7 +181,7 @@ class Run:
         if not isinstance(text, str) or not text:
             return
         runs = self.runs
-        with self.changed:
+        with self.lock:
             if self.ended:
                 raise TaskCanceled(self.task_id)
             count_output(self, utf8_bytes(text))
@@ -175,7 +197,7 @@ class Run:
                 self._flush_locked()
             elif self._flush_timer is None:
                 self._flush_timer = runs.timer(due, self._flush)
-            self.changed.notify_all()
+            self._notify_locked()
         self._unyielded += 1
         if self._unyielded >= YIELD_TOKENS:
             self._unyielded = 0
@@ -184,7 +206,7 @@ class Run:
             time.sleep(0)
 
     def progress(self, text: str) -> None:
-        with self.changed:
+        with self.lock:
             if self.ended:
                 raise TaskCanceled(self.task_id)
             self._flush_locked()
@@ -199,7 +221,7 @@ class Run:
     def _live(self, payload: str) -> None:
         if self.live is not None:
             self.live.event(payload)
-        self.changed.notify_all()
+        self._notify_locked()
 
     def _live_text(self, text: str, append: bool) -> str:
         """A piece of the answer's text on the run's own stream."""
@@ -221,7 +243,7 @@ class Run:
 
     def _flush(self) -> None:
         runs = self.runs
-        with self.changed:
+        with self.lock:
             self._flush_timer = None
             if self.ended or self.stored == len(self.tokens):
                 return
@@ -254,7 +276,7 @@ class Run:
                data=None, status_message: str | None = None) -> bool:
         """End the task ``state``; False when it had ended already (nothing changes)."""
         runs = self.runs
-        with self.changed:
+        with self.lock:
             if self.ended:
                 return False
             self._flush_locked()
@@ -298,7 +320,7 @@ class Run:
         if self.slot_released:
             return              # PERF: once True it stays so: read without the lock first
         runs = self.runs
-        with self.changed:
+        with self.lock:
             if self.slot_released:
                 return
             self.slot_released = True
@@ -314,18 +336,18 @@ class Run:
     def _agent_returned(self) -> None:
         """The agent's call returned (or raised): an overdue run gives its slot back now."""
         runs = self.runs
-        with self.changed:
+        with self.lock:
             self.returned = True
             if self.overdue:
                 self.overdue = False
                 runs.no_longer_overdue(self)
-            self.changed.notify_all()
+            self._notify_locked()
 
     def ended_elsewhere(self) -> None:
         """Another replica wrote the task's end (its sweep took this one for dead): the run
         is over here too, and its own stream ends with that end. Its slot went with that
         end: a replica taken for dead holds none, its agent executing or not."""
-        with self.changed:
+        with self.lock:
             if self.ended:
                 return
             self._closed_elsewhere_locked()
@@ -347,7 +369,7 @@ class Run:
             # NOTE: the live stream has every token (or, lagged, the text they make): its
             # last chunk is relative to them.
             self.live.end(written)
-        self.changed.notify_all()
+        self._notify_locked()
 
     def _final_written_elsewhere(self) -> list[str]:
         try:
@@ -365,7 +387,7 @@ class Run:
 
     def store_kept(self) -> None:
         """Write the events the store refused, oldest first (the replica's turn)."""
-        with self.changed:
+        with self.lock:
             self._store_kept_locked()
 
     def _store_kept_locked(self) -> None:
@@ -383,11 +405,11 @@ class Run:
         self._close_locked(None)
 
     def request_stop(self, cancel: bool) -> None:
-        with self.changed:
+        with self.lock:
             if cancel and not self.ended:
                 self.cancel_requested = True
             self._stop_locked()
-            self.changed.notify_all()
+            self._notify_locked()
 
     def _stop_locked(self) -> None:
         self.stopping = True
@@ -414,7 +436,7 @@ class Run:
         in the caller's thread, and the run has ended when this returns.
         PERF: about 9 % of a blocking SendMessage's instructions: a thread's start and the
         wake-ups of two (docs/performance.md)."""
-        with self.changed:
+        with self.lock:
             self._timeout = self.runs.timer(self.timeout, self._timed_out)
         if inline:
             execute(self, ctx, started)     # a stopped agent is logged (end_as), not raised

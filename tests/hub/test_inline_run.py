@@ -96,3 +96,60 @@ def test_an_inline_run_is_answered_without_waiting_on_it(rpc, monkeypatch):
     assert waited == []
     assert rpc.send("hi", agent="threaded")["status"]["state"] == "TASK_STATE_COMPLETED"
     assert "threaded" in waited
+
+
+class CountedRLock:
+    """An RLock that counts its acquisitions (the reentrant ones too)."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self.acquired = 0
+
+    def acquire(self, *args, **kwargs):
+        self.acquired += 1
+        return self._lock.acquire(*args, **kwargs)
+
+    __enter__ = acquire
+
+    def release(self):
+        self._lock.release()
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def _is_owned(self):
+        return self._lock._is_owned()
+
+    def _release_save(self):
+        return self._lock._release_save()
+
+    def _acquire_restore(self, state):
+        self._lock._acquire_restore(state)
+
+
+def test_a_run_that_ends_inline_makes_no_condition_and_takes_its_lock_few_times(rpc,
+                                                                              monkeypatch):
+    """Nobody waits on a blocking SendMessage's run that ends inline: it makes no Condition
+    and notifies none; its lock is taken for its timeout's timer, its agent's return, its
+    end and its slot's release within the end (docs/performance.md)."""
+    from murmur_wsgi.hub import runs
+
+    made = {"conditions": 0, "locks": []}
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(threading, name)
+
+        def RLock(self):                    # noqa: N802 - threading's name
+            made["locks"].append(CountedRLock())
+            return made["locks"][-1]
+
+        def Condition(self, lock=None):     # noqa: N802 - threading's name
+            made["conditions"] += 1
+            return threading.Condition(lock)
+
+    monkeypatch.setattr(runs, "threading", Counting())
+    task = rpc.send("hi", agent="inline")
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED" and ran_here("inline", "hi")
+    assert made["conditions"] == 0
+    assert [lock.acquired for lock in made["locks"]] == [4]

@@ -198,8 +198,9 @@ def live_source(hub, run):
     live = run.live
 
     def source(timeout: float):
-        with run.changed:
-            run.changed.wait_for(lambda: live.pending() or run.ended, timeout)
+        changed = run.changed
+        with changed:
+            changed.wait_for(lambda: live.pending() or run.ended, timeout)
             batch = live.take()
             more = live.pending()
             done = run.ended and not more
