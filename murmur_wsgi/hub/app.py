@@ -89,9 +89,6 @@ class Hub:
             raise ConfigError(str(ex)) from None
         self.methods = {**METHODS, **PUSH_METHODS}
 
-    def published(self, tenant: str, name: str) -> bool:
-        return (tenant, name) in self.cards
-
     def limits(self, tenant: str) -> dict:
         return self.config.tenant_limits(tenant)
 
@@ -108,8 +105,8 @@ class Hub:
         with self._subs_lock:
             self._subscriptions[tenant] = max(0, self._subscriptions.get(tenant, 0) - 1)
 
-    def __call__(self, environ, start_response):
-        return handle(self, environ, start_response)
+    # PERF: the WSGI call is ``handle`` itself, one Python call fewer per request.
+    __call__ = handle
 
     def close(self, drain_timeout: float | None = None) -> int:
         """Drain: refuse new runs, wait for those in flight, end the rest FAILED.

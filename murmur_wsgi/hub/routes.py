@@ -43,6 +43,7 @@ GROUP = "/a2a/v1"
 _IN_GROUP = GROUP + "/"
 _AFTER_PREFIX = len(PREFIX)
 SMALL_ANSWER = 64 * 1024        # an answer this small fits a socket's send buffer whole
+OK = status_line(200)
 
 
 class Call:
@@ -58,15 +59,6 @@ class Call:
         self.subject = subject
         self.agent = agent
         self.environ = environ
-
-
-class _Request:
-    """What the steps have learnt so far, for the answer and the log of a failure."""
-
-    __slots__ = ("tenant", "agent", "id")
-
-    def __init__(self):
-        self.tenant = self.agent = self.id = None
 
 
 def handle(hub, environ, start_response):
@@ -85,27 +77,39 @@ def handle(hub, environ, start_response):
 
 
 def _answer(hub, environ, start_response):
-    """The request's answer, by the numbered steps."""
-    seen = _Request()
+    """The request's answer, by the numbered steps.
+
+    PERF: what the steps have learnt so far (for the answer and the log of a failure)
+    is in locals, and steps 3 and 7-9 pass inline when the request is right (the
+    functions below raise what is wrong): a call of a Python function costs a worker
+    about 700 instructions, more than most checks (docs/performance.md)."""
+    tenant = agent = request_id = None
     try:
-        kind, seen.agent = route(hub, environ)                               # step 1
+        kind, agent = route(hub, environ)                                     # step 1
         if kind == "metrics":
             return _metrics_page(hub, environ, start_response)
-        seen.tenant, subject = hub.credentials.tenant_of(environ)             # step 2
-        check_published(hub, seen.tenant, seen.agent)                         # step 3
+        tenant, subject = hub.credentials.tenant_of(environ)                  # step 2
+        if (tenant, agent) not in hub.cards:                                  # step 3
+            # NOTE: unknown, unpublished and another tenant's agents answer alike.
+            raise AgentNotFound()
         if kind == "card":
-            return _json(start_response, 200, hub.cards[(seen.tenant, seen.agent)])  # step 4
-        limits = hub.limits(seen.tenant)
+            return _json(start_response, 200, hub.cards[(tenant, agent)])    # step 4
+        limits = hub.config.tenant_limits(tenant)
         raw = read_body(environ, limits["max_body_bytes"])                    # step 4
         payload = parse_json(raw, limits["max_json_depth"], limits["max_json_values"],
                              doubles=True)                                    # step 5
-        seen.id, method, raw_params = check_envelope(payload)                 # step 6
-        call = Call(seen.id, method, seen.tenant, subject, seen.agent, environ)
+        request_id, method, raw_params = check_envelope(payload)              # step 6
+        call = Call(request_id, method, tenant, subject, agent, environ)
         if hub.metrics is not None:
             hub.metrics.request(method)
-        check_version(environ)                                                # step 7
-        handler = lookup(hub, method)                                         # step 8
-        call.params = check_params(raw_params)                                # step 9
+        version = environ.get("HTTP_A2A_VERSION")                             # step 7
+        if version is None or version.strip(" \t") != "1.0":
+            check_version(environ)
+        handler = hub.methods.get(method) or lookup(hub, method)             # step 8
+        if type(raw_params) is dict:                                          # step 9
+            call.params = raw_params
+        else:
+            call.params = check_params(raw_params)
         if len(raw) > limits["max_id_bytes"]:   # PERF: no id is longer than the body's text
             check_id_bytes(method, call.params, limits["max_id_bytes"])        # step 9
         result = handler(hub, call)                                           # step 10
@@ -114,16 +118,16 @@ def _answer(hub, environ, start_response):
         start_response(status, headers)
         return [data]
     except RpcError as ex:
-        data = rpc_error(getattr(ex, "request_id", seen.id), ex, compact_utf8)
+        data = rpc_error(getattr(ex, "request_id", request_id), ex, compact_utf8)
         return _json(start_response, ex.http_status, data)
     except Exception:  # noqa: BLE001 - the one place every failure is caught
-        logger.exception("a request to %s/%s failed inside the hub", seen.tenant, seen.agent)
-        return _json(start_response, 200, rpc_error(seen.id, InternalError(
+        logger.exception("a request to %s/%s failed inside the hub", tenant, agent)
+        return _json(start_response, 200, rpc_error(request_id, InternalError(
             "Internal error: the hub could not answer this request"), compact_utf8))
     if isinstance(result, HubStream):
         return _stream(start_response, environ, result)
     text = result if isinstance(result, RawJSON) else compact_utf8(result)
-    return _json(start_response, 200, wire_rpc.result(seen.id, text, compact_utf8).encode())
+    return _json(start_response, 200, wire_rpc.result(request_id, text, compact_utf8).encode())
 
 
 def route(hub, environ: dict) -> tuple[str, str | None]:
@@ -154,13 +158,6 @@ def route(hub, environ: dict) -> tuple[str, str | None]:
     return kind, name
 
 
-def check_published(hub, tenant: str, name: str) -> None:
-    """Step 3: the credential's tenant publishes this agent, else 404."""
-    if not hub.published(tenant, name):
-        # NOTE: unknown, unpublished and another tenant's agents answer alike.
-        raise AgentNotFound()
-
-
 def read_body(environ: dict, limit: int) -> bytes:
     """Step 4: the body, at most the tenant's ``limits.max_body_bytes`` (else 413); a
     chunked body that cannot be read (broken framing, or ended early) is 400."""
@@ -174,14 +171,16 @@ def read_body(environ: dict, limit: int) -> bytes:
 
 
 def check_version(environ: dict) -> None:
-    """Step 7: ``A2A-Version`` must be exactly ``1.0``: any other value, or none, is -32009."""
+    """Step 7: ``A2A-Version`` must be exactly ``1.0``: any other value, or none, is -32009
+    (``_answer`` passes ``1.0`` inline)."""
     raw = environ.get("HTTP_A2A_VERSION")
     if raw is None or raw.strip(" \t") != "1.0":
         raise VersionNotSupportedError("" if raw is None else raw.strip(" \t"))
 
 
 def lookup(hub, method: str):
-    """Step 8: the method's handler, or the error the text gives an unserved one."""
+    """Step 8: the method's handler, or the error the text gives an unserved one
+    (``_answer`` finds a served one inline)."""
     handler = hub.methods.get(method)
     if handler is not None:
         return handler
@@ -193,7 +192,8 @@ def lookup(hub, method: str):
 
 
 def check_params(raw_params) -> dict:
-    """Step 9: params is an object (absent or null read as ``{}``), else -32602."""
+    """Step 9: params is an object (absent or null read as ``{}``), else -32602
+    (``_answer`` passes an object inline)."""
     if raw_params is ABSENT or raw_params is None:
         return {}
     if isinstance(raw_params, dict):
@@ -202,7 +202,7 @@ def check_params(raw_params) -> dict:
 
 
 def _json(start_response, status: int, data: bytes):
-    start_response(status_line(status),
+    start_response(OK if status == 200 else status_line(status),
                    [JSON_HEADERS, ("Content-Length", str(len(data))), *A2A_HEADERS])
     return [data]
 
