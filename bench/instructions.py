@@ -11,9 +11,10 @@ with the worker's gevent settings (``serving/worker.py``: ``untracked_greenlets`
 Each scenario runs twice, with ``--calls`` and with three times as many; the difference of
 the two counts, divided by the difference of the calls, is its instructions per request:
 the start (imports, the app, the environs, built alike in both runs) cancels. What gunicorn
-does for a request (parse it, write the answer) is not in these counts: ``gunicorn-bare-post``
-counts it apart, the bare app served by gunicorn's gevent worker (the door's settings,
-``conf/gunicorn.conf.py``) under valgrind, 16 keep-alive connections posting to it. The
+does for a request (parse it, write the answer) is not in these counts: the ``gunicorn-``
+scenarios count a whole serving worker (``bench/instructions_served.py``): the bare app,
+the floor of a blocking SendMessage on Redis and the hub on Redis, each served by its own
+gunicorn gevent worker under valgrind, 16 keep-alive connections posting to it. The
 kernel's part (a round trip to Redis, the sockets) is in none: valgrind counts user space.
 
 Scenarios: the bare app (``bench/bare_app.py``) and its Redis floor (the ``HMGET`` a GetTask
@@ -46,14 +47,14 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 # make bench's bodies, hub and door (one home for each), and its free port
 from bench.run import (BENCH_MANIFEST, FLOOR_GET, GET_UNKNOWN, HUB_CONFIG, HUB_KEY,  # noqa: E402
-                       HUB_PATH, SEND, free_port)
+                       HUB_PATH, SEND)
+from bench.instructions_served import SERVED, count_served  # noqa: E402
 
 GREENLETS = 16
 WARM = 50                       # calls before the counted ones (the first of each kind)
 
 SCENARIOS = {          # name: (what it measures, needs Redis)
-    "gunicorn-bare-post": ("the bare app under gunicorn's gevent worker: the HTTP tier too",
-                           False),
+    **SERVED,
     "bare-post": ("the bare app: read the body, answer a small JSON", False),
     "bare-redis-post": ("the bare app + the HMGET a GetTask sends, answering the task read: "
                         "its floor", True),
@@ -66,7 +67,8 @@ SCENARIOS = {          # name: (what it measures, needs Redis)
     "hub-redis-sendmessage": ("the hub on Redis: blocking SendMessage", True),
 }
 FLOORS = [("hub-redis-gettask", "bare-redis-post"),        # (scenario, its floor)
-          ("hub-redis-sendmessage", "bare-redis-send")]
+          ("hub-redis-sendmessage", "bare-redis-send"),
+          ("gunicorn-hub-redis-sendmessage", "gunicorn-bare-redis-send")]
 DIFFERENCES = [        # (scenario, minus, what the difference is)
     ("gunicorn-bare-post", "bare-post", "gunicorn's part of a request (the HTTP tier)"),
     ("hub-redis-gettask", "bare-redis-post", "the hub's part of a GetTask on Redis"),
@@ -207,76 +209,22 @@ def count(valgrind: str, name: str, calls: int, total: int, redis_url: str) -> i
     return int(found.group(1))
 
 
-def _post_many(port: int, calls: int) -> None:
-    """``calls`` POSTs of a small JSON-RPC body, on ``GREENLETS`` keep-alive connections."""
-    import http.client
-    import threading
+def _ratios(per: dict, chosen: list) -> list[tuple[str, float]]:
+    """Each scenario against bare-post, and each hub against its floor, as instructions of a
+    served request: a served scenario's own count (``SERVED``), another's with gunicorn's
+    part (gunicorn-bare-post less bare-post) added, when both were counted."""
+    tier = per["gunicorn-bare-post"] - per["bare-post"] \
+        if "gunicorn-bare-post" in per and "bare-post" in per else None
 
-    body = json.dumps(GET_UNKNOWN).encode()
-    failures = []
-
-    def post(n: int) -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        try:
-            for _ in range(n):
-                conn.request("POST", "/", body, {"Content-Type": "application/json"})
-                answer = conn.getresponse()
-                answer.read()
-                if answer.status != 200:
-                    failures.append(answer.status)
-        except OSError as ex:
-            failures.append(ex)
-        finally:
-            conn.close()
-    threads = [threading.Thread(target=post, args=(calls // GREENLETS,))
-               for _ in range(GREENLETS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise RuntimeError(f"gunicorn-bare-post: {len(failures)} failures: {failures[:3]}")
-
-
-def count_gunicorn(valgrind: str, calls: int, workdir: Path) -> int:
-    """The gunicorn worker's instructions (the largest count of the processes traced)."""
-    import http.client
-    import time
-
-    port = free_port()
-    out = workdir / f"gunicorn-{calls}"
-    out.mkdir()
-    argv = [valgrind, "--tool=callgrind", "--trace-children=yes",
-            f"--callgrind-out-file={out}/cg.%p", sys.executable, "-m", "gunicorn",
-            "-c", "conf/gunicorn.conf.py", "-b", f"127.0.0.1:{port}", "bench.bare_app:app"]
-    from murmur_wsgi.groups import child_setup
-
-    proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, preexec_fn=child_setup())  # dies with us
-    try:
-        deadline = time.monotonic() + 180
-        while True:                 # the one probe that succeeds is the same in both runs
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                conn.request("POST", "/", b"{}", {"Content-Type": "application/json"})
-                conn.getresponse().read()
-                conn.close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("gunicorn under valgrind did not answer") from None
-                try:
-                    proc.wait(timeout=0.5)      # paces the probes; returns at once if it dies
-                except subprocess.TimeoutExpired:
-                    pass
-        _post_many(port, calls)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=120)
-    counts = [int(found.group(1)) for path in out.iterdir()
-              for found in [re.search(r"^summary: (\d+)", path.read_text(), re.M)] if found]
-    return max(counts)
+    def served(name):
+        return per[name] if name in SERVED else None if tier is None else tier + per[name]
+    bare = served("gunicorn-bare-post") if "gunicorn-bare-post" in per else None
+    rows = [(f"{name} ÷ bare-post", bare / served(name)) for name in chosen
+            if bare is not None and name not in ("gunicorn-bare-post", "bare-post")
+            and served(name) is not None]
+    rows += [(f"{hub} ÷ its floor", served(floor) / served(hub)) for hub, floor in FLOORS
+             if hub in per and floor in per and served(hub) is not None]
+    return rows
 
 
 def main(argv=None) -> int:
@@ -312,9 +260,9 @@ def main(argv=None) -> int:
         try:
             for name in chosen:
                 url = redis.url if redis is not None else ""
-                if name == "gunicorn-bare-post":
-                    low = count_gunicorn(valgrind, short, Path(tmp))
-                    high = count_gunicorn(valgrind, long, Path(tmp))
+                if name in SERVED:
+                    low = count_served(valgrind, name, short, Path(tmp), url)
+                    high = count_served(valgrind, name, long, Path(tmp), url)
                 else:
                     low = count(valgrind, name, short, long, url)
                     high = count(valgrind, name, long, long, url)
@@ -334,18 +282,14 @@ def main(argv=None) -> int:
         print("|---|---|---:|")
         for a, b, what in rows:
             print(f"| {a} − {b} | {what} | {(per[a] - per[b]) / 1000:,.0f} K |")
-    if "gunicorn-bare-post" in per and "bare-post" in per:
-        tier = per["gunicorn-bare-post"] - per["bare-post"]
-        print("\nAs instructions, with gunicorn's part added to each (the kernel's and "
-              "Redis's own work left out):\n")
+    ratios = _ratios(per, chosen)
+    if ratios:
+        print("\nAs instructions of a served request: a served scenario's own count, another's "
+              "with gunicorn's part added (the kernel's and Redis's own work left out):\n")
         print("| ratio | as instructions |")
         print("|---|---:|")
-        for name in chosen:
-            if name not in ("gunicorn-bare-post", "bare-post"):
-                print(f"| {name} ÷ bare-post | {(tier + per['bare-post']) / (tier + per[name]):.2f} |")
-        for hub, floor in FLOORS:
-            if hub in per and floor in per:
-                print(f"| {hub} ÷ its floor | {(tier + per[floor]) / (tier + per[hub]):.2f} |")
+        for what, ratio in ratios:
+            print(f"| {what} | {ratio:.2f} |")
     return 0
 
 
