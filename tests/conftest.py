@@ -115,36 +115,65 @@ def _uses_the_cluster(item) -> bool:
     return "redis_cluster" in item.fixturenames or "cluster" in params.values()
 
 
+# A cluster a test may break, of each kind: the fixture that hands it out, and its replicas.
+SPARES = {"spare": ("spare_cluster", 0), "replicated": ("replicated_cluster", 1)}
+
+
+class ClustersStarting:
+    """Redis Clusters started on threads ahead of their tests: the session's ("shared") as
+    the session begins, and of each kind of ``SPARES`` one at a time: the first as the
+    session begins, the next as a test takes one, while that test runs (each test breaks
+    its own). A cluster's start mostly waits (redis-cli's join, then the nodes' 2 s before
+    they serve): the tests before its user run meanwhile."""
+
+    def __init__(self, items, tmp_path_factory):
+        self._mktemp = tmp_path_factory.mktemp
+        self._left = {"shared": int(any(_uses_the_cluster(item) for item in items))}
+        for name, (fixture, _) in SPARES.items():
+            self._left[name] = sum(fixture in item.fixturenames for item in items)
+        self.made: list[Starting] = []
+        self._next: dict[str, Starting | None] = {}
+        for name in self._left:
+            self._start(name)
+
+    def _start(self, name: str) -> None:
+        from tests.redis_topologies import Cluster
+
+        self._next[name] = None
+        if self._left[name] > 0:
+            self._left[name] -= 1
+            replicas = SPARES[name][1] if name in SPARES else 0
+            started = Starting(Cluster(self._mktemp(f"cluster-{name}"), replicas=replicas))
+            self.made.append(started)
+            self._next[name] = started
+
+    def take(self, name: str):
+        """The started cluster of ``name`` (waited for), or None when none was started."""
+        started = self._next.get(name)
+        if started is None:
+            return None
+        self._start(name)                 # the next user's, while this one runs
+        return started.get()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def clusters_starting(request, tmp_path_factory):
-    """Redis Clusters started on threads as the session begins, for the tests to run: the
-    session's ("shared": the fixture redis_cluster, or a param "cluster") and one a test
-    may break ("spare": the fixture spare_cluster). A cluster's start mostly waits
-    (redis-cli's join, then the nodes' 2 s before they serve): the tests before their first
-    user run meanwhile. Each a ``Starting``, or None when no test to run uses it."""
-    from tests.redis_topologies import Cluster
-
-    items = request.session.items
-    wanted = {"shared": any(_uses_the_cluster(item) for item in items),
-              "spare": any("spare_cluster" in item.fixturenames for item in items)}
-    starting = {name: Starting(Cluster(tmp_path_factory.mktemp(f"cluster-{name}")))
-                if wanted[name] else None for name in wanted}
+    """The session's ``ClustersStarting``, for the tests to run; at its end every cluster it
+    started is stopped."""
+    starting = ClustersStarting(request.session.items, tmp_path_factory)
     yield starting
-    for started in starting.values():
-        if started is not None:
-            started.thread.join()
-            started.server.stop()
+    for started in starting.made:
+        started.thread.join()
+        started.server.stop()
 
 
 def _cluster(clusters_starting, name: str, tmp_path_factory):
-    started = clusters_starting.get(name)
-    if started is not None and not started.taken:
-        started.taken = True
-        yield started.get()          # stopped by clusters_starting
-        return
-    from tests.redis_topologies import Cluster      # asked for by name only (getfixturevalue)
+    cluster = clusters_starting.take(name)
+    if cluster is None:               # asked for by name only (getfixturevalue)
+        from tests.redis_topologies import Cluster
 
-    cluster = Cluster(tmp_path_factory.mktemp(f"cluster-{name}")).start()
+        replicas = SPARES[name][1] if name in SPARES else 0
+        cluster = Cluster(tmp_path_factory.mktemp(f"cluster-{name}"), replicas=replicas).start()
     yield cluster
     cluster.stop()
 
@@ -159,8 +188,15 @@ def redis_cluster(clusters_starting, tmp_path_factory):
 @pytest.fixture
 def spare_cluster(clusters_starting, tmp_path_factory):
     """A real 3-primary Redis Cluster of the test's own, to stop or kill nodes of; started
-    as the session began when it could be."""
+    while the tests before it ran when it could be."""
     yield from _cluster(clusters_starting, "spare", tmp_path_factory)
+
+
+@pytest.fixture
+def replicated_cluster(clusters_starting, tmp_path_factory):
+    """A real 3-primary Redis Cluster with a replica of each primary, of the test's own, to
+    kill nodes of and fail over; started while the tests before it ran when it could be."""
+    yield from _cluster(clusters_starting, "replicated", tmp_path_factory)
 
 
 @pytest.fixture(scope="session", autouse=True)
