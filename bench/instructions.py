@@ -68,7 +68,8 @@ SCENARIOS = {          # name: (what it measures, needs Redis)
 }
 FLOORS = [("hub-redis-gettask", "bare-redis-post"),        # (scenario, its floor)
           ("hub-redis-sendmessage", "bare-redis-send"),
-          ("gunicorn-hub-redis-sendmessage", "gunicorn-bare-redis-send")]
+          ("gunicorn-hub-redis-sendmessage", "gunicorn-bare-redis-send"),
+          ("gunicorn-hub-redis-gettask", "gunicorn-bare-redis-post")]
 DIFFERENCES = [        # (scenario, minus, what the difference is)
     ("gunicorn-bare-post", "bare-post", "gunicorn's part of a request (the HTTP tier)"),
     ("hub-redis-gettask", "bare-redis-post", "the hub's part of a GetTask on Redis"),

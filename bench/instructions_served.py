@@ -14,7 +14,9 @@ kernel's part (the sockets, a round trip's wait) and Redis's own work are not.
 - ``gunicorn-hub-redis-sendmessage``: the hub on Redis, one worker, started as
   ``murmur-wsgi hub`` starts it (its heartbeat and sweep once an hour: under valgrind a
   run lasts minutes, and work per second would count in), posted the same SendMessage,
-  a fresh messageId each.
+  a fresh messageId each;
+- ``gunicorn-bare-redis-post`` and ``gunicorn-hub-redis-gettask``: GetTask's floor
+  (``redis_app``, posted the hub's request) and the hub's GetTask of a task it made first.
 
 Each runs twice, with ``calls`` requests and three times as many after the same warm-up;
 the difference of the counts divided by the difference of the requests is per request.
@@ -34,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from bench.run import GET_UNKNOWN, HUB_CONFIG, HUB_KEY, HUB_PATH, SEND, free_port
+from bench.run import FLOOR_GET, GET_UNKNOWN, HUB_CONFIG, HUB_KEY, HUB_PATH, SEND, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 CONNECTIONS = 16
@@ -46,6 +48,10 @@ SERVED = {             # name: (what it measures, needs Redis)
                                  "the HTTP tier too", True),
     "gunicorn-hub-redis-sendmessage": ("the hub on Redis, served by its own worker: "
                                        "blocking SendMessage, the HTTP tier too", True),
+    "gunicorn-bare-redis-post": ("the floor of a GetTask on Redis, served: the HTTP tier too",
+                                 True),
+    "gunicorn-hub-redis-gettask": ("the hub on Redis, served by its own worker: GetTask, "
+                                   "the HTTP tier too", True),
 }
 
 
@@ -53,7 +59,7 @@ def _argv(name: str, port: int, redis_url: str, workdir: Path) -> tuple[list, di
     """The server's command line and environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MURMUR_")}
     listen = f"127.0.0.1:{port}"
-    if name == "gunicorn-hub-redis-sendmessage":
+    if name.startswith("gunicorn-hub-"):
         config = {**json.loads(json.dumps(HUB_CONFIG)), "store": redis_url,
                   "public_url": f"http://{listen}",
                   "redis": {"liveness_secs": 3600, "sweep_interval_secs": 3600}}
@@ -66,16 +72,23 @@ def _argv(name: str, port: int, redis_url: str, workdir: Path) -> tuple[list, di
         # NOTE: a database of its own, as make bench gives it (no hub's replica names it)
         app = "bench.bare_app:redis_send_app"
         env["BENCH_REDIS_URL"] = redis_url.rsplit("/", 1)[0] + "/2"
+    elif name == "gunicorn-bare-redis-post":
+        app = "bench.bare_app:redis_app"
+        env["BENCH_REDIS_URL"] = redis_url
     return [sys.executable, "-m", "gunicorn", "-c", "conf/gunicorn.conf.py", "-b", listen,
             app], env
 
 
-def _requests(name: str, tag: str, n: int) -> list[tuple[str, bytes, dict]]:
-    """``n`` requests of the scenario: (path, body, headers)."""
+def _requests(name: str, tag: str, n: int, task_id: str = "") -> list[tuple[str, bytes, dict]]:
+    """``n`` requests of the scenario: (path, body, headers); a GetTask's of ``task_id``."""
     if name == "gunicorn-bare-post":
         body = json.dumps(GET_UNKNOWN).encode()
         return [("/", body, {"Content-Type": "application/json", "A2A-Version": "1.0"})] * n
     headers = {"Content-Type": "application/json", "A2A-Version": "1.0", "X-API-Key": HUB_KEY}
+    if name.endswith("redis-post") or name.endswith("gettask"):
+        get = FLOOR_GET if name.endswith("redis-post") else \
+            {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
+        return [(HUB_PATH, json.dumps(get).encode(), headers)] * n
     out = []
     for i in range(n):
         body = json.loads(json.dumps(SEND))
@@ -84,9 +97,11 @@ def _requests(name: str, tag: str, n: int) -> list[tuple[str, bytes, dict]]:
     return out
 
 
-def _post(port: int, requests: list) -> None:
-    """``requests`` posted on ``CONNECTIONS`` keep-alive connections; each must answer 200."""
+def _post(port: int, requests: list) -> list:
+    """``requests`` posted on ``CONNECTIONS`` keep-alive connections, each must answer 200;
+    the last answer's body."""
     failures: list = []
+    last: list = []
 
     def post(share: list) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
@@ -97,6 +112,7 @@ def _post(port: int, requests: list) -> None:
                 text = answer.read()
                 if answer.status != 200 or b'"error"' in text:
                     failures.append((answer.status, text[:200]))
+                last[:] = [text]
         except (OSError, http.client.HTTPException) as ex:
             failures.append(ex)
         finally:
@@ -109,6 +125,7 @@ def _post(port: int, requests: list) -> None:
         thread.join()
     if failures:
         raise RuntimeError(f"{len(failures)} failed requests: {failures[:3]}")
+    return last
 
 
 def _ready(port: int, proc: subprocess.Popen, deadline: float) -> None:
@@ -144,8 +161,12 @@ def count_served(valgrind: str, name: str, calls: int, workdir: Path, redis_url:
     tag = uuid.uuid4().hex[:12]
     try:
         _ready(port, proc, time.monotonic() + 300)
-        _post(port, _requests(name, tag + "-warm", WARM))
-        _post(port, _requests(name, tag, calls))
+        task_id = ""
+        if name.endswith("gettask"):            # the task it reads, made the same in both runs
+            made = _post(port, _requests("gunicorn-hub-redis-sendmessage", tag + "-made", 1))
+            task_id = json.loads(made[0])["result"]["task"]["id"]
+        _post(port, _requests(name, tag + "-warm", WARM, task_id))
+        _post(port, _requests(name, tag, calls, task_id))
     finally:
         proc.terminate()
         proc.wait(timeout=300)
