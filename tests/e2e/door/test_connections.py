@@ -1,6 +1,6 @@
 """Connections against a real gunicorn: read deadlines, and a reserve against idle floods.
 
-The door runs with short deadlines (limits.header_timeout_secs 1, body 1) and
+The door runs with short deadlines (limits.header_timeout_secs 0.5, body 0.5) and
 ``worker_connections`` lowered to 200 (GUNICORN_CMD_ARGS overrides the conf), so
 that a flood of a few hundred idle connections fills it.
 """
@@ -17,8 +17,12 @@ from tests.e2e.conftest import default_manifest, http_get, start_door
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timed]    # asserts the deadlines, in seconds
 
-HEADER_SECS = 1.0
-BODY_SECS = 1.0
+# NOTE: half a second: a deadline is a timer of its own per connection (measured to within
+# 20 ms of it), so the cut does not depend on its length; the flood's answer (about 70 ms)
+# still comes well inside it, as it must to show that nobody waited for a cut.
+HEADER_SECS = 0.5
+BODY_SECS = 0.5
+EARLY = 0.3 * HEADER_SECS       # a cut this much before its deadline is too early
 WORKER_CONNECTIONS = 200
 FLOOD = 320                     # idle connections: more than worker_connections
 MARGIN = 2.0                    # seconds of scheduling slack on a shared 2-core machine
@@ -79,7 +83,7 @@ def test_partial_headers_are_cut_at_the_header_deadline(door):
         sock.sendall(b"POST / HTTP/1.1\r\nHost: door\r\n")
         assert until_closed(sock) == b""
         elapsed = time.monotonic() - started
-    assert HEADER_SECS - 0.3 <= elapsed <= HEADER_SECS + MARGIN, elapsed
+    assert HEADER_SECS - EARLY <= elapsed <= HEADER_SECS + MARGIN, elapsed
     assert cuts(door)["header_timeout"] >= before + 1
 
 
@@ -114,7 +118,7 @@ def test_a_kept_alive_connection_has_the_header_deadline_from_its_next_first_byt
             sock.sendall(partial)
         assert until_closed(sock) == b""
         elapsed = time.monotonic() - started
-    assert HEADER_SECS - 0.3 <= elapsed <= HEADER_SECS + MARGIN, elapsed
+    assert HEADER_SECS - EARLY <= elapsed <= HEADER_SECS + MARGIN, elapsed
     assert cuts(door)["header_timeout"] >= before + 1
 
 
@@ -125,7 +129,7 @@ def test_a_body_that_stops_is_cut_at_the_body_deadline(door):
         sock.sendall(post(b'{"jsonrpc":', length=1000))      # 11 of 1,000 declared bytes
         until_closed(sock)
         elapsed = time.monotonic() - started
-    assert BODY_SECS - 0.3 <= elapsed <= BODY_SECS + MARGIN, elapsed
+    assert BODY_SECS - EARLY <= elapsed <= BODY_SECS + MARGIN, elapsed
     assert cuts(door)["body_timeout"] >= before + 1
 
 
