@@ -37,6 +37,7 @@ if str(REPO) not in sys.path:
 from bench.report import git_commit, save, versions  # noqa: E402
 from bench.streams import memory_of, proc_children  # noqa: E402
 from tests.e2e.hub_process import PREFIX, HubProcess  # noqa: E402
+from tests.process_util import stopping  # noqa: E402
 from tests.redis_util import RedisServer  # noqa: E402
 
 KEYS = {"acme": "mhk_bench-stream-acme", "other": "mhk_bench-stream-other"}
@@ -139,8 +140,11 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-def measure(directory: Path, chunks: int, store: str | None = None) -> dict:
-    """One run on a hub of its own: the figures the module's docstring lists."""
+def measure(directory: Path, chunks: int, store: str | None = None,
+            settle: float = SETTLE_SECS) -> dict:
+    """One run on a hub of its own: the figures the module's docstring lists, the RSS
+    "after" read ``settle`` seconds after the run. The hub is sent SIGTERM and left to stop
+    (tests/process_util.py's ``stopping``: its Redis waits for it, ``main`` checks it)."""
     server = HubProcess(directory, lambda port: hub_yaml(port, store), agent="echo",
                         key=KEYS["acme"], workers=1)
     try:
@@ -160,12 +164,12 @@ def measure(directory: Path, chunks: int, store: str | None = None) -> dict:
             sampler.stop.set()
             prober.join(30)
             sampler.join(30)
-        settled = time.monotonic() + SETTLE_SECS
+        settled = time.monotonic() + settle
         while time.monotonic() < settled:                # the RSS a second after the run
             time.sleep(SAMPLE_SECS)  # wait-ok: a bench's sampling pace
         after = rss(worker)
     finally:
-        server.stop()
+        server.stop_soon()
     waits = prober.waits
     return {"chunks": chunks, "store": "redis" if store else "memory", "stream": run,
             "gettask": {"count": len(waits), "p50": round(percentile(waits, 50), 4),
@@ -187,6 +191,7 @@ def main() -> None:
         finally:
             if redis_server is not None:
                 redis_server.stop()
+            stopping.check()
     stamp = datetime.now(timezone.utc)
     report = {"when": stamp.isoformat(timespec="seconds"), "commit": git_commit(),
               "versions": versions(), **result}
