@@ -492,7 +492,7 @@ def test_pages_that_loop_end_with_one_line(cli_env, capsys, argv):
 
 # --- headers that trickle -------------------------------------------------------------
 
-HEADERS_TIMEOUT = 0.5
+HEADERS_TIMEOUT = 0.25         # a dozen bytes, each 20 ms after the last: none is late
 LATE = 0.6                      # how late past its timeout a call may end, under load
 
 
