@@ -29,7 +29,8 @@ class Stopping:
     test need not wait the second or so gunicorn takes to stop (its gevent worker's loop
     wakes once a second, then drains). A Redis waits for the servers on it (``join``, by
     its URL) before it is flushed or stopped (tests/redis_util.py, tests/redis_topologies.py):
-    a hub still stopping writes to nobody else's data.
+    a hub still stopping writes to nobody else's data. A test's own Redis can wait so on a
+    thread too (``after``: its ``stop_soon``).
     """
 
     def __init__(self):
@@ -47,7 +48,17 @@ class Stopping:
             self.sent.add(proc)
         if proc.poll() is None:
             proc.terminate()
-        thread = threading.Thread(target=self._wait, args=(wait,), daemon=True)
+        self._track(threading.Thread(target=self._wait, args=(wait,), daemon=True), store)
+
+    def after(self, store: str, stop) -> None:
+        """``stop()`` (a Redis's, at ``store``) on a thread once every server on ``store``
+        sent SIGTERM here ended; return at once. ``check`` waits for it too."""
+        def run():
+            self.join(store)
+            self._wait(stop)
+        self._track(threading.Thread(target=run, daemon=True), None)
+
+    def _track(self, thread: threading.Thread, store: str | None) -> None:
         thread.start()
         with self._lock:
             self.threads = [(t, s) for t, s in self.threads if t.is_alive()] + [(thread, store)]

@@ -336,7 +336,12 @@ class SentinelSet:
         """redis-py's client of the sentinels."""
         return Sentinel([("127.0.0.1", s.port) for s in self.sentinels], socket_timeout=0.5)
 
+    def stop_soon(self) -> None:
+        """``stop`` on a thread, once the servers on it stopped (``stopping.after``)."""
+        stopping.after(self.url, self.stop)
+
     def stop(self) -> None:
+        stopping.join(self.url)     # no server still stopping writes once it is stopped
         nodes = [node for node in (*self.sentinels, self.replica, self.primary) if node is not None]
         for node in nodes:              # SIGTERM to each first: they stop together
             if node.proc.poll() is None:

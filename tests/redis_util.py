@@ -110,6 +110,10 @@ class RedisServer:
         finally:
             client.close()
 
+    def stop_soon(self) -> None:
+        """``stop`` on a thread, once the servers on it stopped (``stopping.after``)."""
+        stopping.after(self.url, self.stop)
+
     def stop(self) -> None:
         stopping.join(self.url)
         if self.proc is not None and self.proc.poll() is None:

@@ -42,8 +42,8 @@ def test_a_failover_under_load_keeps_every_acknowledged_task(tmp_path):
         _failover_under_load(sentinels, hub)
     finally:
         if hub is not None:
-            hub.stop()
-        sentinels.stop()
+            hub.stop_soon()
+        sentinels.stop_soon()
 
 
 def _failover_under_load(sentinels: SentinelSet, hub: Replica) -> None:

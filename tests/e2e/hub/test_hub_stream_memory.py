@@ -34,7 +34,7 @@ def test_a_long_stream_is_merged_bounded_and_holds_nobody(tmp_path, store):
         result = measure(tmp_path, CHUNKS, redis_server and redis_server.url, SETTLE)
     finally:
         if redis_server is not None:
-            redis_server.stop()
+            redis_server.stop_soon()
     run, waits, rss = result["stream"], result["gettask"], result["rss"]
     assert run["final"] == "COMPLETED", result
     # Every chunk reached the client, as far fewer, larger events than one per chunk.
