@@ -271,6 +271,11 @@ def status_ms(entry) -> int:
     return entry[7] if type(entry) is tuple else entry.status_ms
 
 
+def filed_under(entry) -> tuple[str, str]:
+    """A store's entry's ``(context id, state)``: a ``HubTask``'s, or a record's, in place."""
+    return (entry[1], entry[5]) if type(entry) is tuple else (entry.context_id, entry.state)
+
+
 def task_status(task_id: str, context_id: str, state: str, text: str | None, ms: int) -> dict:
     """A task's TaskStatus: its state, ``text`` as the status message (``<id>-status``)."""
     message = None if text is None else wire_task.agent_message(f"{task_id}-status", context_id,
