@@ -62,6 +62,8 @@ class LimitsSchema(Block):
     max_usage_models = StrictInt(load_default=1_000, validate=validate.Range(min=1))
     # The stored bytes of a context's earlier tasks read for a run's ctx.history, newest first.
     history_bytes = Size(load_default=4 * 1024 ** 2)
+    # The stored bytes of the tasks one ListTasks page reads and answers, newest first.
+    list_bytes = Size(load_default=16 * 1024 ** 2)
 
 
 class TenantLimitsSchema(Block):
@@ -80,6 +82,7 @@ class TenantLimitsSchema(Block):
     max_output_bytes = Size()
     max_usage_models = StrictInt(validate=validate.Range(min=1))
     history_bytes = Size()
+    list_bytes = Size()
 
 
 class TasksSchema(Block):

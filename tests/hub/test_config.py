@@ -27,7 +27,8 @@ def test_defaults():
                              "max_json_depth": 64, "max_parts": 1_000,
                              "data_text_bytes": 16 * 1024 ** 2,
                              "max_output_bytes": 64 * 1024 ** 2, "max_usage_models": 1_000,
-                             "history_bytes": 4 * 1024 ** 2}
+                             "history_bytes": 4 * 1024 ** 2,
+                             "list_bytes": 16 * 1024 ** 2}
     assert config.events == {"retention_secs": 86400, "merge_secs": 0.25}
     assert config.stream == {"keepalive_secs": 15, "write_timeout_secs": 10,
                              "live_backlog_bytes": 8 * 1024 ** 2}

@@ -82,13 +82,15 @@ def _ended_in_store(store, task, timeout: float) -> bool:
 
 
 def list_tasks(hub, call):
-    """ListTasks: newest first, scoped to the tenant and the agent in the path."""
+    """ListTasks: newest first, scoped to the tenant and the agent in the path; a page ends
+    before the first task past ``limits.list_bytes`` (their stored forms: at least one)."""
     params = read_hub_list_tasks(call.params)
     cutoff_ms = None if params.cutoff_us is None else params.cutoff_us / 1000
     try:
         page = hub.store.list(call.tenant, call.agent, context_id=params.context_id,
                               state=params.state, after_ms=cutoff_ms,
-                              page_size=params.page_size, token=params.token)
+                              page_size=params.page_size, token=params.token,
+                              max_bytes=hub.limits(call.tenant)["list_bytes"])
     except ValueError:
         raise InvalidParamsError("Invalid params: pageToken is not a nextPageToken this hub "
                                  "answered") from None

@@ -93,6 +93,19 @@ def newest_within(items: list, sizes: list, max_bytes: int) -> list:
     return items[first:]
 
 
+def first_within(sizes: list, max_bytes: int) -> int:
+    """How many of ``sizes`` (a ListTasks page's, newest first) fit ``max_bytes`` together:
+    the first one past it ends them, but the first of all is always taken (a page holds at
+    least one task, however large)."""
+    total = count = 0
+    for size in sizes:
+        total += size
+        if count and total > max_bytes:
+            break
+        count += 1
+    return count
+
+
 class TaskStore(abc.ABC):
     """Tasks, their events, claims and cancel marks; ``memory.MemoryTaskStore`` is the reference.
 
@@ -206,8 +219,12 @@ class TaskStore(abc.ABC):
     @abc.abstractmethod
     def list(self, tenant: str, agent: str, *, context_id: str | None = None,
              state: str | None = None, after_ms: int | None = None, page_size: int = 50,
-             token: str | None = None) -> Page:
+             token: str | None = None, max_bytes: int | None = None) -> Page:
         """One page of the tasks of ``tenant``'s ``agent``, newest first.
+
+        ``max_bytes``: the page ends before the first task past it (their stored forms, in
+        UTF-8 bytes, as ``context_tasks``; at least one task), its ``next_token`` naming the
+        rest: the tasks past it are not read (None: ``page_size`` alone).
 
         Raises:
             ValueError: ``token`` is not one this store issued.

@@ -35,10 +35,11 @@ import logging
 import threading
 import time
 
-from murmur_wsgi.hub.store.base import PENDING, StoredEvent, TaskStore, newest_within
+from murmur_wsgi.hub.store.base import (PENDING, Page, StoredEvent, TaskStore, first_within,
+                                        newest_within)
 from murmur_wsgi.hub.store.memory_index import TaskIndexes, filtered_page
 from murmur_wsgi.hub.store.memory_waits import KeyedWaits
-from murmur_wsgi.hub.store.pages import decode_token
+from murmur_wsgi.hub.store.pages import decode_token, encode_token
 from murmur_wsgi.hub.store.retention import TRIM_BATCH, Retention, task_bytes
 from murmur_wsgi.hub.task import REJECTED, SUBMITTED, TERMINAL, WORKING, HubTask, as_task
 from murmur_wsgi.wire.encode import utf8_bytes
@@ -223,29 +224,42 @@ class MemoryTaskStore(TaskStore):
             return task.to_json(history_length, artifacts, cache and task.state != REJECTED)
 
     def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
-             token=None):
+             token=None, max_bytes=None):
         before = decode_token(token) if token else None
         with self.lock:
             found = self._indexes.page(tenant, agent, context_id, state, after_ms, page_size,
                                        before)
         if isinstance(found, tuple):               # the tasks changed after after_ms
-            return filtered_page(found, page_size, before)
-        return found
+            found = filtered_page(found, page_size, before)
+        if max_bytes is None or len(found.tasks) < 2:
+            return found
+        tasks = found.tasks
+        count = first_within(list(map(utf8_bytes, self._stored_forms(tasks))), max_bytes)
+        if count == len(tasks):
+            return found
+        return Page(tasks[:count], encode_token(tasks[count - 1].seq), found.total)
 
     def context_tasks(self, tenant, agent, context_id, limit, max_bytes):
-        # NOTE: a running task's wire form is read under the lock, encoded outside it, and
-        # cached only if the task has not changed meanwhile (``HubTask.draft``): cached
-        # outside it, a task started or ended meanwhile under real threads (``--dev``) kept
-        # its old form, and GetTask answered its old state.
         with self.lock:
             tasks = self._indexes.context_tasks(tenant, agent, context_id, limit)
+        texts = self._stored_forms(tasks)
+        return newest_within(tasks, list(map(utf8_bytes, texts)), max_bytes)
+
+    def _stored_forms(self, tasks: list) -> list[str]:
+        """The tasks' full wire forms (what retention counts of each).
+
+        NOTE: a running task's wire form is read under the lock, encoded outside it, and
+        cached only if the task has not changed meanwhile (``HubTask.draft``): cached
+        outside it, a task started or ended meanwhile under real threads (``--dev``) kept
+        its old form, and GetTask answered its old state."""
+        with self.lock:
             drafts = [task.draft() for task in tasks]
         texts = list(map(HubTask.drafted, drafts))
         if any(type(draft) is tuple for draft in drafts):
             with self.lock:
                 for task, draft, text in zip(tasks, drafts, texts):
                     task.keep_json(draft, text)
-        return newest_within(tasks, list(map(utf8_bytes, texts)), max_bytes)
+        return texts
 
     # --- retention ---------------------------------------------------------
 

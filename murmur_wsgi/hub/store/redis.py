@@ -109,7 +109,7 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         self._forgetting_init()
         # When this process last marked a task its streams read (watched), and its tenant.
         self._marked: dict[str, tuple] = {}
-        self._index = RedisIndex(self._redis, self._load)
+        self._index = RedisIndex(self._redis, self._load, self._sizes)
 
     # --- records -----------------------------------------------------------
 
@@ -373,20 +373,23 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
 
     @_guarded
     def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
-             token=None):
+             token=None, max_bytes=None):
         return self._index.list(tenant, agent, context_id=context_id, state=state,
-                                after_ms=after_ms, page_size=page_size, token=token)
+                                after_ms=after_ms, page_size=page_size, token=token,
+                                max_bytes=max_bytes)
 
     @_guarded
     def context_tasks(self, tenant, agent, context_id, limit, max_bytes):
         ids = self._redis.zrange(index_key(tenant, agent, context_id), -limit, -1)
-        # NOTE: the stored forms' sizes first (HSTRLEN: no record is sent), then only the
-        # records that fit are read.
+        return self._load(tenant, newest_within(ids, self._sizes(tenant, ids), max_bytes))
+
+    def _sizes(self, tenant: str, ids: list) -> list[int]:
+        """The stored forms' sizes of the tasks ``ids`` (HSTRLEN: no record is sent), so that
+        only the records that fit are read."""
         sizes = each_task(self._redis, ids, lambda pipe, t: [
             pipe.hstrlen(task_key(tenant, t), field) for field in STORED_FORMS])
-        per_task = [sum(sizes[i * len(STORED_FORMS):(i + 1) * len(STORED_FORMS)])
-                    for i in range(len(ids))]
-        return self._load(tenant, newest_within(ids, per_task, max_bytes))
+        return [sum(sizes[i * len(STORED_FORMS):(i + 1) * len(STORED_FORMS)])
+                for i in range(len(ids))]
 
     def close(self):
         try:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import heapq
 
-from murmur_wsgi.hub.store.base import Page
+from murmur_wsgi.hub.store.base import Page, first_within
 from murmur_wsgi.hub.store.pages import decode_token, encode_token
 from murmur_wsgi.hub.store.redis_keys import both_key, index_key, state_key, updated_key
 
@@ -44,18 +44,20 @@ SCORE_BATCH = 1000               # ids per ZMSCORE when ListTasks combines filte
 
 class RedisIndex:
     """ListTasks' pages from the sorted sets; ``load(tenant, ids)`` reads the page's
-    records."""
+    records, ``sizes(tenant, ids)`` their stored forms' sizes first when a page is bounded
+    in bytes."""
 
-    def __init__(self, client, load):
+    def __init__(self, client, load, sizes):
         self._redis = client
         self._load = load
+        self._sizes = sizes
 
     def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
-             token=None):
+             token=None, max_bytes=None):
         before = decode_token(token) if token else None
         within = self._set_of(tenant, agent, context_id, state)
         if after_ms is None:
-            return self._page_of(tenant, within, before, page_size)
+            return self._page_of(tenant, within, before, page_size, max_bytes)
         changed_key = updated_key(tenant, agent)
         pipe = self._redis.pipeline(transaction=False)
         pipe.zcount(changed_key, f"({after_ms}", "+inf")
@@ -65,14 +67,15 @@ class RedisIndex:
         if every - changed <= min(changed, held):
             # PERF: the fewest are those not changed since: the set's own page, less them.
             left_out = self._left_out(within, changed_key, after_ms) if every > changed else {}
-            return self._page_of(tenant, within, before, page_size, left_out)
+            return self._page_of(tenant, within, before, page_size, max_bytes, left_out)
         matches = self._matches(within, changed_key, after_ms, changed, held)
         # PERF: the matches come about oldest first (by seq, or by status time): newest first,
         # the heap's least is seldom replaced (38 ms for 50,000 oldest first, 3 ms so).
         older = matches if before is None else [match for match in matches if match[0] < before]
         newest = heapq.nlargest(page_size + 1, reversed(older))
-        page = self._load(tenant, [task_id for _, task_id in newest[:page_size]])
-        more = len(newest) > page_size
+        page, cut = self._within(tenant, [task_id for _, task_id in newest[:page_size]],
+                                 max_bytes)
+        more = cut or len(newest) > page_size
         return Page(page, encode_token(page[-1].seq) if more and page else "", len(matches))
 
     @staticmethod
@@ -84,7 +87,7 @@ class RedisIndex:
             return state_key(tenant, agent, state)
         return both_key(tenant, agent, state, context_id)
 
-    def _page_of(self, tenant, key, before, page_size, left_out=None) -> Page:
+    def _page_of(self, tenant, key, before, page_size, max_bytes, left_out=None) -> Page:
         """The page of ``key``'s tasks older than ``before`` (a seq, or None), but those of
         ``left_out`` (id: seq): ``totalSize`` is the set's count less them."""
         left_out = left_out or {}
@@ -95,10 +98,20 @@ class RedisIndex:
         pipe.zcard(key)
         ids, total = pipe.execute()
         ids = [task_id for task_id in ids if task_id not in left_out] if left_out else ids
-        page = self._load(tenant, ids[:page_size])
-        more = len(ids) > page_size
+        page, cut = self._within(tenant, ids[:page_size], max_bytes)
+        more = cut or len(ids) > page_size
         return Page(page, encode_token(page[-1].seq) if more and page else "",
                     max(total - len(left_out), 0))
+
+    def _within(self, tenant, ids: list, max_bytes) -> tuple[list, bool]:
+        """The records of the first ``ids`` whose stored forms fit ``max_bytes`` (at least
+        one; None: every one), and whether the page was cut there: the sizes are read
+        first, and no record past them."""
+        if max_bytes is not None and len(ids) > 1:
+            count = first_within(self._sizes(tenant, ids), max_bytes)
+            if count < len(ids):
+                return self._load(tenant, ids[:count]), True
+        return self._load(tenant, ids), False
 
     def _left_out(self, within, changed_key, after_ms) -> dict:
         """``{id: seq}`` of ``within``'s tasks not changed after ``after_ms``: the tasks not
