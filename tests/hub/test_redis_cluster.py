@@ -198,9 +198,9 @@ def test_a_stalled_primary_answers_32603_within_its_timeout_then_recovers(spare_
     ``redis.timeout_secs``, as on one Redis, and served again once it is back; with every
     node killed (the cluster client's own failure), refused the same way. (A cluster of
     its own: tests/conftest.py's spare_cluster.)"""
-    timeout = 1.0
+    timeout = FAST["timeout_secs"]             # as on one Redis (tests/hub/test_replicas.py)
     cluster = spare_cluster
-    hub = create_hub(hub_config(store=cluster.url, redis={**FAST, "timeout_secs": timeout}))
+    hub = create_hub(hub_config(store=cluster.url, redis=dict(FAST)))
     rpc = HubClient(hub, "echo")
     try:
         task = rpc.send("hello")
