@@ -8,10 +8,11 @@
 - ``SentinelSet(directory).start()``: a primary, one replica of it, and three
   sentinels (``redis-server FILE --sentinel``) watching it under ``SERVICE``, each told
   of the replica and of the others in its file; waited for until every sentinel is
-  connected to the replica and to the other sentinels. ``url`` is the
+  connected to the replica and to the other sentinels, and the replica acknowledges
+  writes (a ``WAIT`` counts it). ``url`` is the
   ``redis-sentinel://HOST:PORT,…/SERVICE/0`` form. ``kill_primary()`` SIGKILLs the
   primary, ``wait_failover()`` waits until the sentinels name the replica and it is a primary,
-  ``rejoin()`` starts the killed one again as the new primary's replica.
+  ``rejoin()`` starts the killed one again as the new primary's replica (acknowledging).
   ``down_after_ms`` is the sentinels' ``down-after-milliseconds`` (1000); ``quick``
   starts them in a quarter of a second instead of a second (see ``start``).
 
@@ -42,6 +43,9 @@ from tests.redis_util import MISSING, free_port
 DEADLINE = 20.0
 SERVICE = "murmur"
 PING_PERIOD_MS = 1000           # a sentinel's (redis-server's SENTINEL_PING_PERIOD)
+# NOTE: a Sentinel set's nodes sync a replica through a file: one synced without a disk is
+# sent nothing (a WAIT's GETACK neither) until its first REPLCONF ACK, up to a second later.
+DISK_SYNC = ["--repl-diskless-sync", "no"]
 
 
 def _binary(name: str) -> str:
@@ -220,12 +224,11 @@ class SentinelSet:
             [n.proc for n in nodes if n is not None]
 
     def start(self) -> SentinelSet:
-        self.primary = _Node(self.directory, free_port(), [])
+        self.primary = _Node(self.directory, free_port(), DISK_SYNC)
         wait_until(lambda: self.primary.client().ping(), "the primary's PING", self._procs())
         self.replica = _Node(self.directory, free_port(),
-                             ["--replicaof", "127.0.0.1", str(self.primary.port)])
-        wait_until(lambda: self.replica.client().info("replication").get(
-            "master_link_status") == "up", "the replica's link", self._procs())
+                             [*DISK_SYNC, "--replicaof", "127.0.0.1", str(self.primary.port)])
+        self._wait_link(self.replica)
         # NOTE: each sentinel's file names the others and the replica, as a sentinel writes
         # them there itself once it heard of them: hello messages (every 2 s) would tell it.
         ports = [free_port() for _ in range(self.count)]
@@ -261,6 +264,7 @@ class SentinelSet:
         if self.quick:
             for node in self.sentinels:
                 self._ping_period(node, PING_PERIOD_MS)
+        self._wait_acknowledged(self.primary, self.replica)
         return self
 
     @staticmethod
@@ -327,10 +331,26 @@ class SentinelSet:
         """After ``wait_failover``: the killed primary started again on its port (empty) as
         the new primary's replica, in sync; ``primary`` and ``replica`` swap."""
         old, promoted = self.primary, self.replica
-        node = _Node(self.directory, old.port, ["--replicaof", "127.0.0.1", str(promoted.port)])
+        node = _Node(self.directory, old.port,
+                     [*DISK_SYNC, "--replicaof", "127.0.0.1", str(promoted.port)])
         self.primary, self.replica = promoted, node
-        wait_until(lambda: node.client().info("replication").get(
-            "master_link_status") == "up", "the old primary's link", self._procs())
+        self._wait_link(node)
+        self._wait_acknowledged(promoted, node)
+
+    def _wait_link(self, replica: _Node) -> None:
+        wait_until(lambda: replica.client().info("replication").get(
+            "master_link_status") == "up", f"the replica {replica.port}'s link", self._procs())
+
+    def _wait_acknowledged(self, primary: _Node, replica: _Node) -> None:
+        """Until ``primary`` hears ``replica`` acknowledge a write (a WAIT counts it)."""
+        def acknowledged() -> bool:
+            client = primary.client(single_connection_client=True)
+            try:
+                client.publish("redis-topologies:ready", "")     # replicated, and no key
+                return client.execute_command("WAIT", 1, 100) >= 1
+            finally:
+                client.close()
+        wait_until(acknowledged, f"the replica {replica.port} acknowledging", self._procs())
 
     def watchers(self) -> Sentinel:
         """redis-py's client of the sentinels."""

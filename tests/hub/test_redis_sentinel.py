@@ -1,9 +1,10 @@
 """The hub's store behind Sentinel: ``store: redis-sentinel://…/murmur/0``, and ``wait_replicas``.
 
 One real set for the module (tests/redis_topologies.py: a primary, one replica, three
-sentinels). The tests run in order: a WAIT that too few replicas answer, a primary
+sentinels). The tests run in order: a WAIT that too few replicas answer, then a primary
 demoted while the store's connections are open to it (``SENTINEL FAILOVER``: it lives
-on as the replica), then the primary SIGKILLed under a burst of SendMessages.
+on as the replica). A failover the sentinels call themselves has a set of its own: the
+primary SIGKILLed under a burst of SendMessages, or paused and back.
 """
 from __future__ import annotations
 
@@ -34,11 +35,28 @@ pytestmark = pytest.mark.one_store
 STORE_ERROR = -32603
 
 
+# NOTE: a primary the test stops is judged down half a second after it stops answering
+# (the set's default is a second), still far longer than a PING takes one under a burst.
+DOWN_AFTER_MS = 500
+
+
 @pytest.fixture(scope="module")
 def sentinels(tmp_path_factory):
-    started = SentinelSet(tmp_path_factory.mktemp("sentinel")).start()
+    started = SentinelSet(tmp_path_factory.mktemp("sentinel"), quick=True).start()
     yield started
     started.stop()
+
+
+@pytest.fixture
+def own_sentinels(tmp_path):
+    """A set of the test's own, for a failover the sentinels call themselves: a sentinel
+    that voted in one starts none for twice its failover-timeout (10 s) after it, and
+    the module's set, judging down within half a second, called failovers back and forth
+    after its demotion (the old primary made a replica while they watched)."""
+    started = SentinelSet(tmp_path / "sentinel", down_after_ms=DOWN_AFTER_MS,
+                          quick=True).start()
+    yield started
+    started.stop_soon()
 
 
 def _send(client: HubClient, text: str = "hi", **kwargs):
@@ -92,7 +110,7 @@ def test_the_url_names_sentinels_service_and_db_and_the_config_takes_it():
 def test_a_write_too_few_replicas_acknowledge_is_the_stores_error(sentinels):
     client = connect(sentinels.url, 2.0)
     assert client.connection_pool.connection_class.__name__ == "_SentinelConnection"
-    one, two = (Commands(client, replicas=n, replicas_ms=300) for n in (1, 2))
+    one, two = (Commands(client, replicas=n, replicas_ms=100) for n in (1, 2))
     try:
         # WAIT travels with its write: one connection, one round trip, the answer kept.
         assert one.durable("SET", "k", "v") == "OK"
@@ -100,7 +118,7 @@ def test_a_write_too_few_replicas_acknowledge_is_the_stores_error(sentinels):
         started = time.monotonic()
         with pytest.raises(Unreplicated):
             two.durable("SET", "k", "w")
-        assert 0.25 < time.monotonic() - started < 2.0
+        assert 0.08 < time.monotonic() - started < 2.0    # its own wait, not the socket's
         assert client.get("k") == "w"                 # done on the primary all the same
     finally:
         one.close()
@@ -169,7 +187,8 @@ def test_a_demoted_primarys_connections_follow_the_new_one(sentinels):
 
 
 @pytest.mark.timed
-def test_a_failover_under_load_keeps_every_acknowledged_task(sentinels):
+def test_a_failover_under_load_keeps_every_acknowledged_task(own_sentinels):
+    sentinels = own_sentinels
     hub = create_hub(hub_config(store=sentinels.url,
                                 redis={"wait_replicas": 1, "timeout_secs": 1.0}))
     acknowledged, answers, stop = [], [], threading.Event()
@@ -241,11 +260,12 @@ def test_a_failover_under_load_keeps_every_acknowledged_task(sentinels):
 
 
 @pytest.mark.timed
-def test_an_old_primary_back_after_a_failover_is_written_to_no_more(sentinels):
+def test_an_old_primary_back_after_a_failover_is_written_to_no_more(own_sentinels):
     """The primary paused (SIGSTOP: a host cut off) while the sentinels promote its replica,
     then back: a primary still, until they demote it seconds later, and what is written
     to it then is dropped. The connections the hub made before are retired once its
     listener reached the new primary: every message acknowledged after is there."""
+    sentinels = own_sentinels
     hub = create_hub(hub_config(store=sentinels.url, redis={"timeout_secs": 1.0}))
     old = sentinels.primary
     try:
