@@ -16,10 +16,10 @@ Retention: a finished task is forgotten (record, indexes, claim, events,
 cancel mark, and push configs through ``on_forget``) ``tasks.retention_secs``
 after its end, or once its tenant has more than ``tasks.max_per_tenant``
 finished, or their bytes (``retention.task_bytes``: its wire form and event payloads, as
-they are at its end) pass ``tasks.max_bytes_per_tenant``, the oldest first; every end
-checks its tenant, and, once every ``RETAIN_EVERY_SECS``, every tenant. A task
-refused at its creation keeps its message once, in its wire form (its first event is
-rendered from it when read).
+they are at its end; and its push configs', ``count_locked``) pass
+``tasks.max_bytes_per_tenant``, the oldest first; every end checks its tenant, and, once
+every ``RETAIN_EVERY_SECS``, every tenant. A task refused at its creation keeps its message
+once, in its wire form (its first event is rendered from it when read).
 
 MEMORY: a finished task is kept in values Python's garbage collector does not track
 (``HubTask.record``: a tuple of strings and numbers, its wire form among them; its event
@@ -78,6 +78,7 @@ class MemoryTaskStore(TaskStore):
         # tenant -> {id: (ended at, its bytes)}, and the sum of those bytes
         self._finished: dict[str, collections.OrderedDict] = {}
         self._finished_bytes: dict[str, int] = {}
+        self._push_bytes: dict[str, int] = {}    # a running task's configs' bytes, by id
         self._claims: dict[tuple, str] = {}     # (tenant, agent, msg) -> task id | PENDING
         # task id -> [StoredEvent], or a finished task's payloads (a tuple, ``_stored``)
         self._events: dict[str, list | tuple] = {}
@@ -273,7 +274,7 @@ class MemoryTaskStore(TaskStore):
         if finished is None:
             finished = self._finished[tenant] = collections.OrderedDict()
         size = task_bytes(HubTask.record_json(self._tasks[task.id], tenant, task.agent),
-                          self._events.get(task.id, ()))
+                          self._events.get(task.id, ())) + self._push_bytes.pop(task.id, 0)
         finished[task.id] = (now, size)
         kept = self._finished_bytes[tenant] = self._finished_bytes.get(tenant, 0) + size
         secs, cap, max_bytes = self._keep.of(tenant)
@@ -284,6 +285,18 @@ class MemoryTaskStore(TaskStore):
             self._retained_at = now
             for tenant in list(self._finished):
                 self._retain_locked(tenant, now)
+
+    def count_locked(self, tenant: str, task_id: str, added: int) -> None:
+        """Add ``added`` bytes (its push configs', ``push_base``) to the kept task's (the
+        caller holds ``lock``): to its tenant's at once once it finished, else at its end.
+        Retention acts on them at the tenant's next end, or the sweep."""
+        finished = self._finished.get(tenant)
+        if finished is not None and task_id in finished:
+            ended, size = finished[task_id]
+            finished[task_id] = (ended, size + added)
+            self._finished_bytes[tenant] += added
+        elif task_id in self._tasks:
+            self._push_bytes[task_id] = self._push_bytes.get(task_id, 0) + added
 
     def _retain_locked(self, tenant: str, now: float) -> None:
         """Forget the tenant's oldest finished tasks past its cap, its bytes or their time
@@ -318,6 +331,7 @@ class MemoryTaskStore(TaskStore):
         self._events.pop(task_id, None)
         self._expiry.pop(task_id, None)
         self._marks.discard(task_id)
+        self._push_bytes.pop(task_id, None)
         self._readers.wake(task_id)
         for hook in self._forget_hooks:
             hook(task_id)

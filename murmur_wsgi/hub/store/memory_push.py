@@ -40,7 +40,8 @@ class MemoryPushStore(PushStorage):
         self._push_created = 0
 
     def _forget_locked(self, task_id: str) -> None:
-        """The task is forgotten (retention): its configs and their leases go with it."""
+        """The task is forgotten (retention): its configs and their leases go with it (their
+        bytes were its: its tenant's kept bytes lost them with it)."""
         for config_id in self._push_ids.pop(task_id, ()):
             key = (task_id, config_id)
             del self._push[key]
@@ -70,6 +71,8 @@ class MemoryPushStore(PushStorage):
             self._push[saved.key] = saved.row()
             if old is None:
                 self._push_ids[record.task_id] = ids + (record.id,)
+            self._tasks.count_locked(record.tenant, record.task_id,
+                                     saved.size - (old.size if old else 0))
             self._push_active.add(saved.key)
             self._changed.notify_all()
             return saved
@@ -93,9 +96,11 @@ class MemoryPushStore(PushStorage):
 
     def push_delete(self, tenant, agent, task_id, config_id):
         with self._changed:
-            if self._push_find(tenant, agent, task_id, config_id) is None:
+            found = self._push_find(tenant, agent, task_id, config_id)
+            if found is None:
                 return False
             del self._push[(task_id, config_id)]
+            self._tasks.count_locked(tenant, task_id, -found.size)
             ids = tuple(i for i in self._push_ids.pop(task_id) if i != config_id)
             if ids:
                 self._push_ids[task_id] = ids

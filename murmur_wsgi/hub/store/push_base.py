@@ -16,6 +16,8 @@ import abc
 import logging
 from dataclasses import dataclass, replace
 
+from murmur_wsgi.wire.encode import utf8_bytes
+
 logger = logging.getLogger(__name__)
 
 MAX_CONFIGS_PER_TASK = 10
@@ -59,6 +61,15 @@ class PushRecord:
     def but(self, **changes) -> PushRecord:
         return replace(self, **changes)
 
+    @property
+    def size(self) -> int:
+        """Its bytes as its tenant's kept bytes count them (``tasks.max_bytes_per_tenant``):
+        its task's id, its own, its URL and its token, in UTF-8 (what a client sets; not its
+        delivery state, which changes with every event). Up to about 2.7 KB a config, ten a
+        task: with push, a tenant's configs could otherwise outgrow its finished tasks."""
+        return sum(utf8_bytes(text) for text in (self.task_id, self.id, self.url, self.token)
+                   if text)
+
 
 class PushStorage(abc.ABC):
     """What push needs from a store, beside the task's event log (``TaskStore.events``)."""
@@ -72,6 +83,10 @@ class PushStorage(abc.ABC):
         task already has MAX_CONFIGS_PER_TASK other configs; ``TASK_GONE`` (nothing
         kept) when the task is not kept, as when retention forgot it after the
         caller found it.
+
+        Its ``size`` counts toward its task's bytes (``retention``), the difference when it
+        replaces one: its tenant's kept bytes at once once the task finished, else at its
+        end. Retention acts on them at the tenant's next end, or the sweep.
         """
 
     @abc.abstractmethod
@@ -84,7 +99,8 @@ class PushStorage(abc.ABC):
 
     @abc.abstractmethod
     def push_delete(self, tenant: str, agent: str, task_id: str, config_id: str) -> bool:
-        """Forget the config; False when there was none."""
+        """Forget the config (its ``size`` taken from its task's bytes); False when there
+        was none."""
 
     @abc.abstractmethod
     def push_due(self, owner: str, timeout: float, skip=frozenset()) -> list:

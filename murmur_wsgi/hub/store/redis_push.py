@@ -52,7 +52,8 @@ from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_cluster import FAILURES
 from murmur_wsgi.hub.store.redis_keys import (PUSH_ACTIVE, PUSH_WAKE, configs_key, events_key,
                                               lease_key, live_key, member, push_counter_key,
-                                              slots_key, split_member, task_key)
+                                              retained_keys, slots_key, split_member,
+                                              task_key)
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.task import now_ms
 
@@ -151,12 +152,13 @@ class RedisPushStore(PushStorage):
     @_guarded
     def push_save(self, record, from_start):
         raw = _dumps({"tenant": record.tenant, "agent": record.agent, "url": record.url,
-                      "token": record.token})
+                      "token": record.token, "b": record.size})
         tenant, task_id = record.tenant, record.task_id
         name = member(tenant, task_id, record.id)
         out = self._scripts["SAVE"](
             keys=[configs_key(tenant, task_id), task_key(tenant, task_id),
-                  push_counter_key(tenant), events_key(tenant, task_id)],
+                  push_counter_key(tenant), events_key(tenant, task_id),
+                  *retained_keys(tenant)[1:]],
             args=[record.id, raw, "1" if from_start else "0", MAX_CONFIGS_PER_TASK,
                   PUSH_WAKE, name],
             # NOTE: listed before it exists, and again after (``_unlist``); one round trip
@@ -193,7 +195,7 @@ class RedisPushStore(PushStorage):
         # drop it (``_unlist``), as a config that can be saved again meanwhile.
         return bool(self._scripts["DELETE"](
             keys=[configs_key(tenant, task_id), lease_key(tenant, task_id, config_id),
-                  slots_key(tenant)],
+                  slots_key(tenant), task_key(tenant, task_id), *retained_keys(tenant)[1:]],
             args=[config_id, tenant, agent, f"{task_id}/{config_id}", PUSH_WAKE,
                   member(tenant, task_id, config_id)]))
 

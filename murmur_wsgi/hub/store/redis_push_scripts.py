@@ -12,6 +12,12 @@ taken from a replica that may live). The tenant's slots are the hash ``push:slot
 (field the config, value ``<holder> <deadline ms>``, Redis's own clock). Saves,
 deletes and releases publish the config (``<tenant>/<task>/<config>``) on the
 channel ``push:wake``, so a waiting dispatcher on any replica looks at it.
+
+A config's bytes (``b`` in its JSON: ``PushRecord.size``) count toward its task's
+(retention): a save adds them (the difference when it replaces one), a delete takes
+them; to the tenant's ``sizes`` and ``bytes`` once the task finished, else to its
+record's ``pb``, which its END adds with its own. A config saved by an older hub has no
+``b``: it counts nothing, and takes nothing when deleted.
 """
 from __future__ import annotations
 
@@ -24,21 +30,34 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 """
+# KEYS given: the task's record, the tenant's sizes and bytes (retention's)
+_COUNT = """
+local function count(task, sizes, total, added)
+  local id = redis.call('HGET', task, 'id')
+  if added == 0 or not id then return end
+  if redis.call('HEXISTS', sizes, id) == 1 then
+    redis.call('HINCRBY', sizes, id, added)
+    redis.call('INCRBY', total, added)
+  else
+    redis.call('HINCRBY', task, 'pb', added)
+  end
+end
+"""
 SKIP_BATCH = 32                # artifact chunks a config may lag before it is due anyway
 DUE_KEYS = 4                   # per config: push:<task>, task:<task>, ev:<task>, its lease
 
-# KEYS: push:<task>, task:<task>, the tenant's push:n, ev:<task>
-# ARGV: config id, the record's JSON (tenant, agent, url, token), from_start, max per task,
-#       the wake channel, the config's hub-wide name
+# KEYS: push:<task>, task:<task>, the tenant's push:n, ev:<task>, sizes, bytes
+# ARGV: config id, the record's JSON (tenant, agent, url, token, b), from_start, max per
+#       task, the wake channel, the config's hub-wide name
 # Returns the saved record's JSON; false when the task has MAX_CONFIGS_PER_TASK others; 0
 # (nothing saved) when its record is gone: forgotten after the caller found it.
-SAVE = """
+SAVE = _COUNT + """
 if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 local old = redis.call('HGET', KEYS[1], ARGV[1])
-local created, gen
+local created, gen, was = nil, nil, 0
 if old then
   old = cjson.decode(old)
-  created, gen = old.created, old.gen + 1
+  created, gen, was = old.created, old.gen + 1, tonumber(old.b) or 0
 else
   if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[4]) then return false end
   created, gen = redis.call('INCR', KEYS[3]), 1
@@ -49,20 +68,22 @@ if ARGV[3] ~= '1' then r.cursor = tonumber(redis.call('HGET', KEYS[2], 'nev') or
 r.failures, r.disabled, r.gen, r.created = 0, false, gen, created
 local out = cjson.encode(r)
 redis.call('HSET', KEYS[1], ARGV[1], out)
+count(KEYS[2], KEYS[5], KEYS[6], r.b - was)
 local ttl = redis.call('PTTL', KEYS[4])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) else redis.call('PERSIST', KEYS[1]) end
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 return out
 """
 
-# KEYS: push:<task>, lease, slots
+# KEYS: push:<task>, lease, slots, task:<task>, sizes, bytes
 # ARGV: config id, tenant, agent, its name in the tenant, the wake channel, its hub-wide name
-DELETE = """
+DELETE = _COUNT + """
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then return 0 end
 local r = cjson.decode(raw)
 if r.tenant ~= ARGV[2] or r.agent ~= ARGV[3] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
+count(KEYS[4], KEYS[5], KEYS[6], -(tonumber(r.b) or 0))
 redis.call('DEL', KEYS[2])
 redis.call('HDEL', KEYS[3], ARGV[4])
 redis.call('PUBLISH', ARGV[5], ARGV[6])

@@ -85,7 +85,8 @@ BYTES_BATCH = 10        # past its bytes, a tenant forgets up to this many at on
 # Retention (store/retention.py): ``done`` holds the tenant's finished tasks scored by their
 # end (Redis time, µs: scripts run one at a time, so each end has its own), ``sizes`` the
 # bytes of each (its wire form and its events' payloads: the record's ``eb`` counts those
-# as they are written) and ``total`` their sum. ``doomed`` are the oldest to forget while
+# as they are written; and its push configs', which their scripts add and take,
+# redis_push_scripts) and ``total`` their sum. ``doomed`` are the oldest to forget while
 # there are more than ``cap``, the oldest ended more than ``keep`` ms ago, or their bytes
 # are past ``max_bytes`` (then down to a tenth below it, at most ``BYTES_BATCH`` if more
 # than ``batch``; never the newest for its bytes: a task is not forgotten at its own end,
@@ -315,9 +316,10 @@ END_KEYS = ("task", "ev", "st SUBMITTED", "st WORKING", "st new", "cst SUBMITTED
 # ``wire/task.task`` leaves out), as the record would be written: tests check the bytes.
 # The task frees its tenant's admission slot (redis_limits) and joins its tenant's
 # finished tasks (``done``, retention), with its bytes (its wire form's and its events': the
-# record's ``eb`` and those written here); its replica takes it out of its runs (the hub's
-# key) once this has answered. Returns 0 (the task had ended: nothing written), or
-# {the wire form (keep) or 1, the tenant's tasks to forget now}.
+# record's ``eb`` and those written here; its push configs': the record's ``pb``); its
+# replica takes it out of its runs (the hub's key) once this has answered. Returns 0 (the
+# task had ended: nothing written), or {the wire form (keep) or 1, the tenant's tasks to
+# forget now}.
 END = _NOTIFY + _TERMINAL + _MOVE + _RETAIN + f"""
 local s = redis.call('HGET', KEYS[1], 'state')
 if not s or T[s] then return 0 end
@@ -359,13 +361,14 @@ for i = 18, #ARGV do
   end
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
-local f = redis.call('HMGET', KEYS[1], 'id', 'seq', 'nev', 'eb')
+local f = redis.call('HMGET', KEYS[1], 'id', 'seq', 'nev', 'eb', 'pb')
 size = size + (tonumber(f[4]) or 0)
 if tonumber(f[3]) > tonumber(ARGV[6]) then
   -- more events than the log keeps (MAXLEN): the bytes are those it holds
   size = #wire
   for _, e in ipairs(redis.call('XRANGE', KEYS[2], '-', '+')) do size = size + #e[2][2] end
 end
+size = size + (tonumber(f[5]) or 0)     -- its push configs' (redis_push_scripts)
 move(st_old, KEYS[5], cst_old, KEYS[8], KEYS[9], f[1], f[2], ARGV[3])
 notify(f[1], f[3])
 redis.call('ZREM', KEYS[10], f[1])

@@ -6,7 +6,8 @@ after its end: long, because the Nexus A2A server text has a task outlive its
 event log ("the task itself stays"), so GetTask and ListTasks answer for it
 well after SubscribeToTask no longer can. ``tasks.max_per_tenant`` (default
 100,000) bounds the finished tasks a tenant keeps, and ``tasks.max_bytes_per_tenant``
-(default 1 GiB) their bytes (``task_bytes``): past either, the oldest finished go first.
+(default 1 GiB) their bytes (``task_bytes``, and their push configs': ``PushRecord.size``,
+added and taken by their saves and deletes): past either, the oldest finished go first.
 Each is overridable per tenant (``tenants.<name>.tasks``). A task still running is
 never forgotten.
 
