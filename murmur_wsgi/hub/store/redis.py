@@ -219,12 +219,13 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
 
     @_guarded
     def create(self, task, event, bind=True):
-        before = () if task.terminal else self._running(task)
+        before = self._listing(task.tenant) if task.terminal else self._running(task)
         seq, gone = self._scripts["CREATE"](**self.create_call(task, event, bind),
                                             before=before)
         task.seq = int(seq)
         names = (task.tenant, task.agent, task.context_id)
         if task.terminal:
+            self._listed.add(task.tenant)
             self._ended(task.id, names)
         else:
             self._names[task.id] = names
@@ -354,7 +355,9 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
                   *retained_keys(tenant)],
             args=[state, _text_json(text), ms, arts, self._retention_ms, self._max_events,
                   head, *self._kept(tenant), *numbered, answer or "", at, tail,
-                  "1" if keep else "0", *payloads])
+                  "1" if keep else "0", *payloads],
+            before=self._listing(tenant))
+        self._listed.add(tenant)
         if task_id in self._names:
             self._ran(tenant, task_id)
         if not done:

@@ -6,9 +6,10 @@ its task records, events, indexes, claims, cancel marks, push configs and leases
 admission counters and retention set all hash to one slot, so each script and each
 pipeline of a tenant's keys touches that slot only, and tenants spread over a
 cluster's primaries. The keys of the whole hub (the replicas, their liveness and runs,
-push's set of active configs) share the tag ``{hub}`` (``HUB``). A tenant name outside
-``[A-Za-z0-9._-]`` (hub.yaml allows none) is percent-encoded in its tag, so no name can
-close the tag early or take another tenant's: the tag is one tenant's, and only its.
+push's set of active configs, the tenants that ended a task) share the tag ``{hub}``
+(``HUB``). A tenant name outside ``[A-Za-z0-9._-]`` (hub.yaml allows none) is
+percent-encoded in its tag, so no name can close the tag early or take another tenant's:
+the tag is one tenant's, and only its.
 
 One home for every name a part of the Redis store writes, so the task store, the
 replicas, the counters and push name each key alike; no script builds a key.
@@ -24,6 +25,7 @@ EVENTS = HUB + "events"                     # pub/sub: "<task id> <n>" for every
 PUSH_WAKE = HUB + "push:wake"               # pub/sub: a push config saved, deleted, released
 REPLICAS = HUB + "replicas"                 # every replica that may have runs
 PUSH_ACTIVE = HUB + "push:active"           # <tenant>/<task>/<config> of configs with work left
+TENANTS = HUB + "tenants"                   # every tenant that ended a task: the sweep's
 TENANT_PREFIX = "murmur:{t:"                 # every tenant's keys begin so
 
 
@@ -37,14 +39,6 @@ def _quoted(tenant: str) -> str:
 def tenant_prefix(tenant: str) -> str:
     """``murmur:{t:<tenant>}:``, the tenant percent-encoded outside ``[A-Za-z0-9._-]``."""
     return TENANT_PREFIX + _quoted(tenant) + "}:"
-
-
-def tenant_of_prefix(key: str) -> str | None:
-    """The tenant whose keys ``key`` is one of (``tenant_prefix``'s inverse), else None."""
-    if not key.startswith(TENANT_PREFIX):
-        return None
-    tag, sep, _ = key[len(TENANT_PREFIX):].partition("}:")
-    return unquote(tag) if sep else None
 
 
 # --- a tenant's keys (its slot) ------------------------------------------------------
