@@ -13,6 +13,7 @@ import time
 from murmur_wsgi.hub.store.base import StoredEvent
 from murmur_wsgi.hub.store.redis_client import FAILURES, failed
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
+from murmur_wsgi.hub.store.redis_feed import PAGE_EVENTS
 from murmur_wsgi.hub.store.redis_keys import CHANNEL, events_key, mark_key, task_key
 from murmur_wsgi.wire.stream import task_event
 
@@ -42,16 +43,20 @@ class TaskEvents:
             raise failed("events", ex) from None
 
     def _read_events(self, tenant: str, task_id: str, after: int) -> tuple[list, bool]:
-        """The task's events after position ``after`` and whether its log exists: one
-        round trip (the feed's read, for one stream or for all of a task's), which marks
-        the task watched: its next events are announced (``redis_scripts.READ``)."""
+        """The task's events after position ``after`` (the first ``PAGE_EVENTS``) and
+        whether its log exists: one round trip (the feed's read, for one stream or for all
+        of a task's), which marks the task watched: its next events are announced
+        (``redis_scripts.READ``).
+
+        MEMORY: a page, never the whole log: each stream replaying a long log (up to
+        ``limits.max_output_bytes``) would hold its own copy of it in the worker."""
         key, start, now = events_key(tenant, task_id), f"{after + 1}-0", time.monotonic()
         if now - self._marked.get(task_id, (tenant, -REWATCH_SECS))[1] < REWATCH_SECS:
-            entries, exists = self._command.several(("XRANGE", key, start, "+"),
-                                                    ("EXISTS", key))
+            entries, exists = self._command.several(
+                ("XRANGE", key, start, "+", "COUNT", PAGE_EVENTS), ("EXISTS", key))
         else:                   # marked by this process long enough ago: marked again
             entries, exists = self._scripts["READ"](keys=[task_key(tenant, task_id), key],
-                                                    args=[start, WATCH_MS])
+                                                    args=[start, WATCH_MS, PAGE_EVENTS])
             self._marked[task_id] = (tenant, now)
         # NOTE: a raw reply: each entry is [id, [field, value, …]].
         return self._filled(tenant, task_id, [
@@ -100,6 +105,22 @@ class TaskEvents:
                 filled = self._filled(tenant, task_id, [StoredEvent(1, fields["p"], True)])
                 return filled[0].payload if filled else None
         return None
+
+    def logged(self, task_id: str, tenant: str):
+        """Every payload of the task's log, oldest first, read ``PAGE_EVENTS`` at a time as
+        they are taken, not through the feed (whose reader waits while another reads): the
+        stale sweep's, for the artifacts of a run its replica left."""
+        key, start = events_key(tenant, task_id), "-"
+        while True:
+            try:
+                entries = self._redis.xrange(key, start, "+", count=PAGE_EVENTS)
+            except FAILURES as ex:
+                raise failed("events", ex) from None
+            for _, fields in entries:
+                yield fields["p"]
+            if len(entries) < PAGE_EVENTS:
+                return
+            start = f"{int(entries[-1][0].split('-', 1)[0]) + 1}-0"
 
     @_guarded
     def has_events(self, task_id, tenant=None):

@@ -8,6 +8,9 @@ connection, in one thread per store, and issues no command of its own. A task
 some local stream reads (a *watched* task) keeps the newest events read of it
 in a small buffer; a notification past the buffer wakes the task's readers,
 and one of them (single flight) reads what is new with one ``XRANGE`` for all.
+Every read takes at most ``PAGE_EVENTS`` events: a long log (a replay from the
+start) is read a page at a time, the next page only when a reader asks past the
+last, and a full page counts as a notification of the event after it.
 
 So an idle stream costs no Redis command (the listener PINGs every
 ``block_secs`` it hears nothing, one command per worker), an event one read per worker
@@ -45,6 +48,7 @@ logger = logging.getLogger(__name__)
 
 BUFFER_EVENTS = 64              # the newest events a watched task keeps for its readers
 BUFFER_BYTES = 256 * 1024      # … and at most this many payload bytes (the newest always)
+PAGE_EVENTS = 64                # the most events one read of a task's log takes
 IDLE_SECS = 60.0                # a task no reader asked about for this long is forgotten
 RECONNECT_SECS = 1.0
 
@@ -56,7 +60,7 @@ class _Watched:
     and its final event is read."""
 
     __slots__ = ("entries", "first", "last", "notified", "reading", "epoch", "readers",
-                 "touched", "size", "cond")
+                 "touched", "size", "more", "cond")
 
     def __init__(self, epoch: int, lock):
         self.entries: list = []       # StoredEvent, oldest first: positions first..last
@@ -68,6 +72,7 @@ class _Watched:
         self.readers = 0
         self.touched = 0.0
         self.size = 0
+        self.more = False             # the last read was a full page: the log goes on
         self.cond = threading.Condition(lock)   # this task's readers wait here
 
     def covers(self, after: int, epoch: int) -> bool:
@@ -140,8 +145,9 @@ class EventFeed:
         """The task's events after position ``after``: at once if some are known, else the
         first that come within ``timeout``; ``(events, exists)`` as ``TaskStore.events``.
 
-        ``read(task_id, after) -> (events, exists)`` reads the events after ``after`` now,
-        in one round trip: this reader's own way in, or a read for all the task's readers.
+        ``read(task_id, after) -> (events, exists)`` reads the events after ``after`` now
+        (the first ``PAGE_EVENTS`` of them), in one round trip: this reader's own way in, or
+        a read for all the task's readers.
         """
         # MEMORY: one frame, not two: every waiting stream waits here, and the frames of a
         # greenlet's deepest call stay resident while it lives (its Python data stack).
@@ -161,13 +167,15 @@ class EventFeed:
                     epoch, heard = self._epoch, watched.notified
                     if watched.covers(after, epoch) and epoch % 2:
                         stale = watched.notified > watched.last
-                        if stale and not watched.reading:
+                        found = watched.since(after)
+                        # NOTE: past a full page, a reader with events takes them: the next
+                        # page is read by one at the buffer's end (a replay, page by page).
+                        if stale and not watched.reading and not (found and watched.more):
                             watched.reading = True            # read once, for every reader
                             start, own = watched.last, False
                         else:
-                            found = watched.since(after)
                             left = deadline - self._clock()
-                            if found and (not stale or left <= 0):
+                            if found and (not stale or left <= 0 or watched.more):
                                 return found, True
                             if left <= 0:
                                 return [], True
@@ -202,7 +210,10 @@ class EventFeed:
                             watched.epoch, watched.last, watched.entries = epoch, -1, []
                             watched.size = 0
                         watched.merge(start, entries)
-                        if watched.notified == heard > watched.last:
+                        watched.more = len(entries) >= PAGE_EVENTS
+                        if watched.more:        # the log may go on: as if notified
+                            watched.notified = max(watched.notified, watched.last + 1)
+                        elif watched.notified == heard > watched.last:
                             # NOTE: this read saw every event announced before it began:
                             # one past its end was never written (a message no script sent).
                             watched.notified = watched.last

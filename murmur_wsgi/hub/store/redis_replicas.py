@@ -93,8 +93,7 @@ class RedisReplicas(ReplicaStore):
                     # NOTE: what the run's stream published stays on the task, as a run's
                     # own FAILED keeps it (what its replica never wrote to the log is lost
                     # with it).
-                    events, _ = self._tasks.events(task_id, 0, 0, tenant=tenant)
-                    artifacts = artifacts_of(event.payload for event in events) or None
+                    artifacts = artifacts_of(self._tasks.logged(task_id, tenant)) or None
                     done = self._tasks.end(task_id, FAILED, text, artifacts, [],
                                            tenant=tenant)
                 except StoreError:

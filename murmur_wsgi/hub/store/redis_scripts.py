@@ -58,10 +58,11 @@ return watch(tonumber(ARGV[1]))
 
 # A stream's read: the task watched (``_WATCH``), then its events after a position and
 # whether its log exists, in one step: an event written after it is announced.
-# KEYS: task, ev   ARGV: the first entry id to read, watch ms
+# KEYS: task, ev   ARGV: the first entry id to read, watch ms, the most entries to read
 READ = _WATCH + """
 watch(tonumber(ARGV[2]))
-return {redis.call('XRANGE', KEYS[2], ARGV[1], '+'), redis.call('EXISTS', KEYS[2])}
+return {redis.call('XRANGE', KEYS[2], ARGV[1], '+', 'COUNT', ARGV[3]),
+        redis.call('EXISTS', KEYS[2])}
 """
 
 _TERMINAL = "local T = {" + ", ".join(f"['{s}'] = 1" for s in sorted(TERMINAL)) + "}\n"
