@@ -5,6 +5,7 @@ import threading
 
 import pytest
 
+from murmur_wsgi import create_app
 from murmur_wsgi.door.tasks.ring import Event, EventRing, Gap, Lagged
 from tests.conftest import Rpc, make_door
 from tests.tasks_util import send_params
@@ -231,5 +232,32 @@ def test_a_door_replays_large_events_within_stream_replay_bytes():
         held = [item.payload for item in items if type(item) is Event]
         assert held and sum(map(len, held)) < 2 * 300_000
         assert f'"contextId":"9-' in held[-1]          # the newest are the ones kept
+    finally:
+        door.close()
+
+
+def test_a_frames_lists_and_objects_count_toward_stream_replay_bytes():
+    # A value's lists and objects counted nothing, only its strings and numbers: 100 frames
+    # of a 0.9 MB JSON value of 300,000 empty lists kept 1.94 GB in the ring (of empty
+    # objects, 2.2 GB), counted as 25 KB of its 64 MiB; 512 would keep about 10 GB. Here
+    # each frame's 20,000 lists take about 1.3 MB: a 2 MiB ring keeps one or two of ten.
+    width, count = 20_000, 10
+
+    def agent(ctx):
+        for _ in range(count):
+            ctx.tool_call_started("t", [[]] * width)     # the door's copy: 20,000 lists
+        return "done"
+    door = create_app({"name": "lists", "version": "0.1.0", "tools": ["t"],
+                       "stream": {"replay_bytes": 2 * 1024 ** 2}}, agent=agent)
+    try:
+        task = Rpc(door).result("SendMessage", send_params("go"))["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        ring = door.session.ring
+        items, _ = ring.reader(replay=True, replay_from=0, stream=False).next(0)
+        calls = [item for item in items if type(item) is Event and item.frame]
+        assert type(items[0]) is Gap
+        assert 1 <= len(calls) <= 2, len(calls)
+        assert ring._bytes <= ring.max_bytes or len(calls) == 1
+        assert calls[-1].payload.count("[]") == width      # the newest, read as it was
     finally:
         door.close()

@@ -6,6 +6,7 @@ values (a record, a fresh message id) and defers them until a reader needs one.
 from __future__ import annotations
 
 import logging
+from sys import getsizeof
 
 from murmur_wsgi.ids import new_id
 from murmur_wsgi.wire import stream as wire_stream
@@ -61,18 +62,25 @@ class Deferred:
 
     @property
     def size(self) -> int:
-        """About the length of the text it builds: its strings' lengths (``EventRing``'s bound)."""
+        """About what it holds until built: its strings' lengths, and its lists' and
+        objects' memory (``EventRing``'s bound)."""
         return sum(map(_size, self._args))
 
 
 def _size(value) -> int:
-    """Characters of the strings in ``value`` (a record: its ids and status message)."""
+    """Characters of the strings in ``value`` (a record: its ids and status message), and
+    the memory of its lists and dicts themselves.
+
+    MEMORY: a list or a dict counts what it takes, not only its items: an agent's value of
+    300,000 empty lists is 0.9 MB of JSON and holds 19 MB until a reader builds the event;
+    by its items alone it would count nothing toward ``stream.replay_bytes``.
+    """
     if isinstance(value, str):
         return len(value)
     if isinstance(value, dict):
-        return sum(len(key) + _size(item) for key, item in value.items())
+        return getsizeof(value) + sum(len(key) + _size(item) for key, item in value.items())
     if isinstance(value, (list, tuple)):
-        return sum(map(_size, value))
+        return getsizeof(value) + sum(map(_size, value))
     context_id = getattr(value, "context_id", None)
     if isinstance(context_id, str):
         # NOTE: a record: what its terminal status carries (the id and context twice).
