@@ -83,27 +83,29 @@ class Page:
     total: int                  # every task matching the filters
 
 
+def _fitting(sizes, max_bytes: int, least: int = 0) -> int:
+    """How many of ``sizes``, from the first, fit ``max_bytes`` together: the first one past
+    it ends them; the first ``least`` are taken whatever their size."""
+    total = count = 0
+    for size in sizes:
+        total += size
+        if count >= least and total > max_bytes:
+            break
+        count += 1
+    return count
+
+
 def newest_within(items: list, sizes: list, max_bytes: int) -> list:
     """The newest of ``items`` (oldest first, ``sizes`` theirs) whose sizes together are at
     most ``max_bytes``, oldest first: the first one past it ends them."""
-    total, first = 0, len(items)
-    while first > 0 and total + sizes[first - 1] <= max_bytes:
-        first -= 1
-        total += sizes[first]
-    return items[first:]
+    return items[len(items) - _fitting(reversed(sizes), max_bytes):]
 
 
 def first_within(sizes: list, max_bytes: int) -> int:
     """How many of ``sizes`` (a ListTasks page's, newest first) fit ``max_bytes`` together:
     the first one past it ends them, but the first of all is always taken (a page holds at
     least one task, however large)."""
-    total = count = 0
-    for size in sizes:
-        total += size
-        if count and total > max_bytes:
-            break
-        count += 1
-    return count
+    return _fitting(sizes, max_bytes, least=1)
 
 
 class TaskStore(abc.ABC):

@@ -229,7 +229,7 @@ class MemoryTaskStore(Retaining, TaskStore):
         if max_bytes is None or len(found.tasks) < 2:
             return found
         tasks = found.tasks
-        count = first_within(list(map(utf8_bytes, self._stored_forms(tasks))), max_bytes)
+        count = first_within(self._stored_sizes(tasks), max_bytes)
         if count == len(tasks):
             return found
         return Page(tasks[:count], encode_token(tasks[count - 1].seq), found.total)
@@ -237,11 +237,10 @@ class MemoryTaskStore(Retaining, TaskStore):
     def context_tasks(self, tenant, agent, context_id, limit, max_bytes):
         with self.lock:
             tasks = self._indexes.context_tasks(tenant, agent, context_id, limit)
-        texts = self._stored_forms(tasks)
-        return newest_within(tasks, list(map(utf8_bytes, texts)), max_bytes)
+        return newest_within(tasks, self._stored_sizes(tasks), max_bytes)
 
-    def _stored_forms(self, tasks: list) -> list[str]:
-        """The tasks' full wire forms (what retention counts of each).
+    def _stored_sizes(self, tasks: list) -> list[int]:
+        """The UTF-8 bytes of the tasks' full wire forms (what retention counts of each).
 
         NOTE: a running task's wire form is read under the lock, encoded outside it, and
         cached only if the task has not changed meanwhile (``HubTask.draft``): cached
@@ -254,7 +253,7 @@ class MemoryTaskStore(Retaining, TaskStore):
             with self.lock:
                 for task, draft, text in zip(tasks, drafts, texts):
                     task.keep_json(draft, text)
-        return texts
+        return list(map(utf8_bytes, texts))
 
     # --- events ----------------------------------------------------------
 
