@@ -167,13 +167,14 @@ class EventFeed:
                     epoch, heard = self._epoch, watched.notified
                     if watched.covers(after, epoch) and epoch % 2:
                         stale = watched.notified > watched.last
-                        found = watched.since(after)
                         # NOTE: past a full page, a reader with events takes them: the next
                         # page is read by one at the buffer's end (a replay, page by page).
-                        if stale and not watched.reading and not (found and watched.more):
+                        if stale and not watched.reading and \
+                                not (watched.more and watched.since(after)):
                             watched.reading = True            # read once, for every reader
                             start, own = watched.last, False
                         else:
+                            found = watched.since(after)
                             left = deadline - self._clock()
                             if found and (not stale or left <= 0 or watched.more):
                                 return found, True
