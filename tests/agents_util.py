@@ -20,7 +20,8 @@ UPPER_SH = ["sh", str(REPO / "examples" / "harness_upper.sh")]
 FAULTS = [sys.executable, str(REPO / "tests" / "harness_faults.py")]
 # Small limits keep every failure test well under a second; the idle limit stays roomy
 # (a loaded machine may take a while to start Python) except where a test waits it out.
-FAST = {"idle_timeout_secs": 5, "cancel_grace_secs": 0.3, "max_line_bytes": 1024}
+FAST = {"idle_timeout_secs": 5, "cancel_grace_secs": 0.3, "max_line_bytes": 1024,
+        "max_session_id_bytes": 64}
 IDLE = 0.5
 
 

@@ -91,6 +91,9 @@ def main(mode):
         send(type="ask", text="Which colour?")
         reply = json.loads(sys.stdin.readline())
         send(type="response", text=f"you said {reply['text']}")
+    elif mode == "long-session":               # an id longer than the test's bound
+        send(type="session", id="s" * 100)
+        send(type="response", text="done")
     elif mode == "session":                    # announce an id, answer with what it got
         session = task["session"]
         send(type="session", id=session["id"] or f"s-{task['task_id']}")

@@ -46,12 +46,13 @@ from murmur_wsgi.agents.harness_lines import HarnessFault
 from murmur_wsgi.agents.harness_lines import field as _field
 from murmur_wsgi.agents.port import AskInterrupted
 from murmur_wsgi.agents.process import REAP_SECS, HarnessProcess, exit_text
-from murmur_wsgi.wire.encode import compact_utf8
+from murmur_wsgi.wire.encode import compact_utf8, utf8_bytes
 
 logger = logging.getLogger(__name__)
 
 STDERR_LIMIT = 1024 ** 2      # bytes of stderr a task's harness may write ("max_stderr_bytes")
 MAX_SESSIONS = 10_000         # contexts whose harness session is remembered, newest kept
+SESSION_ID_BYTES = 1024       # a harness session id's longest ("max_session_id_bytes")
 
 
 def _key(owner: str | None, context_id: str) -> tuple:
@@ -75,7 +76,9 @@ class HarnessAgent:
     Args:
         spec: the manifest's ``agent`` block: ``process`` (argv), and
             optionally ``idle_timeout_secs`` (600), ``cancel_grace_secs`` (10),
-            ``max_line_bytes`` (1 MiB) and ``max_stderr_bytes`` (1 MiB).
+            ``max_line_bytes`` (1 MiB), ``max_stderr_bytes`` (1 MiB) and
+            ``max_session_id_bytes`` (1 KiB: the ids remembered, ``MAX_SESSIONS`` at
+            most, hold at most their product).
     """
 
     def __init__(self, spec: dict):
@@ -86,6 +89,7 @@ class HarnessAgent:
         self.cancel_grace = float(spec.get("cancel_grace_secs", 10.0))
         self.max_line_bytes = int(spec.get("max_line_bytes", 1024 ** 2))
         self.stderr_limit = int(spec.get("max_stderr_bytes", STDERR_LIMIT))
+        self.max_session_id_bytes = int(spec.get("max_session_id_bytes", SESSION_ID_BYTES))
         self._cond = threading.Condition()
         self._sessions: OrderedDict[tuple, str] = OrderedDict()  # guarded by _cond
         self._live: dict[int, HarnessProcess] = {}               # guarded by _cond
@@ -285,6 +289,9 @@ class HarnessAgent:
         session_id = _field(msg, "id", str, "a non-empty string", line)
         if not session_id:
             raise HarnessFault(f"harness: line {line} (session): id must be a non-empty string")
+        if utf8_bytes(session_id) > self.max_session_id_bytes:
+            raise HarnessFault(f"harness: line {line} (session): id is longer than "
+                               f"max_session_id_bytes ({self.max_session_id_bytes} bytes)")
         self._remember(ctx, session_id)
 
     def _on_text(self, ctx, proc, msg, line):

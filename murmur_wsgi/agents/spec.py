@@ -1,7 +1,7 @@
 """An agent spec, as murmur.yaml's ``agent`` and hub.yaml's ``agents.<name>.agent`` write it.
 
 ``demo``, ``"pkg.module:callable"``, or ``{process: [cmd, ...]}`` (a harness,
-with its timeouts and line bound): ``AgentField`` checks the value and loads
+with its timeouts and bounds): ``AgentField`` checks the value and loads
 a harness block with its defaults.
 """
 from __future__ import annotations
@@ -21,6 +21,8 @@ class HarnessSchema(Block):
     idle_timeout_secs = Seconds(load_default=600.0, validate=validate.Range(min=0, min_inclusive=False))
     cancel_grace_secs = Seconds(load_default=10.0, validate=validate.Range(min=0))
     max_line_bytes = Size(load_default=1024 ** 2)
+    max_stderr_bytes = Size(load_default=1024 ** 2)
+    max_session_id_bytes = Size(load_default=1024)
 
 
 class AgentField(fields.Field):

@@ -127,6 +127,8 @@ FAILURES = [
                  id="oversized"),
     pytest.param("stderr-flood", "harness: wrote more than 1048576 bytes to stderr",
                  id="stderr-flood"),
+    pytest.param("long-session", "harness: line 1 (session): id is longer than "
+                 "max_session_id_bytes (64 bytes)", id="long-session-id"),
     pytest.param("fail", "the model said no", id="fail-line"),
     pytest.param("close-stdout", "harness: closed its stdout without a response",
                  id="closed-stdout"),
