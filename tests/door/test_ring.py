@@ -1,6 +1,7 @@
 """The session's event ring: ids, cursors, replay with gap, lagged readers, closing."""
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
@@ -247,17 +248,41 @@ def test_a_frames_lists_and_objects_count_toward_stream_replay_bytes():
         for _ in range(count):
             ctx.tool_call_started("t", [[]] * width)     # the door's copy: 20,000 lists
         return "done"
-    door = create_app({"name": "lists", "version": "0.1.0", "tools": ["t"],
+    with _replayed_calls(agent) as (items, calls, ring):
+        assert type(items[0]) is Gap
+        assert 1 <= len(calls) <= 2, len(calls)
+        assert ring._bytes <= ring.max_bytes or len(calls) == 1
+        assert calls[-1].payload.count("[]") == width      # the newest, read as it was
+
+
+@contextlib.contextmanager
+def _replayed_calls(agent):
+    """``(items, the frames among them, the ring)`` of a 2 MiB ring replayed from the start,
+    after one task of ``agent`` on a door with the tool ``t``."""
+    door = create_app({"name": "frames", "version": "0.1.0", "tools": ["t"],
                        "stream": {"replay_bytes": 2 * 1024 ** 2}}, agent=agent)
     try:
         task = Rpc(door).result("SendMessage", send_params("go"))["task"]
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
         ring = door.session.ring
         items, _ = ring.reader(replay=True, replay_from=0, stream=False).next(0)
-        calls = [item for item in items if type(item) is Event and item.frame]
-        assert type(items[0]) is Gap
-        assert 1 <= len(calls) <= 2, len(calls)
-        assert ring._bytes <= ring.max_bytes or len(calls) == 1
-        assert calls[-1].payload.count("[]") == width      # the newest, read as it was
+        yield items, [item for item in items if type(item) is Event and item.frame], ring
     finally:
         door.close()
+
+
+def test_a_frames_wide_characters_count_toward_stream_replay_bytes():
+    # A string counted by its characters, where a text with one character outside the
+    # basic plane holds 4 bytes each: ten frames of 200,000 such characters (8 MB held)
+    # counted 2 MB, under a 2 MiB ring, and were all kept. By their memory the ring keeps
+    # two or three of the ten.
+    width, count = 200_000, 10
+
+    def agent(ctx):
+        for n in range(count):
+            ctx.tool_call_started("t", {"text": str(n) + "\U0001F600" * width})
+        return "done"
+    with _replayed_calls(agent) as (items, calls, _):
+        assert type(items[0]) is Gap
+        assert 1 <= len(calls) <= 3, len(calls)
+        assert '"text":"9' in calls[-1].payload             # the newest, kept

@@ -68,15 +68,17 @@ class Deferred:
 
 
 def _size(value) -> int:
-    """Characters of the strings in ``value`` (a record: its ids and status message), and
-    the memory of its lists and dicts themselves.
+    """Characters of the ASCII strings in ``value`` (a record: its ids and status message),
+    the memory of its other strings, and the memory of its lists and dicts themselves.
 
     MEMORY: a list or a dict counts what it takes, not only its items: an agent's value of
     300,000 empty lists is 0.9 MB of JSON and holds 19 MB until a reader builds the event;
     by its items alone it would count nothing toward ``stream.replay_bytes``.
     """
     if isinstance(value, str):
-        return len(value)
+        # MEMORY: a text outside ASCII is held with up to 4 bytes a character (all of its
+        # characters, for one emoji): its memory, not its length (both O(1)).
+        return len(value) if value.isascii() else getsizeof(value)
     if isinstance(value, dict):
         return getsizeof(value) + sum(len(key) + _size(item) for key, item in value.items())
     if isinstance(value, (list, tuple)):
