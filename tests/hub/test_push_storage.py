@@ -74,7 +74,7 @@ def test_a_config_of_a_task_gone_is_not_kept(stores, push):
     assert push.push_get("acme", "echo", "t1", "c1") is None
     assert push.push_due("me", 0) == []
     if not stores.shared:
-        assert (push._push, push._push_ids, push._push_active) == ({}, {}, set())
+        assert (push._push, push._push_ids, push._push_active) == ({}, {}, {})
 
 
 @pytest.mark.one_store             # the memory store's test clock moves the lease's time

@@ -164,7 +164,7 @@ def _footprint(stores) -> int:
             + len(tasks._marks) + sum(map(len, tasks._finished.values()))
             + indexes._lists.count() + indexes._updated.count()
             + sum(map(len, indexes._tasks.values())) + len(push._push) + len(push._push_ids)
-            + len(push._push_active))
+            + sum(map(len, push._push_active.values())))
 
 
 def test_a_flood_past_the_cap_leaves_nothing_behind(stores):

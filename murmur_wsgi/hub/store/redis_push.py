@@ -47,9 +47,10 @@ from murmur_wsgi.hub.store.push_base import (LEASE_SECS, MAX_CONFIGS_PER_TASK, M
                                              PushStorage)
 from murmur_wsgi.hub.store.redis import MAX_ID_BYTES
 from murmur_wsgi.hub.store.redis_client import each_task
-from murmur_wsgi.hub.store.redis_events import WATCH_MS
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_cluster import FAILURES
+from murmur_wsgi.hub.store.redis_push_looks import key_of as _key_of
+from murmur_wsgi.hub.store.redis_push_looks import looked
 from murmur_wsgi.hub.store.redis_keys import (PUSH_ACTIVE, PUSH_WAKE, configs_key, events_key,
                                               lease_key, live_key, member, push_counter_key,
                                               retained_keys, slots_key, split_member,
@@ -61,7 +62,6 @@ logger = logging.getLogger(__name__)
 
 LEASE_MS = int(LEASE_SECS * 1000)
 FULL_SCAN_SECS = 1.0           # how often a waiting dispatcher looks at every active config
-DUE_BATCH = 256                # configs one DUE script looks at, at most
 NOTIFIED_MAX = 50_000          # tasks heard of between two full looks (more: look at all)
 
 
@@ -76,13 +76,6 @@ def _record(task_id: str, config_id: str, raw: str) -> PushRecord:
                       created=int(fields["created"]))
 
 
-def _key_of(name: str) -> tuple[str, str, str]:
-    """``(tenant, task id, config id)`` of a hub-wide name ``<tenant>/<task>/<config>``."""
-    tenant, local = split_member(name)
-    task_id, _, config_id = local.rpartition("/")
-    return tenant, task_id, config_id
-
-
 class _Waiting:
     """What the dispatcher's ``push_due`` keeps between calls (its thread's only)."""
 
@@ -91,6 +84,7 @@ class _Waiting:
         self.candidates: set[str] = set()      # names to look at again
         self.skip: frozenset = frozenset()     # the last call's skip (records' keys)
         self.full_at = 0.0                     # monotonic time of the next full scan
+        self.more: dict[str, list] = {}        # tenant -> names a look left for later
 
 
 class RedisPushStore(PushStorage):
@@ -208,14 +202,16 @@ class RedisPushStore(PushStorage):
         return {holder: bool(hit) for holder, hit in zip(holders, found)}
 
     def _push_due_once(self, owner, skip, names=None) -> tuple:
-        """(due records, {name: event to wait after}); ``names`` only, or all of
+        """(due records, {name: event to wait after}, {tenant: names not looked at}: a
+        tenant's beyond those it can deliver at once); ``names`` only, or all of
         ``push:active``."""
         if names is None:
             names = self._redis.smembers(PUSH_ACTIVE)
             self._tenants = {}                  # the names met: those listed now
         pending, waiting, gone = [], {}, []
         skipped = {f"{task_id}/{config_id}" for task_id, config_id in skip}
-        for tenant, (due, wait, done) in self._looked(names, skipped):
+        looked, rest = self._looked(names, skipped, TENANT_DELIVERIES)
+        for tenant, (due, wait, done) in looked:
             pending += [(tenant, local, raw, holder) for local, raw, holder in due]
             waiting.update((member(tenant, local), int(n)) for local, n in wait)
             gone += [member(tenant, local) for local in done]
@@ -227,7 +223,7 @@ class RedisPushStore(PushStorage):
             if not holder or holder == owner or not alive[holder]:
                 task_id, _, config_id = local.rpartition("/")
                 records.append(_record(task_id, config_id, raw))
-        return records, waiting
+        return records, waiting, rest
 
     def _unlist(self, names: list) -> None:
         """Take ``names`` (a look found their configs gone, or finished and caught up) out
@@ -236,42 +232,15 @@ class RedisPushStore(PushStorage):
         its script too, so whichever comes last, a config saved stays listed."""
         self._redis.srem(PUSH_ACTIVE, *names)
         every = {split_member(name)[1] for name in names}      # none due, none waited on
-        gone = {member(tenant, local) for tenant, (_, _, done) in self._looked(names, every)
+        gone = {member(tenant, local) for tenant, (_, _, done) in self._looked(names, every)[0]
                 for local in done}
         back = [name for name in names if name not in gone]
         if back:
             self._redis.sadd(PUSH_ACTIVE, *back)
 
-    def _looked(self, names, skipped: set) -> list:
-        """``[(tenant, the DUE script's answer)]`` for ``names``: each tenant's configs in
-        batches, every batch in one pipeline (on a cluster, a round trip per node); none
-        of ``skipped`` (``<task>/<config>``) is due or waited on."""
-        calls: list[tuple] = []
-        by_tenant: dict[str, list] = {}
-        for name in names:
-            tenant, task_id, config_id = _key_of(name)
-            by_tenant.setdefault(tenant, []).append((task_id, config_id))
-            self._tenants[(task_id, config_id)] = tenant
-        for tenant, configs in sorted(by_tenant.items()):
-            for start in range(0, len(configs), DUE_BATCH):
-                keys, args = [], [WATCH_MS]
-                for task_id, config_id in configs[start:start + DUE_BATCH]:
-                    local = f"{task_id}/{config_id}"
-                    keys += [configs_key(tenant, task_id), task_key(tenant, task_id),
-                             events_key(tenant, task_id),
-                             lease_key(tenant, task_id, config_id)]
-                    args += [local, "1" if local in skipped else "0"]
-                calls.append((tenant, keys, args))
-        if len(calls) == 1:
-            answers = [self._scripts["DUE"](keys=calls[0][1], args=calls[0][2])]
-        elif calls:
-            pipe = self._redis.pipeline(transaction=False)
-            for _, keys, args in calls:
-                self._scripts["DUE"](keys=keys, args=args, client=pipe)
-            answers = pipe.execute()            # NOTE: on a cluster, a round trip per node
-        else:
-            answers = []
-        return [(tenant, answer) for (tenant, _, _), answer in zip(calls, answers)]
+    def _looked(self, names, skipped: set, most: int = 0) -> tuple[list, dict]:
+        """``looked``'s answer for ``names`` (each one's tenant remembered)."""
+        return looked(self._redis, self._scripts["DUE"], self._tenants, names, skipped, most)
 
     @_guarded
     def push_due(self, owner, timeout, skip=frozenset()):
@@ -298,12 +267,14 @@ class RedisPushStore(PushStorage):
                 self._notified.clear()          # what comes now, the scan or a wake-up sees
                 self._heard.clear()
                 self._every = False
-            due, state.waiting = self._push_due_once(owner, skip)
+            due, state.waiting, state.more = self._push_due_once(owner, skip)
             state.full_at, state.candidates = now + FULL_SCAN_SECS, set()
             self._watching(state.waiting)
         else:
-            state.candidates.update(member(self._tenants[key], *key) for key in left_skip
-                                    if key in self._tenants)
+            left = [member(self._tenants[key], *key) for key in left_skip
+                    if key in self._tenants]
+            state.candidates.update(left)
+            self._follow(state, left)
             due = self._push_look(state, owner, skip)
         deadline = now + timeout
         skipped = set(skip)
@@ -321,6 +292,7 @@ class RedisPushStore(PushStorage):
                 state.full_at = 0.0
                 return []                              # the next call scans them all
             state.candidates.update(heard)
+            self._follow(state, heard)
             state.candidates.update(name for name in state.waiting
                                     if not subscribed or _key_of(name)[1] in woken)
             if any(_key_of(name)[1:] in skipped for name in state.candidates):
@@ -334,12 +306,24 @@ class RedisPushStore(PushStorage):
         state.candidates = set()
         if not names:
             return []
-        due, again = self._push_due_once(owner, skip, names)
+        due, again, rest = self._push_due_once(owner, skip, names)
         for name in names:
             state.waiting.pop(name, None)
         state.waiting.update(again)
+        for tenant, left in rest.items():
+            state.more[tenant] = left + state.more.get(tenant, [])
         self._watching(state.waiting)
         return due
+
+    @staticmethod
+    def _follow(state, names) -> None:
+        """A config of ``names`` left a delivery slot (delivered, released, no longer
+        skipped): its tenant's next configs a look left for later are looked at too."""
+        for tenant in {split_member(name)[0] for name in names}:
+            left = state.more.get(tenant)
+            if left:
+                state.candidates.update(left[:TENANT_DELIVERIES])
+                del left[:TENANT_DELIVERIES]
 
     def notify_push(self):
         with self._cond:

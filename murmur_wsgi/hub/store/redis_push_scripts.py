@@ -91,8 +91,8 @@ return 1
 """
 
 # KEYS: DUE_KEYS per config (one tenant's)
-# ARGV: watch ms, then the configs' names in the tenant and whether each is skipped, in
-#       pairs
+# ARGV: watch ms, the most configs to find pending (0: no bound), then the configs' names
+#       in the tenant and whether each is skipped, in pairs
 # Returns {{name, json, holder ('' none)}… pending, {name, n}… to wait on (n: the event
 # after which to wake), {name}… done (gone, or finished and caught up: out of the
 # hub's push:active)}. A pending config is due unless a live replica other than the
@@ -101,7 +101,8 @@ return 1
 # final event (or SKIP_BATCH chunks, so its cursor keeps up), so a streamed run does not
 # lease its config for every chunk. The task of a config to wait on is watched for
 # ``watch ms`` (its record's ``w``, as a stream's read watches it: redis_scripts), so its
-# next events are announced and wake the waiting dispatcher.
+# next events are announced and wake the waiting dispatcher. Once the most pending are
+# found, the configs after them are not looked at (neither pending, waited on, nor done).
 DUE = _TERMINAL + _NOW + f"""
 local watch_ms = tonumber(ARGV[1])
 local function watch(task)
@@ -118,9 +119,11 @@ local function chunks_only(ev, cursor)
   end
   return true
 end
+local most = tonumber(ARGV[2])
 local due, waiting, gone = {{}}, {{}}, {{}}
-for j = 1, (#ARGV - 1) / 2 do
-  local m, skipped = ARGV[2 * j], ARGV[2 * j + 1] == '1'
+for j = 1, (#ARGV - 2) / 2 do
+  if most > 0 and #due >= most then break end
+  local m, skipped = ARGV[2 * j + 1], ARGV[2 * j + 2] == '1'
   local k = {DUE_KEYS} * (j - 1)
   local configs, task, ev, lease = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
   local cid = string.sub(m, string.find(m, '/[^/]*$') + 1)
