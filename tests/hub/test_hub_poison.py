@@ -107,3 +107,38 @@ def test_data_parts_rendered_for_the_agent_are_bounded_before_admission(store):
         assert all(size <= 16 * 1024 ** 2 for size in SEEN_TEXTS), SEEN_TEXTS
     finally:
         close_hub(h)
+
+
+# --- values nested past what an a2a-sdk client reads ---------------------------------
+
+def _nested(levels: int):
+    value = "x"
+    for i in range(levels):
+        value = [value] if i % 2 else {"k": value}
+    return value
+
+
+# An a2a-sdk client reads a task through protobuf's JSON parser, which stops at 100
+# levels, two a JSON level: a data part nested past 47 levels (a metadata past 48), well
+# inside limits.max_json_depth, was stored, and the task, every ListTasks page holding
+# it and its stream were "Message too deep" to every client of the tenant.
+@pytest.mark.parametrize("where", ["data", "metadata", "part metadata"])
+def test_a_value_nested_past_what_an_a2a_sdk_client_reads_is_refused(rpc, where):
+    def params(value):
+        found = send_params("hi")
+        message = found["message"]
+        if where == "data":
+            message["parts"].append({"data": value})
+        elif where == "metadata":
+            message["metadata"] = {"k": value}
+        else:
+            message["parts"][0]["metadata"] = {"k": value}
+        return found
+
+    response = rpc.call("SendMessage", params(_nested(50))).get_json()
+    assert response.get("error", {}).get("code") == -32602, str(response)[:300]
+    assert "nests deeper than 32 levels" in response["error"]["message"]
+    _sdk_reads_list_tasks(rpc)
+    fits = rpc.call("SendMessage", params(_nested(31))).get_json()   # 32 levels at most
+    assert fits["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    _sdk_reads_list_tasks(rpc)
