@@ -20,6 +20,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from murmur_wsgi.wire.depth import MAX_VALUE_DEPTH, nests_deeper
 from murmur_wsgi.wire.doubles import digit_run, wide_integer
 from murmur_wsgi.wire.task import CANCELED, COMPLETED, FAILED, REJECTED
 
@@ -98,16 +99,20 @@ def json_text(value, what: str) -> str:
         raise AgentValueError(f"{what}: not a JSON value: {ex}") from None
 
 
-def check_doubles(value, what: str) -> None:
-    """Raise ``AgentValueError`` when a JSON ``value`` holds an integer no double holds.
+def check_readable(value, what: str, max_depth: int = MAX_VALUE_DEPTH) -> None:
+    """Raise ``AgentValueError`` when a JSON ``value`` is one the hub's clients cannot read
+    back: an integer no double holds, or objects and arrays nested past ``max_depth``.
 
-    For an application whose readers read every number as a double (the hub's
-    clients: protobuf's Struct, JavaScript), such an integer is not a value they
-    can read back (wire/doubles.py). PERF: the value's JSON text is looked at
-    first, in C; only one holding a long run of digits is walked.
+    Its readers read every number as a double (protobuf's Struct, JavaScript), and
+    a2a-sdk's through protobuf's JSON parser, which stops at 100 levels (wire/doubles.py,
+    wire/depth.py). PERF: the value's JSON text is looked at first, in C; only one
+    holding a long run of digits is walked for them.
     """
     if digit_run(_strict_dumps(value).encode("utf-8", "surrogatepass")) and wide_integer(value):
         raise AgentValueError(f"{what}: an integer overflows a double")
+    if nests_deeper(value, max_depth):
+        raise AgentValueError(f"{what}: nests deeper than {max_depth} levels of objects and "
+                              "arrays")
 
 
 @dataclass(frozen=True, slots=True)

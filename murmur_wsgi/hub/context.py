@@ -17,8 +17,9 @@ import logging
 from dataclasses import dataclass
 
 from murmur_wsgi.agents.base import TaskContext
-from murmur_wsgi.agents.endings import AgentValueError, TaskFailed, check_doubles
+from murmur_wsgi.agents.endings import AgentValueError, TaskFailed, check_readable
 from murmur_wsgi.agents.port import AgentPort
+from murmur_wsgi.wire.depth import MAX_VALUE_DEPTH
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,8 @@ class RunPort(AgentPort):
         # NOTE: thinking, tool calls and tool artifacts are not forwarded (the text).
 
     def artifact(self, artifact: dict, append: bool, last: bool) -> None:
-        check_doubles(artifact, f"artifact '{artifact['artifactId']}'")
+        # NOTE: a data part's value sits 3 levels in (the artifact, its parts, the part).
+        check_readable(artifact, f"artifact '{artifact['artifactId']}'", MAX_VALUE_DEPTH + 3)
         self.run.publish_artifact(artifact, append, last)
 
     def usage(self, report: tuple) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from murmur_wsgi.agents.endings import (NOT_JSON, AgentValueError, Ending, TaskCanceled,
-                                        check_doubles, run_agent)
+                                        check_readable, run_agent)
 from murmur_wsgi.hub.live import made_of
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.task import (CANCELED, COMPLETED, FAILED, answer_artifact,
@@ -63,7 +63,7 @@ def end_as(run, ending: Ending) -> None:
     """End the task as its agent's ending says; a cancel asked for makes it CANCELED."""
     if ending.data is not None:
         try:
-            check_doubles(ending.data, "the answer")
+            check_readable(ending.data, "the answer")
         except AgentValueError as ex:
             ending = Ending(FAILED, NOT_JSON, error=ex)
     state, message, error = ending.state, ending.message, ending.error

@@ -91,11 +91,30 @@ def _progress_number(ctx):
     ctx.progress(WIDE)
 
 
+# Nor a value nested past what protobuf's JSON parser reads (a2a-sdk: 100 levels, two a
+# JSON level): a task holding it would be unreadable to every client.
+def _deep(levels: int = 50):
+    value = "x"
+    for i in range(levels):
+        value = [value] if i % 2 else {"k": value}
+    return value
+
+
+def _deep_artifact(ctx):
+    ctx.artifacts.add("table", DataPart(_deep()))
+
+
+def _deep_artifact_metadata(ctx):
+    ctx.artifacts.add("table", "rows", metadata={"n": _deep()})
+
+
 HUB_RETURNS = {"return-wide-integer": lambda: {"n": [WIDE]},
-               "return-wide-completed": lambda: Completed({"n": WIDE})}
+               "return-wide-completed": lambda: Completed({"n": WIDE}),
+               "return-deep": _deep}
 HUB_CALLS = {"artifact-wide-integer": _wide_artifact,
              "artifact-wide-metadata": _wide_artifact_metadata,
              "stream-wide-metadata": _wide_stream_metadata,
+             "artifact-deep": _deep_artifact, "artifact-deep-metadata": _deep_artifact_metadata,
              "usage-wide-integer": _wide_usage, "usage-sum": _usage_sum,
              "progress-number": _progress_number}
 RETURNS.update(HUB_RETURNS)
