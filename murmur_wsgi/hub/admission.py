@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 
 from murmur_wsgi.hub.config import ConfigError
+from murmur_wsgi.hub.store.base import Opened
 from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE, LocalCounters
 from murmur_wsgi.loading import import_callable
 
@@ -26,17 +26,6 @@ def load_hook(spec: str, where: str):
 def overdue_member(task_id: str) -> str:
     """The slot an overdue run holds: its own ends with its task (on Redis, at once)."""
     return f"overdue:{task_id}"
-
-
-@dataclass(frozen=True, slots=True)
-class Admitted:
-    """What ``Admission.open`` decided: ``found`` (the messageId's task, or PENDING),
-    ``reason`` (refused: nothing stored), else the run may start: ``started`` is its
-    task's WORKING statusUpdate, stored."""
-
-    found: str | None = None
-    reason: str | None = None
-    started: str | None = None
 
 
 class Admission:
@@ -64,24 +53,28 @@ class Admission:
         return self._reason(tenant, self.counters.take(tenant, task_id, limits["concurrency"],
                                                        limits["rate_per_minute"]))
 
-    def open(self, store, task, text: str, event: str) -> Admitted:
+    def open(self, store, task, text: str, event: str) -> Opened:
         """Accept ``task``'s message: its messageId's claim, admission, the task stored and
         started, in one store step (``TaskStore.open``) unless the tenant has a hook, which
-        is called between the claim and the counters. Raises StoreError."""
+        is called between the claim and the counters. What it came to: ``found`` (the
+        messageId's task, or PENDING), ``reason`` (refused, the public reason: nothing
+        stored), else the run may start: ``started`` is its task's WORKING statusUpdate,
+        stored. Raises StoreError."""
         tenant = task.tenant
         limits = self._limits(tenant)
         claimed = tenant in self._hooks
         if claimed:
             found = store.claim_message(tenant, task.agent, task.message_id)
             if found is not None:
-                return Admitted(found=found)
+                return Opened(found=found)
             reason = self._hook_reason(tenant, task.agent, text)
             if reason is not None:
-                return Admitted(reason=reason)          # the claim is the caller's to release
+                return Opened(reason=reason)            # the claim is the caller's to release
         opened = store.open(task, event, self.counters, limits["concurrency"],
                             limits["rate_per_minute"], claimed=claimed)
-        return Admitted(found=opened.found, reason=self._reason(tenant, opened.refused),
-                        started=opened.started)
+        if opened.refused is not None:
+            opened.reason = self._reason(tenant, opened.refused)
+        return opened
 
     def _hook_reason(self, tenant: str, agent: str, text: str) -> str | None:
         hook = self._hooks.get(tenant)

@@ -60,7 +60,8 @@ def final_write(run, state: str, answer: str | None, data) -> tuple[list, list |
 
 
 def end_as(run, ending: Ending) -> None:
-    """End the task as its agent's ending says; a cancel asked for makes it CANCELED."""
+    """End the task as its agent's ending says (its call is over: ``Run.finish``'s
+    ``returned``); a cancel asked for makes it CANCELED."""
     if ending.data is not None:
         try:
             check_readable(ending.data, "the answer")
@@ -70,7 +71,7 @@ def end_as(run, ending: Ending) -> None:
     if ending.stopped:
         # NOTE: SystemExit, a killed greenlet: the task still ends, so nothing waits on it.
         logger.error("task %s: the agent was stopped", run.task_id, exc_info=error)
-        run.finish(FAILED, FAILED_PUBLIC)
+        run.finish(FAILED, FAILED_PUBLIC, returned=True)
         return
     if ending.bad_value:
         logger.error("task %s: the agent of %s/%s answered a value that is not JSON: %s",
@@ -81,16 +82,17 @@ def end_as(run, ending: Ending) -> None:
                          run.agent_name, exc_info=error)
         message = FAILED_PUBLIC
     if run.cancel_requested:
-        run.finish(CANCELED, None if state in (CANCELED, COMPLETED) else message)
+        run.finish(CANCELED, None if state in (CANCELED, COMPLETED) else message,
+                   returned=True)
     elif state != COMPLETED:
-        run.finish(state, message)
+        run.finish(state, message, returned=True)
     else:
         try:
             run.finish(COMPLETED, answer=ending.text, data=ending.data,
-                       status_message=message)
+                       status_message=message, returned=True)
         except Exception:  # noqa: BLE001 - whatever failed the answer, the task ends
             logger.exception("task %s: its answer could not be written", run.task_id)
-            run.finish(FAILED, FAILED_PUBLIC)
+            run.finish(FAILED, FAILED_PUBLIC, returned=True)
 
 
 def execute(run, ctx, payload: str | None) -> Ending:
@@ -114,9 +116,15 @@ def execute(run, ctx, payload: str | None) -> Ending:
                 with run.lock:
                     run._live(payload)
             ending = Ending(CANCELED) if run.stopping else run_agent(run.agent, ctx)
-    finally:
+        # PERF: the end marks the agent's call over, under the lock it takes anyway; an
+        # overdue run's is marked here, after it (its slot given back). Only this thread
+        # marks it: read without the lock.
+        end_as(run, ending)
+    except BaseException:
+        run._agent_returned()           # the agent's call is over all the same
+        raise
+    if not run.returned:
         run._agent_returned()
-    end_as(run, ending)
     return ending
 
 

@@ -31,7 +31,8 @@ Concurrency:
     overdue ones, the unwritten ends); ``Runs.changed``, on it, is notified when a run
     leaves. Lock order: a run's lock, then ``Runs.lock``, then the store's.
     Timers (the run timeout, the merge flush) are ``Runs.timer``'s (timers.py:
-    one thread for every run's), cancelled when the run ends.
+    one thread for every run's), cancelled when the run ends; a run ended in its caller's
+    thread (``start``'s ``inline``) arms none.
 """
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ class Run:
         self._unyielded = 0          # tokens since the agent's thread last yielded
         self.last_flush = 0.0
         self.kept = KeptEvents(self.task_id)   # the events the store refused, in order
-        self.usage = RunUsage()
+        self.usage: RunUsage | None = None   # made by the first report (PERF: most make none)
         # The agent's named artifacts as they stand, by id, in the order they stand (one
         # replaced goes last). PERF: found by id, not searched: n names cost n, not n^2 / 2.
         self.artifacts: dict[str, dict] = {}
@@ -143,16 +144,19 @@ class Run:
         """Add one checked usage report; AgentValueError if a count would pass ``most``,
         or a model new to the run would pass ``limits.max_usage_models``."""
         with self.lock:
-            if report[3] not in self.usage.by_model:
-                if len(self.usage.by_model) >= self.max_models:
+            usage = self.usage
+            if usage is None:
+                usage = self.usage = RunUsage()
+            if report[3] not in usage.by_model:
+                if len(usage.by_model) >= self.max_models:
                     raise AgentValueError(f"usage: more than {self.max_models} models in one "
                                           "run (limits.max_usage_models)")
                 count_output(self, utf8_bytes(report[3] or ""))
-            totals = self.usage.totals
+            totals = usage.totals
             if max(totals.input_tokens + report[0], totals.output_tokens + report[1],
                    totals.cached_tokens + report[2]) > most:
                 raise AgentValueError(f"usage: more than {most} tokens in one count")
-            self.usage.add(*report)
+            usage.add(*report)
 
     def publish_artifact(self, artifact: dict, append: bool, last: bool) -> None:
         """One of the agent's named artifacts (``ctx.artifacts``): stored, streamed, kept."""
@@ -273,22 +277,29 @@ class Run:
     # --- ending ----------------------------------------------------------------
 
     def finish(self, state: str, text: str | None = None, *, answer: str | None = None,
-               data=None, status_message: str | None = None) -> bool:
-        """End the task ``state``; False when it had ended already (nothing changes)."""
+               data=None, status_message: str | None = None, returned: bool = False) -> bool:
+        """End the task ``state``; False when it had ended already (nothing changes).
+
+        ``returned``: the agent's call is over (its ending, ``run_end.execute``): marked so
+        first, under the same lock (PERF: not a lock of its own, about 10 K instructions),
+        unless the run is overdue: ``_agent_returned`` gives its slot back after."""
         runs = self.runs
         with self.lock:
+            if returned and not self.overdue:
+                self.returned = True
             if self.ended:
                 return False
-            self._flush_locked()
-            if self.ended:
-                return False            # the flush found the task ended elsewhere
+            if self.stored < len(self.tokens):      # PERF: no call when nothing is unstored
+                self._flush_locked()
+                if self.ended:
+                    return False        # the flush found the task ended elsewhere
             events, artifacts, encoded = final_write(self, state, answer, data)
             if state == COMPLETED:
                 text = status_message
             # NOTE: the tenant's slot is free before the end is visible (or with it: shared
             # counters whose store's end frees it): a client that sends again as soon as it
             # reads the final state is not refused for this run.
-            self.release_slot(by_end=True)
+            self._release_slot_locked(by_end=True)
             kept = self.kept.take()
             # The events the store refused first, in order, numbered from ``first``.
             events = [payload for _, payload in kept] + events
@@ -319,19 +330,24 @@ class Run:
         end is written next, which frees the slot itself on shared counters (``ends_free``)."""
         if self.slot_released:
             return              # PERF: once True it stays so: read without the lock first
-        runs = self.runs
         with self.lock:
-            if self.slot_released:
-                return
-            self.slot_released = True
-            try:
-                if not self.returned:
-                    runs.became_overdue(self)
-                    self.overdue = True
-                if not (by_end and runs.admission.counters.ends_free):
-                    runs.admission.release(self.tenant, self.task_id)
-            except StoreError:
-                pass    # a shared store frees the slot with the task's end, or its lease
+            self._release_slot_locked(by_end)
+
+    def _release_slot_locked(self, by_end: bool) -> None:
+        """``release_slot`` with the run's lock held (PERF: ``finish`` holds it already: a
+        reentrant acquire costs about 5 K instructions under gevent)."""
+        if self.slot_released:
+            return
+        self.slot_released = True
+        runs = self.runs
+        try:
+            if not self.returned:
+                runs.became_overdue(self)
+                self.overdue = True
+            if not (by_end and runs.admission.counters.ends_free):
+                runs.admission.release(self.tenant, self.task_id)
+        except StoreError:
+            pass        # a shared store frees the slot with the task's end, or its lease
 
     def _agent_returned(self) -> None:
         """The agent's call returned (or raised): an overdue run gives its slot back now."""
@@ -436,6 +452,12 @@ class Run:
         in the caller's thread, and the run has ended when this returns.
         PERF: about 9 % of a blocking SendMessage's instructions: a thread's start and the
         wake-ups of two (docs/performance.md)."""
+        if inline:
+            # PERF: no run timeout (a timer armed and cancelled: about 30 K instructions).
+            # The agent does not wait: under gevent no timer could fire before it returns,
+            # and its end is written next, in this thread.
+            execute(self, ctx, started)     # a stopped agent is logged (end_as), not raised
+            return
         # PERF: armed without the run's lock (a lock taken costs about 10 K instructions
         # under gevent). The timer is set, then ``ended`` read; an end (``_close_locked``)
         # sets ``ended``, then reads the timer: one of the two sees the other's write, so an
@@ -443,10 +465,7 @@ class Run:
         timer = self._timeout = self.runs.timer(self.timeout, self._timed_out)
         if self.ended:
             timer.cancel()
-        if inline:
-            execute(self, ctx, started)     # a stopped agent is logged (end_as), not raised
-        else:
-            _thread.start_new_thread(self._work, (ctx, started))
+        _thread.start_new_thread(self._work, (ctx, started))
 
     def _work(self, ctx: HubContext, payload: str | None) -> None:
         try:

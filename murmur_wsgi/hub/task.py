@@ -84,8 +84,9 @@ class HubTask:
         self.status_text: str | None = None
         self.created_ms = self.status_ms = now_ms()
         self.seq = 0                          # creation order in its tenant + agent (the store's)
-        self.history = [message]              # the message that created it
-        self.artifacts: list = []
+        # PERF: the slots themselves, not their properties (a call each)
+        self._history = [message]             # the message that created it
+        self._artifacts: list = []
         self._json: str | None = None
         self._shape: tuple | None = None      # a frozen task's (``freeze``)
         self._version = 0                     # bumped by each change (``draft``)
@@ -223,11 +224,11 @@ class HubTask:
                 if history:
                     whole["history"] = history
             return whole
-        history = self.history
+        history = self._history             # PERF: not frozen: the slots, not the properties
         if history_length is not None:
             history = _last(history, history_length)
         return wire_task.task(self.id, self.context_id, self.status(),
-                              self.artifacts if artifacts and self.artifacts else None,
+                              self._artifacts if artifacts and self._artifacts else None,
                               history=history or None)
 
     def to_json(self, history_length: int | None = None, artifacts: bool = True,

@@ -20,8 +20,12 @@ def _price(value) -> Decimal:
     return Decimal(str(value))
 
 
-def usage_part(usage: RunUsage, pricing: dict) -> dict:
-    """``{"usage": {...}}``, the keys in the order "Run usage" lists them."""
+def usage_part(usage: RunUsage | None, pricing: dict) -> dict:
+    """``{"usage": {...}}``, the keys in the order "Run usage" lists them (``usage`` None:
+    the run reported nothing)."""
+    if usage is None:           # PERF: what an empty RunUsage gives, without reading one
+        return {"usage": {"input_tokens": 0, "output_tokens": 0, "credits": 0.0,
+                          "credits_micros": 0, "pricing_status": "priced"}}
     micros = None               # PERF: no Decimal arithmetic for a run that priced nothing
     priced = True
     for model, counts in usage.by_model.items():

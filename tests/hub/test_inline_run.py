@@ -130,8 +130,8 @@ class CountedRLock:
 def test_a_run_that_ends_inline_makes_no_condition_and_takes_its_lock_few_times(rpc,
                                                                               monkeypatch):
     """Nobody waits on a blocking SendMessage's run that ends inline: it makes no Condition
-    and notifies none; its lock is taken for its agent's return, its end and its slot's
-    release within the end (docs/performance.md)."""
+    and notifies none; its lock is taken once, for its end (which marks its agent returned
+    and gives its slot back under it: docs/performance.md)."""
     from murmur_wsgi.hub import runs
 
     made = {"conditions": 0, "locks": []}
@@ -152,4 +152,4 @@ def test_a_run_that_ends_inline_makes_no_condition_and_takes_its_lock_few_times(
     task = rpc.send("hi", agent="inline")
     assert task["status"]["state"] == "TASK_STATE_COMPLETED" and ran_here("inline", "hi")
     assert made["conditions"] == 0
-    assert [lock.acquired for lock in made["locks"]] == [3]
+    assert [lock.acquired for lock in made["locks"]] == [1]

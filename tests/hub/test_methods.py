@@ -243,3 +243,14 @@ def test_an_artifact_stream_left_open_is_closed_as_the_agent_returns(rpc):
     assert drafts == [(False, False, [{"text": "half", "mediaType": "text/plain"}]),
                       (True, True, [])]
     assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_a_run_that_reported_no_usage_has_the_usage_part_of_an_empty_report():
+    """A run makes its RunUsage at its first report: none is read as an empty one."""
+    from murmur_wsgi.agents.usage import RunUsage
+    from murmur_wsgi.hub.usage import usage_part
+    from murmur_wsgi.wire.encode import compact_utf8
+
+    pricing = {"m": {"input": 1, "output": 2, "cached": None}}
+    assert compact_utf8(usage_part(None, pricing)) == compact_utf8(
+        usage_part(RunUsage(), pricing)) == compact_utf8(USAGE_ZERO)

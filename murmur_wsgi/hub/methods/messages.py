@@ -8,12 +8,12 @@ import time
 from murmur_wsgi.agents.blocks import OverBudget, parts_text
 from murmur_wsgi.agents.inline import runs_inline
 from murmur_wsgi.errors import InvalidParamsError, InvalidRequestError
-from murmur_wsgi.hub.admission import Admitted
 from murmur_wsgi.hub.context import Caller, HubContext, Turn
 from murmur_wsgi.hub.push.methods import message_config, save_message_config
 from murmur_wsgi.hub.runs import Run
 from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.hub.store import PENDING, StoreError
+from murmur_wsgi.hub.store.base import Opened
 from murmur_wsgi.hub.task import COMPLETED, FAILED, REJECTED, HubTask
 from murmur_wsgi.ids import random_uuid
 from murmur_wsgi.serving.connection import peer_gone
@@ -35,9 +35,12 @@ def agents_copy(message: dict, data: list) -> tuple[dict, list]:
     """The message and its data values as the agent gets them: a copy of its own when they
     hold objects (a data value, metadata), so that nothing the agent does to them changes
     the task's stored message (the memory store keeps these very objects)."""
-    if not data and "metadata" not in message and all(
-            "metadata" not in part for part in message["parts"]):
-        return message, data
+    if not data and "metadata" not in message:
+        for part in message["parts"]:       # PERF: a loop, not all() over a generator
+            if "metadata" in part:
+                break
+        else:
+            return message, data
     own = json.loads(compact_utf8(message))
     return own, [part["data"] for part in own["parts"] if part.get("data") is not None]
 
@@ -105,7 +108,7 @@ def accept(hub, call, live: bool):
     for _ in range(2):
         if hub.closing:
             found = store.claim_message(call.tenant, call.agent, msg.message_id)
-            admitted = Admitted(found=found, reason=None if found else CLOSING)
+            admitted = Opened(found=found, reason=None if found else CLOSING)
         else:
             admitted = hub.admission.open(store, task, text, first)
         if admitted.found == PENDING:
@@ -131,8 +134,7 @@ def accept(hub, call, live: bool):
             save_message_config(hub, call, push, task.id, from_start=True)
         return msg, Accepted(task, snapshot=store.render(task, msg.history_length))
     try:
-        run = Run(hub.runs, task, hub.agents[(call.tenant, call.agent)],
-                  hub.limits(call.tenant),
+        run = Run(hub.runs, task, hub.agents[(call.tenant, call.agent)], limits,
                   hub.config.stream["live_backlog_bytes"] if live else None)
         if push is not None:
             save_message_config(hub, call, push, task.id, from_start=True)

@@ -56,8 +56,8 @@ from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, events_key, in
 from murmur_wsgi.hub.store.redis_accept import Accepting
 from murmur_wsgi.hub.store.redis_retain import Forgetting
 from murmur_wsgi.hub.store.retention import Retention
-from murmur_wsgi.hub.task import (SUBMITTED, WORKING, HubTask, final_texts, status_update,
-                                  task_status)
+from murmur_wsgi.hub.task import (SUBMITTED, TERMINAL, WORKING, HubTask, final_texts,
+                                  status_update, task_status)
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.task import now_ms
 
@@ -238,6 +238,8 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         the task's."""
         state = state or task.state
         tenant, agent, context_id = task.tenant, task.agent, task.context_id
+        terminal = task.state in TERMINAL
+        history, artifacts = task.contents()
         keys = [task_key(tenant, task.id), index_key(tenant, agent),
                 index_key(tenant, agent, context_id), seq_key(tenant, agent),
                 msg_key(tenant, agent, task.message_id), events_key(tenant, task.id),
@@ -247,11 +249,10 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         # first event is stored as '' and read as {"task": wire} (``_filled``).
         args = [task.id, context_id, tenant, agent, task.message_id, state,
                 _text_json(task.status_text), ms or task.status_ms, task.created_ms,
-                _dumps(task.history), _dumps(task.artifacts) if task.artifacts else "[]",
-                self.replica,
-                "1" if bind else "0", "" if task.terminal else event,
-                "1" if task.terminal else "0", self._retention_ms,
-                task.to_json(cache=False) if task.terminal else "", *self._kept(tenant)]
+                _dumps(history), _dumps(artifacts) if artifacts else "[]", self.replica,
+                "1" if bind else "0", "" if terminal else event, "1" if terminal else "0",
+                self._retention_ms, task.to_json(cache=False) if terminal else "",
+                *self._kept(tenant)]
         return {"keys": keys, "args": args}
 
     def _values(self, tenant: str, task_id: str, agent: str | None = None) -> list | None:
