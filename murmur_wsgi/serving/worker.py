@@ -23,6 +23,13 @@ What it adds to gunicorn's gevent worker, per connection:
   a flood of idle connections cannot keep a ready request from being accepted.
 - **Write deadline.** The application sets it on the socket (``writes.py``); a
   write that runs past it is a cut here: logged once, not as a socket error.
+- **Turns.** A connection whose client always has the next bytes ready (a
+  body of one-byte chunks, requests pipelined without end) never waits on its
+  socket, so it would never give the loop a turn: no other connection would be
+  answered, no deadline would fire, and gunicorn's arbiter would kill the
+  worker (its heartbeat starved) at its ``timeout``. Such a connection yields to
+  the loop once it has run ``TURN_SECS`` since the loop last ran, at its
+  parser's reads and before each request.
 - **No body discarded.** An answer that leaves the request's body unread (a
   413 for a body over ``limits.max_body_bytes``, or a refusal before the body
   is read) closes the connection once it is written (``Connection: close``),
@@ -33,7 +40,9 @@ closes it quietly) and is counted (``count_cut``; the door's is
 ``murmur_connections_cut_total{reason}`` on ``/metrics``).
 
 Concurrency: everything runs on the worker's one gevent loop; the deadlines are
-the loop's timers, whose callbacks never block. A kept-alive connection's first
+the loop's timers, whose callbacks never block. A check watcher counts the loop's
+iterations (PERF: one Python call each, a few per request), which tells a
+connection whether the loop ran since it last looked. A kept-alive connection's first
 byte is seen where gunicorn reads it (its parser's reads, wrapped per
 connection): a read watcher beside gunicorn's own missed the bytes its read
 took before the loop polled (a greenlet held up between the two, under load),
@@ -52,6 +61,8 @@ from murmur_wsgi.serving.connection import shut
 
 HEADER_TIMEOUT, BODY_TIMEOUT = 10.0, 30.0       # limits.header_timeout_secs, body_timeout_secs
 FD_MARGIN = 64                  # descriptors kept for files, pipes and agents' processes
+TURN_SECS = 0.01                # the longest a connection runs before the loop gets a turn
+YIELD_SECS = 1e-4               # its yield: due at once, run once the loop has polled
 
 
 def _body_pending(req) -> bool:
@@ -73,7 +84,7 @@ def _buffered(req) -> bool:
 class _Connection:
     """One client connection's deadline (a loop timer), and whether it waits kept alive."""
 
-    __slots__ = ("sock", "since", "timer", "idle", "reads", "cut", "req")
+    __slots__ = ("sock", "since", "timer", "idle", "reads", "cut", "req", "turn", "turn_at")
 
     def __init__(self, sock):
         self.sock = sock
@@ -83,6 +94,8 @@ class _Connection:
         self.reads = None           # the parser's reads, once wrapped (_watch_reads)
         self.cut = None             # the reason, once cut
         self.req = None
+        self.turn = -1              # the loop's iteration this connection last ran in
+        self.turn_at = 0.0          # and the monotonic time it first ran in it
 
     def disarm(self) -> None:
         self.idle = False
@@ -175,6 +188,9 @@ class DeadlineWorker(GeventWorker):
         self._connections: dict = {}        # greenlet -> _Connection
         self._waiting: dict = {}            # socket -> _Connection, waiting longest first
         self._cut_open = 0                  # cut, not yet closed by their greenlet
+        self._turns = 0                     # the loop's iterations (_share)
+        self._turner = self._loop.check(ref=False)
+        self._turner.start(self._turned)
         self.log.info("murmur-wsgi: header deadline %ss, body deadline %ss, capacity %d "
                       "connections (reserve from %d)", self.header_timeout, self.body_timeout,
                       capacity, self.threshold)
@@ -204,6 +220,7 @@ class DeadlineWorker(GeventWorker):
         if conn is not None:
             conn.disarm()
             self._waiting.pop(sock, None)
+            self._share(conn)           # NOTE: disarmed: its headers came within their deadline
             conn.req = req
             if conn.reads is None and getattr(req, "unreader", None) is not None:
                 self._watch_reads(conn, req.unreader)
@@ -243,16 +260,44 @@ class DeadlineWorker(GeventWorker):
 
     def _watch_reads(self, conn: _Connection, unreader) -> None:
         """Wrap the connection's parser's reads (its ``chunk``): a read that returns bytes
-        while the connection waits kept alive is its next request's first byte."""
+        while the connection waits kept alive is its next request's first byte, and each
+        read may yield (``_share``). Once the connection is cut, a read is its end: the
+        bytes a client sent before the cut, still in the socket, are not parsed."""
         read = conn.reads = unreader.chunk
 
         def chunk(*args, **kwargs):
+            if conn.cut is not None:
+                return b""          # cut: what the socket still holds is not read
             data = read(*args, **kwargs)
-            if data and conn.idle:
-                self._first_byte(conn)
+            if data:
+                if conn.idle:
+                    self._first_byte(conn)
+                self._share(conn)
             return data
 
         unreader.chunk = chunk
+
+    def _share(self, conn: _Connection) -> None:
+        """Yield to the loop when this connection has run ``TURN_SECS`` since it last ran.
+
+        A read that finds its bytes ready, and a write that finds room, return without
+        a switch. ``_turns`` counts the loop's iterations (``_turned``): while it stays
+        the same, this greenlet has kept the loop since it first saw that count. (The
+        loop's ``now()`` is no such count: starting a timeout updates it.)
+        PERF: a connection that waits as a client's do pays a clock read a request.
+        """
+        turns = self._turns
+        if turns != conn.turn:
+            conn.turn, conn.turn_at = turns, time.monotonic()
+        elif time.monotonic() - conn.turn_at >= TURN_SECS:
+            # NOTE: a timer, not sleep(0): a greenlet that sleeps 0 inside the loop's run
+            # of its callbacks is run again in that same run, before the loop polls.
+            gevent.sleep(YIELD_SECS)
+            conn.turn, conn.turn_at = self._turns, time.monotonic()
+
+    def _turned(self) -> None:
+        """The loop's check watcher: one more iteration of the loop."""
+        self._turns += 1
 
     def _first_byte(self, conn: _Connection) -> None:
         conn.disarm()

@@ -37,18 +37,20 @@ def answer_with_head(sock: socket.socket) -> tuple[list[str], bytes]:
 
 class Flood:
     """Send up to ``total`` bytes on ``sock`` from a thread, without pause, until the server
-    closes the connection; ``sent`` counts what the kernel took, ``ended`` is set then."""
+    closes the connection; ``sent`` counts what the kernel took, ``ended`` is set then.
+    ``piece``: what is sent again and again (spaces by default)."""
 
-    def __init__(self, sock: socket.socket, total: int):
+    def __init__(self, sock: socket.socket, total: int, piece: bytes = PIECE):
         self.sent = 0
         self.ended = threading.Event()
-        self._thread = threading.Thread(target=self._send, args=(sock, total), daemon=True)
+        self._thread = threading.Thread(target=self._send, args=(sock, total, piece),
+                                        daemon=True)
         self._thread.start()
 
-    def _send(self, sock: socket.socket, total: int) -> None:
+    def _send(self, sock: socket.socket, total: int, piece: bytes) -> None:
         try:
             while self.sent < total:
-                self.sent += sock.send(PIECE)
+                self.sent += sock.send(piece)
         except OSError:
             pass                            # reset: the server closed the connection
         self.ended.set()

@@ -9,11 +9,14 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import threading
 import time
 
 import pytest
+import requests
 
 from tests.e2e.conftest import default_manifest, http_get, start_door
+from tests.e2e.raw_http import Flood
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timed]    # asserts the deadlines, in seconds
 
@@ -155,3 +158,59 @@ def test_a_request_is_answered_through_a_flood_of_idle_connections(door):
     assert body["error"]["code"] == -32001
     assert elapsed < HEADER_SECS, f"answered after {elapsed:.2f}s"
     assert cuts(door)["reserve"] >= before + FLOOD - WORKER_CONNECTIONS
+
+
+def card_within(door, seconds: float) -> float:
+    """Seconds a GET of the card took from another connection; it must be answered."""
+    started = time.monotonic()
+    try:
+        status = http_get(door.card_url, timeout=seconds).status_code
+    except requests.RequestException as ex:
+        pytest.fail(f"the card was not answered within {seconds}s: {type(ex).__name__}")
+    assert status == 200
+    return time.monotonic() - started
+
+
+def wait_until(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)        # wait-ok: polling a counter the flood's thread moves
+    return True
+
+
+def test_a_body_of_one_byte_chunks_without_end_is_cut_and_others_are_answered_meanwhile(door):
+    """Every read of the flood finds its bytes ready, so it never waited: the worker read it
+    for as long as it came, answered nobody else, and its arbiter killed it at its timeout
+    (60 s), the door's session with it. It now yields to the loop every TURN_SECS."""
+    before = cuts(door).get("body_timeout", 0)
+    with connect(door, timeout=5) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: door\r\nContent-Type: application/json\r\n"
+                     b"A2A-Version: 1.0\r\nTransfer-Encoding: chunked\r\n\r\n")
+        flood = Flood(sock, 1 << 40, b"1\r\n \r\n" * 10000)
+        assert wait_until(lambda: flood.sent > 1 << 20, MARGIN), flood.sent
+        took = card_within(door, MARGIN)
+        assert flood.ended.wait(BODY_SECS + MARGIN), "the flood was not cut"
+    assert took < MARGIN
+    assert cuts(door)["body_timeout"] >= before + 1
+
+
+def test_requests_pipelined_without_end_leave_others_answered(door):
+    """A client that pipelines requests and reads the answers as fast as they come held the
+    worker as the flood of chunks did."""
+    request = b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: door\r\n\r\n"
+    with connect(door, timeout=5) as sock:
+        answered = []
+        reader = threading.Thread(target=lambda: answered.append(until_closed(sock)),
+                                  daemon=True)
+        reader.start()
+        flood = Flood(sock, 1 << 40, request * 1000)
+        try:
+            assert wait_until(lambda: flood.sent > 1 << 20, MARGIN), flood.sent
+            took = card_within(door, MARGIN)
+        finally:
+            sock.shutdown(socket.SHUT_RDWR)
+            reader.join(5)
+    assert took < MARGIN
+    assert answered and answered[0].startswith(b"HTTP/1.1 200 ")
