@@ -231,6 +231,15 @@ def test_what_does_not_exist_is_not_found(client, path):
     assert wire(client.get(f"/resources/files/{path}")) == NOT_FOUND
 
 
+@pytest.mark.parametrize("path", ["x" * 256, "sub/" + "x" * 300, "x" * 256 + "/a.txt",
+                                  "\u00e9" * 128], ids=["file", "in-a-folder", "folder", "utf-8"])
+def test_a_name_longer_than_the_filesystem_holds_is_not_found(client, caplog, path):
+    """A component past NAME_MAX (255 bytes) names nothing: its lstat's ENAMETOOLONG was
+    a traceback and a JSON-RPC -32603 (status 200) to a GET of the plane."""
+    assert wire(client.get(f"/resources/files/{path}")) == NOT_FOUND
+    assert "Traceback" not in caplog.text and "failed inside the door" not in caplog.text
+
+
 def test_a_file_under_a_missing_root_is_not_found(tmp_path):
     assert wire(Client(door_for(tmp_path)).get("/resources/files/a.txt")) == NOT_FOUND
 

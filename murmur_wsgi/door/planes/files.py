@@ -83,10 +83,16 @@ def _header(value: str) -> str:
 
 
 def _lstat(name: str, dir_fd: int) -> os.stat_result | None:
+    """``name``'s lstat under ``dir_fd``, or None when nothing by that name is there (a
+    name longer than the filesystem's NAME_MAX, 255 bytes, names nothing)."""
     try:
         return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError as ex:
+        if ex.errno == errno.ENAMETOOLONG:
+            return None
+        raise
 
 
 def _enter(dir_fd: int, name: str) -> int | None:
