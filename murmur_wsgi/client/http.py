@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 from urllib.parse import urljoin
 
@@ -30,6 +31,16 @@ FAILURES = ((requests.ConnectTimeout, ConnectTimeout, "cannot reach {where}: con
             (requests.ReadTimeout, ReadTimeout, "{where} did not answer within the timeout"),
             (requests.ConnectionError, ConnectionFailed, "cannot reach {where}: {reason}"),
             (requests.RequestException, DoorError, "the request to {where} failed: {reason}"))
+
+
+# A header value requests sends: empty, or no leading whitespace and no line break.
+_SENDABLE = re.compile(r"\S[^\r\n]*")
+
+
+def unsendable(headers: dict) -> list[str]:
+    """The names of ``headers`` whose value requests refuses to send."""
+    return [name for name, value in headers.items()
+            if isinstance(value, str) and value and not _SENDABLE.fullmatch(value)]
 
 
 def _reason(ex: Exception) -> str:
@@ -110,6 +121,13 @@ class JsonRpcHttp:
         except BodyTooSlow as ex:
             raise ReadTimeout(f"{self.noun} at {self.url} did not finish its answer within "
                               "the timeout", response=response, url=self.url) from ex
+        except requests.exceptions.InvalidHeader:
+            # NOTE: requests' text quotes the value, and a header's value is a credential
+            # more often than not (a token read from a file with its \r, a key with a space).
+            names = ", ".join(unsendable(self.headers)) or "a header"
+            raise DoorError(f"the request to {self.noun} at {self.url} was not sent: the "
+                            f"value of {names} holds a line break or begins with a space "
+                            "(the value is not shown)", url=self.url) from None
         except requests.RequestException as ex:
             klass, text = next((k, t) for r, k, t in FAILURES if isinstance(ex, r))
             raise klass(text.format(where=f"{self.noun} at {self.url}", reason=_reason(ex)),

@@ -69,6 +69,21 @@ def test_a_header_that_is_not_name_value_is_a_usage_error(capsys, value, shown):
     assert "secret" not in err
 
 
+@pytest.mark.parametrize("option, value, named", [
+    ("--token", "secret-token\r", "Authorization"), ("--api-key", " secret-key", "X-API-Key"),
+    ("--tenant", "secret\nX-Two: 2", "X-Tenant-ID")], ids=["token-cr", "key-space", "tenant-lf"])
+def test_a_credential_requests_cannot_send_is_named_never_shown(capsys, option, value, named):
+    """requests refuses the value with a text that quotes it: a token read from a file with
+    its \\r was printed whole."""
+    argv = ["get", "tsk_x", "--url", "http://127.0.0.1:9", option, value]
+    if option == "--tenant":
+        argv += ["--token", "jwt"]
+    status, out, err = cli(capsys, *argv)
+    assert (status, out) == (2, "")
+    assert f"the value of {named} holds a line break or begins with a space" in err
+    assert "secret" not in err
+
+
 def test_a_card_url_is_the_agent():
     client = A2AClient("http://127.0.0.1:9/a2a/v1/agents/echo/.well-known/agent-card.json")
     assert client.url == "http://127.0.0.1:9/a2a/v1/agents/echo"
