@@ -32,7 +32,9 @@ def chunks(response, size: int = READ_SIZE) -> Iterator[bytes]:
     silence past the read timeout ``requests.ReadTimeout``."""
     while True:
         try:
-            data = response.raw.read1(size)
+            # NOTE: decoded here: requests makes its raw response with decoding off, and
+            # asks for gzip and deflate; urllib3 decodes at most ``size`` bytes a read.
+            data = response.raw.read1(size, decode_content=True)
         except urllib3.exceptions.ReadTimeoutError as ex:
             raise requests.ReadTimeout(ex, response=response) from ex
         except (urllib3.exceptions.HTTPError, OSError) as ex:
