@@ -15,6 +15,8 @@ import time
 
 import redis
 
+from murmur_wsgi.hub.store.redis_replies import read
+
 try:                                      # PERF: one C call packs a command (redis[hiredis])
     from hiredis import pack_command as _pack_command
 except ImportError:                       # pragma: no cover - hiredis is a dependency
@@ -171,10 +173,10 @@ class Commands:
         try:
             try:
                 _write(conn, _packed(conn, (args,)))
-                return conn.read_response()
+                return read(conn)
             except redis.ConnectionError:      # it closed itself: once more, a new connection
                 _write(conn, _packed(conn, (args,)))
-                return conn.read_response()
+                return read(conn)
         finally:
             self._give(conn)
 
@@ -258,7 +260,7 @@ class Commands:
         answers = []
         for _ in commands:
             try:
-                answers.append(conn.read_response())
+                answers.append(read(conn))
             except redis.ResponseError as ex:      # every answer read: the connection stays
                 answers.append(ex)
         for answer in answers:
