@@ -25,7 +25,11 @@ import time
 import redis
 from greenlet import getcurrent
 from hiredis import PushNotification
-from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
+
+try:                                      # NOTE: redis-py's own parser, by its private names
+    from redis._parsers.hiredis import NOT_ENOUGH_DATA, _HiredisParser
+except ImportError:                       # pragma: no cover - another redis-py: its own reads
+    NOT_ENOUGH_DATA, _HiredisParser = object(), None
 
 try:                                      # the socket a gevent-patched process makes
     from gevent.socket import socket as _GeventSocket
