@@ -20,6 +20,7 @@ handler) runs on it.
 from __future__ import annotations
 
 import socket
+import sys
 import time
 
 import redis
@@ -31,10 +32,14 @@ try:                                      # NOTE: redis-py's own parser, by its 
 except ImportError:                       # pragma: no cover - another redis-py: its own reads
     NOT_ENOUGH_DATA, _HiredisParser = object(), None
 
-try:                                      # the socket a gevent-patched process makes
-    from gevent.socket import socket as _GeventSocket
-except ImportError:                       # pragma: no cover - gevent is a dependency
-    _GeventSocket = None
+
+
+def _gevent_socket():
+    """The socket class a gevent-patched process makes, once gevent is imported.
+
+    NOTE: looked up, not imported: importing the library never imports gevent
+    (tests/shared/test_import_order.py), which a process patches first."""
+    return getattr(sys.modules.get("gevent.socket"), "socket", None)
 
 
 _UNUSUAL = (redis.RedisError, PushNotification)
@@ -73,7 +78,7 @@ def read(conn):
 def _first(sock, buffer) -> int:
     """``sock.recv_into(buffer)`` for a reply not yet begun; a gevent socket read as gevent
     reads it (tried, then waited for), without its layers."""
-    if type(sock) is _GeventSocket:
+    if type(sock) is _gevent_socket():
         timeout = sock.timeout
         if timeout != 0.0:                # (0: a socket that never waits)
             try:
