@@ -14,6 +14,7 @@ from murmur_wsgi.agents.usage import RunUsage
 logger = logging.getLogger(__name__)
 
 MILLION = Decimal(1_000_000)
+_NOTHING = RunUsage()           # a run that reported nothing (only ever read)
 
 
 def _price(value) -> Decimal:
@@ -23,9 +24,8 @@ def _price(value) -> Decimal:
 def usage_part(usage: RunUsage | None, pricing: dict) -> dict:
     """``{"usage": {...}}``, the keys in the order "Run usage" lists them (``usage`` None:
     the run reported nothing)."""
-    if usage is None:           # PERF: what an empty RunUsage gives, without reading one
-        return {"usage": {"input_tokens": 0, "output_tokens": 0, "credits": 0.0,
-                          "credits_micros": 0, "pricing_status": "priced"}}
+    if usage is None:           # PERF: one empty RunUsage read, not one made a run
+        usage = _NOTHING
     micros = None               # PERF: no Decimal arithmetic for a run that priced nothing
     priced = True
     for model, counts in usage.by_model.items():

@@ -8,13 +8,9 @@ configs at once, so no more of its backlog is read than its slots can take.
 """
 from __future__ import annotations
 
-import logging
-
 from murmur_wsgi.hub.store.redis_events import WATCH_MS
 from murmur_wsgi.hub.store.redis_keys import (configs_key, events_key, lease_key, member,
                                               split_member, task_key)
-
-logger = logging.getLogger(__name__)
 
 DUE_BATCH = 256                # configs one DUE script looks at, at most
 
