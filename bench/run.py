@@ -156,6 +156,39 @@ def run_wrk(wrk: str, url: str, body: str, *, threads: int, connections: int,
     return stats
 
 
+# --- CPU -----------------------------------------------------------------------------
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def tree_cpu(root: int) -> float | None:
+    """CPU seconds (user + system) spent by process ``root`` and its descendants alive
+    now (a gunicorn master and its workers), from /proc; None where there is no /proc."""
+    parents, spent = {}, {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                fields = stat.read().rpartition(")")[2].split()
+        except OSError:
+            continue                      # gone meanwhile
+        parents[int(entry)] = int(fields[1])
+        spent[int(entry)] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    if root not in spent:
+        return None
+    found = {root}
+    while True:                           # children, then theirs, until none is new
+        more = {pid for pid, ppid in parents.items() if ppid in found} - found
+        if not more:
+            return sum(spent[pid] for pid in found)
+        found |= more
+
+
 # --- servers -------------------------------------------------------------------------
 
 
@@ -173,6 +206,7 @@ class Server:
     url: str
     proc: subprocess.Popen
     log_path: Path
+    redis_pid: int | None = None          # the redis-server it uses, started by this runner
 
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
@@ -279,6 +313,7 @@ def start_redis_hubs(workdir: Path, stack, targets: list[str]) -> dict:
             # tasks.max_per_tenant (then each message pays two more round trips) on its own.
             url = redis.socket_url(db=1) if target.endswith("-unix") else redis.url
             server = start_hub(workdir, target, url, 2 if target.endswith("-w2") else 1)
+        server.redis_pid = redis.proc.pid
         servers[target] = server
         stack.callback(stop_and_report, server)
     return servers
@@ -425,11 +460,22 @@ def run_once(scenario: Scenario, server: Server, wrk: str, args) -> dict:
         run_wrk(wrk, server.url, body, threads=args.threads, connections=args.connections,
                 seconds=args.warmup, count=False, **where)
     log(f"{scenario.name}: wrk -t{args.threads} -c{args.connections} -d{args.duration:g}s")
+    before = cpu_now(server)
     stats = run_wrk(wrk, server.url, body, threads=args.threads, connections=args.connections,
                     seconds=args.duration, count=count, **where)
     stats["body"] = body
-    log(f"{scenario.name}: {stats['rps']:.0f} requests/s")
+    for key, spent in cpu_now(server).items():
+        if spent is not None and before[key] is not None and stats["requests"]:
+            stats[key] = 1e6 * (spent - before[key]) / stats["requests"]
+    log(f"{scenario.name}: {stats['rps']:.0f} requests/s, "
+        f"{stats.get('server_cpu_us', float('nan')):.0f} µs of the server's CPU each")
     return stats
+
+
+def cpu_now(server: Server) -> dict:
+    """CPU seconds so far of the server's processes, and of its redis-server if any."""
+    return {"server_cpu_us": tree_cpu(server.proc.pid),
+            "redis_cpu_us": tree_cpu(server.redis_pid) if server.redis_pid else None}
 
 
 def summarize(scenario: Scenario, runs: list[dict], skipped: str | None) -> dict:
@@ -441,6 +487,11 @@ def summarize(scenario: Scenario, runs: list[dict], skipped: str | None) -> dict
     ordered = sorted(runs, key=lambda run: run["rps"])
     result.update(ordered[len(ordered) // 2])
     result["rounds_rps"] = [run["rps"] for run in runs]
+    for key in ("server_cpu_us", "redis_cpu_us"):     # each its own median round
+        spent = sorted(run[key] for run in runs if key in run)
+        if spent:
+            result[key] = spent[len(spent) // 2]
+            result[f"rounds_{key}"] = [run.get(key) for run in runs]
     return result
 
 
@@ -463,11 +514,12 @@ def markdown(results: list[dict]) -> str:
     # NOTE: wrk's latency figures break Little's law on a small machine (its mean exceeds
     # connections / rate), so the table shows the mean that law gives; wrk's percentiles
     # stay in the JSON.
-    lines = ["| scenario | what it measures | req/s | vs bare | mean ms | notes |",
-             "|---|---|---:|---:|---:|---|"]
+    lines = ["| scenario | what it measures | req/s | vs bare | server CPU µs/req | vs bare by CPU "
+             "| Redis CPU µs/req | mean ms | notes |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
         if "rps" not in r:
-            lines.append(f"| {r['name']} | {r['what']} | – | – | – | "
+            lines.append(f"| {r['name']} | {r['what']} | – | – | – | – | – | – | "
                          f"skipped: {r.get('skipped', '')[:80]} |")
             continue
         ratio = f"{r['rps'] / bare:.2f}" if bare else "–"
@@ -475,7 +527,9 @@ def markdown(results: list[dict]) -> str:
         if r.get("ratio_to_w1"):
             notes.append(f"{r['ratio_to_w1']:.2f}× one worker")
         if r.get("ratio_to_floor"):
-            notes.append(f"{r['ratio_to_floor']:.2f}× its floor ({FLOOR_OF[r['name']]})")
+            notes.append(f"{r['ratio_to_floor']:.2f}× its floor ({FLOOR_OF[r['name']]})"
+                         + (f", {r['cpu_ratio_to_floor']:.2f}× by CPU"
+                            if r.get("cpu_ratio_to_floor") else ""))
         if len(r.get("rounds_rps", [])) > 1:
             notes.append(f"{len(r['rounds_rps'])} rounds: {min(r['rounds_rps']):.0f}"
                          f"–{max(r['rounds_rps']):.0f} req/s")
@@ -487,8 +541,23 @@ def markdown(results: list[dict]) -> str:
         if errs:
             notes.append("wrk " + ", ".join(f"{k} {v}" for k, v in errs.items()))
         lines.append(f"| {r['name']} | {r['what']} | {r['rps']:.0f} | {ratio} | "
+                     f"{_figure(r.get('server_cpu_us'), '.0f')} | "
+                     f"{_figure(r.get('cpu_ratio_to_bare'), '.2f')} | "
+                     f"{_figure(r.get('redis_cpu_us'), '.0f')} | "
                      f"{r['little_mean_ms']:.2f} | {'; '.join(notes)} |")
     return "\n".join(lines)
+
+
+def _figure(value, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def cpu_ratio(base: dict, other: dict) -> float | None:
+    """``base``'s server CPU per request over ``other``'s: the ratio of their rates were
+    the worker's CPU all either needed (its own core, Redis and wrk on others)."""
+    if base.get("server_cpu_us") and other.get("server_cpu_us"):
+        return base["server_cpu_us"] / other["server_cpu_us"]
+    return None
 
 
 def main(argv=None) -> int:
@@ -560,6 +629,8 @@ def main(argv=None) -> int:
     for r in results:
         if bare and "rps" in r:
             r["ratio_to_bare"] = r["rps"] / bare
+        r["cpu_ratio_to_bare"] = cpu_ratio(by_name.get("bare-post", {}), r)
+        r["cpu_ratio_to_floor"] = cpu_ratio(by_name.get(FLOOR_OF.get(r["name"], ""), {}), r)
         one = by_name.get(W2_OF.get(r["name"], ""), {})
         if "rps" in r and one.get("rps"):
             r["ratio_to_w1"] = r["rps"] / one["rps"]
