@@ -25,21 +25,21 @@ from __future__ import annotations
 
 from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE, Counters
 from murmur_wsgi.hub.store.redis_client import guarded
+from murmur_wsgi.hub.store.redis_clock import CLOCK_FN
 from murmur_wsgi.hub.store.redis_keys import rate_key, running_key
 
 LEASE_LIVENESSES = 2             # a lease lives this many liveness periods without renewal
 
-_NOW = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+_NOW = CLOCK_FN + """
+local now = now_ms()
 """
 
 # Takes a run's lease in ``running`` and a token of ``rate`` (the bucket): 0, or what
 # refused (1: the concurrency bound, 2: the rate). Also part of the task store's OPEN script.
+# Its script opens with ``CLOCK_FN`` (redis_clock).
 ADMIT_FN = """
 local function admit(running, bucket, id, concurrency, rate, lease)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = now_ms()
   redis.call('ZREMRANGEBYSCORE', running, '-inf', now)
   if redis.call('ZCARD', running) >= concurrency then return 1 end
   local b = redis.call('HMGET', bucket, 'tokens', 'at')
@@ -65,7 +65,7 @@ end
 """
 
 # KEYS: running, rate   ARGV: task id, concurrency, rate per minute, lease ms
-ADMIT = ADMIT_FN + """
+ADMIT = CLOCK_FN + ADMIT_FN + """
 return admit(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
 """
 

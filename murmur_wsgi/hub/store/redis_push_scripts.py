@@ -21,15 +21,11 @@ record's ``pb``, which its END adds with its own. A config saved by an older hub
 """
 from __future__ import annotations
 
+from murmur_wsgi.hub.store.redis_clock import CLOCK_FN
 from murmur_wsgi.hub.task import TERMINAL
 
 _TERMINAL = "local T = {" + ", ".join(f"['{s}'] = 1" for s in sorted(TERMINAL)) + "}\n"
-_NOW = """
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-"""
+_NOW = CLOCK_FN         # now_ms(): one TIME per script, however many tasks DUE watches
 # KEYS given: the task's record, the tenant's sizes and bytes (retention's)
 _COUNT = """
 local function count(task, sizes, total, added)
