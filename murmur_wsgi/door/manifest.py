@@ -13,6 +13,7 @@ from typing import Any
 from marshmallow import (EXCLUDE, Schema, ValidationError, fields, post_load, validate,
                          validates_schema)
 
+from murmur_wsgi.agents.output import MAX_OUTPUT_BYTES
 from murmur_wsgi.agents.spec import AgentField
 from murmur_wsgi.loading import read_yaml
 from murmur_wsgi.settings import Block, ManifestError, Seconds, Size, StrictInt, first_error
@@ -30,6 +31,7 @@ OLD_SCOPES = {"message/send": "SendMessage", "message/stream": "SendStreamingMes
               "stream/watch": "murmur.WatchSession", "session/stop": "murmur.StopSession"}
 
 CREDENTIAL_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+MIN_OUTPUT_BYTES = 64 * 1024    # the least tasks.max_output_bytes: below, ordinary tasks fail
 
 
 class LifecycleSchema(Block):
@@ -151,6 +153,9 @@ class TasksSchema(Block):
     # The size of the finished tasks kept (record.size()): per owner, and every owner together.
     keep_finished_bytes = Size(load_default=256 * 1024 ** 2)
     keep_finished_bytes_total = Size(load_default=1024 ** 3)
+    # What one task's agent writes while it runs (agents/output.py): past it the task fails.
+    max_output_bytes = Size(load_default=MAX_OUTPUT_BYTES, validate=validate.Range(
+        min=MIN_OUTPUT_BYTES, error=f"must be at least 64Ki ({MIN_OUTPUT_BYTES} bytes)"))
 
 
 class LimitsSchema(Block):

@@ -10,6 +10,7 @@ import logging
 
 from murmur_wsgi.agents.endings import (NOT_JSON, AgentValueError, Ending, TaskCanceled,
                                         check_readable, run_agent)
+from murmur_wsgi.agents.output import passed_text
 from murmur_wsgi.hub.live import made_of
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.task import (CANCELED, COMPLETED, FAILED, answer_artifact,
@@ -129,16 +130,15 @@ def execute(run, ctx, payload: str | None) -> Ending:
 
 
 def count_output(run, size: int) -> None:
-    """Count ``size`` bytes the agent wrote (the run's lock held); past
+    """Count ``size`` bytes the agent wrote (the run's lock held; agents/output.py); past
     ``limits.max_output_bytes`` the task ends FAILED, the agent is stopped and its call
     raises TaskCanceled (as every later one does)."""
-    run.output += size
-    if run.output <= run.max_output:
+    output = run.output
+    if output.add(size):
         return
     run.request_stop(cancel=False)
-    if run.finish(FAILED, f"the run wrote more than {run.max_output} bytes "
-                          "(limits.max_output_bytes) and was stopped"):
+    if run.finish(FAILED, passed_text("run", output.limit, "limits.max_output_bytes")):
         logger.warning("task %s: the agent of %s/%s wrote more than %d bytes "
                        "(limits.max_output_bytes); stopped", run.task_id, run.tenant,
-                       run.agent_name, run.max_output)
+                       run.agent_name, output.limit)
     raise TaskCanceled(run.task_id)

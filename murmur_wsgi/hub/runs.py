@@ -42,6 +42,7 @@ import threading
 import time
 
 from murmur_wsgi.agents.endings import AgentValueError, TaskCanceled
+from murmur_wsgi.agents.output import OutputCount
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.context import HubContext
 from murmur_wsgi.hub.live import MERGE_TOKENS, LiveBacklog
@@ -75,9 +76,9 @@ class Run:
         self.agent_name = task.agent
         self.agent = agent
         self.timeout = limits["run_timeout_secs"]
-        self.max_output = limits["max_output_bytes"]
         self.max_models = limits["max_usage_models"]
-        self.output = 0              # the bytes of output the agent wrote (run_end.count_output)
+        # The bytes of output the agent wrote, against its bound (run_end.count_output).
+        self.output = OutputCount(limits["max_output_bytes"])
         # The run's own stream, ``live`` bytes at most behind; None: no stream reads it.
         self.live = None if live is None else LiveBacklog(live, self._live_text,
                                                           self._live_state, task.id)

@@ -176,7 +176,8 @@ def test_load_manifest_defaults():
     assert manifest.tasks == {"keep_finished": 10_000, "keep_finished_total": 50_000,
                               "keep_finished_secs": 86_400.0,
                               "keep_finished_bytes": 256 * 1024 ** 2,
-                              "keep_finished_bytes_total": 1024 ** 3}
+                              "keep_finished_bytes_total": 1024 ** 3,
+                              "max_output_bytes": 64 * 1024 ** 2}
     assert manifest.limits == {"max_body_bytes": 64 * 1024 ** 2, "max_parts": 1_000,
                                "max_json_depth": 64, "max_json_values": 1_000_000,
                                "reference_bytes": 64 * 1024,

@@ -4,15 +4,19 @@
 frames, artifacts, usage, a question to the client, delegations, a background
 command, trace records). ``TaskManager._run`` builds one per task, passing
 what the door knows explicitly: its manager (whose ``store`` lock guards every
-change, ``works``, ``frame_names``, ``input_timeout`` and ``publish_locked``), the
-task's record, the session's trace and delegations. Each call made after the
-task's cancel (or end) raises ``TaskCanceled``.
+change, ``works``, ``frame_names``, ``input_timeout``, ``max_output`` and
+``publish_locked``), the task's record, the session's trace and delegations. Each
+call made after the task's cancel (or end) raises ``TaskCanceled``. What the agent
+writes (its progress, frames, artifacts and the models its usage names) is counted
+(``_within_locked``): past ``tasks.max_output_bytes`` its task ends FAILED and the
+agent is stopped.
 """
 from __future__ import annotations
 
 import logging
 
 from murmur_wsgi.agents.endings import TaskCanceled, TaskFailed
+from murmur_wsgi.agents.output import OutputCount
 from murmur_wsgi.agents.owned import own_fields
 from murmur_wsgi.agents.parts import Reply
 from murmur_wsgi.agents.port import AgentPort, AskInterrupted
@@ -20,6 +24,7 @@ from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.door.tasks import frames
 from murmur_wsgi.door.tasks.record import INPUT_REQUIRED, TaskRecord
 from murmur_wsgi.door.tasks.works import CommandRefused
+from murmur_wsgi.wire.encode import utf8_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +39,8 @@ class AgentCalls(AgentPort):
         self.trace = trace              # session.trace.Trace
         self.delegations = delegations  # session.delegations.Delegations
         self.session = session          # read for ``closing`` only
+        # guarded by the store's lock: what the agent wrote, in bytes (agents/output.py)
+        self.output = OutputCount(manager.max_output)
 
     # --- cancellation -----------------------------------------------------
 
@@ -69,7 +76,11 @@ class AgentCalls(AgentPort):
         with self.store.lock:
             if self.cancelled():
                 raise TaskCanceled(record.id)
-            self.manager.publish_locked(record, frames.status_later(record, text))
+            event = frames.status_later(record, text)
+            if self._within_locked(event.size):
+                self.manager.publish_locked(record, event)
+                return
+        self._stopped()
 
     def frame(self, name: str, text: str, fields: dict) -> None:
         """Publish an agent's frame; never after the task's end, never one the card omits.
@@ -87,8 +98,11 @@ class AgentCalls(AgentPort):
         with self.store.lock:
             if self.cancelled():
                 raise TaskCanceled(record.id)
-            self.manager.publish_locked(record, frames.frame_later(name, text, fields, record),
-                                  frame=True)
+            event = frames.frame_later(name, text, fields, record)
+            if self._within_locked(event.size):
+                self.manager.publish_locked(record, event, frame=True)
+                return
+        self._stopped()
 
     def artifact(self, artifact: dict, append: bool, last: bool) -> None:
         """Keep an agent's artifact (or chunk) on the task and publish its artifactUpdate.
@@ -99,24 +113,32 @@ class AgentCalls(AgentPort):
         with self.store.lock:
             if self.cancelled():
                 raise TaskCanceled(record.id)
-            held = record.agent_artifacts
-            if held is None:
-                held = record.agent_artifacts = {}
-            if append:
-                # PERF: the chunk's parts go onto the kept artifact's own list, in place:
-                # copying the list each chunk made N chunks cost N^2 / 2 under the lock;
-                # and its artifact is found by id, not searched among the task's others.
-                kept = held.get(artifact["artifactId"])
-                if kept is not None:
-                    kept["parts"].extend(artifact["parts"])
-            else:
-                # NOTE: the task keeps a copy whose parts list is its own: the first
-                # chunk's event, built later from ``artifact``, still shows its own parts.
-                # Names are unique within a task (agents/artifacts.Artifacts).
-                held[artifact["artifactId"]] = dict(artifact, parts=list(artifact["parts"]))
-            self.store.change_locked(record)
-            self.manager.publish_locked(record, frames.artifact_later(
-                record, artifact, append=append, last_chunk=last))
+            event = frames.artifact_later(record, artifact, append=append, last_chunk=last)
+            if self._within_locked(event.size):
+                self._keep_locked(artifact, append)
+                self.store.change_locked(record)
+                self.manager.publish_locked(record, event)
+                return
+        self._stopped()
+
+    def _keep_locked(self, artifact: dict, append: bool) -> None:
+        """Keep an artifact (or add a chunk's parts to the one of its id) on the task."""
+        record = self.record
+        held = record.agent_artifacts
+        if held is None:
+            held = record.agent_artifacts = {}
+        if append:
+            # PERF: the chunk's parts go onto the kept artifact's own list, in place:
+            # copying the list each chunk made N chunks cost N^2 / 2 under the lock;
+            # and its artifact is found by id, not searched among the task's others.
+            kept = held.get(artifact["artifactId"])
+            if kept is not None:
+                kept["parts"].extend(artifact["parts"])
+        else:
+            # NOTE: the task keeps a copy whose parts list is its own: the first
+            # chunk's event, built later from ``artifact``, still shows its own parts.
+            # Names are unique within a task (agents/artifacts.Artifacts).
+            held[artifact["artifactId"]] = dict(artifact, parts=list(artifact["parts"]))
 
     def usage(self, report: tuple) -> None:
         """Add a checked ``RunUsage.check`` report to the task's usage."""
@@ -124,7 +146,24 @@ class AgentCalls(AgentPort):
         with self.store.lock:
             if record.usage is None:
                 record.usage = RunUsage()
-            record.usage.add(*report)
+            model = report[3]
+            if model in record.usage.by_model or self._within_locked(utf8_bytes(model or "")):
+                record.usage.add(*report)
+                return
+        self._stopped()
+
+    def _within_locked(self, size: int) -> bool:
+        """Count ``size`` bytes the agent wrote (an event's, as the replay buffer counts
+        it); False once past ``tasks.max_output_bytes``, the task ended FAILED."""
+        if self.output.add(size):
+            return True
+        self.manager.fail_overflowing_locked(self.record)
+        return False
+
+    def _stopped(self):
+        """The agent wrote past its bound: its task's end is written, its call refused."""
+        self.session.trace.flush()
+        raise TaskCanceled(self.record.id)
 
     def record_event(self, event_type: str, fields: dict) -> str:
         return self.trace.task_event(self.record.id, event_type, **fields)

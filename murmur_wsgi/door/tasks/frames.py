@@ -49,22 +49,20 @@ class Deferred:
     when the event is published), so it reads the same whenever, and however
     often, it is built: two readers building it at once get the same text.
     ``EventRing`` keeps the text.
+    ``size`` is about what it holds until built: its strings' lengths, and its lists' and
+    objects' memory (``EventRing``'s bound, and a task's ``tasks.max_output_bytes``).
+    PERF: taken once, as it is made: the agent's writes and the ring both read it.
     """
 
-    __slots__ = ("_build", "_args")
+    __slots__ = ("_build", "_args", "size")
 
     def __init__(self, build, *args):
         self._build = build
         self._args = args
+        self.size = sum(map(_size, args))
 
     def __call__(self) -> str:
         return self._build(*self._args)
-
-    @property
-    def size(self) -> int:
-        """About what it holds until built: its strings' lengths, and its lists' and
-        objects' memory (``EventRing``'s bound)."""
-        return sum(map(_size, self._args))
 
 
 def _size(value) -> int:

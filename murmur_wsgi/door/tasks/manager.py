@@ -24,6 +24,7 @@ from collections import deque
 from murmur_wsgi.agents.base import TaskContext
 from murmur_wsgi.agents.endings import NOT_JSON, Ending, run_agent
 from murmur_wsgi.agents.inline import runs_inline
+from murmur_wsgi.agents.output import passed_text
 from murmur_wsgi.agents.parts import Reply
 from murmur_wsgi.door.card import HTTP_FRAMES, PROCESS_FRAMES
 from murmur_wsgi.ids import new_id
@@ -65,6 +66,14 @@ class Runtime:
                 logger.exception("a cancel waker failed")
 
 
+def _stop_agent_locked(record: TaskRecord) -> None:
+    """Tell a live task's agent to stop: its calls raise TaskCanceled, its wakers run."""
+    runtime = record.runtime
+    if runtime is not None:
+        runtime.cancelled = True
+        runtime.wake()
+
+
 class TaskManager:
     """Starts tasks under the manifest's acceptance, and moves them to their end."""
 
@@ -79,6 +88,7 @@ class TaskManager:
         self.acceptance = lifecycle["task_acceptance"]
         self.queue_depth = lifecycle["queue_depth"]
         self.input_timeout = lifecycle["input_timeout_secs"]
+        self.max_output = session.manifest.tasks["max_output_bytes"]   # per task (agent_calls)
         self._live: set[str] = set()            # guarded by store.lock: started, not ended
         self._queue: deque[TaskRecord] = deque()  # guarded by store.lock: waiting to start
         self._agents: set[str] = set()            # guarded by store.lock: agents not returned
@@ -187,15 +197,26 @@ class TaskManager:
         return True
 
     def _cancel_locked(self, record: TaskRecord):
-        runtime = record.runtime
-        if runtime is not None:
-            runtime.cancelled = True
-            runtime.wake()
+        _stop_agent_locked(record)
         if record in self._queue:
             self._queue.remove(record)
         residue = [work.residue() for work in self.works.running()]
         self._end_locked(record, CANCELED, None, residue=residue or None)
         return self._next_locked(record)
+
+    def fail_overflowing_locked(self, record: TaskRecord) -> None:
+        """The agent wrote past ``tasks.max_output_bytes``: its task ends FAILED, and the
+        agent is stopped as a cancel stops it (its calls raise TaskCanceled, a harness is
+        ended with SIGTERM); its slot stays taken until it returns."""
+        if record.terminal:
+            return
+        _stop_agent_locked(record)
+        self._end_locked(record, FAILED, passed_text("agent", self.max_output,
+                                                     "tasks.max_output_bytes"))
+        self._live.discard(record.id)
+        # NOTE: the sizes only: what the agent wrote is its own, never the log's.
+        logger.warning("task %s: the agent wrote more than %d bytes (tasks.max_output_bytes); "
+                       "stopped", record.id, self.max_output)
 
     def stop_all(self) -> list[str]:
         """Cancel every live task (murmur.StopSession); return their ids, sorted."""
@@ -203,10 +224,7 @@ class TaskManager:
         with self.store.lock:
             for record in list(self._queue) + [self.store.get(t) for t in self._live]:
                 if record is not None and not record.terminal:
-                    runtime = record.runtime
-                    if runtime is not None:
-                        runtime.cancelled = True
-                        runtime.wake()
+                    _stop_agent_locked(record)
                     self._end_locked(record, CANCELED, None)
                     canceled.append(record.id)
             self._queue.clear()
