@@ -41,6 +41,11 @@ def main(mode):
         sys.stdout.write('{"type": "tool-call-started", "toolName": "x", "input": NaN}\n')
         sys.stdout.flush()
         block()
+    elif mode.startswith("nested-"):            # a line nesting N levels, then an answer
+        levels = int(mode.split("-")[1]) - 1     # the line's own object is the first
+        sys.stdout.write('{"type":"tool-call-started","toolName":"t","input":'
+                         + "[" * levels + "]" * levels + "}\n")
+        send(type="response", text="done")
     elif mode == "bad-field":
         send(type="text", text=42)
         block()

@@ -47,12 +47,14 @@ from murmur_wsgi.agents.harness_lines import field as _field
 from murmur_wsgi.agents.port import AskInterrupted
 from murmur_wsgi.agents.process import REAP_SECS, HarnessProcess, exit_text
 from murmur_wsgi.wire.encode import compact_utf8, utf8_bytes
+from murmur_wsgi.wire.json_counts import too_deep
 
 logger = logging.getLogger(__name__)
 
 STDERR_LIMIT = 1024 ** 2      # bytes of stderr a task's harness may write ("max_stderr_bytes")
 MAX_SESSIONS = 10_000         # contexts whose harness session is remembered, newest kept
 SESSION_ID_BYTES = 1024       # a harness session id's longest ("max_session_id_bytes")
+LINE_DEPTH = 64               # a line's deepest nesting of objects and arrays ("max_line_depth")
 
 
 def _key(owner: str | None, context_id: str) -> tuple:
@@ -76,8 +78,8 @@ class HarnessAgent:
     Args:
         spec: the manifest's ``agent`` block: ``process`` (argv), and
             optionally ``idle_timeout_secs`` (600), ``cancel_grace_secs`` (10),
-            ``max_line_bytes`` (1 MiB), ``max_stderr_bytes`` (1 MiB) and
-            ``max_session_id_bytes`` (1 KiB: the ids remembered, ``MAX_SESSIONS`` at
+            ``max_line_bytes`` (1 MiB), ``max_line_depth`` (64), ``max_stderr_bytes``
+            (1 MiB) and ``max_session_id_bytes`` (1 KiB: the ids remembered, ``MAX_SESSIONS`` at
             most, hold at most their product).
     """
 
@@ -88,6 +90,7 @@ class HarnessAgent:
         self.idle_timeout = float(spec.get("idle_timeout_secs", 600.0))
         self.cancel_grace = float(spec.get("cancel_grace_secs", 10.0))
         self.max_line_bytes = int(spec.get("max_line_bytes", 1024 ** 2))
+        self.max_line_depth = int(spec.get("max_line_depth", LINE_DEPTH))
         self.stderr_limit = int(spec.get("max_stderr_bytes", STDERR_LIMIT))
         self.max_session_id_bytes = int(spec.get("max_session_id_bytes", SESSION_ID_BYTES))
         self._cond = threading.Condition()
@@ -270,6 +273,10 @@ class HarnessAgent:
     def _handle(self, ctx: TaskContext, proc: HarnessProcess, line: int,
                 raw: bytes) -> str | Completed | None:
         """Act on one line; return the task's outcome when it is one."""
+        # NOTE: counted before the parse, whose recursion would end deep in RecursionError.
+        if too_deep(raw, self.max_line_depth):
+            raise HarnessFault(f"harness: line {line} nests deeper than max_line_depth "
+                               f"({self.max_line_depth} levels)")
         try:
             msg = json.loads(raw, parse_constant=_no_constant)
         except ValueError:

@@ -11,7 +11,7 @@ import re
 
 from marshmallow import ValidationError, fields, validate
 
-from murmur_wsgi.settings import Block, Seconds, Size
+from murmur_wsgi.settings import Block, Seconds, Size, StrictInt
 
 logger = logging.getLogger(__name__)
 
@@ -21,6 +21,10 @@ class HarnessSchema(Block):
     idle_timeout_secs = Seconds(load_default=600.0, validate=validate.Range(min=0, min_inclusive=False))
     cancel_grace_secs = Seconds(load_default=10.0, validate=validate.Range(min=0))
     max_line_bytes = Size(load_default=1024 ** 2)
+    # NOTE: at most 512: deeper, the JSON parser's recursion reaches Python's limit; at
+    # least 3: an artifact-add's parts sit at depth 3.
+    max_line_depth = StrictInt(load_default=64, validate=validate.Range(
+        min=3, max=512, error="must be from 3 to 512 levels"))
     max_stderr_bytes = Size(load_default=1024 ** 2)
     max_session_id_bytes = Size(load_default=1024)
 

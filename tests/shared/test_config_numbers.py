@@ -93,6 +93,20 @@ def test_a_harness_duration_past_ten_years_is_refused():
     assert str(info.value).startswith("agent.idle_timeout_secs: must be at most")
 
 
+@pytest.mark.parametrize("value, error", [(2, "must be from 3 to 512 levels"),
+                                           (513, "must be from 3 to 512 levels"),
+                                           (True, "Not a valid integer."),
+                                           (64.0, "Not a valid integer.")])
+def test_a_harness_line_depth_out_of_its_range_is_refused(value, error):
+    with pytest.raises(ManifestError) as info:
+        make_door(inference={"transport": "process"},
+                  agent={"process": ["cat"], "max_line_depth": value})
+    assert str(info.value) == f"agent.max_line_depth: {error}"
+    agent = make_door(inference={"transport": "process"},
+                      agent={"process": ["cat"], "max_line_depth": 512}).session.agent
+    assert agent.max_line_depth == 512
+
+
 def test_a_door_at_the_longest_heartbeat_streams():
     rpc = Rpc(make_door(stream={"heartbeat_secs": MAX_SECS}))
     try:

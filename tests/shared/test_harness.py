@@ -149,6 +149,21 @@ def test_a_failing_harness_fails_the_task_and_leaves_no_process(doors, mode, mes
     assert end["exit_status"] == "failed"
 
 
+@pytest.mark.parametrize("levels", [64, 65, 5000])
+def test_a_line_nested_past_max_line_depth_fails_the_task(doors, caplog, levels):
+    # NOTE: before, 5,000 levels (10 KB) ended the parse in RecursionError: the task failed
+    # "the agent failed: RecursionError" and its traceback was logged.
+    rpc = doors(FAULTS + [f"nested-{levels}"], max_line_bytes=64 * 1024)
+    task = rpc.result("SendMessage", send_params("go"))["task"]
+    if levels == 64:
+        assert task["status"]["state"] == COMPLETED
+        return
+    assert task["status"]["state"] == FAILED
+    assert status_text(task) == "harness: line 1 nests deeper than max_line_depth (64 levels)"
+    assert_gone(rpc.door, harness_pid(rpc.door, task["id"]))
+    assert "Traceback" not in caplog.text
+
+
 def test_a_harness_that_cannot_start_fails_the_task(doors, tmp_path):
     rpc = doors([str(tmp_path / "no-such-harness")])
     task = rpc.result("SendMessage", send_params("go"))["task"]
