@@ -51,8 +51,8 @@ def _import_module(name: str):
 
 
 def read_yaml(path: str, error: type[Exception]):
-    """The YAML document at ``path``; unreadable, not a regular file, not UTF-8 or not
-    YAML raises ``error``.
+    """The YAML document at ``path``; unreadable, not a regular file, not UTF-8, not
+    YAML or nested past the parser's recursion raises ``error``.
 
     The file is opened without blocking and checked before it is read: a FIFO no one
     writes would hold the command for good, a device (``/dev/zero``) never ends.
@@ -74,6 +74,8 @@ def read_yaml(path: str, error: type[Exception]):
         raise error(f"{path}: cannot be read: {ex.strerror}") from None
     except UnicodeDecodeError as ex:
         raise error(f"{path}: is not UTF-8 text (byte {ex.start})") from None
+    except RecursionError:
+        raise error(f"{path}: nests too deeply to be read") from None
     except yaml.YAMLError as ex:
         mark = getattr(ex, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

@@ -38,7 +38,10 @@ def file_keys(path: str, tenants) -> dict[str, str]:
     for tenant, block in (blocks or {}).items() if isinstance(blocks, dict) else ():
         if tenant not in tenants or not isinstance(block, dict):
             continue
-        for digest in block.get("api_keys") or []:
+        listed = block.get("api_keys") or []
+        if not isinstance(listed, list):
+            raise _Unreadable(f"{path}: tenants.{tenant}.api_keys is not a list")
+        for digest in listed:
             if isinstance(digest, str) and DIGEST.match(digest):
                 out.setdefault(digest, tenant)
     return out

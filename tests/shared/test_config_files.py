@@ -70,3 +70,12 @@ def test_a_directory_is_refused_as_not_a_regular_file_and_left_closed(tmp_path):
             read_yaml(str(tmp_path), Refused)
         assert str(refused.value) == f"{tmp_path}: is not a regular file"
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+@pytest.mark.parametrize("argv", [["serve"], ["hub"]], ids=["serve", "hub"])
+def test_a_config_nested_past_the_parser_s_recursion_exits_2(tmp_path, capsys, argv):
+    # NOTE: before, the parser's RecursionError left the command with a traceback.
+    path = tmp_path / "config.yaml"
+    path.write_text("name: " + "[" * 2000 + "]" * 2000)
+    assert run_cli([*argv, "--config", str(path)]) == 2
+    assert capsys.readouterr().err == f"murmur-wsgi: {path}: nests too deeply to be read\n"
