@@ -10,69 +10,21 @@ all there by then, the cut shuts the connection's socket down and the wait ends 
 read timeout, the one a silent server gets. The cut is disarmed before the
 connection's answer is handed over, so it never touches a connection back in the pool.
 
-Every cut is a timer of one ``Timers`` (timers.py: one thread for all), made again in
-a forked child, where its parent's thread is not.
-
-Concurrency: a cut fires on a thread of its own, ``disarm`` is the caller's; the cut's
-lock makes one of them first: ``disarm`` returns after the socket was shut down, or
-the socket never is, and says which.
+The cut is ``cuts.py``'s (one home: the hub's push attempts use it too).
 """
 from __future__ import annotations
 
 import logging
-import os
 import socket
-import threading
 
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from murmur_wsgi.timers import Timers
+from murmur_wsgi.cuts import Cut
 
 logger = logging.getLogger(__name__)
-
-_timers: tuple[int, Timers] | None = None          # (the process id, its timers)
-
-
-def timers() -> Timers:
-    """This process's timers for the client's deadlines (two threads that both make them
-    at once: one is kept, the other's timers still fire)."""
-    global _timers
-    current = _timers
-    if current is None or current[0] != os.getpid():
-        current = _timers = (os.getpid(), Timers("murmur-wsgi-deadlines"))
-    return current[1]
-
-
-class Cut:
-    """Shut ``sock`` down in ``seconds``, unless disarmed first."""
-
-    def __init__(self, sock, seconds: float):
-        self._sock = sock
-        self._lock = threading.Lock()
-        self._state = "armed"           # then "disarmed" or "fired", once
-        self._timer = timers().after(seconds, self._fire)
-
-    def _fire(self) -> None:
-        with self._lock:
-            if self._state != "armed":
-                return
-            self._state = "fired"
-            try:
-                self._sock.shutdown(socket.SHUT_RDWR)   # every wait on it ends
-            except OSError:
-                pass                    # closed already
-
-    def disarm(self) -> bool:
-        """True when disarmed in time; False when the socket was shut down."""
-        self._timer.cancel()
-        with self._lock:
-            if self._state == "fired":
-                return False
-            self._state = "disarmed"
-            return True
 
 
 class _HeadersDeadline:

@@ -7,9 +7,11 @@ rebinding), TLS verified against the URL's host name (SNI too), never
 through a proxy (http.client reads no ``HTTPS_PROXY``), never following a
 redirect (http.client does not), and only to the allowed ports. The whole
 attempt has ``timeout`` seconds: the handshake, every write of the request
-and every read of the answer get only what is left of them, so a receiver
-that reads the body or sends its answer a byte at a time cannot hold an
-attempt longer. A request http.client cannot write (a url path that is not
+and every read of the answer get only what is left of them, and at the
+deadline a cut (cuts.py) shuts the connection down, so a receiver that takes
+the request, or sends its handshake or its answer, a byte at a time cannot
+hold an attempt longer (gevent's SSL socket bounds each wait of a step by the
+timeout, not the step: without the cut, a byte in time kept it going). A request http.client cannot write (a url path that is not
 ASCII, a token that is not Latin-1 or holds a control character: a config
 saved before Create refused them) is refused before anything is resolved: its
 answer is final.
@@ -25,6 +27,7 @@ import ssl
 import time
 from urllib.parse import urlsplit
 
+from murmur_wsgi.cuts import Cut
 from murmur_wsgi.hub.push import addresses
 from murmur_wsgi.hub.push.rules import header_value
 
@@ -117,17 +120,23 @@ class PinnedConnection(http.client.HTTPSConnection):
         self._address = address
         self._deadline = deadline
         self.response_class = functools.partial(_Answer, deadline=deadline)
+        self._cut = None                # the deadline's Cut, of a duplicate of the socket
+        self._peer = None               # that duplicate (wrapping detaches the socket)
+        self.cut = False                # the deadline cut the connection (set by close())
 
     def connect(self) -> None:
         family = socket.AF_INET6 if self._address.version == 6 else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
+            self._peer = sock.dup()
+            self._cut = Cut(self._peer, max(0.0, self._deadline - time.monotonic()))
             sock.settimeout(self.timeout)
             sock.connect((str(self._address), self.port))
             sock.settimeout(max(0.001, self._deadline - time.monotonic()))   # the handshake's
             self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
         except BaseException:
             sock.close()
+            self.close()
             raise
 
     def send(self, data) -> None:
@@ -142,6 +151,18 @@ class PinnedConnection(http.client.HTTPSConnection):
                 raise TimeoutError("timed out")
             self.sock.settimeout(remaining)
             left = left[self.sock.send(left[:WRITE_BYTES]):]
+
+    def close(self) -> None:
+        """Close the connection, and disarm its cut (``cut``: whether it had fired)."""
+        try:
+            super().close()
+        finally:
+            cut, self._cut = self._cut, None
+            peer, self._peer = self._peer, None
+            if cut is not None:
+                self.cut = not cut.disarm()
+            if peer is not None:
+                peer.close()
 
 
 def tls_context(ca_file: str | None) -> ssl.SSLContext:
@@ -186,25 +207,33 @@ class Egress:
                 candidate.connect()
             except ssl.SSLError as ex:
                 candidate.close()
+                if candidate.cut:
+                    raise NetworkError("timed out") from None
                 raise NetworkError(f"TLS failed ({ex.reason or 'handshake'})") from None
             except OSError as ex:
                 candidate.close()
-                last = ex
+                last = None if candidate.cut else ex        # None: timed out
                 continue
             conn = candidate
             break
         if conn is None:
             raise NetworkError(_network_reason(last))
+        failed = None
         try:
             conn.request("POST", target, body=body, headers=headers)
             conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
             answer = conn.getresponse()
             answer.read(MAX_ANSWER_BYTES)
-            return answer.status
         except (OSError, http.client.HTTPException) as ex:
-            raise NetworkError(_network_reason(ex)) from None
+            failed = ex
         finally:
             conn.close()
+        # NOTE: a cut answer may read as a short one, without an error: the cut says.
+        if conn.cut:
+            raise NetworkError("timed out")
+        if failed is not None:
+            raise NetworkError(_network_reason(failed))
+        return answer.status
 
 
 def _network_reason(ex) -> str:
