@@ -263,3 +263,38 @@ def test_a_receiver_that_reads_the_body_slowly_is_cut_at_the_attempts_deadline(p
     body = b"x" * (64 * 1024 - 100)
     assert cut_at_deadline(phub, cert, serve, body, 0.5, rcvbuf=2048) < 1.3
     assert 0 < sum(received) < len(body)                  # it was still writing when cut
+
+
+@pytest.mark.timed          # a bound in seconds
+def test_a_lookup_that_does_not_end_is_cut_at_the_attempts_deadline(phub):
+    # NOTE: before, the lookup (getaddrinfo: no timeout of its own, the system resolver's
+    # own, tens of seconds for a host whose name servers never answer) held the attempt
+    # until it returned. Now each attempt waits for it only until its deadline, and the
+    # attempts that come while it runs wait on it too rather than start one each.
+    release = threading.Event()
+    calls = []
+
+    def stuck(host, port):
+        calls.append(host)
+        release.wait(30)
+        return ["127.0.0.1"]
+
+    egress = phub.push.egress
+    egress.resolver = stuck
+    outcomes = []
+
+    def attempt():
+        try:
+            egress.post("https://slow.test/h", b"{}", {}, 0.3)
+        except NetworkError as ex:
+            outcomes.append(str(ex))
+    try:
+        for _ in range(3):
+            thread = threading.Thread(target=attempt)
+            thread.start()
+            thread.join(2.0)
+            assert not thread.is_alive(), "the attempt waited for the lookup past its deadline"
+        assert outcomes == ["timed out"] * 3
+        assert calls == ["slow.test"]                     # one lookup, however many attempts
+    finally:
+        release.set()

@@ -1,7 +1,12 @@
 """Egress that cannot be turned against the network: one checked POST to a webhook.
 
 Per connection the host is resolved once (``resolver``); if ANY address is
-outside the public internet (addresses.py), nothing is dialed. Otherwise the
+outside the public internet (addresses.py), nothing is dialed. The lookup
+(``getaddrinfo``: no timeout of its own, the system resolver's can be tens of
+seconds) runs on a thread of its own and is waited for only until the
+attempt's deadline; an attempt for a host whose lookup still runs waits on
+that one rather than start another (``Lookups``), so a host whose name
+servers never answer holds one lookup, not one per attempt. Otherwise the
 connection goes to an address that was checked (no second lookup, so no DNS
 rebinding), TLS verified against the URL's host name (SNI too), never
 through a proxy (http.client reads no ``HTTPS_PROXY``), never following a
@@ -11,19 +16,21 @@ and every read of the answer get only what is left of them, and at the
 deadline a cut (cuts.py) shuts the connection down, so a receiver that takes
 the request, or sends its handshake or its answer, a byte at a time cannot
 hold an attempt longer (gevent's SSL socket bounds each wait of a step by the
-timeout, not the step: without the cut, a byte in time kept it going). A request http.client cannot write (a url path that is not
-ASCII, a token that is not Latin-1 or holds a control character: a config
-saved before Create refused them) is refused before anything is resolved: its
-answer is final.
+timeout, not the whole step). A request http.client cannot write (a url path
+that is not ASCII, a token that is not Latin-1 or holds a control character:
+a config saved before Create refused them) is refused before anything is
+resolved: its answer is final.
 """
 from __future__ import annotations
 
+import _thread
 import functools
 import http.client
 import io
 import logging
 import socket
 import ssl
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -57,6 +64,59 @@ def system_resolver(host: str, port: int) -> list[str]:
     return [info[4][0] for info in infos]
 
 
+class _Lookup:
+    """One lookup in flight: ``done`` is set once ``addresses`` or ``error`` is."""
+
+    __slots__ = ("done", "addresses", "error")
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.addresses = None
+        self.error = None
+
+
+class Lookups:
+    """Host lookups through ``resolver(host, port)``, each waited for up to a deadline.
+
+    Concurrency: ``_lock`` guards ``_running`` ((host, port) -> the ``_Lookup`` in
+    flight); the thread that runs a lookup removes it once it has ended, so a later
+    attempt looks the host up afresh (nothing is cached).
+    """
+
+    def __init__(self, resolver):
+        self.resolver = resolver
+        self._lock = threading.Lock()
+        self._running: dict[tuple, _Lookup] = {}
+
+    def resolve(self, host: str, port: int, deadline: float) -> list[str]:
+        """The addresses of ``host``; the resolver's error, or TimeoutError at ``deadline``."""
+        key = (host, port)
+        with self._lock:
+            lookup = self._running.get(key)
+            fresh = lookup is None
+            if fresh:
+                lookup = self._running[key] = _Lookup()
+        if fresh:
+            _thread.start_new_thread(self._run, (key, lookup))
+        if not lookup.done.wait(max(0.0, deadline - time.monotonic())):
+            raise TimeoutError("timed out")
+        if lookup.error is not None:
+            raise lookup.error
+        if lookup.addresses is None:            # its thread was ended (the worker exits)
+            raise OSError("the lookup was ended")
+        return list(lookup.addresses)
+
+    def _run(self, key: tuple, lookup: _Lookup) -> None:
+        try:
+            lookup.addresses = self.resolver(*key)
+        except Exception as ex:  # noqa: BLE001 - handed to every attempt that waits on it
+            lookup.error = ex
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+            lookup.done.set()
+
+
 def checked_addresses(host: str, port: int, resolver, allow: list) -> list:
     """The addresses to dial, each checked; Refused when any is not public."""
     literal = addresses.parse(host)
@@ -65,6 +125,8 @@ def checked_addresses(host: str, port: int, resolver, allow: list) -> list:
     else:
         try:
             raw = resolver(host, port)
+        except TimeoutError:
+            raise NetworkError("timed out") from None
         except (OSError, UnicodeError) as ex:
             raise NetworkError(f"the host does not resolve ({type(ex).__name__})") from None
         found = []
@@ -181,6 +243,7 @@ class Egress:
         self.allow = allow
         self.context = tls_context(ca_file)
         self.resolver = system_resolver
+        self.lookups = Lookups(lambda host, port: self.resolver(host, port))
 
     def post(self, url: str, body: bytes, headers: dict, timeout: float) -> int:
         """The answer's status; Refused (nothing dialed) or NetworkError."""
@@ -197,7 +260,8 @@ class Egress:
         if not writable(target, headers):
             raise Refused("refused: the url or the token cannot be written in an HTTP "
                           "request")
-        targets = checked_addresses(host, port, self.resolver, self.allow)
+        resolve = functools.partial(self.lookups.resolve, deadline=deadline)
+        targets = checked_addresses(host, port, resolve, self.allow)
         conn, last = None, None
         for address in targets:
             if deadline <= time.monotonic():
