@@ -76,6 +76,13 @@ def main(mode):
         child = subprocess.Popen(["sleep", "30"])
         send(type="thinking", text=f"child {child.pid}")
         block()
+    elif mode in ("exit-leaving-child", "respond-exit-leaving-child"):
+        child = subprocess.Popen(["sleep", "30"])  # exits; its child keeps stdout open
+        send(type="thinking", text=f"child {child.pid}")
+        if mode == "respond-exit-leaving-child":
+            send(type="response", text="done")
+            os._exit(0)
+        os._exit(3)
     elif mode == "fail":
         send(type="fail", message="the model\nsaid no")
     elif mode in ("respond-linger", "fail-linger"):

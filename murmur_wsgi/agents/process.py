@@ -14,7 +14,10 @@ Concurrency:
     * the stderr drainer keeps the last ``STDERR_TAIL`` bytes and sets
       ``flooded`` once more than the limit arrived, then ``wake()``s;
     * the stdin writer takes lines from ``_outbox`` (``None`` closes stdin),
-      so a harness that stops reading cannot block the door.
+      so a harness that stops reading cannot block the door;
+    * the exit watcher waits for the leader to exit, then kills its process
+      group: a child it left behind holding stdout would otherwise keep the
+      end of stdout, and so the ``exit`` event, from coming.
 
     ``wake()`` (from any thread, never blocking) puts ``("wake", None)``, so
     the agent thread waits on ``events`` alone, with no polling: a cancel or
@@ -89,7 +92,7 @@ class HarnessProcess:
         self.on_trouble = None                 # called (helper thread) once troubled
         try:
             for target, name in ((self._read_stdout, "out"), (self._drain_stderr, "err"),
-                                 (self._write_stdin, "in")):
+                                 (self._write_stdin, "in"), (self._watch_exit, "exit")):
                 threading.Thread(target=target, daemon=True,
                                  name=f"harness-{self.pid}-{name}").start()
         except BaseException:
@@ -214,6 +217,14 @@ class HarnessProcess:
                 code = self.wait_exit(PUT_RETRY_SECS)
             if code is not None:
                 self._put(("exit", code))
+
+    def _watch_exit(self) -> None:
+        # NOTE: the group's end closes stdout after all the leader wrote: its lines are
+        # still read first, in order, then the end of stdout and the exit.
+        while not self._stop.is_set():
+            if self.wait_exit(PUT_RETRY_SECS) is not None:
+                self.signal_group(signal.SIGKILL)
+                return
 
     def _drain_stderr(self) -> None:
         stderr = self.proc.stderr

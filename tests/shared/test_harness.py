@@ -189,6 +189,25 @@ def test_the_group_dies_with_the_harness(doors):
     assert exits_within(child, DEADLINE)
 
 
+def test_a_harness_that_exits_leaving_a_child_on_its_stdout_fails_at_its_exit(doors):
+    # NOTE: before, its stdout stayed open (the child holds it), so its exit was not seen:
+    # the task failed only at the idle deadline (600 s by default), "no output for 5s".
+    rpc = doors(FAULTS + ["exit-leaving-child"], idle_timeout_secs=5)
+    task = rpc.result("SendMessage", send_params("go"))["task"]
+    assert task["status"]["state"] == FAILED
+    assert status_text(task) == "harness: exited with status 3 without a response"
+    assert assert_gone(rpc.door, harness_pid(rpc.door, task["id"])) == 3
+    assert exits_within(_child_of(rpc.door, task["id"]), DEADLINE)   # its group died with it
+
+
+def test_a_harness_that_answers_then_exits_leaving_a_child_completes(doors):
+    rpc = doors(FAULTS + ["respond-exit-leaving-child"], idle_timeout_secs=5)
+    task = rpc.result("SendMessage", send_params("go"))["task"]
+    assert task["status"]["state"] == COMPLETED
+    assert response_of(task) == "done"
+    assert exits_within(_child_of(rpc.door, task["id"]), DEADLINE)
+
+
 @pytest.mark.parametrize("mode, state", [("respond-linger", COMPLETED),
                                          ("fail-linger", FAILED)])
 def test_the_task_ends_at_its_last_line_not_when_the_harness_exits(doors, mode, state):
