@@ -14,6 +14,8 @@ import logging
 logger = logging.getLogger(__name__)
 
 MAX_OUTPUT_BYTES = 64 * 1024 ** 2       # the default bound, on the door and on the hub
+MIN_OUTPUT_BYTES = 64 * 1024            # the least bound either takes: below, ordinary tasks fail
+OUTPUT_FLOOR_ERROR = f"must be at least 64Ki ({MIN_OUTPUT_BYTES} bytes)"
 
 
 def passed_text(who: str, limit: int, setting: str) -> str:

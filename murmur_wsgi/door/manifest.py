@@ -13,7 +13,7 @@ from typing import Any
 from marshmallow import (EXCLUDE, Schema, ValidationError, fields, post_load, validate,
                          validates_schema)
 
-from murmur_wsgi.agents.output import MAX_OUTPUT_BYTES
+from murmur_wsgi.agents.output import MAX_OUTPUT_BYTES, MIN_OUTPUT_BYTES, OUTPUT_FLOOR_ERROR
 from murmur_wsgi.agents.spec import AgentField
 from murmur_wsgi.loading import read_yaml
 from murmur_wsgi.settings import Block, ManifestError, Seconds, Size, StrictInt, first_error
@@ -31,7 +31,6 @@ OLD_SCOPES = {"message/send": "SendMessage", "message/stream": "SendStreamingMes
               "stream/watch": "murmur.WatchSession", "session/stop": "murmur.StopSession"}
 
 CREDENTIAL_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
-MIN_OUTPUT_BYTES = 64 * 1024    # the least tasks.max_output_bytes: below, ordinary tasks fail
 
 
 class LifecycleSchema(Block):
@@ -155,7 +154,7 @@ class TasksSchema(Block):
     keep_finished_bytes_total = Size(load_default=1024 ** 3)
     # What one task's agent writes while it runs (agents/output.py): past it the task fails.
     max_output_bytes = Size(load_default=MAX_OUTPUT_BYTES, validate=validate.Range(
-        min=MIN_OUTPUT_BYTES, error=f"must be at least 64Ki ({MIN_OUTPUT_BYTES} bytes)"))
+        min=MIN_OUTPUT_BYTES, error=OUTPUT_FLOOR_ERROR))
 
 
 class LimitsSchema(Block):

@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from marshmallow import ValidationError, fields, validate, validates_schema
 
-from murmur_wsgi.agents.output import MAX_OUTPUT_BYTES
+from murmur_wsgi.agents.output import MAX_OUTPUT_BYTES, MIN_OUTPUT_BYTES, OUTPUT_FLOOR_ERROR
 from murmur_wsgi.agents.spec import AgentField
 from murmur_wsgi.hub.config_fields import Callable, MountPath, PublicUrl
 from murmur_wsgi.hub.store import sentinel_url
@@ -58,7 +58,8 @@ class LimitsSchema(Block):
     max_id_bytes = StrictInt(load_default=256, validate=validate.Range(min=MIN_ID_BYTES))
     # What one run's agent writes (streamed text, progress, artifacts): the run keeps it and
     # the store's event log holds it until the task ends (hub/runs.py).
-    max_output_bytes = Size(load_default=MAX_OUTPUT_BYTES)
+    max_output_bytes = Size(load_default=MAX_OUTPUT_BYTES, validate=validate.Range(
+        min=MIN_OUTPUT_BYTES, error=OUTPUT_FLOOR_ERROR))
     # The models one run's usage names (each kept, and priced, until the run ends).
     max_usage_models = StrictInt(load_default=1_000, validate=validate.Range(min=1))
     # The stored bytes of a context's earlier tasks read for a run's ctx.history, newest first.
@@ -80,7 +81,8 @@ class TenantLimitsSchema(Block):
     max_parts = StrictInt(validate=validate.Range(min=1))
     data_text_bytes = Size()
     max_id_bytes = StrictInt(validate=validate.Range(min=MIN_ID_BYTES))
-    max_output_bytes = Size()
+    max_output_bytes = Size(validate=validate.Range(min=MIN_OUTPUT_BYTES,
+                                                    error=OUTPUT_FLOOR_ERROR))
     max_usage_models = StrictInt(validate=validate.Range(min=1))
     history_bytes = Size()
     list_bytes = Size()

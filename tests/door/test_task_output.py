@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 
 import pytest
 
@@ -19,7 +20,7 @@ from murmur_wsgi.settings import ManifestError
 from tests.agents_util import (REPO, assert_gone, harness_pid, process_manifest, records_of,
                                status_text, tmp_home)
 from tests.conftest import Rpc
-from tests.tasks_util import send_params
+from tests.tasks_util import DEADLINE, send_params
 
 LIMIT = 256 * 1024
 CHUNK = 16 * 1024
@@ -49,12 +50,21 @@ def _write(ctx, mode: str, i: int) -> None:
 
 class Flood:
     """An agent making ``count`` writes of its message's mode; it records how many were
-    taken and how many of its calls were refused (TaskCanceled) after."""
+    taken and how many of its calls were refused (TaskCanceled) after; ``returned`` is set
+    when its call ends (its task may have ended before: at the write that passed the bound)."""
 
     def __init__(self):
         self.taken, self.refused = 0, 0
+        self.returned = threading.Event()
 
     def __call__(self, ctx):
+        self.returned.clear()
+        try:
+            return self._writes(ctx)
+        finally:
+            self.returned.set()
+
+    def _writes(self, ctx):
         mode, count = ctx.message.parts[0].text.split()
         if mode == "chunk":
             ctx.artifacts.stream("log")
@@ -97,6 +107,7 @@ def test_an_agent_writing_past_max_output_bytes_fails_its_task_and_is_stopped(fl
     assert task["status"]["state"] == "TASK_STATE_FAILED"
     assert status_text(task) == PASSED
     # Stopped at the bound: the write that passed it, and the one after, were refused.
+    assert agent.returned.wait(DEADLINE)
     assert (agent.taken, agent.refused) == (agent.taken, 2)
     # (a text frame holds its text twice: as its message's part and in its fields)
     assert LIMIT // CHUNK // 2 - 1 <= agent.taken <= LIMIT // CHUNK

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.config import ConfigError, load_config
 from tests.hub.agents import FLOODED
 from tests.hub.conftest import HubClient, agent, close_hub, hub_config, wait_until
 
@@ -86,6 +87,25 @@ def test_max_output_bytes_defaults_to_64_mib_and_a_tenant_overrides_it():
         assert h.limits("globex")["max_output_bytes"] == 64 * 1024 ** 2
     finally:
         close_hub(h)
+
+
+@pytest.mark.parametrize("where", ["limits", "tenant"])
+def test_max_output_bytes_has_the_doors_floor(where):
+    """Below 64Ki an ordinary answer fails its task: the hub refuses it at boot, as the door
+    does its ``tasks.max_output_bytes``, at the top level and in a tenant's limits."""
+    config = hub_config(store="memory")
+    if where == "limits":
+        config["limits"] = {"max_output_bytes": 65535}
+        line = "limits.max_output_bytes: must be at least 64Ki (65536 bytes)"
+    else:
+        config["tenants"]["acme"]["limits"] = {"max_output_bytes": 65535}
+        line = "tenants.acme.limits.max_output_bytes: must be at least 64Ki (65536 bytes)"
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    assert str(info.value) == line
+    limits = config["limits"] if where == "limits" else config["tenants"]["acme"]["limits"]
+    limits["max_output_bytes"] = "64Ki"
+    assert load_config(config) is not None
 
 
 MODELS_PASSED = "usage: more than 5 models in one run (limits.max_usage_models)"
