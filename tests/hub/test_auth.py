@@ -179,6 +179,27 @@ def test_without_a_configured_audience_a_jwt_with_aud_is_refused():
         hub.close(0)
 
 
+@pytest.mark.parametrize("claims", [{"exp_in": -30}, {"nbf": 30}, {"iat": 30}],
+                         ids=["exp-past", "nbf-ahead", "iat-ahead"])
+def test_leeway_applies_to_exp_nbf_and_iat(claims):
+    """``auth.jwt.leeway_secs`` is the clock skew taken on each time claim, as docs/hub.md
+    says: a token 30 s expired, or not valid for 30 s, or issued 30 s ahead, is refused with
+    no leeway and taken with 60 s of it."""
+    exp_in = claims.pop("exp_in", 300)
+    at = {name: int(time.time()) + ahead for name, ahead in claims.items()}
+    signed = token(exp_in=exp_in, **at)
+    for leeway, expected in ((0, 401), (60, 200)):
+        hub = create_hub(hub_config(auth={"jwt": {"secret": SECRET, "issuer": ISSUER,
+                                                  "audience": AUDIENCE,
+                                                  "leeway_secs": leeway}}))
+        try:
+            client = HubClient(hub, "echo", {"Authorization": f"Bearer {signed}",
+                                             "X-Tenant-ID": "acme"})
+            assert client.call("GetTask", {"id": "t"}).status_code == expected, leeway
+        finally:
+            hub.close(0)
+
+
 @pytest.mark.parametrize("agent", ["hidden", "nobody", "held-not-here", "tokens"])
 def test_unpublished_unknown_and_other_tenants_agents_answer_alike(hub, agent):
     from tests.hub.agents import SEEN
