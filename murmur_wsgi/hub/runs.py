@@ -58,6 +58,10 @@ logger = logging.getLogger(__name__)
 
 INTERRUPTED = "interrupted: the hub shut down before the run ended"
 YIELD_TOKENS = 256       # an agent that streams yields to the other threads this often
+# The most streamed text one stored event carries: an agent writing faster than the merge
+# stores pieces of this, never one event of all it wrote (each stream replaying the task's
+# log holds the event it writes whole).
+STORED_CHARS = 256 * 1024
 
 
 class Run:
@@ -239,12 +243,14 @@ class Run:
         return ([artifact_event(self.task_id, self.context_id, artifact, False, False)
                  for artifact in self.artifacts.values()], "".join(self.tokens))
 
-    def _merge_unstored(self) -> str:
-        """Join the tokens not yet stored into one entry; its text."""
+    def _merge_unstored(self) -> list[str]:
+        """Join the tokens not yet stored into entries of at most ``STORED_CHARS``; their
+        texts (each to be one stored event)."""
         text = "".join(self.tokens[self.stored:])
-        self.tokens[self.stored:] = [text]
+        pieces = [text[at:at + STORED_CHARS] for at in range(0, len(text), STORED_CHARS)]
+        self.tokens[self.stored:] = pieces
         self._loose = 0
-        return text
+        return pieces
 
     def _flush(self) -> None:
         runs = self.runs
@@ -261,16 +267,16 @@ class Run:
                 self._flush_locked()
 
     def _flush_locked(self) -> None:
-        """Store the tokens not yet stored as one artifactUpdate; a store that fails (or
-        events kept before them) keeps them unstored, not lost: the next flush stores them,
-        or the end's answer carries them whole (``finish``)."""
+        """Store the tokens not yet stored as artifactUpdates of at most ``STORED_CHARS``
+        each; a store that fails (or events kept before them) keeps them unstored, not lost:
+        the next flush stores them, or the end's answer carries them whole (``finish``)."""
         if self.stored < len(self.tokens) and self.kept.idle:
-            text = self._merge_unstored()
-            self.kept.add(artifact_update(self.task_id, self.context_id, [text_part(text)],
-                                          append=self.stored_any, last=False))
-            # NOTE: refused, the event stays kept under its number (it may have been
-            # written, its answer lost): sent again as it is, it is written once.
-            self.stored_any = True
+            for text in self._merge_unstored():
+                self.kept.add(artifact_update(self.task_id, self.context_id, [text_part(text)],
+                                              append=self.stored_any, last=False))
+                # NOTE: refused, the event stays kept under its number (it may have been
+                # written, its answer lost): sent again as it is, it is written once.
+                self.stored_any = True
             self.stored = len(self.tokens)
             self._store_kept_locked()
         self.last_flush = time.monotonic()

@@ -56,7 +56,7 @@ class Store:
         pipe.exists(_key(task_id))
         entries, exists = pipe.execute()
         return [StoredEvent(int(i.split("-")[0]), f["p"], f["t"] == "1")
-                for i, f in entries], bool(exists)
+                for i, f in entries], bool(exists), False        # never a page: all of it
 
     def write(self, task_id, payload, terminal=False):
         return self.client.eval(WRITE, 2, _key(task_id), f"test:n:{task_id}", task_id, payload,

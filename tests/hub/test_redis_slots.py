@@ -23,8 +23,8 @@ import uuid
 
 import pytest
 
-from murmur_wsgi.hub.store import (redis_limits, redis_push_scripts, redis_replicas,
-                                   redis_scripts, redis_stores)
+from murmur_wsgi.hub.store import (redis_limits, redis_push_scripts, redis_read_scripts,
+                                   redis_replicas, redis_scripts, redis_stores)
 from murmur_wsgi.hub.store.push_base import DELIVERED, PushRecord
 from murmur_wsgi.hub.store.redis_events import REWATCH_SECS
 from murmur_wsgi.hub.store.redis_keys import HUB, live_key, runs_key, tenant_prefix
@@ -34,7 +34,8 @@ from murmur_wsgi.wire.task import text_part
 
 from tests.hub.conftest import wait_until
 
-MODULES = (redis_scripts, redis_limits, redis_push_scripts, redis_replicas)
+MODULES = (redis_scripts, redis_read_scripts, redis_limits, redis_push_scripts,
+           redis_replicas)
 NO_KEYS = {"TIME", "PUBLISH"}            # commands that name no key
 EVERY_ARG = {"DEL", "EXISTS", "MGET"}     # commands whose every argument is a key
 CALL = re.compile(r"redis\.call\(\s*'([A-Z]+)'")

@@ -107,10 +107,20 @@ def test_an_answer_sent_once_makes_the_same_wire_form_and_final_chunk(redis_stor
     assert written[0] is chunk                      # the run's own stream writes it as it is
     record = _record(redis_store, task)
     assert record["wire"] == _as_python_writes_it(task, record, artifacts)
-    stored, _ = redis_store._read_events(task.tenant, task.id, 0)
+    stored = _logged(redis_store, task)
     assert [event.payload for event in stored[-2:]] == \
         [artifact_event(task.id, task.context_id, answer, False, True), written[1]]
     assert [event.terminal for event in stored[-3:]] == [False, False, True]
+
+
+def _logged(redis_store, task) -> list:
+    """The task's whole log, read a page at a time as its streams read it."""
+    events, after, more = [], 0, True
+    while more:
+        page, _, more = redis_store._read_events(task.tenant, task.id, after)
+        events += page
+        after = events[-1].seq
+    return events
 
 
 def test_a_task_refused_at_its_creation_keeps_its_wire_form_too(redis_store):

@@ -102,7 +102,7 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         self._scripts = {name: self._command.script(getattr(scripts, name),
                                                     durable=name in DURABLE)
                          for name in ("OPEN", "CREATE", "START", "APPEND", "END", "RELEASE", "MARK",
-                                      "DOOMED", "FORGET", "READ", "WATCH")}
+                                      "DOOMED", "FORGET", "READ", "PAGE", "WATCH")}
         self._names: dict[str, tuple] = {}   # a running task's (tenant, agent, context id)
         self._recent: collections.OrderedDict = collections.OrderedDict()   # ended: the same
         self._left: list[str] = []           # runs (members) to take out of this replica's

@@ -13,7 +13,7 @@ import time
 from murmur_wsgi.hub.store.base import StoredEvent
 from murmur_wsgi.hub.store.redis_client import FAILURES, failed
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
-from murmur_wsgi.hub.store.redis_feed import PAGE_EVENTS
+from murmur_wsgi.hub.store.redis_feed import PAGE_BYTES, PAGE_EVENTS
 from murmur_wsgi.hub.store.redis_keys import CHANNEL, events_key, mark_key, task_key
 from murmur_wsgi.wire.stream import task_event
 
@@ -42,26 +42,29 @@ class TaskEvents:
         except FAILURES as ex:
             raise failed("events", ex) from None
 
-    def _read_events(self, tenant: str, task_id: str, after: int) -> tuple[list, bool]:
-        """The task's events after position ``after`` (the first ``PAGE_EVENTS``) and
-        whether its log exists: one round trip (the feed's read, for one stream or for all
-        of a task's), which marks the task watched: its next events are announced
-        (``redis_scripts.READ``).
+    def _read_events(self, tenant: str, task_id: str, after: int) -> tuple[list, bool, bool]:
+        """The task's events after position ``after`` (a page: at most ``PAGE_EVENTS``, and
+        none after the one that brings their payloads to ``PAGE_BYTES``), whether its log
+        exists, and whether the page stopped at a bound: one round trip (the feed's read, for
+        one stream or for all of a task's), which marks the task watched: its next events
+        are announced (``redis_scripts.READ``).
 
         MEMORY: a page, never the whole log: each stream replaying a long log (up to
-        ``limits.max_output_bytes``) would hold its own copy of it in the worker."""
+        ``limits.max_output_bytes``) would hold its own copy of it in the worker; bounded in
+        bytes too, as 64 events of a log of large ones (artifact chunks) are most of it."""
         key, start, now = events_key(tenant, task_id), f"{after + 1}-0", time.monotonic()
         if now - self._marked.get(task_id, (tenant, -REWATCH_SECS))[1] < REWATCH_SECS:
-            entries, exists = self._command.several(
-                ("XRANGE", key, start, "+", "COUNT", PAGE_EVENTS), ("EXISTS", key))
+            entries, exists, more = self._scripts["PAGE"](
+                keys=[key], args=[start, PAGE_EVENTS, PAGE_BYTES])
         else:                   # marked by this process long enough ago: marked again
-            entries, exists = self._scripts["READ"](keys=[task_key(tenant, task_id), key],
-                                                    args=[start, WATCH_MS, PAGE_EVENTS])
+            entries, exists, more = self._scripts["READ"](
+                keys=[task_key(tenant, task_id), key],
+                args=[start, WATCH_MS, PAGE_EVENTS, PAGE_BYTES])
             self._marked[task_id] = (tenant, now)
         # NOTE: a raw reply: each entry is [id, [field, value, …]].
         return self._filled(tenant, task_id, [
             StoredEvent(int(entry_id.split("-", 1)[0]), *_payload_and_end(fields))
-            for entry_id, fields in entries]), bool(exists)
+            for entry_id, fields in entries]), bool(exists), bool(more)
 
     def _filled(self, tenant: str, task_id: str, events: list) -> list:
         """``events`` with a refused task's first event read from its record's wire form

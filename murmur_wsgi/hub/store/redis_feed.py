@@ -7,10 +7,11 @@ Every script that writes an event of a *marked* task also publishes ``<task id> 
 connection, in one thread per store, and issues no command of its own. A task
 some local stream reads (a *watched* task) keeps the newest events read of it
 in a small buffer; a notification past the buffer wakes the task's readers,
-and one of them (single flight) reads what is new with one ``XRANGE`` for all.
-Every read takes at most ``PAGE_EVENTS`` events: a long log (a replay from the
-start) is read a page at a time, the next page only when a reader asks past the
-last, and a full page counts as a notification of the event after it.
+and one of them (single flight) reads what is new with one read for all.
+Every read takes at most a page (``PAGE_EVENTS`` events, and none past the one
+that brings it to ``PAGE_BYTES``): a long log (a replay from the start) is read
+a page at a time, the next page only when a reader asks past the last, and a
+full page counts as a notification of the event after it.
 
 So an idle stream costs no Redis command (the listener PINGs every
 ``block_secs`` it hears nothing, one command per worker), an event one read per worker
@@ -49,6 +50,7 @@ logger = logging.getLogger(__name__)
 BUFFER_EVENTS = 64              # the newest events a watched task keeps for its readers
 BUFFER_BYTES = 256 * 1024      # … and at most this many payload bytes (the newest always)
 PAGE_EVENTS = 64                # the most events one read of a task's log takes
+PAGE_BYTES = 1024 * 1024        # … and none past the one that brings it to this many bytes
 IDLE_SECS = 60.0                # a task no reader asked about for this long is forgotten
 RECONNECT_SECS = 1.0
 
@@ -145,9 +147,10 @@ class EventFeed:
         """The task's events after position ``after``: at once if some are known, else the
         first that come within ``timeout``; ``(events, exists)`` as ``TaskStore.events``.
 
-        ``read(task_id, after) -> (events, exists)`` reads the events after ``after`` now
-        (the first ``PAGE_EVENTS`` of them), in one round trip: this reader's own way in, or
-        a read for all the task's readers.
+        ``read(task_id, after) -> (events, exists, more)`` reads the events after ``after``
+        now (a page of them: ``more`` when it stopped at its bound, ``PAGE_EVENTS`` or
+        ``PAGE_BYTES``), in one round trip: this reader's own way in, or a read for all the
+        task's readers.
         """
         # MEMORY: one frame, not two: every waiting stream waits here, and the frames of a
         # greenlet's deepest call stay resident while it lives (its Python data stack).
@@ -192,7 +195,7 @@ class EventFeed:
                         own = True
                 flight = start != after or not own          # this read is for every reader
                 try:
-                    entries, exists = read(task_id, start)
+                    entries, exists, more = read(task_id, start)
                 except BaseException:
                     if flight:
                         with self._lock:
@@ -211,7 +214,7 @@ class EventFeed:
                             watched.epoch, watched.last, watched.entries = epoch, -1, []
                             watched.size = 0
                         watched.merge(start, entries)
-                        watched.more = len(entries) >= PAGE_EVENTS
+                        watched.more = more
                         if watched.more:        # the log may go on: as if notified
                             watched.notified = max(watched.notified, watched.last + 1)
                         elif watched.notified == heard > watched.last:

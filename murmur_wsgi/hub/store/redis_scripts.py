@@ -18,6 +18,8 @@ from __future__ import annotations
 from murmur_wsgi.hub.store.redis_clock import CLOCK_FN
 from murmur_wsgi.hub.store.redis_keys import EVENTS
 from murmur_wsgi.hub.store.redis_limits import ADMIT_FN
+# NOTE: the store loads every script of its own from this module: the reads' too.
+from murmur_wsgi.hub.store.redis_read_scripts import PAGE, READ, WATCH  # noqa: F401
 from murmur_wsgi.hub.task import SUBMITTED, TERMINAL, WORKING
 
 # Every event written to a watched task is announced on ``EVENTS`` as ``<task id> <n>``
@@ -33,32 +35,6 @@ local function notify(id, n, w)
     redis.call('PUBLISH', '""" + EVENTS + """', id .. ' ' .. n)
   end
 end
-"""
-
-# The task watched for ``ARGV`` ms more, unless it is for half of that already (and only
-# if it exists: nothing is created). KEYS: task
-_WATCH = CLOCK_FN + """
-local function watch(ms)
-  if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-  local now = now_ms()
-  local w = tonumber(redis.call('HGET', KEYS[1], 'w')) or 0
-  if w < now + ms / 2 then redis.call('HSET', KEYS[1], 'w', now + ms) end
-  return 1
-end
-"""
-
-# KEYS: task   ARGV: ms
-WATCH = _WATCH + """
-return watch(tonumber(ARGV[1]))
-"""
-
-# A stream's read: the task watched (``_WATCH``), then its events after a position and
-# whether its log exists, in one step: an event written after it is announced.
-# KEYS: task, ev   ARGV: the first entry id to read, watch ms, the most entries to read
-READ = _WATCH + """
-watch(tonumber(ARGV[2]))
-return {redis.call('XRANGE', KEYS[2], ARGV[1], '+', 'COUNT', ARGV[3]),
-        redis.call('EXISTS', KEYS[2])}
 """
 
 _TERMINAL = "local T = {" + ", ".join(f"['{s}'] = 1" for s in sorted(TERMINAL)) + "}\n"

@@ -1,0 +1,60 @@
+"""The Redis store's scripts that read a task's log for its streams (``redis_events``).
+
+A stream's read marks its task *watched* (the record's field ``w``, Redis time in ms, in
+the future), so the scripts that write its events announce them (``redis_scripts``); the
+workers whose streams read it renew the mark (``WATCH``). A read takes a page of the log
+(``_PAGE``), bounded in events and in bytes.
+"""
+from __future__ import annotations
+
+from murmur_wsgi.hub.store.redis_clock import CLOCK_FN
+
+# The task watched for ``ARGV`` ms more, unless it is for half of that already (and only
+# if it exists: nothing is created). KEYS: task
+_WATCH = CLOCK_FN + """
+local function watch(ms)
+  if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+  local now = now_ms()
+  local w = tonumber(redis.call('HGET', KEYS[1], 'w')) or 0
+  if w < now + ms / 2 then redis.call('HSET', KEYS[1], 'w', now + ms) end
+  return 1
+end
+"""
+
+# KEYS: task   ARGV: ms
+WATCH = _WATCH + """
+return watch(tonumber(ARGV[1]))
+"""
+
+# A page of a task's log: its entries from an entry id on, at most ``count``, and none
+# after the one whose payloads (``p``) bring the page to ``bytes``; whether the log exists;
+# 1 when the page stopped at either bound (the log may go on). Read an entry at a time: a
+# log of large events is never taken whole into the script's memory either.
+_PAGE = """
+local function page(ev, start, count, bytes)
+  local out, size = {}, 0
+  while #out < count and size < bytes do
+    local entry = redis.call('XRANGE', ev, start, '+', 'COUNT', 1)[1]
+    if entry == nil then return {out, redis.call('EXISTS', ev), 0} end
+    out[#out + 1] = entry
+    local fields = entry[2]
+    for j = 1, #fields, 2 do
+      if fields[j] == 'p' then size = size + #fields[j + 1] end
+    end
+    start = (tonumber(string.match(entry[1], '^%d+')) + 1) .. '-0'
+  end
+  return {out, redis.call('EXISTS', ev), 1}
+end
+"""
+
+# A stream's read of a page (``_PAGE``). KEYS: ev   ARGV: the first entry id, count, bytes
+PAGE = _PAGE + """
+return page(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
+"""
+
+# … and the task watched (``_WATCH``) in the same step: an event written after it is
+# announced. KEYS: task, ev   ARGV: the first entry id, watch ms, count, bytes
+READ = _WATCH + _PAGE + """
+watch(tonumber(ARGV[2]))
+return page(KEYS[2], ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]))
+"""
