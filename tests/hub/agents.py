@@ -260,3 +260,14 @@ def floods(ctx):
                 break
     FLOODED.append((mode, written, refused))
     return "flooded"
+
+
+def reports_then_holds(ctx):
+    """Write ``<count> <size>``: ``count`` progress statuses of ``size`` characters (a long
+    log, a small task), then hold until canceled."""
+    count, size = map(int, ctx.text.split())
+    for i in range(count):
+        ctx.progress(f"{i:06d}" + "r" * size)
+    while not ctx.wait(0.02):
+        pass
+    raise TaskCanceled(ctx.task_id)

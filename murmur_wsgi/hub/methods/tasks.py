@@ -66,9 +66,13 @@ def cancel_task(hub, call):
 
 
 def _ended_in_store(store, task, timeout: float) -> bool:
-    """Wait (reading the task's log) until its final event, at most ``timeout``."""
+    """Wait (reading the task's log from its newest event on) until its final event, at
+    most ``timeout``.
+
+    NOTE: not from the start: a run's log holds up to ``limits.max_output_bytes``, and each
+    CancelTask read it whole (on Redis a page at a time) before it came to the end."""
     deadline = time.monotonic() + timeout
-    after = 0
+    after = max(0, store.last_position(task.id, task.tenant) - 1)
     while True:
         left = deadline - time.monotonic()
         events, available = store.events(task.id, after, max(0.0, left),

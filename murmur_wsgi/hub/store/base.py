@@ -259,6 +259,11 @@ class TaskStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    def last_position(self, task_id: str, tenant: str | None = None) -> int:
+        """The position of the newest event of the task's log (0: none, or expired): a
+        reader that waits only for what comes reads from just before it, not the whole log."""
+
+    @abc.abstractmethod
     def has_events(self, task_id: str, tenant: str | None = None) -> bool:
         """False once the task's log has expired (the task itself stays)."""
 

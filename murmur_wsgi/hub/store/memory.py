@@ -304,6 +304,11 @@ class MemoryTaskStore(Retaining, TaskStore):
             return len(log), True
         return len(log), bool(log) and log[-1].terminal
 
+    def last_position(self, task_id: str, tenant: str | None = None) -> int:
+        with self.lock:
+            self.expire_locked()
+            return len(self._events.get(task_id, ()))
+
     def has_events(self, task_id: str, tenant: str | None = None) -> bool:
         with self.lock:
             self.expire_locked()

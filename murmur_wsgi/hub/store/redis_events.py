@@ -126,6 +126,15 @@ class TaskEvents:
             start = f"{int(entries[-1][0].split('-', 1)[0]) + 1}-0"
 
     @_guarded
+    def last_position(self, task_id, tenant=None):
+        tenant = self._tenant_of(task_id, tenant)
+        if tenant is None:
+            return 0
+        # NOTE: the record counts the events written (``nev``); entry n is ``<n>-1``.
+        found = self._redis.hget(task_key(tenant, task_id), "nev")
+        return int(found) if found else 0
+
+    @_guarded
     def has_events(self, task_id, tenant=None):
         tenant = self._tenant_of(task_id, tenant)
         return tenant is not None and bool(self._redis.exists(events_key(tenant, task_id)))
