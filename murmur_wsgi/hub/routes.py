@@ -28,13 +28,13 @@ from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.serving import body as bodies
 from murmur_wsgi.serving.answers import JSON_HEADERS, refusal_response, rpc_error, status_line
 from murmur_wsgi.serving.envelope import ABSENT, check_envelope, parse_json
-from murmur_wsgi.serving.writes import SOCKET_KEY, Body, headers_only
+from murmur_wsgi.serving.writes import SOCKET_KEY, Body, encoded, headers_only, utf8_length
 from murmur_wsgi.streams.sse import PENDING_BYTES
 from murmur_wsgi.wire import rpc as wire_rpc
 from murmur_wsgi.wire.encode import compact_utf8
 from murmur_wsgi.wire.id_limits import check_id_bytes
 from murmur_wsgi.wire.methods import PUSH_METHODS
-from murmur_wsgi.wire.raw import RawJSON
+from murmur_wsgi.wire.raw import RawJSON, RawJSONPieces
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +126,9 @@ def _answer(hub, environ, start_response):
             "Internal error: the hub could not answer this request"), compact_utf8))
     if isinstance(result, HubStream):
         return _stream(start_response, environ, result)
+    if isinstance(result, RawJSONPieces):
+        return _pieces(start_response, (wire_rpc.head(request_id, compact_utf8) + ',"result":',
+                                        *result, "}"))
     text = result if isinstance(result, RawJSON) else compact_utf8(result)
     return _json(start_response, 200, wire_rpc.result(request_id, text, compact_utf8).encode())
 
@@ -205,6 +208,15 @@ def _json(start_response, status: int, data: bytes):
     start_response(OK if status == 200 else status_line(status),
                    [JSON_HEADERS, ("Content-Length", str(len(data))), *A2A_HEADERS])
     return [data]
+
+
+def _pieces(start_response, texts: tuple):
+    """A ``RawJSONPieces`` result's answer, encoded ``PENDING_BYTES`` characters at a time
+    as the client takes it (``writes.encoded``): the answer quotes the result's texts (a
+    memory store's kept wire form of a task: shared), never a copy of its own."""
+    start_response(OK, [JSON_HEADERS, ("Content-Length", str(utf8_length(texts))),
+                        *A2A_HEADERS])
+    return encoded(texts, PENDING_BYTES)
 
 
 def _stream(start_response, environ: dict, stream: HubStream):

@@ -8,8 +8,6 @@ of large ones: each stream replaying it on Redis held its own copy (20 subscribe
 """
 from __future__ import annotations
 
-import tracemalloc
-
 import pytest
 
 from murmur_wsgi.hub import create_hub
@@ -19,6 +17,7 @@ from murmur_wsgi.wire.stream import artifact_update
 from murmur_wsgi.wire.task import text_part
 
 from tests.hub.conftest import HubClient, agent, close_hub, hub_config
+from tests.hub.held_util import opened_holding
 from tests.hub.test_replay_pages import _payloads, _replay_to
 from tests.hub.retention_util import ended
 
@@ -68,15 +67,8 @@ def test_streams_replaying_a_log_of_large_events_hold_about_a_page_each(hub):
     size = sum(map(len, logged))                        # 16 MiB
     task = ended(hub.stores, events=logged)
     rpc = HubClient(hub)
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        responses = [rpc.call("SubscribeToTask", {"id": task.id}) for _ in range(4)]
-        chunks = [iter(response.response) for response in responses]
-        first = [next(chunk) for chunk in chunks]          # each stream's first write
-        held = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+    responses, chunks, first, held = opened_holding(
+        lambda: rpc.call("SubscribeToTask", {"id": task.id}), 4)
     for response in responses[1:]:
         response.close()
     # NOTE: on Redis a page of 64 such events was the whole log, held by each stream.

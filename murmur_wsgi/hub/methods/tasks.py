@@ -7,10 +7,12 @@ import time
 from murmur_wsgi.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 from murmur_wsgi.wire.params import (read_history_length, read_hub_list_tasks, read_task_id,
                                       task_id_of)
-from murmur_wsgi.wire.raw import RawJSON
+from murmur_wsgi.wire.raw import RawJSON, RawJSONPieces
 from murmur_wsgi.wire.task import list_tasks_response
 
 logger = logging.getLogger(__name__)
+
+PIECES_CHARS = 256 * 1024       # a larger result is answered in pieces, never copied
 
 
 def find(hub, call):
@@ -31,9 +33,13 @@ def get_task(hub, call):
         text = hub.store.task_json(call.tenant, call.agent, task_id)
         if text is None:
             raise TaskNotFoundError(task_id)
-        return RawJSON(text)
+        # NOTE: RawJSON (a str) copies the text it is made of: the memory store's kept wire
+        # form of a task, one copy, was each GetTask's own until its client had read it all.
+        # A large one is answered as pieces that quote it (routes.py), inline (PERF).
+        return RawJSON(text) if len(text) <= PIECES_CHARS else RawJSONPieces((text,))
     task = find(hub, call)
-    return RawJSON(hub.store.render(task, read_history_length(call.params), as_read=True))
+    text = hub.store.render(task, read_history_length(call.params), as_read=True)
+    return RawJSON(text) if len(text) <= PIECES_CHARS else RawJSONPieces((text,))
 
 
 def cancel_task(hub, call):
