@@ -32,7 +32,7 @@ from murmur_wsgi.serving.writes import SOCKET_KEY, Body, encoded, headers_only, 
 from murmur_wsgi.streams.sse import PENDING_BYTES
 from murmur_wsgi.wire import rpc as wire_rpc
 from murmur_wsgi.wire.encode import compact_utf8
-from murmur_wsgi.wire.id_limits import check_id_bytes
+from murmur_wsgi.wire.id_limits import check_id_bytes, check_request_id
 from murmur_wsgi.wire.methods import PUSH_METHODS
 from murmur_wsgi.wire.raw import RawJSON, RawJSONPieces
 
@@ -99,6 +99,9 @@ def _answer(hub, environ, start_response):
         payload = parse_json(raw, limits["max_json_depth"], limits["max_json_values"],
                              doubles=True)                                    # step 5
         request_id, method, raw_params = check_envelope(payload)              # step 6
+        # PERF: an id of at most a quarter of the cap in characters cannot pass it.
+        if type(request_id) is str and len(request_id) * 4 > limits["max_id_bytes"]:
+            check_request_id(request_id, limits["max_id_bytes"])              # step 6
         call = Call(request_id, method, tenant, subject, agent, environ)
         if hub.metrics is not None:
             hub.metrics.request(method)

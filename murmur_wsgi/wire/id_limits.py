@@ -7,11 +7,16 @@ message's ``contextId``, which ``wire/message_hub.py`` keeps whatever the
 setting). A longer one is -32602 naming the field, before the method reads
 its params: ``Invalid params: message.messageId is longer than 256 bytes``. A
 value that is not a string is left to the method's reader, which refuses it.
+
+The JSON-RPC ``id`` itself is echoed in the answer and in every event of a stream: a
+string id longer than the cap is -32600 with ``id: null`` (it is not echoed). Unbounded,
+a 900 KB id made a SubscribeToTask of a task of 10,000 events a 9 GB answer.
 """
 from __future__ import annotations
 
 import logging
 
+from murmur_wsgi.errors import InvalidRequestError
 from murmur_wsgi.wire.base import invalid
 from murmur_wsgi.wire.encode import utf8_bytes
 
@@ -56,6 +61,15 @@ def check_id_bytes(method: str, params: dict, max_bytes: int) -> None:
             value = value.get(key)
         else:
             _check(value, ".".join(path), max_bytes)
+
+
+def check_request_id(request_id: str, max_bytes: int) -> None:
+    """Raise -32600 with ``id: null`` when the JSON-RPC id (a string) passes ``max_bytes``."""
+    if utf8_bytes(request_id) > max_bytes:
+        error = InvalidRequestError(
+            f"Invalid Request: the JSON-RPC id is longer than {max_bytes} bytes")
+        error.request_id = None
+        raise error
 
 
 def _check(value, where: str, max_bytes: int) -> None:

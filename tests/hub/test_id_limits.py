@@ -89,3 +89,29 @@ def test_a_cap_below_the_hubs_own_ids_is_a_bad_config(value):
     config["limits"]["max_id_bytes"] = value
     with pytest.raises(ConfigError):
         create_hub(config)
+
+
+def _raw(rpc, method: str, params: dict, request_id):
+    return rpc.post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+
+
+@pytest.mark.parametrize("method, params", [
+    ("SendStreamingMessage", message()), ("SendMessage", message()),
+    ("SubscribeToTask", {"id": "t"}), ("GetTask", {"id": "t"})])
+@pytest.mark.parametrize("request_id", [LONG, WIDE])
+def test_a_json_rpc_id_longer_than_the_cap_is_refused_unechoed(rpc, method, params,
+                                                                request_id):
+    """The id is echoed in every event of a stream: a 900 KB one made a SubscribeToTask of a
+    task of 10,000 events a 9 GB answer, 4.3 s of the worker's CPU."""
+    response = _raw(rpc, method, params, request_id)
+    assert response.headers["Content-Type"].startswith("application/json")
+    assert response.get_json() == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": "Invalid Request: the JSON-RPC id is longer than 256 bytes"}}
+    assert rpc.result("ListTasks", {})["totalSize"] == 0          # nothing stored
+
+
+def test_a_json_rpc_id_of_the_cap_is_echoed(rpc):
+    for request_id in ("r" * 256, "\u00e9" * 128, 10 ** 300):
+        response = _raw(rpc, "GetTask", {"id": "t"}, request_id)
+        assert response.get_json()["id"] == request_id
+        assert response.get_json()["error"]["code"] == -32001
