@@ -131,7 +131,8 @@ class ContextSchema(Block):
 
 
 class StreamSchema(Block):
-    replay_events = StrictInt(load_default=512, validate=validate.Range(min=1))
+    # MEMORY: the ring holds a slot for each of them from the start (8 bytes a slot).
+    replay_events = StrictInt(load_default=512, validate=validate.Range(min=1, max=1_000_000))
     # The replay buffer's events by their size: past it the oldest go, as past replay_events.
     replay_bytes = Size(load_default=64 * 1024 ** 2)
     reader_queue = StrictInt(load_default=128, validate=validate.Range(min=1))

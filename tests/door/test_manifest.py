@@ -71,6 +71,10 @@ BAD = {
                             ["limits.reference_bytes:"]),
     "bad data_text_bytes": (GOOD + "limits:\n  data_text_bytes: 0\n",
                             ["limits.data_text_bytes:"]),
+    # NOTE: the ring takes a slot per event at start: 2^63 - 1 of them failed the worker's
+    # boot with a MemoryError traceback (10^9: 7.8 GB taken before anything listened).
+    "replay_events past its bound": (GOOD + "stream:\n  replay_events: 9223372036854775807\n",
+                                     ["stream.replay_events:", "1000000"]),
     "zero write timeout": (GOOD + "stream:\n  write_timeout_secs: 0\n",
                            ["stream.write_timeout_secs:"]),
     "unknown key": (GOOD + "colour: blue\n", ["colour: is not a key this door reads"]),
