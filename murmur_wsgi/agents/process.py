@@ -187,7 +187,9 @@ class HarnessProcess:
         return False
 
     def _read_stdout(self) -> None:
-        limit = self.max_line_bytes + 1
+        # NOTE: a read takes at most sys.maxsize bytes: the largest setting (2^63 - 1) plus
+        # the byte that tells a line is too long would raise OverflowError.
+        limit = min(self.max_line_bytes, sys.maxsize - 1) + 1
         stdout = self.proc.stdout
         count = 0
         try:

@@ -149,6 +149,15 @@ def test_a_failing_harness_fails_the_task_and_leaves_no_process(doors, mode, mes
     assert end["exit_status"] == "failed"
 
 
+def test_the_largest_max_line_bytes_reads_lines(doors):
+    # NOTE: before, 2^63 - 1 (the largest size a setting takes) overflowed the read of
+    # stdout: its thread died with a logged OverflowError, and every task failed
+    # "no output for 600s (idle_timeout_secs)" once the idle limit passed.
+    rpc = doors(FAULTS + ["echo-task"], max_line_bytes=2 ** 63 - 1)
+    task = rpc.result("SendMessage", send_params("go"))["task"]
+    assert task["status"]["state"] == COMPLETED
+
+
 @pytest.mark.parametrize("levels", [64, 65, 5000])
 def test_a_line_nested_past_max_line_depth_fails_the_task(doors, caplog, levels):
     # NOTE: before, 5,000 levels (10 KB) ended the parse in RecursionError: the task failed
