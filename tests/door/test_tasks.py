@@ -320,6 +320,11 @@ def _held(rpc, headers, task_id):
     return "result" in response
 
 
+def _kept(rpc, task_id):
+    """Whether the store still holds the task, without a read (a read caches its wire form)."""
+    return rpc.door.session.store.get(task_id) is not None
+
+
 def test_a_credential_flooding_tiny_tasks_evicts_only_its_own():
     rpc, bearer = _owners_door({"keep_finished": 3}, "alpha", "beta")
     try:
@@ -357,13 +362,13 @@ def test_finished_tasks_are_bounded_by_their_size():
         ids = [rpc.result("SendMessage", send_params("x" * 3000))["task"]["id"]
                for _ in range(6)]
         # Each holds its 3,000-character answer and its ids: three fit in 10,000 bytes.
-        assert [_held(rpc, {}, task_id) for task_id in ids] == [False] * 3 + [True] * 3
+        assert [_kept(rpc, task_id) for task_id in ids] == [False] * 3 + [True] * 3
         large = rpc.result("SendMessage", send_params("y" * 20_000))["task"]
         # One larger than the bound alone stays until the next one finishes.
         assert rpc.result("GetTask", {"id": large["id"]})["artifacts"] == large["artifacts"]
-        assert [_held(rpc, {}, task_id) for task_id in ids] == [False] * 6
+        assert [_kept(rpc, task_id) for task_id in ids] == [False] * 6
         small = rpc.result("SendMessage", send_params("z"))["task"]["id"]
-        assert not _held(rpc, {}, large["id"]) and _held(rpc, {}, small)
+        assert not _kept(rpc, large["id"]) and _kept(rpc, small)
     finally:
         rpc.door.close()
 
@@ -376,9 +381,35 @@ def test_the_bytes_ceiling_evicts_from_the_owner_holding_most():
         flood = [rpc.result("SendMessage", send_params("a" * 3000), bearer["alpha"])["task"]["id"]
                  for _ in range(5)]
         # 1,000 + 5 x 3,000 characters past a ceiling of 10,000: alpha holds the most, and pays.
-        assert _held(rpc, bearer["beta"], kept)
-        assert [_held(rpc, bearer["alpha"], task_id) for task_id in flood] == [False] * 3 + [True] * 2
+        assert _kept(rpc, kept)
+        assert [_kept(rpc, task_id) for task_id in flood] == [False] * 3 + [True] * 2
         assert rpc.door.session.store.evicted == 3
+    finally:
+        rpc.door.close()
+
+
+@pytest.mark.parametrize("read, kept", [
+    pytest.param(None, 2, id="unread"),
+    pytest.param("GetTask", 1, id="GetTask"),
+    pytest.param("ListTasks", 1, id="ListTasks"),
+])
+def test_finished_tasks_are_counted_by_what_they_hold(read, kept):
+    # Before, a finished task counted its texts' characters alone: an answer of 100,000
+    # emoji holds 400 KB as a text, and 1.2 MB more in the wire form a read caches (12
+    # characters each, escaped), but counted 100 KB: 66 MB of such answers, read, were held
+    # under a 4 MiB keep_finished_bytes. Now each counts its memory and its cached forms.
+    rpc = Rpc(make_door(tasks={"keep_finished_bytes": 1_000_000}))
+    try:
+        ids = []
+        for _ in range(6):
+            ids.append(rpc.result("SendMessage", send_params("\U0001F600" * 100_000))["task"]["id"])
+            if read == "GetTask":
+                rpc.result("GetTask", {"id": ids[-1]})
+            elif read == "ListTasks":
+                rpc.result("ListTasks", {"pageSize": 1, "includeArtifacts": True})
+        assert [_kept(rpc, task_id) for task_id in ids] == [False] * (6 - kept) + [True] * kept
+        store = rpc.door.session.store
+        assert store._bytes_total == sum(store.get(task_id).size() for task_id in ids[-kept:])
     finally:
         rpc.door.close()
 

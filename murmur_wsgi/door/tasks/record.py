@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from sys import getsizeof
 
 from murmur_wsgi.wire import task as wire_task
 from murmur_wsgi.wire.encode import compact_ascii as _dumps
@@ -15,6 +16,11 @@ logger = logging.getLogger(__name__)
 # murmur's word for each state: the spelling off the wire (trace, referenced tasks).
 WORDS = {SUBMITTED: "submitted", WORKING: "working", INPUT_REQUIRED: "input-required",
          COMPLETED: "completed", FAILED: "failed", CANCELED: "canceled", REJECTED: "rejected"}
+
+
+def _held(text: str) -> int:
+    """A text's size as ``TaskRecord.size`` counts it (both O(1) but for isascii)."""
+    return len(text) if text.isascii() else getsizeof(text)
 
 
 class TaskRecord:
@@ -86,15 +92,26 @@ class TaskRecord:
         return out
 
     def size(self) -> int:
-        """What a finished task holds, in characters: its ids, status message, answer,
-        prompt and artifacts (as JSON). ``tasks.keep_finished_bytes`` bounds their sum."""
-        size = len(self.id) + len(self.context_id)
+        """What a finished task holds: its ids, status message, answer, prompt and
+        artifacts (as JSON), and the wire forms it has cached. ``tasks.keep_finished_bytes``
+        bounds their sum.
+
+        MEMORY: an ASCII text counts its characters, any other its memory (up to 4 bytes a
+        character, for all of them once one is outside the basic plane). A cached wire
+        form holds every text once more, escaped: up to 12 characters for one.
+        """
+        size = _held(self.id) + _held(self.context_id)
         for text in (self.status_text, self.response, self.prompt):
             if isinstance(text, str):
-                size += len(text)
+                size += _held(text)
         if self.agent_artifacts or self.residue or self.running:
             named = list(self.agent_artifacts.values()) if self.agent_artifacts else None
             size += len(_dumps([named, self.residue, self.running]))
+        full, bare = self._json, self._json_bare
+        if full is not None:
+            size += len(full)
+        if bare is not None and bare is not full:
+            size += len(bare)
         return size
 
     def status(self) -> dict:

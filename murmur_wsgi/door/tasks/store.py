@@ -121,6 +121,8 @@ class TaskStore:
         self._order.change(record, before)
         if record.state in TERMINAL and not was_terminal:
             self._finish(record)
+        elif was_terminal:
+            self._recount(record)
         runtime = record.runtime
         if runtime is not None:
             runtime.cond.notify_all()
@@ -143,13 +145,36 @@ class TaskStore:
         self._bytes_total += size
         if len(queue) > self._keep:
             self._drop(queue.popleft())        # PERF: the usual case past the bound
+        self._shed(record, queue, held)
+
+    def _shed(self, record: TaskRecord, queue: deque, held: int) -> None:
+        """Drop finished tasks past the bytes' bounds, now that ``record`` counts ``held``."""
         if held > self._keep_bytes:
-            # NOTE: never the task that just finished: its answer is still being read.
+            # NOTE: never the owner's newest: the task that just finished is still being read.
             while len(queue) > 1 and self._bytes[record.owner] > self._keep_bytes:
                 self._drop(queue.popleft())
         if (self._finished_count > self._keep_total
                 or self._bytes_total > self._keep_bytes_total):
             self._evict(record)
+
+    def _recount(self, record: TaskRecord) -> None:
+        """Count a held finished task's size again: a read cached its wire form, or it changed.
+
+        MEMORY: the first GetTask, ListTasks page or stream's end of a finished task
+        caches its wire form, which holds its texts once more, escaped: retention counts
+        it from then on, and drops the owner's oldest past a bound.
+        """
+        if record.finished_at is None or self._tasks.get(record.id) is not record:
+            return
+        size = record.size()
+        grown = size - record.held_size
+        if not grown:
+            return
+        record.held_size = size
+        held = self._bytes[record.owner] = self._bytes[record.owner] + grown
+        self._bytes_total += grown
+        if grown > 0:
+            self._shed(record, self._finished[record.owner], held)
 
     def _evict_aged(self) -> None:
         """``_evict()`` when some owner's oldest finished task is past its age."""
@@ -229,11 +254,14 @@ class TaskStore:
         cached = record._json if artifacts else record._json_bare
         if cached is not None:
             return cached
-        if record.runtime is None and record.state in TERMINAL:
+        if not cache and record.runtime is None and record.state in TERMINAL:
             # PERF: no lock: an ended task (its runtime dropped last) never changes again.
             return record.to_json(artifacts, cache)
         with self._lock:
-            return record.to_json(artifacts, cache)
+            text = record.to_json(artifacts, cache)
+            if cache:
+                self._recount(record)           # the form it caches, once a task has ended
+            return text
 
     def read(self, record: TaskRecord, view):
         """``view(record)`` under the lock: one consistent view of a task that may change.
@@ -242,7 +270,11 @@ class TaskStore:
         one instant, they read through here.
         """
         with self._lock:
-            return view(record)
+            forms = record._json, record._json_bare
+            out = view(record)
+            if forms[0] is not record._json or forms[1] is not record._json_bare:
+                self._recount(record)
+            return out
 
     def wait_settled(self, record: TaskRecord, timeout: float | None,
                      wake=lambda: False) -> bool:
@@ -288,7 +320,7 @@ class TaskStore:
                     hits = [rec for rec in hits if rec.seq < after_seq]
                 tasks = hits[:page_size]
                 more = len(hits) > page_size
-                return [render(rec) for rec in tasks], (tasks[-1].seq if more else None), total
+                return self._rendered(tasks, render), (tasks[-1].seq if more else None), total
             order = self._order
             keys = order.keys(sees, state)
             if cutoff_ms is None:
@@ -308,7 +340,16 @@ class TaskStore:
                     more = True
                     break
                 tasks.append(rec)
-            return [render(rec) for rec in tasks], (tasks[-1].seq if more else None), total
+            return self._rendered(tasks, render), (tasks[-1].seq if more else None), total
+
+    def _rendered(self, tasks: list[TaskRecord], render) -> list[str]:
+        """``render`` each task (under the lock), counting the wire forms it cached."""
+        forms = [(rec._json, rec._json_bare) for rec in tasks]
+        out = [render(rec) for rec in tasks]
+        for rec, (full, bare) in zip(tasks, forms):
+            if full is not rec._json or bare is not rec._json_bare:
+                self._recount(rec)
+        return out
 
 
 def encode_token(seq: int, session_id: str) -> str:
