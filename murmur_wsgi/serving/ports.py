@@ -16,6 +16,10 @@ def listen_refusal(listen: str) -> str | None:
     """
     host, _, port = listen.rpartition(":")
     host = host.strip("[]")
+    # NOTE: getaddrinfo takes 99999 as 34463 (the port's low 16 bits), and int() reads
+    # any script's digits: the server that binds it after would raise OverflowError.
+    if not (port.isascii() and port.isdigit()) or int(port) > 65535:
+        return f"{listen}: cannot listen there: the port must be a number from 0 to 65535"
     try:
         infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
     except (OSError, ValueError) as ex:

@@ -68,6 +68,21 @@ def test_a_port_in_use(tmp_path, app, dev):
     assert one_line(done) == f"murmur-wsgi: {listen} is in use; choose another with --listen"
 
 
+@pytest.mark.parametrize("app", ["serve", "hub"])
+@pytest.mark.parametrize("dev", [[], ["--dev"]], ids=["gunicorn", "dev"])
+@pytest.mark.parametrize("port", ["99999", "4187\u0663"], ids=["past-65535", "arabic-digit"])
+def test_a_port_that_is_not_one(tmp_path, app, dev, port):
+    # NOTE: before, getaddrinfo took 99999 as 34463 and the check passed: gunicorn's bind
+    # then raised OverflowError, a traceback and exit 1, and the dev server served on
+    # 34463; a port in another script's digits was read as its number.
+    config = write(tmp_path, dict(DOOR, agent="demo")) if app == "serve" else \
+        write(tmp_path, {"public_url": "http://127.0.0.1:41880"})
+    listen = f"127.0.0.1:{port}"
+    done = command(app, "--config", config, "--listen", listen, *dev)
+    assert one_line(done) == (f"murmur-wsgi: {listen}: cannot listen there: the port must be "
+                              "a number from 0 to 65535")
+
+
 @pytest.mark.parametrize("app, text, line", [
     ("serve", "name: x\nversion: [\n", "is not valid YAML at line 3"),
     ("serve", "name: x\nversion: 0.1.0\nagent: demo\nlifecycle: {task_acceptance: maybe}\n",
