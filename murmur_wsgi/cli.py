@@ -31,7 +31,10 @@ def _listen(manifest, override: str | None) -> str:
         return override
     host = manifest.network["host"]
     port = manifest.network["internal_port"]
-    return f"{host}:{port if port else _free_port(host)}"
+    port = port if port else _free_port(host)
+    # NOTE: an IPv6 address is bracketed, as --listen takes it: gunicorn reads ::1:41873
+    # as the host :: and the port 1:41873.
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
 def serve(args) -> int:

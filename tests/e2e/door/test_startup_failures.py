@@ -96,15 +96,14 @@ def test_a_bad_manifest(tmp_path, app, text, line, dev):
     assert one_line(done).startswith(f"murmur-wsgi: {path}: {line}")
 
 
-def test_a_door_on_a_random_port_says_where(tmp_path):
+def _door_on_a_chosen_port(tmp_path, manifest: dict) -> tuple[str, dict, str]:
+    """Serve ``manifest`` (no internal_port): the URL it announced, its card, its log."""
     import re
     import time
 
     from tests.e2e.conftest import START_DEADLINE, spawn, stop_process, wait_served
 
-    path = write(tmp_path, {"name": "upper", "version": "0.1.0",
-                            "inference": {"transport": "process"},
-                            "agent": {"process": [sys.executable, "examples/harness_upper.py"]}})
+    path = write(tmp_path, manifest)
     log = tmp_path / "door.log"
     proc = spawn([sys.executable, "-m", "murmur_wsgi.cli", "serve", "--config", path], log,
                  child_env(MURMUR_WSGI_HOME=str(tmp_path / "home")))
@@ -118,6 +117,23 @@ def test_a_door_on_a_random_port_says_where(tmp_path):
                            log.read_text).json()
     finally:
         stop_process(proc, 40, "the door", log.read_text)
+    return url, card, log.read_text()
+
+
+def test_a_door_on_a_random_port_says_where(tmp_path):
+    url, card, log = _door_on_a_chosen_port(tmp_path, {
+        "name": "upper", "version": "0.1.0", "inference": {"transport": "process"},
+        "agent": {"process": [sys.executable, "examples/harness_upper.py"]}})
     assert card["name"] == "upper"
-    assert log.read_text().splitlines()[0] == ("murmur-wsgi: the manifest names no port "
-                                               f"(network.internal_port): listening on {url}")
+    assert log.splitlines()[0] == ("murmur-wsgi: the manifest names no port "
+                                   f"(network.internal_port): listening on {url}")
+
+
+def test_a_door_on_an_ipv6_host_listens_there(tmp_path):
+    # NOTE: before, network.host: "::1" was joined to its port as ::1:<port>, which gunicorn
+    # refused ("Error: '' is not a valid port number.", exit 1).
+    url, card, _ = _door_on_a_chosen_port(
+        tmp_path, {"name": "six", "version": "0.1.0", "network": {"host": "::1"}})
+    assert url.startswith("http://[::1]:"), url
+    # NOTE: the card names a loopback address localhost, as for 127.0.0.1.
+    assert card["supportedInterfaces"][0]["url"] == "http://localhost:" + url.rpartition(":")[2]
