@@ -14,6 +14,7 @@ agent is stopped.
 from __future__ import annotations
 
 import logging
+import time
 
 from murmur_wsgi.agents.endings import TaskCanceled, TaskFailed
 from murmur_wsgi.agents.output import OutputCount
@@ -28,6 +29,8 @@ from murmur_wsgi.wire.encode import utf8_bytes
 
 logger = logging.getLogger(__name__)
 
+TURN_SECS = 0.01            # an agent that writes without waiting gives way this often
+
 
 class AgentCalls(AgentPort):
     """The calls of one running agent on its task."""
@@ -41,6 +44,7 @@ class AgentCalls(AgentPort):
         self.session = session          # read for ``closing`` only
         # guarded by the store's lock: what the agent wrote, in bytes (agents/output.py)
         self.output = OutputCount(manager.max_output)
+        self._turn_ends = time.monotonic() + TURN_SECS    # the agent's thread's own
 
     # --- cancellation -----------------------------------------------------
 
@@ -77,10 +81,10 @@ class AgentCalls(AgentPort):
             if self.cancelled():
                 raise TaskCanceled(record.id)
             event = frames.status_later(record, text)
-            if self._within_locked(event.size):
+            published = self._within_locked(event.size)
+            if published:
                 self.manager.publish_locked(record, event)
-                return
-        self._stopped()
+        self._written(published)
 
     def frame(self, name: str, text: str, fields: dict) -> None:
         """Publish an agent's frame; never after the task's end, never one the card omits.
@@ -99,10 +103,10 @@ class AgentCalls(AgentPort):
             if self.cancelled():
                 raise TaskCanceled(record.id)
             event = frames.frame_later(name, text, fields, record)
-            if self._within_locked(event.size):
+            published = self._within_locked(event.size)
+            if published:
                 self.manager.publish_locked(record, event, frame=True)
-                return
-        self._stopped()
+        self._written(published)
 
     def artifact(self, artifact: dict, append: bool, last: bool) -> None:
         """Keep an agent's artifact (or chunk) on the task and publish its artifactUpdate.
@@ -114,12 +118,12 @@ class AgentCalls(AgentPort):
             if self.cancelled():
                 raise TaskCanceled(record.id)
             event = frames.artifact_later(record, artifact, append=append, last_chunk=last)
-            if self._within_locked(event.size):
+            published = self._within_locked(event.size)
+            if published:
                 self._keep_locked(artifact, append)
                 self.store.change_locked(record)
                 self.manager.publish_locked(record, event)
-                return
-        self._stopped()
+        self._written(published)
 
     def _keep_locked(self, artifact: dict, append: bool) -> None:
         """Keep an artifact (or add a chunk's parts to the one of its id) on the task."""
@@ -159,6 +163,22 @@ class AgentCalls(AgentPort):
             return True
         self.manager.fail_overflowing_locked(self.record)
         return False
+
+    def _written(self, published: bool) -> None:
+        """After a write, out of the lock: refuse it past the bound, or give way now and then.
+
+        NOTE: under gevent the agent's thread is a greenlet, which gives way only when it
+        waits: an agent writing without waiting (the demo's /stream) held every other
+        request of the worker until it ended. Every ``TURN_SECS`` of writes it sleeps a
+        microsecond: a timer, after which gevent's loop polls the sockets (``sleep(0)``
+        runs only the greenlets already ready, and a request still unread waited about
+        0.5 s). Without gevent, a thread switch.
+        """
+        if not published:
+            self._stopped()
+        if time.monotonic() >= self._turn_ends:
+            time.sleep(1e-6)
+            self._turn_ends = time.monotonic() + TURN_SECS
 
     def _stopped(self):
         """The agent wrote past its bound: its task's end is written, its call refused."""
