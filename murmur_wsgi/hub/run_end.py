@@ -13,9 +13,9 @@ from murmur_wsgi.agents.endings import (NOT_JSON, AgentValueError, Ending, TaskC
 from murmur_wsgi.agents.output import passed_text
 from murmur_wsgi.hub.live import made_of
 from murmur_wsgi.hub.store import StoreError
-from murmur_wsgi.hub.task import (CANCELED, COMPLETED, FAILED, answer_artifact,
+from murmur_wsgi.hub.task import (CANCELED, COMPLETED, FAILED, answer_artifact, answer_json,
                                   artifact_event_around, artifact_update, data_part)
-from murmur_wsgi.hub.usage import usage_part
+from murmur_wsgi.hub.usage import usage_part_json
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.task import text_part
 
@@ -36,7 +36,8 @@ def final_write(run, state: str, answer: str | None, data) -> tuple[list, list |
         parts = [text_part(answer)]
         if data is not None:
             parts.append(data_part(data))
-        parts.append(data_part(usage_part(run.usage, run.runs.pricing)))
+        usage, usage_json = usage_part_json(run.usage, run.runs.pricing)
+        parts.append(data_part(usage))
         artifacts = [*run.artifacts.values(), answer_artifact(parts)]
         streamed_whole = run.stored == len(run.tokens) and run.kept.idle \
             and made_of(run.tokens, answer)
@@ -47,8 +48,9 @@ def final_write(run, state: str, answer: str | None, data) -> tuple[list, list |
             # NOTE: the chunk replaces the streamed text whole: its tokens can go.
             run.tokens, run.stored, run._loose = [], 0, 0
             # PERF: the answer encoded once, for its final chunk (a piece of its text,
-            # never joined) and the task's artifacts (store.end's ``answer``).
-            encoded = _dumps(artifacts[-1])
+            # never joined) and the task's artifacts (store.end's ``answer``), written
+            # around its text (``answer_json``).
+            encoded = answer_json(answer, None if data is None else _dumps(data), usage_json)
             events.append(artifact_event_around(run.task_id, run.context_id, encoded,
                                                 append=False, last=True))
     elif state in (CANCELED, FAILED):

@@ -12,15 +12,16 @@ import logging
 
 from murmur_wsgi.wire import stream as wire_stream
 from murmur_wsgi.wire import task as wire_task
-from murmur_wsgi.wire.encode import compact_utf8
-from murmur_wsgi.wire.task import (CANCELED, COMPLETED, FAILED, REJECTED, SUBMITTED,  # noqa: F401
-                                   TERMINAL, WORKING, data_part, now_ms, rfc3339)
+from murmur_wsgi.wire.encode import compact_utf8, utf8_string
+from murmur_wsgi.wire.task import (ALL_STATES, CANCELED, COMPLETED, FAILED,  # noqa: F401
+                                   REJECTED, SUBMITTED, TERMINAL, WORKING, data_part, now_ms,
+                                   rfc3339)
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["HubTask", "as_task", "SUBMITTED", "WORKING", "COMPLETED", "FAILED", "CANCELED", "REJECTED",
            "TERMINAL", "ANSWER", "data_part", "status_update", "artifact_update",
-           "artifact_event", "artifact_event_around", "final_texts", "task_status",
+           "artifact_event", "artifact_event_around", "final_texts", "started_event", "status_json", "task_status",
            "progress_status"]
 
 ANSWER = "answer"                # the answer artifact's id and name (docs/hub.md, "Methods")
@@ -28,6 +29,17 @@ ANSWER = "answer"                # the answer artifact's id and name (docs/hub.m
 
 def answer_artifact(parts: list) -> dict:
     return wire_task.artifact(ANSWER, parts)
+
+
+def answer_json(text: str, data_json: str | None, usage_json: str) -> str:
+    """``compact_utf8(answer_artifact(parts))`` of a COMPLETED answer's parts: its text, its
+    data (``data_json``, encoded; None: none) and its usage part's value (``usage_json``).
+    PERF: the answer's text escaped once, the rest written around it, in
+    ``answer_artifact``'s, ``text_part``'s and ``data_part``'s order."""
+    data = "" if data_json is None else f',{{"data":{data_json},"mediaType":"application/json"}}'
+    return (f'{{"artifactId":"{ANSWER}","name":"{ANSWER}","parts":[{{"text":{utf8_string(text)},'
+            f'"mediaType":"text/plain"}}{data},{{"data":{usage_json},'
+            f'"mediaType":"application/json"}}]}}')
 
 
 def artifacts_of(payloads) -> list:
@@ -70,7 +82,7 @@ class HubTask:
 
     __slots__ = ("id", "context_id", "tenant", "agent", "message_id", "state", "status_text",
                  "status_ms", "created_ms", "seq", "_history", "_artifacts", "_json", "written",
-                 "_shape", "_version")
+                 "_shape", "_version", "_history_json")
 
     def __init__(self, task_id: str, context_id: str, tenant: str, agent: str,
                  message_id: str, message: dict):
@@ -90,6 +102,7 @@ class HubTask:
         self._json: str | None = None
         self._shape: tuple | None = None      # a frozen task's (``freeze``)
         self._version = 0                     # bumped by each change (``draft``)
+        self._history_json: str | None = None   # ``history_json``'s, once encoded
 
     @property
     def terminal(self) -> bool:
@@ -104,6 +117,17 @@ class HubTask:
     @history.setter
     def history(self, value: list) -> None:
         self._history = value
+        self._history_json = None
+
+    def history_json(self) -> str:
+        """``compact_utf8(self.history)``, encoded once (PERF: a new task's wire form and the
+        Redis store's record both hold it: its message is encoded once, not twice)."""
+        text = self._history_json
+        if text is None:
+            text = compact_utf8(self.history)
+            if self._history is not None:
+                self._history_json = text
+        return text
 
     @property
     def artifacts(self) -> list:
@@ -136,14 +160,24 @@ class HubTask:
         changes no more."""
         if self._history is None:
             return
-        history, artifacts = self._history, self._artifacts
-        # NOTE: in ``wire.task.task``'s order: the text ``compact_utf8(self.to_dict())`` is.
-        head = f'{{"id":{_ids(self.id, self.context_id)}{compact_utf8(self.status())}'
-        arts = f',"artifacts":{compact_utf8(artifacts)}' if artifacts else ""
-        hist = f',"history":{compact_utf8(history)}' if history else ""
+        head, arts, hist = self._pieces()
         self._json = f"{head}{arts}{hist}}}"
-        self._shape = (len(head), len(head) + len(arts), len(history))
-        self._history = self._artifacts = None
+        self._shape = (len(head), len(head) + len(arts), len(self._history))
+        self._history = self._artifacts = self._history_json = None
+
+    def _pieces(self) -> tuple[str, str, str]:
+        """A task's full wire form (not frozen) in three texts: up to its status, its
+        artifacts, its history (each ``""`` when it has none), its closing brace left out.
+
+        NOTE: in ``wire.task.task``'s order: the text ``compact_utf8(self.to_dict())`` is.
+        PERF: the status written as ``status_json`` writes it, the history encoded once
+        (``history_json``)."""
+        head = f'{{"id":{_ids(self.id, self.context_id)}' \
+               f'{status_json(self.id, self.context_id, self.state, self.status_text, self.status_ms)}'
+        artifacts = self._artifacts
+        arts = f',"artifacts":{compact_utf8(artifacts)}' if artifacts else ""
+        hist = f',"history":{self.history_json()}' if self._history else ""
+        return head, arts, hist
 
     def record(self) -> tuple:
         """The task, frozen, as one tuple of strings and numbers (``as_task`` makes it a task
@@ -171,7 +205,7 @@ class HubTask:
          task.status_text, task.status_ms, task.created_ms, task.seq, task._json,
          task.written) = record[:12]
         task._shape = record[12:]
-        task._history = task._artifacts = None
+        task._history = task._artifacts = task._history_json = None
         return task
 
     def set_state(self, state: str, text: str | None = None) -> None:
@@ -248,10 +282,13 @@ class HubTask:
                     return compact_utf8(self.to_dict(history_length, artifacts))
                 text = text[:end] + "}"
             return text if artifacts or start == end else text[:start] + text[end:]
-        if history_length is None and artifacts and (cache or self._json is not None):
-            if self._json is None:
-                self._json = compact_utf8(self.to_dict())
-            return self._json
+        if history_length is None and artifacts:
+            text = self._json
+            if text is None:
+                text = "".join(self._pieces()) + "}"
+                if cache:
+                    self._json = text
+            return text
         return compact_utf8(self.to_dict(history_length, artifacts))
 
     def task_event(self) -> str:
@@ -275,6 +312,15 @@ def status_ms(entry) -> int:
 def filed_under(entry) -> tuple[str, str]:
     """A store's entry's ``(context id, state)``: a ``HubTask``'s, or a record's, in place."""
     return (entry[1], entry[5]) if type(entry) is tuple else (entry.context_id, entry.state)
+
+
+def status_json(task_id: str, context_id: str, state: str, text: str | None, ms: int) -> str:
+    """``compact_utf8(task_status(…))``. PERF: a status without a message (a run's start, most
+    ends) is written without the encoder: a state of ``wire.task``'s and a timestamp have
+    nothing to escape."""
+    if text is None and state in ALL_STATES:
+        return f'{{"state":"{state}","timestamp":"{rfc3339(ms)}"}}'
+    return compact_utf8(task_status(task_id, context_id, state, text, ms))
 
 
 def task_status(task_id: str, context_id: str, state: str, text: str | None, ms: int) -> dict:
@@ -312,8 +358,8 @@ def artifact_event_around(task_id: str, context_id: str, artifact_json: str, app
     """``artifact_event`` of an artifact already encoded, as the three texts it joins to
     (``artifact_json`` in the middle, not copied into a larger text). PERF: the texts
     around it are written without the encoder, in ``artifact_event``'s order."""
-    return (f'{{"artifactUpdate":{{"taskId":{compact_utf8(task_id)},"contextId":'
-            f'{compact_utf8(context_id)},"artifact":', artifact_json,
+    return (f'{{"artifactUpdate":{{"taskId":{utf8_string(task_id)},"contextId":'
+            f'{utf8_string(context_id)},"artifact":', artifact_json,
             f',"append":{_BOOL[append]},"lastChunk":{_BOOL[last]}}}}}')
 
 
@@ -322,14 +368,23 @@ _BOOL = {False: "false", True: "true"}
 
 def _ids(task_id: str, context_id: str) -> str:
     """What follows ``"id":`` (or ``"taskId":``) up to the status, in a Task and a statusUpdate."""
-    return f'{compact_utf8(task_id)},"contextId":{compact_utf8(context_id)},"status":'
+    return f'{utf8_string(task_id)},"contextId":{utf8_string(context_id)},"status":'
 
 
-def final_texts(task_id: str, context_id: str, status: dict) -> tuple[str, str]:
-    """``(status_update(task_id, context_id, status), the Task's JSON with that status and
-    nothing after it, its closing brace left out)``: what a task's end writes. PERF: the
-    status is encoded once, the texts around it written without the encoder, in
-    ``status_update``'s and ``wire.task.task``'s order."""
+def final_texts(task_id: str, context_id: str, state: str, text: str | None,
+                ms: int) -> tuple[str, str]:
+    """``(status_update(task_id, context_id, task_status(…)), the Task's JSON with that
+    status and nothing after it, its closing brace left out)``: what a task's end writes.
+    PERF: the status is encoded once (``status_json``), the texts around it written without
+    the encoder, in ``status_update``'s and ``wire.task.task``'s order."""
     ids = _ids(task_id, context_id)
-    encoded = compact_utf8(status)
+    encoded = status_json(task_id, context_id, state, text, ms)
     return f'{{"statusUpdate":{{"taskId":{ids}{encoded}}}}}', f'{{"id":{ids}{encoded}'
+
+
+def started_event(task_id: str, context_id: str, ms: int) -> str:
+    """The WORKING statusUpdate a run's start stores, stamped ``ms``: ``status_update`` of
+    ``task_status(task_id, context_id, WORKING, None, ms)``, written as ``final_texts``
+    writes it."""
+    return f'{{"statusUpdate":{{"taskId":{_ids(task_id, context_id)}' \
+           f'{status_json(task_id, context_id, WORKING, None, ms)}}}}}'

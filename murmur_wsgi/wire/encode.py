@@ -43,6 +43,8 @@ def _compact(ensure_ascii: bool):
 
 compact_ascii = _compact(True)
 compact_utf8 = _compact(False)
+# A str as JSON, as ``compact_utf8`` writes it (PERF: the escape itself, no call around it).
+utf8_string = encode_basestring
 
 
 def utf8_bytes(text: str) -> int:

@@ -57,7 +57,7 @@ from murmur_wsgi.hub.store.redis_accept import Accepting
 from murmur_wsgi.hub.store.redis_retain import Forgetting
 from murmur_wsgi.hub.store.retention import Retention
 from murmur_wsgi.hub.task import (SUBMITTED, TERMINAL, WORKING, HubTask, final_texts,
-                                  status_update, task_status)
+                                  started_event)
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.task import now_ms
 
@@ -239,7 +239,7 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         state = state or task.state
         tenant, agent, context_id = task.tenant, task.agent, task.context_id
         terminal = task.state in TERMINAL
-        history, artifacts = task.contents()
+        artifacts = task.contents()[1]
         keys = [task_key(tenant, task.id), index_key(tenant, agent),
                 index_key(tenant, agent, context_id), seq_key(tenant, agent),
                 msg_key(tenant, agent, task.message_id), events_key(tenant, task.id),
@@ -249,7 +249,7 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         # first event is stored as '' and read as {"task": wire} (``_filled``).
         args = [task.id, context_id, tenant, agent, task.message_id, state,
                 _text_json(task.status_text), ms or task.status_ms, task.created_ms,
-                _dumps(history), _dumps(artifacts) if artifacts else "[]", self.replica,
+                task.history_json(), _dumps(artifacts) if artifacts else "[]", self.replica,
                 "1" if bind else "0", "" if terminal else event, "1" if terminal else "0",
                 self._retention_ms, task.to_json(cache=False) if terminal else "",
                 *self._kept(tenant)]
@@ -303,8 +303,7 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
             return None
         tenant, agent, context_id = names
         ms = now_ms()
-        payload = status_update(task_id, context_id, task_status(task_id, context_id, WORKING,
-                                                                 None, ms))
+        payload = started_event(task_id, context_id, ms)
         moves = self._moves(tenant, agent, context_id, WORKING)
         done = self._scripts["START"](
             keys=[task_key(tenant, task_id), events_key(tenant, task_id), moves[0], moves[1],
@@ -330,8 +329,7 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         tenant, agent, context_id = names
         ms = now_ms()
         # The finished task's wire form up to its artifacts (``head``): the script completes it.
-        final, head = final_texts(task_id, context_id,
-                                  task_status(task_id, context_id, state, text, ms))
+        final, head = final_texts(task_id, context_id, state, text, ms)
         written = list(events) + [final]
         if artifacts is None:
             arts = ""

@@ -24,7 +24,7 @@ from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_keys import REPLICAS, member, rate_key, running_key, runs_key
 from murmur_wsgi.hub.store.redis_limits import RedisCounters
-from murmur_wsgi.hub.task import WORKING, status_update, task_status
+from murmur_wsgi.hub.task import WORKING, started_event
 from murmur_wsgi.wire.task import now_ms
 
 logger = logging.getLogger(__name__)
@@ -43,8 +43,7 @@ class Accepting:
         # place in the replica's runs, claim, admission, creation and start); two on a
         # cluster, where the runs (the hub's slot) are sent first (``_open``).
         ms = now_ms()
-        started = status_update(task.id, task.context_id,
-                                task_status(task.id, task.context_id, WORKING, None, ms))
+        started = started_event(task.id, task.context_id, ms)
         call = self.create_call(task, event, state=WORKING, ms=ms)
         keys = call["keys"] + [running_key(task.tenant), rate_key(task.tenant)]
         args = call["args"] + ["1" if claimed else "0", concurrency, rate, counters.lease_ms,
