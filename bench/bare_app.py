@@ -108,9 +108,10 @@ def _capture():
     store, calls = hub.store, {}
     store._listed.add("floor")   # NOTE: a tenant's first end in a process lists it, once
     for name in ("OPEN", "END"):
-        def record(keys=(), args=(), before=(), _name=name, _run=store._scripts[name]):
-            calls[_name] = (list(keys), list(args), list(before))
-            return _run(keys=keys, args=args, before=before)
+        def record(keys=(), args=(), before=(), short=False, _name=name,
+                   _run=store._scripts[name]):
+            calls[_name] = (list(keys), list(args), list(before), short)
+            return _run(keys=keys, args=args, before=before, short=short)
         store._scripts[name] = record
     ids = iter((_ID["task"], _ID["context"]))
     real, messages.random_uuid = messages.random_uuid, lambda: next(ids)
@@ -151,11 +152,11 @@ def _formats(values) -> list:
 
 def _templated(call) -> tuple:
     """A script call as ``(how many keys, [every key and arg, its formats], [each
-    before-command, its formats])``."""
-    keys, args, before = call
+    before-command, its formats], whether it is short)``."""
+    keys, args, before, short = call
     flat = [*keys, *args]
     return (len(keys), (flat, _formats(flat)),
-            [(list(command), _formats(command)) for command in before])
+            [(list(command), _formats(command)) for command in before], short)
 
 
 def _filled(values: list, formats: list, ids: dict) -> list:
@@ -167,11 +168,11 @@ def _filled(values: list, formats: list, ids: dict) -> list:
 
 
 def _fresh(templated, ids: dict) -> tuple:
-    """The call's keys, args and before-commands with ``ids``."""
-    nkeys, (flat, formats), before = templated
+    """The call's keys, args, before-commands with ``ids``, and whether it is short."""
+    nkeys, (flat, formats), before, short = templated
     flat = _filled(flat, formats, ids)
     return flat[:nkeys], flat[nkeys:], [tuple(_filled(command, found, ids))
-                                        for command, found in before]
+                                        for command, found in before], short
 
 
 def _floor_send():
@@ -210,12 +211,12 @@ def redis_send_app(environ, start_response):
     runs, opened, ended, answer, headers, new_id, count = _floor_send()
     _read_body(environ)
     ids = {"task": new_id(), "context": new_id(), "message": f"{_ID['message']}-{next(count)}"}
-    keys, args, before = _fresh(opened, ids)
-    code, _ = runs["OPEN"](keys=keys, args=args, before=before)
+    keys, args, before, short = _fresh(opened, ids)
+    code, _ = runs["OPEN"](keys=keys, args=args, before=before, short=short)
     if code != 0:                            # not a new task: not the hub's work
         raise RuntimeError(f"the floor's OPEN answered {code}, not 0 (a new task)")
-    keys, args, before = _fresh(ended, ids)
-    runs["END"](keys=keys, args=args, before=before)
+    keys, args, before, short = _fresh(ended, ids)
+    runs["END"](keys=keys, args=args, before=before, short=short)
     body = b'{"jsonrpc":"2.0","id":1,"result":%s}' % (answer % ids).encode()
     start_response("200 OK", [HEADERS[0], ("Content-Length", str(len(body))), *headers])
     return [body]

@@ -13,7 +13,8 @@ import uuid
 
 import pytest
 
-from murmur_wsgi.hub.store import redis_stores
+from murmur_wsgi.hub.store import redis_commands, redis_stores
+from murmur_wsgi.hub.store.redis_commands import PIECE_CHARS, Short
 from murmur_wsgi.hub.store.redis_keys import task_key
 from murmur_wsgi.hub.task import (CANCELED, COMPLETED, FAILED, REJECTED, HubTask,
                                   answer_artifact, artifact_event, artifact_event_around,
@@ -163,3 +164,45 @@ def test_a_record_stored_without_a_wire_form_still_answers(redis_store):
     assert redis_store.task_json("acme", "echo", task.id) == expected
     page = redis_store.list("acme", "echo")
     assert [redis_store.render(t, as_read=True) for t in page.tasks] == [expected]
+
+
+@pytest.mark.parametrize("size", [8, PIECE_CHARS + 1], ids=["short", "long"])
+def test_a_script_call_said_short_has_no_long_argument(redis_server, redis_kind, size,
+                                                       monkeypatch):
+    """A message's OPEN and END say which calls are ``Short`` from the few arguments that
+    can be long: none of such a call's is, and a call with a long one (a context id, a
+    history, an answer, a status text, an event) is looked at whole, and sent in pieces."""
+    redis_server.flush()
+    found = redis_stores(redis_server.url, timeout_secs=2.0)
+    sent = []
+
+    def seen(commands):
+        sent.extend(commands)
+        return looked_at(commands)
+    looked_at = redis_commands._any_long
+    monkeypatch.setattr(redis_commands, "_any_long", seen)
+    long = "x" * size
+    in_open = {"context": True, "history": True}
+    in_end = {"context": True, "answer": True, "status": True, "event": True}
+    try:
+        for where in ("context", "history", "answer", "status", "event"):
+            sent.clear()
+            text = long if where == "history" else "hi"
+            task = HubTask(str(uuid.uuid4()), long if where == "context" else "ctx", "acme",
+                           "echo", "m-" + where, {"messageId": "m-" + where,
+                                                  "role": "ROLE_USER", "parts": [text_part(text)]})
+            assert found.tasks.open(task, task.task_event(), found.counters, 5, 100).started
+            answer = compact_utf8(answer_artifact([text_part(long if where == "answer"
+                                                             else "hi")]))
+            found.tasks.end(task.id, COMPLETED, long if where == "status" else None,
+                            [answer_artifact([])], [long] if where == "event" else [],
+                            answer=answer)
+            opened, ended = [c for c in sent if c[0] == "EVALSHA"][-2:]
+            for command, holds in ((opened, in_open.get(where)), (ended, in_end.get(where))):
+                assert looked_at((tuple(command),)) == (size > PIECE_CHARS and bool(holds))
+                if type(command) is Short:
+                    assert not looked_at((tuple(command),))
+                else:           # a cluster's calls are looked at whole, each of them
+                    assert redis_kind == "cluster" or looked_at((tuple(command),))
+    finally:
+        found.close()

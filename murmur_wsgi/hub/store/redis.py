@@ -46,6 +46,7 @@ import logging
 from murmur_wsgi.hub.store import redis_scripts as scripts
 from murmur_wsgi.hub.store.base import PENDING, TaskStore, Written, newest_within
 from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed
+from murmur_wsgi.hub.store.redis_commands import short
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_events import TaskEvents
 from murmur_wsgi.hub.store.redis_index import RedisIndex
@@ -87,6 +88,10 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
     retention in ``redis_retain``."""
 
     shared = True
+    # Where the CREATE script's arguments of unbounded length are (``create_call``'s): the
+    # context id, the messageId (its keys hold both), the status text, history, artifacts,
+    # the first event and a finished task's wire form.
+    UNBOUNDED = (1, 4, 6, 9, 10, 13, 16)
 
     def __init__(self, conn, *, retention_secs: float = 86_400.0, max_events: int = 10_000,
                  retention: Retention | None = None):
@@ -246,7 +251,8 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
                 state_key(tenant, agent, state), updated_key(tenant, agent),
                 both_key(tenant, agent, state, context_id), *retained_keys(tenant)]
         # NOTE: a task refused at its creation keeps its message once, in its wire form: its
-        # first event is stored as '' and read as {"task": wire} (``_filled``).
+        # first event is stored as '' and read as {"task": wire} (``_filled``). The args of
+        # unbounded length are at ``UNBOUNDED``.
         args = [task.id, context_id, tenant, agent, task.message_id, state,
                 _text_json(task.status_text), ms or task.status_ms, task.created_ms,
                 task.history_json(), _dumps(artifacts) if artifacts else "[]", self.replica,
@@ -348,14 +354,16 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
                 else:
                     payload = "".join(payload)
             payloads.append(payload)
+        text_json = _text_json(text)
         done = self._scripts["END"](
             keys=[task_key(tenant, task_id), events_key(tenant, task_id),
                   *self._moves(tenant, agent, context_id, state), running_key(tenant),
                   *retained_keys(tenant)],
-            args=[state, _text_json(text), ms, arts, self._retention_ms, self._max_events,
+            args=[state, text_json, ms, arts, self._retention_ms, self._max_events,
                   head, *self._kept(tenant), *numbered, answer or "", at, tail,
                   "1" if keep else "0", *payloads],
-            before=self._listing(tenant))
+            before=self._listing(tenant),
+            short=short(context_id, text_json, arts, head, answer or "", tail, *payloads))
         self._listed.add(tenant)
         if task_id in self._names:
             self._ran(tenant, task_id)

@@ -22,6 +22,7 @@ from redis.exceptions import ClusterCrossSlotError, ResponseError
 from murmur_wsgi.hub.store.base import Opened
 from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
+from murmur_wsgi.hub.store.redis_commands import short
 from murmur_wsgi.hub.store.redis_keys import REPLICAS, member, rate_key, running_key, runs_key
 from murmur_wsgi.hub.store.redis_limits import RedisCounters
 from murmur_wsgi.hub.task import WORKING, started_event
@@ -48,7 +49,9 @@ class Accepting:
         keys = call["keys"] + [running_key(task.tenant), rate_key(task.tenant)]
         args = call["args"] + ["1" if claimed else "0", concurrency, rate, counters.lease_ms,
                                started, self._max_events]
-        (code, value), listed = self._open(task, keys, args)
+        # PERF: the call's arguments of unbounded length measured, not each looked at
+        fits = short(started, *[call["args"][i] for i in self.UNBOUNDED])
+        (code, value), listed = self._open(task, keys, args, fits)
         if code != 0 and listed:
             self._left.append(member(task.tenant, task.id))      # no run: out of the runs
         if code == 1:
@@ -60,7 +63,7 @@ class Accepting:
         return Opened(started=started)
 
     @_guarded
-    def _open(self, task, keys, args) -> tuple:
+    def _open(self, task, keys, args, fits: bool) -> tuple:
         """``(the OPEN script's answer, whether the run was listed before it)``: on one Redis
         the script lists the run, given the runs' keys (the hub's slot); a Redis that keeps
         a script to one slot (a cluster node, a proxy in front of one, named by a
@@ -70,7 +73,7 @@ class Accepting:
             try:
                 return self._scripts["OPEN"](
                     keys=keys + [runs_key(self.replica), REPLICAS],
-                    args=args + [member(task.tenant, task.id)]), False
+                    args=args + [member(task.tenant, task.id)], short=fits), False
             except ResponseError as ex:
                 # NOTE: redis-py names the CROSSSLOT answer; a proxy may answer it as text.
                 if not (isinstance(ex, ClusterCrossSlotError)
@@ -80,4 +83,5 @@ class Accepting:
                 logger.warning("redis store: this Redis keeps a script to the keys of one "
                                "slot: a run is listed in its replica's runs before its "
                                "script, in the same round trip")
-        return self._scripts["OPEN"](keys=keys, args=args, before=self._running(task)), True
+        return self._scripts["OPEN"](keys=keys, args=args, before=self._running(task),
+                                     short=fits), True

@@ -34,9 +34,28 @@ def _is_long(arg) -> bool:
     return isinstance(arg, str) and len(arg) > PIECE_CHARS
 
 
+class Short(tuple):
+    """A command none of whose arguments is ``_is_long``, as its caller knows (a script's
+    ``run(short=True)``): ``_any_long`` does not look at each. PERF: a blocking
+    SendMessage's two scripts carry about 90 arguments, each looked at for about 500
+    instructions (docs/performance.md); their callers measure the few that can be long."""
+
+    __slots__ = ()
+
+
+def short(*texts: str) -> bool:
+    """Whether none of ``texts`` is longer than ``PIECE_CHARS``: given a script call's
+    arguments of unbounded length (texts, the client's ids, which its keys hold too), that
+    none of the call's is (its others are the hub's own names and numbers): ``run(short=…)``."""
+    return max(map(len, texts)) <= PIECE_CHARS
+
+
 def _any_long(commands) -> bool:
-    """Whether an argument of ``commands`` is ``_is_long`` (inline: a script has dozens)."""
+    """Whether an argument of ``commands`` is ``_is_long`` (inline: a script has dozens);
+    a ``Short`` command's are not looked at."""
     for command in commands:
+        if type(command) is Short:
+            continue
         for arg in command:
             if isinstance(arg, str) and len(arg) > PIECE_CHARS:
                 return True
@@ -269,20 +288,23 @@ class Commands:
         return answers
 
     def script(self, source: str, durable: bool = False):
-        """``source`` as ``run(keys=…, args=…, before=(), then=())``, as
+        """``source`` as ``run(keys=…, args=…, before=(), then=(), short=False)``, as
         ``client.register_script`` makes it: ``EVALSHA``, and ``EVAL`` once when Redis does
         not hold it (restarted, flushed). A ``durable`` script's writes are acknowledged by
         the replicas (``durable``); ``before`` and ``then``: commands sent before and after
-        it (``after``)."""
+        it (``after``); ``short``: the caller knows that no key or argument is longer than
+        ``PIECE_CHARS`` (``Short``)."""
         sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+        kind = Short if len(source) <= PIECE_CHARS else tuple
 
-        def run(keys=(), args=(), before=(), then=()):
+        def run(keys=(), args=(), before=(), then=(), short=False):
+            made = kind if short else tuple
             try:
-                return self.after(before, ("EVALSHA", sha, len(keys), *keys, *args), durable,
-                                  then)
+                return self.after(before, made(("EVALSHA", sha, len(keys), *keys, *args)),
+                                  durable, then)
             except redis.exceptions.NoScriptError:
-                return self.after(before, ("EVAL", source, len(keys), *keys, *args), durable,
-                                  then)
+                return self.after(before, made(("EVAL", source, len(keys), *keys, *args)),
+                                  durable, then)
         return run
 
     def after(self, before, command: tuple, durable: bool = False, then=()):
