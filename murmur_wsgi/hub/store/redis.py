@@ -104,6 +104,7 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         self._retention_ms = int(retention_secs * 1000)
         self._max_events = max_events
         self._keep = retention or Retention()
+        self._kept_of: dict[str, tuple] = {}    # tenant -> (its Retention, ``_kept``'s)
         self._scripts = {name: self._command.script(getattr(scripts, name),
                                                     durable=name in DURABLE)
                          for name in ("OPEN", "CREATE", "START", "APPEND", "END", "RELEASE", "MARK",
@@ -146,9 +147,15 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         return [task for task in map(self._record, records) if task is not None]
 
     def _kept(self, tenant: str) -> tuple:
-        """The retention script's arguments for ``tenant``: retention ms, cap, batch, bytes."""
-        secs, cap, max_bytes = self._keep.of(tenant)
-        return int(secs * 1000), cap, self._keep.batch_of(cap), max_bytes
+        """The retention script's arguments for ``tenant``: retention ms, cap, batch, bytes
+        (PERF: worked out once a tenant and ``Retention``, as every message sends them)."""
+        keep = self._keep
+        found = self._kept_of.get(tenant)
+        if found is None or found[0] is not keep:
+            secs, cap, max_bytes = keep.of(tenant)
+            found = self._kept_of[tenant] = (keep, (int(secs * 1000), cap, keep.batch_of(cap),
+                                                    max_bytes))
+        return found[1]
 
     def _names_of(self, task_id: str, tenant: str | None) -> tuple | None:
         """``(tenant, agent, context id)`` of a task: one this replica runs, or ``tenant``'s

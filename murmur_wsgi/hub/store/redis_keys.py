@@ -77,16 +77,21 @@ def both_key(tenant: str, agent: str, state: str, context_id: str) -> str:
     return tenant_prefix(tenant) + f"cst:{agent}:{state}:{context_id}"
 
 
+# PERF: the names of a tenant's agent (and of its states), made once and kept (tenants and
+# agents are hub.yaml's, states a few): a blocking SendMessage names a dozen of them.
+@lru_cache(maxsize=4096)
 def seq_key(tenant: str, agent: str) -> str:
     """The agent's last creation number."""
     return tenant_prefix(tenant) + "seq:" + agent
 
 
+@lru_cache(maxsize=4096)
 def state_key(tenant: str, agent: str, state: str) -> str:
     """The agent's tasks in one state."""
     return tenant_prefix(tenant) + f"st:{agent}:{state}"
 
 
+@lru_cache(maxsize=4096)
 def updated_key(tenant: str, agent: str) -> str:
     """The agent's tasks by status time."""
     return tenant_prefix(tenant) + "upd:" + agent
@@ -114,11 +119,13 @@ def retained_keys(tenant: str) -> tuple:
     return done_key(tenant), sizes_key(tenant), bytes_key(tenant)
 
 
+@lru_cache(maxsize=4096)
 def running_key(tenant: str) -> str:
     """The tenant's admission slots."""
     return tenant_prefix(tenant) + "running"
 
 
+@lru_cache(maxsize=4096)
 def rate_key(tenant: str) -> str:
     """The tenant's token bucket."""
     return tenant_prefix(tenant) + "rate"
