@@ -88,9 +88,8 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
     retention in ``redis_retain``."""
 
     shared = True
-    # Where the CREATE script's arguments of unbounded length are (``create_call``'s): the
-    # context id, the messageId (its keys hold both), the status text, history, artifacts,
-    # the first event and a finished task's wire form.
+    # ``create_call``'s args of unbounded length: the context id and messageId (its keys
+    # hold both), status text, history, artifacts, first event, a finished task's wire form
     UNBOUNDED = (1, 4, 6, 9, 10, 13, 16)
 
     def __init__(self, conn, *, retention_secs: float = 86_400.0, max_events: int = 10_000,
@@ -258,8 +257,7 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
                 state_key(tenant, agent, state), updated_key(tenant, agent),
                 both_key(tenant, agent, state, context_id), *retained_keys(tenant)]
         # NOTE: a task refused at its creation keeps its message once, in its wire form: its
-        # first event is stored as '' and read as {"task": wire} (``_filled``). The args of
-        # unbounded length are at ``UNBOUNDED``.
+        # first event is stored as '' and read as {"task": wire} (``_filled``). UNBOUNDED.
         args = [task.id, context_id, tenant, agent, task.message_id, state,
                 _text_json(task.status_text), ms or task.status_ms, task.created_ms,
                 task.history_json(), _dumps(artifacts) if artifacts else "[]", self.replica,
@@ -386,7 +384,6 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         # copy each time, so nothing is kept whatever ``cache`` says.
         current = task if as_read else self._record(self._fields(task.tenant, task.id)) or task
         return current.to_json(history_length, artifacts, cache=False)
-
 
     @_guarded
     def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
