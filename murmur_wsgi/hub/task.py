@@ -21,8 +21,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["HubTask", "as_task", "SUBMITTED", "WORKING", "COMPLETED", "FAILED", "CANCELED", "REJECTED",
            "TERMINAL", "ANSWER", "data_part", "status_update", "artifact_update",
-           "artifact_event", "artifact_event_around", "final_texts", "started_event", "status_json", "task_status",
-           "progress_status"]
+           "artifact_event", "artifact_event_around", "final_texts", "started_event",
+           "status_json", "task_status", "progress_status"]
 
 ANSWER = "answer"                # the answer artifact's id and name (docs/hub.md, "Methods")
 
@@ -172,8 +172,9 @@ class HubTask:
         NOTE: in ``wire.task.task``'s order: the text ``compact_utf8(self.to_dict())`` is.
         PERF: the status written as ``status_json`` writes it, the history encoded once
         (``history_json``)."""
-        head = f'{{"id":{_ids(self.id, self.context_id)}' \
-               f'{status_json(self.id, self.context_id, self.state, self.status_text, self.status_ms)}'
+        status = status_json(self.id, self.context_id, self.state, self.status_text,
+                             self.status_ms)
+        head = f'{{"id":{_ids(self.id, self.context_id)}{status}'
         artifacts = self._artifacts
         arts = f',"artifacts":{compact_utf8(artifacts)}' if artifacts else ""
         hist = f',"history":{self.history_json()}' if self._history else ""

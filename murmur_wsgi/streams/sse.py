@@ -20,7 +20,8 @@ Concurrency:
 Memory:
     Events are encoded as they are written, in chunks of less than half of
     ``pending_bytes``: a stream holds one such chunk, and the server its framed
-    copy, while the server writes it, whatever the size of its events. The write deadline is the server's
+    copy, while the server writes it, whatever the size of its events. The
+    write deadline is the server's
     (``serving/writes.py``'s ``Body`` around this body): a client that does not
     take a chunk in time is cut, which closes the body; the socket's timeout
     is restored after.

@@ -103,8 +103,11 @@ def test_a_stream_that_falls_behind_is_lagged_and_still_ends_with_the_answer(sto
         response = HubClient(hub).call("SendStreamingMessage", send_params(" ".join(words)),
                                        agent="tokens")
         body = iter(response.response)
-        opening = next(body)                                    # the Task; then no reading
-        task_id = json.loads(opening.decode().split("data: ", 1)[1])["result"]["task"]["id"]
+        opening = next(body)                # the Task (its frame may come in pieces)
+        while b"\n\n" not in opening:
+            opening += next(body)               # then no reading
+        frame = opening.split(b"\n\n", 1)[0].decode()
+        task_id = json.loads(frame.split("data: ", 1)[1])["result"]["task"]["id"]
         run = hub.runs.get(task_id)
         wait_until(lambda: run.ended)                           # the agent streamed it all
         assert run.live.lagged >= 1
