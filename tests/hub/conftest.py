@@ -76,7 +76,8 @@ def hub_config(**overrides) -> dict:
     return config
 
 
-def token(tenants=("acme",), *, exp_in=300, **claims) -> str:
+def token(tenants=("acme",), *, exp_in=86_400, **claims) -> str:
+    # A day: tokens made when the suite is collected are used as late as its end.
     body = {"sub": "someone", "iss": ISSUER, "aud": AUDIENCE, "exp": int(time.time()) + exp_in,
             "tenants": list(tenants), **claims}
     return jwt.encode(body, SECRET, algorithm="HS256")
