@@ -17,14 +17,11 @@ the socket never is, and says which.
 """
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import threading
 
 from murmur_wsgi.timers import Timers
-
-logger = logging.getLogger(__name__)
 
 _timers: tuple[int, Timers] | None = None          # (the process id, its timers)
 

@@ -9,9 +9,6 @@ streams without end holds the server's memory until the process dies.
 """
 from __future__ import annotations
 
-import logging
-
-logger = logging.getLogger(__name__)
 
 MAX_OUTPUT_BYTES = 64 * 1024 ** 2       # the default bound, on the door and on the hub
 MIN_OUTPUT_BYTES = 64 * 1024            # the least bound either takes: below, ordinary tasks fail

@@ -270,11 +270,7 @@ class TaskStore:
         one instant, they read through here.
         """
         with self._lock:
-            forms = record._json, record._json_bare
-            out = view(record)
-            if forms[0] is not record._json or forms[1] is not record._json_bare:
-                self._recount(record)
-            return out
+            return self._counting(record, view)
 
     def wait_settled(self, record: TaskRecord, timeout: float | None,
                      wake=lambda: False) -> bool:
@@ -344,11 +340,15 @@ class TaskStore:
 
     def _rendered(self, tasks: list[TaskRecord], render) -> list[str]:
         """``render`` each task (under the lock), counting the wire forms it cached."""
-        forms = [(rec._json, rec._json_bare) for rec in tasks]
-        out = [render(rec) for rec in tasks]
-        for rec, (full, bare) in zip(tasks, forms):
-            if full is not rec._json or bare is not rec._json_bare:
-                self._recount(rec)
+        return [self._counting(rec, render) for rec in tasks]
+
+    def _counting(self, record: TaskRecord, view):
+        """``view(record)`` (under the lock), the record counted again if it cached a wire
+        form meanwhile (``_recount``)."""
+        forms = record._json, record._json_bare
+        out = view(record)
+        if forms[0] is not record._json or forms[1] is not record._json_bare:
+            self._recount(record)
         return out
 
 

@@ -46,8 +46,8 @@ import logging
 from murmur_wsgi.hub.store import redis_scripts as scripts
 from murmur_wsgi.hub.store.base import PENDING, TaskStore, Written, newest_within
 from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed
-from murmur_wsgi.hub.store.redis_commands import short
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
+from murmur_wsgi.hub.store.redis_commands import short
 from murmur_wsgi.hub.store.redis_events import TaskEvents
 from murmur_wsgi.hub.store.redis_index import RedisIndex
 from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, events_key, index_key,
@@ -88,9 +88,6 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
     retention in ``redis_retain``."""
 
     shared = True
-    # ``create_call``'s args of unbounded length: the context id and messageId (its keys
-    # hold both), status text, history, artifacts, first event, a finished task's wire form
-    UNBOUNDED = (1, 4, 6, 9, 10, 13, 16)
 
     def __init__(self, conn, *, retention_secs: float = 86_400.0, max_events: int = 10_000,
                  retention: Retention | None = None):
@@ -247,6 +244,13 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         """The CREATE script's ``keys`` and ``args`` for ``task`` (a pipeline may send many
         finished ones); ``state`` and ``ms``: the record's state and status time, if not
         the task's."""
+        return self._create_call(task, event, bind, state, ms)[0]
+
+    def _create_call(self, task, event: str, bind: bool = True, state: str | None = None,
+                     ms: int | None = None) -> tuple[dict, tuple]:
+        """``create_call``'s, and its arguments of unbounded length (``redis_commands.short``
+        measures them): the context id and messageId (its keys hold both), the status text,
+        history, artifacts, first event and a finished task's wire form."""
         state = state or task.state
         tenant, agent, context_id = task.tenant, task.agent, task.context_id
         terminal = task.state in TERMINAL
@@ -257,14 +261,16 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
                 state_key(tenant, agent, state), updated_key(tenant, agent),
                 both_key(tenant, agent, state, context_id), *retained_keys(tenant)]
         # NOTE: a task refused at its creation keeps its message once, in its wire form: its
-        # first event is stored as '' and read as {"task": wire} (``_filled``). UNBOUNDED.
-        args = [task.id, context_id, tenant, agent, task.message_id, state,
-                _text_json(task.status_text), ms or task.status_ms, task.created_ms,
-                task.history_json(), _dumps(artifacts) if artifacts else "[]", self.replica,
-                "1" if bind else "0", "" if terminal else event, "1" if terminal else "0",
-                self._retention_ms, task.to_json(cache=False) if terminal else "",
-                *self._kept(tenant)]
-        return {"keys": keys, "args": args}
+        # first event is stored as '' and read as {"task": wire} (``_filled``).
+        unbounded = (context_id, task.message_id, _text_json(task.status_text),
+                     task.history_json(), _dumps(artifacts) if artifacts else "[]",
+                     "" if terminal else event, task.to_json(cache=False) if terminal else "")
+        text, history, arts, first, wire = unbounded[2:]
+        args = [task.id, context_id, tenant, agent, task.message_id, state, text,
+                ms or task.status_ms, task.created_ms, history, arts, self.replica,
+                "1" if bind else "0", first, "1" if terminal else "0", self._retention_ms,
+                wire, *self._kept(tenant)]
+        return {"keys": keys, "args": args}, unbounded
 
     def _values(self, tenant: str, task_id: str, agent: str | None = None) -> list | None:
         """The record's ``RECORD_FIELDS`` (one ``HMGET``), None unless it is ``agent``'s

@@ -45,12 +45,12 @@ class Accepting:
         # cluster, where the runs (the hub's slot) are sent first (``_open``).
         ms = now_ms()
         started = started_event(task.id, task.context_id, ms)
-        call = self.create_call(task, event, state=WORKING, ms=ms)
+        call, unbounded = self._create_call(task, event, state=WORKING, ms=ms)
         keys = call["keys"] + [running_key(task.tenant), rate_key(task.tenant)]
         args = call["args"] + ["1" if claimed else "0", concurrency, rate, counters.lease_ms,
                                started, self._max_events]
         # PERF: the call's arguments of unbounded length measured, not each looked at
-        fits = short(started, *[call["args"][i] for i in self.UNBOUNDED])
+        fits = short(started, *unbounded)
         (code, value), listed = self._open(task, keys, args, fits)
         if code != 0 and listed:
             self._left.append(member(task.tenant, task.id))      # no run: out of the runs
