@@ -16,6 +16,17 @@ settings.register_profile("suite", suppress_health_check=[HealthCheck.too_slow],
                           deadline=None)
 settings.load_profile("suite")
 
+def pytest_ignore_collect(collection_path, config):
+    """``-m timed`` alone (`make test`'s second run): a test module that never names the
+    marker has no test to select, so it is not imported (collecting the whole suite to
+    select its timed tests took about a tenth of that run)."""
+    if (config.getoption("markexpr") == "timed" and collection_path.suffix == ".py"
+            and collection_path.name.startswith("test_")
+            and b"timed" not in collection_path.read_bytes()):
+        return True
+    return None
+
+
 MY_AGENT = {
     "name": "my-agent", "version": "0.1.0", "tools": ["bash"],
     "capabilities": {"shell": {"allow": ["bash"]}, "network": {"allow": ["example.com"]}},
