@@ -5,8 +5,8 @@ streams goes two ways: to the run's own SendStreamingMessage (``live``, a
 backlog bounded in bytes, hub/live.py), and merged (at most one stored event
 every ``events.merge_secs``) to the store's event log, which SubscribeToTask
 replays. The run keeps its streamed text merged (one string per stored event),
-not one object per token, and its agent's thread yields to the others every
-``YIELD_TOKENS`` tokens. What the agent writes (its text, progress, artifacts, the models
+not one object per token, and its agent's thread gives way to the others every
+10 ms of writes (agents/turns.py). What the agent writes (its text, progress, artifacts, the models
 its usage names) is counted: past ``limits.max_output_bytes`` the task ends FAILED and
 the agent is stopped, as at the run timeout (the run and its task's event log hold it all
 until the end). The run ends once:
@@ -43,6 +43,7 @@ import time
 
 from murmur_wsgi.agents.endings import AgentValueError, TaskCanceled
 from murmur_wsgi.agents.output import OutputCount
+from murmur_wsgi.agents.turns import turn
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.context import HubContext
 from murmur_wsgi.hub.live import MERGE_TOKENS, LiveBacklog
@@ -57,7 +58,6 @@ from murmur_wsgi.wire.task import text_part
 logger = logging.getLogger(__name__)
 
 INTERRUPTED = "interrupted: the hub shut down before the run ended"
-YIELD_TOKENS = 256       # an agent that streams yields to the other threads this often
 # The most streamed text one stored event carries: an agent writing faster than the merge
 # stores pieces of this, never one event of all it wrote (each stream replaying the task's
 # log holds the event it writes whole).
@@ -99,7 +99,7 @@ class Run:
         self.stored = 0              # entries of tokens already in the store's log
         self.stored_any = False
         self._loose = 0              # the newest tokens, not joined yet (all unstored)
-        self._unyielded = 0          # tokens since the agent's thread last yielded
+        self._turn_ends = 0.0        # the agent's thread's own (agents/turns.py)
         self.last_flush = 0.0
         self.kept = KeptEvents(self.task_id)   # the events the store refused, in order
         self.usage: RunUsage | None = None   # made by the first report (PERF: most make none)
@@ -162,6 +162,7 @@ class Run:
                    totals.cached_tokens + report[2]) > most:
                 raise AgentValueError(f"usage: more than {most} tokens in one count")
             usage.add(*report)
+        self._turn_ends = turn(self._turn_ends)
 
     def publish_artifact(self, artifact: dict, append: bool, last: bool) -> None:
         """One of the agent's named artifacts (``ctx.artifacts``): stored, streamed, kept."""
@@ -185,6 +186,7 @@ class Run:
             if self.ended:
                 raise TaskCanceled(self.task_id)
             self._live(payload)
+        self._turn_ends = turn(self._turn_ends)
 
     def token(self, text: str) -> None:
         if not isinstance(text, str) or not text:
@@ -207,12 +209,7 @@ class Run:
             elif self._flush_timer is None:
                 self._flush_timer = runs.timer(due, self._flush)
             self._notify_locked()
-        self._unyielded += 1
-        if self._unyielded >= YIELD_TOKENS:
-            self._unyielded = 0
-            # NOTE: under gevent an agent that streams without waiting would hold the
-            # worker for its whole run: this hands the other greenlets their turn.
-            time.sleep(0)
+        self._turn_ends = turn(self._turn_ends)
 
     def progress(self, text: str) -> None:
         with self.lock:
@@ -226,6 +223,7 @@ class Run:
             if self.ended:
                 raise TaskCanceled(self.task_id)
             self._live(payload)
+        self._turn_ends = turn(self._turn_ends)
 
     def _live(self, payload: str) -> None:
         if self.live is not None:

@@ -14,13 +14,13 @@ agent is stopped.
 from __future__ import annotations
 
 import logging
-import time
 
 from murmur_wsgi.agents.endings import TaskCanceled, TaskFailed
 from murmur_wsgi.agents.output import OutputCount
 from murmur_wsgi.agents.owned import own_fields
 from murmur_wsgi.agents.parts import Reply
 from murmur_wsgi.agents.port import AgentPort, AskInterrupted
+from murmur_wsgi.agents.turns import turn
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.door.tasks import frames
 from murmur_wsgi.door.tasks.record import INPUT_REQUIRED, TaskRecord
@@ -28,8 +28,6 @@ from murmur_wsgi.door.tasks.works import CommandRefused
 from murmur_wsgi.wire.encode import utf8_bytes
 
 logger = logging.getLogger(__name__)
-
-TURN_SECS = 0.01            # an agent that writes without waiting gives way this often
 
 
 class AgentCalls(AgentPort):
@@ -44,7 +42,7 @@ class AgentCalls(AgentPort):
         self.session = session          # read for ``closing`` only
         # guarded by the store's lock: what the agent wrote, in bytes (agents/output.py)
         self.output = OutputCount(manager.max_output)
-        self._turn_ends = time.monotonic() + TURN_SECS    # the agent's thread's own
+        self._turn_ends = 0.0           # the agent's thread's own (agents/turns.py)
 
     # --- cancellation -----------------------------------------------------
 
@@ -151,10 +149,11 @@ class AgentCalls(AgentPort):
             if record.usage is None:
                 record.usage = RunUsage()
             model = report[3]
-            if model in record.usage.by_model or self._within_locked(utf8_bytes(model or "")):
+            published = model in record.usage.by_model or \
+                self._within_locked(utf8_bytes(model or ""))
+            if published:
                 record.usage.add(*report)
-                return
-        self._stopped()
+        self._written(published)
 
     def _within_locked(self, size: int) -> bool:
         """Count ``size`` bytes the agent wrote (an event's, as the replay buffer counts
@@ -165,20 +164,11 @@ class AgentCalls(AgentPort):
         return False
 
     def _written(self, published: bool) -> None:
-        """After a write, out of the lock: refuse it past the bound, or give way now and then.
-
-        NOTE: under gevent the agent's thread is a greenlet, which gives way only when it
-        waits: an agent writing without waiting (the demo's /stream) held every other
-        request of the worker until it ended. Every ``TURN_SECS`` of writes it sleeps a
-        microsecond: a timer, after which gevent's loop polls the sockets (``sleep(0)``
-        runs only the greenlets already ready, and a request still unread waited about
-        0.5 s). Without gevent, a thread switch.
-        """
+        """After a write, out of the lock: refuse it past the bound, or give way now and
+        then (agents/turns.py)."""
         if not published:
             self._stopped()
-        if time.monotonic() >= self._turn_ends:
-            time.sleep(1e-6)
-            self._turn_ends = time.monotonic() + TURN_SECS
+        self._turn_ends = turn(self._turn_ends)
 
     def _stopped(self):
         """The agent wrote past its bound: its task's end is written, its call refused."""

@@ -1,0 +1,29 @@
+"""An agent's turns: a thread that writes without waiting gives way every ``TURN_SECS``.
+
+Under gevent an agent's thread is a greenlet, which gives way only when it waits: an
+agent writing without waiting (the demo's ``/stream``, a loop of ``ctx.progress`` or of
+artifact chunks) held every other request of its worker until it ended. After each of
+its writes the door and the hub call ``turn``: once ``TURN_SECS`` of writes have passed,
+it sleeps a microsecond, a timer after which gevent's loop polls the sockets.
+``sleep(0)`` is not enough: it runs only the greenlets already ready, and a request
+still unread waited about 0.5 s. Without gevent, a thread switch.
+"""
+from __future__ import annotations
+
+import time
+
+TURN_SECS = 0.01            # an agent that writes without waiting gives way this often
+
+
+def turn(ends: float) -> float:
+    """After one of the agent's writes: give way if its turn, which ends at ``ends``, is
+    over. Returns when the turn now ends: ``ends``, or ``TURN_SECS`` from now. A turn
+    begins at the first write (``ends`` 0.0: PERF, nothing for an agent that writes
+    nothing, as most of a hub's inline runs)."""
+    now = time.monotonic()
+    if now < ends:
+        return ends
+    if ends:
+        time.sleep(1e-6)
+        now = time.monotonic()
+    return now + TURN_SECS
