@@ -16,9 +16,10 @@ def runs_inline(agent, text: str) -> bool:
     """True when ``agent`` says its run on ``text`` ends without waiting.
 
     NOTE: such a run never blocks, so the held request it runs in answers what it would
-    have answered anyway: under gevent nothing else runs meanwhile; on OS threads a
-    cancel during the run ends the task at once, and the held answer follows when the
-    agent returns. A hook that raises counts as False (logged).
+    have answered anyway: under gevent others run only while it gives way
+    (agents/turns.py), as on OS threads at any time: a cancel during the run ends the
+    task at once, and the held answer follows when the agent returns. A hook that raises
+    counts as False (logged).
     """
     inline = getattr(agent, "inline", False)
     if inline is True:

@@ -100,6 +100,7 @@ class Run:
         self.stored_any = False
         self._loose = 0              # the newest tokens, not joined yet (all unstored)
         self._turn_ends = 0.0        # the agent's thread's own (agents/turns.py)
+        self._untimed_since = None   # an inline run's start, until it arms its run timeout
         self.last_flush = 0.0
         self.kept = KeptEvents(self.task_id)   # the events the store refused, in order
         self.usage: RunUsage | None = None   # made by the first report (PERF: most make none)
@@ -162,7 +163,7 @@ class Run:
                    totals.cached_tokens + report[2]) > most:
                 raise AgentValueError(f"usage: more than {most} tokens in one count")
             usage.add(*report)
-        self._turn_ends = turn(self._turn_ends)
+        self._turn()
 
     def publish_artifact(self, artifact: dict, append: bool, last: bool) -> None:
         """One of the agent's named artifacts (``ctx.artifacts``): stored, streamed, kept."""
@@ -186,7 +187,7 @@ class Run:
             if self.ended:
                 raise TaskCanceled(self.task_id)
             self._live(payload)
-        self._turn_ends = turn(self._turn_ends)
+        self._turn()
 
     def token(self, text: str) -> None:
         if not isinstance(text, str) or not text:
@@ -209,7 +210,7 @@ class Run:
             elif self._flush_timer is None:
                 self._flush_timer = runs.timer(due, self._flush)
             self._notify_locked()
-        self._turn_ends = turn(self._turn_ends)
+        self._turn()
 
     def progress(self, text: str) -> None:
         with self.lock:
@@ -223,7 +224,18 @@ class Run:
             if self.ended:
                 raise TaskCanceled(self.task_id)
             self._live(payload)
-        self._turn_ends = turn(self._turn_ends)
+        self._turn()
+
+    def _turn(self) -> None:
+        """After one of the agent's writes, out of the lock: give way now and then
+        (agents/turns.py). An inline run's first turn arms its run timeout (``start``),
+        from the run's start: a timer can fire now that the agent gives way."""
+        ends = self._turn_ends
+        self._turn_ends = turn(ends)
+        since = self._untimed_since
+        if since is not None and ends and self._turn_ends != ends:
+            self._untimed_since = None
+            self._arm_timeout(self.timeout - (time.monotonic() - since))
 
     def _live(self, payload: str) -> None:
         if self.live is not None:
@@ -458,19 +470,26 @@ class Run:
         PERF: about 9 % of a blocking SendMessage's instructions: a thread's start and the
         wake-ups of two (docs/performance.md)."""
         if inline:
-            # PERF: no run timeout (a timer armed and cancelled: about 30 K instructions).
-            # The agent does not wait: under gevent no timer could fire before it returns,
-            # and its end is written next, in this thread.
+            # PERF: no run timeout yet (a timer armed and cancelled: about 30 K
+            # instructions). The agent does not wait: under gevent no timer can fire until
+            # it gives way, after 10 ms of writes (``_turn``), which arms it then.
+            self._untimed_since = time.monotonic()
             execute(self, ctx, started)     # a stopped agent is logged (end_as), not raised
             return
-        # PERF: armed without the run's lock (a lock taken costs about 10 K instructions
-        # under gevent). The timer is set, then ``ended`` read; an end (``_close_locked``)
-        # sets ``ended``, then reads the timer: one of the two sees the other's write, so an
-        # end that comes meanwhile (a CancelTask on another thread) cancels it, or this does.
-        timer = self._timeout = self.runs.timer(self.timeout, self._timed_out)
+        self._arm_timeout(self.timeout)
+        _thread.start_new_thread(self._work, (ctx, started))
+
+    def _arm_timeout(self, seconds: float) -> None:
+        """The run timeout, due in ``seconds``.
+
+        PERF: armed without the run's lock (a lock taken costs about 10 K instructions
+        under gevent). The timer is set, then ``ended`` read; an end (``_close_locked``)
+        sets ``ended``, then reads the timer: one of the two sees the other's write, so an
+        end that comes meanwhile (a CancelTask on another thread) cancels it, or this does.
+        """
+        timer = self._timeout = self.runs.timer(max(seconds, 0.0), self._timed_out)
         if self.ended:
             timer.cancel()
-        _thread.start_new_thread(self._work, (ctx, started))
 
     def _work(self, ctx: HubContext, payload: str | None) -> None:
         try:

@@ -45,3 +45,13 @@ def exits(ctx):
 
 
 exits.inline = True
+
+
+def writes_on(ctx):
+    """Streams text without waiting, without end: only its run's stop ends it."""
+    _noted(ctx, "writes")
+    while True:
+        ctx.write("sixteen chars, 1")
+
+
+writes_on.inline = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 
@@ -13,12 +14,13 @@ from tests.hub import inline_agents
 from tests.hub.conftest import HubClient, agent, close_hub, hub_config, send_params, wait_until
 
 AGENTS = {"inline": "says_inline", "threaded": "says_nothing", "hook": "hook_fails",
-          "per-text": "asks_per_text", "exits": "exits"}
+          "per-text": "asks_per_text", "exits": "exits", "writes": "writes_on"}
 
 
 @pytest.fixture
-def rpc(store):
+def rpc(store, request):
     config = hub_config(store=store)
+    config["limits"].update(getattr(request, "param", {}))
     config["tenants"]["acme"]["agents"].update(
         {name: agent(f"tests.hub.inline_agents:{ref}") for name, ref in AGENTS.items()})
     h = create_hub(config)
@@ -153,3 +155,18 @@ def test_a_run_that_ends_inline_makes_no_condition_and_takes_its_lock_few_times(
     assert task["status"]["state"] == "TASK_STATE_COMPLETED" and ran_here("inline", "hi")
     assert made["conditions"] == 0
     assert [lock.acquired for lock in made["locks"]] == [1]
+
+
+@pytest.mark.parametrize("rpc", [{"run_timeout_secs": 0.5}], indirect=True)
+def test_an_inline_run_that_writes_without_end_is_stopped_at_its_run_timeout(rpc):
+    # NOTE: before, an inline run had no run timeout: this one wrote until
+    # limits.max_output_bytes (64 MiB of 16-character writes: about 20 s here) stopped it.
+    # It gives way every 10 ms of writes (agents/turns.py), and its first turn arms the
+    # timeout, from the run's start.
+    started = time.monotonic()
+    task = rpc.send("go", agent="writes")
+    assert ran_here("writes", "go")
+    assert task["status"]["state"] == "TASK_STATE_FAILED", task["status"]
+    assert task["status"]["message"]["parts"][0]["text"] == \
+        "the run took longer than 0.5 s and was stopped"
+    assert time.monotonic() - started < 10
