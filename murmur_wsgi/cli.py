@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import socket
 import sys
 
 from murmur_wsgi.agents import AgentLoadError, resolve_agent
@@ -12,15 +11,9 @@ from murmur_wsgi.client import cli_commands as client_commands
 from murmur_wsgi.door.manifest import ManifestError, load_manifest_file
 from murmur_wsgi.door.planes.files import check_root
 from murmur_wsgi import running
-from murmur_wsgi.serving.ports import listen_refusal
+from murmur_wsgi.serving.ports import free_port, listen_refusal, why_not
 
 logger = logging.getLogger(__name__)
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def _listen(manifest, override: str | None) -> str:
@@ -31,7 +24,14 @@ def _listen(manifest, override: str | None) -> str:
         return override
     host = manifest.network["host"]
     port = manifest.network["internal_port"]
-    port = port if port else _free_port(host)
+    if not port:
+        try:
+            port = free_port(host)
+        except OSError as ex:
+            raise ManifestError(f"network.host: '{host}': cannot listen there: "
+                                f"{why_not(ex)}") from None
+        except (ValueError, UnicodeError) as ex:
+            raise ManifestError(f"network.host: '{host}': cannot listen there: {ex}") from None
     # NOTE: an IPv6 address is bracketed, as --listen takes it: gunicorn reads ::1:41873
     # as the host :: and the port 1:41873.
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"

@@ -8,6 +8,43 @@ import socket
 logger = logging.getLogger(__name__)
 
 
+def _family(host: str) -> int:
+    """The address family gunicorn and Werkzeug bind ``host`` in: IPv6 for an IPv6
+    address, else IPv4 (a name included)."""
+    try:
+        socket.inet_pton(socket.AF_INET6, host)
+    except (OSError, ValueError):
+        return socket.AF_INET
+    return socket.AF_INET6
+
+
+def _bound(host: str, port: int) -> socket.socket:
+    """A socket bound to ``(host, port)`` as the servers bind it (SO_REUSEADDR, the host
+    as written): OSError as they would meet it.
+
+    NOTE: as the servers do, not by what ``getaddrinfo`` answers: it takes ``*`` for the
+    loopback addresses, where a bind to ``*`` fails."""
+    sock = socket.socket(_family(host), socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def free_port(host: str) -> int:
+    """A port free on ``host`` now; OSError when ``host`` cannot be listened on."""
+    with _bound(host, 0) as sock:
+        return sock.getsockname()[1]
+
+
+def why_not(ex: OSError) -> str:
+    """What a failed bind says, in words (a name that does not resolve included)."""
+    return ex.strerror or str(ex)
+
+
 def listen_refusal(listen: str) -> str | None:
     """Why ``HOST:PORT`` cannot be listened on now (one line), or None when it can.
 
@@ -21,16 +58,11 @@ def listen_refusal(listen: str) -> str | None:
     if not (port.isascii() and port.isdigit()) or int(port) > 65535:
         return f"{listen}: cannot listen there: the port must be a number from 0 to 65535"
     try:
-        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
-    except (OSError, ValueError) as ex:
-        return f"{listen}: cannot listen there: {getattr(ex, 'strerror', None) or ex}"
-    family, _, _, _, address = infos[0]
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(address)
-        except OSError as ex:
-            if ex.errno == errno.EADDRINUSE:
-                return f"{listen} is in use; choose another with --listen"
-            return f"{listen}: cannot listen there: {ex.strerror}"
+        _bound(host, int(port)).close()
+    except OSError as ex:
+        if ex.errno == errno.EADDRINUSE:
+            return f"{listen} is in use; choose another with --listen"
+        return f"{listen}: cannot listen there: {why_not(ex)}"
+    except (ValueError, UnicodeError) as ex:     # a host the socket cannot even encode
+        return f"{listen}: cannot listen there: {ex}"
     return None
