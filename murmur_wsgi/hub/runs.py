@@ -6,8 +6,9 @@ backlog bounded in bytes, hub/live.py), and merged (at most one stored event
 every ``events.merge_secs``) to the store's event log, which SubscribeToTask
 replays. The run keeps its streamed text merged (one string per stored event),
 not one object per token, and its agent's thread gives way to the others every
-10 ms of writes (agents/turns.py). What the agent writes (its text, progress, artifacts, the models
-its usage names) is counted: past ``limits.max_output_bytes`` the task ends FAILED and
+10 ms of writes (agents/turns.py): the agent's side, ``RunWrites``, is hub/run_writes.py.
+What the agent writes (its text, progress, artifacts, the models its usage names) is
+counted: past ``limits.max_output_bytes`` the task ends FAILED and
 the agent is stopped, as at the run timeout (the run and its task's event log hold it all
 until the end). The run ends once:
 COMPLETED with its answer and usage part, FAILED (the agent failed, the run
@@ -31,8 +32,8 @@ Concurrency:
     overdue ones, the unwritten ends); ``Runs.changed``, on it, is notified when a run
     leaves. Lock order: a run's lock, then ``Runs.lock``, then the store's.
     Timers (the run timeout, the merge flush) are ``Runs.timer``'s (timers.py:
-    one thread for every run's), cancelled when the run ends; a run ended in its caller's
-    thread (``start``'s ``inline``) arms none.
+    one thread for every run's), cancelled when the run ends; a run in its caller's
+    thread (``start``'s ``inline``) arms its timeout only once its agent gives way.
 """
 from __future__ import annotations
 
@@ -41,30 +42,22 @@ import logging
 import threading
 import time
 
-from murmur_wsgi.agents.endings import AgentValueError, TaskCanceled
 from murmur_wsgi.agents.output import OutputCount
-from murmur_wsgi.agents.turns import turn
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.context import HubContext
-from murmur_wsgi.hub.live import MERGE_TOKENS, LiveBacklog
-from murmur_wsgi.hub.run_end import count_output, execute, final_write
+from murmur_wsgi.hub.live import LiveBacklog
+from murmur_wsgi.hub.run_end import execute, final_write
 from murmur_wsgi.hub.run_events import KeptEvents
+from murmur_wsgi.hub.run_writes import RunWrites
 from murmur_wsgi.hub.store import StoreError
-from murmur_wsgi.hub.task import (ANSWER, COMPLETED, FAILED, artifact_event,
-                                  artifact_update, progress_status, status_update)
-from murmur_wsgi.wire.encode import utf8_bytes
-from murmur_wsgi.wire.task import text_part
+from murmur_wsgi.hub.task import COMPLETED, FAILED
 
 logger = logging.getLogger(__name__)
 
 INTERRUPTED = "interrupted: the hub shut down before the run ended"
-# The most streamed text one stored event carries: an agent writing faster than the merge
-# stores pieces of this, never one event of all it wrote (each stream replaying the task's
-# log holds the event it writes whole).
-STORED_CHARS = 256 * 1024
 
 
-class Run:
+class Run(RunWrites):
     """One task's run. Fields are guarded by its own lock (``lock``)."""
 
     def __init__(self, runs, task, agent, limits: dict, live: int | None):   # run_registry.Runs
@@ -126,170 +119,6 @@ class Run:
         """Wake whoever waits on the run (its lock held); with no condition, nobody does."""
         if self._changed is not None:
             self._changed.notify_all()
-
-    # --- the agent's side ----------------------------------------------------
-
-    def wait(self, predicate, timeout: float) -> bool:
-        """Wait up to ``timeout`` for ``predicate()`` (read under the lock) about this run."""
-        changed = self.changed
-        with changed:
-            return changed.wait_for(predicate, timeout)
-
-    def wait_stop(self, seconds: float) -> bool:
-        return self.wait(lambda: self.stopping, seconds)
-
-    def on_stop(self, waker) -> None:
-        """Call ``waker()`` once the run must stop (now if it must already)."""
-        with self.lock:
-            if not self.stopping:
-                self._wakers.append(waker)
-                return
-        waker()
-
-    def add_usage(self, report: tuple, most: int) -> None:
-        """Add one checked usage report; AgentValueError if a count would pass ``most``,
-        or a model new to the run would pass ``limits.max_usage_models``."""
-        with self.lock:
-            usage = self.usage
-            if usage is None:
-                usage = self.usage = RunUsage()
-            if report[3] not in usage.by_model:
-                if len(usage.by_model) >= self.max_models:
-                    raise AgentValueError(f"usage: more than {self.max_models} models in one "
-                                          "run (limits.max_usage_models)")
-                count_output(self, utf8_bytes(report[3] or ""))
-            totals = usage.totals
-            if max(totals.input_tokens + report[0], totals.output_tokens + report[1],
-                   totals.cached_tokens + report[2]) > most:
-                raise AgentValueError(f"usage: more than {most} tokens in one count")
-            usage.add(*report)
-        self._turn()
-
-    def publish_artifact(self, artifact: dict, append: bool, last: bool) -> None:
-        """One of the agent's named artifacts (``ctx.artifacts``): stored, streamed, kept."""
-        if artifact["artifactId"] == ANSWER:
-            raise ValueError(f"artifact name {ANSWER!r} is the hub's own; choose another")
-        with self.lock:
-            if self.ended:
-                raise TaskCanceled(self.task_id)
-            self._flush_locked()
-            payload = artifact_event(self.task_id, self.context_id, artifact, append, last)
-            count_output(self, utf8_bytes(payload))
-            name = artifact["artifactId"]
-            kept = self.artifacts.get(name)
-            if kept is None or not append:
-                if kept is not None:
-                    del self.artifacts[name]
-                self.artifacts[name] = dict(artifact, parts=list(artifact["parts"]))
-            else:
-                kept["parts"].extend(artifact["parts"])
-            self._appended(payload)
-            if self.ended:
-                raise TaskCanceled(self.task_id)
-            self._live(payload)
-        self._turn()
-
-    def token(self, text: str) -> None:
-        if not isinstance(text, str) or not text:
-            return
-        runs = self.runs
-        with self.lock:
-            if self.ended:
-                raise TaskCanceled(self.task_id)
-            count_output(self, utf8_bytes(text))
-            self.tokens.append(text)
-            self._loose += 1
-            if self._loose >= MERGE_TOKENS:         # the newest tokens, joined in a block
-                self.tokens[-MERGE_TOKENS:] = ["".join(self.tokens[-MERGE_TOKENS:])]
-                self._loose = 0
-            if self.live is not None:
-                self.live.token(text)
-            due = self.last_flush + runs.merge_secs - time.monotonic()
-            if due <= 0:
-                self._flush_locked()
-            elif self._flush_timer is None:
-                self._flush_timer = runs.timer(due, self._flush)
-            self._notify_locked()
-        self._turn()
-
-    def progress(self, text: str) -> None:
-        with self.lock:
-            if self.ended:
-                raise TaskCanceled(self.task_id)
-            self._flush_locked()
-            payload = status_update(self.task_id, self.context_id,
-                                    progress_status(self.task_id, self.context_id, text))
-            count_output(self, utf8_bytes(payload))
-            self._appended(payload)
-            if self.ended:
-                raise TaskCanceled(self.task_id)
-            self._live(payload)
-        self._turn()
-
-    def _turn(self) -> None:
-        """After one of the agent's writes, out of the lock: give way now and then
-        (agents/turns.py). An inline run's first turn arms its run timeout (``start``),
-        from the run's start: a timer can fire now that the agent gives way."""
-        ends = self._turn_ends
-        self._turn_ends = turn(ends)
-        since = self._untimed_since
-        if since is not None and ends and self._turn_ends != ends:
-            self._untimed_since = None
-            self._arm_timeout(self.timeout - (time.monotonic() - since))
-
-    def _live(self, payload: str) -> None:
-        if self.live is not None:
-            self.live.event(payload)
-        self._notify_locked()
-
-    def _live_text(self, text: str, append: bool) -> str:
-        """A piece of the answer's text on the run's own stream."""
-        return artifact_update(self.task_id, self.context_id, [text_part(text)],
-                               append=append, last=False)
-
-    def _live_state(self) -> tuple[list[str], str]:
-        """The task as it stands, for a reader that fell behind: its named artifacts whole,
-        and the answer's text so far."""
-        return ([artifact_event(self.task_id, self.context_id, artifact, False, False)
-                 for artifact in self.artifacts.values()], "".join(self.tokens))
-
-    def _merge_unstored(self) -> list[str]:
-        """Join the tokens not yet stored into entries of at most ``STORED_CHARS``; their
-        texts (each to be one stored event)."""
-        text = "".join(self.tokens[self.stored:])
-        pieces = [text[at:at + STORED_CHARS] for at in range(0, len(text), STORED_CHARS)]
-        self.tokens[self.stored:] = pieces
-        self._loose = 0
-        return pieces
-
-    def _flush(self) -> None:
-        runs = self.runs
-        with self.lock:
-            self._flush_timer = None
-            if self.ended or self.stored == len(self.tokens):
-                return
-            due = self.last_flush + runs.merge_secs - time.monotonic()
-            if due > 0:
-                # NOTE: this timer ran late and a token stored the rest meanwhile: the
-                # tokens since wait their turn (at most one stored event per merge_secs).
-                self._flush_timer = runs.timer(due, self._flush)
-            else:
-                self._flush_locked()
-
-    def _flush_locked(self) -> None:
-        """Store the tokens not yet stored as artifactUpdates of at most ``STORED_CHARS``
-        each; a store that fails (or events kept before them) keeps them unstored, not lost:
-        the next flush stores them, or the end's answer carries them whole (``finish``)."""
-        if self.stored < len(self.tokens) and self.kept.idle:
-            for text in self._merge_unstored():
-                self.kept.add(artifact_update(self.task_id, self.context_id, [text_part(text)],
-                                              append=self.stored_any, last=False))
-                # NOTE: refused, the event stays kept under its number (it may have been
-                # written, its answer lost): sent again as it is, it is written once.
-                self.stored_any = True
-            self.stored = len(self.tokens)
-            self._store_kept_locked()
-        self.last_flush = time.monotonic()
 
     # --- ending ----------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from murmur_wsgi.hub import create_hub
-from murmur_wsgi.hub.runs import STORED_CHARS
+from murmur_wsgi.hub.run_writes import STORED_CHARS
 from murmur_wsgi.hub.store.redis_feed import PAGE_BYTES
 from murmur_wsgi.wire.stream import artifact_update
 from murmur_wsgi.wire.task import text_part
