@@ -22,6 +22,29 @@ PUBLIC = "https://hub.example.com"
 V1 = {"A2A-Version": "1.0"}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_default_tls_context():
+    """PERF: a hub with push makes its webhook TLS context with the system's trust
+    (``egress.tls_context(None)``): the CA bundle's load, 46 ms of CPU, was most of a push
+    hub's start, in a few hundred tests. The hubs here share one context so made (configured
+    as each would be; nothing changes a context once made); a ``ca_file`` still gets its
+    own."""
+    from murmur_wsgi.hub.push import egress
+    made = egress.tls_context
+    shared: list = []
+
+    def tls_context(ca_file):
+        if ca_file:
+            return made(ca_file)
+        if not shared:
+            shared.append(made(None))
+        return shared[0]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(egress, "tls_context", tls_context)
+        yield
+
+
 def sha(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
