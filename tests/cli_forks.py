@@ -3,7 +3,8 @@
 ``run_many(argvs, folder, timeout)`` starts one process (this file) that imports what the
 CLI imports, then forks a child per argv that runs ``murmur_wsgi.cli`` as ``__main__``
 (runpy, as ``python -m`` does) with its stdout and stderr on files of its own: each run's
-``(returncode, stdout, stderr)``, as ``subprocess.run`` would give them.
+``(returncode, stdout, stderr)``, as ``subprocess.run`` would give them. ``Forker`` is the
+same process kept for runs one after another (``run``: a ``subprocess.run`` of one).
 
 PERF: a ``python -m murmur_wsgi.cli`` spends 0.36 s of its 0.41 s CPU importing; a fork of
 a process that imported it once spends a few milliseconds. What a fork cannot show (the
@@ -36,6 +37,44 @@ def run_many(argvs: list[list[str]], folder: Path, timeout: float,
     codes = json.loads(done.stdout)
     return [(code, (folder / f"run{i}.out").read_bytes(), (folder / f"run{i}.err").read_bytes())
             for i, code in enumerate(codes)]
+
+
+class Forker:
+    """One process that imported the CLI, in ``env``, forking a child per ``run``: the runs
+    of ``python -m murmur_wsgi.cli`` one after another, each in a process of its own."""
+
+    def __init__(self, folder: Path, env: dict | None = None):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.runs = 0
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(folder), os.getcwd()], env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(self, argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+        """``subprocess.run([python, -m, murmur_wsgi.cli, *argv], capture_output=True,
+        text=True)``, as its fork; a run still going after ``timeout`` is killed (-9)."""
+        index, self.runs = self.runs, self.runs + 1
+        self.proc.stdin.write(json.dumps({"argv": argv, "timeout": timeout,
+                                          "index": index}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, "the forking process ended"
+        out, err = (self.folder / f"run{index}.out", self.folder / f"run{index}.err")
+        return subprocess.CompletedProcess(
+            [sys.executable, "-m", MODULE, *argv], json.loads(line),
+            out.read_bytes().decode(), err.read_bytes().decode())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(30)
+        self.proc.stdout.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def _exit_status(ex: SystemExit) -> int:
@@ -75,14 +114,10 @@ def _child(argv: list[str], out: str, err: str) -> None:
         os._exit(status)
 
 
-def _main(request_path: str) -> None:
-    import select
-    import signal
-    import time
-
-    request = json.loads(Path(request_path).read_text())
-    sys.path[0] = request["cwd"]                    # as ``python -m`` from that folder
-    os.chdir(request["cwd"])
+def _imported(cwd: str) -> None:
+    """What ``python -m`` from ``cwd`` imports of the module, but the module itself."""
+    sys.path[0] = cwd
+    os.chdir(cwd)
     __import__(MODULE)
     # NOTE: the module itself is forgotten (its imports stay): each child runs it fresh as
     # ``__main__``, as ``python -m`` does, and runpy does not warn of a module already
@@ -92,27 +127,56 @@ def _main(request_path: str) -> None:
     delattr(sys.modules[package], name)
     sys.stdout.flush()
     sys.stderr.flush()
+
+
+def _fork(argv: list[str], folder: Path, index: int) -> int:
+    pid = os.fork()
+    if pid == 0:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        _child(argv, str(folder / f"run{index}.out"), str(folder / f"run{index}.err"))
+    return pid
+
+
+def _reap(pid: int, deadline: float) -> int:
+    """The child's exit code (-9: killed at ``deadline``, a monotonic time)."""
+    import select
+    import signal
+    import time
+    fd = os.pidfd_open(pid)
+    try:
+        if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _main(request_path: str) -> None:
+    import time
+    request = json.loads(Path(request_path).read_text())
+    _imported(request["cwd"])
     folder = Path(request["folder"])
-    started = time.monotonic()
-    pids = []
-    for i, argv in enumerate(request["argvs"]):
-        pid = os.fork()
-        if pid == 0:
-            _child(argv, str(folder / f"run{i}.out"), str(folder / f"run{i}.err"))
-        pids.append(pid)
-    codes = []
-    for pid in pids:
-        fd = os.pidfd_open(pid)
-        try:
-            left = max(0.0, started + request["timeout"] - time.monotonic())
-            if not select.select([fd], [], [], left)[0]:
-                os.kill(pid, signal.SIGKILL)
-        finally:
-            os.close(fd)
-        _, status = os.waitpid(pid, 0)
-        codes.append(os.waitstatus_to_exitcode(status))
-    print(json.dumps(codes))
+    deadline = time.monotonic() + request["timeout"]
+    pids = [_fork(argv, folder, i) for i, argv in enumerate(request["argvs"])]
+    print(json.dumps([_reap(pid, deadline) for pid in pids]))
+
+
+def _serve(folder: str, cwd: str) -> None:
+    """A run for each line of stdin, its exit code a line of stdout, until stdin ends."""
+    import time
+    _imported(cwd)
+    for line in sys.stdin:
+        request = json.loads(line)
+        deadline = time.monotonic() + request["timeout"]
+        pid = _fork(request["argv"], Path(folder), request["index"])
+        print(json.dumps(_reap(pid, deadline)), flush=True)
 
 
 if __name__ == "__main__":
-    _main(sys.argv[1])
+    if sys.argv[1] == "--serve":
+        _serve(sys.argv[2], sys.argv[3])
+    else:
+        _main(sys.argv[1])

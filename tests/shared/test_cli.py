@@ -19,6 +19,7 @@ import pytest
 from murmur_wsgi.cli import main
 from murmur_wsgi.client import DoorClient
 
+from tests.cli_forks import Forker
 from tests.e2e.conftest import child_env, default_manifest, start_door
 from tests.shared.test_client import AUTH, DEMO, WAIT, Tap, ThreadedDoor
 from tests.shared.test_client_streams import Script, rpc
@@ -319,11 +320,12 @@ def record_env(door) -> dict:
     return env
 
 
-def murmur_wsgi(door, *argv, check=True) -> subprocess.CompletedProcess:
-    """Run ``murmur-wsgi ARGV`` as a process, finding the door by its running record."""
-    done = subprocess.run([sys.executable, "-m", "murmur_wsgi.cli", *argv],
-                          env=record_env(door), capture_output=True,
-                          text=True, timeout=WAIT, check=False)
+def murmur_wsgi(cli: Forker, *argv, check=True) -> subprocess.CompletedProcess:
+    """Run ``murmur-wsgi ARGV`` as a process, finding the door by its running record.
+
+    PERF: each a fork of one process that imported the CLI (tests/cli_forks.py), not a
+    ``python -m murmur_wsgi.cli`` of its own (0.4 s of import each); the watch below is one."""
+    done = cli.run(list(argv), WAIT)
     if check:
         assert done.returncode == 0, done.stderr
     return done
@@ -334,10 +336,11 @@ def test_readme_use_it_against_gunicorn(tmp_path):
     # NOTE: a quick heartbeat lets the door see the killed watcher leave at once:
     # gunicorn's SIGTERM waits for every open stream (docs/client.md).
     manifest = dict(default_manifest(), stream={"heartbeat_secs": 0.2})
-    with start_door(tmp_path, manifest) as door:
-        assert murmur_wsgi(door, "card").stdout.startswith("my-agent 0.1.0\n")
-        assert murmur_wsgi(door, "send", "what is 2 + 2?").stdout == "what is 2 + 2?\n"
-        streamed = murmur_wsgi(door, "send", "--stream", "/stream 3").stdout.splitlines()
+    with start_door(tmp_path, manifest) as door, \
+            Forker(tmp_path / "runs", record_env(door)) as cli:
+        assert murmur_wsgi(cli, "card").stdout.startswith("my-agent 0.1.0\n")
+        assert murmur_wsgi(cli, "send", "what is 2 + 2?").stdout == "what is 2 + 2?\n"
+        streamed = murmur_wsgi(cli, "send", "--stream", "/stream 3").stdout.splitlines()
         assert streamed[:2] == ["[submitted]", "[working]"]
         assert streamed[2:5] == [f"[text]        chunk {i}" for i in (1, 2, 3)]
         watch = subprocess.Popen([sys.executable, "-m", "murmur_wsgi.cli", "watch"],
@@ -347,8 +350,8 @@ def test_readme_use_it_against_gunicorn(tmp_path):
             lines: queue.Queue = queue.Queue()
             threading.Thread(target=lambda: [lines.put(line) for line in watch.stdout],
                              daemon=True).start()
-            task_id = murmur_wsgi(door, "send", "--no-wait", "/sleep 30").stdout.strip()
-            canceled = murmur_wsgi(door, "cancel", task_id).stdout.splitlines()
+            task_id = murmur_wsgi(cli, "send", "--no-wait", "/sleep 30").stdout.strip()
+            canceled = murmur_wsgi(cli, "cancel", task_id).stdout.splitlines()
             assert canceled[1] == "state:    canceled"
             # The replay shows the earlier tasks too; read until this one's cancel.
             while True:
@@ -358,9 +361,9 @@ def test_readme_use_it_against_gunicorn(tmp_path):
         finally:
             watch.terminate()
             watch.communicate(timeout=WAIT)
-        table = murmur_wsgi(door, "ps").stdout.splitlines()
+        table = murmur_wsgi(cli, "ps").stdout.splitlines()
         assert table[1].split()[:2] == [task_id, "canceled"]
-        refused = murmur_wsgi(door, "get", "tsk_nope", check=False)
+        refused = murmur_wsgi(cli, "get", "tsk_nope", check=False)
         assert refused.returncode == 1 and "-32001" in refused.stderr
 
 
