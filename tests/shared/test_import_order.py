@@ -5,6 +5,7 @@ fresh interpreter, since this one may have imported gevent already.
 """
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -29,6 +30,9 @@ ALL_MODULES = textwrap.dedent("""
 """).format(skip=ENTRY_POINTS)
 
 
+# PERF: a check's run is kept for the process: "every module" (2 s) serves
+# test_no_gevent_on_import and test_every_module_is_imported alike.
+@functools.lru_cache(maxsize=None)
 def run(code: str) -> subprocess.CompletedProcess:
     check = code + textwrap.dedent("""
         import sys
