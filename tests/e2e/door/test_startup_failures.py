@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import REPO, child_env, free_port
+from tests.process_util import stopping
 
 pytestmark = pytest.mark.e2e
 
@@ -115,9 +116,12 @@ def _door_on_a_chosen_port(tmp_path, manifest: dict) -> tuple[str, dict, str]:
         url = re.search(r"listening on (http://\S+)", log.read_text()).group(1)
         card = wait_served(proc, url + "/.well-known/agent-card.json", deadline, "the door",
                            log.read_text).json()
+        said = log.read_text()
     finally:
-        stop_process(proc, 40, "the door", log.read_text)
-    return url, card, log.read_text()
+        # PERF: nothing here is about the door's stop: ``stopping`` waits for it (and fails
+        # the session's end if it does not stop), the test goes on.
+        stopping.stop(proc, lambda: stop_process(proc, 40, "the door", log.read_text))
+    return url, card, said
 
 
 def test_a_door_on_a_random_port_says_where(tmp_path):
