@@ -25,7 +25,7 @@ import requests
 from murmur_wsgi.hub.store.redis_keys import HUB, tenant_prefix
 
 from tests.e2e.conftest import CLOSE
-from tests.e2e.hub_process import start_together
+from tests.e2e.hub_process import start_together, together
 from tests.e2e.hub_replicas import (CAPPED_KEY, SECRET, WAIT, Replica, Subscriber, final_state,
                                     send, state, task_of, until)
 from tests.hub.push_util import SECRET as PUSH_SECRET
@@ -206,10 +206,21 @@ def test_sigkill_a_mid_run_b_sweeps_and_restart_keeps_the_tasks(replicas, redis_
             if by_jti.pop(verify(r, key, config["url"], issuer=None)["jti"], None)] == \
         ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_FAILED"]   # deduped by jti
     # Both replicas restarted (A on its port): every task is still there.
-    b.stop()
-    replicas_now = start_together(
-        lambda: Replica(directory, redis_url, port=a.port, **receiver.settings),
-        lambda: Replica(directory, redis_url, port=b.port, **receiver.settings))
+    # PERF: B's new process starts on a port of its own while B stops (gunicorn's second
+    # or so), as A's on A's.
+    replicas_now: list = []
+
+    def restart():
+        replicas_now.extend(start_together(
+            lambda: Replica(directory, redis_url, port=a.port, **receiver.settings),
+            lambda: Replica(directory, redis_url, **receiver.settings)))
+
+    try:
+        together(b.stop, restart)
+    except BaseException:
+        for replica in replicas_now:
+            replica.kill()
+        raise
     a2, b2 = replicas_now
     try:
         for replica in replicas_now:
