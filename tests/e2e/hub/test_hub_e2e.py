@@ -200,7 +200,8 @@ def test_a_blocking_client_that_leaves_cancels_the_run(hub_server):
 
 
 def test_sigterm_drains_runs_and_ends_streams(tmp_path):
-    server = hub_process(tmp_path)
+    # PERF: the run in flight (30 s) outlasts any drain: a short one ends it FAILED sooner.
+    server = hub_process(tmp_path, lambda port: {**hub_yaml(port), "drain_timeout_secs": 0.2})
     try:
         task = server.rpc("SendMessage", {
             "message": {"messageId": "bg", "role": "ROLE_USER", "parts": [{"text": "/sleep 30"}]},
