@@ -26,12 +26,12 @@ def _listen(manifest, override: str | None) -> str:
     port = manifest.network["internal_port"]
     if not port:
         try:
-            port = free_port(host)
+            port = free_port(host.strip("[]"))
         except OSError as ex:
-            raise ManifestError(f"network.host: '{host}': cannot listen there: "
+            raise ManifestError(f"network.host: {host!r}: cannot listen there: "
                                 f"{why_not(ex)}") from None
-        except (ValueError, UnicodeError) as ex:
-            raise ManifestError(f"network.host: '{host}': cannot listen there: {ex}") from None
+        except (TypeError, ValueError) as ex:     # a host the socket cannot even read
+            raise ManifestError(f"network.host: {host!r}: cannot listen there: {ex}") from None
     # NOTE: an IPv6 address is bracketed, as --listen takes it: gunicorn reads ::1:41873
     # as the host :: and the port 1:41873.
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"

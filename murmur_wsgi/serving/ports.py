@@ -9,8 +9,8 @@ logger = logging.getLogger(__name__)
 
 
 def _family(host: str) -> int:
-    """The address family gunicorn and Werkzeug bind ``host`` in: IPv6 for an IPv6
-    address, else IPv4 (a name included)."""
+    """The address family gunicorn binds ``host`` in: IPv6 for an IPv6 address, else IPv4
+    (a name included)."""
     try:
         socket.inet_pton(socket.AF_INET6, host)
     except (OSError, ValueError):
@@ -19,11 +19,13 @@ def _family(host: str) -> int:
 
 
 def _bound(host: str, port: int) -> socket.socket:
-    """A socket bound to ``(host, port)`` as the servers bind it (SO_REUSEADDR, the host
-    as written): OSError as they would meet it.
+    """A socket bound to ``(host, port)`` as gunicorn binds it (SO_REUSEADDR, the host as
+    written): OSError as it would meet it; TypeError or ValueError for a host the socket
+    cannot even read (a NUL, a label too long to encode).
 
-    NOTE: as the servers do, not by what ``getaddrinfo`` answers: it takes ``*`` for the
-    loopback addresses, where a bind to ``*`` fails."""
+    NOTE: as gunicorn does, not by what ``getaddrinfo`` answers: it takes ``*`` for the
+    loopback addresses, where gunicorn's bind to ``*`` fails (Werkzeug, which looks the
+    host up first, would listen on 127.0.0.1: ``--dev`` refuses ``*`` too, one rule)."""
     sock = socket.socket(_family(host), socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -35,7 +37,8 @@ def _bound(host: str, port: int) -> socket.socket:
 
 
 def free_port(host: str) -> int:
-    """A port free on ``host`` now; OSError when ``host`` cannot be listened on."""
+    """A port free on ``host`` now; OSError (TypeError, ValueError) when ``host`` cannot
+    be listened on."""
     with _bound(host, 0) as sock:
         return sock.getsockname()[1]
 
@@ -51,18 +54,19 @@ def listen_refusal(listen: str) -> str | None:
     The address is bound and released at once, with SO_REUSEADDR as gunicorn and
     Werkzeug bind it, so only a listener already there makes it fail.
     """
+    shown = listen if listen.isprintable() else repr(listen)      # one line, whatever it holds
     host, _, port = listen.rpartition(":")
     host = host.strip("[]")
     # NOTE: getaddrinfo takes 99999 as 34463 (the port's low 16 bits), and int() reads
     # any script's digits: the server that binds it after would raise OverflowError.
     if not (port.isascii() and port.isdigit()) or int(port) > 65535:
-        return f"{listen}: cannot listen there: the port must be a number from 0 to 65535"
+        return f"{shown}: cannot listen there: the port must be a number from 0 to 65535"
     try:
         _bound(host, int(port)).close()
     except OSError as ex:
         if ex.errno == errno.EADDRINUSE:
-            return f"{listen} is in use; choose another with --listen"
-        return f"{listen}: cannot listen there: {why_not(ex)}"
-    except (ValueError, UnicodeError) as ex:     # a host the socket cannot even encode
-        return f"{listen}: cannot listen there: {ex}"
+            return f"{shown} is in use; choose another with --listen"
+        return f"{shown}: cannot listen there: {why_not(ex)}"
+    except (TypeError, ValueError) as ex:        # a host the socket cannot even read
+        return f"{shown}: cannot listen there: {ex}"
     return None

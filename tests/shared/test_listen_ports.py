@@ -12,10 +12,21 @@ import socket
 import pytest
 import yaml
 
-from murmur_wsgi.cli import main
+from murmur_wsgi.cli import _listen, main
+from murmur_wsgi.door.manifest import load_manifest_file
 from murmur_wsgi.serving.ports import free_port, listen_refusal
 
 UNKNOWN = "Name or service not known"
+UNREADABLE = {"\x00": "host name must not contain null character",
+              "\u00e9" * 70: "encoding of hostname failed"}
+
+
+def manifest_file(tmp_path, host: str, port: int = 0) -> str:
+    path = tmp_path / "murmur.yaml"
+    network = {"host": host, **({"internal_port": port} if port else {})}
+    path.write_text(yaml.safe_dump({"name": "star", "version": "0.1.0", "agent": "demo",
+                                    "network": network}))
+    return str(path)
 
 
 @pytest.mark.parametrize("host", ["*"])
@@ -41,19 +52,36 @@ def test_the_hosts_the_servers_bind_are_taken(host):
 
 
 def test_the_door_on_a_host_it_cannot_bind_with_no_port_is_one_line(tmp_path, capsys):
-    path = tmp_path / "murmur.yaml"
-    path.write_text(yaml.safe_dump({"name": "star", "version": "0.1.0", "agent": "demo",
-                                    "network": {"host": "*"}}))
-    assert main(["serve", "--config", str(path)]) == 2
+    assert main(["serve", "--config", manifest_file(tmp_path, "*")]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err == f"murmur-wsgi: network.host: '*': cannot listen there: {UNKNOWN}\n"
 
 
-def test_the_hub_on_a_host_it_cannot_bind_is_one_line(tmp_path, capsys):
+@pytest.mark.parametrize("host", list(UNREADABLE), ids=["nul", "long-label"])
+@pytest.mark.parametrize("port", [0, 41999], ids=["no-port", "port"])
+def test_a_host_the_socket_cannot_read_is_one_line(tmp_path, capsys, host, port):
+    # NOTE: the socket raises TypeError for these, which the check let through: a traceback.
+    assert main(["serve", "--config", manifest_file(tmp_path, host, port)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, err
+    assert err.startswith("murmur-wsgi: ") and err.endswith(f": {UNREADABLE[host]}\n"), err
+
+
+def test_a_bracketed_ipv6_host_with_no_port_gets_one(tmp_path):
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    # NOTE: before, the brackets went to the bind when the door chose the port.
+    listen = _listen(load_manifest_file(manifest_file(tmp_path, "[::1]")), None)
+    assert listen.startswith("[::1]:") and listen_refusal(listen) is None
+
+
+@pytest.mark.parametrize("host, why", [("*", UNKNOWN), *UNREADABLE.items()],
+                         ids=["star", "nul", "long-label"])
+def test_the_hub_on_a_host_it_cannot_bind_is_one_line(tmp_path, capsys, host, why):
     path = tmp_path / "hub.yaml"
     path.write_text(yaml.safe_dump({"public_url": "http://127.0.0.1:41880"}))
-    assert main(["hub", "--config", str(path), "--listen", "*:41880"]) == 2
+    assert main(["hub", "--config", str(path), "--listen", f"{host}:41880"]) == 2
     out, err = capsys.readouterr()
-    assert out == ""
-    assert err == f"murmur-wsgi: *:41880: cannot listen there: {UNKNOWN}\n"
+    assert out == "" and err.count("\n") == 1, err
+    assert err.startswith("murmur-wsgi: ") and err.endswith(f": cannot listen there: {why}\n")
