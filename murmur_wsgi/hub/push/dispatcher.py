@@ -57,8 +57,9 @@ class Dispatcher:
         return not self._stop.wait(seconds)
 
     def close(self, grace: float = CLOSE_GRACE_SECS, timeout: float = 5.0) -> None:
-        """Deliver what is due for up to ``grace`` (the drain's final states), then stop."""
-        deadline = time.monotonic() + grace
+        """Deliver what is due for up to ``grace`` (the drain's final states), then stop.
+        A dispatcher already stopped delivers nothing more: it waits no grace."""
+        deadline = time.monotonic() + (0.0 if self._stop.is_set() else grace)
         while time.monotonic() < deadline and not self._caught_up():
             with self._idle:
                 self._idle.wait(0.02)
