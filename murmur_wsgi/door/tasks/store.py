@@ -19,15 +19,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+import heapq
 import logging
 import threading
 import time
 from collections import deque
+from operator import attrgetter
 
 from murmur_wsgi.door.tasks.order import TaskOrder
 from murmur_wsgi.door.tasks.record import SETTLED, TERMINAL, TaskRecord, now_ms
 
 logger = logging.getLogger(__name__)
+
+_SEQ = attrgetter("seq")          # a task's place in the order: its latest change
 
 
 class TaskStore:
@@ -308,14 +312,18 @@ class TaskStore:
             self._evict()
             if context_id:
                 held = self._by_context.get(context_id, ())
-                pool = [self._tasks[t] for t in ((held,) if isinstance(held, str) else held)]
-                hits = sorted((rec for rec in pool if match(rec)), key=lambda r: r.seq,
-                              reverse=True)
+                tasks_by_id = self._tasks
+                hits = [rec for rec in map(tasks_by_id.__getitem__,
+                                           (held,) if isinstance(held, str) else held)
+                        if match(rec)]
                 total = len(hits)
                 if after_seq is not None:
                     hits = [rec for rec in hits if rec.seq < after_seq]
-                tasks = hits[:page_size]
-                more = len(hits) > page_size
+                # PERF: the page's newest, not the whole context sorted, under the lock: at
+                # 10,000 tasks in one context 11.0 ms a page before (bench/list_tasks.py).
+                tasks = heapq.nlargest(page_size + 1, hits, key=_SEQ)
+                more = len(tasks) > page_size
+                del tasks[page_size:]
                 return self._rendered(tasks, render), (tasks[-1].seq if more else None), total
             order = self._order
             keys = order.keys(sees, state)
