@@ -8,6 +8,12 @@ stamp and the hash at most every ``REFRESH_SECS``, when a request presents a
 key, so a change answers within seconds on every worker and replica, without a
 restart. A tenant added to hub.yaml still needs a restart: only the keys of the
 tenants the hub serves are read.
+
+A file re-read is validated as at boot (``config.load_config``): one the hub would not
+start with (empty, cut short, a digest that is not one), one that no longer names a
+tenant the hub serves, or one over ``MAX_FILE_BYTES`` leaves the keys as they were, with
+a warning, once per change of the file (its stamp): a broken file is not parsed again at
+every beat, in the requests that present keys.
 """
 from __future__ import annotations
 
@@ -16,12 +22,14 @@ import os
 import threading
 import time
 
-from murmur_wsgi.hub.config_schema import DIGEST
+from murmur_wsgi.hub.config import load_config
+from murmur_wsgi.hub.config_schema import ConfigError
 from murmur_wsgi.loading import read_yaml
 
 logger = logging.getLogger(__name__)
 
 REFRESH_SECS = 2.0
+MAX_FILE_BYTES = 4 * 1024 * 1024    # a hub.yaml re-read: about 55,000 keys (parsed in Python)
 REDIS_KEYS = "murmur:hub:api-keys"
 REVOKED = "!revoked"
 
@@ -31,19 +39,21 @@ class _Unreadable(Exception):
 
 
 def file_keys(path: str, tenants) -> dict[str, str]:
-    """``{digest: tenant}`` of hub.yaml's api_keys, for the tenants in ``tenants`` only."""
+    """``{digest: tenant}`` of hub.yaml's api_keys, for the tenants in ``tenants`` only;
+    ``_Unreadable`` for a file the hub would not start with, or that lacks one of them."""
     data = read_yaml(path, _Unreadable)
+    try:
+        config = load_config(data)
+    except ConfigError as ex:
+        raise _Unreadable(f"{path}: {ex}") from None
+    missing = sorted(set(tenants) - set(config.tenants))
+    if missing:
+        raise _Unreadable(f"{path}: tenants.{missing[0]} is missing (a tenant the hub "
+                          "serves leaves it with a restart)")
     out = {}
-    blocks = (data or {}).get("tenants") if isinstance(data, dict) else None
-    for tenant, block in (blocks or {}).items() if isinstance(blocks, dict) else ():
-        if tenant not in tenants or not isinstance(block, dict):
-            continue
-        listed = block.get("api_keys") or []
-        if not isinstance(listed, list):
-            raise _Unreadable(f"{path}: tenants.{tenant}.api_keys is not a list")
-        for digest in listed:
-            if isinstance(digest, str) and DIGEST.match(digest):
-                out.setdefault(digest, tenant)
+    for tenant in sorted(tenants):
+        for digest in config.tenants[tenant]["api_keys"]:
+            out.setdefault(digest, tenant)
     return out
 
 
@@ -111,12 +121,15 @@ class KeyWatcher:
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
         if stamp == self._stamp:
             return False
+        self._stamp = stamp             # NOTE: read once a change, read well or not
         try:
+            if st.st_size > MAX_FILE_BYTES:
+                raise _Unreadable(f"{self.path}: is over {MAX_FILE_BYTES} bytes "
+                                  f"({st.st_size})")
             keys = file_keys(self.path, self.tenants)
         except _Unreadable as ex:
             logger.warning("api keys: %s; keeping the keys", ex)
             return False
-        self._stamp = stamp
         if keys == self._file:
             return False
         logger.info("api keys: %s changed: %d keys", self.path, len(keys))
