@@ -3,6 +3,7 @@ whether it is a Murmur door, and which URLs share the agent's origin (where its
 credential may go)."""
 from __future__ import annotations
 
+import ipaddress
 import logging
 from urllib.parse import urlsplit
 
@@ -82,9 +83,23 @@ def _split(url: str) -> tuple[str, str, int | None] | None:
     scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
     if scheme not in ("http", "https") or not host:
         return None
-    if host in ("localhost", "::1") or host.startswith("127."):
+    if _loopback(host):
         host = "loopback"
     return scheme, host, port or (443 if scheme == "https" else 80)
+
+
+def _loopback(host: str) -> bool:
+    """``localhost``, or a loopback address (127.0.0.0/8, ::1) written as one.
+
+    NOTE: an address, not a name that begins like one: ``127.0.0.1.attacker.example`` is
+    another host, to which a prefix check handed the credential (a redirect, a card's
+    endpoint)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def same_origin(url: str, other: str) -> bool:

@@ -138,6 +138,18 @@ def test_an_internationalized_host_is_its_own_origin_in_either_form():
         assert not same_origin(other, agent), other
 
 
+def test_a_name_that_begins_like_a_loopback_address_is_another_host():
+    # NOTE: before, any host beginning "127." was the loopback origin: a redirect or a
+    # card's endpoint on 127.0.0.1.attacker.example was sent the credential.
+    agent = "http://127.0.0.1:41880/a2a/v1/agents/echo"
+    for other in ("http://127.0.0.1.attacker.example:41880/x", "http://127.evil:41880/x",
+                  "http://127.0.0.1.nip.io:41880/", "http://[::1].evil:41880/"):
+        assert not same_origin(other, agent), other
+    for same in ("http://localhost:41880/x", "http://127.0.0.2:41880/y",
+                 "http://[::1]:41880/", "http://LOCALHOST:41880/"):
+        assert same_origin(same, agent), same
+
+
 # --- streams --------------------------------------------------------------------------
 
 MIB = 1024 * 1024
