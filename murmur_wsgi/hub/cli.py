@@ -9,6 +9,7 @@ import stat
 import sys
 import tempfile
 import threading
+import time
 from urllib.parse import urlsplit
 
 import yaml
@@ -130,18 +131,51 @@ def keys(args) -> int:
         print("murmur-wsgi: hub key needs a TENANT", file=sys.stderr)
         return 2
     try:
-        config = load_config_file(args.config)
-        if tenant not in config.tenants:
-            raise ConfigError(f"{args.config}: tenants.{tenant}: no such tenant")
-        redis = redis_client(config)
-        if getattr(args, "list", False):
-            return list_keys(config, tenant, redis)
-        if getattr(args, "revoke", None):
-            return revoke(args, config, tenant, redis)
-        return mint(args, tenant, redis)
+        with _changing(args.config):
+            config = load_config_file(args.config)
+            if tenant not in config.tenants:
+                raise ConfigError(f"{args.config}: tenants.{tenant}: no such tenant")
+            redis = redis_client(config)
+            if getattr(args, "list", False):
+                return list_keys(config, tenant, redis)
+            if getattr(args, "revoke", None):
+                return revoke(args, config, tenant, redis)
+            return mint(args, tenant, redis)
     except ConfigError as ex:
         print(f"murmur-wsgi: {ex}", file=sys.stderr)
         return 2
+    except OSError as ex:               # read, staged or replaced: one line, nothing changed
+        print(f"murmur-wsgi: {args.config}: cannot be changed: {ex.strerror or ex}",
+              file=sys.stderr)
+        return 2
+
+
+LOCK_WAIT_SECS = 10.0
+
+
+@contextlib.contextmanager
+def _changing(path: str):
+    """Hold hub.yaml's folder locked (``flock``) while a ``hub key`` command reads and
+    replaces the file: two mints at once each read the file, and the second's replace
+    lost the first's key, printed all the same. The folder, not the file: a replace makes
+    a new file, which a waiter would lock apart. Waits ``LOCK_WAIT_SECS`` at most."""
+    import fcntl
+
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_SECS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ConfigError(f"{path}: another command has been changing it for "
+                                      f"{LOCK_WAIT_SECS:g} s") from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)                    # the lock with it
 
 
 def _write(path: str, text: str) -> None:

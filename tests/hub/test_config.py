@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import threading
 
 import pytest
 import yaml
@@ -211,6 +212,44 @@ def test_cli_key_mints_and_records_a_digest(tmp_path, capsys):
     client = HubClient(create_hub(str(path)), "a", {"X-API-Key": key})
     assert client.card().status_code == 200
     assert main(["hub", "key", "nobody", "--config", str(path)]) == 2
+
+
+def test_keys_minted_at_once_are_all_recorded(tmp_path, capsys):
+    # NOTE: before, each mint read hub.yaml, then replaced it: two at once, the second's
+    # file lost the first's digest, and both printed their keys (8 of 10 kept, once).
+    path = tmp_path / "hub.yaml"
+    path.write_text(yaml.safe_dump({"public_url": "https://h.io", "tenants": {
+        "t": {"agents": {"a": {"agent": "demo", "publish": True}}}}}))
+    start = threading.Barrier(8)
+    codes = []
+
+    def mint():
+        start.wait(10)
+        codes.append(main(["hub", "key", "t", "--config", str(path)]))
+    threads = [threading.Thread(target=mint) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    keys = capsys.readouterr().out.split()
+    assert codes == [0] * 8 and len(keys) == 8
+    recorded = yaml.safe_load(path.read_text())["tenants"]["t"]["api_keys"]
+    assert sorted(recorded) == sorted(sha(key) for key in keys)
+
+
+def test_a_hub_yaml_that_cannot_be_replaced_is_one_line(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "hub.yaml"
+    text = yaml.safe_dump({"tenants": {"t": {"agents": {"a": {"agent": "demo"}}}}})
+    path.write_text(text)
+
+    def refused(*args):
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(os, "replace", refused)         # an immutable file, a read-only mount
+    assert main(["hub", "key", "t", "--config", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""                                    # no key printed: none recorded
+    assert err == f"murmur-wsgi: {path}: cannot be changed: Operation not permitted\n"
+    assert path.read_text() == text and os.listdir(tmp_path) == ["hub.yaml"]
 
 
 def test_empty_public_url_answers_404_everywhere_and_warns(caplog):
