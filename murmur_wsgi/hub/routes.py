@@ -28,7 +28,8 @@ from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.serving import body as bodies
 from murmur_wsgi.serving.answers import JSON_HEADERS, refusal_response, rpc_error, status_line
 from murmur_wsgi.serving.envelope import ABSENT, check_envelope, parse_json
-from murmur_wsgi.serving.writes import SOCKET_KEY, Body, encoded, headers_only, utf8_length
+from murmur_wsgi.serving.writes import (SOCKET_KEY, Body, Timed, encoded, headers_only,
+                                        utf8_length)
 from murmur_wsgi.streams.sse import PENDING_BYTES
 from murmur_wsgi.wire import rpc as wire_rpc
 from murmur_wsgi.wire.encode import compact_utf8
@@ -70,10 +71,13 @@ def handle(hub, environ, start_response):
         return headers_only(body)
     if isinstance(body, Body):
         return body
+    sock = environ.get(SOCKET_KEY)
     if isinstance(body, list) and len(body) == 1 and len(body[0]) <= SMALL_ANSWER:
-        return body         # PERF: written at once into the socket's buffer, never held
-    return Body(body, None, sock=environ.get(SOCKET_KEY),
-                timeout=hub.config.stream["write_timeout_secs"], budget=PENDING_BYTES)
+        # PERF: written whole, at once: no pieces, but the deadline all the same (Timed)
+        return body if sock is None else \
+            Timed(body, sock, hub.config.stream["write_timeout_secs"])
+    return Body(body, None, sock=sock, timeout=hub.config.stream["write_timeout_secs"],
+                budget=PENDING_BYTES)
 
 
 def _answer(hub, environ, start_response):

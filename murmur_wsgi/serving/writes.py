@@ -96,3 +96,34 @@ class Body:
                     pass                        # closed meanwhile
             if done is not None:
                 done()
+
+
+class Timed(list):
+    """A small answer, one item the server writes at once, under the write deadline: the
+    client's socket has ``timeout`` from here until ``close()`` gives its own back.
+
+    NOTE: a small answer fits an empty send buffer, not a full one: a client that
+    pipelines requests and reads nothing fills it with their answers, and the next
+    ``sendall`` waited for good (no socket timeout), holding the connection and its
+    buffers without any credential. PERF: a list (gunicorn writes it as it is), two
+    ``settimeout`` calls, none of ``Body``'s pieces.
+    """
+
+    __slots__ = ("_sock", "_restore")
+
+    def __init__(self, body: list, sock, timeout: float):
+        super().__init__(body)
+        try:
+            self._restore = sock.gettimeout()
+            sock.settimeout(timeout)
+        except (OSError, AttributeError, ValueError):
+            sock = None                         # not a socket we can time: no deadline
+        self._sock = sock
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.settimeout(self._restore)
+            except OSError:
+                pass                            # closed meanwhile

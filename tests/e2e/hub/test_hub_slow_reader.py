@@ -3,6 +3,7 @@ and its run CANCELED ("each SSE write has a 10 s deadline", stream.write_timeout
 from __future__ import annotations
 
 import json
+import select
 import socket
 import time
 import uuid
@@ -95,6 +96,33 @@ def test_a_client_that_never_reads_a_large_answer_is_cut(tmp_path):
             while chunk := sock.recv(1 << 20):      # what the buffers held, then the end
                 received += len(chunk)
             assert received < size
+        assert server.rpc("ListTasks", {"pageSize": 1}).status_code == 200
+    finally:
+        server.stop_soon()
+
+
+def test_a_client_that_pipelines_small_requests_and_never_reads_is_cut(tmp_path):
+    """Small answers (a 404, a card, a GetTask) are written whole, but under the deadline
+    too: a client pipelining requests without reading fills the send buffer with their
+    answers; the next write waited for good, holding the connection and its buffers with
+    no credential at all (before: still held after 60 s)."""
+    server = hub_process(tmp_path, slow_yaml)
+    try:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", server.port))
+            sock.setblocking(False)
+            requests_ = b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n" * 40_000
+            sent, sent_at = 0, time.monotonic()
+            deadline = sent_at + WAIT
+            while CUT_LOGGED not in server.log():
+                assert time.monotonic() < deadline, server.log()[-2000:]
+                select.select([], [sock] if sent < len(requests_) else [], [], 0.05)
+                try:
+                    sent += sock.send(requests_[sent:sent + 65536])
+                except (BlockingIOError, ConnectionError):
+                    pass                # the hub takes no more, or has cut it
+            assert time.monotonic() - sent_at < WRITE_SECS + 8
         assert server.rpc("ListTasks", {"pageSize": 1}).status_code == 200
     finally:
         server.stop_soon()
