@@ -144,9 +144,16 @@ def route(hub, environ: dict) -> tuple[str, str | None]:
     """Step 1: ``("metrics" | "card" | "rpc", agent name)``, or 404.
 
     An RPC path may end with one ``/`` (a client joining the card's URL with
-    ``/``, as httpx's ``base_url`` does); the card's URL itself has none.
+    ``/``, as httpx's ``base_url`` does); the card's URL itself has none. A path the
+    client percent-encoded (``/a2a%2Fv1%2Fagents%2Fecho``, ``%65cho``) is none of them:
+    no route needs a ``%`` (agent names are letters, digits, ``.``, ``_`` and ``-``), and
+    a proxy in front that allows or denies by the path as sent would see another one
+    than the hub, which reads it decoded (``PATH_INFO``). The path as sent is gunicorn's
+    and Werkzeug's ``RAW_URI``; a server that gives none is read by ``PATH_INFO`` alone.
     """
     path = environ.get("PATH_INFO", "")
+    if "%" in environ.get("RAW_URI", "").partition("?")[0]:
+        raise NotServed(a2a=path == GROUP or path.startswith(_IN_GROUP))
     if path.startswith(PREFIX) and hub.config.public_url:   # PERF: an agent's, the most
         rest = path[_AFTER_PREFIX:]
     else:

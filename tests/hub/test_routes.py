@@ -54,6 +54,29 @@ def test_every_other_trailing_slash_stays_404(hub, method, path):
     _ok_headers(response)
 
 
+@pytest.mark.parametrize("method, raw", [
+    ("POST", "/a2a%2Fv1%2Fagents%2Fecho"), ("POST", "/a2a/v1/agents/%65cho"),
+    ("GET", "/a2a/v1/agents/echo%2F.well-known/agent-card.json"),
+    ("GET", "/a2a/v1/agents/echo/.well-known%2Fagent-card.json"),
+])
+def test_a_path_sent_percent_encoded_is_404(hub, method, raw):
+    # NOTE: before, PATH_INFO (decoded by the server) was routed: each was served, the RPC
+    # answered and the card given, where a proxy judging the path as sent saw another.
+    decoded = raw.replace("%2F", "/").replace("%65", "e")
+    response = HubClient(hub).client.open(
+        decoded, method=method, headers={**V1, "X-API-Key": KEY_A}, content_type=
+        "application/json", data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                                             "params": {"id": "x"}}),
+        environ_overrides={"RAW_URI": raw + "?q=%20"})
+    assert (response.status_code, response.get_json()) == (404, {"error": "not found"})
+    _ok_headers(response)
+    plain = HubClient(hub).client.open(decoded, method=method, headers={
+        **V1, "X-API-Key": KEY_A}, content_type="application/json", data=json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}),
+        environ_overrides={"RAW_URI": decoded + "?q=%20"})
+    assert plain.status_code == 200            # the same path sent plain: served
+
+
 def test_the_card_keeps_its_url_without_a_slash(hub):
     card = HubClient(hub).card().get_json()
     assert card["supportedInterfaces"][0]["url"].endswith("/a2a/v1/agents/echo")
