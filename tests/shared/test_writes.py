@@ -4,10 +4,12 @@ from __future__ import annotations
 import socket
 import tracemalloc
 
+import pytest
+
 from werkzeug.test import Client
 
 from murmur_wsgi import create_app
-from murmur_wsgi.serving.writes import Body
+from murmur_wsgi.serving.writes import Body, Timed
 from tests.conftest import Rpc
 
 
@@ -30,6 +32,26 @@ def test_the_socket_has_the_write_deadline_while_the_body_is_written_then_its_ow
         assert left.gettimeout() == 2.5
         body.close()
         assert left.gettimeout() is None
+    finally:
+        left.close()
+        right.close()
+
+
+@pytest.mark.parametrize("kind", ["stdlib", "gevent"])
+def test_a_small_answer_has_the_write_deadline_until_it_is_closed(kind):
+    if kind == "gevent":
+        from gevent import socket as gevent_socket
+        left, right = gevent_socket.socketpair()
+    else:
+        left, right = socket.socketpair()
+    try:
+        left.settimeout(None)
+        answer = Timed([b"x"], left, 2.5)
+        assert list(answer) == [b"x"] and left.gettimeout() == 2.5
+        answer.close()
+        answer.close()
+        assert left.gettimeout() is None
+        assert Timed([b"y"], object(), 2.5) == [b"y"]     # not a socket: as it is
     finally:
         left.close()
         right.close()
