@@ -160,7 +160,9 @@ class Door:
         body = Body(body, functools.partial(self.active.leave, token),
                     sock=environ.get(SOCKET_KEY), timeout=self._write_timeout,
                     budget=self._write_budget)
-        return headers_only(body) if environ.get("REQUEST_METHOD") == "HEAD" else body
+        if environ.get("REQUEST_METHOD") == "HEAD":
+            return headers_only(body, environ.get(SOCKET_KEY), self._write_timeout)
+        return body
 
     def close(self) -> None:
         """Close the session: answer held requests, end streams, kill background work.

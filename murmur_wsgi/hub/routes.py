@@ -67,11 +67,11 @@ def handle(hub, environ, start_response):
     ``stream.write_timeout_secs`` (a stream's by ``_stream``): a client that never reads a
     large answer (a ListTasks page of large tasks) is cut, not held with it for good."""
     body = _answer(hub, environ, start_response)
+    sock = environ.get(SOCKET_KEY)
     if environ.get("REQUEST_METHOD") == "HEAD":
-        return headers_only(body)
+        return headers_only(body, sock, hub.config.stream["write_timeout_secs"])
     if isinstance(body, Body):
         return body
-    sock = environ.get(SOCKET_KEY)
     if isinstance(body, list) and len(body) == 1 and len(body[0]) <= SMALL_ANSWER:
         # PERF: written whole, at once: no pieces, but the deadline all the same (Timed)
         return body if sock is None else \

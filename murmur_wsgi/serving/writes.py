@@ -26,15 +26,17 @@ SOCKET_KEY = "gunicorn.socket"
 _UNSET = object()
 
 
-def headers_only(body) -> list:
+def headers_only(body, sock=None, timeout: float | None = None) -> list:
     """A HEAD request's answer: the headers the application started (its Content-Length
     too, as a GET would have it), the body closed unread. Every WSGI server drops a HEAD
     answer's body; gunicorn also logs a warning for each one it is handed, so a client
-    sending HEADs would write a log line per request."""
+    sending HEADs would write a log line per request. The headers are written under the
+    write deadline (``Timed``) when the server gives the client's socket (``sock``): a
+    client pipelining HEADs and reading nothing held its connection for good."""
     close = getattr(body, "close", None)
     if close is not None:
         close()
-    return []
+    return [] if sock is None or not timeout else Timed([], sock, timeout)
 
 
 def utf8_length(texts) -> int:

@@ -9,7 +9,7 @@ import pytest
 from werkzeug.test import Client
 
 from murmur_wsgi import create_app
-from murmur_wsgi.serving.writes import Body, Timed
+from murmur_wsgi.serving.writes import SOCKET_KEY, Body, Timed, headers_only
 from tests.conftest import Rpc
 
 
@@ -52,6 +52,25 @@ def test_a_small_answer_has_the_write_deadline_until_it_is_closed(kind):
         answer.close()
         assert left.gettimeout() is None
         assert Timed([b"y"], object(), 2.5) == [b"y"]     # not a socket: as it is
+    finally:
+        left.close()
+        right.close()
+
+
+def test_a_head_answers_headers_are_written_under_the_deadline_on_the_door_too():
+    left, right = socket.socketpair()
+    try:
+        left.settimeout(None)
+        assert type(headers_only([b"body"])) is list               # no socket: as before
+        door = create_app({"name": "d", "version": "0.1.0"}, listen="127.0.0.1:41873")
+        environ = Client(door).get("/").request.environ             # a request's environ
+        environ.update({"REQUEST_METHOD": "HEAD", SOCKET_KEY: left})
+        answer = door(environ, lambda status, headers, exc_info=None: None)
+        assert isinstance(answer, Timed) and list(answer) == []
+        assert left.gettimeout() == door._write_timeout
+        answer.close()
+        assert left.gettimeout() is None
+        door.close()
     finally:
         left.close()
         right.close()
