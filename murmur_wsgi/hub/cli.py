@@ -130,13 +130,14 @@ def keys(args) -> int:
     if not tenant:
         print("murmur-wsgi: hub key needs a TENANT", file=sys.stderr)
         return 2
+    listing = getattr(args, "list", False)
     try:
-        with _changing(args.config):
+        with _changing(args.config, listing):
             config = load_config_file(args.config)
             if tenant not in config.tenants:
                 raise ConfigError(f"{args.config}: tenants.{tenant}: no such tenant")
             redis = redis_client(config)
-            if getattr(args, "list", False):
+            if listing:
                 return list_keys(config, tenant, redis)
             if getattr(args, "revoke", None):
                 return revoke(args, config, tenant, redis)
@@ -154,14 +155,20 @@ LOCK_WAIT_SECS = 10.0
 
 
 @contextlib.contextmanager
-def _changing(path: str):
+def _changing(path: str, reading: bool = False):
     """Hold hub.yaml's folder locked (``flock``) while a ``hub key`` command reads and
     replaces the file: two mints at once each read the file, and the second's replace
     lost the first's key, printed all the same. The folder, not the file: a replace makes
-    a new file, which a waiter would lock apart. Waits ``LOCK_WAIT_SECS`` at most."""
+    a new file, which a waiter would lock apart; the real file's folder (a link to it is
+    followed). Waits ``LOCK_WAIT_SECS`` at most. ``reading`` (``--list``) takes no lock.
+    A filesystem without ``flock`` on a folder (NFS emulates it with locks that need a
+    file open for writing) is changed unlocked, as before, with a warning."""
+    if reading:
+        yield
+        return
     import fcntl
 
-    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    fd = os.open(os.path.dirname(os.path.realpath(path)), os.O_RDONLY)
     try:
         deadline = time.monotonic() + LOCK_WAIT_SECS
         while True:
@@ -173,6 +180,11 @@ def _changing(path: str):
                     raise ConfigError(f"{path}: another command has been changing it for "
                                       f"{LOCK_WAIT_SECS:g} s") from None
                 time.sleep(0.02)
+            except OSError as ex:       # EBADF (NFS), ENOLCK, EOPNOTSUPP: no such lock here
+                print(f"murmur-wsgi: warning: {path}: its folder cannot be locked "
+                      f"({ex.strerror}); another hub key command at once may undo this one",
+                      file=sys.stderr)
+                break
         yield
     finally:
         os.close(fd)                    # the lock with it
@@ -181,7 +193,9 @@ def _changing(path: str):
 def _write(path: str, text: str) -> None:
     """Replace hub.yaml whole, keeping its mode: it holds auth.jwt.secret, and a file the
     operator closed to others must not reopen at the umask's 0644. The staged file is made
-    0600 in the same folder (mkstemp: a name no one made before), then given that mode."""
+    0600 in the same folder (mkstemp: a name no one made before), then given that mode.
+    A link to hub.yaml is followed: the real file is replaced, the link stays one."""
+    path = os.path.realpath(path)
     st = os.stat(path)
     mode = stat.S_IMODE(st.st_mode)
     fd, staged = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
@@ -239,7 +253,13 @@ def mint(args, tenant: str, redis) -> int:
         text = fh.read()
     _write(args.config, add_digest(text, tenant, digest))
     _redis_set(redis, digest, tenant)
-    sys.stdout.write(key + "\n")
+    try:
+        sys.stdout.write(key + "\n")
+        sys.stdout.flush()
+    except OSError as ex:               # a closed pipe: the key is recorded, not shown
+        raise ConfigError(f"the new key of tenant {tenant} is recorded but could not be "
+                          f"printed ({ex.strerror}): revoke it with --revoke "
+                          f"{digest[:12]}") from None
     return 0
 
 

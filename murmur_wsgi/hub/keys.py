@@ -12,8 +12,9 @@ tenants the hub serves are read.
 A file re-read is validated as at boot (``config.load_config``): one the hub would not
 start with (empty, cut short, a digest that is not one), one that no longer names a
 tenant the hub serves, or one over ``MAX_FILE_BYTES`` leaves the keys as they were, with
-a warning, once per change of the file (its stamp): a broken file is not parsed again at
-every beat, in the requests that present keys.
+a warning, once per change of the file (its stamp), and again every ``RETRY_SECS`` while
+it stays so (a rewrite in place may keep the stamp): a broken file is not parsed again
+at every beat, in the requests that present keys.
 """
 from __future__ import annotations
 
@@ -29,7 +30,10 @@ from murmur_wsgi.loading import read_yaml
 logger = logging.getLogger(__name__)
 
 REFRESH_SECS = 2.0
-MAX_FILE_BYTES = 4 * 1024 * 1024    # a hub.yaml re-read: about 55,000 keys (parsed in Python)
+# NOTE: parsed in Python, in a request that presents a key: 1 MiB (about 14,000 keys)
+# holds the worker about 1.3 s once a change; a larger file is read at the next restart.
+MAX_FILE_BYTES = 1024 * 1024
+RETRY_SECS = 30.0                   # a file that could not be read, read again this often
 REDIS_KEYS = "murmur:hub:api-keys"
 REVOKED = "!revoked"
 
@@ -84,6 +88,7 @@ class KeyWatcher:
         self._lock = threading.Lock()
         self._next = 0.0
         self._stamp = None
+        self._retry = None               # when a file that could not be read is read again
         self._file: dict[str, str] = dict(credentials.keys())
         self._table: dict[str, str] = {}
 
@@ -119,17 +124,20 @@ class KeyWatcher:
                            ex.strerror)
             return False
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        if stamp == self._stamp:
+        now = time.monotonic()
+        if stamp == self._stamp and (self._retry is None or now < self._retry):
             return False
         self._stamp = stamp             # NOTE: read once a change, read well or not
         try:
             if st.st_size > MAX_FILE_BYTES:
                 raise _Unreadable(f"{self.path}: is over {MAX_FILE_BYTES} bytes "
-                                  f"({st.st_size})")
+                                  f"({st.st_size}): its keys are read at the next restart")
             keys = file_keys(self.path, self.tenants)
         except _Unreadable as ex:
+            self._retry = now + RETRY_SECS
             logger.warning("api keys: %s; keeping the keys", ex)
             return False
+        self._retry = None
         if keys == self._file:
             return False
         logger.info("api keys: %s changed: %d keys", self.path, len(keys))

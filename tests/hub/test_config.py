@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import sys
 import threading
 
 import pytest
@@ -250,6 +251,55 @@ def test_a_hub_yaml_that_cannot_be_replaced_is_one_line(tmp_path, capsys, monkey
     assert out == ""                                    # no key printed: none recorded
     assert err == f"murmur-wsgi: {path}: cannot be changed: Operation not permitted\n"
     assert path.read_text() == text and os.listdir(tmp_path) == ["hub.yaml"]
+
+
+def test_a_key_minted_through_a_link_to_hub_yaml_changes_the_real_file(tmp_path, capsys):
+    real = tmp_path / "real"
+    real.mkdir()
+    path = real / "hub.yaml"
+    path.write_text(yaml.safe_dump({"tenants": {"t": {"agents": {"a": {"agent": "demo"}}}}}))
+    link = tmp_path / "hub.yaml"
+    link.symlink_to(path)
+    assert main(["hub", "key", "t", "--config", str(link)]) == 0
+    key = capsys.readouterr().out.strip()
+    assert link.is_symlink()                                # before: replaced by a file
+    assert yaml.safe_load(path.read_text())["tenants"]["t"]["api_keys"] == [sha(key)]
+
+
+def test_a_key_that_cannot_be_printed_says_so_and_how_to_revoke_it(tmp_path, capsys,
+                                                                    monkeypatch):
+    path = tmp_path / "hub.yaml"
+    path.write_text(yaml.safe_dump({"tenants": {"t": {"agents": {"a": {"agent": "demo"}}}}}))
+
+    class Closed:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            pass
+    monkeypatch.setattr(sys, "stdout", Closed())            # `hub key t | true`
+    assert main(["hub", "key", "t", "--config", str(path)]) == 2
+    digest = yaml.safe_load(path.read_text())["tenants"]["t"]["api_keys"][0]
+    assert capsys.readouterr().err == (
+        f"murmur-wsgi: the new key of tenant t is recorded but could not be printed "
+        f"(Broken pipe): revoke it with --revoke {digest[:12]}\n")
+
+
+def test_a_folder_that_cannot_be_locked_is_changed_with_a_warning(tmp_path, capsys,
+                                                                   monkeypatch):
+    import errno
+    import fcntl
+
+    def no_lock(fd, how):
+        raise OSError(errno.EBADF, "Bad file descriptor")  # NFS: no flock on a folder
+    monkeypatch.setattr(fcntl, "flock", no_lock)
+    path = tmp_path / "hub.yaml"
+    path.write_text(yaml.safe_dump({"tenants": {"t": {"agents": {"a": {"agent": "demo"}}}}}))
+    assert main(["hub", "key", "t", "--config", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert sha(out.strip()) in yaml.safe_load(path.read_text())["tenants"]["t"]["api_keys"]
+    assert err == (f"murmur-wsgi: warning: {path}: its folder cannot be locked (Bad file "
+                   "descriptor); another hub key command at once may undo this one\n")
 
 
 def test_empty_public_url_answers_404_everywhere_and_warns(caplog):

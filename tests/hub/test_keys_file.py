@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 import pytest
 import yaml
 
 from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub import keys as keys_module
 from murmur_wsgi.hub.keys import MAX_FILE_BYTES, KeyWatcher
 
 from tests.hub.conftest import KEY_A, HubClient, close_hub, hub_config, sha
@@ -86,3 +88,20 @@ def test_a_file_over_the_bound_keeps_the_keys_unread(watched, caplog):
         assert _card(hub, KEY_A).status_code == 200
         assert _card(hub, NEW_KEY).status_code == 401
     assert f"is over {MAX_FILE_BYTES} bytes" in caplog.text
+
+
+def test_a_file_rewritten_in_place_under_the_same_stamp_is_read_again(watched, monkeypatch):
+    # NOTE: a file that could not be read is read again every RETRY_SECS, stamp or not: a
+    # rewrite in place of the same size within the clock's tick keeps the stamp.
+    monkeypatch.setattr(keys_module, "RETRY_SECS", 0.0)
+    hub, path = watched
+    good = yaml.safe_dump(_with_acme_keys([sha(NEW_KEY)]))
+    broken = "tenants: {{{" + " " * (len(good) - len("tenants: {{{"))
+    path.write_text(broken)
+    assert _card(hub, KEY_A).status_code == 200                 # could not be read: kept
+    stamp = os.stat(path)
+    with open(path, "r+", encoding="utf-8") as fh:              # in place, same size
+        fh.write(good)
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))   # and the same stamp
+    assert _card(hub, NEW_KEY).status_code == 200
+    assert _card(hub, KEY_A).status_code == 401
