@@ -11,7 +11,7 @@ from murmur_wsgi.client import cli_commands as client_commands
 from murmur_wsgi.door.manifest import ManifestError, load_manifest_file
 from murmur_wsgi.door.planes.files import check_root
 from murmur_wsgi import running
-from murmur_wsgi.serving.ports import free_port, listen_refusal, why_not
+from murmur_wsgi.serving.ports import UNBOUND, free_port, listen_refusal, why_not
 
 logger = logging.getLogger(__name__)
 
@@ -27,11 +27,9 @@ def _listen(manifest, override: str | None) -> str:
     if not port:
         try:
             port = free_port(host.strip("[]"))
-        except OSError as ex:
+        except UNBOUND as ex:
             raise ManifestError(f"network.host: {host!r}: cannot listen there: "
                                 f"{why_not(ex)}") from None
-        except (TypeError, ValueError) as ex:     # a host the socket cannot even read
-            raise ManifestError(f"network.host: {host!r}: cannot listen there: {ex}") from None
     # NOTE: an IPv6 address is bracketed, as --listen takes it: gunicorn reads ::1:41873
     # as the host :: and the port 1:41873.
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"

@@ -198,7 +198,7 @@ def _write(path: str, text: str) -> None:
     path = os.path.realpath(path)
     st = os.stat(path)
     mode = stat.S_IMODE(st.st_mode)
-    fd, staged = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+    fd, staged = tempfile.mkstemp(dir=os.path.dirname(path),
                                   prefix=".hub-key-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -9,7 +9,7 @@ key, so a change answers within seconds on every worker and replica, without a
 restart. A tenant added to hub.yaml still needs a restart: only the keys of the
 tenants the hub serves are read.
 
-A file re-read is validated as at boot (``config.load_config``): one the hub would not
+A file re-read is validated as at boot (``config.load_config_file``): one the hub would not
 start with (empty, cut short, a digest that is not one), one that no longer names a
 tenant the hub serves, or one over ``MAX_FILE_BYTES`` leaves the keys as they were, with
 a warning, once per change of the file (its stamp), and again every ``RETRY_SECS`` while
@@ -23,9 +23,8 @@ import os
 import threading
 import time
 
-from murmur_wsgi.hub.config import load_config
+from murmur_wsgi.hub.config import load_config_file
 from murmur_wsgi.hub.config_schema import ConfigError
-from murmur_wsgi.loading import read_yaml
 
 logger = logging.getLogger(__name__)
 
@@ -45,11 +44,10 @@ class _Unreadable(Exception):
 def file_keys(path: str, tenants) -> dict[str, str]:
     """``{digest: tenant}`` of hub.yaml's api_keys, for the tenants in ``tenants`` only;
     ``_Unreadable`` for a file the hub would not start with, or that lacks one of them."""
-    data = read_yaml(path, _Unreadable)
     try:
-        config = load_config(data)
+        config = load_config_file(path)
     except ConfigError as ex:
-        raise _Unreadable(f"{path}: {ex}") from None
+        raise _Unreadable(str(ex)) from None
     missing = sorted(set(tenants) - set(config.tenants))
     if missing:
         raise _Unreadable(f"{path}: tenants.{missing[0]} is missing (a tenant the hub "

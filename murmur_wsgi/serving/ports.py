@@ -37,15 +37,20 @@ def _bound(host: str, port: int) -> socket.socket:
 
 
 def free_port(host: str) -> int:
-    """A port free on ``host`` now; OSError (TypeError, ValueError) when ``host`` cannot
-    be listened on."""
+    """A port free on ``host`` now; one of ``UNBOUND`` when ``host`` cannot be listened on."""
     with _bound(host, 0) as sock:
         return sock.getsockname()[1]
 
 
-def why_not(ex: OSError) -> str:
-    """What a failed bind says, in words (a name that does not resolve included)."""
-    return ex.strerror or str(ex)
+# What a bind of a host raises when it cannot be listened on: OSError as the server would
+# meet it (a name that does not resolve included); TypeError or ValueError for a host the
+# socket cannot even read (a NUL, a label too long to encode).
+UNBOUND = (OSError, TypeError, ValueError)
+
+
+def why_not(ex: Exception) -> str:
+    """What a failed bind (``UNBOUND``) says, in words."""
+    return getattr(ex, "strerror", None) or str(ex)
 
 
 def listen_refusal(listen: str) -> str | None:
@@ -63,10 +68,8 @@ def listen_refusal(listen: str) -> str | None:
         return f"{shown}: cannot listen there: the port must be a number from 0 to 65535"
     try:
         _bound(host, int(port)).close()
-    except OSError as ex:
-        if ex.errno == errno.EADDRINUSE:
+    except UNBOUND as ex:
+        if getattr(ex, "errno", None) == errno.EADDRINUSE:
             return f"{shown} is in use; choose another with --listen"
         return f"{shown}: cannot listen there: {why_not(ex)}"
-    except (TypeError, ValueError) as ex:        # a host the socket cannot even read
-        return f"{shown}: cannot listen there: {ex}"
     return None

@@ -66,12 +66,9 @@ class Body:
         self._restore = _UNSET
 
     def __iter__(self):
-        sock = self._sock
-        if sock is not None:
-            try:
-                self._restore = sock.gettimeout()
-                sock.settimeout(self._timeout)
-            except (OSError, AttributeError, ValueError):
+        if self._sock is not None:
+            self._restore = _timed(self._sock, self._timeout)
+            if self._restore is _UNSET:
                 self._sock = None               # not a socket we can time: no deadline
         budget = self._budget
         for item in self._body:
@@ -92,10 +89,7 @@ class Body:
             sock, restore = self._sock, self._restore
             if sock is not None and restore is not _UNSET:
                 self._restore = _UNSET
-                try:
-                    sock.settimeout(restore)
-                except OSError:
-                    pass                        # closed meanwhile
+                _untimed(sock, restore)
             if done is not None:
                 done()
 
@@ -108,33 +102,51 @@ class Timed(list):
     pipelines requests and reads nothing fills it with their answers, and the next
     ``sendall`` waited for good (no socket timeout), holding the connection and its
     buffers without any credential. PERF: a list (gunicorn writes it as it is), none of
-    ``Body``'s pieces; a gevent socket's ``timeout`` is a plain attribute, set as one
-    (its ``settimeout`` only checks the number: 2.5 against 1.0 µs a request, measured).
+    ``Body``'s pieces.
     """
 
     __slots__ = ("_sock", "_restore")
 
     def __init__(self, body: list, sock, timeout: float):
         super().__init__(body)
-        try:
-            self._restore = sock.timeout
-            sock.timeout = timeout              # gevent's socket
-        except AttributeError:                  # another's: its timeout is read-only
-            try:
-                self._restore = sock.gettimeout()
-                sock.settimeout(timeout)
-            except (OSError, AttributeError, ValueError):
-                sock = None                     # not a socket we can time: no deadline
-        self._sock = sock
+        self._restore = _timed(sock, timeout)
+        self._sock = None if self._restore is _UNSET else sock   # _UNSET: no deadline
 
     def close(self) -> None:
         sock, self._sock = self._sock, None
-        if sock is None:
-            return
-        try:
-            sock.timeout = self._restore
-        except AttributeError:
-            try:
-                sock.settimeout(self._restore)
-            except OSError:
-                pass                            # closed meanwhile
+        if sock is not None:
+            _untimed(sock, self._restore)
+
+
+def _timed(sock, timeout: float):
+    """Give ``sock`` the write deadline ``timeout``; its own timeout, to give back
+    (``_untimed``), or ``_UNSET`` for a socket that cannot be timed.
+
+    PERF: a gevent socket's ``timeout`` is a plain attribute, set as one (its
+    ``settimeout`` only checks the number: 2.5 against 1.0 µs a small answer, measured);
+    another's is read-only, set by ``settimeout``."""
+    try:
+        before = sock.timeout
+        sock.timeout = timeout
+        return before
+    except AttributeError:
+        pass
+    try:
+        before = sock.gettimeout()
+        sock.settimeout(timeout)
+        return before
+    except (OSError, AttributeError, ValueError):
+        return _UNSET
+
+
+def _untimed(sock, before) -> None:
+    """Give ``sock`` back its own timeout, ``before`` (``_timed``'s)."""
+    try:
+        sock.timeout = before
+        return
+    except AttributeError:
+        pass
+    try:
+        sock.settimeout(before)
+    except OSError:
+        pass                                    # closed meanwhile

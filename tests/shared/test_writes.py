@@ -1,6 +1,7 @@
 """The write path: a response body in pieces of at most the budget, under the socket's deadline."""
 from __future__ import annotations
 
+import contextlib
 import socket
 import tracemalloc
 
@@ -22,23 +23,9 @@ def test_pieces_are_cut_to_the_budget_and_closing_calls_done():
     assert done == [True]
 
 
-def test_the_socket_has_the_write_deadline_while_the_body_is_written_then_its_own():
-    left, right = socket.socketpair()
-    try:
-        left.settimeout(None)
-        body = Body([b"x"], lambda: None, sock=left, timeout=2.5, budget=1024)
-        pieces = iter(body)
-        assert next(pieces) == b"x"
-        assert left.gettimeout() == 2.5
-        body.close()
-        assert left.gettimeout() is None
-    finally:
-        left.close()
-        right.close()
-
-
-@pytest.mark.parametrize("kind", ["stdlib", "gevent"])
-def test_a_small_answer_has_the_write_deadline_until_it_is_closed(kind):
+@contextlib.contextmanager
+def _pair(kind: str = "stdlib"):
+    """Two connected sockets, the first with no timeout: the standard library's or gevent's."""
     if kind == "gevent":
         from gevent import socket as gevent_socket
         left, right = gevent_socket.socketpair()
@@ -46,21 +33,35 @@ def test_a_small_answer_has_the_write_deadline_until_it_is_closed(kind):
         left, right = socket.socketpair()
     try:
         left.settimeout(None)
+        yield left, right
+    finally:
+        left.close()
+        right.close()
+
+
+def test_the_socket_has_the_write_deadline_while_the_body_is_written_then_its_own():
+    with _pair() as (left, _):
+        body = Body([b"x"], lambda: None, sock=left, timeout=2.5, budget=1024)
+        pieces = iter(body)
+        assert next(pieces) == b"x"
+        assert left.gettimeout() == 2.5
+        body.close()
+        assert left.gettimeout() is None
+
+
+@pytest.mark.parametrize("kind", ["stdlib", "gevent"])
+def test_a_small_answer_has_the_write_deadline_until_it_is_closed(kind):
+    with _pair(kind) as (left, _):
         answer = Timed([b"x"], left, 2.5)
         assert list(answer) == [b"x"] and left.gettimeout() == 2.5
         answer.close()
         answer.close()
         assert left.gettimeout() is None
         assert Timed([b"y"], object(), 2.5) == [b"y"]     # not a socket: as it is
-    finally:
-        left.close()
-        right.close()
 
 
 def test_a_head_answers_headers_are_written_under_the_deadline_on_the_door_too():
-    left, right = socket.socketpair()
-    try:
-        left.settimeout(None)
+    with _pair() as (left, _):
         assert type(headers_only([b"body"])) is list               # no socket: as before
         door = create_app({"name": "d", "version": "0.1.0"}, listen="127.0.0.1:41873")
         environ = Client(door).get("/").request.environ             # a request's environ
@@ -71,15 +72,11 @@ def test_a_head_answers_headers_are_written_under_the_deadline_on_the_door_too()
         answer.close()
         assert left.gettimeout() is None
         door.close()
-    finally:
-        left.close()
-        right.close()
 
 
 def test_a_client_that_does_not_take_a_write_times_out():
     """The deadline is the socket's: a write the peer does not read raises TimeoutError."""
-    left, right = socket.socketpair()
-    try:
+    with _pair() as (left, right):
         right.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         body = Body([b"y" * (8 * 1024 * 1024)], lambda: None, sock=left, timeout=0.2,
                     budget=1024 * 1024)
@@ -93,9 +90,6 @@ def test_a_client_that_does_not_take_a_write_times_out():
         body.close()
         assert timed_out
         assert left.gettimeout() is None
-    finally:
-        left.close()
-        right.close()
 
 
 def test_the_door_writes_a_large_answer_in_pieces():
