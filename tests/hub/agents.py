@@ -1,7 +1,9 @@
 """Agents the hub's tests host (by "tests.hub.agents:<name>")."""
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 
 from murmur_wsgi.agents.base import TaskCanceled, TaskFailed
 
@@ -233,15 +235,19 @@ FLOODED: list = []          # (mode, pieces written, stopped) of each ``floods``
 
 def floods(ctx):
     """Write ``<mode> <count> <size>`` (``text``, ``progress``, ``chunk``, ``names`` or
-    ``models``): ``count`` pieces of ``size`` characters each; a piece refused with
-    TaskCanceled is tried once more, then the agent gives up. Answer ``flooded``."""
+    ``models``): ``count`` pieces of ``size`` characters each (``count`` ``<secs>s``: pieces
+    for that long, whatever the machine's speed); a piece refused with TaskCanceled is tried
+    once more, then the agent gives up. Answer ``flooded``."""
     from murmur_wsgi.agents.base import TaskCanceled as Canceled
 
     mode, count, size = ctx.text.split()
     piece = "f" * int(size)
     stream = ctx.artifacts.stream("log") if mode == "chunk" else None
     written, refused = 0, 0
-    for i in range(int(count)):
+    until = time.monotonic() + float(count[:-1]) if count.endswith("s") else None
+    for i in itertools.count() if until else range(int(count)):
+        if until and time.monotonic() >= until:
+            break
         try:
             if mode == "text":
                 ctx.write(piece)

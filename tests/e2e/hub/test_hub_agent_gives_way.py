@@ -46,16 +46,14 @@ def message(text: str) -> dict:
 # only greenlets already ready (GetTask's median wait 67-105 ms, up to 0.24 s, during
 # /stream 300000 here), and not at all on progress or artifact chunks: another tenant's
 # GetTask waited for the whole run. Now the agent gives way every 10 ms of writes (21-23 ms).
-@pytest.mark.parametrize("agent, text", [
-    ("echo", "/stream 100000"),
-    ("floods", "progress 15000 8"),
-    ("floods", "chunk 8000 8"),
-], ids=["text", "progress", "chunks"])
-def test_another_tenant_is_answered_while_an_agent_writes(hub, agent, text):
+# The agent writes for a time, not a count: a faster machine ends a count too soon to sample.
+@pytest.mark.parametrize("text", ["text 0.6s 8", "progress 0.6s 8", "chunk 0.6s 8"],
+                         ids=["text", "progress", "chunks"])
+def test_another_tenant_is_answered_while_an_agent_writes(hub, text):
     own = hub.result("SendMessage", message("hello"), KEYS["other"])["task"]["id"]
     sent = {}
     sender = threading.Thread(target=lambda: sent.update(hub.result(
-        "SendMessage", message(text), KEYS["busy"], agent=agent)))
+        "SendMessage", message(text), KEYS["busy"], agent="floods")))
     sender.start()
     waits = []
     while sender.is_alive():
