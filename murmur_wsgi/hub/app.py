@@ -10,6 +10,7 @@ from murmur_wsgi.hub.admission import Admission
 from murmur_wsgi.hub.auth import Credentials
 from murmur_wsgi.hub.cards import card_bodies
 from murmur_wsgi.hub.config import ConfigError, HubConfig, load_config, load_config_file
+from murmur_wsgi.hub.held import HeldAnswers
 from murmur_wsgi.hub.methods import METHODS
 from murmur_wsgi.hub.routes import handle
 from murmur_wsgi.hub.run_registry import Runs
@@ -75,6 +76,7 @@ class Hub:
             self.replica.start()
         if self.push is not None:
             self.push.start()       # after the first heartbeat: its leases count at once
+        self.held = HeldAnswers(config.limits["worker_answer_bytes"])
         self._subs_lock = threading.Lock()
         self._subscriptions: dict[str, int] = {}        # guarded by _subs_lock
         _LIVE.add(self)

@@ -66,6 +66,10 @@ class LimitsSchema(Block):
     history_bytes = Size(load_default=4 * 1024 ** 2)
     # The stored bytes of the tasks one ListTasks page reads and answers, newest first.
     list_bytes = Size(load_default=16 * 1024 ** 2)
+    # Large answers of a request's own (hub/held.py) held for clients still reading them:
+    # a tenant's on one worker, and every tenant's together (the worker's: no override).
+    answer_bytes = Size(load_default=128 * 1024 ** 2)
+    worker_answer_bytes = Size(load_default=256 * 1024 ** 2)
 
 
 class TenantLimitsSchema(Block):
@@ -86,6 +90,7 @@ class TenantLimitsSchema(Block):
     max_usage_models = StrictInt(validate=validate.Range(min=1))
     history_bytes = Size()
     list_bytes = Size()
+    answer_bytes = Size()
 
 
 class TasksSchema(Block):

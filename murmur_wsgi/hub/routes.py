@@ -134,8 +134,18 @@ def _answer(hub, environ, start_response):
     if isinstance(result, HubStream):
         return _stream(start_response, environ, result)
     if isinstance(result, RawJSONPieces):
-        return _pieces(start_response, (wire_rpc.head(request_id, compact_utf8) + ',"result":',
-                                        *result, "}"))
+        done = getattr(result, "done", None)      # a held answer's (hub/held.py)
+        try:
+            pieces = _pieces(start_response, (wire_rpc.head(request_id, compact_utf8)
+                                              + ',"result":', *result, "}"))
+        except BaseException:
+            if done is not None:
+                done()
+            raise
+        if done is None:
+            return pieces
+        return Body(pieces, done, sock=environ.get(SOCKET_KEY),
+                    timeout=hub.config.stream["write_timeout_secs"], budget=PENDING_BYTES)
     text = result if isinstance(result, RawJSON) else compact_utf8(result)
     return _json(start_response, 200, wire_rpc.result(request_id, text, compact_utf8).encode())
 

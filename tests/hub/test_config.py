@@ -30,7 +30,9 @@ def test_defaults():
                              "data_text_bytes": 16 * 1024 ** 2,
                              "max_output_bytes": 64 * 1024 ** 2, "max_usage_models": 1_000,
                              "history_bytes": 4 * 1024 ** 2,
-                             "list_bytes": 16 * 1024 ** 2}
+                             "list_bytes": 16 * 1024 ** 2,
+                             "answer_bytes": 128 * 1024 ** 2,
+                             "worker_answer_bytes": 256 * 1024 ** 2}
     assert config.events == {"retention_secs": 86400, "merge_secs": 0.25}
     assert config.stream == {"keepalive_secs": 15, "write_timeout_secs": 10,
                              "live_backlog_bytes": 8 * 1024 ** 2}

@@ -5,14 +5,13 @@ import logging
 import time
 
 from murmur_wsgi.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
+from murmur_wsgi.hub.held import LARGE_CHARS
 from murmur_wsgi.wire.params import (read_history_length, read_hub_list_tasks, read_task_id,
                                       task_id_of)
 from murmur_wsgi.wire.raw import RawJSON, RawJSONPieces
 from murmur_wsgi.wire.task import list_tasks_response
 
 logger = logging.getLogger(__name__)
-
-PIECES_CHARS = 256 * 1024       # a larger result is answered in pieces, never copied
 
 
 def find(hub, call):
@@ -36,10 +35,19 @@ def get_task(hub, call):
         # NOTE: RawJSON (a str) copies the text it is made of: the memory store's kept wire
         # form of a task, one copy, was each GetTask's own until its client had read it all.
         # A large one is answered as pieces that quote it (routes.py), inline (PERF).
-        return RawJSON(text) if len(text) <= PIECES_CHARS else RawJSONPieces((text,))
+        if len(text) <= LARGE_CHARS:
+            return RawJSON(text)
+        if hub.store.kept(task_id, text):
+            return RawJSONPieces((text,))
+        return _held(hub, call, text)
     task = find(hub, call)
     text = hub.store.render(task, read_history_length(call.params), as_read=True)
-    return RawJSON(text) if len(text) <= PIECES_CHARS else RawJSONPieces((text,))
+    return RawJSON(text) if len(text) <= LARGE_CHARS else _held(hub, call, text)
+
+
+def _held(hub, call, text: str):
+    """A large answer of this request's own, counted while its client reads it (held.py)."""
+    return hub.held.answer(text, call.tenant, hub.limits(call.tenant)["answer_bytes"])
 
 
 def cancel_task(hub, call):
@@ -106,4 +114,5 @@ def list_tasks(hub, call):
                                  "answered") from None
     body = ",".join(hub.store.render(task, params.history_length, params.include_artifacts,
                                      as_read=True) for task in page.tasks)
-    return RawJSON(list_tasks_response(body, page.next_token, params.page_size, page.total))
+    text = list_tasks_response(body, page.next_token, params.page_size, page.total)
+    return RawJSON(text) if len(text) <= LARGE_CHARS else _held(hub, call, text)

@@ -182,6 +182,11 @@ class TaskStore(abc.ABC):
         task = self.get(tenant, agent, task_id)
         return None if task is None else self.render(task, as_read=True)
 
+    def kept(self, task_id: str, text: str) -> bool:
+        """Whether ``text`` (``task_json``'s) is a form this store keeps, shared by every
+        reader, not a copy of the caller's own (hub/held.py counts copies)."""
+        return False
+
     @abc.abstractmethod
     def start(self, task_id: str) -> str | None:
         """SUBMITTED → WORKING; return the statusUpdate written, None if no longer SUBMITTED."""

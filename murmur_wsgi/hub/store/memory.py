@@ -139,6 +139,10 @@ class MemoryTaskStore(Retaining, TaskStore):
             return HubTask.record_json(found, tenant, agent)
         return super().task_json(tenant, agent, task_id)
 
+    def kept(self, task_id, text):
+        found = self._tasks.get(task_id)         # a finished task's wire form, as kept
+        return type(found) is tuple and found[10] is text
+
     def _running_locked(self, task_id: str) -> HubTask | None:
         """The task, unless it finished (kept as a record) or is unknown."""
         found = self._tasks.get(task_id)

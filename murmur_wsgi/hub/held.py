@@ -1,0 +1,91 @@
+"""Large answers held for clients still reading them: counted per tenant and per worker.
+
+A large answer the hub makes for one request (a task read off Redis, a task rendered with
+``historyLength``, a ListTasks page) is a copy of its own, held until its client has read
+it all. A client that never reads is cut at ``stream.write_timeout_secs``; one that reads
+a piece just within each deadline holds its copy as long as it likes, and twenty of them
+held twenty copies of a 60 MiB task (about 2 GB of one worker's memory, for one tenant's
+key). ``HeldAnswers`` counts them: a tenant's clients hold at most ``limits.answer_bytes``
+on a worker, every tenant's together at most ``limits.worker_answer_bytes``, and one more
+answer past either is refused (-32603, at once: nothing is held while a client waits).
+A tenant, and the worker, holding nothing may always take one, however large: no task is
+too large to be read. A kept form the answer quotes (the memory store's wire form of a
+finished task, shared by every reader) is not a copy and is not counted.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+
+from murmur_wsgi.errors import InternalError
+from murmur_wsgi.wire.raw import RawJSONPieces
+
+LARGE_CHARS = 256 * 1024        # a larger answer is written in pieces, and counted
+
+
+class HeldPieces(RawJSONPieces):
+    """A held answer's texts; ``done`` gives its bytes back once its client is through."""
+
+    def __new__(cls, texts, done):
+        pieces = super().__new__(cls, texts)
+        pieces.done = done
+        return pieces
+
+
+class HeldAnswers:
+    """The bytes of large answers a worker holds for its clients, per tenant.
+
+    Concurrency: ``_lock`` guards ``_held`` and ``_by_tenant``; a release is called once
+    (by the answer's close), from any thread."""
+
+    def __init__(self, worker_bytes: int):
+        self.worker_bytes = worker_bytes
+        self._lock = threading.Lock()
+        self._held = 0
+        self._by_tenant: dict[str, int] = {}
+
+    def held(self, tenant: str | None = None) -> int:
+        with self._lock:
+            return self._held if tenant is None else self._by_tenant.get(tenant, 0)
+
+    def answer(self, text: str, tenant: str, tenant_bytes: int):
+        """``text`` as a result: small, as it is; large, held for ``tenant`` (pieces whose
+        ``done`` gives it back), or -32603 past either bound."""
+        if len(text) <= LARGE_CHARS:
+            return None
+        size = sys.getsizeof(text)          # its memory: 1 to 4 bytes a character
+        with self._lock:
+            mine = self._by_tenant.get(tenant, 0)
+            if (mine and mine + size > tenant_bytes) or \
+                    (self._held and self._held + size > self.worker_bytes):
+                over = "limits.answer_bytes" if mine and mine + size > tenant_bytes \
+                    else "limits.worker_answer_bytes"
+                raise InternalError(f"Internal error: this worker holds as many large answers "
+                                    f"as it may ({over}) for clients still reading them; "
+                                    f"try again once they are read")
+            self._held += size
+            self._by_tenant[tenant] = mine + size
+        return HeldPieces((text,), _Release(self, tenant, size))
+
+    def _give_back(self, tenant: str, size: int) -> None:
+        with self._lock:
+            self._held -= size
+            left = self._by_tenant[tenant] - size
+            if left:
+                self._by_tenant[tenant] = left
+            else:
+                del self._by_tenant[tenant]
+
+
+class _Release:
+    """Gives a held answer's bytes back, once."""
+
+    __slots__ = ("_answers", "_tenant", "_size")
+
+    def __init__(self, answers: HeldAnswers, tenant: str, size: int):
+        self._answers, self._tenant, self._size = answers, tenant, size
+
+    def __call__(self) -> None:
+        answers, self._answers = self._answers, None
+        if answers is not None:
+            answers._give_back(self._tenant, self._size)

@@ -1,0 +1,131 @@
+"""Large answers held for clients still reading them are counted (hub/held.py): a tenant's
+at most ``limits.answer_bytes`` on a worker, every tenant's at most
+``limits.worker_answer_bytes``; one more is -32603 at once, and a closed answer gives its
+bytes back.
+
+Before, every large answer was a copy of its own held for as long as its client read it:
+twenty clients of one key reading a 60 MiB task slowly (each piece within the write
+deadline) held about 2 GB of one worker.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.task import REJECTED, HubTask
+
+from tests.hub.conftest import KEY_A, KEY_B, HubClient, close_hub, hub_config
+
+MIB = 1024 ** 2
+
+
+def _refused(hub, tenant: str, size: int) -> str:
+    """A refused task of ``tenant``'s echo (no run), its message ``size`` bytes of text."""
+    message = {"messageId": f"m-{uuid.uuid4().hex}", "role": "ROLE_USER",
+               "parts": [{"text": "x" * size}]}
+    task = HubTask(str(uuid.uuid4()), "ctx", tenant, "echo", message["messageId"], message)
+    task.set_state(REJECTED, None)
+    hub.store.create(task, task.task_event(), bind=False)
+    return task.id
+
+
+def _hub(store: str, **limits):
+    config = hub_config(store=store)
+    config["limits"] = {**config["limits"], "answer_bytes": 3 * MIB,
+                        "worker_answer_bytes": 4 * MIB, **limits}
+    return create_hub(config)
+
+
+def _open(rpc, method: str, params: dict):
+    """The call's answer, its body not read yet (as a client that reads slowly)."""
+    return rpc.call(method, params, buffered=False)
+
+
+def _whole(response) -> dict:
+    try:
+        return json.loads(b"".join(response.iter_encoded()))
+    finally:
+        response.close()
+
+
+def _refusal(response, setting: str, request_id: int) -> None:
+    assert response.status_code == 200
+    assert _whole(response) == {"jsonrpc": "2.0", "id": request_id, "error": {
+        "code": -32603, "message": f"Internal error: this worker holds as many large answers "
+        f"as it may ({setting}) for clients still reading them; try again once they are read"}}
+
+
+def test_a_tenants_large_answers_are_bounded_and_given_back_when_read(store):
+    """Pages of ListTasks (a copy on both stores): a tenant holds two of about 1 MiB, not a
+    third (its 3 MiB); another tenant holds one more, not a second (the worker's 4 MiB);
+    each closed answer gives its bytes back, and what was refused is then answered whole."""
+    hub = _hub(store)
+    try:
+        acme, globex = HubClient(hub), HubClient(hub, headers={"X-API-Key": KEY_B})
+        mine = _refused(hub, "acme", MIB)
+        theirs = _refused(hub, "globex", MIB)
+        page = {"includeArtifacts": True}
+        held = [_open(acme, "ListTasks", page), _open(acme, "ListTasks", page)]
+        assert hub.held.held("acme") > 2 * MIB
+        _refusal(_open(acme, "ListTasks", page), "limits.answer_bytes", acme.next_id)
+        held.append(_open(globex, "ListTasks", page))
+        _refusal(_open(globex, "ListTasks", page), "limits.worker_answer_bytes",
+                 globex.next_id)
+        assert hub.held.held() == hub.held.held("acme") + hub.held.held("globex")
+        first = held.pop(0)
+        assert [t["id"] for t in _whole(first)["result"]["tasks"]] == [mine]
+        assert [t["id"] for t in _whole(_open(globex, "ListTasks", page))["result"]["tasks"]] \
+            == [theirs]
+        for response in held:
+            response.close()
+        assert hub.held.held() == 0
+        assert acme.result("GetTask", {"id": mine, "historyLength": 0})["id"] == mine
+    finally:
+        close_hub(hub)
+
+
+def test_a_task_read_off_redis_is_counted_a_kept_one_is_not(store):
+    """GetTask of a finished task: on Redis each answer is a copy (counted, the third
+    refused); the memory store's answers quote the form it keeps (none counted)."""
+    hub = _hub(store)
+    try:
+        acme = HubClient(hub)
+        task_id = _refused(hub, "acme", MIB)
+        held = [_open(acme, "GetTask", {"id": task_id}) for _ in range(2)]
+        third = _open(acme, "GetTask", {"id": task_id})
+        if hub.store.shared:
+            _refusal(third, "limits.answer_bytes", acme.next_id)
+        else:
+            held.append(third)
+            assert hub.held.held() == 0
+        for response in held:
+            assert _whole(response)["result"]["id"] == task_id
+        assert hub.held.held() == 0
+        # rendered for its historyLength: a copy on either store
+        cut = _open(acme, "GetTask", {"id": task_id, "historyLength": 1})
+        assert hub.held.held() > MIB
+        assert _whole(cut)["result"]["history"][0]["parts"][0]["text"] == "x" * MIB
+        assert hub.held.held() == 0
+    finally:
+        close_hub(hub)
+
+
+@pytest.mark.parametrize("tenant_bytes", [256 * 1024, 3 * MIB])
+def test_one_answer_is_always_taken_however_large(store, tenant_bytes):
+    """A tenant holding none takes one answer past its bound (no task is too large to be
+    read), and the worker holding none takes one past its own."""
+    hub = _hub(store, answer_bytes=tenant_bytes, worker_answer_bytes=512 * 1024)
+    try:
+        acme, globex = HubClient(hub), HubClient(hub, headers={"X-API-Key": KEY_B})
+        _refused(hub, "acme", MIB)
+        _refused(hub, "globex", MIB)
+        one = _open(acme, "ListTasks", {})
+        _refusal(_open(globex, "ListTasks", {}), "limits.worker_answer_bytes", globex.next_id)
+        one.close()
+        assert len(_whole(_open(globex, "ListTasks", {}))["result"]["tasks"]) == 1
+        assert hub.held.held() == 0
+    finally:
+        close_hub(hub)
