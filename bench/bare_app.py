@@ -5,8 +5,9 @@ is the door's own work (the layers, the dispatch, the method), not HTTP or gunic
 Served by bench/run.py as ``gunicorn -c conf/gunicorn.conf.py bench.bare_app:app``.
 
 ``redis_app`` is the floor of a GetTask on Redis: what no GetTask can leave out. It reads
-the body, sends the one command a hub's GetTask sends (``HMGET`` of a finished task's
-record, shaped and sized as the hub writes it) through the hub's own client and helper
+the body, sends the one command a hub's GetTask sends (the ``RECORD`` script, answered as
+an ``HMGET`` of a finished task's record, shaped and sized as the hub writes it) through
+the hub's own client and helper
 (``hub/store/redis_commands.Commands``) on the redis-server of ``BENCH_REDIS_URL``, and
 answers what it read as the hub does: the record's wire form in the JSON-RPC envelope,
 with the hub's headers. ``make bench`` posts it the hub's request (its path, its
@@ -39,7 +40,7 @@ _client = _floor = None
 
 
 def _record_read():
-    """``(the HMGET's call, the wire form's place in its answer, the hub's headers)``."""
+    """``(the record read's call, the wire form's place in its answer, the hub's headers)``."""
     global _client, _floor
     if _client is None:
         import os
@@ -47,7 +48,8 @@ def _record_read():
         import functools
 
         from murmur_wsgi.hub.errors import A2A_HEADERS
-        from murmur_wsgi.hub.store.redis import RECORD_FIELDS, WIRE
+        from murmur_wsgi.hub.held import LARGE_CHARS
+        from murmur_wsgi.hub.store.redis import RECORD, RECORD_SHA, WIRE
         from murmur_wsgi.hub.store.redis_client import connect
         from murmur_wsgi.hub.store.redis_commands import Commands
 
@@ -64,8 +66,9 @@ def _record_read():
             "state": "TASK_STATE_COMPLETED", "text": "null", "ms": "1764600000000",
             "created": "1764600000000", "seq": "1", "owner": "r" * 32, "nev": "3",
             "wire": wire})
-        _floor = (functools.partial(Commands(_client), "HMGET", RECORD_KEY, *RECORD_FIELDS),
-                  WIRE, A2A_HEADERS)
+        _client.script_load(RECORD)
+        _floor = (functools.partial(Commands(_client), "EVALSHA", RECORD_SHA, 1, RECORD_KEY,
+                                    LARGE_CHARS), WIRE, A2A_HEADERS)
     return _floor
 
 

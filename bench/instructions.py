@@ -17,7 +17,7 @@ the floor of a blocking SendMessage on Redis and the hub on Redis, each served b
 gunicorn gevent worker under valgrind, 16 keep-alive connections posting to it. The
 kernel's part (a round trip to Redis, the sockets) is in none: valgrind counts user space.
 
-Scenarios: the bare app (``bench/bare_app.py``) and its Redis floor (the ``HMGET`` a GetTask
+Scenarios: the bare app (``bench/bare_app.py``) and its Redis floor (the record read a GetTask
 sends, and its answer), the door's held SendMessage, the hub's GetTask and blocking
 SendMessage on the memory store and on Redis (a redis-server this runner starts, as ``make
 bench`` does).
@@ -56,7 +56,7 @@ WARM = 50                       # calls before the counted ones (the first of ea
 SCENARIOS = {          # name: (what it measures, needs Redis)
     **SERVED,
     "bare-post": ("the bare app: read the body, answer a small JSON", False),
-    "bare-redis-post": ("the bare app + the HMGET a GetTask sends, answering the task read: "
+    "bare-redis-post": ("the bare app + the record read a GetTask sends, answering the task read: "
                         "its floor", True),
     "bare-redis-send": ("the bare app + a blocking SendMessage's two round trips (the hub's "
                         "OPEN and END) and its answer: its floor", True),

@@ -15,7 +15,7 @@ Scenarios (see docs/performance.md):
     hub-redis-sendmessage  the same hub (one worker): blocking SendMessage to the demo agent
     hub-redis-unix-sendmessage  the same, the hub on that Redis's unix socket (unix://…)
     hub-redis-gettask-w2   the same hub with ``--workers 2`` (its ratio to one worker too)
-    bare-redis-post        the bare app plus the HMGET of a task record a GetTask sends,
+    bare-redis-post        the bare app plus the read of a task record a GetTask sends,
                            answering that record as the hub does, to the hub's request: the
                            floor of a GetTask on Redis (hub-redis-gettask's ratio to it too)
     bare-redis-send        the bare app plus the two round trips of a blocking SendMessage
@@ -441,7 +441,7 @@ SCENARIOS = [
     Scenario("hub-redis-gettask-w2", "hub-redis-w2",
              "hub on Redis, --workers 2: GetTask, X-API-Key", prepare_hub_get, HUB_PATH, HUB_KEY),
     Scenario("bare-redis-post", "bare-redis",
-             "bare app + the HMGET a GetTask sends to that Redis, its answer the task read: "
+             "bare app + the record read a GetTask sends to that Redis, its answer the task read: "
              "its floor", prepare_floor, HUB_PATH, HUB_KEY),
     Scenario("bare-redis-send", "bare-redis-send",
              "bare app + a blocking SendMessage's two round trips to that Redis (the hub's "

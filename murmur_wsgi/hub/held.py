@@ -14,11 +14,14 @@ finished task, shared by every reader) is not a copy and is not counted.
 """
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 
 from murmur_wsgi.errors import InternalError
 from murmur_wsgi.wire.raw import RawJSONPieces
+
+logger = logging.getLogger(__name__)
 
 LARGE_CHARS = 256 * 1024        # a larger answer is written in pieces, and counted
 
@@ -60,6 +63,8 @@ class HeldAnswers:
                     (self._held and self._held + size > self.worker_bytes):
                 over = "limits.answer_bytes" if mine and mine + size > tenant_bytes \
                     else "limits.worker_answer_bytes"
+                logger.warning("a large answer (%d bytes) of tenant %s refused: %s reached",
+                               size, tenant, over)
                 raise InternalError(f"Internal error: this worker holds as many large answers "
                                     f"as it may ({over}) for clients still reading them; "
                                     f"try again once they are read")

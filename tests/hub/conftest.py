@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import uuid
 
 import jwt
 import pytest
@@ -11,6 +12,7 @@ from werkzeug.test import Client
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store import memory_stores, redis_stores
+from murmur_wsgi.hub.task import REJECTED, HubTask
 
 KEY_A = "mhk_tenant-a-key"
 KEY_A2 = "mhk_tenant-a-second"
@@ -191,6 +193,17 @@ def sse_events(response) -> list[dict]:
     text = response.get_data(as_text=True)
     return [json.loads(line[len("data: "):]) for line in text.split("\n")
             if line.startswith("data: ")]
+
+
+def refused_task(hub, size: int, tenant: str = "acme") -> str:
+    """A REJECTED task of ``tenant``'s echo stored as is (no run), its message ``size`` bytes
+    of text: its id."""
+    message = {"messageId": f"m-{uuid.uuid4().hex}", "role": "ROLE_USER",
+               "parts": [{"text": "x" * size}]}
+    task = HubTask(str(uuid.uuid4()), "ctx", tenant, "echo", message["messageId"], message)
+    task.set_state(REJECTED, None)
+    hub.store.create(task, task.task_event(), bind=False)
+    return task.id
 
 
 def wait_until(predicate, timeout=10.0):

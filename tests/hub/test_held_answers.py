@@ -10,26 +10,14 @@ deadline) held about 2 GB of one worker.
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
 from murmur_wsgi.hub import create_hub
-from murmur_wsgi.hub.task import REJECTED, HubTask
 
-from tests.hub.conftest import KEY_A, KEY_B, HubClient, close_hub, hub_config
+from tests.hub.conftest import KEY_B, HubClient, close_hub, hub_config, refused_task
 
 MIB = 1024 ** 2
-
-
-def _refused(hub, tenant: str, size: int) -> str:
-    """A refused task of ``tenant``'s echo (no run), its message ``size`` bytes of text."""
-    message = {"messageId": f"m-{uuid.uuid4().hex}", "role": "ROLE_USER",
-               "parts": [{"text": "x" * size}]}
-    task = HubTask(str(uuid.uuid4()), "ctx", tenant, "echo", message["messageId"], message)
-    task.set_state(REJECTED, None)
-    hub.store.create(task, task.task_event(), bind=False)
-    return task.id
 
 
 def _hub(store: str, **limits):
@@ -65,8 +53,8 @@ def test_a_tenants_large_answers_are_bounded_and_given_back_when_read(store):
     hub = _hub(store)
     try:
         acme, globex = HubClient(hub), HubClient(hub, headers={"X-API-Key": KEY_B})
-        mine = _refused(hub, "acme", MIB)
-        theirs = _refused(hub, "globex", MIB)
+        mine = refused_task(hub, MIB)
+        theirs = refused_task(hub, MIB, "globex")
         page = {"includeArtifacts": True}
         held = [_open(acme, "ListTasks", page), _open(acme, "ListTasks", page)]
         assert hub.held.held("acme") > 2 * MIB
@@ -93,7 +81,7 @@ def test_a_task_read_off_redis_is_counted_a_kept_one_is_not(store):
     hub = _hub(store)
     try:
         acme = HubClient(hub)
-        task_id = _refused(hub, "acme", MIB)
+        task_id = refused_task(hub, MIB)
         held = [_open(acme, "GetTask", {"id": task_id}) for _ in range(2)]
         third = _open(acme, "GetTask", {"id": task_id})
         if hub.store.shared:
@@ -120,8 +108,8 @@ def test_one_answer_is_always_taken_however_large(store, tenant_bytes):
     hub = _hub(store, answer_bytes=tenant_bytes, worker_answer_bytes=512 * 1024)
     try:
         acme, globex = HubClient(hub), HubClient(hub, headers={"X-API-Key": KEY_B})
-        _refused(hub, "acme", MIB)
-        _refused(hub, "globex", MIB)
+        refused_task(hub, MIB)
+        refused_task(hub, MIB, "globex")
         one = _open(acme, "ListTasks", {})
         _refusal(_open(globex, "ListTasks", {}), "limits.worker_answer_bytes", globex.next_id)
         one.close()

@@ -59,10 +59,12 @@ def memory_stores(*, retention_secs: float = 86_400.0, clock=None,
 def redis_stores(url: str, *, retention_secs: float = 86_400.0, timeout_secs: float = 5.0,
                  liveness_secs: float = 10.0, max_events: int = 10_000,
                  replica_id: str | None = None, retention: Retention | None = None,
-                 wait_replicas: int = 0) -> Stores:
+                 wait_replicas: int = 0, large_read_bytes: int = 256 * 1024 ** 2) -> Stores:
     """The four parts on one Redis (``store: redis://…``, or the primary of
     ``redis-sentinel://…``), sharing one connection; ``wait_replicas``: the replicas
-    each acknowledged write waits for (``redis_commands.Commands.durable``)."""
+    each acknowledged write waits for (``redis_commands.Commands.durable``);
+    ``large_read_bytes``: the large records read at once (``large_reads``)."""
+    from murmur_wsgi.hub.store.large_reads import LargeReads
     from murmur_wsgi.hub.store.redis import RedisTaskStore
     from murmur_wsgi.hub.store.redis_client import RedisConnection
     from murmur_wsgi.hub.store.redis_limits import RedisCounters
@@ -72,7 +74,8 @@ def redis_stores(url: str, *, retention_secs: float = 86_400.0, timeout_secs: fl
     conn = RedisConnection(url, timeout_secs=timeout_secs, liveness_secs=liveness_secs,
                            replica_id=replica_id, wait_replicas=wait_replicas)
     tasks = RedisTaskStore(conn, retention_secs=retention_secs, max_events=max_events,
-                           retention=retention)
+                           retention=retention,
+                           large_reads=LargeReads(large_read_bytes, timeout_secs))
     return Stores(tasks, RedisReplicas(conn, tasks), RedisCounters(conn), RedisPushStore(conn))
 
 
@@ -87,7 +90,8 @@ def open_stores(config) -> Stores:
                         timeout_secs=settings["timeout_secs"],
                         liveness_secs=settings["liveness_secs"],
                         max_events=settings["max_events_per_task"], retention=retention,
-                        wait_replicas=settings["wait_replicas"])
+                        wait_replicas=settings["wait_replicas"],
+                        large_read_bytes=config.limits["worker_answer_bytes"])
 
 
 __all__ = ["PENDING", "StoreError", "StoredEvent", "Stores", "TaskStore", "memory_stores",

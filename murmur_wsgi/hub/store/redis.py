@@ -40,16 +40,22 @@ Concurrency:
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import logging
 
+from redis.exceptions import NoScriptError
+
+from murmur_wsgi.hub.held import LARGE_CHARS
 from murmur_wsgi.hub.store import redis_scripts as scripts
+from murmur_wsgi.hub.store.large_reads import LargeReads
 from murmur_wsgi.hub.store.base import PENDING, TaskStore, Written, newest_within
 from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_commands import short
 from murmur_wsgi.hub.store.redis_events import TaskEvents
 from murmur_wsgi.hub.store.redis_index import RedisIndex
+from murmur_wsgi.hub.store.redis_read_scripts import record_script
 from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, events_key, index_key,
                                               member, msg_key, retained_keys, running_key,
                                               runs_key, seq_key, state_key, task_key,
@@ -75,6 +81,8 @@ RECORD_FIELDS = ("tenant", "agent", "wire", "id", "ctx", "msg", "state", "text",
                  "created", "seq", "hist", "arts")
 WIRE = RECORD_FIELDS.index("wire")
 STORED_FORMS = ("wire", "hist", "arts")   # what a record's size is made of
+RECORD = record_script(RECORD_FIELDS, STORED_FORMS)
+RECORD_SHA = hashlib.sha1(RECORD.encode(), usedforsecurity=False).hexdigest()
 
 
 def _text_json(text: str | None) -> str:
@@ -90,7 +98,7 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
     shared = True
 
     def __init__(self, conn, *, retention_secs: float = 86_400.0, max_events: int = 10_000,
-                 retention: Retention | None = None):
+                 retention: Retention | None = None, large_reads: LargeReads | None = None):
         self.conn = conn
         self.replica = conn.replica
         self._redis = conn.redis
@@ -112,6 +120,7 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         # When this process last marked a task its streams read (watched), and its tenant.
         self._marked: dict[str, tuple] = {}
         self._index = RedisIndex(self._redis, self._load, self._sizes)
+        self.large_reads = large_reads or LargeReads(256 * 1024 ** 2, 5.0)
 
     # --- records -----------------------------------------------------------
 
@@ -273,11 +282,19 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         return {"keys": keys, "args": args}, unbounded
 
     def _values(self, tenant: str, task_id: str, agent: str | None = None) -> list | None:
-        """The record's ``RECORD_FIELDS`` (one ``HMGET``), None unless it is ``agent``'s
-        (when named) and exists (a task of another tenant is not in this one's keys)."""
+        """The record's ``RECORD_FIELDS`` (one ``RECORD`` script, as ``HMGET`` answers; a large
+        one read again once the worker has room: ``large_reads``), None unless it is
+        ``agent``'s (when named) and exists (a task of another tenant is not in its keys)."""
         if len(task_id) > MAX_ID_BYTES:
             return None
-        values = self._command("HMGET", task_key(tenant, task_id), *RECORD_FIELDS)
+        key = task_key(tenant, task_id)
+        try:
+            values = self._command("EVALSHA", RECORD_SHA, 1, key, LARGE_CHARS)
+        except NoScriptError:
+            values = self._command("EVAL", RECORD, 1, key, LARGE_CHARS)
+        if type(values) is int:               # its stored forms' size: large
+            with self.large_reads.room(values):
+                values = self._command("HMGET", key, *RECORD_FIELDS)
         if values[0] is None or values[0] != tenant or (agent is not None
                                                          and values[1] != agent):
             return None

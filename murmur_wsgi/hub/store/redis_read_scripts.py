@@ -3,7 +3,8 @@
 A stream's read marks its task *watched* (the record's field ``w``, Redis time in ms, in
 the future), so the scripts that write its events announce them (``redis_scripts``); the
 workers whose streams read it renew the mark (``WATCH``). A read takes a page of the log
-(``_PAGE``), bounded in events and in bytes.
+(``_PAGE``), bounded in events and in bytes. A task's record is read by a script that
+sends a large one's size instead (``record_script``).
 """
 from __future__ import annotations
 
@@ -58,4 +59,17 @@ return page(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
 READ = _WATCH + _PAGE + """
 watch(tonumber(ARGV[2]))
 return page(KEYS[2], ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]))
+"""
+
+
+def record_script(fields: tuple, forms: tuple) -> str:
+    """A task's record: its ``fields``, as ``HMGET`` answers them, when its stored ``forms``
+    (the fields its size is made of) are at most ``ARGV[1]`` bytes together; else that size
+    alone, an integer, and nothing else sent (``large_reads``). KEYS: task   ARGV: bytes"""
+    sizes = " + ".join(f"redis.call('HSTRLEN', KEYS[1], '{form}')" for form in forms)
+    names = ", ".join(f"'{field}'" for field in fields)
+    return f"""
+local size = {sizes}
+if size > tonumber(ARGV[1]) then return size end
+return redis.call('HMGET', KEYS[1], {names})
 """

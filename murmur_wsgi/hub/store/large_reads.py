@@ -1,0 +1,69 @@
+"""Large task records read off Redis at once by one worker: bounded in bytes.
+
+A task's record is read whole (GetTask, CancelTask, a SubscribeToTask's opening read), and
+on Redis each read is a copy of its own, however large the task. Reads wait on Redis, so
+many of them fill at once: twenty GetTasks sent together of one 60 MiB task held 2.3 GB
+of one worker for a moment, whatever became of their answers after (``hub/held.py``).
+The record is first read by a script that sends it only when its stored forms are small
+(``redis_read_scripts.record_script``), else their size; a large one is then read once the
+worker has room for it: ``LargeReads.room``. Every large read of the worker together is
+at most ``limits.worker_answer_bytes``, one more waits for room (up to
+``redis.timeout_secs``, then -32603: ``ReadsBusy``); a worker reading none may always
+read one, however large.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+
+from murmur_wsgi.errors import StoreError
+
+logger = logging.getLogger(__name__)
+
+
+class ReadsBusy(StoreError):
+    """No room in time for a large record's read: -32603, this message."""
+
+    message = ("Internal error: this worker is reading as many large tasks as it may "
+               "(limits.worker_answer_bytes); try again shortly")
+
+
+class LargeReads:
+    """The bytes of large records being read, at most ``max_bytes`` (see the module).
+
+    Concurrency: ``_room`` (a condition on its own lock) guards ``_held``; a reader waits
+    on it with a deadline and is woken by each read that ends."""
+
+    def __init__(self, max_bytes: int, wait_secs: float):
+        self.max_bytes = max_bytes
+        self._wait = wait_secs
+        self._room = threading.Condition(threading.RLock())
+        self._held = 0
+
+    @property
+    def held(self) -> int:
+        with self._room:
+            return self._held
+
+    @contextlib.contextmanager
+    def room(self, size: int):
+        """Hold ``size`` bytes of room while the block reads; raise ``ReadsBusy`` when none
+        is free within the wait."""
+        deadline = time.monotonic() + self._wait
+        with self._room:
+            while self._held and self._held + size > self.max_bytes:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    logger.warning("redis store: a large task's read (%d bytes) found no room "
+                                   "in %.1f s (limits.worker_answer_bytes)", size, self._wait)
+                    raise ReadsBusy()
+                self._room.wait(left)
+            self._held += size
+        try:
+            yield
+        finally:
+            with self._room:
+                self._held -= size
+                self._room.notify_all()

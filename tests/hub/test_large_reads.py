@@ -1,0 +1,87 @@
+"""Large task records read off Redis at once are bounded per worker (hub/store/large_reads.py).
+
+Before, each read of a task's record (GetTask, CancelTask, a SubscribeToTask's opening
+read) took it whole at once, however large: twenty GetTasks sent together of one 60 MiB
+task left a worker at 2.3 GB, though the answers past ``limits.answer_bytes`` were refused
+once read. Now a record whose stored forms are large is sent by Redis only once the worker
+has room for it (``limits.worker_answer_bytes``), and a small one as before, in one round
+trip.
+"""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.store.large_reads import LargeReads, ReadsBusy
+
+from tests.hub.conftest import HubClient, close_hub, hub_config, refused_task
+
+MIB = 1024 ** 2
+BUSY = ("Internal error: this worker is reading as many large tasks as it may "
+        "(limits.worker_answer_bytes); try again shortly")
+
+
+def test_a_read_waits_for_room_and_one_always_fits():
+    reads = LargeReads(10, wait_secs=30)
+    entered, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def holder():
+        with reads.room(100):               # past the bound: the only read, it fits
+            entered.set()
+            release.wait(30)
+
+    def waiter():
+        with reads.room(5):
+            done.set()
+
+    threads = [threading.Thread(target=holder), threading.Thread(target=waiter)]
+    threads[0].start()
+    assert entered.wait(30)
+    threads[1].start()
+    assert not done.wait(0.05)              # it waits while the first reads
+    assert reads.held == 100
+    release.set()
+    assert done.wait(30)                    # woken as the first ends, not at its deadline
+    for thread in threads:
+        thread.join(30)
+    assert reads.held == 0
+
+
+def test_no_room_in_time_is_refused_and_nothing_is_held():
+    reads = LargeReads(10, wait_secs=0.05)
+    with reads.room(8):
+        with pytest.raises(ReadsBusy) as refused:
+            with reads.room(5):
+                pass
+        with reads.room(2):                  # what fits goes on
+            assert reads.held == 10
+    assert refused.value.error_object() == {"code": -32603, "message": BUSY}
+    assert reads.held == 0
+
+
+@pytest.mark.cluster
+def test_a_large_record_is_read_once_the_worker_has_room(redis_server):
+    """With the worker's room taken, a GetTask of a large task waits its ``redis.timeout_secs``
+    and is -32603; a small task's GetTask (sent whole by the script) and CancelTask of
+    an unknown task are answered meanwhile; with room again the large one is read."""
+    redis_server.flush()
+    config = hub_config(store=redis_server.url)
+    config["redis"] = {"timeout_secs": 0.3}
+    config["limits"] = {**config["limits"], "worker_answer_bytes": 4 * MIB}
+    hub = create_hub(config)
+    try:
+        acme = HubClient(hub)
+        large, small = refused_task(hub, MIB), refused_task(hub, 1000)
+        with hub.store.large_reads.room(4 * MIB):
+            refused = acme.call("GetTask", {"id": large}).get_json()
+            assert refused == {"jsonrpc": "2.0", "id": acme.next_id,
+                               "error": {"code": -32603, "message": BUSY}}
+            assert acme.result("GetTask", {"id": small})["id"] == small
+            assert acme.error("CancelTask", {"id": "nope"})["code"] == -32001
+        task = acme.result("GetTask", {"id": large})
+        assert task["history"][0]["parts"][0]["text"] == "x" * MIB
+        assert hub.store.large_reads.held == 0
+    finally:
+        close_hub(hub)
