@@ -76,6 +76,15 @@ def history(ctx):
     return " | ".join(f"{t.role}:{t.text}" for t in ctx.history) or "(none)"
 
 
+def recalls(ctx):
+    """Publish a named artifact left without parts and one of text, then answer the
+    context's earlier turns as ``history`` does: the answer is listed after both."""
+    with ctx.artifacts.stream("scratch"):
+        pass
+    ctx.artifacts.add("notes", "a note")
+    return history(ctx)
+
+
 def with_data(ctx):
     return {"answer": 42}
 

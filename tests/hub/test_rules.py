@@ -190,6 +190,27 @@ def test_context_continues_the_conversation(rpc):
         "(none)"
 
 
+def test_the_agents_turn_is_its_answer_not_its_first_named_artifact(store):
+    """A task's agent turn is its ``answer`` artifact's text, listed after the named ones:
+    the first artifact was read, a named one (its text, or an IndexError when it had no
+    parts, which made every later message of the context -32603)."""
+    config = hub_config(store=store)
+    config["tenants"]["acme"]["agents"]["recalls"] = {"agent": "tests.hub.agents:recalls",
+                                                      "publish": True}
+    h = create_hub(config)
+    try:
+        client = HubClient(h, "recalls")
+        first = client.send("hello")
+        assert [a["artifactId"] for a in first["artifacts"]] == ["scratch", "notes", "answer"]
+        second = client.send("again", context_id=first["contextId"])
+        assert second["artifacts"][-1]["parts"][0]["text"] == "user:hello | agent:(none)"
+        third = client.send("third", context_id=first["contextId"])
+        assert third["artifacts"][-1]["parts"][0]["text"] == (
+            "user:hello | agent:(none) | user:again | agent:user:hello | agent:(none)")
+    finally:
+        close_hub(h)
+
+
 def test_the_history_holds_the_newest_turns_within_history_bytes(store):
     """limits.history_bytes bounds what a message reads of its context's earlier tasks,
     newest first: a task past it ends the turns handed to the run (it and those before)."""

@@ -14,7 +14,7 @@ from murmur_wsgi.hub.runs import Run
 from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.hub.store import PENDING, StoreError
 from murmur_wsgi.hub.store.base import Opened
-from murmur_wsgi.hub.task import COMPLETED, FAILED, REJECTED, HubTask
+from murmur_wsgi.hub.task import ANSWER, COMPLETED, FAILED, REJECTED, HubTask
 from murmur_wsgi.ids import random_uuid
 from murmur_wsgi.serving.connection import peer_gone
 from murmur_wsgi.wire.encode import compact_utf8
@@ -71,8 +71,10 @@ def context_history(hub, tenant: str, agent: str, context_id: str) -> list[Turn]
                                         hub.limits(tenant)["history_bytes"]):
         history, artifacts = task.contents()
         turns.append(Turn("user", _text_of(history[0])))
-        if task.state == COMPLETED and artifacts:
-            turns.append(Turn("agent", artifacts[0]["parts"][0].get("text", "")))
+        # NOTE: the answer is listed after the agent's named artifacts (one may have no part)
+        answer = artifacts[-1] if artifacts else None
+        if task.state == COMPLETED and answer is not None and answer["artifactId"] == ANSWER:
+            turns.append(Turn("agent", answer["parts"][0].get("text", "")))
     return turns
 
 
