@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
+from murmur_wsgi.agents.endings import check_text
 from murmur_wsgi.hub.config import ConfigError
 from murmur_wsgi.hub.store.base import Opened
 from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE, LocalCounters
@@ -82,10 +83,12 @@ class Admission:
             return None
         try:
             reason = hook(tenant, agent, text)
+            # NOTE: the reason is stored as the task's status: one no UTF-8 holds (a lone
+            # surrogate) made every answer holding the task fail.
+            return None if reason is None else check_text(str(reason), "its reason")
         except Exception:  # noqa: BLE001 - the operator's hook failing refuses, logged
             logger.exception("the admission hook of tenant %s failed", tenant)
             return "admission is not available right now"
-        return None if reason is None else str(reason)
 
     def _reason(self, tenant: str, refused: str | None) -> str | None:
         limits = self._limits(tenant)

@@ -289,6 +289,26 @@ def test_a_failing_hook_refuses_and_logs(hub, caplog):
     assert "ZeroDivisionError" in caplog.text
 
 
+class _Unprintable:
+    def __str__(self):
+        raise ValueError("no text of its own")
+
+
+@pytest.mark.parametrize("reason", ["closed \ud800 today", _Unprintable()],
+                         ids=["lone-surrogate", "str-raises"])
+def test_a_hook_reason_that_is_not_text_refuses_as_a_failing_hook(hub, reason, caplog):
+    """A reason no UTF-8 holds was stored as the REJECTED task's status: its SendMessage
+    and every ListTasks page holding it raised out of the hub (memory store), or -32603
+    (Redis); a reason whose ``str`` raised answered -32603."""
+    hub.admission._hooks["globex"] = lambda *args: reason
+    client = HubClient(hub, "echo", {"X-API-Key": KEY_B})
+    task = client.send("x")
+    assert task["status"]["state"] == "TASK_STATE_REJECTED"
+    assert task["status"]["message"]["parts"][0]["text"] == "admission is not available right now"
+    assert client.result("ListTasks", {})["tasks"][0]["id"] == task["id"]
+    assert "the admission hook of tenant globex failed" in caplog.text
+
+
 # --- failures, timeout, one final state --------------------------------------------
 
 
