@@ -14,7 +14,8 @@ from murmur_wsgi.hub.methods import streams as stream_methods
 from murmur_wsgi.hub.store.redis_keys import events_key, task_key
 
 from tests.hub.agents import gate
-from tests.hub.conftest import KEY_B, HubClient, hub_config, send_params, sse_events, wait_until
+from tests.hub.conftest import (KEY_B, HubClient, close_hub, hub_config, send_params,
+                                sse_events, wait_until)
 
 pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
@@ -151,6 +152,39 @@ def test_a_task_gone_with_its_log_under_a_stream_ends_it_with_32603(rpc, caplog)
     assert any(f"SubscribeToTask {task['id']}: the task's log is gone" in r.getMessage()
                for r in caplog.records)
     assert rpc.error("GetTask", {"id": task["id"]})["code"] == -32001
+
+
+def test_a_log_trimmed_from_its_start_opens_with_the_stored_task(store):
+    """A log past ``redis.max_events_per_task`` loses its first events, the Task as created
+    among them: a subscriber's stream opened with a statusUpdate of a task it never got.
+    It opens with the stored Task; once the task is over, the stored Task alone, whole."""
+    config = hub_config(store=store, redis={"max_events_per_task": 100})
+    config["tenants"]["acme"]["agents"]["reports"] = {
+        "agent": "tests.hub.agents:reports_then_holds", "publish": True}
+    h = create_hub(config)
+    try:
+        client = HubClient(h, "reports")
+        task = client.send("300 1", configuration={"returnImmediately": True})
+        wait_until(lambda: h.store.last_position(task["id"], "acme") >= 302)
+        response = client.call("SubscribeToTask", {"id": task["id"]}, buffered=False)
+        chunks, raw = iter(response.response), b""
+        while b"\n\n" not in raw:                   # the first event (chunks cut events)
+            raw += next(chunks)
+        opening = _payloads(raw.partition(b"\n\n")[0])
+        assert _kinds(opening) == ["task"]
+        # The Task as created, or (its log trimmed) as it stands
+        assert opening[0]["result"]["task"]["status"]["state"] == (
+            "TASK_STATE_SUBMITTED" if store == "memory" else "TASK_STATE_WORKING")
+        assert client.result("CancelTask", {"id": task["id"]})["status"]["state"] == \
+            "TASK_STATE_CANCELED"
+        assert _state(_payloads(raw + b"".join(chunks))[-1]) == "TASK_STATE_CANCELED"
+        replay = sse_events(client.call("SubscribeToTask", {"id": task["id"]}))
+        if store != "memory":                       # the memory store keeps a log whole
+            assert replay == [{"jsonrpc": "2.0", "id": client.next_id, "result": {
+                "task": client.result("GetTask", {"id": task["id"]})}}]
+        assert _kinds(replay)[0] == "task" and _state(replay[-1]) == "TASK_STATE_CANCELED"
+    finally:
+        close_hub(h)
 
 
 def test_streamed_tokens_are_stored_merged(rpc):

@@ -9,6 +9,7 @@ from murmur_wsgi.hub.errors import SubscriptionExpiredError
 from murmur_wsgi.hub.live import TAKE_BYTES
 from murmur_wsgi.hub.methods.tasks import find
 from murmur_wsgi.hub.sse import HubStream
+from murmur_wsgi.hub.store.base import StoredEvent
 from murmur_wsgi.wire.stream import task_event
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,10 @@ class EventSource:
                                              tenant=self._tenant)
             if not available:
                 return self._vanished(), True
+            if events and not self._read and events[0].seq > 1:
+                events = self._trimmed(events)
+                if events is None:
+                    return self._vanished(), True
             if events:
                 self._read = events[-1].seq     # a log's positions (a trimmed one starts later)
             self._waiting, self._at = events, 0
@@ -63,6 +68,17 @@ class EventSource:
         else:
             self._waiting, self._at = (), 0     # every event handed over: none kept
         return batch, done
+
+    def _trimmed(self, events: list) -> list | None:
+        """The first read of a log trimmed from its start (Redis keeps
+        ``redis.max_events_per_task``): its Task as created is gone, and the stream opens
+        with the stored Task instead; a finished task's is whole, so it ends the stream
+        (None), as when the log expired."""
+        current = self._store.get(self._tenant, self._agent, self._task_id)
+        if current is None or current.terminal:
+            return None
+        opening = StoredEvent(0, task_event(self._store.render(current, as_read=True)), False)
+        return [opening, *events]
 
     def _vanished(self) -> list:
         """The log is gone (expired, or the store closed): the stored Task ends the stream
