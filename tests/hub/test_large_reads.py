@@ -65,7 +65,8 @@ def test_no_room_in_time_is_refused_and_nothing_is_held():
 def test_a_large_record_is_read_once_the_worker_has_room(redis_server):
     """With the worker's room taken, a GetTask of a large task waits its ``redis.timeout_secs``
     and is -32603; a small task's GetTask (sent whole by the script) and CancelTask of
-    an unknown task are answered meanwhile; with room again the large one is read."""
+    an unknown task are answered meanwhile, as is a ListTasks page of the small task alone
+    (a page holding the large one waits, then -32603); with room again it is read."""
     redis_server.flush()
     config = hub_config(store=redis_server.url)
     config["redis"] = {"timeout_secs": 0.3}
@@ -80,8 +81,17 @@ def test_a_large_record_is_read_once_the_worker_has_room(redis_server):
                                "error": {"code": -32603, "message": BUSY}}
             assert acme.result("GetTask", {"id": small})["id"] == small
             assert acme.error("CancelTask", {"id": "nope"})["code"] == -32001
+            after = acme.result("ListTasks", {"pageSize": 1})       # the small task's page
+            assert [t["id"] for t in after["tasks"]] == [small]
+            for params in ({"pageSize": 2}, {"pageSize": 1, "pageToken": after["nextPageToken"]}):
+                assert acme.call("ListTasks", params).get_json()["error"] == \
+                    {"code": -32603, "message": BUSY}           # a page of the large task
+        assert [t["id"] for t in acme.result("ListTasks", {
+            "pageSize": 1, "pageToken": after["nextPageToken"]})["tasks"]] == [large]
+        assert [t["id"] for t in acme.result("ListTasks", {})["tasks"]] == [small, large]
         task = acme.result("GetTask", {"id": large})
         assert task["history"][0]["parts"][0]["text"] == "x" * MIB
         assert hub.store.large_reads.held == 0
     finally:
         close_hub(hub)
+

@@ -119,8 +119,8 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         self._forgetting_init()
         # When this process last marked a task its streams read (watched), and its tenant.
         self._marked: dict[str, tuple] = {}
-        self._index = RedisIndex(self._redis, self._load, self._sizes)
         self.large_reads = large_reads or LargeReads(256 * 1024 ** 2, 5.0)
+        self._index = RedisIndex(self._redis, self._load, self._sizes, self.large_reads)
 
     # --- records -----------------------------------------------------------
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import heapq
 
+from murmur_wsgi.hub.held import LARGE_CHARS
 from murmur_wsgi.hub.store.base import Page, first_within
 from murmur_wsgi.hub.store.pages import decode_token, encode_token
 from murmur_wsgi.hub.store.redis_keys import both_key, index_key, state_key, updated_key
@@ -45,12 +46,13 @@ SCORE_BATCH = 1000               # ids per ZMSCORE when ListTasks combines filte
 class RedisIndex:
     """ListTasks' pages from the sorted sets; ``load(tenant, ids)`` reads the page's
     records, ``sizes(tenant, ids)`` their stored forms' sizes first when a page is bounded
-    in bytes."""
+    in bytes; a large page's records are read within ``reads`` (``large_reads``)."""
 
-    def __init__(self, client, load, sizes):
+    def __init__(self, client, load, sizes, reads):
         self._redis = client
         self._load = load
         self._sizes = sizes
+        self._reads = reads
 
     def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
              token=None, max_bytes=None):
@@ -106,12 +108,17 @@ class RedisIndex:
     def _within(self, tenant, ids: list, max_bytes) -> tuple[list, bool]:
         """The records of the first ``ids`` whose stored forms fit ``max_bytes`` (at least
         one; None: every one), and whether the page was cut there: the sizes are read
-        first, and no record past them."""
-        if max_bytes is not None and len(ids) > 1:
-            count = first_within(self._sizes(tenant, ids), max_bytes)
-            if count < len(ids):
-                return self._load(tenant, ids[:count]), True
-        return self._load(tenant, ids), False
+        first, and no record past them; a large page once the worker has room for it
+        (many pages read at once were each a copy of their own)."""
+        if max_bytes is None or not ids:
+            return self._load(tenant, ids), False
+        sizes = self._sizes(tenant, ids)
+        count = first_within(sizes, max_bytes)
+        size = sum(sizes[:count])
+        if size <= LARGE_CHARS:
+            return self._load(tenant, ids[:count]), count < len(ids)
+        with self._reads.room(size):
+            return self._load(tenant, ids[:count]), count < len(ids)
 
     def _left_out(self, within, changed_key, after_ms) -> dict:
         """``{id: seq}`` of ``within``'s tasks not changed after ``after_ms``: the tasks not
