@@ -20,7 +20,7 @@ from murmur_wsgi.hub.store import redis_push, redis_stores
 from murmur_wsgi.hub.store.push_base import DELIVERED, PushRecord
 from murmur_wsgi.hub.store.redis_keys import configs_key
 from murmur_wsgi.hub.store.redis_push_scripts import SKIP_BATCH
-from murmur_wsgi.hub.task import COMPLETED
+from murmur_wsgi.hub.task import COMPLETED, REJECTED
 from tests.hub.push_util import Resolver, Sleeps, cert, push_config, receiver  # noqa: F401
 from tests.hub.conftest import HubClient, wait_until
 from tests.hub.test_push_storage import OWNERS, a_task, alive, record
@@ -211,10 +211,14 @@ def state_of(received) -> str:
     return (body.get("task") or body["statusUpdate"])["status"]["state"]
 
 
-def redis_push_hub(receiver, url):
+def redis_push_hub(receiver, url, runs: int | None = None):
+    """A hub with push on, on Redis at ``url``; ``runs``: tenant acme's runs at once
+    (limits.concurrency, 4 unless given)."""
     config = push_config(receiver)
     config["store"] = url
     config["redis"] = {"liveness_secs": 2, "sweep_interval_secs": 0.5}
+    if runs is not None:
+        config["tenants"]["acme"]["limits"] = {"concurrency": runs}
     hub = create_hub(config)
     hub.sleeps = Sleeps()
     hub.push.sender.sleep = hub.sleeps
@@ -224,13 +228,16 @@ def redis_push_hub(receiver, url):
 
 def two_held_of(hub, receiver, count: int) -> None:
     """``count`` messages to ``hub``, each with a config, while ``receiver`` holds every
-    request: returns once the tenant's two delivery slots are taken."""
+    request: returns once the tenant's two delivery slots are taken. Each run must be
+    admitted: more than the tenant's runs at once (a loaded machine's runs overlap) are
+    REJECTED, tasks of one event, one notification, not three."""
     receiver.hold.clear()
     rpc = HubClient(hub)
     for i in range(count):
-        rpc.send(f"t{i}", configuration={"returnImmediately": True,
-                                          "taskPushNotificationConfig": {
-                                              "url": receiver.url()}})
+        task = rpc.send(f"t{i}", configuration={"returnImmediately": True,
+                                                 "taskPushNotificationConfig": {
+                                                     "url": receiver.url()}})
+        assert task["status"]["state"] != REJECTED, (i, task["status"])
     with receiver.cond:
         assert receiver.cond.wait_for(lambda: receiver.in_flight == 2, 10)
 
