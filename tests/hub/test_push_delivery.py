@@ -3,11 +3,13 @@ made, push.allow_networks for loopback: a test-only switch), retry waits recorde
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import pytest
 
 from murmur_wsgi.hub.push.delivery import RETRY_DELAYS, Sender
+from murmur_wsgi.hub.push.dispatcher import Dispatcher
 from murmur_wsgi.hub.push.egress import Egress
 from murmur_wsgi.hub.store.push_base import MAX_FAILURES, PushRecord
 from tests.hub.agents import gate
@@ -397,3 +399,59 @@ def test_a_config_whose_delivery_fails_unexpectedly_waits_the_retry_delays(
     assert all("failed unexpectedly (RuntimeError at " in e for e in errors)
     assert "tk-secret" not in caplog.text and SECRET not in caplog.text
     assert status_of(prpc, task["id"], "c1") == {"failures": 0, "disabled": False}
+
+
+class _HeldLook:
+    """A store whose dispatcher's waiting look (``timeout`` > 0) is held until ``go``;
+    ``late`` counts the calls that came after ``closed`` was set."""
+
+    def __init__(self, closed: threading.Event):
+        self.closed = closed
+        self.looking = threading.Event()
+        self.go = threading.Event()
+        self.late = 0
+
+    def push_due(self, owner, timeout, skip=frozenset()):
+        if timeout > 0:
+            self.looking.set()
+            self.go.wait(10)
+        if self.closed.is_set():
+            self.late += 1
+        return []
+
+    def notify_push(self):
+        pass
+
+
+class _Told(threading.Event):
+    """An Event that tells ``waiting`` when a wait on it begins."""
+
+    def __init__(self, waiting: threading.Event):
+        super().__init__()
+        self.waiting = waiting
+
+    def wait(self, timeout=None):
+        self.waiting.set()
+        return super().wait(timeout)
+
+
+def test_close_returns_once_the_loop_made_its_last_call_on_the_store():
+    # NOTE: before, close() returned while the loop's look was still on the store: the hub
+    # then closed the store, and on Redis the look's late call opened a connection that
+    # was never closed (a ResourceWarning in a test run).
+    closed, joining = threading.Event(), threading.Event()
+    store = _HeldLook(closed)
+    dispatcher = Dispatcher(store, tasks=None, sender=None)
+    dispatcher._ended = _Told(joining)
+    dispatcher.start()
+    assert store.looking.wait(10)
+
+    def close():
+        dispatcher.close(grace=0)
+        closed.set()
+    threading.Thread(target=close, daemon=True).start()
+    wait_until(lambda: closed.is_set() or joining.is_set())
+    assert not closed.is_set()                 # waiting for the loop, the look held
+    store.go.set()
+    assert closed.wait(10)
+    assert store.late == 0

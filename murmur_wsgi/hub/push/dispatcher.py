@@ -12,7 +12,9 @@ again before the retry delays (1 s, 2 s, then 4 s each time) have passed.
 Concurrency:
     ``_lock`` guards ``_working`` (the configs this replica delivers now) and
     ``_cooling`` (those that failed unexpectedly: until when they wait).
-    ``_stop`` (an Event) ends the loop and every retry wait at ``close()``.
+    ``_stop`` (an Event) ends the loop and every retry wait at ``close()``; ``_ended``
+    (an Event) is set while no loop runs: ``close()`` waits for it, so the loop makes
+    no call on the store after ``close()`` returned (the hub closes the store next).
 """
 from __future__ import annotations
 
@@ -48,8 +50,11 @@ class Dispatcher:
         self._cooling: dict[tuple, tuple[float, int]] = {}   # guarded by _lock: key ->
         #                                                      (until, failures in a row)
         self._idle = threading.Condition(self._lock)
+        self._ended = threading.Event()
+        self._ended.set()
 
     def start(self) -> None:
+        self._ended.clear()
         _thread.start_new_thread(self._loop, ())
 
     def sleep(self, seconds: float) -> bool:
@@ -57,16 +62,19 @@ class Dispatcher:
         return not self._stop.wait(seconds)
 
     def close(self, grace: float = CLOSE_GRACE_SECS, timeout: float = 5.0) -> None:
-        """Deliver what is due for up to ``grace`` (the drain's final states), then stop.
-        A dispatcher already stopped delivers nothing more: it waits no grace."""
+        """Deliver what is due for up to ``grace`` (the drain's final states), then stop:
+        wait up to ``timeout`` for the deliveries and the loop to end. A dispatcher
+        already stopped delivers nothing more: it waits no grace."""
         deadline = time.monotonic() + (0.0 if self._stop.is_set() else grace)
         while time.monotonic() < deadline and not self._caught_up():
             with self._idle:
                 self._idle.wait(0.02)
         self._stop.set()
         self.store.notify_push()
+        deadline = time.monotonic() + timeout
         with self._idle:
             self._idle.wait_for(lambda: not self._working, timeout)
+        self._ended.wait(max(0.0, deadline - time.monotonic()))
 
     def _caught_up(self) -> bool:
         with self._lock:
@@ -84,6 +92,12 @@ class Dispatcher:
             return not self._working
 
     def _loop(self) -> None:
+        try:
+            self._turns()
+        finally:
+            self._ended.set()
+
+    def _turns(self) -> None:
         blocked: set[tuple] = set()
         failing = False
         while not self._stop.is_set():
