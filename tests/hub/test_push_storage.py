@@ -3,6 +3,8 @@
 keys live for the test."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from murmur_wsgi.hub.store.push_base import (DELIVERED, DROPPED, LEASE_SECS, MAX_FAILURES,
@@ -149,3 +151,16 @@ def test_due_waits_for_an_event(stores, push):
     stores.tasks.append(task.id, '{"artifactUpdate":{}}')
     assert [r.key for r in push.push_due("r1", 0)] == [saved.key]
     assert push.push_due("r1", 0, skip={saved.key}) == []
+
+
+def test_a_wake_between_looks_is_kept_for_the_next(stores, push):
+    """``notify_push`` while no look waits (a dispatcher's close() between its turns): the
+    next look returns at once, not after its whole wait (the memory store's was lost, and
+    close() then waited a dispatcher's idle second for its loop); the one after waits."""
+    push.notify_push()
+    started = time.monotonic()
+    assert push.push_due("r1", 30) == []
+    assert time.monotonic() - started < 10
+    started = time.monotonic()
+    assert push.push_due("r1", 0.05) == []
+    assert time.monotonic() - started >= 0.05

@@ -39,6 +39,7 @@ class MemoryPushStore(PushStorage):
         self._push_active: dict[str, dict[tuple, None]] = {}
         self._push_leases: dict[tuple, tuple] = {}     # key -> (owner, tenant, deadline)
         self._push_created = 0
+        self._poked = False        # guarded by lock: notify_push came while no turn waited
 
     def _forget_locked(self, task_id: str) -> None:
         """The task is forgotten (retention): its configs and their leases go with it (their
@@ -163,14 +164,19 @@ class MemoryPushStore(PushStorage):
         with self._changed:
             self._tasks.expire_locked()
             due = self._push_due_locked(skip)
-            if due or self._tasks.closed:
+            if due or self._tasks.closed or self._poked:
+                self._poked = False
                 return due
             self._changed.wait(timeout)
+            self._poked = False
             self._tasks.expire_locked()
             return self._push_due_locked(skip)
 
     def notify_push(self):
+        # NOTE: kept until the next turn: a dispatcher's close() that came between its turns
+        # waited a whole idle wait (1 s) for the loop it now waits for.
         with self._changed:
+            self._poked = True
             self._changed.notify_all()
 
     def push_lease(self, record, owner):
