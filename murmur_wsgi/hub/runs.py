@@ -283,8 +283,12 @@ class Run(RunWrites):
                 logger.exception("task %s: a stop waker failed", self.task_id)
 
     def _timed_out(self) -> None:
+        # NOTE: ended first, then stopped: stopped first, the agent's next write was refused
+        # and its thread could end the task CANCELED before this FAILED it (seen under load).
+        ended = self.finish(FAILED, f"the run took longer than {self.timeout:g} s and was "
+                                    "stopped")
         self.request_stop(cancel=False)
-        if self.finish(FAILED, f"the run took longer than {self.timeout:g} s and was stopped"):
+        if ended:
             logger.info("task %s: run timeout (%g s)", self.task_id, self.timeout)
 
     # --- the thread -----------------------------------------------------------

@@ -170,3 +170,25 @@ def test_an_inline_run_that_writes_without_end_is_stopped_at_its_run_timeout(rpc
     assert task["status"]["message"]["parts"][0]["text"] == \
         "the run took longer than 0.5 s and was stopped"
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("rpc", [{"run_timeout_secs": 0.3}], indirect=True)
+@pytest.mark.parametrize("immediately", [False, True], ids=["inline", "threaded"])
+def test_a_run_timeout_ends_the_task_before_it_stops_the_agent(rpc, immediately, monkeypatch):
+    # NOTE: before, the timeout stopped the agent first: its next write was refused and its
+    # thread could end the task CANCELED before the timeout FAILED it (seen under load).
+    from murmur_wsgi.hub.runs import Run
+
+    stops = []
+    request_stop = Run.request_stop
+
+    def recorded(run, cancel):
+        stops.append((cancel, run.ended))
+        return request_stop(run, cancel)
+
+    monkeypatch.setattr(Run, "request_stop", recorded)
+    params = send_params("go", configuration={"returnImmediately": immediately})
+    task = rpc.result("SendMessage", params, agent="writes")["task"]
+    wait_until(lambda: rpc.result("GetTask", {"id": task["id"]}, agent="writes")["status"][
+        "state"] == "TASK_STATE_FAILED")
+    assert stops and stops[0] == (False, True)       # stopped once the task had ended
