@@ -319,7 +319,12 @@ class HarnessAgent:
 
     def _on_quota(self, ctx, proc, msg, line):
         fields = {key: value for key, value in msg.items() if key != "type"}
-        shown = compact_utf8(fields)
+        try:
+            shown = compact_utf8(fields)
+        except ValueError:
+            # NOTE: a number past a double's range (1e999): not JSON, which the frame's
+            # own check refuses as any agent's value (the agent's answer is not valid JSON).
+            shown = ""
         ctx.frame("quota", "quota: " + shown[:SHOWN_TEXT], fields)
 
     def _on_suggested_prompt(self, ctx, proc, msg, line):

@@ -127,3 +127,16 @@ def test_a_second_artifact_of_one_name_fails_the_task(run):
                     {"type": "artifact-chunk", "name": "x", "part": {"text": "b"}})
     assert status_text(task) == ("harness: line 2 (artifact-chunk): artifact 'x' was already "
                                  "written in this task")
+
+
+@pytest.mark.parametrize("line", [
+    '{"type":"quota","used":1e999}',
+    '{"type":"tool-call-started","toolName":"t","input":-1e999}',
+], ids=["quota", "tool-call"])
+def test_a_number_past_a_double_fails_as_a_value_not_json(run, line, caplog):
+    # NOTE: before, a quota line's 1e999 (json reads it as inf) escaped the frame's own
+    # check as a ValueError: "the agent failed: ValueError" and a logged traceback.
+    rpc, task = run(line, {"type": "response", "text": "never"})
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert status_text(task) == "the agent's answer is not valid JSON"
+    assert not [r for r in caplog.records if r.exc_info]
