@@ -42,6 +42,7 @@ from collections import OrderedDict
 
 from murmur_wsgi.agents import harness_lines
 from murmur_wsgi.agents.base import Completed, TaskCanceled, TaskContext, TaskFailed, TaskRejected
+from murmur_wsgi.agents.endings import check_text
 from murmur_wsgi.agents.harness_lines import HarnessFault
 from murmur_wsgi.agents.harness_lines import field as _field
 from murmur_wsgi.agents.port import AskInterrupted
@@ -299,7 +300,8 @@ class HarnessAgent:
         if utf8_bytes(session_id) > self.max_session_id_bytes:
             raise HarnessFault(f"harness: line {line} (session): id is longer than "
                                f"max_session_id_bytes ({self.max_session_id_bytes} bytes)")
-        self._remember(ctx, session_id)
+        # NOTE: checked before it is kept: the next task's trace record carries it.
+        self._remember(ctx, check_text(session_id, "session: id"))
 
     def _on_text(self, ctx, proc, msg, line):
         final = _field(msg, "final", bool, "a boolean", line, required=False)

@@ -1,12 +1,14 @@
 """forgetSession: the context -> harness session map, and the forget on a process capsule."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from murmur_wsgi.uris import DOOR_URI
 from murmur_wsgi import create_app
-from tests.agents_util import (FAULTS, harness_rpc, process_manifest, records_of, response_of,
-                               task_records, tmp_home, trace_of)
+from tests.agents_util import (FAULTS, REPO, harness_rpc, process_manifest, records_of,
+                               response_of, status_text, task_records, tmp_home, trace_of)
 from tests.conftest import Rpc, make_door
 from tests.tasks_util import send_params
 
@@ -175,3 +177,22 @@ def test_a_long_context_id_is_remembered_by_its_digest(threaded):
     keys = list(threaded.door.session.agent._sessions)
     assert len(keys) == 2
     assert all(len(repr(key)) < 200 for key in keys)
+
+
+def test_a_session_id_that_is_not_text_is_refused_not_kept():
+    # NOTE: before, an id with a lone surrogate was kept: the context's next task failed
+    # "the agent failed: UnicodeEncodeError" (its harness_start trace record could not be
+    # written), and so did every later one until the context was forgotten.
+    rpc = harness_rpc([sys.executable, str(REPO / "tests" / "harness_script.py"),
+                       '{"type":"session","id":"s-\\udc00"}',
+                       '{"type":"response","text":"@task"}'], THREADED)
+    try:
+        task = rpc.result("SendMessage", send_params("go", contextId="ctx-s"))["task"]
+        assert task["status"]["state"] == "TASK_STATE_FAILED"
+        assert status_text(task) == "the agent's answer is not valid JSON"
+        assert rpc.door.session.agent.harness_session("ctx-s") is None
+        again = rpc.result("SendMessage", send_params("go", contextId="ctx-s"))["task"]
+        assert status_text(again) == "the agent's answer is not valid JSON"
+        assert harness_start(rpc, again) == ("new", None)
+    finally:
+        rpc.door.close()
