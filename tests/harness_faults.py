@@ -83,6 +83,12 @@ def main(mode):
             send(type="response", text="done")
             os._exit(0)
         os._exit(3)
+    elif mode == "exit-leaving-setsid-child":
+        # Its child leaves the group (setsid), so the group's end does not reach it: it
+        # holds the harness's stdout open (the test kills it).
+        child = subprocess.Popen(["sleep", "30"], start_new_session=True)
+        send(type="thinking", text=f"child {child.pid}")
+        os._exit(3)
     elif mode == "fail":
         send(type="fail", message="the model\nsaid no")
     elif mode in ("respond-linger", "fail-linger"):

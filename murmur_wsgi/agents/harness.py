@@ -62,6 +62,7 @@ def _key(owner: str | None, context_id: str) -> tuple:
     """``_sessions``' key: the owner and the context id's digest (ids are unbounded)."""
     return owner, hashlib.sha256(context_id.encode("utf-8", "surrogatepass")).digest()
 EXITS_KEPT = 64
+EXIT_DRAIN_SECS = 1.0         # after the harness exited, the longest wait for a line it left
 SHOWN_TEXT = 200
 
 
@@ -236,6 +237,7 @@ class HarnessAgent:
         """
         deadline = time.monotonic() + self.idle_timeout
         stdout_closed = False
+        exited = None                           # the return code, once the harness exited
         ctx.on_cancel(proc.wake)
         while True:
             if ctx.wait(0):                     # canceled, or the session is closing
@@ -245,6 +247,8 @@ class HarnessAgent:
                                    "to stderr")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if exited is not None:
+                    raise HarnessFault(f"harness: {exit_text(exited)} without a response")
                 if stdout_closed:
                     raise HarnessFault("harness: closed its stdout without a response")
                 raise HarnessFault(f"harness: no output for {self.idle_timeout:g}s "
@@ -257,6 +261,12 @@ class HarnessAgent:
                 continue
             if kind == "exit":
                 raise HarnessFault(f"harness: {exit_text(value)} without a response")
+            if kind == "exited":
+                # NOTE: the lines it wrote are in the pipe, read at once: a process outside
+                # its group holding its stdout keeps the task no longer than the drain.
+                exited = value
+                deadline = min(deadline, time.monotonic() + EXIT_DRAIN_SECS)
+                continue
             if kind == "oversized":
                 raise HarnessFault(f"harness: line {value} is longer than max_line_bytes "
                                    f"({self.max_line_bytes} bytes)")
@@ -269,7 +279,8 @@ class HarnessAgent:
             response = self._handle(ctx, proc, number, raw)
             if response is not None:
                 return response
-            deadline = time.monotonic() + self.idle_timeout
+            deadline = time.monotonic() + (self.idle_timeout if exited is None
+                                           else min(self.idle_timeout, EXIT_DRAIN_SECS))
 
     def _handle(self, ctx: TaskContext, proc: HarnessProcess, line: int,
                 raw: bytes) -> str | Completed | None:

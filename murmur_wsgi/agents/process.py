@@ -17,7 +17,8 @@ Concurrency:
       so a harness that stops reading cannot block the door;
     * the exit watcher waits for the leader to exit, then kills its process
       group: a child it left behind holding stdout would otherwise keep the
-      end of stdout, and so the ``exit`` event, from coming.
+      end of stdout, and so the ``exit`` event, from coming; it then puts
+      ``("exited", returncode)`` (a process outside the group may still hold it).
 
     ``wake()`` (from any thread, never blocking) puts ``("wake", None)``, so
     the agent thread waits on ``events`` alone, with no polling: a cancel or
@@ -222,10 +223,15 @@ class HarnessProcess:
 
     def _watch_exit(self) -> None:
         # NOTE: the group's end closes stdout after all the leader wrote: its lines are
-        # still read first, in order, then the end of stdout and the exit.
+        # still read first, in order, then the end of stdout and the exit. A process that
+        # left the group (setsid) may hold stdout open, so that end may never come: the
+        # exit is an event of its own too, ``("exited", returncode)``.
         while not self._stop.is_set():
-            if self.wait_exit(PUT_RETRY_SECS) is not None:
+            code = self.wait_exit(PUT_RETRY_SECS)
+            if code is not None:
                 self.signal_group(signal.SIGKILL)
+                if self._put(("exited", code)):
+                    self._trouble()
                 return
 
     def _drain_stderr(self) -> None:

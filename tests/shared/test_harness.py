@@ -209,6 +209,20 @@ def test_a_harness_that_exits_leaving_a_child_on_its_stdout_fails_at_its_exit(do
     assert exits_within(_child_of(rpc.door, task["id"]), DEADLINE)   # its group died with it
 
 
+def test_a_harness_that_exits_leaving_a_child_outside_its_group_fails_at_its_exit(doors):
+    # NOTE: before, a child that left the group (setsid) held its stdout open past the
+    # group's end: the exit was never seen, and the task failed only at the idle
+    # deadline (600 s by default), "no output for 5s".
+    rpc = doors(FAULTS + ["exit-leaving-setsid-child"], idle_timeout_secs=5)
+    task = rpc.result("SendMessage", send_params("go"))["task"]
+    try:
+        assert status_text(task) == "harness: exited with status 3 without a response"
+        assert task["status"]["state"] == FAILED
+        assert assert_gone(rpc.door, harness_pid(rpc.door, task["id"])) == 3
+    finally:
+        os.kill(_child_of(rpc.door, task["id"]), signal.SIGKILL)
+
+
 def test_a_harness_that_answers_then_exits_leaving_a_child_completes(doors):
     rpc = doors(FAULTS + ["respond-exit-leaving-child"], idle_timeout_secs=5)
     task = rpc.result("SendMessage", send_params("go"))["task"]
