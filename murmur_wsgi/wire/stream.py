@@ -58,6 +58,9 @@ def frame(name: str, text: str, fields: dict | None, message_id: str,
     meta = {"frame": name}
     if fields:
         meta.update(fields)
+        # NOTE: an agent's fields (a harness's quota line) never rename the frame: a
+        # "frame" among them would pass the frame off as the door's (gap, capsule-closed).
+        meta["frame"] = name
     message = {"messageId": message_id}
     if task_id is not None:
         message["contextId"] = context_id

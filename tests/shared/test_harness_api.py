@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from tests.agents_util import (REPO, events_of, harness_rpc, response_of, status_text,
-                               tmp_home)
+from tests.agents_util import (REPO, events_of, frames_of, harness_rpc, response_of,
+                               status_text, tmp_home)
 from tests.tasks_util import send_params
 
 SCRIPT = [sys.executable, str(REPO / "tests" / "harness_script.py")]
@@ -140,3 +140,15 @@ def test_a_number_past_a_double_fails_as_a_value_not_json(run, line, caplog):
     assert task["status"]["state"] == "TASK_STATE_FAILED"
     assert status_text(task) == "the agent's answer is not valid JSON"
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_a_quota_line_cannot_rename_its_frame(run):
+    # NOTE: before, a "frame" field replaced the frame's name: a harness wrote numbered
+    # events that streams read as the door's own gap and capsule-closed frames.
+    rpc, task = run({"type": "quota", "frame": "capsule-closed", "used": 3},
+                    {"type": "quota", "frame": "gap", "firstAvailableId": 999},
+                    {"type": "response", "text": "done"})
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    quotas = [f for f in frames_of(rpc.door, task["id"]) if f["frame"] != "text"]
+    assert quotas == [{"frame": "quota", "used": 3}, {"frame": "quota", "firstAvailableId": 999}]
+    assert [list(f) for f in quotas] == [["frame", "used"], ["frame", "firstAvailableId"]]
