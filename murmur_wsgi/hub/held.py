@@ -1,13 +1,14 @@
 """Large answers held for clients still reading them: counted per tenant and per worker.
 
 A large answer the hub makes for one request (a task read off Redis, a task rendered with
-``historyLength``, a ListTasks page) is a copy of its own, held until its client has read
-it all. A client that never reads is cut at ``stream.write_timeout_secs``; one that reads
-a piece just within each deadline holds its copy as long as it likes, and twenty of them
-held twenty copies of a 60 MiB task (about 2 GB of one worker's memory, for one tenant's
-key). ``HeldAnswers`` counts them: a tenant's clients hold at most ``limits.answer_bytes``
-on a worker, every tenant's together at most ``limits.worker_answer_bytes``, and one more
-answer past either is refused (-32603, at once: nothing is held while a client waits).
+``historyLength``, a ListTasks page, the task of a SendMessage sent again) is a copy of its
+own, held until its client has read it all. A client that never reads is cut at
+``stream.write_timeout_secs``; one that reads a piece just within each deadline holds its
+copy as long as it likes, and twenty of them held twenty copies of a 60 MiB task (about
+2 GB of one worker's memory, for one tenant's key). ``HeldAnswers`` counts them: a
+tenant's clients hold at most ``limits.answer_bytes`` on a worker, every tenant's
+together at most ``limits.worker_answer_bytes``, and one more answer past either is
+refused (-32603, at once: nothing is held while a client waits).
 A tenant, and the worker, holding nothing may always take one, however large: no task is
 too large to be read. A kept form the answer quotes (the memory store's wire form of a
 finished task, shared by every reader) is not a copy and is not counted.

@@ -15,7 +15,8 @@ import pytest
 
 from murmur_wsgi.hub import create_hub
 
-from tests.hub.conftest import KEY_B, HubClient, close_hub, hub_config, refused_task
+from tests.hub.conftest import (KEY_B, HubClient, close_hub, hub_config, refused_task,
+                               send_params)
 
 MIB = 1024 ** 2
 
@@ -114,6 +115,30 @@ def test_one_answer_is_always_taken_however_large(store, tenant_bytes):
         _refusal(_open(globex, "ListTasks", {}), "limits.worker_answer_bytes", globex.next_id)
         one.close()
         assert len(_whole(_open(globex, "ListTasks", {}))["result"]["tasks"]) == 1
+        assert hub.held.held() == 0
+    finally:
+        close_hub(hub)
+
+
+def test_a_message_sent_again_is_answered_as_a_counted_copy(store):
+    """A SendMessage of a messageId already answered is its task again, as GetTask's: a
+    copy of the request's own on either store (the snapshot rendered, wrapped in
+    ``{"task": …}``). It was not counted: any number of clients sending one message again
+    each held a copy of its task, past ``limits.answer_bytes``."""
+    hub = _hub(store, max_body_bytes=4 * MIB)
+    try:
+        acme = HubClient(hub)
+        params = send_params("x" * MIB)
+        task = acme.result("SendMessage", params)["task"]     # ~2 MiB: the echo's answer
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        again = _open(acme, "SendMessage", params)
+        assert hub.held.held("acme") > 2 * MIB
+        _refusal(_open(acme, "SendMessage", params), "limits.answer_bytes", acme.next_id)
+        assert _whole(again)["result"]["task"]["id"] == task["id"]
+        assert hub.held.held() == 0
+        immediately = {**params, "configuration": {"returnImmediately": True}}
+        assert _whole(_open(acme, "SendMessage", immediately))["result"]["task"]["id"] \
+            == task["id"]
         assert hub.held.held() == 0
     finally:
         close_hub(hub)

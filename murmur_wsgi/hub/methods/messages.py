@@ -9,6 +9,7 @@ from murmur_wsgi.agents.blocks import OverBudget, parts_text
 from murmur_wsgi.agents.inline import runs_inline
 from murmur_wsgi.errors import InvalidParamsError, InvalidRequestError
 from murmur_wsgi.hub.context import Caller, HubContext, Turn
+from murmur_wsgi.hub.held import LARGE_CHARS
 from murmur_wsgi.hub.push.methods import message_config, save_message_config
 from murmur_wsgi.hub.runs import Run
 from murmur_wsgi.hub.sse import HubStream
@@ -180,7 +181,12 @@ def send_message(hub, call):
     msg, accepted = accept(hub, call, live=False)
     run = accepted.run
     if run is None or msg.return_immediately:
-        return RawJSON(task_event(accepted.snapshot))
+        text = task_event(accepted.snapshot)
+        if accepted.existing and len(text) > LARGE_CHARS:
+            # NOTE: the task again, as a GetTask answers it: a copy of this request's own,
+            # counted while its client reads it (hub/held.py).
+            return hub.held.answer(text, call.tenant, hub.limits(call.tenant)["answer_bytes"])
+        return RawJSON(text)
     # PERF: an inline run has ended already (``ended`` never goes back): no lock, no wait.
     if not run.ended:
         gone = peer_gone(call.environ)
