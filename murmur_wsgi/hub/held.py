@@ -40,16 +40,21 @@ class HeldAnswers:
     """The bytes of large answers a worker holds for its clients, per tenant.
 
     Concurrency: ``_lock`` guards ``_held`` and ``_by_tenant``; a release is called once
-    (by the answer's close), from any thread."""
+    (by the answer's close), from any thread. An answer dropped unclosed (a server that
+    does not call ``close()``) is put in ``_dropped`` by its release's finalizer, which
+    takes no lock (it may run within ``_lock``, at any allocation); it is given back
+    under the lock by the next count (``_collect``)."""
 
     def __init__(self, worker_bytes: int):
         self.worker_bytes = worker_bytes
         self._lock = threading.Lock()
         self._held = 0
         self._by_tenant: dict[str, int] = {}
+        self._dropped: list[tuple[str, int]] = []      # list.append, list.pop: atomic
 
     def held(self, tenant: str | None = None) -> int:
         with self._lock:
+            self._collect()
             return self._held if tenant is None else self._by_tenant.get(tenant, 0)
 
     def answer(self, text: str, tenant: str, tenant_bytes: int):
@@ -59,6 +64,7 @@ class HeldAnswers:
             return None
         size = sys.getsizeof(text)          # its memory: 1 to 4 bytes a character
         with self._lock:
+            self._collect()
             mine = self._by_tenant.get(tenant, 0)
             if (mine and mine + size > tenant_bytes) or \
                     (self._held and self._held + size > self.worker_bytes):
@@ -75,12 +81,20 @@ class HeldAnswers:
 
     def _give_back(self, tenant: str, size: int) -> None:
         with self._lock:
-            self._held -= size
-            left = self._by_tenant[tenant] - size
-            if left:
-                self._by_tenant[tenant] = left
-            else:
-                del self._by_tenant[tenant]
+            self._taken_back(tenant, size)
+
+    def _taken_back(self, tenant: str, size: int) -> None:
+        self._held -= size
+        left = self._by_tenant[tenant] - size
+        if left:
+            self._by_tenant[tenant] = left
+        else:
+            del self._by_tenant[tenant]
+
+    def _collect(self) -> None:
+        """Give back the answers dropped unclosed (``_Release.__del__``); under ``_lock``."""
+        while self._dropped:
+            self._taken_back(*self._dropped.pop())
 
 
 class _Release:
@@ -95,3 +109,11 @@ class _Release:
         answers, self._answers = self._answers, None
         if answers is not None:
             answers._give_back(self._tenant, self._size)
+
+    def __del__(self) -> None:
+        # NOTE: its answer dropped unclosed: a WSGI server must call close(), and Werkzeug's
+        # does not when the client resets the connection once it read the answer while its
+        # request's unread bytes were discarded (werkzeug.serving's run_wsgi). No lock here.
+        answers, self._answers = self._answers, None
+        if answers is not None:
+            answers._dropped.append((self._tenant, self._size))

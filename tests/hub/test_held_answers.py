@@ -9,14 +9,20 @@ deadline) held about 2 GB of one worker.
 """
 from __future__ import annotations
 
+import gc
 import json
+import socket
+import struct
+import threading
 
 import pytest
+from werkzeug.serving import make_server
+from werkzeug.test import EnvironBuilder
 
 from murmur_wsgi.hub import create_hub
 
-from tests.hub.conftest import (KEY_B, HubClient, close_hub, hub_config, refused_task,
-                               send_params)
+from tests.hub.conftest import (KEY_A, KEY_B, HubClient, close_hub, hub_config, refused_task,
+                               send_params, wait_until)
 
 MIB = 1024 ** 2
 
@@ -139,6 +145,63 @@ def test_a_message_sent_again_is_answered_as_a_counted_copy(store):
         immediately = {**params, "configuration": {"returnImmediately": True}}
         assert _whole(_open(acme, "SendMessage", immediately))["result"]["task"]["id"] \
             == task["id"]
+        assert hub.held.held() == 0
+    finally:
+        close_hub(hub)
+
+
+def _post(hub, params: dict) -> bytes:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                       "params": params}).encode()
+    return (f"POST /a2a/v1/agents/echo HTTP/1.1\r\nHost: hub\r\nA2A-Version: 1.0\r\n"
+            f"X-API-Key: {KEY_A}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def test_an_answer_werkzeug_drops_unclosed_is_given_back(store):
+    """Werkzeug's server (``--dev``) reads what is left of a request once its answer is
+    written, and a client that sent a few bytes more, read the answer and reset the
+    connection makes that read raise: the answer is never closed. Its bytes were held for
+    good (the tenant's bound taken for every later answer); a dropped answer gives them
+    back."""
+    hub = _hub(store)
+    server = make_server("127.0.0.1", 0, hub, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    try:
+        task_id = refused_task(hub, MIB)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as client:
+            client.sendall(_post(hub, {"id": task_id, "historyLength": 1}) + b"more")
+            read = b""
+            while not read.endswith(b"}}"):
+                read += client.recv(1 << 20)
+            assert hub.held.held("acme") > MIB
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        assert json.loads(read.partition(b"\r\n\r\n")[2])["result"]["id"] == task_id
+        wait_until(lambda: hub.held.held() == 0)
+    finally:
+        server.shutdown()
+        thread.join(10)
+        server.server_close()
+        close_hub(hub)
+
+
+def test_an_answer_dropped_unclosed_is_given_back(store):
+    """An embedding that drops the answer's iterable without ``close()`` (against WSGI)
+    does not keep its bytes counted for good."""
+    hub = _hub(store)
+    try:
+        task_id = refused_task(hub, MIB)
+        environ = EnvironBuilder(path="/a2a/v1/agents/echo", method="POST", headers={
+            "A2A-Version": "1.0", "X-API-Key": KEY_A}, content_type="application/json",
+            data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                             "params": {"id": task_id, "historyLength": 1}})).get_environ()
+        body = hub(environ, lambda status, headers, exc_info=None: None)
+        next(iter(body))
+        assert hub.held.held("acme") > MIB
+        del body
+        gc.collect()
         assert hub.held.held() == 0
     finally:
         close_hub(hub)
