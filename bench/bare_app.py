@@ -49,7 +49,7 @@ def _record_read():
 
         from murmur_wsgi.hub.errors import A2A_HEADERS
         from murmur_wsgi.hub.held import LARGE_CHARS
-        from murmur_wsgi.hub.store.redis import RECORD, RECORD_SHA, WIRE
+        from murmur_wsgi.hub.store.redis_reads import RECORD, RECORD_SHA, WIRE
         from murmur_wsgi.hub.store.redis_client import connect
         from murmur_wsgi.hub.store.redis_commands import Commands
 

@@ -40,22 +40,16 @@ Concurrency:
 from __future__ import annotations
 
 import collections
-import hashlib
-import json
 import logging
 
-from redis.exceptions import NoScriptError
-
-from murmur_wsgi.hub.held import LARGE_CHARS
 from murmur_wsgi.hub.store import redis_scripts as scripts
 from murmur_wsgi.hub.store.large_reads import LargeReads
-from murmur_wsgi.hub.store.base import PENDING, TaskStore, Written, newest_within
-from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed
+from murmur_wsgi.hub.store.base import PENDING, TaskStore, Written
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_commands import short
 from murmur_wsgi.hub.store.redis_events import TaskEvents
 from murmur_wsgi.hub.store.redis_index import RedisIndex
-from murmur_wsgi.hub.store.redis_read_scripts import record_script
+from murmur_wsgi.hub.store.redis_reads import MAX_ID_BYTES, RecordReads
 from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, events_key, index_key,
                                               member, msg_key, retained_keys, running_key,
                                               runs_key, seq_key, state_key, task_key,
@@ -63,26 +57,16 @@ from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, events_key, in
 from murmur_wsgi.hub.store.redis_accept import Accepting
 from murmur_wsgi.hub.store.redis_retain import Forgetting
 from murmur_wsgi.hub.store.retention import Retention
-from murmur_wsgi.hub.task import (SUBMITTED, TERMINAL, WORKING, HubTask, final_texts,
-                                  started_event)
+from murmur_wsgi.hub.task import SUBMITTED, TERMINAL, WORKING, final_texts, started_event
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.task import now_ms
 
 logger = logging.getLogger(__name__)
 
 CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task was created
-MAX_ID_BYTES = 256               # a task id longer than this names no task
 RECENT = 4096                    # the tasks ended here whose tenant is kept (id-only calls)
 END_PAYLOADS = 18                # the END script's first payload, in ARGV (1-based)
 DURABLE = ("OPEN", "CREATE", "START", "APPEND", "END", "MARK")   # acknowledged: redis.wait_replicas
-# What a read of one record asks for (one HMGET, its owner first): a finished task's
-# wire form, else what rebuilds it (``_record``).
-RECORD_FIELDS = ("tenant", "agent", "wire", "id", "ctx", "msg", "state", "text", "ms",
-                 "created", "seq", "hist", "arts")
-WIRE = RECORD_FIELDS.index("wire")
-STORED_FORMS = ("wire", "hist", "arts")   # what a record's size is made of
-RECORD = record_script(RECORD_FIELDS, STORED_FORMS)
-RECORD_SHA = hashlib.sha1(RECORD.encode(), usedforsecurity=False).hexdigest()
 
 
 def _text_json(text: str | None) -> str:
@@ -90,10 +74,10 @@ def _text_json(text: str | None) -> str:
     return "null" if text is None else _dumps(text)
 
 
-class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
+class RedisTaskStore(RecordReads, Accepting, TaskEvents, Forgetting, TaskStore):
     """Tasks, their index, events, claims and cancel marks, in one Redis (``conn``): a
     message's acceptance in ``redis_accept``, the events and marks in ``redis_events``,
-    retention in ``redis_retain``."""
+    retention in ``redis_retain``, the reads of records in ``redis_reads``."""
 
     shared = True
 
@@ -121,35 +105,6 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         self._marked: dict[str, tuple] = {}
         self.large_reads = large_reads or LargeReads(256 * 1024 ** 2, 5.0)
         self._index = RedisIndex(self._redis, self._load, self._sizes, self.large_reads)
-
-    # --- records -----------------------------------------------------------
-
-    @staticmethod
-    def _record(fields: dict | None) -> HubTask | None:
-        if not fields or fields.get("id") is None:
-            return None
-        task = HubTask(fields["id"], fields["ctx"], fields["tenant"], fields["agent"],
-                       fields["msg"], None)
-        wire = fields.get("wire")
-        if wire is None:                  # a task still running (or stored before ``wire``)
-            task.history = json.loads(fields["hist"])
-            task.artifacts = json.loads(fields["arts"])
-        else:                             # a finished one: its wire form holds them
-            whole = json.loads(wire)
-            task.history = whole.get("history", [])
-            task.artifacts = whole.get("artifacts", [])
-        task.state = fields["state"]
-        task.status_text = json.loads(fields["text"])
-        task.status_ms = int(fields["ms"])
-        task.created_ms = int(fields["created"])
-        task.seq = int(fields["seq"])
-        task._json = wire
-        return task
-
-    def _load(self, tenant: str, task_ids: list) -> list:
-        records = each_task(self._redis, task_ids,
-                            lambda pipe, t: pipe.hgetall(task_key(tenant, t)))
-        return [task for task in map(self._record, records) if task is not None]
 
     def _kept(self, tenant: str) -> tuple:
         """The retention script's arguments for ``tenant``: retention ms, cap, batch, bytes
@@ -281,46 +236,6 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
                 wire, *self._kept(tenant)]
         return {"keys": keys, "args": args}, unbounded
 
-    def _values(self, tenant: str, task_id: str, agent: str | None = None) -> list | None:
-        """The record's ``RECORD_FIELDS`` (one ``RECORD`` script, as ``HMGET`` answers; a large
-        one read again once the worker has room: ``large_reads``), None unless it is
-        ``agent``'s (when named) and exists (a task of another tenant is not in its keys)."""
-        if len(task_id) > MAX_ID_BYTES:
-            return None
-        key = task_key(tenant, task_id)
-        try:
-            values = self._command("EVALSHA", RECORD_SHA, 1, key, LARGE_CHARS)
-        except NoScriptError:
-            values = self._command("EVAL", RECORD, 1, key, LARGE_CHARS)
-        if type(values) is int:               # its stored forms' size: large
-            with self.large_reads.room(values):
-                values = self._command("HMGET", key, *RECORD_FIELDS)
-        if values[0] is None or values[0] != tenant or (agent is not None
-                                                         and values[1] != agent):
-            return None
-        return values
-
-    def _fields(self, tenant: str, task_id: str, agent: str | None = None) -> dict | None:
-        """``_values`` by name."""
-        values = self._values(tenant, task_id, agent)
-        return None if values is None else dict(zip(RECORD_FIELDS, values))
-
-    def get(self, tenant, agent, task_id):
-        try:            # NOTE: not ``guarded``: a SubscribeToTask's opening read
-            return self._record(self._fields(tenant, task_id, agent))
-        except FAILURES as ex:
-            raise failed("get", ex) from None
-
-    @_guarded
-    def task_json(self, tenant, agent, task_id):
-        values = self._values(tenant, task_id, agent)
-        if values is None:
-            return None
-        if values[WIRE] is not None:                  # finished: its wire form, as it is
-            return values[WIRE]
-        task = self._record(dict(zip(RECORD_FIELDS, values)))
-        return None if task is None else task.to_json(cache=False)
-
     @staticmethod
     def _moves(tenant: str, agent: str, context_id: str, new: str) -> list:
         """A state change's sets: ``st:`` and ``cst:`` of SUBMITTED, WORKING (the states a
@@ -400,33 +315,6 @@ class RedisTaskStore(Accepting, TaskEvents, Forgetting, TaskStore):
         wire, gone = done
         self._forget_after(tenant, gone)
         return Written(written, wire if keep else None)
-
-    @_guarded
-    def render(self, task, history_length=None, artifacts=True, cache=True, as_read=False):
-        # NOTE: the record as it stands now (another replica may have changed it): a fresh
-        # copy each time, so nothing is kept whatever ``cache`` says.
-        current = task if as_read else self._record(self._fields(task.tenant, task.id)) or task
-        return current.to_json(history_length, artifacts, cache=False)
-
-    @_guarded
-    def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
-             token=None, max_bytes=None):
-        return self._index.list(tenant, agent, context_id=context_id, state=state,
-                                after_ms=after_ms, page_size=page_size, token=token,
-                                max_bytes=max_bytes)
-
-    @_guarded
-    def context_tasks(self, tenant, agent, context_id, limit, max_bytes):
-        ids = self._redis.zrange(index_key(tenant, agent, context_id), -limit, -1)
-        return self._load(tenant, newest_within(ids, self._sizes(tenant, ids), max_bytes))
-
-    def _sizes(self, tenant: str, ids: list) -> list[int]:
-        """The stored forms' sizes of the tasks ``ids`` (HSTRLEN: no record is sent), so that
-        only the records that fit are read."""
-        sizes = each_task(self._redis, ids, lambda pipe, t: [
-            pipe.hstrlen(task_key(tenant, t), field) for field in STORED_FORMS])
-        return [sum(sizes[i * len(STORED_FORMS):(i + 1) * len(STORED_FORMS)])
-                for i in range(len(ids))]
 
     def close(self):
         try:

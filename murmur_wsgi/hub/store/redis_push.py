@@ -45,7 +45,7 @@ from murmur_wsgi.hub.store import redis_push_scripts as scripts
 from murmur_wsgi.hub.store.push_base import (LEASE_SECS, MAX_CONFIGS_PER_TASK, MAX_FAILURES,
                                              TASK_GONE, TENANT_DELIVERIES, PushRecord,
                                              PushStorage)
-from murmur_wsgi.hub.store.redis import MAX_ID_BYTES
+from murmur_wsgi.hub.store.redis_reads import MAX_ID_BYTES
 from murmur_wsgi.hub.store.redis_client import each_task
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_cluster import FAILURES

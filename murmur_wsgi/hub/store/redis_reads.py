@@ -1,0 +1,133 @@
+"""The Redis task store's reads of task records (``RecordReads``, a part of
+``redis.RedisTaskStore``): one task's record, a page's, a context's.
+
+A record is read by one script (``RECORD``, ``redis_read_scripts.record_script``) that
+answers as ``HMGET`` of ``RECORD_FIELDS`` does, unless its stored forms (``STORED_FORMS``:
+a finished task's wire form, a running one's history and artifacts) pass ``LARGE_CHARS``:
+then with their size alone, and the record is read once the worker has room for it
+(``large_reads``). A ListTasks page or a context's tasks read their sizes first
+(``HSTRLEN``), and no record past the bound in bytes they are read within.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+from redis.exceptions import NoScriptError
+
+from murmur_wsgi.hub.held import LARGE_CHARS
+from murmur_wsgi.hub.store.base import newest_within
+from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed
+from murmur_wsgi.hub.store.redis_client import guarded as _guarded
+from murmur_wsgi.hub.store.redis_keys import index_key, task_key
+from murmur_wsgi.hub.store.redis_read_scripts import record_script
+from murmur_wsgi.hub.task import HubTask
+
+MAX_ID_BYTES = 256               # a task id longer than this names no task
+# What a read of one record asks for (one HMGET, its owner first): a finished task's
+# wire form, else what rebuilds it (``_record``).
+RECORD_FIELDS = ("tenant", "agent", "wire", "id", "ctx", "msg", "state", "text", "ms",
+                 "created", "seq", "hist", "arts")
+WIRE = RECORD_FIELDS.index("wire")
+STORED_FORMS = ("wire", "hist", "arts")   # what a record's size is made of
+RECORD = record_script(RECORD_FIELDS, STORED_FORMS)
+RECORD_SHA = hashlib.sha1(RECORD.encode(), usedforsecurity=False).hexdigest()
+
+
+class RecordReads:
+    """Reads of task records; the store's ``_command`` (its hot paths' client), ``_redis``,
+    ``_index`` and ``large_reads`` (see ``redis.RedisTaskStore``)."""
+
+    @staticmethod
+    def _record(fields: dict | None) -> HubTask | None:
+        if not fields or fields.get("id") is None:
+            return None
+        task = HubTask(fields["id"], fields["ctx"], fields["tenant"], fields["agent"],
+                       fields["msg"], None)
+        wire = fields.get("wire")
+        if wire is None:                  # a task still running (or stored before ``wire``)
+            task.history = json.loads(fields["hist"])
+            task.artifacts = json.loads(fields["arts"])
+        else:                             # a finished one: its wire form holds them
+            whole = json.loads(wire)
+            task.history = whole.get("history", [])
+            task.artifacts = whole.get("artifacts", [])
+        task.state = fields["state"]
+        task.status_text = json.loads(fields["text"])
+        task.status_ms = int(fields["ms"])
+        task.created_ms = int(fields["created"])
+        task.seq = int(fields["seq"])
+        task._json = wire
+        return task
+
+    def _load(self, tenant: str, task_ids: list) -> list:
+        records = each_task(self._redis, task_ids,
+                            lambda pipe, t: pipe.hgetall(task_key(tenant, t)))
+        return [task for task in map(self._record, records) if task is not None]
+
+    def _values(self, tenant: str, task_id: str, agent: str | None = None) -> list | None:
+        """The record's ``RECORD_FIELDS`` (one ``RECORD`` script, as ``HMGET`` answers; a large
+        one read again once the worker has room: ``large_reads``), None unless it is
+        ``agent``'s (when named) and exists (a task of another tenant is not in its keys)."""
+        if len(task_id) > MAX_ID_BYTES:
+            return None
+        key = task_key(tenant, task_id)
+        try:
+            values = self._command("EVALSHA", RECORD_SHA, 1, key, LARGE_CHARS)
+        except NoScriptError:
+            values = self._command("EVAL", RECORD, 1, key, LARGE_CHARS)
+        if type(values) is int:               # its stored forms' size: large
+            with self.large_reads.room(values):
+                values = self._command("HMGET", key, *RECORD_FIELDS)
+        if values[0] is None or values[0] != tenant or (agent is not None
+                                                         and values[1] != agent):
+            return None
+        return values
+
+    def _fields(self, tenant: str, task_id: str, agent: str | None = None) -> dict | None:
+        """``_values`` by name."""
+        values = self._values(tenant, task_id, agent)
+        return None if values is None else dict(zip(RECORD_FIELDS, values))
+
+    def get(self, tenant, agent, task_id):
+        try:            # NOTE: not ``guarded``: a SubscribeToTask's opening read
+            return self._record(self._fields(tenant, task_id, agent))
+        except FAILURES as ex:
+            raise failed("get", ex) from None
+
+    @_guarded
+    def task_json(self, tenant, agent, task_id):
+        values = self._values(tenant, task_id, agent)
+        if values is None:
+            return None
+        if values[WIRE] is not None:                  # finished: its wire form, as it is
+            return values[WIRE]
+        task = self._record(dict(zip(RECORD_FIELDS, values)))
+        return None if task is None else task.to_json(cache=False)
+
+    @_guarded
+    def render(self, task, history_length=None, artifacts=True, cache=True, as_read=False):
+        # NOTE: the record as it stands now (another replica may have changed it): a fresh
+        # copy each time, so nothing is kept whatever ``cache`` says.
+        current = task if as_read else self._record(self._fields(task.tenant, task.id)) or task
+        return current.to_json(history_length, artifacts, cache=False)
+
+    @_guarded
+    def list(self, tenant, agent, *, context_id=None, state=None, after_ms=None, page_size=50,
+             token=None, max_bytes=None):
+        return self._index.list(tenant, agent, context_id=context_id, state=state,
+                                after_ms=after_ms, page_size=page_size, token=token,
+                                max_bytes=max_bytes)
+
+    @_guarded
+    def context_tasks(self, tenant, agent, context_id, limit, max_bytes):
+        ids = self._redis.zrange(index_key(tenant, agent, context_id), -limit, -1)
+        return self._load(tenant, newest_within(ids, self._sizes(tenant, ids), max_bytes))
+
+    def _sizes(self, tenant: str, ids: list) -> list[int]:
+        """The stored forms' sizes of the tasks ``ids`` (HSTRLEN: no record is sent), so that
+        only the records that fit are read."""
+        sizes = each_task(self._redis, ids, lambda pipe, t: [
+            pipe.hstrlen(task_key(tenant, t), field) for field in STORED_FORMS])
+        return [sum(sizes[i * len(STORED_FORMS):(i + 1) * len(STORED_FORMS)])
+                for i in range(len(ids))]
