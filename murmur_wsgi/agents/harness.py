@@ -3,7 +3,8 @@
 One process per task, in its own process group. The door writes a ``task``
 line (and a ``reply`` line for each ``ask``) to its stdin; the harness
 writes its frames and then ``response``, ``complete``, ``reject`` or ``fail``
-to its stdout (the agent API's lines are in ``harness_lines.py``). Every
+to its stdout (the agent API's lines are in ``harness_lines.py``, the streamed ones
+in ``harness_stream_lines.py``). Every
 way a harness can misbehave fails the task with a one-line status message
 and kills its process group; see ``docs/harness.md`` for the protocol.
 
@@ -40,14 +41,14 @@ import time
 import weakref
 from collections import OrderedDict
 
-from murmur_wsgi.agents import harness_lines
+from murmur_wsgi.agents import harness_lines, harness_stream_lines
 from murmur_wsgi.agents.base import Completed, TaskCanceled, TaskContext, TaskFailed, TaskRejected
 from murmur_wsgi.agents.endings import check_text
 from murmur_wsgi.agents.harness_lines import HarnessFault
 from murmur_wsgi.agents.harness_lines import field as _field
 from murmur_wsgi.agents.port import AskInterrupted
 from murmur_wsgi.agents.process import REAP_SECS, HarnessProcess, exit_text
-from murmur_wsgi.wire.encode import compact_utf8, utf8_bytes
+from murmur_wsgi.wire.encode import utf8_bytes
 from murmur_wsgi.wire.json_counts import too_deep
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,6 @@ def _key(owner: str | None, context_id: str) -> tuple:
     return owner, hashlib.sha256(context_id.encode("utf-8", "surrogatepass")).digest()
 EXITS_KEPT = 64
 EXIT_DRAIN_SECS = 1.0         # after the harness exited, the longest wait for a line it left
-SHOWN_TEXT = 200
 
 
 def _no_constant(name: str):
@@ -314,36 +314,6 @@ class HarnessAgent:
         # NOTE: checked before it is kept: the next task's trace record carries it.
         self._remember(ctx, check_text(session_id, "session: id"))
 
-    def _on_text(self, ctx, proc, msg, line):
-        final = _field(msg, "final", bool, "a boolean", line, required=False)
-        ctx.write(_field(msg, "text", str, "a string", line), final=bool(final))
-
-    def _on_thinking(self, ctx, proc, msg, line):
-        ctx.thinking(_field(msg, "text", str, "a string", line))
-
-    def _on_tool_started(self, ctx, proc, msg, line):
-        name = _field(msg, "toolName", str, "a string", line)
-        call_id = _field(msg, "toolCallId", str, "a string", line, required=False)
-        ctx.tool_call_started(name, msg.get("input"), call_id)
-
-    def _on_tool_progress(self, ctx, proc, msg, line):
-        ctx.tool_call_progress(_field(msg, "toolCallId", str, "a string", line),
-                               _field(msg, "text", str, "a string", line))
-
-    def _on_quota(self, ctx, proc, msg, line):
-        fields = {key: value for key, value in msg.items() if key != "type"}
-        try:
-            shown = compact_utf8(fields)
-        except ValueError:
-            # NOTE: a number past a double's range (1e999): not JSON, which the frame's
-            # own check refuses as any agent's value (the agent's answer is not valid JSON).
-            shown = ""
-        ctx.frame("quota", "quota: " + shown[:SHOWN_TEXT], fields)
-
-    def _on_suggested_prompt(self, ctx, proc, msg, line):
-        text = _field(msg, "text", str, "a string", line)
-        ctx.frame("suggested-prompt", text, {"text": text})
-
     def _on_ask(self, ctx, proc, msg, line):
         question = _field(msg, "text", str, "a string", line)
         # NOTE: the harness may end while the task waits for its reply: its end (read
@@ -418,11 +388,6 @@ def _close_all() -> None:
         agent.close()
 
 
-_HANDLERS = {"session": HarnessAgent._on_session, "text": HarnessAgent._on_text,
-             "thinking": HarnessAgent._on_thinking,
-             "tool-call-started": HarnessAgent._on_tool_started,
-             "tool-call-progress": HarnessAgent._on_tool_progress,
-             "quota": HarnessAgent._on_quota,
-             "suggested-prompt": HarnessAgent._on_suggested_prompt,
-             "ask": HarnessAgent._on_ask, "response": HarnessAgent._on_response,
-             "fail": HarnessAgent._on_fail, **harness_lines.HANDLERS}
+_HANDLERS = {"session": HarnessAgent._on_session, "ask": HarnessAgent._on_ask,
+             "response": HarnessAgent._on_response, "fail": HarnessAgent._on_fail,
+             **harness_stream_lines.HANDLERS, **harness_lines.HANDLERS}
