@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 
 logger = logging.getLogger(__name__)
@@ -165,3 +166,31 @@ def log_access(fields: dict) -> None:
         (fields.get("method") or "-", fields.get("status"), fields.get("outcome"),
          fields.get("duration_ms", 0.0)), None, extra={FIELDS: fields})
     access_log.handle(record)
+
+
+class Sparse:
+    """A repeated warning logged at most once per ``secs`` per key (a tenant): ``due(key)``
+    is the count of those left out since the last one logged, or None while not due. A
+    client that repeats a refused request many times a second writes a line a minute, not
+    one per request.
+
+    Concurrency: ``_lock`` guards ``_last``; held for the check alone, never while logging.
+    """
+
+    def __init__(self, secs: float = 60.0, keys: int = 1024):
+        self._secs = secs
+        self._keys = keys
+        self._lock = threading.Lock()
+        self._last: dict = {}           # key -> (when logged, left out since)
+
+    def due(self, key=None) -> int | None:
+        now = time.monotonic()
+        with self._lock:
+            when, left_out = self._last.get(key, (None, 0))
+            if when is not None and now - when < self._secs:
+                self._last[key] = (when, left_out + 1)
+                return None
+            if len(self._last) >= self._keys and key not in self._last:
+                self._last.clear()      # bounded: many keys forget their last time
+            self._last[key] = (now, 0)
+            return left_out

@@ -20,6 +20,7 @@ import sys
 import threading
 
 from murmur_wsgi.errors import InternalError
+from murmur_wsgi.logs import Sparse
 from murmur_wsgi.wire.raw import RawJSONPieces
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class HeldAnswers:
         self._held = 0
         self._by_tenant: dict[str, int] = {}
         self._dropped: list[tuple[str, int]] = []      # list.append, list.pop: atomic
+        self._logged = Sparse()                         # a refusal's line: once a minute
 
     def held(self, tenant: str | None = None) -> int:
         with self._lock:
@@ -70,14 +72,20 @@ class HeldAnswers:
                     (self._held and self._held + size > self.worker_bytes):
                 over = "limits.answer_bytes" if mine and mine + size > tenant_bytes \
                     else "limits.worker_answer_bytes"
-                logger.warning("a large answer (%d bytes) of tenant %s refused: %s reached",
-                               size, tenant, over)
-                raise InternalError(f"Internal error: this worker holds as many large answers "
-                                    f"as it may ({over}) for clients still reading them; "
-                                    f"try again once they are read")
-            self._held += size
-            self._by_tenant[tenant] = mine + size
-        return HeldPieces((text,), _Release(self, tenant, size))
+            else:
+                over = None
+                self._held += size
+                self._by_tenant[tenant] = mine + size
+        if over is None:
+            return HeldPieces((text,), _Release(self, tenant, size))
+        left_out = self._logged.due(tenant)
+        if left_out is not None:
+            logger.warning("a large answer (%d bytes) of tenant %s refused: %s reached "
+                           "(%d more refused since the last line)", size, tenant, over,
+                           left_out)
+        raise InternalError(f"Internal error: this worker holds as many large answers as "
+                            f"it may ({over}) for clients still reading them; try again "
+                            f"once they are read")
 
     def _give_back(self, tenant: str, size: int) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import socket
 import struct
 import threading
@@ -104,6 +105,23 @@ def test_a_task_read_off_redis_is_counted_a_kept_one_is_not(store):
         assert hub.held.held() > MIB
         assert _whole(cut)["result"]["history"][0]["parts"][0]["text"] == "x" * MIB
         assert hub.held.held() == 0
+    finally:
+        close_hub(hub)
+
+
+def test_refusals_repeated_are_logged_once_a_minute_per_tenant(store, caplog):
+    hub = _hub(store)
+    try:
+        acme = HubClient(hub)
+        refused_task(hub, MIB)
+        held = [_open(acme, "ListTasks", {}) for _ in range(2)]
+        with caplog.at_level(logging.WARNING, logger="murmur_wsgi.hub.held"):
+            for _ in range(5):
+                _refusal(_open(acme, "ListTasks", {}), "limits.answer_bytes", acme.next_id)
+        lines = [r.getMessage() for r in caplog.records if r.name == "murmur_wsgi.hub.held"]
+        assert len(lines) == 1 and "tenant acme refused: limits.answer_bytes" in lines[0]
+        for response in held:
+            response.close()
     finally:
         close_hub(hub)
 

@@ -180,3 +180,16 @@ def test_a_host_handler_gets_the_access_fields_cut():
         log.setLevel(saved)
     fields = getattr(records[0], logs.FIELDS)
     assert len(fields["task_id"]) < 2 * logs.FIELD_CHARS
+
+
+def test_a_repeated_warning_is_logged_once_a_period_per_key_with_what_was_left_out():
+    from murmur_wsgi.logs import Sparse
+
+    sparse = Sparse(secs=3600, keys=2)
+    assert sparse.due("a") == 0                 # the first: logged
+    assert [sparse.due("a") for _ in range(3)] == [None, None, None]
+    assert sparse.due("b") == 0                 # another key: its own period
+    assert sparse.due("c") == 0                 # past ``keys``: the times are forgotten
+    assert sparse.due("a") == 0
+    every = Sparse(secs=0)
+    assert [every.due() for _ in range(3)] == [0, 0, 0]

@@ -19,6 +19,7 @@ import threading
 import time
 
 from murmur_wsgi.errors import StoreError
+from murmur_wsgi.logs import Sparse
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ class LargeReads:
         self._wait = wait_secs
         self._room = threading.Condition(threading.RLock())
         self._held = 0
+        self._logged = Sparse()                 # a refusal's line: once a minute
 
     @property
     def held(self) -> int:
@@ -52,15 +54,23 @@ class LargeReads:
         """Hold ``size`` bytes of room while the block reads; raise ``ReadsBusy`` when none
         is free within the wait."""
         deadline = time.monotonic() + self._wait
+        taken = False
         with self._room:
             while self._held and self._held + size > self.max_bytes:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    logger.warning("redis store: a large task's read (%d bytes) found no room "
-                                   "in %.1f s (limits.worker_answer_bytes)", size, self._wait)
-                    raise ReadsBusy()
+                    break
                 self._room.wait(left)
-            self._held += size
+            else:
+                self._held += size
+                taken = True
+        if not taken:                           # no room in time (logged outside the lock)
+            left_out = self._logged.due()
+            if left_out is not None:
+                logger.warning("redis store: a large task's read (%d bytes) found no room in "
+                               "%.1f s (limits.worker_answer_bytes; %d more since the last "
+                               "line)", size, self._wait, left_out)
+            raise ReadsBusy()
         try:
             yield
         finally:
