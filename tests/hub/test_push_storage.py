@@ -109,6 +109,21 @@ def test_at_most_two_configs_of_a_tenant_at_once(stores, push):
     assert push.push_lease(saved[2], "r1") is True
 
 
+def test_a_deleted_config_holds_its_slot_until_its_delivery_gives_it_back(stores, push):
+    # NOTE: a delete freed the slot of a config being delivered while its delivery went
+    # on: a tenant that deleted each config once its delivery started had six of them in
+    # flight at once to a slow receiver, not two.
+    for task_id in ("t1", "t2", "t3"):
+        a_task(stores, task_id=task_id)
+    saved = [push.push_save(record(task_id=t), from_start=True) for t in ("t1", "t2", "t3")]
+    assert push.push_lease(saved[0], "r1") and push.push_lease(saved[1], "r1")
+    assert push.push_delete("acme", "echo", "t1", "c1") is True
+    assert push.push_lease(saved[2], "r1") is False     # t1's delivery still goes on
+    assert push.push_advance(saved[0], "r1", 1, DELIVERED) is None
+    push.push_release(saved[0], "r1")
+    assert push.push_lease(saved[2], "r1") is True
+
+
 def test_advance_counts_failures_and_disables(stores, push):
     a_task(stores)
     saved = push.push_save(record(), from_start=True)

@@ -42,12 +42,12 @@ class MemoryPushStore(PushStorage):
         self._poked = False        # guarded by lock: notify_push came while no turn waited
 
     def _forget_locked(self, task_id: str) -> None:
-        """The task is forgotten (retention): its configs and their leases go with it (their
-        bytes were its: its tenant's kept bytes lost them with it)."""
+        """The task is forgotten (retention): its configs go with it (their bytes were its:
+        its tenant's kept bytes lost them with it); a lease stays until its delivery gives
+        it back, as after a delete."""
         for config_id in self._push_ids.pop(task_id, ()):
             key = (task_id, config_id)
             self._inactive(self._push.pop(key)[0], key)
-            self._push_leases.pop(key, None)
 
     def _push_log(self, task_id: str) -> tuple[int, bool] | None:
         """``(events in the task's log, whether it ended)``, None once it expired."""
@@ -105,8 +105,9 @@ class MemoryPushStore(PushStorage):
             ids = tuple(i for i in self._push_ids.pop(task_id) if i != config_id)
             if ids:
                 self._push_ids[task_id] = ids
+            # NOTE: its lease stays until its delivery gives it back (or it runs out): the
+            # delivery goes on to the end of its event, and its slot is its tenant's.
             self._inactive(tenant, (task_id, config_id))
-            self._push_leases.pop((task_id, config_id), None)
             self._changed.notify_all()
             return True
 

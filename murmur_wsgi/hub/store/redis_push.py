@@ -188,10 +188,9 @@ class RedisPushStore(PushStorage):
         # NOTE: its name stays in push:active: the dispatchers its wake-up makes look at it
         # drop it (``_unlist``), as a config that can be saved again meanwhile.
         return bool(self._scripts["DELETE"](
-            keys=[configs_key(tenant, task_id), lease_key(tenant, task_id, config_id),
-                  slots_key(tenant), task_key(tenant, task_id), *retained_keys(tenant)[1:]],
-            args=[config_id, tenant, agent, f"{task_id}/{config_id}", PUSH_WAKE,
-                  member(tenant, task_id, config_id)]))
+            keys=[configs_key(tenant, task_id), task_key(tenant, task_id),
+                  *retained_keys(tenant)[1:]],
+            args=[config_id, tenant, agent, PUSH_WAKE, member(tenant, task_id, config_id)]))
 
     # --- what is due ------------------------------------------------------------
 

@@ -71,18 +71,18 @@ redis.call('PUBLISH', ARGV[5], ARGV[6])
 return out
 """
 
-# KEYS: push:<task>, lease, slots, task:<task>, sizes, bytes
-# ARGV: config id, tenant, agent, its name in the tenant, the wake channel, its hub-wide name
+# KEYS: push:<task>, task:<task>, sizes, bytes
+# ARGV: config id, tenant, agent, the wake channel, its hub-wide name
+# The config's lease and slot stay until its delivery gives them back (RELEASE) or they
+# run out: the delivery goes on to the end of its event, and its slot is its tenant's.
 DELETE = _COUNT + """
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
 if not raw then return 0 end
 local r = cjson.decode(raw)
 if r.tenant ~= ARGV[2] or r.agent ~= ARGV[3] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
-count(KEYS[4], KEYS[5], KEYS[6], -(tonumber(r.b) or 0))
-redis.call('DEL', KEYS[2])
-redis.call('HDEL', KEYS[3], ARGV[4])
-redis.call('PUBLISH', ARGV[5], ARGV[6])
+count(KEYS[2], KEYS[3], KEYS[4], -(tonumber(r.b) or 0))
+redis.call('PUBLISH', ARGV[4], ARGV[5])
 return 1
 """
 
