@@ -153,6 +153,34 @@ def test_configs_expire_with_the_tasks_events(rstores, push, redis_server):
     assert fields["cursor"] == 2 and "secret" not in json.dumps(fields)
 
 
+BAD_RECORDS = {
+    "not-json": "garbage",
+    "no-fields": '{"tenant":"acme"}',
+    "cursor-text": '{"tenant":"acme","agent":"echo","url":"https://h.example/a","token":null,'
+                   '"cursor":"x","failures":0,"disabled":false,"gen":1,"created":1}',
+    "disabled-at-text": '{"tenant":"acme","agent":"echo","url":"https://h.example/a",'
+                        '"cursor":0,"failures":0,"disabled":false,"disabledMs":"x","gen":1,'
+                        '"created":1}',
+    "no-disabled": '{"tenant":"acme","agent":"echo","url":"https://h.example/a","cursor":0,'
+                   '"failures":0,"gen":1,"created":1}',
+}
+
+
+@pytest.mark.parametrize("raw", BAD_RECORDS.values(), ids=BAD_RECORDS)
+def test_a_config_record_that_cannot_be_read_is_never_due_and_stops_no_other(
+        rstores, push, redis_server, raw):
+    # NOTE: the DUE script's error (or the record's, read) failed every look: no config of
+    # any tenant was delivered again while the record was kept.
+    for task_id in ("t1", "t2"):
+        a_task(rstores, task_id=task_id)
+    bad = push.push_save(record(task_id="t1"), from_start=True)
+    good = push.push_save(record(task_id="t2", config_id="c2"), from_start=True)
+    redis_server.client().hset(configs_key("acme", "t1"), "c1", raw)
+    assert [r.key for r in push.push_due("me", 0)] == [good.key]
+    assert push.push_due("me", 0, skip={good.key}) == []
+    assert bad.key not in {r.key for r in push.push_due("me", 0)}
+
+
 def test_a_record_round_trips(rstores, push):
     a_task(rstores)
     saved = push.push_save(PushRecord("acme", "echo", "t1", "c1", "https://h.example/a",

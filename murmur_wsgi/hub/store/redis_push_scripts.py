@@ -99,6 +99,7 @@ return 1
 # ``watch ms`` (its record's ``w``, as a stream's read watches it: redis_scripts), so its
 # next events are announced and wake the waiting dispatcher. Once the most pending are
 # found, the configs after them are not looked at (neither pending, waited on, nor done).
+# A config whose record the hub cannot read is done (``readable``).
 DUE = _TERMINAL + _NOW + f"""
 local watch_ms = tonumber(ARGV[1])
 local function watch(task)
@@ -115,6 +116,21 @@ local function chunks_only(ev, cursor)
   end
   return true
 end
+-- A record the hub cannot read (not its JSON, a field missing or of another type) is
+-- done: never due, and no error that would fail every tenant's look.
+local function readable(raw)
+  local ok, r = pcall(cjson.decode, raw)
+  if not ok or type(r) ~= 'table' or type(r.disabled) ~= 'boolean' then return nil end
+  for _, f in ipairs({{'tenant', 'agent', 'url'}}) do
+    if type(r[f]) ~= 'string' then return nil end
+  end
+  for _, f in ipairs({{'cursor', 'failures', 'gen', 'created', 'disabledMs'}}) do
+    local n = r[f]
+    if f == 'disabledMs' and (n == nil or n == cjson.null) then n = 0 end
+    if type(n) ~= 'number' or not (n > -2^53 and n < 2^53) then return nil end
+  end
+  return r
+end
 local most = tonumber(ARGV[2])
 local due, waiting, gone = {{}}, {{}}, {{}}
 for j = 1, (#ARGV - 2) / 2 do
@@ -125,12 +141,12 @@ for j = 1, (#ARGV - 2) / 2 do
   local cid = string.sub(m, string.find(m, '/[^/]*$') + 1)
   local raw = redis.call('HGET', configs, cid)
   local info = redis.call('HMGET', task, 'state', 'nev')
+  local r = raw and readable(raw)
   local done = false
-  if not raw or not info[1] or redis.call('EXISTS', ev) == 0 then
+  if not r or not info[1] or redis.call('EXISTS', ev) == 0 then
     done = true
   else
-    local r = cjson.decode(raw)
-    local final, nev = T[info[1]], tonumber(info[2])
+    local final, nev = T[info[1]], tonumber(info[2]) or 0
     if r.disabled or r.cursor >= nev then
       if final then
         done = true
