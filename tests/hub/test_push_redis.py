@@ -18,7 +18,7 @@ import pytest
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store import redis_push, redis_stores
 from murmur_wsgi.hub.store.push_base import DELIVERED, PushRecord
-from murmur_wsgi.hub.store.redis_keys import configs_key
+from murmur_wsgi.hub.store.redis_keys import configs_key, slots_key
 from murmur_wsgi.hub.store.redis_push_scripts import SKIP_BATCH
 from murmur_wsgi.hub.task import COMPLETED, REJECTED
 from tests.hub.push_util import Resolver, Sleeps, cert, push_config, receiver  # noqa: F401
@@ -179,6 +179,18 @@ def test_a_config_record_that_cannot_be_read_is_never_due_and_stops_no_other(
     assert [r.key for r in push.push_due("me", 0)] == [good.key]
     assert push.push_due("me", 0, skip={good.key}) == []
     assert bad.key not in {r.key for r in push.push_due("me", 0)}
+
+
+@pytest.mark.parametrize("value", ["garbage", "r1 soon", ""])
+def test_a_tenant_slot_that_cannot_be_read_is_dropped_not_an_error(rstores, push,
+                                                                    redis_server, value):
+    # NOTE: the LEASE script failed on it: every lease of the tenant raised, and the
+    # dispatcher's turn with it, so no tenant's config was leased again.
+    a_task(rstores)
+    saved = push.push_save(record(), from_start=True)
+    redis_server.client().hset(slots_key("acme"), "t9/c9", value)
+    assert push.push_lease(saved, "me") is True
+    assert redis_server.client().hkeys(slots_key("acme")) == ["t1/c1"]
 
 
 def test_a_record_round_trips(rstores, push):

@@ -186,9 +186,11 @@ if holder ~= ARGV[1] then
   for i = 1, #slots, 2 do
     local m, v = slots[i], slots[i + 1]
     if m ~= ARGV[3] then
+      -- a value that is not '<holder> <deadline>' counts as run out: dropped, no error
       local cut = string.find(v, ' [^ ]*$')
-      local h, deadline = string.sub(v, 1, cut - 1), tonumber(string.sub(v, cut + 1))
-      if deadline > now and not dead[h] then
+      local h = cut and string.sub(v, 1, cut - 1)
+      local deadline = cut and tonumber(string.sub(v, cut + 1))
+      if deadline and deadline > now and not dead[h] then
         held = held + 1
       else
         redis.call('HDEL', KEYS[2], m)
