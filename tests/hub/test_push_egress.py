@@ -298,3 +298,42 @@ def test_a_lookup_that_does_not_end_is_cut_at_the_attempts_deadline(phub):
         assert calls == ["slow.test"]                     # one lookup, however many attempts
     finally:
         release.set()
+
+
+def test_an_answer_of_a_negative_chunk_size_is_a_bad_answer_not_read_to_its_end(phub, cert):
+    # NOTE: http.client reads a chunk of size -1 as "read to the end": the answer of a
+    # receiver that then streamed without end was all kept in memory until the attempt's
+    # deadline (740 MB in a 3 s attempt on loopback), the limit of 64 KiB read aside.
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*cert)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    sent = []
+
+    def run():
+        conn, _ = listener.accept()
+        with context.wrap_socket(conn, server_side=True) as tls:
+            try:
+                got = b""
+                while b"\r\n\r\n" not in got:
+                    got += tls.recv(65536)
+                tls.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n")
+                while True:
+                    tls.sendall(b"x" * 65536)
+                    sent.append(65536)
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    egress = phub.push.egress
+    egress.ports = frozenset(egress.ports | {port})
+    try:
+        with pytest.raises(NetworkError, match=r"bad HTTP answer \(IncompleteRead\)"):
+            egress.post(f"https://127.0.0.1:{port}/hook", b"{}", {}, 5.0)
+        thread.join(5)
+        assert sum(sent) < 64 * 1024 * 1024        # what the buffers took, not a stream
+    finally:
+        listener.close()

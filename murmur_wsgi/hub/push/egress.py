@@ -163,12 +163,21 @@ class _DeadlineReader(io.RawIOBase):
 
 
 class _Answer(http.client.HTTPResponse):
-    """http.client's answer, read through a ``_DeadlineReader``."""
+    """http.client's answer, read through a ``_DeadlineReader``; a chunk size below 0 is
+    a bad answer (http.client reads a chunk of -1 bytes to the end of the stream, past any
+    limit of the read)."""
 
     def __init__(self, sock, *args, deadline: float, **kwargs):
         super().__init__(sock, *args, **kwargs)
         self.fp.close()
         self.fp = io.BufferedReader(_DeadlineReader(sock, deadline))
+
+    def _read_next_chunk_size(self) -> int:
+        size = super()._read_next_chunk_size()
+        if size < 0:
+            self._close_conn()
+            raise ValueError("a chunk size below 0")     # http.client: IncompleteRead
+        return size
 
 
 class PinnedConnection(http.client.HTTPSConnection):
