@@ -183,6 +183,10 @@ REFUSED = [
                  id="auth-type"),
     pytest.param({"id": "a/b"}, "id must be 1 to 128", id="id-slash"),
     pytest.param({"id": "x" * 129}, "id must be 1 to 128", id="id-long"),
+    # NOTE: accepted before ("$" matches before a last newline): the id, newline and all,
+    # went into the jti, the configId claim and the dispatcher's log lines.
+    pytest.param({"id": "c1\n"}, "id must be 1 to 128", id="id-newline"),
+    pytest.param({"id": "x" * 128 + "\n"}, "id must be 1 to 128", id="id-long-newline"),
     pytest.param({"secret": "x"}, "secret is not a field", id="unknown-field"),
 ] + [pytest.param({"url": f"https://{host}/a2a"}, "url's host is", id=f"ip-{host}")
      for host in ("127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254",

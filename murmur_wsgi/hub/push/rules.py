@@ -120,7 +120,7 @@ def read_config(params, ports, allow, *, where: str = "", task_id=None) -> Confi
     config_id = params.get("id")
     if config_id is None or config_id == "":
         config_id = random_uuid()
-    elif not isinstance(config_id, str) or not CONFIG_ID.match(config_id):
+    elif not isinstance(config_id, str) or not CONFIG_ID.fullmatch(config_id):
         raise _invalid(where, "id must be 1 to 128 of A-Z a-z 0-9 . _ ~ -")
     url = check_url(params.get("url"), ports, allow, where)
     token = params.get("token")
