@@ -3,8 +3,8 @@
 A config is ``{taskId, id?, url, token?, authentication?}`` (A2A v1.0
 TaskPushNotificationConfig). The url is https on an allowed port (443, or
 ``push.ports``), at most 2048 bytes, without credentials or fragment, with a
-path and query of ASCII, and not an IP literal outside the public internet;
-the token is at most 512 bytes of printable ASCII, without a space at either end (it
+path and query of ASCII, and not an IP literal outside the public internet (its host
+read as a lookup reads it: IDNA-encoded, so "１２７.０.０.１" is 127.0.0.1); the token is at most 512 bytes of printable ASCII, without a space at either end (it
 is sent as a header, and its ``tokenSha256`` hashes those bytes: a receiver reads the
 same value whatever charset its server decodes headers with, and none trims it);
 authentication is only ``{"scheme": "Bearer"}``: Authorization always carries
@@ -66,6 +66,17 @@ def _size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
+def _lookup_name(host: str) -> str:
+    """``host`` as a lookup reads it: IDNA-encoded when it is not ASCII ("１２７.０.０.１"
+    is 127.0.0.1); as it is when it cannot be encoded (it never resolves)."""
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host
+
+
 def check_url(url, ports, allow, where: str = "") -> str:
     """The url if the hub may notify it; else -32602 naming the rule."""
     if not isinstance(url, str) or not url:
@@ -93,8 +104,9 @@ def check_url(url, ports, allow, where: str = "") -> str:
     if port not in ports:
         allowed = ", ".join(str(p) for p in sorted(ports))
         raise _invalid(where, f"url's port must be one of {allowed}")
-    ip = addresses.parse(parts.hostname)
-    if ip is None and NUMERIC_HOST.match(parts.hostname):
+    host = _lookup_name(parts.hostname)
+    ip = addresses.parse(host)
+    if ip is None and NUMERIC_HOST.match(host):
         raise _invalid(where, "url's host is not a valid address")
     if ip is not None and not addresses.reachable(ip, allow):
         raise _invalid(where, "url's host is an address outside the public internet")
