@@ -171,6 +171,14 @@ REFUSED = [
     pytest.param({"url": "https://hooks.example.com/a2a#frag"}, "url must not have a fragment",
                  id="fragment"),
     pytest.param({"url": "https:///a2a"}, "url must name a host", id="no-host"),
+    # NOTE: C1 controls were accepted in the host, which the dispatcher logs with every
+    # dropped event (U+009B is a terminal's CSI).
+    pytest.param({"url": "https://a\u009b31mb.example/a2a"},
+                 "url must not contain spaces or control characters", id="c1-csi"),
+    pytest.param({"url": "https://a\u0080b.example/a2a"},
+                 "url must not contain spaces or control characters", id="c1-first"),
+    pytest.param({"url": "https://a\tb.example/a2a"},
+                 "url must not contain spaces or control characters", id="c0-tab"),
     pytest.param({"url": "not a url"}, "url must", id="garbage"),
     pytest.param({"url": None}, "url is required", id="no-url"),
     pytest.param({"token": "t" * 513}, "token is longer than 512 bytes", id="long-token"),

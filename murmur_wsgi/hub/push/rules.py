@@ -2,11 +2,13 @@
 
 A config is ``{taskId, id?, url, token?, authentication?}`` (A2A v1.0
 TaskPushNotificationConfig). The url is https on an allowed port (443, or
-``push.ports``), at most 2048 bytes, without credentials or fragment, with a
-path and query of ASCII, and not an IP literal outside the public internet (its host
-read as a lookup reads it: IDNA-encoded, so "１２７.０.０.１" is 127.0.0.1); the token is at most 512 bytes of printable ASCII, without a space at either end (it
-is sent as a header, and its ``tokenSha256`` hashes those bytes: a receiver reads the
-same value whatever charset its server decodes headers with, and none trims it);
+``push.ports``), at most 2048 bytes, without spaces or control characters (C0, DEL,
+C1), credentials or fragment, with a path and query of ASCII, and not an IP literal
+outside the public internet (its host read as a lookup reads it: IDNA-encoded, so
+"１２７.０.０.１" is 127.0.0.1); the token is at most 512 bytes of printable ASCII,
+without a space at either end (it is sent as a header, and its ``tokenSha256``
+hashes those bytes: a receiver reads the same value whatever charset its server
+decodes headers with, and none trims it);
 authentication is only ``{"scheme": "Bearer"}``: Authorization always carries
 the hub's JWT. A config id is 1-128 of ``A-Z a-z 0-9 . _ ~ -`` (it is part of
 the notification's ``jti``, ``<taskId>/<configId>/<seq>``).
@@ -83,7 +85,7 @@ def check_url(url, ports, allow, where: str = "") -> str:
         raise _invalid(where, "url is required (an https URL)")
     if _size(url) > MAX_URL_BYTES:
         raise _invalid(where, f"url is longer than {MAX_URL_BYTES} bytes")
-    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7f for c in url):
+    if any(c.isspace() or ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f for c in url):  # C0, C1
         raise _invalid(where, "url must not contain spaces or control characters")
     try:
         parts = urlsplit(url)
