@@ -159,6 +159,8 @@ class Runs:
             self._drained = True
             left = list(self._runs.values())
         for run in left:
-            run.request_stop(cancel=False)
+            # NOTE: ended first, then stopped (as at the run timeout): stopped first, its
+            # agent could end the task itself (CANCELED) before this FAILED it.
             run.finish(FAILED, INTERRUPTED)
+            run.request_stop(cancel=False)
         return len(left)
