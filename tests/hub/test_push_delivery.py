@@ -455,3 +455,61 @@ def test_close_returns_once_the_loop_made_its_last_call_on_the_store():
     store.go.set()
     assert closed.wait(10)
     assert store.late == 0
+
+
+class _LeasedAtClose:
+    """A store whose one due config's lease is granted once close() waits for the loop;
+    ``late`` counts the calls that came after ``closed`` was set."""
+
+    def __init__(self, closed: threading.Event, joining: threading.Event,
+                 waited: threading.Event):
+        self.closed, self.joining, self.waited = closed, joining, waited
+        self.record = type("Due", (), {"tenant": "acme", "key": ("t1", "c1")})()
+        self.leasing, self.released = threading.Event(), threading.Event()
+        self.late = 0
+
+    def push_due(self, owner, timeout, skip=frozenset()):
+        return [self.record] if timeout > 0 and self.record.key not in skip else []
+
+    def push_lease(self, record, owner):
+        self.leasing.set()
+        assert self.joining.wait(10)        # close() stopped the loop and waits for it
+        self.waited.clear()
+        return True
+
+    def push_release(self, record, owner):
+        self.waited.wait(5)                 # close() waits for the deliveries
+        if self.closed.is_set():
+            self.late += 1
+        self.released.set()
+
+    def notify_push(self):
+        pass
+
+
+class _ToldCondition(threading.Condition):
+    """A Condition that tells ``waited`` when a wait_for on it begins."""
+
+    def __init__(self, lock, waited: threading.Event):
+        super().__init__(lock)
+        self.waited = waited
+
+    def wait_for(self, predicate, timeout=None):
+        self.waited.set()
+        return super().wait_for(predicate, timeout)
+
+
+def test_close_waits_for_a_delivery_the_loop_started_as_it_closed():
+    # NOTE: before, close() waited for the deliveries, then for the loop: a lease the loop
+    # took meanwhile started one more delivery that nobody waited for, whose release came
+    # on the store after close() returned (the hub closes the store next).
+    closed, joining, waited = threading.Event(), threading.Event(), threading.Event()
+    store = _LeasedAtClose(closed, joining, waited)
+    dispatcher = Dispatcher(store, tasks=None, sender=None)
+    dispatcher._ended = _Told(joining)
+    dispatcher._idle = _ToldCondition(dispatcher._lock, waited)
+    dispatcher.start()
+    assert store.leasing.wait(10)
+    dispatcher.close(grace=0)
+    closed.set()
+    assert store.released.is_set() and store.late == 0

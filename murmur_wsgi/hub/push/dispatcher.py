@@ -13,8 +13,9 @@ Concurrency:
     ``_lock`` guards ``_working`` (the configs this replica delivers now) and
     ``_cooling`` (those that failed unexpectedly: until when they wait).
     ``_stop`` (an Event) ends the loop and every retry wait at ``close()``; ``_ended``
-    (an Event) is set while no loop runs: ``close()`` waits for it, so the loop makes
-    no call on the store after ``close()`` returned (the hub closes the store next).
+    (an Event) is set while no loop runs: ``close()`` waits for it, then for the
+    deliveries (the loop starts none after), so neither makes a call on the store after
+    ``close()`` returned (the hub closes the store next).
 """
 from __future__ import annotations
 
@@ -72,9 +73,11 @@ class Dispatcher:
         self._stop.set()
         self.store.notify_push()
         deadline = time.monotonic() + timeout
+        # NOTE: the loop first, then the deliveries: a lease the loop took as it stopped
+        # starts one more delivery, whose release is a call on the store too.
+        self._ended.wait(timeout)
         with self._idle:
-            self._idle.wait_for(lambda: not self._working, timeout)
-        self._ended.wait(max(0.0, deadline - time.monotonic()))
+            self._idle.wait_for(lambda: not self._working, max(0.0, deadline - time.monotonic()))
 
     def _caught_up(self) -> bool:
         with self._lock:
