@@ -109,6 +109,13 @@ def main(mode):
         send(type="ask", text="Which colour?")
         reply = json.loads(sys.stdin.readline())
         send(type="response", text=f"you said {reply['text']}")
+    elif mode == "ask-then-exit-behind-lines":
+        # Asks, then writes more lines than the door reads ahead while it waits for the
+        # reply, and exits without one.
+        send(type="ask", text="Which colour?")
+        for n in range(40):
+            send(type="thinking", text=f"still here {n}")
+        os._exit(3)
     elif mode == "long-session":               # an id longer than the test's bound
         send(type="session", id="s" * 100)
         send(type="response", text="done")

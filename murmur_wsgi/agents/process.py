@@ -115,7 +115,8 @@ class HarnessProcess:
             return None
 
     def _trouble(self) -> None:
-        """Stdout ended or stderr flooded: wake an agent thread waiting elsewhere (an ask)."""
+        """Stdout ended, the harness exited or stderr flooded: wake an agent thread waiting
+        elsewhere (an ask)."""
         self.troubled = True
         hook = self.on_trouble
         if hook is not None:
@@ -230,8 +231,10 @@ class HarnessProcess:
             code = self.wait_exit(PUT_RETRY_SECS)
             if code is not None:
                 self.signal_group(signal.SIGKILL)
-                if self._put(("exited", code)):
-                    self._trouble()
+                # NOTE: told before the event is queued: an ask waits with the lines read
+                # ahead filling the queue, and the event would wait behind them for good.
+                self._trouble()
+                self._put(("exited", code))
                 return
 
     def _drain_stderr(self) -> None:

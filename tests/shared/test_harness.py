@@ -223,6 +223,18 @@ def test_a_harness_that_exits_leaving_a_child_outside_its_group_fails_at_its_exi
         os.kill(_child_of(rpc.door, task["id"]), signal.SIGKILL)
 
 
+def test_a_harness_that_exits_while_its_ask_waits_behind_its_lines_fails_at_its_exit(doors):
+    # NOTE: before, the exit was told (the ask woken) only once its event was queued; with
+    # the lines read ahead filling the queue, the task waited for a reply nobody would take.
+    rpc = doors(FAULTS + ["ask-then-exit-behind-lines"], idle_timeout_secs=5)
+    task = rpc.result("SendMessage", send_params("go", configuration=NOW))["task"]
+    record = wait_state(rpc.door, task["id"], FAILED, CANCELED, COMPLETED)
+    assert record.state == FAILED
+    got = rpc.result("GetTask", {"id": task["id"]})
+    assert status_text(got) == "harness: exited with status 3 without a response"
+    assert assert_gone(rpc.door, harness_pid(rpc.door, task["id"])) == 3
+
+
 def test_a_harness_that_answers_then_exits_leaving_a_child_completes(doors):
     rpc = doors(FAULTS + ["respond-exit-leaving-child"], idle_timeout_secs=5)
     task = rpc.result("SendMessage", send_params("go"))["task"]
