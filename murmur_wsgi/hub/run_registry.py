@@ -161,6 +161,8 @@ class Runs:
         for run in left:
             # NOTE: ended first, then stopped (as at the run timeout): stopped first, its
             # agent could end the task itself (CANCELED) before this FAILED it.
-            run.finish(FAILED, INTERRUPTED)
-            run.request_stop(cancel=False)
+            try:
+                run.finish(FAILED, INTERRUPTED)
+            finally:
+                run.request_stop(cancel=False)
         return len(left)

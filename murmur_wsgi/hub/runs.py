@@ -285,9 +285,11 @@ class Run(RunWrites):
     def _timed_out(self) -> None:
         # NOTE: ended first, then stopped: stopped first, the agent's next write was refused
         # and its thread could end the task CANCELED before this FAILED it (seen under load).
-        ended = self.finish(FAILED, f"the run took longer than {self.timeout:g} s and was "
-                                    "stopped")
-        self.request_stop(cancel=False)
+        try:
+            ended = self.finish(FAILED, f"the run took longer than {self.timeout:g} s and "
+                                        "was stopped")
+        finally:
+            self.request_stop(cancel=False)     # whatever the end met: the agent stops
         if ended:
             logger.info("task %s: run timeout (%g s)", self.task_id, self.timeout)
 

@@ -193,3 +193,24 @@ def test_a_run_timeout_ends_the_task_before_it_stops_the_agent(rpc, immediately,
         "state"] == "TASK_STATE_FAILED")
     # (this task's: another test's hub may stop its own runs meanwhile)
     assert [stop[1:] for stop in stops if stop[0] == task["id"]][:1] == [(False, True)]
+
+
+@pytest.mark.parametrize("rpc", [{"run_timeout_secs": 0.3}], indirect=True)
+def test_a_run_timeout_whose_end_fails_still_stops_the_agent(rpc, monkeypatch, caplog):
+    # NOTE: the end first, then the stop: an end that raised (not the store's failure,
+    # which it handles) left the agent writing until limits.max_output_bytes stopped it.
+    from murmur_wsgi.hub.runs import Run
+
+    finish = Run.finish
+
+    def failing(run, state, text=None, **kwargs):
+        if text is not None and text.startswith("the run took longer"):
+            raise RuntimeError("an end that failed")
+        return finish(run, state, text, **kwargs)
+
+    monkeypatch.setattr(Run, "finish", failing)
+    params = send_params("go", configuration={"returnImmediately": True})
+    task = rpc.result("SendMessage", params, agent="writes")["task"]
+    with caplog.at_level(logging.ERROR):
+        wait_until(lambda: rpc.result("GetTask", {"id": task["id"]}, agent="writes")[
+            "status"]["state"] == "TASK_STATE_CANCELED")
