@@ -120,7 +120,9 @@ class TaskEvents:
             except FAILURES as ex:
                 raise failed("events", ex) from None
             for _, fields in entries:
-                yield fields["p"]
+                # NOTE: an entry without its payload (written by hand) reads as none, not
+                # a KeyError that stops the sweep for every other run.
+                yield fields.get("p", "")
             if len(entries) < PAGE_EVENTS:
                 return
             start = f"{int(entries[-1][0].split('-', 1)[0]) + 1}-0"
