@@ -1,14 +1,24 @@
 """One unreadable record on Redis (written there by hand, an old release, a bad restore)
-costs at most its own task: the sweep of a dead replica's runs goes on."""
+costs at most its own task: the sweep of a dead replica's runs and the pages that list
+it go on."""
 from __future__ import annotations
 
 import pytest
 
-from murmur_wsgi.hub.store.redis_keys import events_key, member, runs_key
+from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.store.redis_keys import events_key, member, runs_key, task_key
 
-from tests.hub.conftest import wait_until
+from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until
 
 pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
+
+
+@pytest.fixture
+def rpc(redis_server):
+    redis_server.flush()
+    h = create_hub(hub_config(store=redis_server.url))
+    yield HubClient(h)
+    close_hub(h)
 
 
 def _state(rpc, task_id):
@@ -28,3 +38,18 @@ def test_an_event_without_its_payload_does_not_stop_the_sweep(pair):
     r.delete(f"murmur:{{hub}}:replica:{a.hub.store.replica}")
     wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_FAILED")
 
+
+@pytest.mark.parametrize("field, value", [("wire", "garbage{"), ("wire", "[1]"),
+                                          ("ms", "x"), ("ctx", None)])
+def test_an_unreadable_record_is_left_out_of_its_list_page(rpc, field, value):
+    good = rpc.send("one")["id"]
+    bad = rpc.send("two")["id"]
+    key = task_key("acme", bad)
+    if value is None:
+        rpc.hub.store._redis.hdel(key, field)
+    else:
+        rpc.hub.store._redis.hset(key, field, value)
+    listed = rpc.result("ListTasks", {})
+    assert [task["id"] for task in listed["tasks"]] == [good]
+    assert rpc.result("ListTasks", {"contextId": rpc.result(
+        "GetTask", {"id": good})["contextId"]})["tasks"][0]["id"] == good

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 
 from redis.exceptions import NoScriptError
 
@@ -32,6 +33,18 @@ WIRE = RECORD_FIELDS.index("wire")
 STORED_FORMS = ("wire", "hist", "arts")   # what a record's size is made of
 RECORD = record_script(RECORD_FIELDS, STORED_FORMS)
 RECORD_SHA = hashlib.sha1(RECORD.encode(), usedforsecurity=False).hexdigest()
+
+logger = logging.getLogger(__name__)
+_LOGGED: set = set()             # the unreadable records logged (``_unreadable``)
+
+
+def _unreadable(tenant: str, task_id: str) -> None:
+    """Log, once a process (up to 1,000 records), a task record that cannot be read."""
+    if (tenant, task_id) in _LOGGED or len(_LOGGED) >= 1000:
+        return
+    _LOGGED.add((tenant, task_id))
+    logger.error("redis store: the record of task %s (tenant %s) cannot be read: left out "
+                 "of its pages", task_id, tenant)
 
 
 class RecordReads:
@@ -61,9 +74,21 @@ class RecordReads:
         return task
 
     def _load(self, tenant: str, task_ids: list) -> list:
+        """The records of ``task_ids`` that exist; one that cannot be read (a field missing,
+        garbage JSON: written by hand, a bad restore) is left out and logged, not a failure
+        of the whole page (a ListTasks page, a context's tasks) for every task of it."""
         records = each_task(self._redis, task_ids,
                             lambda pipe, t: pipe.hgetall(task_key(tenant, t)))
-        return [task for task in map(self._record, records) if task is not None]
+        tasks = []
+        for task_id, fields in zip(task_ids, records):
+            try:
+                task = self._record(fields)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                _unreadable(tenant, task_id)
+                continue
+            if task is not None:
+                tasks.append(task)
+        return tasks
 
     def _values(self, tenant: str, task_id: str, agent: str | None = None) -> list | None:
         """The record's ``RECORD_FIELDS`` (one ``RECORD`` script, as ``HMGET`` answers; a large
