@@ -1,12 +1,13 @@
 """One unreadable record on Redis (written there by hand, an old release, a bad restore)
-costs at most its own task: the sweep of a dead replica's runs and the pages that list
-it go on."""
+costs at most its own task: the sweep of a dead replica's runs, the pages that list it
+and its tenant's admission go on."""
 from __future__ import annotations
 
 import pytest
 
 from murmur_wsgi.hub import create_hub
-from murmur_wsgi.hub.store.redis_keys import events_key, member, runs_key, task_key
+from murmur_wsgi.hub.store.redis_keys import (events_key, member, rate_key, runs_key,
+                                              task_key)
 
 from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until
 
@@ -53,3 +54,8 @@ def test_an_unreadable_record_is_left_out_of_its_list_page(rpc, field, value):
     assert [task["id"] for task in listed["tasks"]] == [good]
     assert rpc.result("ListTasks", {"contextId": rpc.result(
         "GetTask", {"id": good})["contextId"]})["tasks"][0]["id"] == good
+
+
+def test_a_rate_bucket_without_its_time_does_not_stop_the_tenant_s_admission(rpc):
+    rpc.hub.store._redis.hset(rate_key("acme"), mapping={"tokens": "5", "at": "garbage"})
+    assert rpc.send("hello")["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -47,7 +47,8 @@ local function admit(running, bucket, id, concurrency, rate, lease)
   if tokens == nil then
     tokens = rate
   else
-    tokens = math.min(rate, tokens + math.max(0, now - tonumber(b[2])) * rate / 60000)
+    local at = tonumber(b[2]) or now          -- a bucket without its time: its tokens kept
+    tokens = math.min(rate, tokens + math.max(0, now - at) * rate / 60000)
   end
   local code = 2
   if tokens >= 1 then
