@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from murmur_wsgi.hub import create_hub
-from murmur_wsgi.hub.store.redis_keys import (events_key, member, rate_key, runs_key,
-                                              task_key)
+from murmur_wsgi.hub.store.redis_keys import (REPLICAS, events_key, member, rate_key,
+                                              runs_key, task_key)
 
 from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until
 
@@ -35,6 +35,20 @@ def test_an_event_without_its_payload_does_not_stop_the_sweep(pair):
     r = a.hub.store._redis
     r.zadd(runs_key(a.hub.store.replica), {member("acme", "bad-log"): 0})
     r.xadd(events_key("acme", "bad-log"), {"x": "1"}, id="1-1")
+    a.hub.replica.stop()                # A vanishes: B's sweep ends its runs FAILED
+    r.delete(f"murmur:{{hub}}:replica:{a.hub.store.replica}")
+    wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_FAILED")
+
+
+def test_a_replica_s_runs_of_the_wrong_type_do_not_stop_the_sweep(pair):
+    a, b = pair
+    a.agent = b.agent = "stubborn"
+    task = a.send("g-bad-runs", configuration={"returnImmediately": True})
+    wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_WORKING")
+    # A replica listed first (before every uuid hex) whose runs are not a sorted set.
+    r = a.hub.store._redis
+    r.sadd(REPLICAS, "0-bad")
+    r.set(runs_key("0-bad"), "garbage")
     a.hub.replica.stop()                # A vanishes: B's sweep ends its runs FAILED
     r.delete(f"murmur:{{hub}}:replica:{a.hub.store.replica}")
     wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_FAILED")

@@ -9,14 +9,15 @@ that runs is listed while it runs. The sweep ends FAILED, with the artifacts its
 holds, through the task store's END script (on the tenant's slot, the tenant read from the member), the runs of
 replicas whose liveness key expired and runs older than ``sweep_max_age_secs``;
 a member whose task had ended, or never came to be, is dropped; one whose tenant's
-primary fails (a cluster serving without it) is left for a later sweep. Each task it ends
+primary fails (a cluster serving without it) is left for a later sweep, and so are the
+runs of a replica that cannot be read (its key of the wrong type). Each task it ends
 is published on the cancel channel, where the connection's one listener
 (``listen_cancels``) hears every replica's marks.
 """
 from __future__ import annotations
 
 from murmur_wsgi.hub.store.base import StoreError
-from murmur_wsgi.hub.store.redis_client import each_task, guarded
+from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed, guarded
 from murmur_wsgi.hub.store.redis_keys import (CHANNEL, REPLICAS, live_key, mark_key, runs_key,
                                               split_member, task_key)
 from murmur_wsgi.hub.store.replicas import ReplicaStore
@@ -84,28 +85,40 @@ class RedisReplicas(ReplicaStore):
         oldest = now_ms() - int(max_age_secs * 1000)
         ended = []
         for replica, live in zip(replicas, alive):
-            runs = runs_key(replica)
-            members = self._redis.zrangebyscore(runs, "-inf", oldest) if live else \
-                self._redis.zrange(runs, 0, -1)
-            for found in members:
-                tenant, task_id = split_member(found)
-                try:
-                    # NOTE: what the run's stream published stays on the task, as a run's
-                    # own FAILED keeps it (what its replica never wrote to the log is lost
-                    # with it).
-                    artifacts = artifacts_of(self._tasks.logged(task_id, tenant)) or None
-                    done = self._tasks.end(task_id, FAILED, text, artifacts, [],
-                                           tenant=tenant)
-                except StoreError:
-                    # NOTE: on a cluster, the tenant's primary may be lost while the others
-                    # serve: its runs wait for a later sweep, the other tenants' end now.
-                    continue
-                if done is not None:
-                    ended.append(task_id)
-                    # NOTE: a replica taken for dead may still run it: told at once, it ends
-                    # its run and the sender's own stream with this end.
-                    self._redis.publish(CHANNEL, task_id)
-                self._redis.zrem(runs, found)
-            if not live:
-                self._forget_replica(keys=[live_key(replica), runs, REPLICAS], args=[replica])
+            try:
+                self._sweep_runs(replica, live, oldest, text, ended)
+            except FAILURES as ex:
+                # NOTE: one replica's runs that cannot be read (a key of the wrong type)
+                # keep no other replica's from the sweep.
+                failed("sweep", ex)
         return ended
+
+    def _sweep_runs(self, replica: str, live: bool, oldest: int, text: str,
+                    ended: list) -> None:
+        """The sweep of one replica's runs: those older than ``oldest``, or every one of a
+        replica whose liveness expired (then the replica too, once it has none); the ids
+        of those it ended added to ``ended``."""
+        runs = runs_key(replica)
+        members = self._redis.zrangebyscore(runs, "-inf", oldest) if live else \
+            self._redis.zrange(runs, 0, -1)
+        for found in members:
+            tenant, task_id = split_member(found)
+            try:
+                # NOTE: what the run's stream published stays on the task, as a run's
+                # own FAILED keeps it (what its replica never wrote to the log is lost
+                # with it).
+                artifacts = artifacts_of(self._tasks.logged(task_id, tenant)) or None
+                done = self._tasks.end(task_id, FAILED, text, artifacts, [],
+                                       tenant=tenant)
+            except StoreError:
+                # NOTE: on a cluster, the tenant's primary may be lost while the others
+                # serve: its runs wait for a later sweep, the other tenants' end now.
+                continue
+            if done is not None:
+                ended.append(task_id)
+                # NOTE: a replica taken for dead may still run it: told at once, it ends
+                # its run and the sender's own stream with this end.
+                self._redis.publish(CHANNEL, task_id)
+            self._redis.zrem(runs, found)
+        if not live:
+            self._forget_replica(keys=[live_key(replica), runs, REPLICAS], args=[replica])
