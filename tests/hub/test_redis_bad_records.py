@@ -1,15 +1,15 @@
 """One unreadable record on Redis (written there by hand, an old release, a bad restore)
-costs at most its own task: the sweep of a dead replica's runs, the pages that list it
-and its tenant's admission go on."""
+costs at most its own task: the sweep of a dead replica's runs, the pages that list it,
+its tenant's admission and the other tenants' retention go on."""
 from __future__ import annotations
 
 import pytest
 
 from murmur_wsgi.hub import create_hub
-from murmur_wsgi.hub.store.redis_keys import (REPLICAS, events_key, member, rate_key,
-                                              runs_key, task_key)
+from murmur_wsgi.hub.store.redis_keys import (REPLICAS, done_key, events_key, member,
+                                              rate_key, runs_key, task_key)
 
-from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until
+from tests.hub.conftest import FAST, KEY_B, HubClient, close_hub, hub_config, wait_until
 
 pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
@@ -73,3 +73,19 @@ def test_an_unreadable_record_is_left_out_of_its_list_page(rpc, field, value):
 def test_a_rate_bucket_without_its_time_does_not_stop_the_tenant_s_admission(rpc):
     rpc.hub.store._redis.hset(rate_key("acme"), mapping={"tokens": "5", "at": "garbage"})
     assert rpc.send("hello")["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_a_tenant_s_retention_of_the_wrong_type_does_not_stop_the_others(redis_server):
+    redis_server.flush()
+    h = create_hub(hub_config(store=redis_server.url, redis=dict(FAST),
+                              tasks={"retention_secs": 0.2}))
+    try:
+        # acme, swept first, has its finished tasks' set not a sorted set.
+        h.store._redis.set(done_key("acme"), "garbage")
+        globex = HubClient(h, headers={"X-API-Key": KEY_B})
+        task_id = globex.send("hi")["id"]
+        # The sweep's retention forgets globex's task once past its 0.2 s.
+        wait_until(lambda: globex.call("GetTask", {"id": task_id}).get_json().get(
+            "error", {}).get("code") == -32001)
+    finally:
+        close_hub(h)

@@ -101,11 +101,23 @@ class Forgetting:
     def expire_finished(self):
         # NOTE: hub.yaml's tenants too: those that ended tasks before ``tenants`` existed.
         listed = {split_member(found)[0] for found in self._redis.smembers(TENANTS)}
+        first = None
         for tenant in sorted(listed | set(self._keep.tenants)):
-            keep, cap, batch, max_bytes = self._kept(tenant)
-            while True:                   # NOTE: each call a batch, so Redis serves others
-                gone = self._scripts["DOOMED"](keys=list(retained_keys(tenant)),
-                                               args=[cap, keep, batch, max_bytes])
-                if self._forget(tenant, gone) < batch:
-                    break
+            # NOTE: one tenant whose keys fail (a cluster without its primary, a key of
+            # the wrong type) keeps no other tenant from its retention: raised after them.
+            try:
+                self._expire(tenant)
+            except FAILURES as ex:
+                first = first or ex
+        if first is not None:
+            raise first
+
+    def _expire(self, tenant: str) -> None:
+        """Forget the tenant's finished tasks past its retention, a batch at a time."""
+        keep, cap, batch, max_bytes = self._kept(tenant)
+        while True:                       # NOTE: each call a batch, so Redis serves others
+            gone = self._scripts["DOOMED"](keys=list(retained_keys(tenant)),
+                                           args=[cap, keep, batch, max_bytes])
+            if self._forget(tenant, gone) < batch:
+                break
 
