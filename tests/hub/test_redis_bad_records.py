@@ -9,7 +9,8 @@ from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store.redis_keys import (REPLICAS, done_key, events_key, member,
                                               rate_key, runs_key, task_key)
 
-from tests.hub.conftest import FAST, KEY_B, HubClient, close_hub, hub_config, wait_until
+from tests.hub.conftest import (FAST, KEY_B, HubClient, close_hub, hub_config, sse_events,
+                               wait_until)
 
 pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
@@ -89,3 +90,12 @@ def test_a_tenant_s_retention_of_the_wrong_type_does_not_stop_the_others(redis_s
             "error", {}).get("code") == -32001)
     finally:
         close_hub(h)
+
+
+def test_an_event_without_its_payload_fails_its_own_stream_with_32603(rpc):
+    bad, good = rpc.send("one")["id"], rpc.send("two")["id"]
+    rpc.hub.store._redis.xadd(events_key("acme", bad), {"x": "1"}, id="100-1")
+    events = sse_events(rpc.call("SubscribeToTask", {"id": bad}))
+    assert events[-1]["error"]["code"] == -32603, events[-1]
+    events = sse_events(rpc.call("SubscribeToTask", {"id": good}))
+    assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 
+from redis.exceptions import DataError
+
 from murmur_wsgi.hub.store.base import StoredEvent
 from murmur_wsgi.hub.store.redis_client import FAILURES, failed
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
@@ -25,7 +27,9 @@ REWATCH_SECS = 60.0              # … marked again this often while a stream he
 def _payload_and_end(fields: list) -> tuple[str, bool]:
     """An event entry's raw fields (``p`` its payload, ``t`` "1" when it is the last)."""
     found = dict(zip(fields[::2], fields[1::2]))
-    return found["p"], found["t"] == "1"
+    if "p" not in found:        # written by hand: the task's read fails as Redis's would
+        raise DataError("an event entry without its payload")
+    return found["p"], found.get("t") == "1"
 
 
 class TaskEvents:
