@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from murmur_wsgi.hub import create_hub
-from murmur_wsgi.hub.store.redis_keys import (REPLICAS, done_key, events_key, member,
-                                              rate_key, runs_key, task_key)
+from murmur_wsgi.hub.store.redis_keys import (REPLICAS, bytes_key, done_key, events_key,
+                                              member, rate_key, runs_key, sizes_key,
+                                              task_key)
 
 from tests.hub.conftest import (FAST, KEY_B, HubClient, close_hub, hub_config, sse_events,
                                wait_until)
@@ -99,3 +100,12 @@ def test_an_event_without_its_payload_fails_its_own_stream_with_32603(rpc):
     assert events[-1]["error"]["code"] == -32603, events[-1]
     events = sse_events(rpc.call("SubscribeToTask", {"id": good}))
     assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_a_bytes_sum_not_a_number_does_not_fail_every_end_of_its_tenant(rpc):
+    r = rpc.hub.store._redis
+    r.set(bytes_key("acme"), "garbage")
+    for text in ("one", "two"):
+        assert rpc.send(text)["status"]["state"] == "TASK_STATE_COMPLETED"
+    # Each end was written whole: the sum counted anew from the tasks' sizes, then kept.
+    assert int(r.get(bytes_key("acme"))) == sum(map(int, r.hvals(sizes_key("acme"))))

@@ -112,7 +112,12 @@ local function finish(done, sizes, total, id, size, cap, keep, batch, max_bytes)
     added = size - (tonumber(redis.call('HGET', sizes, id)) or 0)
   end
   redis.call('HSET', sizes, id, size)
-  local bytes = redis.call('INCRBY', total, added)
+  local bytes = redis.pcall('INCRBY', total, added)
+  if type(bytes) == 'table' then            -- a sum not a number (written by hand): anew
+    bytes = 0
+    for _, v in ipairs(redis.call('HVALS', sizes)) do bytes = bytes + (tonumber(v) or 0) end
+    redis.call('SET', total, bytes)
+  end
   if bytes <= max_bytes and redis.call('ZCARD', done) < cap + batch then
     -- PERF: fewer than a batch past the cap: a batch only when its newest is past its time
     local last = redis.call('ZRANGE', done, batch - 1, batch - 1, 'WITHSCORES')
