@@ -2,6 +2,7 @@
 the host name, no proxy. Every connection made here goes to 127.0.0.1 only."""
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 import ssl
@@ -148,9 +149,11 @@ def test_the_system_resolver_on_an_ip_literal(phub, prpc, receiver):
     assert len(receiver.wait_for(3)) == 3
 
 
-def cut_at_deadline(phub, cert, serve, body: bytes, attempt: float, rcvbuf=None) -> float:
-    """POST ``body`` to a one-connection TLS server on 127.0.0.1 running ``serve(tls,
-    done)``; the attempt must end "timed out": returns how long it took."""
+@contextlib.contextmanager
+def one_tls_server(phub, cert, serve, rcvbuf=None):
+    """A one-connection TLS server on 127.0.0.1 running ``serve(tls, done)``, its port
+    allowed to ``phub``'s egress: yields the port; on exit ``done`` is set and the server
+    joined."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(*cert)
     listener = socket.socket()
@@ -173,15 +176,22 @@ def cut_at_deadline(phub, cert, serve, body: bytes, attempt: float, rcvbuf=None)
     thread.start()
     egress = phub.push.egress
     egress.ports = frozenset(egress.ports | {port})
-    started = time.monotonic()
     try:
-        with pytest.raises(NetworkError, match="timed out"):
-            egress.post(f"https://127.0.0.1:{port}/hook", body, {}, attempt)
-        return time.monotonic() - started
+        yield port
     finally:
         done.set()
         thread.join(5)
         listener.close()
+
+
+def cut_at_deadline(phub, cert, serve, body: bytes, attempt: float, rcvbuf=None) -> float:
+    """POST ``body`` to ``one_tls_server`` running ``serve(tls, done)``; the attempt must
+    end "timed out": returns how long it took."""
+    with one_tls_server(phub, cert, serve, rcvbuf) as port:
+        started = time.monotonic()
+        with pytest.raises(NetworkError, match="timed out"):
+            phub.push.egress.post(f"https://127.0.0.1:{port}/hook", body, {}, attempt)
+        return time.monotonic() - started
 
 
 @pytest.mark.timed          # a bound in seconds
@@ -304,36 +314,18 @@ def test_an_answer_of_a_negative_chunk_size_is_a_bad_answer_not_read_to_its_end(
     # NOTE: http.client reads a chunk of size -1 as "read to the end": the answer of a
     # receiver that then streamed without end was all kept in memory until the attempt's
     # deadline (740 MB in a 3 s attempt on loopback), the limit of 64 KiB read aside.
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(*cert)
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    port = listener.getsockname()[1]
     sent = []
 
-    def run():
-        conn, _ = listener.accept()
-        with context.wrap_socket(conn, server_side=True) as tls:
-            try:
-                got = b""
-                while b"\r\n\r\n" not in got:
-                    got += tls.recv(65536)
-                tls.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n")
-                while True:
-                    tls.sendall(b"x" * 65536)
-                    sent.append(65536)
-            except OSError:
-                pass
+    def serve(tls, done):
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += tls.recv(65536)
+        tls.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n")
+        while True:
+            tls.sendall(b"x" * 65536)
+            sent.append(65536)
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    egress = phub.push.egress
-    egress.ports = frozenset(egress.ports | {port})
-    try:
+    with one_tls_server(phub, cert, serve) as port:
         with pytest.raises(NetworkError, match=r"bad HTTP answer \(IncompleteRead\)"):
-            egress.post(f"https://127.0.0.1:{port}/hook", b"{}", {}, 5.0)
-        thread.join(5)
-        assert sum(sent) < 64 * 1024 * 1024        # what the buffers took, not a stream
-    finally:
-        listener.close()
+            phub.push.egress.post(f"https://127.0.0.1:{port}/hook", b"{}", {}, 5.0)
+    assert sum(sent) < 64 * 1024 * 1024            # what the buffers took, not a stream

@@ -28,32 +28,34 @@ def _state(rpc, task_id):
     return rpc.result("GetTask", {"id": task_id})["status"]["state"]
 
 
-def test_an_event_without_its_payload_does_not_stop_the_sweep(pair):
+def _swept_despite(pair, text: str, spoil) -> None:
+    """A run of replica A, then ``spoil(redis, a)``; A vanishes: B's sweep still ends the
+    run FAILED."""
     a, b = pair
     a.agent = b.agent = "stubborn"
-    task = a.send("g-bad-log", configuration={"returnImmediately": True})
+    task = a.send(text, configuration={"returnImmediately": True})
     wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_WORKING")
-    # A run of A listed first, whose log holds an entry without its payload ``p``.
     r = a.hub.store._redis
-    r.zadd(runs_key(a.hub.store.replica), {member("acme", "bad-log"): 0})
-    r.xadd(events_key("acme", "bad-log"), {"x": "1"}, id="1-1")
+    spoil(r, a)
     a.hub.replica.stop()                # A vanishes: B's sweep ends its runs FAILED
     r.delete(f"murmur:{{hub}}:replica:{a.hub.store.replica}")
     wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_FAILED")
+
+
+def test_an_event_without_its_payload_does_not_stop_the_sweep(pair):
+    def spoil(r, a):
+        # A run of A listed first, whose log holds an entry without its payload ``p``.
+        r.zadd(runs_key(a.hub.store.replica), {member("acme", "bad-log"): 0})
+        r.xadd(events_key("acme", "bad-log"), {"x": "1"}, id="1-1")
+    _swept_despite(pair, "g-bad-log", spoil)
 
 
 def test_a_replica_s_runs_of_the_wrong_type_do_not_stop_the_sweep(pair):
-    a, b = pair
-    a.agent = b.agent = "stubborn"
-    task = a.send("g-bad-runs", configuration={"returnImmediately": True})
-    wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_WORKING")
-    # A replica listed first (before every uuid hex) whose runs are not a sorted set.
-    r = a.hub.store._redis
-    r.sadd(REPLICAS, "0-bad")
-    r.set(runs_key("0-bad"), "garbage")
-    a.hub.replica.stop()                # A vanishes: B's sweep ends its runs FAILED
-    r.delete(f"murmur:{{hub}}:replica:{a.hub.store.replica}")
-    wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_FAILED")
+    def spoil(r, a):
+        # A replica listed first (before every uuid hex) whose runs are not a sorted set.
+        r.sadd(REPLICAS, "0-bad")
+        r.set(runs_key("0-bad"), "garbage")
+    _swept_despite(pair, "g-bad-runs", spoil)
 
 
 @pytest.mark.parametrize("field, value", [("wire", "garbage{"), ("wire", "[1]"),
