@@ -18,6 +18,7 @@ from murmur_wsgi.agents.spec import AgentField
 from murmur_wsgi.hub.config_fields import Callable, MountPath, PublicUrl
 from murmur_wsgi.hub.store import sentinel_url
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes, is_cluster
+from murmur_wsgi.hub.store.large_reads import MAX_BYTES as MAX_ANSWER_BYTES
 from murmur_wsgi.settings import Block, ManifestError, Seconds, Size, StrictInt
 
 logger = logging.getLogger(__name__)
@@ -69,7 +70,7 @@ class LimitsSchema(Block):
     # Large answers of a request's own (hub/held.py) held for clients still reading them:
     # a tenant's on one worker, and every tenant's together (the worker's: no override).
     answer_bytes = Size(load_default=128 * 1024 ** 2)
-    worker_answer_bytes = Size(load_default=256 * 1024 ** 2)
+    worker_answer_bytes = Size(load_default=MAX_ANSWER_BYTES)
 
 
 class TenantLimitsSchema(Block):

@@ -60,10 +60,9 @@ class HeldAnswers:
             return self._held if tenant is None else self._by_tenant.get(tenant, 0)
 
     def answer(self, text: str, tenant: str, tenant_bytes: int):
-        """``text`` as a result: small, as it is; large, held for ``tenant`` (pieces whose
-        ``done`` gives it back), or -32603 past either bound."""
-        if len(text) <= LARGE_CHARS:
-            return None
+        """``text`` (larger than ``LARGE_CHARS``: its callers answer a smaller one as it is)
+        as a result held for ``tenant``: pieces whose ``done`` gives it back, or -32603
+        past either bound."""
         size = sys.getsizeof(text)          # its memory: 1 to 4 bytes a character
         with self._lock:
             self._collect()

@@ -10,6 +10,7 @@ from murmur_wsgi.agents.inline import runs_inline
 from murmur_wsgi.errors import InvalidParamsError, InvalidRequestError
 from murmur_wsgi.hub.context import Caller, HubContext, Turn
 from murmur_wsgi.hub.held import LARGE_CHARS
+from murmur_wsgi.hub.methods.tasks import held_answer
 from murmur_wsgi.hub.push.methods import message_config, save_message_config
 from murmur_wsgi.hub.runs import Run
 from murmur_wsgi.hub.sse import HubStream
@@ -185,7 +186,7 @@ def send_message(hub, call):
         if accepted.existing and len(text) > LARGE_CHARS:
             # NOTE: the task again, as a GetTask answers it: a copy of this request's own,
             # counted while its client reads it (hub/held.py).
-            return hub.held.answer(text, call.tenant, hub.limits(call.tenant)["answer_bytes"])
+            return held_answer(hub, call, text)
         return RawJSON(text)
     # PERF: an inline run has ended already (``ended`` never goes back): no lock, no wait.
     if not run.ended:

@@ -39,13 +39,13 @@ def get_task(hub, call):
             return RawJSON(text)
         if hub.store.kept(task_id, text):
             return RawJSONPieces((text,))
-        return _held(hub, call, text)
+        return held_answer(hub, call, text)
     task = find(hub, call)
     text = hub.store.render(task, read_history_length(call.params), as_read=True)
-    return RawJSON(text) if len(text) <= LARGE_CHARS else _held(hub, call, text)
+    return RawJSON(text) if len(text) <= LARGE_CHARS else held_answer(hub, call, text)
 
 
-def _held(hub, call, text: str):
+def held_answer(hub, call, text: str):
     """A large answer of this request's own, counted while its client reads it (held.py)."""
     return hub.held.answer(text, call.tenant, hub.limits(call.tenant)["answer_bytes"])
 
@@ -115,4 +115,4 @@ def list_tasks(hub, call):
     body = ",".join(hub.store.render(task, params.history_length, params.include_artifacts,
                                      as_read=True) for task in page.tasks)
     text = list_tasks_response(body, page.next_token, params.page_size, page.total)
-    return RawJSON(text) if len(text) <= LARGE_CHARS else _held(hub, call, text)
+    return RawJSON(text) if len(text) <= LARGE_CHARS else held_answer(hub, call, text)

@@ -59,12 +59,12 @@ def memory_stores(*, retention_secs: float = 86_400.0, clock=None,
 def redis_stores(url: str, *, retention_secs: float = 86_400.0, timeout_secs: float = 5.0,
                  liveness_secs: float = 10.0, max_events: int = 10_000,
                  replica_id: str | None = None, retention: Retention | None = None,
-                 wait_replicas: int = 0, large_read_bytes: int = 256 * 1024 ** 2) -> Stores:
+                 wait_replicas: int = 0, large_read_bytes: int | None = None) -> Stores:
     """The four parts on one Redis (``store: redis://…``, or the primary of
     ``redis-sentinel://…``), sharing one connection; ``wait_replicas``: the replicas
     each acknowledged write waits for (``redis_commands.Commands.durable``);
     ``large_read_bytes``: the large records read at once (``large_reads``)."""
-    from murmur_wsgi.hub.store.large_reads import LargeReads
+    from murmur_wsgi.hub.store.large_reads import MAX_BYTES, LargeReads
     from murmur_wsgi.hub.store.redis import RedisTaskStore
     from murmur_wsgi.hub.store.redis_client import RedisConnection
     from murmur_wsgi.hub.store.redis_limits import RedisCounters
@@ -75,7 +75,7 @@ def redis_stores(url: str, *, retention_secs: float = 86_400.0, timeout_secs: fl
                            replica_id=replica_id, wait_replicas=wait_replicas)
     tasks = RedisTaskStore(conn, retention_secs=retention_secs, max_events=max_events,
                            retention=retention,
-                           large_reads=LargeReads(large_read_bytes, timeout_secs))
+                           large_reads=LargeReads(large_read_bytes or MAX_BYTES, timeout_secs))
     return Stores(tasks, RedisReplicas(conn, tasks), RedisCounters(conn), RedisPushStore(conn))
 
 

@@ -23,6 +23,8 @@ from murmur_wsgi.logs import Sparse
 
 logger = logging.getLogger(__name__)
 
+MAX_BYTES = 256 * 1024 ** 2     # limits.worker_answer_bytes' default
+
 
 class ReadsBusy(StoreError):
     """No room in time for a large record's read: -32603, this message."""

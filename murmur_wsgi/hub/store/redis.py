@@ -43,7 +43,7 @@ import collections
 import logging
 
 from murmur_wsgi.hub.store import redis_scripts as scripts
-from murmur_wsgi.hub.store.large_reads import LargeReads
+from murmur_wsgi.hub.store.large_reads import MAX_BYTES, LargeReads
 from murmur_wsgi.hub.store.base import PENDING, TaskStore, Written
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_commands import short
@@ -103,7 +103,7 @@ class RedisTaskStore(RecordReads, Accepting, TaskEvents, Forgetting, TaskStore):
         self._forgetting_init()
         # When this process last marked a task its streams read (watched), and its tenant.
         self._marked: dict[str, tuple] = {}
-        self.large_reads = large_reads or LargeReads(256 * 1024 ** 2, 5.0)
+        self.large_reads = large_reads or LargeReads(MAX_BYTES, 5.0)
         self._index = RedisIndex(self._redis, self._load, self._sizes, self.large_reads)
 
     def _kept(self, tenant: str) -> tuple:

@@ -23,6 +23,7 @@ from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_keys import index_key, task_key
 from murmur_wsgi.hub.store.redis_read_scripts import record_script
 from murmur_wsgi.hub.task import HubTask
+from murmur_wsgi.logs import Sparse
 
 MAX_ID_BYTES = 256               # a task id longer than this names no task
 # What a read of one record asks for (one HMGET, its owner first): a finished task's
@@ -35,16 +36,14 @@ RECORD = record_script(RECORD_FIELDS, STORED_FORMS)
 RECORD_SHA = hashlib.sha1(RECORD.encode(), usedforsecurity=False).hexdigest()
 
 logger = logging.getLogger(__name__)
-_LOGGED: set = set()             # the unreadable records logged (``_unreadable``)
+_UNREADABLE = Sparse(secs=3600, keys=1000)       # a record that cannot be read: hourly
 
 
 def _unreadable(tenant: str, task_id: str) -> None:
-    """Log, once a process (up to 1,000 records), a task record that cannot be read."""
-    if (tenant, task_id) in _LOGGED or len(_LOGGED) >= 1000:
-        return
-    _LOGGED.add((tenant, task_id))
-    logger.error("redis store: the record of task %s (tenant %s) cannot be read: left out "
-                 "of its pages", task_id, tenant)
+    """Log a task record that cannot be read, at most once an hour per record."""
+    if _UNREADABLE.due((tenant, task_id)) is not None:
+        logger.error("redis store: the record of task %s (tenant %s) cannot be read: left "
+                     "out of its pages", task_id, tenant)
 
 
 class RecordReads:

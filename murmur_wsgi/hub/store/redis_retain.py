@@ -25,9 +25,11 @@ tenant listed twice by two threads costs one ``SADD`` more).
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 
+from murmur_wsgi.hub.store.base import each_then_raise
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_cluster import FAILURES
 from murmur_wsgi.hub.store.redis_keys import (TENANTS, both_key, configs_key, events_key,
@@ -100,18 +102,13 @@ class Forgetting:
     @_guarded
     def expire_finished(self):
         # NOTE: hub.yaml's tenants too: those that ended tasks before ``tenants`` existed.
+        # One tenant whose keys fail (a cluster without its primary, a key of the wrong
+        # type) keeps no other tenant from its retention: raised after them.
         listed = {split_member(found)[0] for found in self._redis.smembers(TENANTS)}
-        first = None
-        for tenant in sorted(listed | set(self._keep.tenants)):
-            # NOTE: one tenant whose keys fail (a cluster without its primary, a key of
-            # the wrong type) keeps no other tenant from its retention: raised after them.
-            try:
-                self._expire(tenant)
-            except FAILURES as ex:
-                first = first or ex
-        if first is not None:
-            raise first
+        each_then_raise(functools.partial(self._expire, tenant)
+                        for tenant in sorted(listed | set(self._keep.tenants)))
 
+    @_guarded
     def _expire(self, tenant: str) -> None:
         """Forget the tenant's finished tasks past its retention, a batch at a time."""
         keep, cap, batch, max_bytes = self._kept(tenant)
