@@ -168,6 +168,35 @@ def test_a_message_sent_again_is_answered_as_a_counted_copy(store):
         close_hub(hub)
 
 
+def test_cancel_answers_are_counted_as_gettask_answers(store):
+    """CancelTask's answer, the task as it was cut, is counted as GetTask's: a copy on Redis
+    (the third of a tenant's refused, the cancels all done), the memory store's kept form
+    quoted (none counted). Before, any number of cancels' answers were held uncounted."""
+    hub = _hub(store, max_body_bytes=4 * MIB)
+    try:
+        acme = HubClient(hub, agent="held")
+        ids = [acme.result("SendMessage", send_params(f"cut-{i} " + "x" * MIB, configuration={
+            "returnImmediately": True}))["task"]["id"] for i in range(3)]
+        for task_id in ids:
+            wait_until(lambda t=task_id: hub.runs.get(t) is not None)
+        held = [_open(acme, "CancelTask", {"id": task_id}) for task_id in ids[:2]]
+        third = _open(acme, "CancelTask", {"id": ids[2]})
+        if hub.store.shared:
+            assert hub.held.held("acme") > 2 * MIB
+            _refusal(third, "limits.answer_bytes", acme.next_id)
+        else:
+            held.append(third)
+            assert hub.held.held() == 0
+        for response in held:
+            assert _whole(response)["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+        assert hub.held.held() == 0
+        for task_id in ids:           # every cancel was done, its answer refused or not
+            assert acme.result("GetTask", {"id": task_id, "historyLength": 0})["status"][
+                "state"] == "TASK_STATE_CANCELED"
+    finally:
+        close_hub(hub)
+
+
 def _post(hub, params: dict) -> bytes:
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
                        "params": params}).encode()

@@ -32,17 +32,26 @@ def get_task(hub, call):
         text = hub.store.task_json(call.tenant, call.agent, task_id)
         if text is None:
             raise TaskNotFoundError(task_id)
-        # NOTE: RawJSON (a str) copies the text it is made of: the memory store's kept wire
-        # form of a task, one copy, was each GetTask's own until its client had read it all.
-        # A large one is answered as pieces that quote it (routes.py), inline (PERF).
-        if len(text) <= LARGE_CHARS:
-            return RawJSON(text)
-        if hub.store.kept(task_id, text):
-            return RawJSONPieces((text,))
-        return held_answer(hub, call, text)
+        # PERF: a small one inline, no call
+        return RawJSON(text) if len(text) <= LARGE_CHARS else task_answer(hub, call, task_id,
+                                                                           text)
     task = find(hub, call)
     text = hub.store.render(task, read_history_length(call.params), as_read=True)
     return RawJSON(text) if len(text) <= LARGE_CHARS else held_answer(hub, call, text)
+
+
+def task_answer(hub, call, task_id: str, text: str):
+    """A task's ``text`` as the store gave it, as an answer: small, inline; large, the
+    memory store's kept wire form quoted (not a copy), else a copy counted (``held_answer``).
+
+    NOTE: RawJSON (a str) copies the text it is made of: the memory store's kept wire form
+    of a task, one copy, was each GetTask's own until its client had read it all. A large
+    one is answered as pieces that quote it (routes.py)."""
+    if len(text) <= LARGE_CHARS:
+        return RawJSON(text)
+    if hub.store.kept(task_id, text):
+        return RawJSONPieces((text,))
+    return held_answer(hub, call, text)
 
 
 def held_answer(hub, call, text: str):
@@ -76,7 +85,9 @@ def cancel_task(hub, call):
         raise TaskNotFoundError(task_id)
     if not stopped or task.state != "TASK_STATE_CANCELED":
         raise TaskNotCancelableError(task.id, task.state)
-    return RawJSON(hub.store.render(task))
+    # NOTE: a large answer is counted as GetTask's (the task is canceled either way: a
+    # refused answer's client reads it with GetTask once there is room).
+    return task_answer(hub, call, task.id, hub.store.render(task))
 
 
 def _ended_in_store(store, task, timeout: float) -> bool:
