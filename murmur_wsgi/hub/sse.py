@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 
-from murmur_wsgi.errors import StoreError
+from murmur_wsgi.errors import RpcError
 from murmur_wsgi.serving.connection import peer_gone
 from murmur_wsgi.streams.sse import SseBody
 
@@ -61,8 +61,9 @@ class HubStream(SseBody):
     def next(self, timeout: float) -> tuple[list, bool]:
         try:
             payloads, done = self._source(timeout)
-        except StoreError as ex:
-            # NOTE: logged where it failed (the store); the client gets the public message.
+        except RpcError as ex:
+            # NOTE: logged where it failed (the store, the held events); the client gets the
+            # public message.
             return [self.error_event(ex.error_object())], True
         return [(None, payload) for payload in payloads], done
 

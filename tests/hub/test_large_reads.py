@@ -61,17 +61,23 @@ def test_no_room_in_time_is_refused_and_nothing_is_held():
     assert reads.held == 0
 
 
+def cramped_hub(redis_server):
+    """A hub on ``redis_server`` (flushed) whose worker reads 4 MiB of large tasks at once,
+    one more waiting 0.3 s for room."""
+    redis_server.flush()
+    config = hub_config(store=redis_server.url)
+    config["redis"] = {"timeout_secs": 0.3}
+    config["limits"] = {**config["limits"], "worker_answer_bytes": 4 * MIB}
+    return create_hub(config)
+
+
 @pytest.mark.cluster
 def test_a_large_record_is_read_once_the_worker_has_room(redis_server):
     """With the worker's room taken, a GetTask of a large task waits its ``redis.timeout_secs``
     and is -32603; a small task's GetTask (sent whole by the script) and CancelTask of
     an unknown task are answered meanwhile, as is a ListTasks page of the small task alone
     (a page holding the large one waits, then -32603); with room again it is read."""
-    redis_server.flush()
-    config = hub_config(store=redis_server.url)
-    config["redis"] = {"timeout_secs": 0.3}
-    config["limits"] = {**config["limits"], "worker_answer_bytes": 4 * MIB}
-    hub = create_hub(config)
+    hub = cramped_hub(redis_server)
     try:
         acme = HubClient(hub)
         large, small = refused_task(hub, MIB), refused_task(hub, 1000)

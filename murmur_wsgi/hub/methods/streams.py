@@ -6,6 +6,7 @@ import time
 
 from murmur_wsgi.errors import InvalidRequestError, StoreError
 from murmur_wsgi.hub.errors import SubscriptionExpiredError
+from murmur_wsgi.hub.held import LARGE_CHARS
 from murmur_wsgi.hub.live import TAKE_BYTES
 from murmur_wsgi.hub.methods.tasks import find
 from murmur_wsgi.hub.sse import HubStream
@@ -31,16 +32,29 @@ class EventSource:
     would take one, kept with every waiting stream).
     """
 
-    __slots__ = ("_store", "_tenant", "_agent", "_task_id", "_read", "_waiting", "_at")
+    __slots__ = ("_store", "_tenant", "_agent", "_task_id", "_read", "_waiting", "_at",
+                 "_hold", "_held")
 
-    def __init__(self, store, task):
+    def __init__(self, store, task, hold=None):
         self._store = store
         self._tenant, self._agent, self._task_id = task.tenant, task.agent, task.id
         self._read = 0
         self._waiting: list | tuple = ()    # events read from the log, from _at not handed over
         self._at = 0
+        # ``hold(payload)``: a large event's release, until it is written (hub/held.py), or
+        # -32603; None: the store's payloads are the ones it keeps, not copies.
+        self._hold = hold
+        self._held: list = []               # the releases of the batch being written
+
+    def close(self) -> None:
+        """The stream ended: what it held is given back."""
+        held, self._held = self._held, []
+        for release in held:
+            release()
 
     def read(self, timeout: float):
+        if self._held:                      # the batch before this read is written
+            self.close()
         if self._at >= len(self._waiting):
             store = self._store
             events, available = store.events(self._task_id, self._read, timeout,
@@ -64,10 +78,24 @@ class EventSource:
             done = done or event.terminal
         if at < len(waiting):
             self._at = at
-            time.sleep(0)                       # NOTE: under gevent, the others' turn
         else:
             self._waiting, self._at = (), 0     # every event handed over: none kept
+        if size > LARGE_CHARS and self._hold is not None:
+            self._held_for(batch)
+        if at < len(waiting):
+            time.sleep(0)                       # NOTE: under gevent, the others' turn
         return batch, done
+
+    def _held_for(self, batch: list) -> None:
+        """Hold the batch's large events while it is written; past the bounds, -32603 (the
+        stream's last event), none held."""
+        try:
+            for payload in batch:
+                if len(payload) > LARGE_CHARS:
+                    self._held.append(self._hold(payload))
+        except BaseException:
+            self.close()
+            raise
 
     def _trimmed(self, events: list) -> list | None:
         """The first read of a log trimmed from its start (Redis keeps
@@ -101,13 +129,26 @@ def subscription(hub, call, task) -> HubStream:
         raise InvalidRequestError(f"this tenant already has {limit} SubscribeToTask streams "
                                   "open on this replica; close one, or poll with GetTask")
     stream = hub.config.stream
-    lifetime = hub.limits(call.tenant)["run_timeout_secs"] + EXTRA_LIFETIME_SECS
+    limits = hub.limits(call.tenant)
+    lifetime = limits["run_timeout_secs"] + EXTRA_LIFETIME_SECS
+
+    def hold(payload, tenant=call.tenant, most=limits["answer_bytes"]):
+        return hub.held.event(payload, tenant, most)
+    # NOTE: a shared store's events are copies read for the worker; the memory store's are
+    # the ones it keeps, quoted.
+    source = EventSource(hub.store, task, hold if hub.store.shared else None)
+
+    def closed():
+        try:
+            source.close()
+        finally:
+            hub.unsubscribe(call.tenant)
     try:
-        return HubStream(call.id, [], EventSource(hub.store, task).read, environ=call.environ,
+        return HubStream(call.id, [], source.read, environ=call.environ,
                          keepalive=stream["keepalive_secs"],
                          write_timeout=stream["write_timeout_secs"], lifetime=lifetime,
                          expired=SubscriptionExpiredError(lifetime).error_object(),
-                         on_close=lambda: hub.unsubscribe(call.tenant))
+                         on_close=closed)
     except BaseException:
         hub.unsubscribe(call.tenant)
         raise

@@ -9,7 +9,9 @@ The record is first read by a script that sends it only when its stored forms ar
 worker has room for it: ``LargeReads.room``. Every large read of the worker together is
 at most ``limits.worker_answer_bytes``, one more waits for room (up to
 ``redis.timeout_secs``, then -32603: ``ReadsBusy``); a worker reading none may always
-read one, however large.
+read one, however large. A stream's event larger than a page of its log is read the same
+way (``redis_events``), and the one event buffer of a task its streams share keeps such an
+event only while it holds room for it (``redis_feed``).
 """
 from __future__ import annotations
 
@@ -51,6 +53,21 @@ class LargeReads:
         with self._room:
             return self._held
 
+    def take(self, size: int) -> bool:
+        """Hold ``size`` bytes of room if there is some now (a stream's buffer keeping a large
+        event it read, ``redis_feed``); ``give`` them back after. No wait."""
+        with self._room:
+            if self._held and self._held + size > self.max_bytes:
+                return False
+            self._held += size
+            return True
+
+    def give(self, size: int) -> None:
+        """Give back what ``take`` held."""
+        with self._room:
+            self._held -= size
+            self._room.notify_all()
+
     @contextlib.contextmanager
     def room(self, size: int):
         """Hold ``size`` bytes of room while the block reads; raise ``ReadsBusy`` when none
@@ -76,6 +93,4 @@ class LargeReads:
         try:
             yield
         finally:
-            with self._room:
-                self._held -= size
-                self._room.notify_all()
+            self.give(size)

@@ -104,6 +104,7 @@ class RedisTaskStore(RecordReads, Accepting, TaskEvents, Forgetting, TaskStore):
         # When this process last marked a task its streams read (watched), and its tenant.
         self._marked: dict[str, tuple] = {}
         self.large_reads = large_reads or LargeReads(MAX_BYTES, 5.0)
+        conn.feed.room = self.large_reads       # a buffer's large event holds room in it
         self._index = RedisIndex(self._redis, self._load, self._sizes, self.large_reads)
 
     def _kept(self, tenant: str) -> tuple:

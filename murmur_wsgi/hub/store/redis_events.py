@@ -58,13 +58,18 @@ class TaskEvents:
         bytes too, as 64 events of a log of large ones (artifact chunks) are most of it."""
         key, start, now = events_key(tenant, task_id), f"{after + 1}-0", time.monotonic()
         if now - self._marked.get(task_id, (tenant, -REWATCH_SECS))[1] < REWATCH_SECS:
-            entries, exists, more = self._scripts["PAGE"](
-                keys=[key], args=[start, PAGE_EVENTS, PAGE_BYTES])
+            page = self._scripts["PAGE"](keys=[key], args=[start, PAGE_EVENTS, PAGE_BYTES])
         else:                   # marked by this process long enough ago: marked again
-            entries, exists, more = self._scripts["READ"](
-                keys=[task_key(tenant, task_id), key],
-                args=[start, WATCH_MS, PAGE_EVENTS, PAGE_BYTES])
+            page = self._scripts["READ"](keys=[task_key(tenant, task_id), key],
+                                         args=[start, WATCH_MS, PAGE_EVENTS, PAGE_BYTES])
             self._marked[task_id] = (tenant, now)
+        entries, exists, more = page[:3]
+        if len(page) > 3:
+            # MEMORY: an event larger than a page (an artifact of many MiB), read once the
+            # worker has room for it: every stream opening on a large event read a copy of
+            # its own at once, however many (``large_reads``).
+            with self.large_reads.room(page[3]):
+                entries = self._command("XRANGE", key, start, "+", "COUNT", 1)
         # NOTE: a raw reply: each entry is [id, [field, value, …]].
         return self._filled(tenant, task_id, [
             StoredEvent(int(entry_id.split("-", 1)[0]), *_payload_and_end(fields))
@@ -72,9 +77,16 @@ class TaskEvents:
 
     def _filled(self, tenant: str, task_id: str, events: list) -> list:
         """``events`` with a refused task's first event read from its record's wire form
-        (left out when the record has just been forgotten)."""
+        (left out when the record has just been forgotten); one larger than a page once
+        the worker has room for it, as a large event (``_read_events``)."""
         if events and events[0].payload == "":
-            wire = self._redis.hget(task_key(tenant, task_id), "wire")
+            key = task_key(tenant, task_id)
+            size = self._redis.hstrlen(key, "wire")
+            if size > PAGE_BYTES:
+                with self.large_reads.room(size):
+                    wire = self._redis.hget(key, "wire")
+            else:
+                wire = self._redis.hget(key, "wire")
             if wire is None:
                 return events[1:]
             events[0] = StoredEvent(events[0].seq, task_event(wire), events[0].terminal)

@@ -6,7 +6,7 @@ Every script that writes an event of a *marked* task also publishes ``<task id> 
 (``reading``), so the events of a task no stream reads are announced to nobody. ``EventFeed`` listens to that channel on one
 connection, in one thread per store, and issues no command of its own. A task
 some local stream reads (a *watched* task) keeps the newest events read of it
-in a small buffer; a notification past the buffer wakes the task's readers,
+in a small buffer (``redis_watched``); a notification past the buffer wakes the task's readers,
 and one of them (single flight) reads what is new with one read for all.
 Every read takes at most a page (``PAGE_EVENTS`` events, and none past the one
 that brings it to ``PAGE_BYTES``): a long log (a replay from the start) is read
@@ -44,61 +44,14 @@ import time
 import redis
 
 from murmur_wsgi.hub.store.redis_cluster import FAILURES
+from murmur_wsgi.hub.store.redis_watched import Watched
 
 logger = logging.getLogger(__name__)
 
-BUFFER_EVENTS = 64              # the newest events a watched task keeps for its readers
-BUFFER_BYTES = 256 * 1024      # … and at most this many payload bytes (the newest always)
 PAGE_EVENTS = 64                # the most events one read of a task's log takes
 PAGE_BYTES = 1024 * 1024        # … and none past the one that brings it to this many bytes
 IDLE_SECS = 60.0                # a task no reader asked about for this long is forgotten
 RECONNECT_SECS = 1.0
-
-
-class _Watched:
-    """What this worker has read of one task: its newest events, and what was notified.
-
-    Forgotten once no reader asked for ``IDLE_SECS``, or at once when no reader is left
-    and its final event is read."""
-
-    __slots__ = ("entries", "first", "last", "notified", "reading", "epoch", "readers",
-                 "touched", "size", "more", "cond")
-
-    def __init__(self, epoch: int, lock):
-        self.entries: list = []       # StoredEvent, oldest first: positions first..last
-        self.first = 1                # the buffer covers a reader that read first - 1
-        self.last = -1                # the newest position read (-1: nothing yet)
-        self.notified = 0             # the newest position the channel announced
-        self.reading = False          # a reader is reading for every one (single flight)
-        self.epoch = epoch
-        self.readers = 0
-        self.touched = 0.0
-        self.size = 0
-        self.more = False             # the last read was a full page: the log goes on
-        self.cond = threading.Condition(lock)   # this task's readers wait here
-
-    def covers(self, after: int, epoch: int) -> bool:
-        return self.epoch == epoch and self.last >= 0 and self.first - 1 <= after <= self.last
-
-    def since(self, after: int) -> list:
-        return [e for e in self.entries if e.seq > after]
-
-    def merge(self, after: int, entries: list) -> None:
-        """Take ``entries`` (every event after ``after``, in order, as just read)."""
-        if self.last >= after and self.last >= 0:
-            fresh = [e for e in entries if e.seq > self.last]
-        else:                                    # nothing contiguous held: start anew
-            self.entries, self.size, self.first, fresh = [], 0, after + 1, entries
-            self.last = after
-        for event in fresh:
-            self.entries.append(event)
-            self.size += len(event.payload)
-            self.last = event.seq
-        while len(self.entries) > 1 and (len(self.entries) > BUFFER_EVENTS
-                                         or self.size > BUFFER_BYTES):
-            dropped = self.entries.pop(0)
-            self.size -= len(dropped.payload)
-            self.first = dropped.seq + 1
 
 
 class EventFeed:
@@ -125,13 +78,16 @@ class EventFeed:
         self._clock = clock
         self._lock = threading.RLock()    # NOTE: an RLock under Conditions (docs/architecture.md)
         self._changed = threading.Condition(self._lock)   # the epoch, the close
-        self._watched: dict[str, _Watched] = {}
+        self._watched: dict[str, Watched] = {}
         self._epoch = 0                 # odd while subscribed
         self._closed = False
         self._thread: threading.Thread | None = None
         self._others: dict[str, object] = {}       # another channel -> its callback
         self._observer = None                      # told of every event notified
         self._resubscribed: list = []              # told of each subscription after a loss
+        # The room a buffer's event past BUFFER_BYTES holds (the store's ``large_reads``);
+        # None: such an event is kept as any other.
+        self.room = None
 
     # --- readers -----------------------------------------------------------
 
@@ -158,7 +114,7 @@ class EventFeed:
         with self._changed:
             watched = self._watched.get(task_id)
             if watched is None:
-                watched = self._watched[task_id] = _Watched(self._epoch, self._lock)
+                watched = self._watched[task_id] = Watched(self._epoch, self._lock)
             watched.readers += 1
             watched.touched = self._clock()
         try:
@@ -211,9 +167,11 @@ class EventFeed:
                     # known to miss nothing the channel will not announce.
                     if exists and epoch % 2 and epoch == self._epoch:
                         if watched.epoch != epoch:            # taken anew in this epoch
+                            watched.let_go(self.room)
                             watched.epoch, watched.last, watched.entries = epoch, -1, []
                             watched.size = 0
                         watched.merge(start, entries)
+                        watched.kept_within(self.room)
                         watched.more = more
                         if watched.more:        # the log may go on: as if notified
                             watched.notified = max(watched.notified, watched.last + 1)
@@ -236,6 +194,8 @@ class EventFeed:
             with self._changed:
                 watched.readers -= 1
                 watched.touched = self._clock()
+                if not watched.readers and watched.large is not None:
+                    watched.dropped(self.room)      # no reader left to share it with
 
     def reading(self) -> list[str]:
         """The tasks some reader of this feed reads now (the store keeps them watched)."""
@@ -254,6 +214,7 @@ class EventFeed:
                     kept.append(task_id)
                 elif watched is not None:
                     del self._watched[task_id]
+                    watched.let_go(self.room)
         return kept
 
     # --- the listener --------------------------------------------------------
@@ -341,7 +302,7 @@ class EventFeed:
             idle = [k for k, w in self._watched.items() if not w.readers and (
                 w.touched < now - IDLE_SECS or (w.entries and w.entries[-1].terminal))]
             for task_id in idle:
-                del self._watched[task_id]
+                self._watched.pop(task_id).let_go(self.room)
 
     def _listen(self) -> None:
         while not self._closed:
@@ -413,5 +374,7 @@ class EventFeed:
             self._closed = True
             self._changed.notify_all()
             self._wake_all()
+            for watched in self._watched.values():
+                watched.let_go(self.room)
         if wait > 0 and self._thread is not None:
             self._thread.join(wait)

@@ -29,17 +29,26 @@ return watch(tonumber(ARGV[1]))
 
 # A page of a task's log: its entries from an entry id on, at most ``count``, and none
 # after the one whose payloads (``p``) bring the page to ``bytes``; whether the log exists;
-# 1 when the page stopped at either bound (the log may go on). PERF: one XRANGE, cut (an
-# XRANGE an entry, never holding more than the page, cost Redis 13 times the CPU).
+# 1 when the page stopped at either bound (the log may go on). An entry whose payload alone
+# passes ``bytes`` ends the page before it; first, it is not sent: its size is, fourth
+# (``redis_events`` reads it once the worker has room). PERF: one XRANGE, cut (an XRANGE
+# an entry, never holding more than the page, cost Redis 13 times the CPU).
 _PAGE = """
 local function page(ev, start, count, bytes)
   local entries = redis.call('XRANGE', ev, start, '+', 'COUNT', count)
   local size = 0
   for i = 1, #entries do
     local fields = entries[i][2]
+    local one = 0
     for j = 1, #fields, 2 do
-      if fields[j] == 'p' then size = size + #fields[j + 1] end
+      if fields[j] == 'p' then one = one + #fields[j + 1] end
     end
+    if one > bytes then
+      if i == 1 then return {{}, 1, 1, one} end
+      for k = #entries, i, -1 do entries[k] = nil end
+      return {entries, 1, 1}
+    end
+    size = size + one
     if size >= bytes and i < #entries then
       for k = #entries, i + 1, -1 do entries[k] = nil end
       return {entries, 1, 1}

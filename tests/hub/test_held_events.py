@@ -1,0 +1,84 @@
+"""A SubscribeToTask stream's large event read off Redis is held counted while the stream
+writes it (hub/held.py ``HeldAnswers.event``): a tenant's streams at most
+``limits.answer_bytes`` of them on a worker, every tenant's ``limits.worker_answer_bytes``;
+one more past either ends its stream with -32603, and a written or closed stream gives its
+event back.
+
+A stream reads its task's log a page at a time, but an event larger than a page whole:
+before, every stream stalled in a large event (an artifact of many MiB, a task of a large
+message) held a copy of its own, uncounted (ten streams stalled in a 6 MiB artifact held
+61 MiB of one worker). The memory store's streams quote the events it keeps: nothing is
+counted there.
+"""
+from __future__ import annotations
+
+import json
+
+from murmur_wsgi.hub import create_hub
+
+from tests.hub.conftest import KEY_B, HubClient, close_hub, hub_config, refused_task
+
+MIB = 1024 ** 2
+
+
+def _hub(store: str):
+    config = hub_config(store=store)
+    config["limits"] = {**config["limits"], "answer_bytes": 3 * MIB,
+                        "worker_answer_bytes": 4 * MIB}
+    config["tenants"]["globex"]["limits"]["max_subscriptions"] = 3
+    return create_hub(config)
+
+
+def _events(chunks) -> list[dict]:
+    text = b"".join(chunks).decode()
+    return [json.loads(line[len("data: "):]) for line in text.split("\n")
+            if line.startswith("data: ")]
+
+
+def _refused(chunks, setting: str, request_id: int) -> None:
+    assert _events(chunks) == [{"jsonrpc": "2.0", "id": request_id, "error": {
+        "code": -32603, "message": f"Internal error: this worker holds as many large answers "
+        f"as it may ({setting}) for clients still reading them; try again once they are "
+        "read"}}]
+
+
+def _begun(rpc, task_id: str):
+    """A SubscribeToTask stream of ``task_id``, its first chunk read: (response, its chunks'
+    iterator, [that chunk])."""
+    response = rpc.call("SubscribeToTask", {"id": task_id}, buffered=False)
+    chunks = iter(response.response)
+    return response, chunks, [next(chunks)]
+
+
+def test_a_streams_large_event_is_held_counted_until_written(store):
+    hub = _hub(store)
+    try:
+        acme, globex = HubClient(hub), HubClient(hub, headers={"X-API-Key": KEY_B})
+        mine = [refused_task(hub, MIB) for _ in range(3)]
+        theirs = [refused_task(hub, MIB, "globex") for _ in range(2)]
+        streams = [_begun(acme, mine[0]), _begun(acme, mine[1]), _begun(globex, theirs[0])]
+        if hub.store.shared:
+            assert hub.held.held("acme") > 2 * MIB and hub.held.held("globex") > MIB
+            held = hub.held.held()
+            streams.append(_begun(acme, mine[0]))     # the same event, read once for both
+            assert hub.held.held() == held
+            third = acme.call("SubscribeToTask", {"id": mine[2]}, buffered=False)
+            _refused(third.response, "limits.answer_bytes", acme.next_id)
+            fourth = globex.call("SubscribeToTask", {"id": theirs[1]}, buffered=False)
+            _refused(fourth.response, "limits.worker_answer_bytes", globex.next_id)
+        else:
+            assert hub.held.held() == 0
+        response, chunks, first = streams.pop(0)
+        events = _events(first + list(chunks))           # read to its end: its Task
+        response.close()
+        assert [event["result"]["task"]["id"] for event in events] == [mine[0]]
+        assert events[0]["result"]["task"]["history"][0]["parts"][0]["text"] == "x" * MIB
+        for response, _, _ in streams:                    # closed unread: given back
+            response.close()
+        assert hub.held.held() == 0
+        again = acme.call("SubscribeToTask", {"id": mine[2]}, buffered=False)
+        assert [e["result"]["task"]["id"] for e in _events(again.response)] == [mine[2]]
+        again.close()
+        assert hub.held.held() == 0
+    finally:
+        close_hub(hub)
