@@ -153,21 +153,25 @@ class HubTask:
         """The task as GetTask answers it, as a new dict (a frozen task's record)."""
         return json.loads(self.to_json())
 
-    def freeze(self) -> None:
+    def freeze(self, last: str | None = None) -> None:
         """A finished task as its wire form only: ``history`` and ``artifacts`` are read from
         it (a new copy at each read), and a form without its artifacts is that text with
         their place cut out (``_shape``: where they are, how long the history is). It
-        changes no more."""
+        changes no more. ``last``: its last artifact's JSON, encoded already.
+
+        MEMORY: one join of its pieces, ``last`` quoted: encoded again, then copied into
+        the artifacts' text and that into the form, a long answer was four copies of it."""
         if self._history is None:
             return
-        head, arts, hist = self._pieces()
-        self._json = f"{head}{arts}{hist}}}"
-        self._shape = (len(head), len(head) + len(arts), len(self._history))
+        head, arts, hist = self._pieces(last)
+        self._json = "".join((head, *arts, hist, "}"))
+        self._shape = (len(head), len(head) + sum(map(len, arts)), len(self._history))
         self._history = self._artifacts = self._history_json = None
 
-    def _pieces(self) -> tuple[str, str, str]:
-        """A task's full wire form (not frozen) in three texts: up to its status, its
-        artifacts, its history (each ``""`` when it has none), its closing brace left out.
+    def _pieces(self, last: str | None = None) -> tuple[str, tuple, str]:
+        """A task's full wire form (not frozen) in three parts: up to its status, its
+        artifacts (texts; ``last``, when given, as the JSON of the last), its history
+        (``""``, ``()`` when it has none), its closing brace left out.
 
         NOTE: in ``wire.task.task``'s order: the text ``compact_utf8(self.to_dict())`` is.
         PERF: the status written as ``status_json`` writes it, the history encoded once
@@ -176,20 +180,27 @@ class HubTask:
                              self.status_ms)
         head = f'{{"id":{_ids(self.id, self.context_id)}{status}'
         artifacts = self._artifacts
-        arts = f',"artifacts":{compact_utf8(artifacts)}' if artifacts else ""
+        if not artifacts:
+            arts = ()
+        elif last is None:
+            arts = (',"artifacts":', compact_utf8(artifacts))
+        elif len(artifacts) == 1:
+            arts = (',"artifacts":[', last, "]")
+        else:
+            arts = (',"artifacts":', compact_utf8(artifacts[:-1])[:-1], ",", last, "]")
         hist = f',"history":{self.history_json()}' if self._history else ""
         return head, arts, hist
 
-    def record(self) -> tuple:
-        """The task, frozen, as one tuple of strings and numbers (``as_task`` makes it a task
-        again): what the memory store keeps of a finished task.
+    def record(self, last: str | None = None) -> tuple:
+        """The task, frozen (``freeze``'s ``last``), as one tuple of strings and numbers
+        (``as_task`` makes it a task again): what the memory store keeps of a finished task.
 
         MEMORY: a store keeps up to ``tasks.max_per_tenant`` finished tasks per tenant, and
         each full collection of Python's garbage collector walks every object it tracks
         with the worker stopped. As a task with its lists and dicts, a finished task was
         sixteen such objects (766 ms a collection at 100,000 tasks, docs/performance.md);
         a tuple of strings and numbers is none once the collector has seen it."""
-        self.freeze()
+        self.freeze(last)
         return (self.id, self.context_id, self.tenant, self.agent, self.message_id, self.state,
                 self.status_text, self.status_ms, self.created_ms, self.seq, self._json,
                 self.written, *self._shape)
@@ -286,7 +297,8 @@ class HubTask:
         if history_length is None and artifacts:
             text = self._json
             if text is None:
-                text = "".join(self._pieces()) + "}"
+                head, arts, hist = self._pieces()
+                text = "".join((head, *arts, hist, "}"))
                 if cache:
                     self._json = text
             return text

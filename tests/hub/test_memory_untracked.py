@@ -19,9 +19,11 @@ import pytest
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store import memory_stores
-from murmur_wsgi.hub.store.memory import MemoryTaskStore
+from murmur_wsgi.hub.store.memory import PIECES_CHARS, MemoryTaskStore
 from murmur_wsgi.hub.store.push_base import MAX_CONFIGS_PER_TASK, PushRecord
-from murmur_wsgi.hub.task import COMPLETED, FAILED, REJECTED, WORKING, HubTask
+from murmur_wsgi.hub.task import (COMPLETED, FAILED, REJECTED, WORKING, HubTask,
+                                  answer_artifact, artifact_event_around)
+from murmur_wsgi.wire.encode import compact_utf8
 from murmur_wsgi.wire.task import data_part, text_part
 
 from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until
@@ -214,6 +216,35 @@ def test_a_finished_log_reads_as_it_did():
         assert [(e.seq, e.payload, e.terminal) for e in events] == [
             (n, p, n == 5) for n, p in
             enumerate([e.payload for e in running] + written, start=1)][after:]
+
+
+def test_a_long_final_chunk_in_pieces_reads_as_its_text():
+    """An end's event given in pieces around the answer's JSON (``answer``): a long one is
+    kept in them until the log is first read, then read as the text they join to; the
+    task's form quotes that JSON; the task's bytes are counted the same."""
+    store = MemoryTaskStore()
+    long, short = "x" * PIECES_CHARS, "short"
+    for text in (long, short):
+        task = HubTask(f"t-{len(text)}", "c", "acme", "echo", f"m-{len(text)}",
+                       {"messageId": "m", "role": "ROLE_USER", "parts": [text_part("hi")]})
+        store.create(task, task.task_event())
+        store.start(task.id)
+        artifacts = [answer_artifact([text_part(text)])]
+        encoded = compact_utf8(artifacts[-1])
+        pieces = artifact_event_around(task.id, "c", encoded, append=False, last=True)
+        written = store.end(task.id, COMPLETED, None, artifacts, [pieces], answer=encoded)
+        assert written[0] == (pieces if text is long else "".join(pieces))
+        assert store._events[task.id][2] == written[0]
+        expected = compact_utf8(dict(json.loads(task.task_event())["task"],
+                                     status=json.loads(store.render(task))["status"],
+                                     artifacts=artifacts))
+        assert store.render(task) == expected
+        size = store._finished["acme"][task.id][1]
+        assert size == len(expected) + sum(len(e.payload) for e in store.events(task.id, 0,
+                                                                                0)[0])
+        events, _ = store.events(task.id, 2, 0)
+        assert [e.payload for e in events] == ["".join(pieces), written[1]]
+        assert all(type(payload) is str for payload in store._events[task.id][1:])
 
 
 def test_a_push_config_holds_no_object_the_collector_tracks():

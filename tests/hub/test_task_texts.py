@@ -54,6 +54,23 @@ def test_a_task_s_wire_form_in_pieces_is_the_encoder_s(context_id, text):
         assert task.to_json() == whole and task.history_json() == compact_utf8([message])
 
 
+@pytest.mark.parametrize("named", [0, 1, 2])
+def test_a_task_frozen_around_its_last_artifact_s_json_is_the_encoder_s(named):
+    """``freeze(last)``: the last artifact's JSON as given (``TaskStore.end``'s ``answer``),
+    the others encoded: the same text as a task frozen without it."""
+    message = {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "é"}]}
+    artifacts = [{"artifactId": f"n{i}", "name": "n", "parts": [{"text": f"{i} \"q\""}]}
+                 for i in range(named)]
+    artifacts.append(answer_artifact([wire_task.text_part('a "long"\n answer ✓')]))
+    task = HubTask("t-1", "c", "tenant", "agent", "m-1", message)
+    task.set_state(COMPLETED)
+    task.set_artifacts(artifacts)
+    whole, bare = compact_utf8(task.to_dict()), compact_utf8(task.to_dict(artifacts=False))
+    task.freeze(compact_utf8(artifacts[-1]))
+    assert task.to_json() == whole and task.to_json(artifacts=False) == bare
+    assert task.artifacts == artifacts and task.history == [message]
+
+
 @pytest.mark.parametrize("context_id", CONTEXTS)
 @pytest.mark.parametrize("append", [False, True])
 @pytest.mark.parametrize("last", [False, True])

@@ -19,10 +19,11 @@ message once, in its wire form (its first event is rendered from it when read).
 
 MEMORY: a finished task is kept in values Python's garbage collector does not track
 (``HubTask.record``: a tuple of strings and numbers, its wire form among them; its event
-log a tuple of its payloads, ``_stored``; an index of one task a tuple,
-``memory_index``), where it was sixteen objects the collector tracks: a full collection
-with a tenant at its cap no longer stops the worker for hundreds of milliseconds
-(docs/performance.md). ``get`` hands out a finished task as a new, frozen ``HubTask``.
+log a tuple of its payloads, ``_stored``, a long final chunk a tuple of its pieces until
+read, ``_kept_form``; an index of one task a tuple, ``memory_index``), where it was
+sixteen objects the collector tracks: a full collection with a tenant at its cap no
+longer stops the worker for hundreds of milliseconds (docs/performance.md). ``get`` hands
+out a finished task as a new, frozen ``HubTask``.
 """
 from __future__ import annotations
 
@@ -45,6 +46,11 @@ from murmur_wsgi.wire.stream import task_event
 logger = logging.getLogger(__name__)
 
 
+# An event given in pieces (``TaskStore.end``: a long answer's final chunk around its JSON)
+# is kept in them from this many characters; a shorter one as one text.
+PIECES_CHARS = 64 * 1024
+
+
 def _stored(log: list | tuple, after: int) -> list:
     """The events of ``log`` after its first ``after``: a running task's StoredEvents as
     they are; a finished task's payloads (a tuple: its events numbered from 1, the last
@@ -53,6 +59,19 @@ def _stored(log: list | tuple, after: int) -> list:
         return log[after:]
     last = len(log)
     return [StoredEvent(n, log[n - 1], n == last) for n in range(after + 1, last + 1)]
+
+
+def _kept_form(payload: str | tuple) -> str | tuple:
+    """An event as a finished task's log keeps it: one text, or a long one's pieces.
+
+    MEMORY: a long answer's final chunk stays the run's pieces, its middle the answer's
+    JSON the run encoded (``end``'s ``answer``), until a reader of the log needs its text
+    (``_joined_locked``): joined at the end, it was one more copy of the answer while the
+    task's wire form was made from that JSON. A short one is joined: a tuple and its
+    texts take more than one text."""
+    if isinstance(payload, str) or sum(map(len, payload)) >= PIECES_CHARS:
+        return payload
+    return "".join(payload)
 
 
 class MemoryTaskStore(Retaining, TaskStore):
@@ -148,12 +167,13 @@ class MemoryTaskStore(Retaining, TaskStore):
         found = self._tasks.get(task_id)
         return None if type(found) is tuple else found
 
-    def _keep_finished_locked(self, task) -> None:
-        """Keep the finished ``task`` as its record (``HubTask.record``), in the indexes too.
+    def _keep_finished_locked(self, task, last: str | None = None) -> None:
+        """Keep the finished ``task`` as its record (``HubTask.record``: ``last``, its last
+        artifact's JSON, when encoded already), in the indexes too.
 
         NOTE: the task itself is frozen: a caller that holds it (a run, its held request)
         reads it as it is, from its wire form."""
-        record = task.record()
+        record = task.record(last)
         self._tasks[task.id] = record
         self._indexes.kept(task, record)
 
@@ -200,10 +220,10 @@ class MemoryTaskStore(Retaining, TaskStore):
                 return None
             if artifacts is not None:
                 task.set_artifacts(artifacts)
+            else:
+                answer = None
             self._set_state_locked(task, state, text)
-            # NOTE: an event given in pieces is kept as one text, the one the stream writes.
-            written = [payload if isinstance(payload, str) else "".join(payload)
-                       for payload in events] + [task.status_event()]
+            written = [*map(_kept_form, events), task.status_event()]
             first, count = numbered
             for i, payload in enumerate(written):
                 if i < count and first + i <= task.written:
@@ -212,7 +232,7 @@ class MemoryTaskStore(Retaining, TaskStore):
             log = self._events.get(task_id)
             if log is not None:
                 self._events[task_id] = tuple(event.payload for event in log)
-            self._keep_finished_locked(task)
+            self._keep_finished_locked(task, answer)
             self._expiry[task_id] = self.clock() + self._retention
             self._finish_locked(task)
             self.changed.notify_all()
@@ -270,6 +290,7 @@ class MemoryTaskStore(Retaining, TaskStore):
                 if log is None:
                     return [], False
                 if len(log) > after:
+                    log = self._joined_locked(task_id, log, after)
                     return self._rendered_locked(task_id, _stored(log, after)), True
                 if self.closed:
                     return [], False
@@ -277,6 +298,17 @@ class MemoryTaskStore(Retaining, TaskStore):
                 if left <= 0:
                     return [], True
                 self._readers.wait(task_id, left)
+
+    def _joined_locked(self, task_id: str, log: list | tuple, after: int) -> list | tuple:
+        """The task's log, with a finished one's events kept in pieces (``_kept_form``)
+        joined when one after its first ``after`` is, once for every later reader: a
+        reader reads texts."""
+        if type(log) is not tuple or \
+                not any(type(log[n]) is tuple for n in range(after, len(log))):
+            return log
+        log = self._events[task_id] = tuple(
+            "".join(payload) if type(payload) is tuple else payload for payload in log)
+        return log
 
     def _rendered_locked(self, task_id: str, events: list) -> list:
         """``events`` with a refused task's first event rendered from its record."""

@@ -33,9 +33,11 @@ TRIM_BATCH = 100                 # finished tasks one step forgets at most (the 
 
 def task_bytes(wire: str, payloads) -> int:
     """A finished task's bytes as a store keeps them: its wire form's and its events'
-    payloads' (None: one rendered from the wire form), in UTF-8. The Redis store counts
-    the same in its scripts (Lua's ``#``: a string's bytes)."""
-    return sum(utf8_bytes(text) for text in (wire, *payloads) if text)
+    payloads' (None: one rendered from the wire form; a tuple: the text its pieces join
+    to), in UTF-8. The Redis store counts the same in its scripts (Lua's ``#``: a
+    string's bytes)."""
+    return sum(utf8_bytes(text) for payload in (wire, *payloads) if payload
+               for text in ((payload,) if type(payload) is str else payload))
 
 
 @dataclass(frozen=True)
