@@ -30,18 +30,6 @@ MERGE_TOKENS = 1024              # pending tokens are joined into one string thi
 SPLIT_TOKENS = 16                # a reader at most this many tokens behind gets each alone
 
 
-def made_of(parts: list[str], text: str) -> bool:
-    """Whether ``parts`` joined are ``text``, compared without joining them."""
-    if sum(map(len, parts)) != len(text):
-        return False
-    at = 0
-    for part in parts:
-        if not text.startswith(part, at):
-            return False
-        at += len(part)
-    return True
-
-
 def _is_status(payload: str) -> bool:
     return payload.startswith('{"statusUpdate"')
 

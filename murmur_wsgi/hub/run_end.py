@@ -11,7 +11,7 @@ import logging
 from murmur_wsgi.agents.endings import (NOT_JSON, AgentValueError, Ending, TaskCanceled,
                                         check_readable, run_agent)
 from murmur_wsgi.agents.output import passed_text
-from murmur_wsgi.hub.live import made_of
+from murmur_wsgi.hub.run_text import joined, made_of
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.task import (CANCELED, COMPLETED, FAILED, answer_artifact, answer_json,
                                   artifact_event_around, artifact_update, data_part)
@@ -56,7 +56,7 @@ def final_write(run, state: str, answer: str | None, data) -> tuple[list, list |
     elif state in (CANCELED, FAILED):
         # NOTE: what its stream published stays on the task: a client that read the stream
         # (or replays it) and one that reads the task see the same artifacts.
-        streamed = "".join(run.tokens)
+        streamed = joined(run.tokens)
         artifacts = [*run.artifacts.values()] + ([answer_artifact([text_part(streamed)])]
                                                  if streamed else [])
     return events, artifacts, encoded

@@ -16,6 +16,7 @@ from murmur_wsgi.agents.turns import turn
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.live import MERGE_TOKENS
 from murmur_wsgi.hub.run_end import count_output
+from murmur_wsgi.hub.run_text import Carried, joined
 from murmur_wsgi.hub.task import (ANSWER, artifact_event, artifact_update, progress_status,
                                   status_update)
 from murmur_wsgi.wire.encode import utf8_bytes
@@ -154,7 +155,7 @@ class RunWrites:
         """The task as it stands, for a reader that fell behind: its named artifacts whole,
         and the answer's text so far."""
         return ([artifact_event(self.task_id, self.context_id, artifact, False, False)
-                 for artifact in self.artifacts.values()], "".join(self.tokens))
+                 for artifact in self.artifacts.values()], joined(self.tokens))
 
     def _merge_unstored(self) -> list[str]:
         """Join the tokens not yet stored into entries of at most ``STORED_CHARS``; their
@@ -184,12 +185,16 @@ class RunWrites:
         each; a store that fails (or events kept before them) keeps them unstored, not lost:
         the next flush stores them, or the end's answer carries them whole (``finish``)."""
         if self.stored < len(self.tokens) and self.kept.idle:
+            tokens, at = self.tokens, self.stored
             for text in self._merge_unstored():
-                self.kept.add(artifact_update(self.task_id, self.context_id, [text_part(text)],
-                                              append=self.stored_any, last=False))
+                payload = artifact_update(self.task_id, self.context_id, [text_part(text)],
+                                          append=self.stored_any, last=False)
+                self.kept.add(payload)
                 # NOTE: refused, the event stays kept under its number (it may have been
                 # written, its answer lost): sent again as it is, it is written once.
                 self.stored_any = True
-            self.stored = len(self.tokens)
+                tokens[at] = Carried(payload, len(text))     # MEMORY: run_text.py
+                at += 1
+            self.stored = len(tokens)
             self._store_kept_locked()
         self.last_flush = time.monotonic()

@@ -88,7 +88,7 @@ class Run(RunWrites):
         self.keep_answer = False     # a held SendMessage answers with the finished task
         self.final_json = None       # its JSON, when the store's end returned it
         self.overdue = False         # ended while the agent executes: it holds a slot still
-        self.tokens: list[str] = []  # the streamed text, merged (see _flush_locked)
+        self.tokens: list = []       # the streamed text, merged (_flush_locked, run_text.py)
         self.stored = 0              # entries of tokens already in the store's log
         self.stored_any = False
         self._loose = 0              # the newest tokens, not joined yet (all unstored)

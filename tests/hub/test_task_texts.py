@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import pytest
 
+from murmur_wsgi.hub.run_text import Carried, joined, made_of
 from murmur_wsgi.hub.task import (ALL_STATES, COMPLETED, FAILED, SUBMITTED, WORKING, HubTask,
                                   answer_artifact, answer_json, artifact_event,
-                                  artifact_event_around, data_part, final_texts,
-                                  started_event, status_json, status_update, task_status)
+                                  artifact_event_around, artifact_update, data_part,
+                                  final_texts, started_event, status_json, status_update,
+                                  task_status)
 from murmur_wsgi.hub.usage import usage_part, usage_part_json
 from murmur_wsgi.wire import task as wire_task
 from murmur_wsgi.wire.encode import compact_utf8
@@ -93,3 +95,18 @@ def test_an_answer_written_around_its_text_is_the_encoder_s(text, data):
         [data_part(usage)]
     assert answer_json(text, None if data is None else compact_utf8(data), usage_json) == \
         compact_utf8(answer_artifact(parts))
+
+
+@pytest.mark.parametrize("context_id", CONTEXTS + ['"parts":[{"text":"x'])
+@pytest.mark.parametrize("text", ["", "hi", 'a "q" \\ \n\t\x01 é \u2028 \ud800 \U0001f600',
+                                  '"parts":[{"text":"x'])
+def test_a_stored_piece_of_streamed_text_reads_back_from_its_event(context_id, text):
+    """``run_text.Carried``: the run keeps a stored piece as its event; read back, it is the
+    piece, whatever the ids and the text hold; ``made_of`` and ``joined`` read it so."""
+    payload = artifact_update('t-"parts":[{"text":"', context_id, [wire_task.text_part(text)],
+                              append=True, last=False)
+    carried = Carried(payload, len(text))
+    assert carried.text() == text and len(carried) == len(text)
+    assert joined([carried, "tail"]) == text + "tail"
+    assert made_of([carried, "tail"], text + "tail")
+    assert not made_of([carried, "tail"], text + "tall")
