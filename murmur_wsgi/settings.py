@@ -107,6 +107,48 @@ class Block(Schema):
         return data
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _shown(text: str) -> str:
+    """``text`` with each lone surrogate as its escape (``\\ud800``)."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def first_unencodable(data: Any, skip: frozenset = frozenset()) -> str | None:
+    """The path (``a.b[0].c``) of the first string of ``data``, a key or a value at any
+    depth, that UTF-8 cannot encode, or None; a path in ``skip`` is not looked into.
+
+    Such a string holds a lone surrogate: YAML reads ``"\\ud800"`` as one, and Python
+    reads an environment variable's bytes that are not UTF-8 as them (surrogateescape).
+    A card, a log line or a JSON answer holding one cannot be written. Its path is
+    shown with each surrogate escaped. A structure YAML made recursive (``&a [*a]``) is
+    walked once.
+    """
+    stack: list = [("", data)]
+    seen: set = set()
+    while stack:
+        path, value = stack.pop()
+        if path in skip:
+            continue
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return _shown(path)
+            continue
+        if not isinstance(value, (dict, list)) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
+            continue
+        for key, item in reversed(list(value.items())):
+            name = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and _SURROGATE.search(key):
+                return _shown(name)
+            stack.append((name, item))
+    return None
+
+
 def first_error(messages: Any, path: str = "") -> str:
     """Flatten marshmallow's nested messages to ``key.path: what is wrong``."""
     if isinstance(messages, dict):

@@ -16,9 +16,13 @@ from marshmallow import ValidationError
 from murmur_wsgi.hub.config_env import apply_env, env_named
 from murmur_wsgi.hub.config_schema import ConfigError, HubSchema
 from murmur_wsgi.loading import read_yaml
-from murmur_wsgi.settings import first_error
+from murmur_wsgi.settings import first_error, first_unencodable
 
 logger = logging.getLogger(__name__)
+
+# The settings read as bytes of any kind (push/settings.py: ``secret_bytes``): a master
+# secret of random bytes in its variable is one.
+AS_BYTES = frozenset({"push.secret"})
 
 # The file ``murmur-wsgi hub`` hands to its gunicorn worker (not a setting: no key has that path).
 CONFIG_ENV = "MURMUR_HUB_CONFIG_FILE"
@@ -77,6 +81,11 @@ def load_config(data, environ=None) -> HubConfig:
         raise ConfigError("hub.yaml must be a mapping of keys")
     data, origin = apply_env(data, environ)
     data = _store_of_redis_url(data, origin)
+    where = first_unencodable(data, AS_BYTES)
+    if where is not None:
+        raise ConfigError(env_named(
+            f"{where}: holds a character that is not text (a lone surrogate: a YAML escape "
+            "such as \\ud800, or a variable's bytes that are not UTF-8)", origin))
     try:
         loaded = HubSchema().load(data)
     except ValidationError as ex:
