@@ -6,7 +6,10 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-_RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:)(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
+# NOTE: ASCII digits only (``\d`` takes every script's), and an offset's minute 00-59:
+# ``+00:99`` was read as +01:39, digits of another script in the fraction as their values.
+_RFC3339 = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:)([0-9]{2})(\.[0-9]+)?"
+                      r"([Zz]|[+-][0-9]{2}:[0-5][0-9])\Z")
 
 
 def rfc3339_us(value) -> int | None:

@@ -5,6 +5,7 @@ import pytest
 from marshmallow.experimental.context import Context
 
 from murmur_wsgi.errors import InvalidParamsError
+from murmur_wsgi.rfc3339 import rfc3339_us
 from murmur_wsgi.wire import params as wire_params
 from murmur_wsgi.wire.params import (FIRST_PAGE, ListTasksParams, TaskIdParams, read_list_tasks,
                                      read_task_id)
@@ -77,3 +78,24 @@ def test_task_id_refused(params):
     with pytest.raises(InvalidParamsError) as caught:
         read_task_id(params, "CancelTask")
     assert caught.value.message == "CancelTask requires an id"
+
+
+@pytest.mark.parametrize("value", [
+    # NOTE: before, each was read: "+00:60" as +01:00, "+00:99" as +01:39, and digits of
+    # another script (Arabic-Indic here) in the fraction as their values.
+    "2026-10-13T09:00:00+00:60", "2026-10-13T09:00:00-05:99",
+    "2026-10-13T09:00:00.\u0661\u0662\u0663Z", "2026-10-13T09:00:00+0\u0661:00",
+])
+def test_a_cutoff_outside_rfc3339s_grammar_is_refused(value):
+    """RFC 3339: an offset's minute is 00-59, and every digit is an ASCII DIGIT."""
+    assert rfc3339_us(value) is None
+    assert refusal({"statusTimestampAfter": value}) == wire_params.TIMESTAMP_MESSAGE
+
+
+@pytest.mark.parametrize("value, micros", [
+    ("2026-10-13T09:00:00+23:59", 1_791_795_660_000_000),
+    ("2026-10-13T09:00:00-00:00", 1_791_882_000_000_000),
+    ("2026-10-13t09:00:00.123456789z", 1_791_882_000_123_457),
+])
+def test_a_cutoff_within_rfc3339s_grammar_is_read(value, micros):
+    assert rfc3339_us(value) == micros
