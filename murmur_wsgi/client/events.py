@@ -7,6 +7,7 @@ or ``artifactUpdate``. A murmur frame is a ``message`` whose metadata holds
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from murmur_wsgi.wire.task import INPUT_REQUIRED, TERMINAL  # noqa: F401 - re-ex
 logger = logging.getLogger(__name__)
 
 KINDS = ("task", "message", "statusUpdate", "artifactUpdate")
+KEY_SHOWN = 40                  # the characters an error shows of a key it names
 
 # murmur's word for each state: what a person reads.
 WORDS = {"TASK_STATE_SUBMITTED": "submitted", "TASK_STATE_WORKING": "working",
@@ -99,7 +101,13 @@ class StreamEvent:
     def from_result(cls, result: dict, event_id: int | None = None) -> StreamEvent:
         kind = next((k for k in KINDS if k in result), None)
         if kind is None or not isinstance(result[kind], dict):
-            raise ValueError(f"a StreamResponse with none of {', '.join(KINDS)}: {result!r}")
+            # NOTE: named by a few of its keys, each cut: the whole result's repr was the
+            # error's text (tens of MB of one line for a large event of another shape).
+            if kind is not None:
+                raise ValueError(f"a StreamResponse whose {kind} is not an object")
+            keys = ", ".join(repr(str(k)[:KEY_SHOWN]) for k in itertools.islice(result, 5))
+            raise ValueError(f"a StreamResponse with none of {', '.join(KINDS)}: "
+                             + (f"its keys are {keys}" if keys else "it is empty"))
         payload = result[kind]
         frame, fields = None, {}
         if kind == "message":
