@@ -317,11 +317,12 @@ def add_digest(text: str, tenant: str, digest: str) -> str:
     lines = text.splitlines(keepends=True)
     if isinstance(block, yaml.MappingNode):
         key_node, keys = _child(block, "api_keys")
-        if isinstance(keys, yaml.SequenceNode) and keys.flow_style is False and keys.value:
-            first = keys.value[0]
+        if isinstance(keys, yaml.SequenceNode) and not keys.flow_style and keys.value:
+            # NOTE: a block list, indented or not (flow_style None: its dashes at the key's
+            # column), its dashes where the list starts: its first entry's column less 2 put
+            # the line inside the last entry of "-   digest" (a key of two digests).
             last = keys.value[-1]
-            indent = first.start_mark.column - 2
-            line = " " * indent + f"- {digest}\n"
+            line = " " * keys.start_mark.column + f"- {digest}\n"
             at = last.end_mark.line + 1
             if not lines[at - 1].endswith("\n"):
                 lines[at - 1] += "\n"
@@ -350,7 +351,7 @@ def remove_digest(text: str, tenant: str, digest: str) -> str:
     _, tenants = _child(root, "tenants")
     _, block = _child(tenants, tenant)
     _, keys = _child(block, "api_keys") if isinstance(block, yaml.MappingNode) else (None, None)
-    if isinstance(keys, yaml.SequenceNode) and keys.flow_style is False and len(keys.value) > 1:
+    if isinstance(keys, yaml.SequenceNode) and not keys.flow_style and len(keys.value) > 1:
         node = next(n for n in keys.value if n.value == digest)
         lines = text.splitlines(keepends=True)
         del lines[node.start_mark.line]

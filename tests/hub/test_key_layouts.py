@@ -1,0 +1,45 @@
+"""``hub key`` on the layouts a block list of api_keys is written in: comments kept."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from murmur_wsgi.cli import main
+
+from tests.hub.conftest import sha
+
+OLD = "a" * 64
+OTHER = "b" * 64
+
+# NOTE: an "indentless" list (its dashes at the key's own column: yaml.safe_dump's and
+# many editors' way) was rewritten whole by both, every comment of the file lost.
+LAYOUTS = {
+    "indentless": "tenants:\n  t:\n    # the keys\n    api_keys:\n    - {old}  # old\n"
+                  "    - {other}\n    agents:\n      a: {{agent: demo}}   # keep me\n",
+    "indented": "tenants:\n  t:\n    # the keys\n    api_keys:\n      - {old}  # old\n"
+                "      - {other}\n    agents:\n      a: {{agent: demo}}   # keep me\n",
+    "wide-dash": "tenants:\n  t:\n    # the keys\n    api_keys:\n      -   {old}  # old\n"
+                 "      -   {other}\n    agents:\n      a: {{agent: demo}}   # keep me\n",
+}
+COMMENTS = ("# the keys", "# keep me")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_minted_key_goes_into_the_list_as_written(tmp_path, capsys, layout):
+    path = tmp_path / "hub.yaml"
+    path.write_text(LAYOUTS[layout].format(old=OLD, other=OTHER))
+    assert main(["hub", "key", "t", "--config", str(path)]) == 0
+    key = capsys.readouterr().out.strip()
+    written = path.read_text()
+    assert yaml.safe_load(written)["tenants"]["t"]["api_keys"] == [OLD, OTHER, sha(key)]
+    assert all(comment in written for comment in COMMENTS + ("# old",)), written
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_revoked_key_leaves_the_list_as_written(tmp_path, capsys, layout):
+    path = tmp_path / "hub.yaml"
+    path.write_text(LAYOUTS[layout].format(old=OLD, other=OTHER))
+    assert main(["hub", "key", "t", "--config", str(path), "--revoke", OTHER[:8]]) == 0
+    written = path.read_text()
+    assert yaml.safe_load(written)["tenants"]["t"]["api_keys"] == [OLD]
+    assert all(comment in written for comment in COMMENTS + ("# old",)), written
