@@ -7,8 +7,9 @@ from urllib.parse import urlsplit
 
 from marshmallow import ValidationError, fields, validate
 
-CALLABLE = re.compile(r"^[\w.]+:[\w.]+$")
-MOUNT_SEGMENT = re.compile(r"^(/[A-Za-z0-9._~-]+)+$")
+# NOTE: \Z, not $: "$" matches before a final newline, and read "name\n" as a name.
+CALLABLE = re.compile(r"^[\w.]+:[\w.]+\Z")
+MOUNT_SEGMENT = re.compile(r"^(/[A-Za-z0-9._~-]+)+\Z")
 
 
 class PublicUrl(fields.Field):

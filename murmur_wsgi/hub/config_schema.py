@@ -23,8 +23,9 @@ from murmur_wsgi.settings import Block, ManifestError, Seconds, Size, StrictInt
 
 logger = logging.getLogger(__name__)
 
-DIGEST = re.compile(r"^[0-9a-f]{64}$")
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# NOTE: \Z, not $ (which matches before a final newline), as in config_fields.py.
+DIGEST = re.compile(r"^[0-9a-f]{64}\Z")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 JWT_ALGORITHMS = ("HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384",
                   "ES512", "PS256", "PS384", "PS512", "EdDSA")
 

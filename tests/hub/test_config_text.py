@@ -85,3 +85,30 @@ def test_the_hub_command_exits_2_with_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"murmur-wsgi: {path}: tenants.acme.agents.echo.description: "
                           "holds a character") and err.count("\n") == 1, err
+
+
+def _renamed(block: dict, old: str, new: str) -> None:
+    block[new] = block.pop(old)
+
+
+@pytest.mark.parametrize("change, line", [
+    # NOTE: before, each was read (the patterns ended with "$", which matches before a
+    # final newline): a mount path announced in every card's URL with its newline, a
+    # tenant or agent no request could name, a digest no key has (a YAML folded scalar,
+    # "- >", ends with one), each silently.
+    (lambda d: d.update(mount_path="/hub\n"), "mount_path: '/hub\\n' must be a path"),
+    (lambda d: _renamed(d["tenants"], "acme", "acme\n"),
+     "tenants.acme\\n: is not a tenant name"),
+    (lambda d: _renamed(d["tenants"]["acme"]["agents"], "echo", "echo\n"),
+     "tenants.acme.agents.echo\\n: is not an agent name"),
+    (lambda d: d["tenants"]["acme"]["api_keys"].append("a" * 64 + "\n"),
+     "tenants.acme.api_keys[2]: must be the SHA-256 hex digest"),
+    (lambda d: d["tenants"]["acme"].update(admission="tests.hub.agents:refuse_beta\n"),
+     'tenants.acme.admission: must be "pkg.module:callable"'),
+])
+def test_a_name_a_digest_or_a_path_ending_in_a_newline_is_refused(change, line):
+    data = hub_config()
+    change(data)
+    with pytest.raises(ConfigError) as info:
+        load_config(data, environ={})
+    assert str(info.value).startswith(line), str(info.value)
