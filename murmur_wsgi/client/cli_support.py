@@ -106,17 +106,23 @@ def find_door(args) -> DoorClient:
                       timeout=args.timeout)
 
 
+def _object(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def _scheme_hint(scheme: dict) -> str | None:
-    """What to give for one of the card's ``securitySchemes``."""
+    """What to give for one of the card's ``securitySchemes`` (a server's value of
+    another shape reads as naming nothing: this runs while a refusal is reported)."""
     if not isinstance(scheme, dict):
         return None
     if "apiKeySecurityScheme" in scheme:
-        name = (scheme["apiKeySecurityScheme"] or {}).get("name") or "X-API-Key"
+        name = _object(scheme["apiKeySecurityScheme"]).get("name")
+        name = name if isinstance(name, str) and name else "X-API-Key"
         if name.lower() == "x-api-key":
             return f"--api-key KEY (or ${API_KEY_ENV})"
         return f"--header '{name}: KEY'"
     if "httpAuthSecurityScheme" in scheme:
-        described = str((scheme["httpAuthSecurityScheme"] or {}).get("description") or "")
+        described = str(_object(scheme["httpAuthSecurityScheme"]).get("description") or "")
         if "X-Tenant-ID" in described:
             return f"--token JWT with --tenant TENANT (or ${TOKEN_ENV}, ${TENANT_ENV})"
         return f"--token TOKEN (or ${TOKEN_ENV}; murmur-wsgi token prints a door's)"
@@ -149,7 +155,7 @@ def unauthenticated_hint(door: DoorClient, response, error: str = "", args=None)
     """What a 401 asks for: the card's securitySchemes, else the server's challenge (a
     hub's: what it did not accept of what ``args`` sent)."""
     card = door.known_card
-    schemes = (card or {}).get("securitySchemes") or {}
+    schemes = _object(_object(card).get("securitySchemes"))
     hints = [h for h in (_scheme_hint(s) for s in schemes.values()) if h]
     if hints:
         return "; its card asks for " + ", or ".join(hints)
