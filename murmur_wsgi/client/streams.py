@@ -125,7 +125,9 @@ class EventStream:
                 self._pause(failures)
                 continue
             except UnsupportedOperation as ex:
-                if resuming and self.task_id and ex.metadata.get("state") in TERMINAL:
+                # NOTE: a text only: a server's list there made ``in`` raise TypeError.
+                state = ex.metadata.get("state")
+                if resuming and self.task_id and isinstance(state, str) and state in TERMINAL:
                     yield self._final_task()
                     return
                 raise

@@ -157,3 +157,34 @@ def test_a_quiet_stream_a_proxy_cuts_after_a_while_is_followed(monkeypatch):
         assert broken is None and stream.ended == "terminal"
         assert stream.reconnects == rounds and len(door.streams) == rounds + 1
         assert [e.id for e in events if e.id is not None] == [1, 2]
+
+
+@pytest.mark.parametrize("state", [["TASK_STATE_COMPLETED"], {"s": 1}])
+def test_a_refused_resume_naming_a_state_of_another_shape_is_the_servers_error(state):
+    """A resume the server refuses -32004 with ErrorInfo metadata whose ``state`` is not a
+    text is that UnsupportedOperation. NOTE: before, ``state in TERMINAL`` raised
+    TypeError (unhashable) out of the stream's iterator: no error of the client's."""
+    from murmur_wsgi.client import UnsupportedOperation
+    from murmur_wsgi.codes import ERROR_INFO_TYPE
+
+    def handler(conn, request, server):
+        if request.method == "GET":
+            answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+            return
+        sent = json.loads(request.body)
+        if sent["method"] == "SubscribeToTask" and server.resumed:
+            answer(conn, "200 OK", json.dumps({"jsonrpc": "2.0", "id": sent["id"], "error": {
+                "code": -32004, "message": "no", "data": [
+                    {"@type": ERROR_INFO_TYPE, "metadata": {"state": state}}]}}).encode())
+            return
+        server.resumed = True
+        data = json.dumps({"jsonrpc": "2.0", "id": sent["id"], "result": snapshot()})
+        answer(conn, "200 OK", f"data: {data}\n\n".encode(), "text/event-stream")
+
+    with Hostile(handler) as door:
+        door.resumed = False
+        with A2AClient(door.url, timeout=WAIT, reconnect_delay=0) as client:
+            stream = client.subscribe(TASK)
+            assert next(stream).state == "TASK_STATE_WORKING"
+            with pytest.raises(UnsupportedOperation):
+                next(stream)
