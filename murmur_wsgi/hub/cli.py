@@ -247,12 +247,25 @@ def _redis_set(redis, digest: str, value: str) -> None:
 
 
 def mint(args, tenant: str, redis) -> int:
-    """Mint ``mhk_…``: print the key once, record its digest in hub.yaml (and Redis)."""
+    """Mint ``mhk_…``: print the key once, record its digest in hub.yaml (and Redis).
+
+    A Redis that does not answer before hub.yaml changes changes nothing; one that fails
+    its write after still gets the key printed (hub.yaml holds it), with the error."""
     key, digest = mint_key()
+    _redis_table(redis)                 # reachable, or one line and nothing changed
     with open(args.config, encoding="utf-8") as fh:
         text = fh.read()
     _write(args.config, add_digest(text, tenant, digest))
-    _redis_set(redis, digest, tenant)
+    try:
+        _redis_set(redis, digest, tenant)
+    except ConfigError:
+        _print_key(key, tenant, digest)
+        raise
+    _print_key(key, tenant, digest)
+    return 0
+
+
+def _print_key(key: str, tenant: str, digest: str) -> None:
     try:
         sys.stdout.write(key + "\n")
         sys.stdout.flush()
@@ -260,7 +273,6 @@ def mint(args, tenant: str, redis) -> int:
         raise ConfigError(f"the new key of tenant {tenant} is recorded but could not be "
                           f"printed ({ex.strerror}): revoke it with --revoke "
                           f"{digest[:12]}") from None
-    return 0
 
 
 def tenant_digests(config, tenant: str, table: dict) -> list[tuple[str, str]]:
