@@ -6,9 +6,10 @@ that wait to fill. ``chunks`` reads what has arrived, at most ``READ_SIZE``
 bytes at a time (decompressed ones included), so a stream's event is handed
 over as soon as its bytes arrive and nothing is held beyond the caller's limits.
 ``read_body`` reads a whole answer, at most ``max_bytes``, before a deadline;
-``loads`` parses it, JSON nested past the interpreter's depth included, once its values
-are counted (``wire/json_counts.py``): a parse builds an object for each, so 64 MiB of
-``[[],[],…]`` would make 1.4 GB of them.
+``loads`` parses it (JSON only: no NaN, Infinity nor a number that overflows a double),
+JSON nested past the interpreter's depth included, once its values are counted
+(``wire/json_counts.py``): a parse builds an object for each, so 64 MiB of ``[[],[],…]``
+would make 1.4 GB of them.
 """
 from __future__ import annotations
 
@@ -73,7 +74,8 @@ class TooManyValues(ValueError):
 
 
 def loads(data: bytes | str, max_values: int | None = None):
-    """``json.loads``; JSON nested too deep to parse is a ``ValueError`` too, and JSON of
+    """``json.loads`` of JSON only: NaN, Infinity, a number that overflows a double and
+    JSON nested too deep to parse are a ``ValueError``, and JSON of
     more than ``max_values`` values (None: any number) is ``TooManyValues``, unparsed.
 
     MEMORY: a text of ``max_values`` characters or fewer holds no more values (each takes
@@ -85,6 +87,27 @@ def loads(data: bytes | str, max_values: int | None = None):
         if values_in(raw, max_values) > max_values:
             raise TooManyValues(f"more than {max_values} JSON values")
     try:
-        return json.loads(data)
+        if not isinstance(data, str):          # as json.loads reads bytes
+            data = data.decode(json.detect_encoding(data), "surrogatepass")
+        return _DECODER.decode(data)
     except RecursionError as ex:
         raise ValueError("JSON nested too deeply") from ex
+
+
+def _not_json(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (_INF, -_INF):
+        raise ValueError(f"{text[:16]} overflows a double")
+    return value
+
+
+_INF = float("inf")
+# NOTE: JSON only (RFC 8259): NaN and Infinity are not read, nor a number that overflows a
+# double (Python reads 1e400 as infinity): what was read so, ``--json`` wrote back as NaN
+# and Infinity, which no script's JSON parser reads. PERF: parse_float is a Python call
+# per number with a fraction or an exponent only.
+_DECODER = json.JSONDecoder(parse_constant=_not_json, parse_float=_finite)
