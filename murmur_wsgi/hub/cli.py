@@ -16,12 +16,14 @@ import yaml
 
 from murmur_wsgi.hub.auth import mint_key
 from murmur_wsgi.hub.config import CONFIG_ENV, ConfigError, load_config_file
+from murmur_wsgi.hub.config_env import ENV_PREFIX
 from murmur_wsgi.serving.ports import listen_refusal
 from murmur_wsgi.hub.keys import REDIS_KEYS, REVOKED, redis_client, watch_keys
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_LISTEN = "127.0.0.1:41880"
+TENANTS_ENV = ENV_PREFIX + "TENANTS"        # a whole tenants block, which wins over the file
 
 
 def _listen(value: str | None) -> str:
@@ -136,6 +138,14 @@ def keys(args) -> int:
             config = load_config_file(args.config)
             if tenant not in config.tenants:
                 raise ConfigError(f"{args.config}: tenants.{tenant}: no such tenant")
+            if not listing and TENANTS_ENV in os.environ:
+                # NOTE: the variable's tenants block wins over hub.yaml's whole, at the
+                # start and at each re-read of the keys: a key minted into the file never
+                # worked (and a file without tenants failed with a traceback).
+                raise ConfigError(f"{TENANTS_ENV} is set: the hub reads its tenants and "
+                                  f"their api_keys from it, not from {args.config}: put "
+                                  "the key's digest (SHA-256 hex) there, or unset it to "
+                                  "keep the keys in the file")
             redis = redis_client(config)
             if listing:
                 return list_keys(config, tenant, redis)
