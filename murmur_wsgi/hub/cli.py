@@ -321,10 +321,13 @@ def revoke(args, config, tenant: str, redis) -> int:
 
 
 def _child(mapping, key: str):
+    """The last ``key: value`` of ``mapping``: a key written twice is read as its last, by
+    YAML's reader and so by the hub (the first was the one edited, a list it never read)."""
+    found = None, None
     for k, v in mapping.value:
         if isinstance(k, yaml.ScalarNode) and k.value == key:
-            return k, v
-    return None, None
+            found = k, v
+    return found
 
 
 def add_digest(text: str, tenant: str, digest: str) -> str:

@@ -43,3 +43,26 @@ def test_a_revoked_key_leaves_the_list_as_written(tmp_path, capsys, layout):
     written = path.read_text()
     assert yaml.safe_load(written)["tenants"]["t"]["api_keys"] == [OLD]
     assert all(comment in written for comment in COMMENTS + ("# old",)), written
+
+
+# NOTE: a key written twice in one mapping (a block pasted in again): YAML's reader keeps
+# the last, and so does the hub. hub key edited the first: the minted key went into a
+# list the hub never reads (exit 0, a key that never worked), and --revoke of a key of
+# the last list met no such entry in the first (StopIteration's traceback).
+TWICE = ("tenants:\n  t:\n    api_keys:\n      - {other}\n      - {old}\n"
+         "    agents:\n      a: {{agent: demo}}\n"
+         "  t:\n    # the keys\n    api_keys:\n      - {old}  # old\n      - {other}\n"
+         "    agents:\n      a: {{agent: demo}}   # keep me\n")
+
+
+def test_a_key_written_twice_is_edited_where_the_hub_reads_it(tmp_path, capsys):
+    path = tmp_path / "hub.yaml"
+    path.write_text(TWICE.format(old=OLD, other=OTHER))
+    assert main(["hub", "key", "t", "--config", str(path)]) == 0
+    key = capsys.readouterr().out.strip()
+    assert yaml.safe_load(path.read_text())["tenants"]["t"]["api_keys"] == [OLD, OTHER,
+                                                                            sha(key)]
+    assert main(["hub", "key", "t", "--config", str(path), "--revoke", OLD[:8]]) == 0
+    written = path.read_text()
+    assert yaml.safe_load(written)["tenants"]["t"]["api_keys"] == [OTHER, sha(key)]
+    assert all(comment in written for comment in COMMENTS), written
