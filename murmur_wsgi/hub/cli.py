@@ -12,12 +12,11 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-import yaml
-
 from murmur_wsgi.hub.auth import mint_key
 from murmur_wsgi.hub.config import CONFIG_ENV, ConfigError, load_config_file
 from murmur_wsgi.hub.config_env import ENV_PREFIX
 from murmur_wsgi.serving.ports import listen_refusal
+from murmur_wsgi.hub.key_text import add_digest, remove_digest
 from murmur_wsgi.hub.keys import REDIS_KEYS, REVOKED, redis_client, watch_keys
 
 logger = logging.getLogger(__name__)
@@ -319,69 +318,3 @@ def revoke(args, config, tenant: str, redis) -> int:
     sys.stdout.write(f"revoked {digest}\n")
     return 0
 
-
-def _child(mapping, key: str):
-    """The last ``key: value`` of ``mapping``: a key written twice is read as its last, by
-    YAML's reader and so by the hub (the first was the one edited, a list it never read)."""
-    found = None, None
-    for k, v in mapping.value:
-        if isinstance(k, yaml.ScalarNode) and k.value == key:
-            found = k, v
-    return found
-
-
-def add_digest(text: str, tenant: str, digest: str) -> str:
-    """``text`` (hub.yaml) with ``digest`` added to the tenant's api_keys, comments kept.
-
-    The file is edited where the list is (a block list gets a line, a flow list an
-    entry); a file laid out otherwise is rewritten whole, without its comments.
-    """
-    root = yaml.compose(text)
-    _, tenants = _child(root, "tenants")
-    _, block = _child(tenants, tenant)
-    lines = text.splitlines(keepends=True)
-    if isinstance(block, yaml.MappingNode):
-        key_node, keys = _child(block, "api_keys")
-        if isinstance(keys, yaml.SequenceNode) and not keys.flow_style and keys.value:
-            # NOTE: a block list, indented or not (flow_style None: its dashes at the key's
-            # column), its dashes where the list starts: its first entry's column less 2 put
-            # the line inside the last entry of "-   digest" (a key of two digests).
-            last = keys.value[-1]
-            line = " " * keys.start_mark.column + f"- {digest}\n"
-            at = last.end_mark.line + 1
-            if not lines[at - 1].endswith("\n"):
-                lines[at - 1] += "\n"
-            lines.insert(at, line)
-            return "".join(lines)
-        if isinstance(keys, yaml.SequenceNode) and keys.flow_style:
-            start, end = keys.start_mark.index, keys.end_mark.index
-            entries = [node.value for node in keys.value] + [digest]
-            return text[:start] + "[" + ", ".join(entries) + "]" + text[end:]
-        if keys is None and block.value and block.flow_style is False:
-            first_key = block.value[0][0]
-            indent = " " * first_key.start_mark.column
-            lines.insert(first_key.start_mark.line, f"{indent}api_keys: [{digest}]\n")
-            return "".join(lines)
-    data = yaml.safe_load(text) or {}
-    entry = data["tenants"][tenant] or {}
-    data["tenants"][tenant] = entry
-    entry["api_keys"] = list(entry.get("api_keys") or []) + [digest]
-    return yaml.safe_dump(data, sort_keys=False)
-
-
-def remove_digest(text: str, tenant: str, digest: str) -> str:
-    """``text`` (hub.yaml) without ``digest`` in the tenant's api_keys, comments kept where
-    the list is a block list of more than one entry; otherwise rewritten whole."""
-    root = yaml.compose(text)
-    _, tenants = _child(root, "tenants")
-    _, block = _child(tenants, tenant)
-    _, keys = _child(block, "api_keys") if isinstance(block, yaml.MappingNode) else (None, None)
-    if isinstance(keys, yaml.SequenceNode) and not keys.flow_style and len(keys.value) > 1:
-        node = next(n for n in keys.value if n.value == digest)
-        lines = text.splitlines(keepends=True)
-        del lines[node.start_mark.line]
-        return "".join(lines)
-    data = yaml.safe_load(text)
-    entry = data["tenants"][tenant]
-    entry["api_keys"] = [d for d in entry.get("api_keys") or [] if d != digest]
-    return yaml.safe_dump(data, sort_keys=False)

@@ -66,3 +66,27 @@ def test_a_key_written_twice_is_edited_where_the_hub_reads_it(tmp_path, capsys):
     written = path.read_text()
     assert yaml.safe_load(written)["tenants"]["t"]["api_keys"] == [OTHER, sha(key)]
     assert all(comment in written for comment in COMMENTS), written
+
+
+# NOTE: an anchor or a tag on the key's line put the new line at the anchor's column,
+# inside the last entry (a key of two digests); after a block scalar entry ("- |-") it
+# went past the list. Each edit is now read back before it is written.
+MARKED = {
+    "anchor": "tenants:\n  t:\n    # the keys\n    api_keys: &k\n      - {old}  # old\n"
+              "      - {other}\n    agents:\n      a: {{agent: demo}}   # keep me\n",
+    "tag": "tenants:\n  t:\n    # the keys\n    api_keys: !!seq\n      - {old}  # old\n"
+           "      - {other}\n    agents:\n      a: {{agent: demo}}   # keep me\n",
+    "block-scalar": "tenants:\n  t:\n    # the keys\n    api_keys:\n      - {old}  # old\n"
+                    "      - |-\n        {other}\n    agents:\n      a: {{agent: demo}}   # keep me\n",
+}
+
+
+@pytest.mark.parametrize("layout", MARKED)
+def test_a_minted_key_reads_back_whatever_marks_the_list(tmp_path, capsys, layout):
+    path = tmp_path / "hub.yaml"
+    path.write_text(MARKED[layout].format(old=OLD, other=OTHER))
+    assert main(["hub", "key", "t", "--config", str(path)]) == 0
+    key = capsys.readouterr().out.strip()
+    assert yaml.safe_load(path.read_text())["tenants"]["t"]["api_keys"] == [OLD, OTHER, sha(key)]
+    assert main(["hub", "key", "t", "--config", str(path), "--revoke", OTHER[:8]]) == 0
+    assert yaml.safe_load(path.read_text())["tenants"]["t"]["api_keys"] == [OLD, sha(key)]

@@ -1,0 +1,101 @@
+"""hub.yaml's api_keys edited as text, for ``murmur-wsgi hub key``: comments kept.
+
+A block list gets a line, a flow list an entry, a tenant block without the key an
+``api_keys: [digest]`` line; the edit must read back (as the hub reads the file) as
+exactly the list expected, else the file is rewritten whole, without its comments.
+"""
+from __future__ import annotations
+
+import yaml
+
+
+def _child(mapping, key: str):
+    """The last ``key: value`` of ``mapping``: a key written twice is read as its last, by
+    YAML's reader and so by the hub (the first was the one edited, a list it never read)."""
+    found = None, None
+    for k, v in mapping.value:
+        if isinstance(k, yaml.ScalarNode) and k.value == key:
+            found = k, v
+    return found
+
+
+def add_digest(text: str, tenant: str, digest: str) -> str:
+    """``text`` (hub.yaml) with ``digest`` added to the tenant's api_keys, comments kept.
+
+    The file is edited where the list is (a block list gets a line, a flow list an
+    entry); a file laid out otherwise, or whose edit does not read back as the list and
+    the digest, is rewritten whole, without its comments."""
+    data = yaml.safe_load(text) or {}
+    entry = data["tenants"][tenant] or {}
+    keys = list(entry.get("api_keys") or []) + [digest]
+    edited = _added_in_place(text, tenant, digest)
+    if edited is not None and _keys_read(edited, tenant) == keys:
+        return edited
+    data["tenants"][tenant] = entry
+    entry["api_keys"] = keys
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _keys_read(text: str, tenant: str):
+    """The tenant's api_keys as the hub reads ``text``; None when it cannot."""
+    try:
+        return ((yaml.safe_load(text) or {})["tenants"][tenant] or {}).get("api_keys")
+    except (yaml.YAMLError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _added_in_place(text: str, tenant: str, digest: str) -> str | None:
+    root = yaml.compose(text)
+    _, tenants = _child(root, "tenants")
+    _, block = _child(tenants, tenant) if isinstance(tenants, yaml.MappingNode) else (0, 0)
+    lines = text.splitlines(keepends=True)
+    if not isinstance(block, yaml.MappingNode):
+        return None
+    key_node, keys = _child(block, "api_keys")
+    if isinstance(keys, yaml.SequenceNode) and not keys.flow_style and keys.value:
+        # NOTE: a block list, indented or not (flow_style None), the new line's dash at its
+        # first entry's dash: whatever follows the dashes ("-   digest"), an anchor or a
+        # tag on the key's line (where the list's own mark is).
+        first, last = keys.value[0], keys.value[-1]
+        dash = lines[first.start_mark.line].rfind("-", 0, first.start_mark.column)
+        at = last.end_mark.line + (last.end_mark.column > 0)   # after a block scalar too
+        if at > len(lines) or dash < 0:
+            return None
+        if not lines[at - 1].endswith("\n"):
+            lines[at - 1] += "\n"
+        lines.insert(at, " " * dash + f"- {digest}\n")
+        return "".join(lines)
+    if isinstance(keys, yaml.SequenceNode) and keys.flow_style:
+        start, end = keys.start_mark.index, keys.end_mark.index
+        entries = [node.value for node in keys.value] + [digest]
+        return text[:start] + "[" + ", ".join(entries) + "]" + text[end:]
+    if keys is None and block.value and block.flow_style is False:
+        first_key = block.value[0][0]
+        indent = " " * first_key.start_mark.column
+        lines.insert(first_key.start_mark.line, f"{indent}api_keys: [{digest}]\n")
+        return "".join(lines)
+    return None
+
+
+def remove_digest(text: str, tenant: str, digest: str) -> str:
+    """``text`` (hub.yaml) without ``digest`` in the tenant's api_keys, comments kept where
+    the list is a block list of more than one entry (and the edit reads back as the list
+    without it); otherwise rewritten whole."""
+    data = yaml.safe_load(text)
+    entry = data["tenants"][tenant]
+    keys = [d for d in entry.get("api_keys") or [] if d != digest]
+    root = yaml.compose(text)
+    _, tenants = _child(root, "tenants")
+    _, block = _child(tenants, tenant)
+    _, found = _child(block, "api_keys") if isinstance(block, yaml.MappingNode) else (0, 0)
+    if isinstance(found, yaml.SequenceNode) and not found.flow_style and len(found.value) > 1:
+        lines = text.splitlines(keepends=True)
+        for node in found.value:
+            if node.value == digest:
+                del lines[node.start_mark.line]
+                edited = "".join(lines)
+                if _keys_read(edited, tenant) == keys:
+                    return edited
+                break
+    entry["api_keys"] = keys
+    return yaml.safe_dump(data, sort_keys=False)
