@@ -60,11 +60,11 @@ class EventSource:
             events, available = store.events(self._task_id, self._read, timeout,
                                              tenant=self._tenant)
             if not available:
-                return self._vanished(), True
+                return self._last(), True
             if events and not self._read and events[0].seq > 1:
                 events = self._trimmed(events)
                 if events is None:
-                    return self._vanished(), True
+                    return self._last(), True
             if events:
                 self._read = events[-1].seq     # a log's positions (a trimmed one starts later)
             self._waiting, self._at = events, 0
@@ -107,6 +107,14 @@ class EventSource:
             return None
         opening = StoredEvent(0, task_event(self._store.render(current, as_read=True)), False)
         return [opening, *events]
+
+    def _last(self) -> list:
+        """``_vanished``'s Task, rendered for this stream (a copy of its own): held as a
+        large event is."""
+        batch = self._vanished()
+        if self._hold is not None and len(batch[0]) > LARGE_CHARS:
+            self._held_for(batch)
+        return batch
 
     def _vanished(self) -> list:
         """The log is gone (expired, or the store closed): the stored Task ends the stream

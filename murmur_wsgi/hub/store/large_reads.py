@@ -10,8 +10,8 @@ worker has room for it: ``LargeReads.room``. Every large read of the worker toge
 at most ``limits.worker_answer_bytes``, one more waits for room (up to
 ``redis.timeout_secs``, then -32603: ``ReadsBusy``); a worker reading none may always
 read one, however large. A stream's event larger than a page of its log is read the same
-way (``redis_events``), and the one event buffer of a task its streams share keeps such an
-event only while it holds room for it (``redis_feed``).
+way (``redis_events``); the buffers of the tasks a worker's streams read keep such events
+within a room of their own, as large (``take``, which never waits: ``redis_watched``).
 """
 from __future__ import annotations
 
@@ -54,8 +54,8 @@ class LargeReads:
             return self._held
 
     def take(self, size: int) -> bool:
-        """Hold ``size`` bytes of room if there is some now (a stream's buffer keeping a large
-        event it read, ``redis_feed``); ``give`` them back after. No wait."""
+        """Hold ``size`` bytes of room if there is some now (a task's buffer keeping a large
+        event, ``redis_watched``); ``give`` them back after. No wait."""
         with self._room:
             if self._held and self._held + size > self.max_bytes:
                 return False

@@ -104,7 +104,9 @@ class RedisTaskStore(RecordReads, Accepting, TaskEvents, Forgetting, TaskStore):
         # When this process last marked a task its streams read (watched), and its tenant.
         self._marked: dict[str, tuple] = {}
         self.large_reads = large_reads or LargeReads(MAX_BYTES, 5.0)
-        conn.feed.room = self.large_reads       # a buffer's large event holds room in it
+        # NOTE: the buffers' large events hold room of their own, as much: kept to be shared,
+        # they never take the room a read needs.
+        conn.feed.room = LargeReads(self.large_reads.max_bytes, 0.0)
         self._index = RedisIndex(self._redis, self._load, self._sizes, self.large_reads)
 
     def _kept(self, tenant: str) -> tuple:

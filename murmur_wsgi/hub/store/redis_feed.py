@@ -85,8 +85,8 @@ class EventFeed:
         self._others: dict[str, object] = {}       # another channel -> its callback
         self._observer = None                      # told of every event notified
         self._resubscribed: list = []              # told of each subscription after a loss
-        # The room a buffer's event past BUFFER_BYTES holds (the store's ``large_reads``);
-        # None: such an event is kept as any other.
+        # The room the buffers' events past BUFFER_BYTES hold together (``LargeReads``, a
+        # room of their own: the store's); None: such an event is kept as any other.
         self.room = None
 
     # --- readers -----------------------------------------------------------
@@ -289,6 +289,8 @@ class EventFeed:
                     # NOTE: what an older epoch announced may be gone (a restart, a
                     # failover): the new epoch's reads and messages tell what is new.
                     watched.notified = 0
+                    if watched.large is not None:   # it covers nothing now: let go
+                        watched.dropped(self.room)
                 self._wake_all()
 
     def _wake_all(self) -> None:

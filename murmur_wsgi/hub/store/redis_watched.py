@@ -3,8 +3,9 @@
 A task some local stream reads keeps its newest events (at most ``BUFFER_EVENTS``, and
 ``BUFFER_BYTES`` of payloads) for its readers: a notification wakes them, one reads for
 all, and each takes what is new here. The newest is kept whatever its size unless it
-passes ``BUFFER_BYTES``: then only while it holds room for it in the worker's large
-reads (``large_reads``), and while a reader waits on the task (``EventFeed.events``).
+passes ``BUFFER_BYTES``: then only while it holds room for it (``EventFeed.room``: the
+buffers' large events together within ``limits.worker_answer_bytes``), while a reader
+waits on the task (``EventFeed.events``), and in the epoch it was read in.
 Every method is called with the feed's lock held.
 """
 from __future__ import annotations
