@@ -186,6 +186,10 @@ class RunWrites:
         the next flush stores them, or the end's answer carries them whole (``finish``)."""
         if self.stored < len(self.tokens) and self.kept.idle:
             tokens, at = self.tokens, self.stored
+            # MEMORY: only a store that keeps this very event in the worker (memory.py's
+            # log) makes it the run's copy for free; a shared store's (Redis) is gone once
+            # sent, and the event is its text with its escapes (up to six characters each).
+            carried = not self.runs.store.shared
             for text in self._merge_unstored():
                 payload = artifact_update(self.task_id, self.context_id, [text_part(text)],
                                           append=self.stored_any, last=False)
@@ -193,7 +197,8 @@ class RunWrites:
                 # NOTE: refused, the event stays kept under its number (it may have been
                 # written, its answer lost): sent again as it is, it is written once.
                 self.stored_any = True
-                tokens[at] = Carried(payload, len(text))     # MEMORY: run_text.py
+                if carried:
+                    tokens[at] = Carried(payload, len(text))     # MEMORY: run_text.py
                 at += 1
             self.stored = len(tokens)
             self._store_kept_locked()

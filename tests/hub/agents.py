@@ -286,3 +286,18 @@ def reports_then_holds(ctx):
     while not ctx.wait(0.02):
         pass
     raise TaskCanceled(ctx.task_id)
+
+
+# Terminal output as a coding agent streams it: ANSI colours and lines (escaped in JSON:
+# each ESC as \u001b, six characters; each newline as two).
+TERMINAL = "\x1b[32m✓\x1b[0m ok\n" * 20_000
+
+
+def terminal_then_waits(ctx):
+    """Stream ``TERMINAL`` in one write, then wait for the gate the text names."""
+    ctx.write(TERMINAL)
+    event = gate(ctx.text.strip())
+    while not event.is_set():
+        if ctx.wait(0.02):
+            raise TaskCanceled(ctx.task_id)
+    return TERMINAL
