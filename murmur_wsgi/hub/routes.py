@@ -167,7 +167,8 @@ def route(hub, environ: dict) -> tuple[str, str | None]:
     if path.startswith(PREFIX) and hub.config.public_url:   # PERF: an agent's, the most
         rest = path[_AFTER_PREFIX:]
     else:
-        if path == "/metrics" and hub.metrics is not None:
+        if path == "/metrics" and hub.metrics is not None and \
+                environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
             return "metrics", None
         in_group = path == GROUP or path.startswith(_IN_GROUP)
         if not in_group or not hub.config.public_url:
