@@ -196,9 +196,14 @@ class TaskContext:
 
         The reply is its ``Message`` (``message_id``, ``parts``, ``metadata`` …) with
         ``.text``, the reply as the agent reads it (rendered like ``ctx.text``).
+
+        Raises:
+            AgentValueError: ``question`` is not a str (the prompt artifact's text part),
+                or not valid text; refused before the task pauses.
         """
-        if isinstance(question, str):
-            check_text(question, "ask")
+        if not isinstance(question, str):
+            raise AgentValueError(f"ask: the question is a str, not {type(question).__name__}")
+        check_text(question, "ask")
         return self._port.ask(question)
 
     def interrupt_ask(self) -> None:

@@ -69,3 +69,22 @@ def test_a_bad_value_caught_by_the_agent_never_reaches_the_task():
         assert response_of(task) == "refused: AgentValueError"
     finally:
         door.close()
+
+
+@pytest.mark.parametrize("question", [5, {"a": 1}, ["a"], b"raw", None])
+def test_a_question_that_is_not_a_string_fails_the_task_and_every_read_serves(question):
+    def agent(ctx):
+        return ctx.ask(question).text
+
+    door = create_app({"name": "asks", "version": "0.1.0"}, agent=agent)
+    try:
+        rpc = Rpc(door)
+        task = rpc.result("SendMessage", send_params("go"))["task"]
+        assert task["status"]["state"] == "TASK_STATE_FAILED"
+        assert status_text(task) == NOT_JSON
+        assert "artifacts" not in task
+        for method, params in (("GetTask", {"id": task["id"]}), ("ListTasks", {})):
+            body = strict_json(rpc.call(method, params).get_data())
+            assert "result" in body, body
+    finally:
+        door.close()
