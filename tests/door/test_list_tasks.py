@@ -212,3 +212,18 @@ def test_a_leap_second_is_an_rfc3339_timestamp(rpc, cutoff):
 def test_a_second_60_outside_a_leap_second_is_refused(rpc, cutoff):
     assert rpc.error("ListTasks", {"statusTimestampAfter": cutoff}) == {
         "code": -32602, "message": TS_MESSAGE}
+
+
+def test_a_token_with_anything_added_or_padded_is_refused(filled):
+    import base64
+    rpc, _ = filled
+    token = rpc.result("ListTasks", {"pageSize": 1})["nextPageToken"]
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    seq, _, tag = raw.partition(":")
+    zeros = base64.urlsafe_b64encode(f"000{seq}:{tag}".encode()).decode().rstrip("=")
+    assert rpc.result("ListTasks", {"pageSize": 1, "pageToken": token})["tasks"]
+    for altered in (token + "$$", token + "=", token + "====", token + "\n", token[:2] + "!"
+                    + token[2:], zeros):
+        error = rpc.error("ListTasks", {"pageSize": 1, "pageToken": altered})
+        assert error == {"code": -32602, "message": "Invalid params: pageToken is not a "
+                         "nextPageToken this door answered"}, altered

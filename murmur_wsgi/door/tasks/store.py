@@ -367,7 +367,12 @@ def encode_token(seq: int, session_id: str) -> str:
 
 
 def decode_token(token: str, session_id: str) -> int | None:
-    """The position a token this door answered names, or None."""
+    """The position a token this door answered names, or None.
+
+    Only the exact text ``encode_token`` writes is one: base64 decoding skips characters
+    outside its alphabet and takes padding, and a position may be written with leading
+    zeros, so a token with anything added to it decoded to the same position.
+    """
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
@@ -375,4 +380,5 @@ def decode_token(token: str, session_id: str) -> int | None:
     seq, _, tag = raw.partition(":")
     if tag != session_id[-12:] or not (seq.isascii() and seq.isdigit()) or len(seq) > 18:
         return None
-    return int(seq)
+    position = int(seq)
+    return position if encode_token(position, session_id) == token else None
