@@ -25,10 +25,19 @@ from murmur_wsgi.agents.endings import (AgentValueError, Completed, TaskCanceled
 from murmur_wsgi.agents.parts import Message, Reply
 from murmur_wsgi.agents.port import AgentPort
 from murmur_wsgi.agents.usage import RunUsage
+from murmur_wsgi.settings import MAX_SECS
 
 logger = logging.getLogger(__name__)
 
 Agent = Callable[["TaskContext"], "str | Completed | None"]
+
+
+def _bounded(seconds: float, what: str) -> float:
+    """``seconds`` at most ``MAX_SECS``: a longer timeout overflows the platform's clocks
+    and locks (``OverflowError`` failed a task that waited ``float("inf")``)."""
+    if seconds != seconds:
+        raise ValueError(f"{what}: seconds is not a number (NaN)")
+    return seconds if seconds <= MAX_SECS else MAX_SECS
 
 
 class TaskContext:
@@ -109,8 +118,12 @@ class TaskContext:
             raise TaskCanceled(self.task_id)
 
     def wait(self, seconds: float) -> bool:
-        """Wait up to ``seconds``; return True early (and at once) when canceled."""
-        return self._port.wait(seconds)
+        """Wait up to ``seconds``; return True early (and at once) when canceled.
+
+        ``float("inf")`` (or any wait past ten years, ``MAX_SECS``) waits until the cancel:
+        the platform's locks take no longer timeout. A NaN raises ValueError.
+        """
+        return self._port.wait(_bounded(seconds, "wait"))
 
     # --- reporting -------------------------------------------------------
 
@@ -220,7 +233,12 @@ class TaskContext:
         return self._port.delegate()
 
     def wait_completion(self, delegation_id: str, timeout: float | None = None) -> str | None:
-        """Wait for a delegation's completion; return its text (None past ``timeout``)."""
+        """Wait for a delegation's completion; return its text (None past ``timeout``).
+
+        ``timeout`` is bounded as ``wait``'s ``seconds`` is; None waits without one.
+        """
+        if timeout is not None:
+            timeout = _bounded(timeout, "wait_completion")
         return self._port.wait_completion(delegation_id, timeout)
 
     def background(self, command: str) -> str:

@@ -233,6 +233,42 @@ def test_cancel_is_seen_promptly_by_wait_and_by_the_frame_calls(doors):
         "TASK_STATE_CANCELED"
 
 
+@pytest.mark.parametrize("seconds", [float("inf"), 1e300])
+def test_a_wait_without_end_lasts_until_the_cancel(doors, seconds):
+    returned = threading.Event()
+    outcome = {}
+
+    def agent(ctx):
+        try:
+            outcome["waited_out"] = ctx.wait(seconds)
+            return "ignored"
+        finally:
+            returned.set()
+
+    rpc = doors(agent)
+    task = run(rpc, configuration=NOW)
+    wait_state(rpc.door, task["id"], "TASK_STATE_WORKING")
+    assert rpc.result("CancelTask", {"id": task["id"]})["status"]["state"] == \
+        "TASK_STATE_CANCELED"
+    assert returned.wait(DEADLINE)
+    assert outcome == {"waited_out": True}
+
+
+def test_a_wait_of_nan_seconds_is_refused(doors):
+    def agent(ctx):
+        try:
+            ctx.wait(float("nan"))
+        except ValueError as ex:
+            return f"refused: {ex}"
+        return "waited"
+
+    rpc = doors(agent)
+    task = run(rpc, configuration=NOW)
+    wait_state(rpc.door, task["id"], "TASK_STATE_COMPLETED", "TASK_STATE_FAILED")
+    task = rpc.result("GetTask", {"id": task["id"]})
+    assert response_of(task) == "refused: wait: seconds is not a number (NaN)"
+
+
 def test_under_single_the_slot_is_free_only_once_the_canceled_agent_returned(doors):
     started, release = threading.Event(), threading.Event()
 
