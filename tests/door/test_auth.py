@@ -195,6 +195,25 @@ def test_the_realm_is_the_capsule_name_quoted():
     assert response.headers["WWW-Authenticate"] == 'Bearer realm="say \\"hi\\"\\\\x"'
 
 
+# A header value as RFC 9110 (and gunicorn, which answers 500 for any other) takes it.
+HEADER_VALUE = re.compile(r"[ \t\x21-\x7e\x80-\xff]*")
+
+
+@pytest.mark.parametrize("name", ["two\nlines", "cr\rname", "nul\x00", "esc\x1b[0m",
+                                  "del\x7f", "tab\tname"])
+def test_a_name_with_a_control_character_still_makes_a_header_value(name):
+    door = create_app({"name": name, "version": "1", "network": {"authentication": AUTH}})
+    rpc = Rpc(door)
+    shown = "".join("?" if (ord(c) < 32 and c != "\t") or ord(c) == 127 else c for c in name)
+    for headers, status in (({}, 401), ({"Authorization": "Bearer nope"}, 401),
+                            (bearer(door, "alpha"), 403)):
+        response = rpc.call("ListTasks", {}, headers=headers)
+        assert response.status_code == status
+        challenge = response.headers["WWW-Authenticate"]
+        assert HEADER_VALUE.fullmatch(challenge), challenge
+        assert challenge.startswith(f'Bearer realm="{shown}"'), challenge
+
+
 def test_a_public_door_ignores_authorization():
     rpc = Rpc(make_door())
     error = rpc.error("GetTask", {"id": MISSING}, headers={"Authorization": "Bearer nope"})

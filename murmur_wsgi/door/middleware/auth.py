@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 import secrets
 
 from murmur_wsgi.door.context import CallContext, Credential, RpcCall
@@ -25,11 +26,18 @@ UNSCOPED = frozenset({"GetExtendedAgentCard", "CreateTaskPushNotificationConfig"
                       "DeleteTaskPushNotificationConfig"})
 
 
+# What an RFC 9110 quoted-string cannot hold, even escaped: every control character but
+# HTAB (a line break, NUL, ESC, DEL), which servers refuse in a header value (gunicorn
+# answers 500, Werkzeug raises).
+_NOT_IN_QUOTED = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
 def realm_challenge(name: str) -> str:
     """Return ``Bearer realm="<name>"``, the name as an RFC 7235 quoted-string."""
     quoted = name.replace("\\", "\\\\").replace('"', '\\"')
-    # NOTE: a header value must be latin-1; a name outside it is shown with '?'.
-    quoted = quoted.encode("latin-1", "replace").decode("latin-1")
+    # NOTE: a header value must be latin-1 and hold no control character; a name's
+    # character outside it, or a control character, is shown with '?'.
+    quoted = _NOT_IN_QUOTED.sub("?", quoted.encode("latin-1", "replace").decode("latin-1"))
     return f'Bearer realm="{quoted}"'
 
 
