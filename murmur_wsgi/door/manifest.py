@@ -31,6 +31,7 @@ OLD_SCOPES = {"message/send": "SendMessage", "message/stream": "SendStreamingMes
               "stream/watch": "murmur.WatchSession", "session/stop": "murmur.StopSession"}
 
 CREDENTIAL_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")       # what a header value cannot hold
 
 
 class LifecycleSchema(Block):
@@ -65,6 +66,11 @@ class FilesSchema(Block):
         root = data.get("root", "")
         if root.startswith("/") or ".." in root.replace("\\", "/").split("/"):
             raise ValidationError("must be a relative path without ..", "root")
+        # NOTE: every read of the plane names the root in X-Murmur-Export-Root, and a header
+        # value holds no control character but HTAB: a root with one failed every read.
+        if _CONTROL.search(root):
+            raise ValidationError("must hold no control character (a line break, NUL, …)",
+                                  "root")
 
 
 class PeerTasksSchema(Block):

@@ -295,3 +295,10 @@ def test_load_manifest_file_names_the_file(tmp_path):
     assert str(info.value) == f"{path}: version: is required"
     path.write_text(GOOD)
     assert load_manifest_file(str(path)).name == "my-agent"
+
+
+@pytest.mark.parametrize("root", ["o\nut/", "out\r", "o\x00ut", "o\x1bt", "o\x7ft"])
+def test_a_files_root_with_a_control_character_is_refused(root):
+    # Every read of the plane names the root in a header, which cannot hold one.
+    with pytest.raises(ManifestError, match=r"^exports\.files\.root: must hold no control "):
+        load_manifest({"name": "a", "version": "1", "exports": {"files": {"root": root}}})
