@@ -1,11 +1,14 @@
 """ListTasks: order, pages, filters, totalSize and every refusal, at the wire."""
 from __future__ import annotations
 
+import threading
+
 import pytest
 
+from murmur_wsgi import create_app
 from murmur_wsgi.rfc3339 import rfc3339_us
 from tests.conftest import Rpc, make_door
-from tests.tasks_util import NOW, send_params
+from tests.tasks_util import DEADLINE, NOW, send_params
 
 TS_MESSAGE = ("statusTimestampAfter must be an RFC 3339 timestamp, such as "
               "2026-10-13T09:00:00Z")
@@ -227,3 +230,43 @@ def test_a_token_with_anything_added_or_padded_is_refused(filled):
         error = rpc.error("ListTasks", {"pageSize": 1, "pageToken": altered})
         assert error == {"code": -32602, "message": "Invalid params: pageToken is not a "
                          "nextPageToken this door answered"}, altered
+
+
+def test_an_artifact_written_during_a_walk_does_not_hide_its_task():
+    # "A walk returns every matching task once while no matching task changes state": an
+    # agent's artifact chunk is no change of state, so its task keeps its place.
+    first_chunk, go, second_chunk, finish = (threading.Event() for _ in range(4))
+
+    def agent(ctx):
+        if "stream" not in ctx.text:
+            return "done"
+        with ctx.artifacts.stream("log") as out:
+            out.write("one")
+            first_chunk.set()
+            go.wait(DEADLINE)
+            out.write("two")
+            second_chunk.set()
+            finish.wait(DEADLINE)
+        return "streamed"
+
+    door = create_app({"name": "walk", "version": "0.1.0",
+                       "lifecycle": {"task_acceptance": "queue"}}, agent=agent)
+    rpc = Rpc(door)
+    try:
+        streaming = rpc.result("SendMessage", send_params("stream", NOW))["task"]["id"]
+        assert first_chunk.wait(DEADLINE)
+        stamp = rpc.result("GetTask", {"id": streaming})["status"]["timestamp"]
+        queued = rpc.result("SendMessage", send_params("later", NOW))["task"]["id"]
+        first = rpc.result("ListTasks", {"pageSize": 1})
+        assert [t["id"] for t in first["tasks"]] == [queued]
+        go.set()
+        assert second_chunk.wait(DEADLINE)
+        rest = rpc.result("ListTasks", {"pageSize": 1, "pageToken": first["nextPageToken"]})
+        assert [t["id"] for t in rest["tasks"]] == [streaming]
+        task = rpc.result("GetTask", {"id": streaming})
+        assert task["status"] == {"state": "TASK_STATE_WORKING", "timestamp": stamp}
+        assert [a["artifactId"] for a in task["artifacts"]] == ["log"]
+        assert [p["text"] for p in task["artifacts"][0]["parts"]] == ["one", "two"]
+    finally:
+        finish.set()
+        door.close()

@@ -109,7 +109,10 @@ class AgentCalls(AgentPort):
     def artifact(self, artifact: dict, append: bool, last: bool) -> None:
         """Keep an agent's artifact (or chunk) on the task and publish its artifactUpdate.
 
-        A chunk with ``append`` adds its parts to the artifact of the same id.
+        A chunk with ``append`` adds its parts to the artifact of the same id. It is no
+        change of the task's state: the task keeps its place in ListTasks' order and its
+        status.timestamp (a walk returns every task once while none changes state); only
+        its cached wire form is dropped.
         """
         record = self.record
         with self.store.lock:
@@ -119,7 +122,7 @@ class AgentCalls(AgentPort):
             published = self._within_locked(event.size)
             if published:
                 self._keep_locked(artifact, append)
-                self.store.change_locked(record)
+                record.touch()
                 self.manager.publish_locked(record, event)
         self._written(published)
 
