@@ -152,8 +152,21 @@ class Ending:
 def run_agent(agent, ctx) -> Ending:
     """Call ``agent(ctx)`` and read its ending; every open artifact stream is closed after.
 
-    Never raises: a BaseException comes back as ``stopped`` (see ``Ending``).
+    Never raises: a BaseException comes back as ``stopped`` (see ``Ending``). What the
+    agent handed over is its own code too (a str subclass, an object posing as one, a
+    dict whose ``items`` raises): reading it may raise anything, which fails the task
+    as the agent's own exception would, rather than leave it running with no agent.
     """
+    try:
+        return _ending(agent, ctx)
+    except Exception as ex:  # noqa: BLE001 - reading the agent's value failed: its bug
+        return Ending(FAILED, error=ex)
+    except BaseException as ex:
+        return Ending(FAILED, error=ex, stopped=True)
+
+
+def _ending(agent, ctx) -> Ending:
+    """``run_agent``'s ladder: the agent's call, then what it returned or raised, read."""
     try:
         result = agent(ctx)
     except TaskCanceled:

@@ -12,7 +12,7 @@ from tests.agents_util import response_of, status_text, tmp_home
 from tests.conftest import Rpc
 from tests.shared import bad_values_agent
 from tests.shared.json_util import strict_json
-from tests.tasks_util import send_params
+from tests.tasks_util import DEADLINE, NOW, send_params, wait_state
 
 
 @pytest.fixture(autouse=True)
@@ -86,5 +86,47 @@ def test_a_question_that_is_not_a_string_fails_the_task_and_every_read_serves(qu
         for method, params in (("GetTask", {"id": task["id"]}), ("ListTasks", {})):
             body = strict_json(rpc.call(method, params).get_data())
             assert "result" in body, body
+    finally:
+        door.close()
+
+
+class _RaisingStr(str):
+    """A str whose own methods raise: reading it is the agent's code running."""
+
+    def isascii(self):
+        raise RuntimeError("an agent's own str")
+
+
+class _PosingAsStr:
+    """An object that answers isinstance(x, str) with True."""
+
+    @property
+    def __class__(self):
+        return str
+
+
+class _RaisingDict(dict):
+    def items(self):
+        raise RuntimeError("an agent's own dict")
+
+
+@pytest.mark.parametrize("value", [_RaisingStr("é"), _PosingAsStr(), _RaisingDict(a=1)],
+                         ids=["str-subclass", "posing-as-str", "dict-subclass"])
+def test_a_value_that_raises_when_read_still_ends_its_task(value):
+    def agent(ctx):
+        return value if "first" in ctx.text else "second"
+
+    door = create_app({"name": "odd-values", "version": "0.1.0"}, agent=agent)
+    try:
+        rpc = Rpc(door)
+        first = rpc.result("SendMessage", send_params("first", NOW))["task"]["id"]
+        ended = wait_state(door, first, "TASK_STATE_FAILED", "TASK_STATE_COMPLETED")
+        assert ended.state == "TASK_STATE_FAILED"
+        assert ended.status_text.startswith("the agent failed: "), ended.status_text
+        assert door.session.manager.wait_agent_returned(first, DEADLINE)
+        # The slot is free: the next task runs.
+        task = rpc.result("SendMessage", send_params("next"))["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert response_of(task) == "second"
     finally:
         door.close()
