@@ -19,15 +19,15 @@ def runs_inline(agent, text: str) -> bool:
     have answered anyway: under gevent others run only while it gives way
     (agents/turns.py), as on OS threads at any time: a cancel during the run ends the
     task at once, and the held answer follows when the agent returns. A hook that raises
-    counts as False (logged).
+    counts as False (logged), its attribute's read included: the task is
+    already accepted, and must start.
     """
-    inline = getattr(agent, "inline", False)
-    if inline is True:
-        return True
-    if not callable(inline):
-        return False
     try:
-        return inline(text) is True
+        # NOTE: the attribute is the agent's code too (a property): read under the guard.
+        inline = getattr(agent, "inline", False)
+        if inline is True:
+            return True
+        return callable(inline) and inline(text) is True
     except Exception:  # noqa: BLE001 - an agent's hook must not fail the request
         logger.exception("the agent's inline hook failed; the task runs on its thread")
         return False

@@ -85,6 +85,26 @@ def test_the_hook_is_asked_with_the_text_and_a_failing_hook_means_a_thread(caplo
     rpc.door.close()
 
 
+class RaisingInline(Recorder):
+    """An agent whose ``inline`` is a property that raises."""
+
+    @property
+    def inline(self):
+        raise RuntimeError("inline property bug")
+
+
+def test_an_inline_attribute_that_raises_means_a_thread_and_the_task_runs(caplog):
+    agent = RaisingInline()
+    rpc = serve(agent)
+    task = held(rpc, "hi")
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert agent.threads["hi"] != threading.get_ident()
+    assert any("inline hook failed" in r.getMessage() for r in caplog.records
+               if r.levelno == logging.ERROR)
+    assert held(rpc, "again")["status"]["state"] == "TASK_STATE_COMPLETED"
+    rpc.door.close()
+
+
 def test_a_queued_task_starts_on_its_own_thread_once_the_slot_is_free():
     release = threading.Event()
     seen = {}
