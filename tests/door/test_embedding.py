@@ -209,6 +209,30 @@ def test_after_task_exit_closes_after_the_first_task_ends():
     assert door.session.open_streams() == 0
 
 
+class ClosingBadly:
+    """An agent with a ``close`` of its own that raises (the session calls it as it ends)."""
+
+    def __call__(self, ctx):
+        return "done"
+
+    def close(self):
+        raise RuntimeError("the agent's close failed")
+
+
+def test_an_agent_whose_close_raises_still_ends_the_session(caplog, tmp_path, monkeypatch):
+    monkeypatch.setenv("MURMUR_WSGI_HOME", str(tmp_path))
+    door = create_app(dict(MANIFEST, lifecycle={"after_task": "exit"}), ClosingBadly(),
+                      trace=True)
+    stopped = threading.Event()
+    door.stop_server = stopped.set
+    answer = Client(door).post("/", json=rpc_body("SendMessage", msg("hello")), headers=V1)
+    assert answer.get_json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert stopped.wait(DEADLINE)                 # after_task: exit still stops the server
+    assert door.session.closing and door.session.ring.closed
+    assert door.session.trace._fd is None            # the trace was closed too
+    assert any("close failed" in r.getMessage() for r in caplog.records)
+
+
 def test_after_task_sleep_keeps_the_door_open():
     door = create_app(dict(MANIFEST))
     response = Client(door).post("/", json=rpc_body("SendMessage", msg("hello")), headers=V1)
