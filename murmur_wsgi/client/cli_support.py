@@ -17,8 +17,10 @@ import math
 import os
 import sys
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from murmur_wsgi.client import render
+from murmur_wsgi.client.card import door_url
 from murmur_wsgi.client.errors import (ConnectionFailed, DoorError, HttpRefusal, ProtocolError,
                                        RpcError, Timeout, VersionError)
 from murmur_wsgi.client.events import INPUT_REQUIRED, STATES, TERMINAL, state_word
@@ -102,6 +104,12 @@ def find_door(args) -> DoorClient:
             record = live[0]
         url = record["url"]
         token = token or record.get("door_token")
+    try:
+        # NOTE: urllib refuses some addresses with ValueError (a bracket left open, a
+        # bracketed host that is no IP address), which requests lets through unwrapped.
+        urlsplit(door_url(url))
+    except ValueError as ex:
+        raise UsageError(f"{render.printable(url)} is not a URL: {ex}") from None
     return DoorClient(url, token, api_key=api_key, tenant=tenant, headers=headers,
                       timeout=args.timeout)
 

@@ -223,6 +223,14 @@ def test_connection_error_is_one_line_naming_the_door(cli):
         2, "", f"murmur-wsgi: cannot reach the door at {url}: connection refused\n")
 
 
+@pytest.mark.parametrize("url, why", [("http://[::1", "Invalid IPv6 URL"),
+                                      ("http://[zz]:1", "'zz' does not appear to be an IPv4 "
+                                                        "or IPv6 address")])
+def test_an_address_urllib_refuses_is_one_line(cli, url, why):
+    for command in (("card",), ("get", "tsk_x"), ("tasks",)):
+        assert cli(*command, url=url) == (2, "", f"murmur-wsgi: {url} is not a URL: {why}\n")
+
+
 def test_no_door_to_talk_to(cli):
     status, _, err = cli("tasks", url=None)
     assert status == 2 and err.startswith("murmur-wsgi: no door to talk to: give --url")
