@@ -295,3 +295,27 @@ def test_each_line_is_exactly_what_the_json_encoder_writes(rpc):
     assert records[5]["note"] == odd and records[5]["n"] == [1, None]
     assert list(records[6])[:5] == HEAD
     assert records[6]["timestamp"] == "mine" and records[6]["event_id"] == "evt_mine"
+
+
+@pytest.mark.parametrize("trace", [True, False])
+def test_an_agents_record_may_name_any_field(trace):
+    # Fields named like the writer's own parameters are the record's, nothing else.
+    def agent(ctx):
+        return ctx.record_event("note", task_id="tsk_other", starts_task="tsk_fake",
+                                flush=False, event_type_of="x") or "untraced"
+
+    door = create_app({"name": "notes", "version": "0.1.0"}, agent=agent, trace=trace)
+    try:
+        task = Rpc(door).result("SendMessage", send_params("go"))["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        if not trace:
+            return
+        start, = [r for r in records_of(door, "task_start") if r["task_id"] == task["id"]]
+        note, = records_of(door, "note")
+        assert note["parent_id"] == start["event_id"]
+        assert {k: note[k] for k in ("task_id", "starts_task", "flush", "event_type_of")} == \
+            {"task_id": "tsk_other", "starts_task": "tsk_fake", "flush": False,
+             "event_type_of": "x"}
+        assert "tsk_fake" not in door.session.trace._tasks
+    finally:
+        door.close()

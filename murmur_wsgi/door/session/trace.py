@@ -126,12 +126,16 @@ class Trace:
                   f'"duration_ms":{max(0, now_ms() - started_ms)}')
         self._queue("task_end", event_id, fields)
 
-    def task_event(self, task_id: str, event_type: str, **fields) -> str:
-        """Write a record of a live task (``harness_start``, …) under its ``task_start``."""
+    def task_event(self, task_id: str, event_type: str, fields: dict) -> str:
+        """Write a record of a live task (``harness_start``, …) under its ``task_start``.
+
+        ``fields`` is a dict, never keywords: an agent's field may be named like this
+        method's or ``write``'s parameters (``task_id``, ``starts_task``, ``flush``).
+        """
         with self._lock:
             started = self._tasks.get(task_id)
         parent = started[0] if started is not None else self.session_event
-        return self.write(event_type, parent, **fields)
+        return self._write(event_type, parent, None, True, fields)
 
     def auth_refused(self, status: int, error: str) -> str | None:
         """A request the door refused at step 2 or 11; never the token.
@@ -161,6 +165,11 @@ class Trace:
         later records under the same lock as the queueing. ``flush=False``
         only queues it: for a caller holding a lock the disk must not hold up.
         """
+        return self._write(event_type, parent_id, starts_task, flush, fields)
+
+    def _write(self, event_type: str, parent_id: str | None, starts_task: str | None,
+               flush: bool, fields: dict) -> str | None:
+        """``write()``, its fields a dict."""
         if not self.enabled:
             return None
         if not _HEAD.isdisjoint(fields):

@@ -179,7 +179,7 @@ class AgentCalls(AgentPort):
         raise TaskCanceled(self.record.id)
 
     def record_event(self, event_type: str, fields: dict) -> str:
-        return self.trace.task_event(self.record.id, event_type, **fields)
+        return self.trace.task_event(self.record.id, event_type, fields)
 
     # --- input and background work ------------------------------------------
 
