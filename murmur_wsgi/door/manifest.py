@@ -9,6 +9,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from marshmallow import (EXCLUDE, Schema, ValidationError, fields, post_load, validate,
                          validates_schema)
@@ -125,6 +126,18 @@ class NetworkSchema(Block):
     public_url = fields.Url(load_default=None, allow_none=True, require_tld=False,
                             schemes={"http", "https"})
     authentication = fields.Nested(AuthenticationSchema, load_default=None, allow_none=True)
+
+    @validates_schema
+    def _public_port(self, data, **kwargs):
+        # NOTE: the URL validator takes any digits after the host: the card would announce
+        # an address no client can connect to (http://x:99999, http://x:0).
+        url = data.get("public_url")
+        try:
+            port = urlsplit(url).port if url else None
+        except ValueError:
+            port = 0
+        if port == 0:
+            raise ValidationError("must name a port from 1 to 65535", "public_url")
 
 
 class ImagesSchema(Block):

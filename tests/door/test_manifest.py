@@ -302,3 +302,16 @@ def test_a_files_root_with_a_control_character_is_refused(root):
     # Every read of the plane names the root in a header, which cannot hold one.
     with pytest.raises(ManifestError, match=r"^exports\.files\.root: must hold no control "):
         load_manifest({"name": "a", "version": "1", "exports": {"files": {"root": root}}})
+
+
+@pytest.mark.parametrize("url", ["http://x:99999", "http://x:0", "https://[::1]:65536/a"])
+def test_a_public_url_with_no_usable_port_is_refused(url):
+    # The card would announce an address no client can connect to.
+    with pytest.raises(ManifestError, match=r"^network\.public_url: must name a port from 1 "):
+        load_manifest({"name": "a", "version": "1", "network": {"public_url": url}})
+
+
+@pytest.mark.parametrize("url", ["http://x", "http://x:1", "https://[::1]:65535/a2a"])
+def test_a_public_url_with_a_port_or_none_is_kept(url):
+    manifest = load_manifest({"name": "a", "version": "1", "network": {"public_url": url}})
+    assert manifest.network["public_url"] == url
