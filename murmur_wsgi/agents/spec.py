@@ -35,6 +35,7 @@ class AgentField(fields.Field):
     def _deserialize(self, value, attr, data, **kwargs):
         if isinstance(value, dict):
             return HarnessSchema().load(value)
-        if isinstance(value, str) and (value == "demo" or re.match(r"^[\w.]+:[\w.]+$", value)):
+        # NOTE: fullmatch: "$" also matches before a trailing line break ("os:getcwd\n").
+        if isinstance(value, str) and (value == "demo" or re.fullmatch(r"[\w.]+:[\w.]+", value)):
             return value
         raise ValidationError('must be demo, "pkg.module:callable" or {process: [cmd, ...]}')

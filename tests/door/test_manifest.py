@@ -315,3 +315,11 @@ def test_a_public_url_with_no_usable_port_is_refused(url):
 def test_a_public_url_with_a_port_or_none_is_kept(url):
     manifest = load_manifest({"name": "a", "version": "1", "network": {"public_url": url}})
     assert manifest.network["public_url"] == url
+
+
+@pytest.mark.parametrize("spec", ["os:getcwd\n", "os:getcwd\r\n", "demo\n"])
+def test_an_agent_spec_with_a_line_break_is_refused_in_one_line(spec):
+    with pytest.raises(ManifestError) as refused:
+        load_manifest({"name": "a", "version": "1", "agent": spec})
+    assert str(refused.value) == \
+        'agent: must be demo, "pkg.module:callable" or {process: [cmd, ...]}'
