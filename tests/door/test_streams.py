@@ -308,6 +308,8 @@ def test_watch_follows_every_task_with_frames_and_stays_open():
     pytest.param("x", None, range(1, 8), id="non-numeric-from-0"),
     pytest.param("8", 1, range(1, 8), id="never-issued"),
     pytest.param("9" * 5000, 1, range(1, 8), id="never-issued-too-long-for-int"),
+    pytest.param("0" * 30 + "3", None, range(4, 8), id="after-3-with-leading-zeros"),
+    pytest.param("0" * 5000 + "3", None, range(4, 8), id="after-3-with-many-leading-zeros"),
 ])
 def test_watch_replay_without_wrap(last_event_id, gap, replayed):
     door = stream_door()

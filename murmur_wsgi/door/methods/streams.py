@@ -32,7 +32,9 @@ def last_event_id(environ: dict) -> int | None:
     raw = raw.strip()
     if not _NUMBER.match(raw):
         return 0
-    # NOTE: a number longer than any id the session can issue names an id never issued.
+    # NOTE: a number longer than any id the session can issue names an id never issued;
+    # its leading zeros say nothing (0041 is 41).
+    raw = raw.lstrip("0") or "0"
     return int(raw) if len(raw) <= 18 else NEVER_ISSUED
 
 
