@@ -151,6 +151,12 @@ def test_no_authorization_header_is_unauthenticated():
     pytest.param("Bearer {t}, Bearer {t}", id="two-values-joined"),
     pytest.param("Bearer {t} {t}", id="two-tokens"),
     pytest.param("Bearer\x00{t}", id="nul"),
+    # HTTP's whitespace is space and tab: a latin-1 no-break space or NEL is no separator,
+    # and a token followed by one is not the token.
+    pytest.param("Bearer {t}\xa0", id="token-then-no-break-space"),
+    pytest.param("Bearer {t}\x85", id="token-then-nel"),
+    pytest.param("Bearer\xa0{t}", id="no-break-space-after-the-scheme"),
+    pytest.param("\x85Bearer {t}", id="nel-before-the-scheme"),
 ])
 def test_an_authorization_that_is_not_a_minted_bearer_token_is_invalid(value):
     door = auth_door()

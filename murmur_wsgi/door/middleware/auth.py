@@ -30,6 +30,7 @@ UNSCOPED = frozenset({"GetExtendedAgentCard", "CreateTaskPushNotificationConfig"
 # HTAB (a line break, NUL, ESC, DEL), which servers refuse in a header value (gunicorn
 # answers 500, Werkzeug raises).
 _NOT_IN_QUOTED = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_SPACES = re.compile(r"[ \t]+")
 
 
 def realm_challenge(name: str) -> str:
@@ -50,10 +51,13 @@ def bearer_token(header: str) -> str | None:
     """
     if "," in header:
         return None
-    parts = header.strip().split(None, 1)
+    # NOTE: HTTP's whitespace is space and tab only (RFC 9110's OWS, and the 1*SP after
+    # the scheme): str.strip() and split() would also take a latin-1 no-break space or
+    # NEL (0xA0, 0x85), and serve "Bearer <token>\xa0", which is not the token.
+    parts = _SPACES.split(header.strip(" \t"), 1)
     if len(parts) != 2 or parts[0].lower() != "bearer":
         return None
-    return parts[1].strip() or None
+    return parts[1] or None
 
 
 class TokenTable:
