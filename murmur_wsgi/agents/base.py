@@ -32,6 +32,17 @@ logger = logging.getLogger(__name__)
 Agent = Callable[["TaskContext"], "str | Completed | None"]
 
 
+_STR_OR_NONE, _BOOL_OR_NONE, _INT_OR_NONE = (str, type(None)), (bool, type(None)), (int, type(None))
+
+
+def _typed(value, types: tuple, what: str) -> None:
+    """Raise ``AgentValueError`` unless ``value`` is one of ``types``: a frame field's type,
+    as the frame names it (a bool is no int there, a number no str)."""
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        names = " or ".join("None" if t is type(None) else t.__name__ for t in types)
+        raise AgentValueError(f"{what} is {names}, not {type(value).__name__}")
+
+
 def _bounded(seconds: float, what: str) -> float:
     """``seconds`` at most ``MAX_SECS``: a longer timeout overflows the platform's clocks
     and locks (``OverflowError`` failed a task that waited ``float("inf")``)."""
@@ -135,6 +146,7 @@ class TaskContext:
 
     def write(self, text: str, final: bool = False) -> None:
         """Write a ``text`` frame: a piece of the answer as it streams."""
+        _typed(final, (bool,), "write: final")
         self._frame("text", text, {"text": text, "final": final})
 
     def thinking(self, text: str) -> None:
@@ -144,6 +156,8 @@ class TaskContext:
     def tool_call_started(self, tool_name: str, input: Any = None,
                           tool_call_id: str | None = None) -> str:
         """Write a ``tool-call-started`` frame; return the call's id."""
+        _typed(tool_name, (str,), "tool_call_started: tool_name")
+        _typed(tool_call_id, (str, type(None)), "tool_call_started: tool_call_id")
         call_id = tool_call_id or f"call_{next(self._calls)}"
         self._frame("tool-call-started", f"tool call started: {tool_name}",
                     {"toolCallId": call_id, "toolName": tool_name, "input": input})
@@ -151,6 +165,7 @@ class TaskContext:
 
     def tool_call_progress(self, tool_call_id: str, text: str) -> None:
         """Write a ``tool-call-progress`` frame."""
+        _typed(tool_call_id, (str,), "tool_call_progress: tool_call_id")
         self._frame("tool-call-progress", text, {"toolCallId": tool_call_id, "text": text})
 
     def artifact(self, tool_name: str, content: str, *, fence_source: str | None = None,
@@ -158,6 +173,14 @@ class TaskContext:
                  duration_ms: int | None = None, exit_code: int | None = None,
                  truncated: bool | None = None) -> None:
         """Write an ``artifact`` frame: what a tool returned (every key present)."""
+        for value, types, what in ((tool_name, (str,), "tool_name"),
+                                   (fence_source, _STR_OR_NONE, "fence_source"),
+                                   (tool_call_id, _STR_OR_NONE, "tool_call_id"),
+                                   (is_error, _BOOL_OR_NONE, "is_error"),
+                                   (duration_ms, _INT_OR_NONE, "duration_ms"),
+                                   (exit_code, _INT_OR_NONE, "exit_code"),
+                                   (truncated, _BOOL_OR_NONE, "truncated")):
+            _typed(value, types, f"artifact: {what}")
         self._frame("artifact", content, {
             "toolName": tool_name, "content": content, "fenceSource": fence_source,
             "toolCallId": tool_call_id, "isError": is_error, "durationMs": duration_ms,

@@ -8,7 +8,7 @@ import pytest
 
 from murmur_wsgi import create_app
 from murmur_wsgi.agents import NOT_JSON
-from tests.agents_util import response_of, status_text, tmp_home
+from tests.agents_util import frames_of, response_of, status_text, tmp_home
 from tests.conftest import Rpc
 from tests.shared import bad_values_agent
 from tests.shared.json_util import strict_json
@@ -128,5 +128,54 @@ def test_a_value_that_raises_when_read_still_ends_its_task(value):
         task = rpc.result("SendMessage", send_params("next"))["task"]
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
         assert response_of(task) == "second"
+    finally:
+        door.close()
+
+
+FRAME_CALLS = {
+    "write-final": lambda ctx: ctx.write("x", final="yes"),
+    "tool-name": lambda ctx: ctx.tool_call_started(5),
+    "tool-call-id": lambda ctx: ctx.tool_call_started("t", None, 7),
+    "progress-call-id": lambda ctx: ctx.tool_call_progress(None, "x"),
+    "artifact-duration": lambda ctx: ctx.artifact("t", "x", duration_ms="5"),
+    "artifact-is-error": lambda ctx: ctx.artifact("t", "x", is_error=1),
+    "artifact-exit-code": lambda ctx: ctx.artifact("t", "x", exit_code=True),
+    "artifact-tool-name": lambda ctx: ctx.artifact(None, "x"),
+}
+
+
+@pytest.mark.parametrize("call", sorted(FRAME_CALLS))
+def test_a_frame_field_of_the_wrong_type_is_refused_in_the_call(call):
+    def agent(ctx):
+        try:
+            FRAME_CALLS[call](ctx)
+        except TypeError as ex:
+            return f"refused: {type(ex).__name__}"
+        return "written"
+
+    door = create_app({"name": "frames", "version": "0.1.0"}, agent=agent)
+    try:
+        task = Rpc(door).result("SendMessage", send_params("go"))["task"]
+        assert response_of(task) == "refused: AgentValueError"
+        assert frames_of(door, task["id"]) == []           # nothing was published
+    finally:
+        door.close()
+
+
+def test_frame_fields_of_their_types_are_written():
+    def agent(ctx):
+        call_id = ctx.tool_call_started("t", {"a": 1}, "c1")
+        ctx.tool_call_progress(call_id, "half")
+        ctx.artifact("t", "out", fence_source=None, tool_call_id=call_id, is_error=False,
+                     duration_ms=5, exit_code=0, truncated=None)
+        ctx.write("done", final=True)
+        return "written"
+
+    door = create_app({"name": "frames", "version": "0.1.0"}, agent=agent)
+    try:
+        task = Rpc(door).result("SendMessage", send_params("go"))["task"]
+        assert response_of(task) == "written"
+        assert [f["frame"] for f in frames_of(door, task["id"])] == \
+            ["tool-call-started", "tool-call-progress", "artifact", "text"]
     finally:
         door.close()
