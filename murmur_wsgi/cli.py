@@ -48,6 +48,10 @@ def serve(args) -> int:
         refusal = listen_refusal(listen)
         if refusal:
             raise ManifestError(refusal)
+        conf = args.gunicorn_conf
+        # NOTE: checked here, as the manifest is: gunicorn would exit 1 with its own two lines.
+        if conf is not None and not conf.startswith("python:") and not os.path.isfile(conf):
+            raise ManifestError(f"--gunicorn-conf: {conf}: is not a file")
     except (ManifestError, AgentLoadError) as ex:
         print(f"murmur-wsgi: {ex}", file=sys.stderr)
         return 2

@@ -7,7 +7,10 @@ picking a free one raised a traceback. The check now binds as the servers bind.
 """
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -85,3 +88,18 @@ def test_the_hub_on_a_host_it_cannot_bind_is_one_line(tmp_path, capsys, host, wh
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1, err
     assert err.startswith("murmur-wsgi: ") and err.endswith(f": cannot listen there: {why}\n")
+
+
+@pytest.mark.parametrize("conf", ["missing.conf.py", "."], ids=["missing", "a-directory"])
+def test_a_gunicorn_conf_that_is_not_a_file_is_one_line(tmp_path, conf):
+    # NOTE: a child process: were the check missing, serve would exec gunicorn.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = str(tmp_path / conf)
+    done = subprocess.run([sys.executable, "-m", "murmur_wsgi.cli", "serve", "--config",
+                           manifest_file(tmp_path, "127.0.0.1", port), "--gunicorn-conf",
+                           path], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "MURMUR_WSGI_HOME": str(tmp_path)})
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"murmur-wsgi: --gunicorn-conf: {path}: is not a file\n"
