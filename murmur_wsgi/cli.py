@@ -21,14 +21,20 @@ def _listen(manifest, override: str | None) -> str:
         host, sep, port = override.rpartition(":")
         if not sep or not port.isdigit():
             raise ManifestError(f"--listen: '{override}' is not HOST:PORT")
-        return override
-    host = manifest.network["host"]
-    port = manifest.network["internal_port"]
+        if not (port.isascii() and int(port) == 0):
+            return override
+        # NOTE: port 0 is chosen here, as for a manifest naming none: the server would take
+        # one of its own, and the card and the running record would name port 0.
+        port = None
+    else:
+        host = manifest.network["host"]
+        port = manifest.network["internal_port"]
     if not port:
         try:
             port = free_port(host.strip("[]"))
         except UNBOUND as ex:
-            raise ManifestError(f"network.host: {host!r}: cannot listen there: "
+            named = "--listen" if override else "network.host"
+            raise ManifestError(f"{named}: {host!r}: cannot listen there: "
                                 f"{why_not(ex)}") from None
     # NOTE: an IPv6 address is bracketed, as --listen takes it: gunicorn reads ::1:41873
     # as the host :: and the port 1:41873.
@@ -58,6 +64,9 @@ def serve(args) -> int:
     if not args.listen and not manifest.network["internal_port"]:
         print(f"murmur-wsgi: the manifest names no port (network.internal_port): "
               f"listening on http://{listen}", file=sys.stderr)
+    elif args.listen and listen != args.listen:
+        print(f"murmur-wsgi: --listen names port 0: listening on http://{listen}",
+              file=sys.stderr)
     os.environ["MURMUR_WSGI_CONFIG"] = os.path.abspath(args.config)
     os.environ["MURMUR_WSGI_LISTEN"] = listen
     # The door records itself under this pid: this process, which becomes gunicorn's master.

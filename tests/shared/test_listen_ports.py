@@ -103,3 +103,14 @@ def test_a_gunicorn_conf_that_is_not_a_file_is_one_line(tmp_path, conf):
                           env={**os.environ, "MURMUR_WSGI_HOME": str(tmp_path)})
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"murmur-wsgi: --gunicorn-conf: {path}: is not a file\n"
+
+
+@pytest.mark.parametrize("listen", ["127.0.0.1:0", "127.0.0.1:00", "localhost:0"])
+def test_listen_on_port_0_names_the_port_it_will_serve_on(tmp_path, listen):
+    # The card's URL and the running record are the listen address: port 0 is no address.
+    manifest = load_manifest_file(manifest_file(tmp_path, "127.0.0.1", 41999))
+    chosen = _listen(manifest, listen)
+    host, _, port = chosen.rpartition(":")
+    assert host == listen.rpartition(":")[0] and 0 < int(port) < 65536
+    assert listen_refusal(chosen) is None
+    assert _listen(manifest, "127.0.0.1:41873") == "127.0.0.1:41873"     # a port is kept
