@@ -82,6 +82,9 @@ GOOD = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"i
     pytest.param("POST", "/", "", GOOD, id="empty content-type"),
     pytest.param("POST", "/", None, GOOD, id="no content-type"),
     pytest.param("POST", "/", "application/json", "", id="empty body"),
+    # HTTP's whitespace is space and tab: a latin-1 no-break space or NEL is part of the type.
+    pytest.param("POST", "/", "application/json\xa0", GOOD, id="json then no-break space"),
+    pytest.param("POST", "/", "\x85application/json", GOOD, id="nel then json"),
     pytest.param("GET", "/.well-known/agent-card.json/", None, None, id="card with slash"),
     pytest.param("POST", "/.well-known/agent-card.json", "application/json", GOOD,
                  id="POST card"),
@@ -97,7 +100,8 @@ def test_step5_not_found(door, method, path, content_type, data):
 
 @pytest.mark.parametrize("content_type", [
     "application/json", "application/json; charset=utf-8", "Application/JSON",
-    "application/json;charset=UTF-8",
+    "application/json;charset=UTF-8", "application/json ; charset=utf-8",
+    " application/json\t",
 ])
 def test_step5_json_content_types_are_served(rpc, content_type):
     response = rpc.post(GOOD, content_type=content_type)

@@ -19,7 +19,9 @@ def read_body(environ: dict, max_bytes: int) -> bytes:
     """Return the request body of a JSON-RPC POST /, or raise NotFound or BodyTooLargeError."""
     if environ.get("REQUEST_METHOD") != "POST" or environ.get("PATH_INFO", "/") not in ("/", ""):
         raise NotFound()
-    mimetype = environ.get("CONTENT_TYPE", "").partition(";")[0].strip().lower()
+    # NOTE: HTTP's whitespace (OWS) is space and tab: str.strip() would also drop a latin-1
+    # no-break space or NEL, and take "application/json\xa0" for application/json.
+    mimetype = environ.get("CONTENT_TYPE", "").partition(";")[0].strip(" \t").lower()
     if mimetype != "application/json":
         raise NotFound()
     try:
