@@ -17,7 +17,8 @@ from marshmallow import (EXCLUDE, Schema, ValidationError, fields, post_load, va
 from murmur_wsgi.agents.output import MAX_OUTPUT_BYTES, MIN_OUTPUT_BYTES, OUTPUT_FLOOR_ERROR
 from murmur_wsgi.agents.spec import AgentField
 from murmur_wsgi.loading import read_yaml
-from murmur_wsgi.settings import Block, ManifestError, Seconds, Size, StrictInt, first_error
+from murmur_wsgi.settings import (Block, ManifestError, Seconds, Size, StrictInt, first_error,
+                                  first_unencodable)
 
 logger = logging.getLogger(__name__)
 
@@ -306,10 +307,20 @@ class Manifest:
         return bool(block and block["accept"])
 
 
+# The texts read as a file system's bytes (surrogateescape: a name that is not UTF-8 is one).
+AS_BYTES = frozenset({"exports.files.root", "agent.process"})
+
+
 def load_manifest(data: dict | Manifest) -> Manifest:
     """Validate a mapping (or pass a Manifest through); raise ManifestError."""
     if isinstance(data, Manifest):
         return data
+    # NOTE: a lone surrogate ("\ud800" in YAML) passed: the card then held an escape no
+    # JSON reader takes back, and a header or a log line could not be written.
+    where = first_unencodable(data, AS_BYTES)
+    if where is not None:
+        raise ManifestError(f"{where}: holds a character that is not text (a lone surrogate: "
+                            "a YAML escape such as \\ud800)")
     try:
         loaded = ManifestSchema().load(data)
     except ValidationError as ex:

@@ -323,3 +323,25 @@ def test_an_agent_spec_with_a_line_break_is_refused_in_one_line(spec):
         load_manifest({"name": "a", "version": "1", "agent": spec})
     assert str(refused.value) == \
         'agent: must be demo, "pkg.module:callable" or {process: [cmd, ...]}'
+
+
+@pytest.mark.parametrize("manifest, where", [
+    ({"name": "x\ud800", "version": "1"}, "name"),
+    ({"name": "a", "version": "1", "tools": ["ok", "\udfff"]}, "tools[1]"),
+    ({"name": "a", "version": "1", "network": {"public_url": "http://h\ud83d/"}},
+     "network.public_url"),
+])
+def test_a_text_holding_a_lone_surrogate_is_refused_at_load(manifest, where):
+    """YAML reads "\\ud800" as a lone surrogate: the card held an escape no JSON reader takes
+    back (the name), or a header could not be written. A path read as a file system's bytes
+    may hold one (surrogateescape)."""
+    with pytest.raises(ManifestError) as refused:
+        load_manifest(manifest)
+    assert str(refused.value) == (f"{where}: holds a character that is not text (a lone "
+                                  "surrogate: a YAML escape such as \\ud800)")
+
+
+def test_a_files_root_read_as_bytes_may_hold_a_surrogate():
+    loaded = load_manifest({"name": "a", "version": "1", "exports": {
+        "files": {"root": "srv/caf\udce9"}}})
+    assert loaded.exports["files"]["root"] == "srv/caf\udce9"
