@@ -301,3 +301,15 @@ def terminal_then_waits(ctx):
         if ctx.wait(0.02):
             raise TaskCanceled(ctx.task_id)
     return TERMINAL
+
+
+def gated_reports(ctx):
+    """Text ``<gate> <count>``: wait for the gate, write ``count`` progress statuses
+    ``p000000``, ``p000001``, … at once, then hold until canceled."""
+    name, count = ctx.text.split()
+    gate(name).wait(30)
+    for i in range(int(count)):
+        ctx.progress(f"p{i:06d}")
+    while not ctx.wait(0.02):
+        pass
+    raise TaskCanceled(ctx.task_id)

@@ -187,6 +187,45 @@ def test_a_log_trimmed_from_its_start_opens_with_the_stored_task(store):
         close_hub(h)
 
 
+def test_a_stream_behind_its_logs_trim_goes_on_from_the_stored_task(store):
+    """A subscriber that read the start of a log, then fell behind its trim (Redis keeps
+    ``redis.max_events_per_task``), went on from the events the log still held: hundreds
+    of statusUpdates silently missing. It goes on from the stored Task, as a stream whose
+    log lost its start opens with it; the memory store keeps a log whole."""
+    config = hub_config(store=store, redis={"max_events_per_task": 100})
+    config["tenants"]["acme"]["agents"]["gated"] = {
+        "agent": "tests.hub.agents:gated_reports", "publish": True}
+    h = create_hub(config)
+    try:
+        client = HubClient(h, "gated")
+        task = client.send("g-behind 400", configuration={"returnImmediately": True})
+        wait_until(lambda: h.store.last_position(task["id"], "acme") >= 2)
+        response = client.call("SubscribeToTask", {"id": task["id"]}, buffered=False)
+        chunks, raw = iter(response.response), b""
+        while raw.count(b"\n\n") < 2:                # the Task as created, WORKING
+            raw += next(chunks)
+        gate("g-behind").set()
+        wait_until(lambda: h.store.last_position(task["id"], "acme") >= 402)
+        while raw.count(b"\n\n") < 3:                # read on while the task runs
+            raw += next(chunks)
+        assert client.result("CancelTask", {"id": task["id"]})["status"]["state"] == \
+            "TASK_STATE_CANCELED"
+        events = _payloads(raw + b"".join(chunks))
+        assert _kinds(events)[:2] == ["task", "statusUpdate"]
+        rest = events[2:]
+        if store != "memory":
+            assert _kinds(rest)[0] == "task"        # the stored Task, as it stands
+            assert _state(rest[0]) == "TASK_STATE_WORKING"
+            rest = rest[1:]
+        assert _state(rest[-1]) == "TASK_STATE_CANCELED"
+        numbers = [int(e["result"]["statusUpdate"]["status"]["message"]["parts"][0]["text"][1:])
+                   for e in rest[:-1]]
+        assert numbers == list(range(numbers[0], 400))
+        assert numbers[0] > 0 if store != "memory" else numbers[0] == 0
+    finally:
+        close_hub(h)
+
+
 def test_streamed_tokens_are_stored_merged(rpc):
     started = time.monotonic()
     live = sse_events(rpc.call("SendStreamingMessage", send_params("x"), agent="many"))

@@ -61,7 +61,7 @@ class EventSource:
                                              tenant=self._tenant)
             if not available:
                 return self._last(), True
-            if events and not self._read and events[0].seq > 1:
+            if events and events[0].seq > self._read + 1:
                 events = self._trimmed(events)
                 if events is None:
                     return self._last(), True
@@ -98,10 +98,15 @@ class EventSource:
             raise
 
     def _trimmed(self, events: list) -> list | None:
-        """The first read of a log trimmed from its start (Redis keeps
-        ``redis.max_events_per_task``): its Task as created is gone, and the stream opens
-        with the stored Task instead; a finished task's is whole, so it ends the stream
-        (None), as when the log expired."""
+        """A read of a log trimmed past the stream's position (Redis keeps
+        ``redis.max_events_per_task``): the events before ``events`` are gone, the Task as
+        created among them when the stream has read none, and the stream goes on from the
+        stored Task instead; a finished task's is whole, so it ends the stream (None), as
+        when the log expired.
+
+        NOTE: not only a first read: a stream that read the start of a log and then fell
+        behind its trim (its client slow, the run's events fast) went on from the events
+        the log still held, every event between silently missing."""
         current = self._store.get(self._tenant, self._agent, self._task_id)
         if current is None or current.terminal:
             return None
