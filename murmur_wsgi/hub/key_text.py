@@ -13,6 +13,8 @@ def _child(mapping, key: str):
     """The last ``key: value`` of ``mapping``: a key written twice is read as its last, by
     YAML's reader and so by the hub (the first was the one edited, a list it never read)."""
     found = None, None
+    if not isinstance(mapping, yaml.MappingNode):     # a key read through a merge key (<<)
+        return found
     for k, v in mapping.value:
         if isinstance(k, yaml.ScalarNode) and k.value == key:
             found = k, v
@@ -25,23 +27,35 @@ def add_digest(text: str, tenant: str, digest: str) -> str:
     The file is edited where the list is (a block list gets a line, a flow list an
     entry); a file laid out otherwise, or whose edit does not read back as the list and
     the digest, is rewritten whole, without its comments."""
-    data = yaml.safe_load(text) or {}
-    entry = data["tenants"][tenant] or {}
-    keys = list(entry.get("api_keys") or []) + [digest]
+    expected = _expected(text, tenant, lambda keys: keys + [digest])
     edited = _added_in_place(text, tenant, digest)
-    if edited is not None and _keys_read(edited, tenant) == keys:
+    if edited is not None and _reads_as(edited, expected):
         return edited
-    data["tenants"][tenant] = entry
-    entry["api_keys"] = keys
-    return yaml.safe_dump(data, sort_keys=False)
+    return yaml.safe_dump(expected, sort_keys=False)
 
 
-def _keys_read(text: str, tenant: str):
-    """The tenant's api_keys as the hub reads ``text``; None when it cannot."""
+def _expected(text: str, tenant: str, change) -> dict:
+    """hub.yaml as the hub should read it once the tenant's api_keys are ``change``d, and
+    nothing else: the tenant's block and the tenants mapping are copies, so that a block or
+    a list another tenant shares (an anchor and its alias, a merge key ``<<``) keeps its
+    value there."""
+    data = yaml.safe_load(text) or {}
+    tenants = dict(data["tenants"])
+    entry = dict(tenants[tenant] or {})
+    entry["api_keys"] = change(list(entry.get("api_keys") or []))
+    tenants[tenant] = entry
+    data["tenants"] = tenants
+    return data
+
+
+def _reads_as(text: str, expected: dict) -> bool:
+    """Whether ``text`` reads (as the hub reads the file) as ``expected``, whole: an edit
+    of a list another tenant shares changes that tenant too (a digest of two tenants,
+    which the hub refuses)."""
     try:
-        return ((yaml.safe_load(text) or {})["tenants"][tenant] or {}).get("api_keys")
-    except (yaml.YAMLError, KeyError, TypeError, AttributeError):
-        return None
+        return yaml.safe_load(text) == expected
+    except (yaml.YAMLError, RecursionError):
+        return False
 
 
 def _added_in_place(text: str, tenant: str, digest: str) -> str | None:
@@ -81,9 +95,7 @@ def remove_digest(text: str, tenant: str, digest: str) -> str:
     """``text`` (hub.yaml) without ``digest`` in the tenant's api_keys, comments kept where
     the list is a block list of more than one entry (and the edit reads back as the list
     without it); otherwise rewritten whole."""
-    data = yaml.safe_load(text)
-    entry = data["tenants"][tenant]
-    keys = [d for d in entry.get("api_keys") or [] if d != digest]
+    expected = _expected(text, tenant, lambda keys: [d for d in keys if d != digest])
     root = yaml.compose(text)
     _, tenants = _child(root, "tenants")
     _, block = _child(tenants, tenant)
@@ -94,8 +106,7 @@ def remove_digest(text: str, tenant: str, digest: str) -> str:
             if node.value == digest:
                 del lines[node.start_mark.line]
                 edited = "".join(lines)
-                if _keys_read(edited, tenant) == keys:
+                if _reads_as(edited, expected):
                     return edited
                 break
-    entry["api_keys"] = keys
-    return yaml.safe_dump(data, sort_keys=False)
+    return yaml.safe_dump(expected, sort_keys=False)
