@@ -61,6 +61,8 @@ class EventSource:
                                              tenant=self._tenant)
             if not available:
                 return self._last(), True
+            if events and events[-1].seq - events[0].seq != len(events) - 1:
+                events = _contiguous(events)
             if events and events[0].seq > self._read + 1:
                 events = self._trimmed(events)
                 if events is None:
@@ -133,6 +135,18 @@ class EventSource:
                        "its task %s", self._task_id, self._read,
                        "unfinished" if current is not None else "gone too")
         raise StoreError()
+
+
+def _contiguous(events: list) -> list:
+    """``events`` up to a gap among their positions (exclusive): the log trimmed between
+    two reads of a task's shared buffer (``redis_watched.Watched.merge`` appends what the
+    second read found), so that a stream behind the buffer's end was handed the events
+    before the trim and after it as one batch. The next read starts past the gap, which
+    ``read`` then meets as a trimmed log's (the stored Task first)."""
+    for i in range(1, len(events)):
+        if events[i].seq != events[i - 1].seq + 1:
+            return events[:i]
+    return events
 
 
 def subscription(hub, call, task) -> HubStream:
