@@ -18,7 +18,9 @@ from marshmallow import RAISE, Schema, ValidationError, fields, pre_load
 MAX_SECS = 10 * 365 * 86_400          # ten years
 MAX_INT = 2 ** 63 - 1                 # a signed 64-bit integer, as Redis holds one
 
-_SIZE = re.compile(r"^\s*(\d+)\s*(Ki|Mi|Gi)?\s*$")
+# NOTE: ASCII digits and blanks only (``\d`` takes any script's digits, ``\s`` a line break).
+_SIZE = re.compile(r"[ \t]*([0-9]+)[ \t]*(Ki|Mi|Gi)?[ \t]*")
+_SIZE_DIGITS = len(str(2 ** 63))          # a longer number is past any bound, unread
 _UNITS = {None: 1, "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3}
 
 # Every character str.splitlines() breaks on, and its escape.
@@ -46,8 +48,11 @@ class Size(fields.Field):
             raise self.make_error("invalid")
         if isinstance(value, int):
             number = value
-        elif isinstance(value, str) and (m := _SIZE.match(value)):
-            number = int(m.group(1)) * _UNITS[m.group(2)]
+        elif isinstance(value, str) and (m := _SIZE.fullmatch(value)):
+            digits = m.group(1).lstrip("0") or "0"
+            if len(digits) > _SIZE_DIGITS:      # int() refuses past 4,300 digits: a traceback
+                raise self.make_error("too_large")
+            number = int(digits) * _UNITS[m.group(2)]
         else:
             raise self.make_error("invalid")
         if number <= 0:

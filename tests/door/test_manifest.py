@@ -248,6 +248,7 @@ def test_load_manifest_reads_the_decisions_example():
 
 @pytest.mark.parametrize("value, size", [
     (1, 1), ("1", 1), ("2Ki", 2048), ("3Mi", 3 * 1024 ** 2), ("1Gi", 1024 ** 3),
+    (" 4 Ki\t", 4096), ("0" * 30 + "5", 5),
 ])
 def test_sizes(value, size):
     manifest = load_manifest({"name": "a", "version": "1",
@@ -255,7 +256,8 @@ def test_sizes(value, size):
     assert manifest.context["images"]["max_bytes"] == size
 
 
-@pytest.mark.parametrize("value", [0, -1, "0Mi", "5 MB", "5mi", "1.5Mi", True, 2.5, None, []])
+@pytest.mark.parametrize("value", [0, -1, "0Mi", "5 MB", "5mi", "1.5Mi", True, 2.5, None, [],
+                                   "\u0666\u0664Ki", "64\u3000Ki", "64Ki\n", "9" * 5000])
 def test_bad_sizes(value):
     with pytest.raises(ManifestError) as info:
         load_manifest({"name": "a", "version": "1", "context": {"images": {"max_bytes": value}}})
