@@ -47,7 +47,14 @@ def out(line: str = "") -> None:
     render.write(sys.stdout, render.printable(line) + "\n")
 
 
+ERR_CHARS = 4000               # the most of an error line a command prints
+
+
 def err(line: str) -> None:
+    """One line on stderr; past ``ERR_CHARS``, cut and its length told (a server's own
+    message, quoted in a refusal, may be megabytes: no terminal line should be)."""
+    if len(line) > ERR_CHARS:
+        line = f"{line[:ERR_CHARS]}… ({len(line) - ERR_CHARS} more characters)"
     render.write(sys.stderr, f"murmur-wsgi: {render.printable(line)}\n")
 
 

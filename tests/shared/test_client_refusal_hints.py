@@ -54,3 +54,22 @@ def test_a_401_beside_well_formed_schemes_still_names_what_to_give(cli_env, caps
         assert main(["get", "t", "--url", door.url, "--timeout", str(WAIT)]) == 2
     err = capsys.readouterr().err
     assert "its card asks for --header 'X-Key: KEY', or --token TOKEN" in err, err
+
+
+def test_a_servers_message_of_megabytes_is_cut_in_its_one_line(cli_env, capsys):
+    """A JSON-RPC error's message is the server's: quoted in the refusal's line, one of
+    4 MB was a line of 4 MB on stderr."""
+    message = "m" * (4 * 1024 * 1024)
+
+    def handler(conn, request, server):
+        if request.method == "GET":
+            answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+        else:
+            body = json.loads(request.body)
+            answer(conn, "200 OK", json.dumps({"jsonrpc": "2.0", "id": body["id"], "error": {
+                "code": -32001, "message": message}}).encode())
+    with Hostile(handler) as door:
+        assert main(["get", "t", "--url", door.url, "--timeout", str(WAIT)]) == 1   # refused
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 4200, len(err)
+    assert err.rstrip("\n").endswith(" more characters)") and "-32001: mmm" in err
