@@ -43,6 +43,20 @@ def _typed(value, types: tuple, what: str) -> None:
         raise AgentValueError(f"{what} is {names}, not {type(value).__name__}")
 
 
+# The frames whose fields are fixed (docs/agents.md; None: any JSON value), for ``frame``.
+_FRAME_FIELDS = {
+    "text": {"text": (str,), "final": (bool,)},
+    "thinking": {"text": (str,), "final": (bool,)},
+    "tool-call-started": {"toolCallId": (str,), "toolName": (str,), "input": None},
+    "tool-call-progress": {"toolCallId": (str,), "text": (str,)},
+    "artifact": {"toolName": (str,), "content": (str,), "fenceSource": _STR_OR_NONE,
+                 "toolCallId": _STR_OR_NONE, "isError": _BOOL_OR_NONE,
+                 "durationMs": _INT_OR_NONE, "exitCode": _INT_OR_NONE,
+                 "truncated": _BOOL_OR_NONE},
+    "suggested-prompt": {"text": (str,)},
+}
+
+
 def _bounded(seconds: float, what: str) -> float:
     """``seconds`` at most ``MAX_SECS``: a longer timeout overflows the platform's clocks
     and locks (``OverflowError`` failed a task that waited ``float("inf")``)."""
@@ -212,7 +226,18 @@ class TaskContext:
         self._port.usage(report)
 
     def frame(self, name: str, text: str, fields: dict) -> None:
-        """Write any murmur frame (``quota``, ``suggested-prompt`` from a harness)."""
+        """Write any murmur frame (``quota``, ``suggested-prompt`` from a harness).
+
+        A frame whose fields are fixed is held to them as the call that writes it
+        is (``write``, ``tool_call_started``, ``artifact``, …): its keys, each of its type.
+        """
+        typed = _FRAME_FIELDS.get(name)
+        if typed is not None:
+            if not isinstance(fields, dict) or fields.keys() != typed.keys():
+                raise AgentValueError(f"frame '{name}': fields are {sorted(typed)}")
+            for key, types in typed.items():
+                if types is not None:
+                    _typed(fields[key], types, f"frame '{name}': {key}")
         self._frame(name, text, fields)
 
     def _frame(self, name: str, text: str, fields: dict) -> None:
@@ -221,7 +246,7 @@ class TaskContext:
             check_text(text, f"frame '{name}'")
         self._port.frame(name, text, fields)
 
-    def record_event(self, event_type: str, **fields) -> str:
+    def record_event(self, event_type: str, /, **fields) -> str:
         """Write a record to the session trace under this task's ``task_start``."""
         return self._port.record_event(event_type, fields)
 

@@ -146,7 +146,9 @@ class HarnessAgent:
         proc = self._spawn(ctx)
         ending = "kill"
         try:
-            ctx.record_event("harness_start", binary=os.path.basename(self.argv[0]),
+            # NOTE: argv may hold a file system's bytes (surrogateescape); the trace is UTF-8 JSON.
+            binary = os.fsencode(os.path.basename(self.argv[0])).decode("utf-8", "replace")
+            ctx.record_event("harness_start", binary=binary,
                              pid=proc.pid, harness_session_id=session_id, session_mode=mode)
             message = ctx.message
             proc.send({"type": "task", "task_id": ctx.task_id, "context_id": ctx.context_id,

@@ -33,7 +33,8 @@ def _extensions(environ: dict) -> frozenset:
     raw = environ.get("HTTP_A2A_EXTENSIONS")
     if not raw:
         return frozenset()
-    return frozenset(part.strip() for part in raw.split(",") if part.strip())
+    # NOTE: HTTP's whitespace (OWS) is space and tab: "<URI>\xa0" names no extension.
+    return frozenset(part.strip(" \t") for part in raw.split(",") if part.strip(" \t"))
 
 
 def http_tier(door, environ: dict) -> tuple[CallContext, bytes | tuple]:

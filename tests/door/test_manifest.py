@@ -343,7 +343,16 @@ def test_a_text_holding_a_lone_surrogate_is_refused_at_load(manifest, where):
                                   "surrogate: a YAML escape such as \\ud800)")
 
 
-def test_a_files_root_read_as_bytes_may_hold_a_surrogate():
-    loaded = load_manifest({"name": "a", "version": "1", "exports": {
-        "files": {"root": "srv/caf\udce9"}}})
-    assert loaded.exports["files"]["root"] == "srv/caf\udce9"
+def test_a_files_root_holding_a_surrogate_is_refused():
+    """The listing names the root in JSON, which cannot carry a file system's bytes that are
+    not UTF-8: every GET /resources/files answered a JSON-RPC -32603 on the plane."""
+    with pytest.raises(ManifestError) as refused:
+        load_manifest({"name": "a", "version": "1", "exports": {
+            "files": {"root": "srv/caf\udce9"}}})
+    assert str(refused.value).startswith("exports.files.root: holds a character that is not text")
+
+
+def test_an_agent_process_read_as_bytes_may_hold_a_surrogate():
+    loaded = load_manifest({"name": "a", "version": "1", "inference": {"transport": "process"},
+                            "agent": {"process": ["/opt/caf\udce9/harness"]}})
+    assert loaded.agent["process"] == ["/opt/caf\udce9/harness"]

@@ -29,7 +29,8 @@ def last_event_id(environ: dict) -> int | None:
     raw = environ.get("HTTP_LAST_EVENT_ID")
     if raw is None:
         return None
-    raw = raw.strip()
+    # NOTE: HTTP's whitespace (OWS) is space and tab: "3\xa0" is not a number.
+    raw = raw.strip(" \t")
     if not _NUMBER.match(raw):
         return 0
     # NOTE: a number longer than any id the session can issue names an id never issued;

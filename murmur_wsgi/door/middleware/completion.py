@@ -14,12 +14,12 @@ def check(call: RpcCall, session) -> bool:
     """Return True when the call is a completion the session awaits; raise its refusal."""
     if call.ctx.origin != "completion":
         return False
-    addressed = call.environ.get("HTTP_X_MURMUR_COMPLETION_SESSION", "").strip()
+    addressed = call.environ.get("HTTP_X_MURMUR_COMPLETION_SESSION", "").strip(" \t")
     if addressed != session.id:
         raise CompletionMisaddressedError(addressed)
     if call.method != "SendMessage":
         raise MethodNotFoundError()
-    delegation = call.environ.get("HTTP_X_MURMUR_DELEGATION_ID", "").strip()
+    delegation = call.environ.get("HTTP_X_MURMUR_DELEGATION_ID", "").strip(" \t")
     if not delegation or not session.delegations.awaits(delegation):
         raise CompletionNotAwaitedError(delegation or None)
     call.ctx.delegation_id = delegation

@@ -13,7 +13,7 @@ def _values(environ: dict, key: str) -> list[str]:
     raw = environ.get(key)
     if raw is None:
         return []
-    return [value.strip().lower() for value in raw.split(",")]
+    return [value.strip(" \t").lower() for value in raw.split(",")]
 
 
 def check_consent(environ: dict, ctx: CallContext, accept: bool) -> None:
