@@ -141,6 +141,14 @@ FRAME_CALLS = {
     "artifact-is-error": lambda ctx: ctx.artifact("t", "x", is_error=1),
     "artifact-exit-code": lambda ctx: ctx.artifact("t", "x", exit_code=True),
     "artifact-tool-name": lambda ctx: ctx.artifact(None, "x"),
+    # ctx.frame, the public call for any frame, holds a fixed frame to its keys and types
+    "frame-text-final": lambda ctx: ctx.frame("text", "x", {"text": "x", "final": "yes"}),
+    "frame-tool-name": lambda ctx: ctx.frame("tool-call-started", "t",
+                                             {"toolCallId": "c", "toolName": 5, "input": None}),
+    "frame-artifact-keys": lambda ctx: ctx.frame("artifact", "x",
+                                                 {"toolName": "t", "isError": 1}),
+    "frame-progress-id": lambda ctx: ctx.frame("tool-call-progress", "x",
+                                               {"toolCallId": None, "text": "x"}),
 }
 
 
