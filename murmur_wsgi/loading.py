@@ -13,6 +13,28 @@ import sys
 import yaml
 
 
+class SafeLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, whose constructors' own errors are ``ConstructorError``s (a
+    ``yaml.YAMLError``, with the value's line): they call ``int()``, ``date()``, … and let
+    ValueError out (``x: 2024-02-30``, an int of more than 4,300 digits, ``!!int abc``),
+    IndexError (``!!int ''``), KeyError (``!!bool maybe``) or AttributeError."""
+
+    def construct_object(self, node, deep=False):
+        try:
+            return super().construct_object(node, deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, TypeError, IndexError, KeyError, AttributeError) as ex:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read this value ({type(ex).__name__})",
+                node.start_mark) from None
+
+
+def safe_load(stream):
+    """``yaml.safe_load``, every failure to read a value a ``yaml.YAMLError``."""
+    return yaml.load(stream, Loader=SafeLoader)
+
+
 def import_callable(spec: str, where: str, error: type[Exception]):
     """Import ``pkg.mod:callable``; a bad spec raises ``error`` naming ``where``."""
     module_name, _, attr = spec.partition(":")
@@ -69,7 +91,7 @@ def read_yaml(path: str, error: type[Exception]):
             os.close(fd)
             raise
         with fh:
-            return yaml.safe_load(fh)
+            return safe_load(fh)
     except OSError as ex:
         raise error(f"{path}: cannot be read: {ex.strerror}") from None
     except UnicodeDecodeError as ex:

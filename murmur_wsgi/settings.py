@@ -21,6 +21,9 @@ MAX_INT = 2 ** 63 - 1                 # a signed 64-bit integer, as Redis holds 
 # NOTE: ASCII digits and blanks only (``\d`` takes any script's digits, ``\s`` a line break).
 _SIZE = re.compile(r"[ \t]*([0-9]+)[ \t]*(Ki|Mi|Gi)?[ \t]*")
 _SIZE_DIGITS = len(str(2 ** 63))          # a longer number is past any bound, unread
+# A duration given as text: ASCII digits, an optional sign, point and exponent, blanks
+# around (float() takes any script's digits, any Unicode space and a line break).
+_SECONDS = re.compile(r"[ \t]*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[ \t]*")
 _UNITS = {None: 1, "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3}
 
 # Every character str.splitlines() breaks on, and its escape.
@@ -85,6 +88,8 @@ class Seconds(fields.Float):
     default_error_messages = {"too_large": f"must be at most {MAX_SECS} seconds (ten years)"}
 
     def _validated(self, value):
+        if isinstance(value, str) and not _SECONDS.fullmatch(value):
+            raise self.make_error("invalid")
         value = super()._validated(value)
         if value is not None and value > MAX_SECS:
             raise self.make_error("too_large")

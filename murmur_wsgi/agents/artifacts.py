@@ -17,7 +17,7 @@ import logging
 from typing import Callable
 
 from murmur_wsgi.agents.parts import as_part, as_parts
-from murmur_wsgi.agents.endings import check_text
+from murmur_wsgi.agents.endings import AgentValueError, check_text
 from murmur_wsgi.agents.owned import json_copy
 
 logger = logging.getLogger(__name__)
@@ -170,6 +170,11 @@ class ArtifactStream:
         """
         if self.closed:
             raise ValueError(f"artifact {self.name!r} is closed")
+        # NOTE: published as lastChunk, a bool on the wire (as write's final): "yes" or 1
+        # was written as it was given.
+        if type(last) is not bool:
+            raise AgentValueError(f"artifact {self.name!r}: last is bool, "
+                                  f"not {type(last).__name__}")
         self._send([as_part(part)], last)
 
     def close(self) -> None:

@@ -43,6 +43,9 @@ def _typed(value, types: tuple, what: str) -> None:
         raise AgentValueError(f"{what} is {names}, not {type(value).__name__}")
 
 
+# A trace record's head, the door's (docs/agents.md, "The session trace").
+_TRACE_HEAD = frozenset({"event_type", "event_id", "parent_id", "session_id", "timestamp"})
+
 # The frames whose fields are fixed (docs/agents.md; None: any JSON value), for ``frame``.
 _FRAME_FIELDS = {
     "text": {"text": (str,), "final": (bool,)},
@@ -247,7 +250,16 @@ class TaskContext:
         self._port.frame(name, text, fields)
 
     def record_event(self, event_type: str, /, **fields) -> str:
-        """Write a record to the session trace under this task's ``task_start``."""
+        """Write a record to the session trace under this task's ``task_start``.
+
+        Its head (``event_type``, ``event_id``, ``parent_id``, ``session_id``,
+        ``timestamp``) is the door's: a field of one of those names is refused, as a type
+        other than ``str`` for ``event_type`` (traced or not, the same answer).
+        """
+        _typed(event_type, (str,), "record_event: event_type")
+        if not _TRACE_HEAD.isdisjoint(fields):
+            raise AgentValueError(f"record_event: '{min(_TRACE_HEAD.intersection(fields))}' "
+                                  "is the record's own (its head), not a field")
         return self._port.record_event(event_type, fields)
 
     # --- input and background work ---------------------------------------

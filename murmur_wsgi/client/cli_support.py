@@ -53,9 +53,22 @@ ERR_CHARS = 4000               # the most of an error line a command prints
 def err(line: str) -> None:
     """One line on stderr; past ``ERR_CHARS``, cut and its length told (a server's own
     message, quoted in a refusal, may be megabytes: no terminal line should be)."""
-    if len(line) > ERR_CHARS:
-        line = f"{line[:ERR_CHARS]}… ({len(line) - ERR_CHARS} more characters)"
-    render.write(sys.stderr, f"murmur-wsgi: {render.printable(line)}\n")
+    head = line[:ERR_CHARS]
+    shown = render.printable(head)
+    if len(shown) > ERR_CHARS:
+        # NOTE: the bound is the line as printed: printable() writes a control character
+        # as 4 (\x1b) or 10 (\U000e0001); the characters that fit, each escaped alike.
+        pieces, size = [], 0
+        for char in head:
+            piece = render.printable(char)
+            if size + len(piece) > ERR_CHARS:
+                break
+            pieces.append(piece)
+            size += len(piece)
+        shown, head = "".join(pieces), head[:len(pieces)]
+    if len(head) < len(line):
+        shown = f"{shown}… ({len(line) - len(head)} more characters)"
+    render.write(sys.stderr, f"murmur-wsgi: {shown}\n")
 
 
 # --- finding the door -----------------------------------------------------------------

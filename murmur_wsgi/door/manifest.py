@@ -6,6 +6,7 @@ A bad manifest stops the process with one line naming the key, exit 2
 from __future__ import annotations
 
 import logging
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -312,6 +313,23 @@ class Manifest:
 AS_BYTES = frozenset({"agent.process"})
 
 
+def _not_bytes(data) -> str | None:
+    """The path of the first text of ``AS_BYTES`` that is no file system's bytes: a
+    surrogate outside surrogateescape's (U+DC80 to U+DCFF), which the harness's spawn
+    cannot encode (every task failed), or None."""
+    agent = data.get("agent") if isinstance(data, dict) else None
+    process = agent.get("process") if isinstance(agent, dict) else None
+    if not isinstance(process, list):
+        return None
+    for i, arg in enumerate(process):
+        if isinstance(arg, str):
+            try:
+                os.fsencode(arg)
+            except UnicodeEncodeError:
+                return f"agent.process[{i}]"
+    return None
+
+
 def load_manifest(data: dict | Manifest) -> Manifest:
     """Validate a mapping (or pass a Manifest through); raise ManifestError."""
     if isinstance(data, Manifest):
@@ -319,6 +337,10 @@ def load_manifest(data: dict | Manifest) -> Manifest:
     # NOTE: a lone surrogate ("\ud800" in YAML) passed: the card then held an escape no
     # JSON reader takes back, and a header or a log line could not be written.
     where = first_unencodable(data, AS_BYTES)
+    if where is not None:
+        raise ManifestError(f"{where}: holds a character that is not text (a lone surrogate: "
+                            "a YAML escape such as \\ud800)")
+    where = _not_bytes(data)
     if where is not None:
         raise ManifestError(f"{where}: holds a character that is not text (a lone surrogate: "
                             "a YAML escape such as \\ud800)")

@@ -78,18 +78,22 @@ class Credentials:
             return self._by_key(key), "api-key"
         header = header or ""
         scheme, _, token = header.partition(" ")
-        if scheme.lower() == "bearer" and token.strip() and self._jwt is not None:
-            return self._by_jwt(token.strip(), environ)
+        # NOTE: HTTP's whitespace (OWS) is space and tab (the door's bearer_token too):
+        # str.strip() took "<jwt>\xa0", NEL or 0x1c-0x1f as the JWT.
+        token = token.strip(" \t")
+        if scheme.lower() == "bearer" and token and self._jwt is not None:
+            return self._by_jwt(token, environ)
         raise HubRefusal()
 
     def is_operator(self, environ: dict) -> bool:
         """A bearer JWT that verifies and says ``role: operator`` (no tenant needed)."""
         header = environ.get("HTTP_AUTHORIZATION", "")
         scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip() or self._jwt is None:
+        token = token.strip(" \t")
+        if scheme.lower() != "bearer" or not token or self._jwt is None:
             return False
         try:
-            claims = self._claims(token.strip())
+            claims = self._claims(token)
         except HubRefusal:
             return False
         return claims.get("role") == "operator"

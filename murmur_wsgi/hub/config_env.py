@@ -17,6 +17,7 @@ from marshmallow import Schema, fields
 
 from murmur_wsgi.hub.config_fields import Callable, PublicUrl
 from murmur_wsgi.hub.config_schema import ConfigError, HubSchema
+from murmur_wsgi.loading import safe_load
 
 logger = logging.getLogger(__name__)
 
@@ -37,12 +38,12 @@ def env_settings(schema: Schema | None = None, path: tuple = ()) -> list[tuple[s
 
 
 def _env_value(variable: str, raw: str, fld) -> Any:
-    if isinstance(fld, fields.List) and not raw.lstrip().startswith("["):
-        return [yaml.safe_load(item.strip()) for item in raw.split(",") if item.strip()]
     if isinstance(fld, (fields.String, PublicUrl)) and not isinstance(fld, Callable):
         return raw
     try:
-        return yaml.safe_load(raw)
+        if isinstance(fld, fields.List) and not raw.lstrip().startswith("["):
+            return [safe_load(item.strip()) for item in raw.split(",") if item.strip()]
+        return safe_load(raw)
     except yaml.YAMLError:
         raise ConfigError(f"{variable}: is not a valid value") from None
 

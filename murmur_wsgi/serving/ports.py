@@ -64,7 +64,8 @@ def listen_refusal(listen: str) -> str | None:
     host = host.strip("[]")
     # NOTE: getaddrinfo takes 99999 as 34463 (the port's low 16 bits), and int() reads
     # any script's digits: the server that binds it after would raise OverflowError.
-    if not (port.isascii() and port.isdigit()) or int(port) > 65535:
+    if not (port.isascii() and port.isdigit()) or len(port.lstrip("0")) > 5 \
+            or int(port) > 65535:
         return f"{shown}: cannot listen there: the port must be a number from 0 to 65535"
     try:
         _bound(host, int(port)).close()

@@ -81,16 +81,21 @@ def test_a_files_root_holding_a_surrogate_does_not_break_the_listing(tmp_path):
 
 # 5. An agent's record may carry any field name, ctx.record_event's own parameter names
 #    (event_type, self) too: they raised TypeError in the agent's call.
-@pytest.mark.parametrize("field", ["event_type", "self"])
-def test_an_agents_record_may_carry_a_field_named_like_record_events_parameters(field):
+@pytest.mark.parametrize("field, answer", [("self", "recorded"),
+                                           ("event_type", "refused: AgentValueError")])
+def test_an_agents_record_may_carry_a_field_named_like_record_events_parameters(field, answer):
     def agent(ctx):
-        ctx.record_event("note", **{field: "x"})
+        try:
+            ctx.record_event("note", **{field: "x"})
+        except ValueError as ex:
+            return f"refused: {type(ex).__name__}"
         return "recorded"
 
     door = create_app({"name": "t", "version": "0.1.0"}, agent=agent)
     try:
         task = Rpc(door).result("SendMessage", send_params("go"))["task"]
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert task["artifacts"][0]["parts"][0]["text"] == answer
     finally:
         door.close()
 
