@@ -1,121 +1,153 @@
-"""A value YAML's constructors cannot build, a duration in another script's
-digits, and a port of thousands of digits are each one line naming where, never a
-traceback."""
-from __future__ import annotations
+"""Every number a configuration accepts is one the application can serve with.
 
-import io
-import sys
+A duration past ``settings.MAX_SECS`` (ten years) overflowed the platform's waits
+(``threading.Event.wait(1e12)`` raises OverflowError): accepted at load, it broke
+every CancelTask of a hub (``cancel_timeout_secs``) and every stream of a door
+(``stream.heartbeat_secs``). An integer past ``settings.MAX_INT`` broke the float
+arithmetic it feeds (``rate_per_minute: 10**400``: every SendMessage -32603). Both
+are refused at load now, naming the key; the largest accepted values serve.
+"""
+from __future__ import annotations
 
 import pytest
 
-from murmur_wsgi.cli import main
-from murmur_wsgi.door.manifest import ManifestError, load_manifest, load_manifest_file
-from murmur_wsgi.hub.config import ConfigError, load_config, load_config_file
-from murmur_wsgi.serving.ports import listen_refusal
+from murmur_wsgi.door.manifest import ManifestError
+from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.config import ConfigError, load_config
+from murmur_wsgi.hub.config_env import env_settings
+from murmur_wsgi.hub.config_schema import MAX_PRICE
+from murmur_wsgi.hub.context import MAX_TOKENS
+from murmur_wsgi.settings import MAX_INT, MAX_SECS, Seconds, Size, StrictInt
 
-from tests.hub.conftest import hub_config
+from tests.conftest import Rpc, make_door
+from tests.hub.conftest import HubClient, hub_config
+from tests.sse_util import msg, open_stream
 
-# Values PyYAML's SafeLoader reads by calling int(), date() … whose ValueError, IndexError,
-# KeyError or AttributeError is no yaml.YAMLError: read_yaml let it out as a traceback.
-UNBUILDABLE = {
-    "digits": "1" * 5000,                       # int() refuses past 4,300 digits
-    "date": "2024-02-30",                       # date(): day is out of range for month
-    "tag-int": "!!int abc",
-    "tag-empty": "!!int ''",
-    "tag-bool": "!!bool maybe",
-}
+TOO_LONG = 1e12                 # seconds: ~31,700 years, past every wait of the platform
+TOO_MANY = 10 ** 400
 
 
-@pytest.mark.parametrize("value", UNBUILDABLE.values(), ids=UNBUILDABLE)
-def test_a_door_manifest_value_yaml_cannot_build_is_one_line(tmp_path, value):
-    path = tmp_path / "murmur.yaml"
-    path.write_text(f"name: x\nversion: '1'\nagent: demo\nlifecycle:\n  queue_depth: {value}\n")
+def _set(config: dict, path: tuple, value) -> dict:
+    block = config
+    for part in path[:-1]:
+        block = block.setdefault(part, {})
+    block[path[-1]] = value
+    return config
+
+
+# The hub's settings of each kind, found from its schema: a new one is covered at once.
+HUB_SECONDS = [path for _, path, fld in env_settings() if isinstance(fld, Seconds)]
+HUB_INTEGERS = [path for _, path, fld in env_settings() if isinstance(fld, (StrictInt, Size))
+                and path[0] != "push"]
+
+
+def test_the_hub_has_settings_of_each_kind():
+    assert ("cancel_timeout_secs",) in HUB_SECONDS and ("limits", "run_timeout_secs") in HUB_SECONDS
+    assert ("limits", "rate_per_minute") in HUB_INTEGERS
+
+
+@pytest.mark.parametrize("path", HUB_SECONDS, ids=".".join)
+def test_a_hub_duration_past_ten_years_is_refused_naming_its_key(path):
+    with pytest.raises(ConfigError) as info:
+        load_config(_set(hub_config(), path, TOO_LONG), environ={})
+    assert str(info.value) == f"{'.'.join(path)}: must be at most {MAX_SECS} seconds (ten years)"
+
+
+@pytest.mark.parametrize("path", HUB_INTEGERS, ids=".".join)
+def test_a_hub_integer_past_64_bits_is_refused_naming_its_key(path):
+    with pytest.raises(ConfigError) as info:
+        load_config(_set(hub_config(), path, TOO_MANY), environ={})
+    assert str(info.value).startswith(f"{'.'.join(path)}: must be at most {MAX_INT}")
+
+
+def test_a_hub_at_the_largest_accepted_values_serves():
+    config = hub_config(cancel_timeout_secs=MAX_SECS, drain_timeout_secs=MAX_SECS)
+    config["limits"] = {"run_timeout_secs": MAX_SECS, "rate_per_minute": MAX_INT,
+                        "concurrency": MAX_INT}
+    hub = create_hub(config)
+    try:
+        client = HubClient(hub, agent="held")
+        task = client.send("wait", configuration={"returnImmediately": True})
+        canceled = client.result("CancelTask", {"id": task["id"]})
+        assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+        done = HubClient(hub).send("hello")
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    finally:
+        hub.close(drain_timeout=5)
+
+
+@pytest.mark.parametrize("block, key", [
+    ("stream", "heartbeat_secs"), ("stream", "write_timeout_secs"),
+    ("tasks", "keep_finished_secs"), ("limits", "header_timeout_secs"),
+    ("limits", "body_timeout_secs"), ("lifecycle", "input_timeout_secs")])
+def test_a_door_duration_past_ten_years_is_refused_naming_its_key(block, key):
     with pytest.raises(ManifestError) as info:
-        load_manifest_file(str(path))
-    assert str(info.value).startswith(f"{path}: ") and "\n" not in str(info.value)
+        make_door(**{block: {key: TOO_LONG}})
+    assert str(info.value) == f"{block}.{key}: must be at most {MAX_SECS} seconds (ten years)"
 
 
-@pytest.mark.parametrize("value", UNBUILDABLE.values(), ids=UNBUILDABLE)
-def test_a_hub_yaml_value_yaml_cannot_build_is_one_line(tmp_path, value):
-    path = tmp_path / "hub.yaml"
-    path.write_text(f"public_url: http://localhost:41880\ndrain_timeout_secs: {value}\n")
-    with pytest.raises(ConfigError) as info:
-        load_config_file(str(path), environ={})
-    assert str(info.value).startswith(f"{path}: ") and "\n" not in str(info.value)
-
-
-@pytest.mark.parametrize("value", ["1" * 5000, "2024-02-30", "!!int abc"])
-def test_a_hub_variable_yaml_cannot_build_names_the_variable(value):
-    with pytest.raises(ConfigError) as info:
-        load_config(hub_config(), environ={"MURMUR_HUB_DRAIN_TIMEOUT_SECS": value})
-    assert str(info.value).startswith("MURMUR_HUB_DRAIN_TIMEOUT_SECS"), str(info.value)
-
-
-def test_serve_with_a_huge_door_manifest_number_exits_2(tmp_path, capsys):
-    path = tmp_path / "murmur.yaml"
-    path.write_text("name: x\nversion: '1'\nagent: demo\nlifecycle:\n  queue_depth: "
-                    + "1" * 5000 + "\n")
-    assert main(["serve", "--config", str(path), "--listen", "127.0.0.1:0"]) == 2
-    assert capsys.readouterr().err.count("\n") == 1
-
-
-# A duration is read by float(), which takes any script's digits and spaces, and a line
-# break: durations now follow the sizes' rule (ASCII digits, blanks around).
-@pytest.mark.parametrize("value", ["\u0666\u0664", "\uff16\uff14", "64\u3000", "\u300064",
-                                   "64\n", "\xa064"])
-def test_a_duration_in_other_digits_or_spaces_is_refused(value):
+def test_a_harness_duration_past_ten_years_is_refused():
     with pytest.raises(ManifestError) as info:
-        load_manifest({"name": "a", "version": "1", "lifecycle": {"input_timeout_secs": value}})
-    assert str(info.value).startswith("lifecycle.input_timeout_secs: ")
+        make_door(inference={"transport": "process"},
+                  agent={"process": ["cat"], "idle_timeout_secs": TOO_LONG})
+    assert str(info.value).startswith("agent.idle_timeout_secs: must be at most")
 
 
-@pytest.mark.parametrize("value", ["\u0666\u0664", "64\u3000"])
-def test_a_hub_duration_in_other_digits_is_refused(value):
+@pytest.mark.parametrize("value, error", [(2, "must be from 3 to 512 levels"),
+                                           (513, "must be from 3 to 512 levels"),
+                                           (True, "Not a valid integer."),
+                                           (64.0, "Not a valid integer.")])
+def test_a_harness_line_depth_out_of_its_range_is_refused(value, error):
+    with pytest.raises(ManifestError) as info:
+        make_door(inference={"transport": "process"},
+                  agent={"process": ["cat"], "max_line_depth": value})
+    assert str(info.value) == f"agent.max_line_depth: {error}"
+    agent = make_door(inference={"transport": "process"},
+                      agent={"process": ["cat"], "max_line_depth": 512}).session.agent
+    assert agent.max_line_depth == 512
+
+
+def test_a_door_at_the_longest_heartbeat_streams():
+    rpc = Rpc(make_door(stream={"heartbeat_secs": MAX_SECS}))
+    try:
+        events = open_stream(rpc, "SendStreamingMessage", msg("/stream 2")).rest()
+        assert events[-1].state == "TASK_STATE_COMPLETED"
+    finally:
+        rpc.door.close()
+
+
+# --- pricing: micro-credits per million tokens, at most config_schema.MAX_PRICE -------
+# Before its bound, a price of 1e30 was accepted and every run of its model that reported
+# usage ended FAILED (decimal.InvalidOperation pricing it, logged as a traceback).
+
+def most_tokens(ctx):
+    """An agent reporting the most tokens a run may count, of the model priced "big"."""
+    ctx.usage(input_tokens=MAX_TOKENS, output_tokens=MAX_TOKENS, cached_tokens=MAX_TOKENS,
+              model="big")
+    return "counted"
+
+
+@pytest.mark.parametrize("key", ["input", "output", "cached"])
+def test_a_price_past_the_bound_is_refused_naming_its_key(key):
+    price = {"input": 1, "output": 1, key: 1e30}
     with pytest.raises(ConfigError) as info:
-        load_config(hub_config(), environ={"MURMUR_HUB_DRAIN_TIMEOUT_SECS": value})
-    assert str(info.value).startswith("MURMUR_HUB_DRAIN_TIMEOUT_SECS")
+        load_config(hub_config(pricing={"big": price}), environ={})
+    assert str(info.value).startswith(f"pricing.big.{key}: Must be greater than or equal to 0 "
+                                      f"and less than or equal to {MAX_PRICE}")
 
 
-@pytest.mark.parametrize("value, seconds", [("64", 64.0), (" 1.5 ", 1.5), ("1e2", 100.0),
-                                            (30, 30.0), (0.25, 0.25)])
-def test_durations_still_read(value, seconds):
-    manifest = load_manifest({"name": "a", "version": "1",
-                              "lifecycle": {"input_timeout_secs": value}})
-    assert manifest.lifecycle["input_timeout_secs"] == seconds
-
-
-# --listen HOST:PORT with a port of thousands of ASCII digits: int() raised out of both
-# commands (the door's _listen, the shared listen_refusal the hub calls).
-HUGE_PORT = "1" * 5000
-
-
-def test_listen_refusal_of_a_port_of_thousands_of_digits_is_one_line():
-    refusal = listen_refusal(f"127.0.0.1:{HUGE_PORT}")
-    assert refusal is not None and "the port must be a number from 0 to 65535" in refusal
-
-
-def test_serve_listen_with_a_port_of_thousands_of_digits_exits_2(tmp_path, capsys):
-    path = tmp_path / "murmur.yaml"
-    path.write_text("name: x\nversion: '1'\nagent: demo\n")
-    assert main(["serve", "--config", str(path), "--listen", f"127.0.0.1:{HUGE_PORT}"]) == 2
-    assert "Traceback" not in capsys.readouterr().err
-
-
-def test_hub_listen_with_a_port_of_thousands_of_digits_exits_2(tmp_path, capsys):
-    path = tmp_path / "hub.yaml"
-    path.write_text("public_url: http://localhost:41880\n")
-    assert main(["hub", "--config", str(path), "--listen", f"localhost:{HUGE_PORT}"]) == 2
-    assert "Traceback" not in capsys.readouterr().err
-
-
-# "An error line is at most 4,000 characters" (docs/client.md), but the cut came before
-# printable() escaped it: 4,000 control characters were a line of 16,000.
-def test_an_error_line_of_control_characters_is_at_most_its_bound(monkeypatch):
-    from murmur_wsgi.client import cli_support
-
-    buf = io.StringIO()
-    monkeypatch.setattr(sys, "stderr", buf)
-    cli_support.err("x: " + "\x1b" * 10_000)
-    line = buf.getvalue()
-    assert line.count("\n") == 1
-    assert len(line) < cli_support.ERR_CHARS + 100, len(line)
+def test_the_highest_price_of_the_most_tokens_is_charged():
+    top = {"input": MAX_PRICE, "output": MAX_PRICE, "cached": MAX_PRICE}
+    config = hub_config(pricing={"big": top})
+    config["tenants"]["acme"]["agents"]["most"] = {
+        "agent": "tests.shared.test_config_numbers:most_tokens", "publish": True}
+    hub = create_hub(config)
+    try:
+        task = HubClient(hub, agent="most").send("count")
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
+        usage = task["artifacts"][0]["parts"][1]["data"]["usage"]
+        # Cached tokens are part of the input: here all of it, at the cached price.
+        assert usage["credits_micros"] == 2 * MAX_TOKENS * int(MAX_PRICE) // 1_000_000
+        assert usage["pricing_status"] == "priced"
+    finally:
+        hub.close(drain_timeout=5)
