@@ -11,7 +11,7 @@ from murmur_wsgi.client import cli_commands as client_commands
 from murmur_wsgi.door.manifest import ManifestError, load_manifest_file
 from murmur_wsgi.door.planes.files import check_root
 from murmur_wsgi import running
-from murmur_wsgi.serving.ports import UNBOUND, free_port, listen_refusal, why_not
+from murmur_wsgi.serving.ports import UNBOUND, free_port, listen_refusal, port_number, why_not
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def serve(args) -> int:
         host, _, port = listen.rpartition(":")
         # SIGTERM or SIGINT closes the door (answers held requests, ends streams), then
         # the server stops; the door removes its running record as it closes.
-        return devserver.run(create_app(manifest, listen=listen), host.strip("[]"), int(port))
+        return devserver.run(create_app(manifest, listen=listen), host.strip("[]"), port_number(port))
     conf = args.gunicorn_conf
     if conf is None:
         conf = "conf/gunicorn.conf.py" if os.path.exists("conf/gunicorn.conf.py") else \

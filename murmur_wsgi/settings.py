@@ -82,14 +82,22 @@ class StrictInt(fields.Integer):
         return value
 
 
-class Seconds(fields.Float):
+class AsciiFloat(fields.Float):
+    """A float; given as text, ASCII digits and blanks only (``_SECONDS``): float() takes
+    any script's digits, any Unicode space and a line break."""
+
+    def _validated(self, value):
+        if isinstance(value, str) and not _SECONDS.fullmatch(value):
+            raise self.make_error("invalid")
+        return super()._validated(value)
+
+
+class Seconds(AsciiFloat):
     """A duration in seconds: finite, and at most ``MAX_SECS``."""
 
     default_error_messages = {"too_large": f"must be at most {MAX_SECS} seconds (ten years)"}
 
     def _validated(self, value):
-        if isinstance(value, str) and not _SECONDS.fullmatch(value):
-            raise self.make_error("invalid")
         value = super()._validated(value)
         if value is not None and value > MAX_SECS:
             raise self.make_error("too_large")

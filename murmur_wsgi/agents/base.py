@@ -45,6 +45,9 @@ def _typed(value, types: tuple, what: str) -> None:
 
 # A trace record's head, the door's (docs/agents.md, "The session trace").
 _TRACE_HEAD = frozenset({"event_type", "event_id", "parent_id", "session_id", "timestamp"})
+# The records only the door writes (docs/agents.md's table; harness_* are the harness
+# agent's own, written through ctx.record_event).
+_DOOR_RECORDS = frozenset({"session_start", "task_start", "task_end", "auth_refused"})
 
 # The frames whose fields are fixed (docs/agents.md; None: any JSON value), for ``frame``.
 _FRAME_FIELDS = {
@@ -257,6 +260,9 @@ class TaskContext:
         other than ``str`` for ``event_type`` (traced or not, the same answer).
         """
         _typed(event_type, (str,), "record_event: event_type")
+        if event_type in _DOOR_RECORDS:
+            raise AgentValueError(f"record_event: '{event_type}' is a record only the door "
+                                  "writes")
         if not _TRACE_HEAD.isdisjoint(fields):
             raise AgentValueError(f"record_event: '{min(_TRACE_HEAD.intersection(fields))}' "
                                   "is the record's own (its head), not a field")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 
-from marshmallow import ValidationError, fields, validate
+from marshmallow import ValidationError, fields, validate, validates
 
 from murmur_wsgi.settings import Block, Seconds, Size, StrictInt
 
@@ -27,6 +27,13 @@ class HarnessSchema(Block):
         min=3, max=512, error="must be from 3 to 512 levels"))
     max_stderr_bytes = Size(load_default=1024 ** 2)
     max_session_id_bytes = Size(load_default=1024)
+
+    @validates("process")
+    def _spawnable(self, value, **kwargs):
+        # NOTE: a NUL is no argument exec takes: every task failed at spawn (ValueError).
+        for i, arg in enumerate(value):
+            if "\x00" in arg:
+                raise ValidationError({i: ["holds a NUL, which no command argument can"]})
 
 
 class AgentField(fields.Field):

@@ -53,14 +53,22 @@ ERR_CHARS = 4000               # the most of an error line a command prints
 def err(line: str) -> None:
     """One line on stderr; past ``ERR_CHARS``, cut and its length told (a server's own
     message, quoted in a refusal, may be megabytes: no terminal line should be)."""
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+
+    def printed(text: str) -> str:
+        # NOTE: as render.write prints it: what stderr's encoding cannot hold (ASCII,
+        # Latin-1) as a backslash escape, up to 10 characters for one.
+        text = render.printable(text)
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+
     head = line[:ERR_CHARS]
-    shown = render.printable(head)
+    shown = printed(head)
     if len(shown) > ERR_CHARS:
         # NOTE: the bound is the line as printed: printable() writes a control character
         # as 4 (\x1b) or 10 (\U000e0001); the characters that fit, each escaped alike.
         pieces, size = [], 0
         for char in head:
-            piece = render.printable(char)
+            piece = printed(char)
             if size + len(piece) > ERR_CHARS:
                 break
             pieces.append(piece)

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from murmur_wsgi.hub.auth import mint_key
 from murmur_wsgi.hub.config import CONFIG_ENV, ConfigError, load_config_file
 from murmur_wsgi.hub.config_env import ENV_PREFIX
-from murmur_wsgi.serving.ports import listen_refusal
+from murmur_wsgi.serving.ports import listen_refusal, port_number
 from murmur_wsgi.hub.key_text import add_digest, remove_digest
 from murmur_wsgi.hub.keys import REDIS_KEYS, REVOKED, redis_client, watch_keys
 
@@ -44,7 +44,7 @@ def public_url_warning(public_url: str | None, listen: str) -> str | None:
     parts = urlsplit(public_url)
     host, _, port = listen.rpartition(":")
     announced = parts.port or (443 if parts.scheme == "https" else 80)
-    if parts.hostname in LOOPBACK and host.strip("[]") in LOOPBACK and announced != int(port):
+    if parts.hostname in LOOPBACK and host.strip("[]") in LOOPBACK and announced != port_number(port):
         return (f"public_url {public_url} names port {announced}, but the hub listens on "
                 f"{listen}: its cards send clients elsewhere; give --public-url "
                 f"http://{listen} (or set {PUBLIC_URL_ENV})")
@@ -94,7 +94,7 @@ def main(args) -> int:
 
         logs.configure()
         host, _, port = listen.rpartition(":")
-        return serve_dev(hub, host.strip("[]"), int(port))
+        return serve_dev(hub, host.strip("[]"), port_number(port))
     os.environ[CONFIG_ENV] = os.path.abspath(args.config)
     os.environ["MURMUR_WSGI_LISTEN"] = listen
     conf = args.gunicorn_conf or "python:murmur_wsgi.hub.gunicorn_conf"

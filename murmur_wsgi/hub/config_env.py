@@ -44,7 +44,7 @@ def _env_value(variable: str, raw: str, fld) -> Any:
         if isinstance(fld, fields.List) and not raw.lstrip().startswith("["):
             return [safe_load(item.strip()) for item in raw.split(",") if item.strip()]
         return safe_load(raw)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):      # as read_yaml: nested past the parser's
         raise ConfigError(f"{variable}: is not a valid value") from None
 
 

@@ -19,7 +19,7 @@ from murmur_wsgi.hub.config_fields import Callable, MountPath, PublicUrl
 from murmur_wsgi.hub.store import sentinel_url
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes, is_cluster
 from murmur_wsgi.hub.store.large_reads import MAX_BYTES as MAX_ANSWER_BYTES
-from murmur_wsgi.settings import Block, ManifestError, Seconds, Size, StrictInt
+from murmur_wsgi.settings import AsciiFloat, Block, ManifestError, Seconds, Size, StrictInt
 
 logger = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ class PushSchema(Block):
                         load_default=lambda: [443], validate=validate.Length(min=1))
     allow_networks = fields.List(fields.String(), load_default=list)
     ca_file = fields.String(load_default=None, allow_none=True)
-    retry_scale = fields.Float(load_default=1.0, validate=validate.Range(
+    retry_scale = AsciiFloat(load_default=1.0, validate=validate.Range(
         min=0, max=1, min_inclusive=False))
 
     @validates_schema
@@ -273,9 +273,9 @@ MAX_PRICE = 1e15
 
 
 class PriceSchema(Block):
-    input = fields.Float(required=True, validate=validate.Range(min=0, max=MAX_PRICE))
-    output = fields.Float(required=True, validate=validate.Range(min=0, max=MAX_PRICE))
-    cached = fields.Float(load_default=None, allow_none=True,
+    input = AsciiFloat(required=True, validate=validate.Range(min=0, max=MAX_PRICE))
+    output = AsciiFloat(required=True, validate=validate.Range(min=0, max=MAX_PRICE))
+    cached = AsciiFloat(load_default=None, allow_none=True,
                           validate=validate.Range(min=0, max=MAX_PRICE))
 
 

@@ -53,6 +53,17 @@ def why_not(ex: Exception) -> str:
     return getattr(ex, "strerror", None) or str(ex)
 
 
+def port_number(port: str) -> int | None:
+    """A ``--listen`` port's text as its number, or None: ASCII digits only (``int()``
+    reads any script's), at most 5 of them, at most 65535.
+
+    NOTE: 5 characters, leading zeros included: ``int()`` counts them against its 4,300
+    digits, and the text goes on as it is given (gunicorn's ``-b``, the card's URL)."""
+    if not (port.isascii() and port.isdigit()) or len(port) > 5 or int(port) > 65535:
+        return None
+    return int(port)
+
+
 def listen_refusal(listen: str) -> str | None:
     """Why ``HOST:PORT`` cannot be listened on now (one line), or None when it can.
 
@@ -64,11 +75,11 @@ def listen_refusal(listen: str) -> str | None:
     host = host.strip("[]")
     # NOTE: getaddrinfo takes 99999 as 34463 (the port's low 16 bits), and int() reads
     # any script's digits: the server that binds it after would raise OverflowError.
-    if not (port.isascii() and port.isdigit()) or len(port.lstrip("0")) > 5 \
-            or int(port) > 65535:
+    number = port_number(port)
+    if number is None:
         return f"{shown}: cannot listen there: the port must be a number from 0 to 65535"
     try:
-        _bound(host, int(port)).close()
+        _bound(host, number).close()
     except UNBOUND as ex:
         if getattr(ex, "errno", None) == errno.EADDRINUSE:
             return f"{shown} is in use; choose another with --listen"

@@ -38,7 +38,8 @@ def parse(url: str) -> SentinelUrl:
     if not service or "/" in db:
         raise ValueError("a redis-sentinel URL names its service: "
                          "redis-sentinel://HOST:PORT[,HOST:PORT…]/SERVICE/DB")
-    if db and not db.isdigit():
+    # NOTE: ASCII digits, a few (str.isdigit takes '²' and '٠', int() refuses 4,300).
+    if db and not (db.isascii() and db.isdigit() and len(db) <= 10):
         raise ValueError("a redis-sentinel URL's last part is the database number "
                          "(redis-sentinel://HOST:PORT/SERVICE/0)")
     sentinels = tuple(_address(part) for part in hosts.split(","))
@@ -53,6 +54,7 @@ def parse(url: str) -> SentinelUrl:
 def _address(part: str) -> tuple:
     host, colon, port = part.rpartition(":")
     host = host.strip("[]")
-    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not colon or not host or not (port.isascii() and port.isdigit()) \
+            or len(port) > 5 or not 0 < int(port) < 65536:
         raise ValueError("a redis-sentinel URL's hosts are HOST:PORT, separated by commas")
     return host, int(port)
