@@ -21,11 +21,13 @@ class PushConfigs:
             params["token"] = token
         if config_id is not None:
             params["id"] = config_id
-        return self.call("CreateTaskPushNotificationConfig", params)
+        method = "CreateTaskPushNotificationConfig"
+        return self._object(method, self.call(method, params))
 
     def push_get(self, task_id: str, config_id: str) -> dict:
         """GetTaskPushNotificationConfig."""
-        return self.call("GetTaskPushNotificationConfig", {"taskId": task_id, "id": config_id})
+        method = "GetTaskPushNotificationConfig"
+        return self._object(method, self.call(method, {"taskId": task_id, "id": config_id}))
 
     def push_list(self, task_id: str, *, max_pages: int = MAX_PAGES) -> list[dict]:
         """ListTaskPushNotificationConfigs: every config of the task, page after page;

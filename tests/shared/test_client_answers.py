@@ -1,0 +1,51 @@
+"""The client against servers whose answers hold a call past its timeout or answer
+another request: a chain of redirects, a JSON-RPC id that is not the request's, a push
+config that is not an object.
+
+Each server is a ``Hostile`` (tests/shared/hostile_server.py) on a free loopback port.
+"""
+from __future__ import annotations
+
+import json
+import pytest
+
+from murmur_wsgi.cli import main
+from tests.shared.hostile_server import Hostile, answer, card
+
+WAIT = 4.0
+
+
+@pytest.fixture
+def cli_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("MURMUR_WSGI_HOME", str(tmp_path / "home"))
+    for name in ("MURMUR_DOOR_URL", "MURMUR_DOOR_TOKEN", "MURMUR_API_KEY", "MURMUR_TENANT"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def rpc_door(result_for):
+    """A server with a card whose every JSON-RPC call is answered ``result_for(request)``:
+    ``(id, result)``."""
+    def handler(conn, request, server):
+        if request.method == "GET":
+            answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+            return
+        rpc_id, result = result_for(json.loads(request.body))
+        answer(conn, "200 OK", json.dumps({"jsonrpc": "2.0", "id": rpc_id,
+                                           "result": result}).encode())
+    return Hostile(handler)
+
+
+TASK = {"id": "tsk_1", "contextId": "ctx_1", "status": {"state": "TASK_STATE_COMPLETED"}}
+
+
+@pytest.mark.parametrize("argv", [("push", "get", "tsk_1", "--config", "c1"),
+                                  ("push", "create", "tsk_1", "--to", "http://hook.test/")])
+@pytest.mark.parametrize("result", [None, [], "cfg", 7])
+def test_a_push_config_that_is_not_an_object_is_exit_2(cli_env, capsys, argv, result):
+    """GetTaskPushNotificationConfig and Create answer a config: anything else printed
+    as it came (``null``) with exit 0."""
+    with rpc_door(lambda sent: (sent["id"], result)) as door:
+        assert main([*argv, "--url", door.url, "--timeout", str(WAIT)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and "not an object" in captured.err, captured.err
