@@ -12,6 +12,7 @@ never read. Every failure of ``requests`` is raised as one of the client's error
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 import time
@@ -66,8 +67,10 @@ class JsonRpcHttp:
     def _connect_timeout(self) -> float:
         return self.timeout[0] if isinstance(self.timeout, tuple) else self.timeout
 
-    def _stay_home(self, response, *args, **kwargs):
-        """A response hook: refuse a redirect off the origin, before ``requests`` follows it.
+    def _stay_home(self, response, *args, deadline: float | None = None, **kwargs):
+        """A response hook: refuse a redirect off the origin, before ``requests`` follows it,
+        and one that comes past ``deadline`` (each hop's headers are within the read
+        timeout, but 30 of them held one call for 30 timeouts): a ``ReadTimeout``.
 
         A redirect's own body is never read (closed unread, however long it says it is).
         Its target is read as ``requests`` reads it (the header's bytes as UTF-8); one
@@ -76,6 +79,9 @@ class JsonRpcHttp:
         if not response.is_redirect:
             return response
         response.close()
+        if deadline is not None and time.monotonic() > deadline:
+            raise ReadTimeout(f"{self.noun} at {self.url} did not answer within the timeout "
+                              "(redirected past it)", response=response, url=self.url)
         location = response.headers["location"]
         try:
             target = urljoin(response.url, location.encode("latin-1").decode("utf-8"))
@@ -92,14 +98,17 @@ class JsonRpcHttp:
 
     def _request(self, method: str, url: str, *, timeout, stream: bool = False, **kwargs):
         """``(response, body)``: the body read (at most ``max_answer_bytes``, all of it
-        within the read timeout), or None with ``stream``, the response left open."""
+        within the read timeout), or None with ``stream``, the response left open.
+        Redirects are followed within the read timeout, counted from now."""
+        read_timeout = timeout[1] if isinstance(timeout, tuple) else timeout
+        deadline = None if read_timeout is None else time.monotonic() + read_timeout
+        hook = functools.partial(self._stay_home, deadline=deadline)
         with self._failures():
             response = self.session.request(method, url, timeout=timeout, stream=True,
-                                            hooks={"response": self._stay_home}, **kwargs)
+                                            hooks={"response": hook}, **kwargs)
         if stream:
             return response, None
-        return response, self._read(response, timeout[1] if isinstance(timeout, tuple)
-                                    else timeout)
+        return response, self._read(response, read_timeout)
 
     def _read(self, response, read_timeout: float | None) -> bytes:
         """The whole body of ``response``, within ``read_timeout`` of now; it is closed."""

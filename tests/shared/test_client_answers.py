@@ -7,10 +7,13 @@ Each server is a ``Hostile`` (tests/shared/hostile_server.py) on a free loopback
 from __future__ import annotations
 
 import json
+import time
+
 import pytest
 
 from murmur_wsgi.cli import main
-from tests.shared.hostile_server import Hostile, answer, card
+from murmur_wsgi.client import A2AClient, ReadTimeout
+from tests.shared.hostile_server import Hostile, answer, card, run_in_thread
 
 WAIT = 4.0
 
@@ -20,6 +23,24 @@ def cli_env(monkeypatch, tmp_path):
     monkeypatch.setenv("MURMUR_WSGI_HOME", str(tmp_path / "home"))
     for name in ("MURMUR_DOOR_URL", "MURMUR_DOOR_TOKEN", "MURMUR_API_KEY", "MURMUR_TENANT"):
         monkeypatch.delenv(name, raising=False)
+
+
+def test_a_chain_of_redirects_ends_at_the_calls_timeout():
+    """Each redirect is a request of its own, its headers bounded by the read timeout: 30
+    of them, each just in time, held one call for 30 timeouts."""
+    timeout, hop = 1.0, 0.4
+
+    def redirect(conn, request, server):
+        server.stopping.wait(hop)       # each answer late, but within the timeout
+        answer(conn, "302 Found", b"",
+               extra=f"Location: {server.url}/r{len(server.requests)}\r\n")
+    with Hostile(redirect) as door, A2AClient(door.url, timeout=timeout) as client:
+        started = time.monotonic()
+        finished, value = run_in_thread(client.card, 30 * hop + WAIT)
+        took = time.monotonic() - started
+    assert finished and isinstance(value, ReadTimeout), value
+    assert "did not answer within the timeout" in str(value)
+    assert took < 2 * timeout + hop + 1.0, took
 
 
 def rpc_door(result_for):
