@@ -269,9 +269,12 @@ class EventStream:
         if not isinstance(result, dict):
             raise ProtocolError(f"{self._where} wrote an event without a "
                                 "result", url=self._door.url)
+        # NOTE: ASCII digits only: int() reads '\u0663' (an Arabic 3), '1_0', ' 9' and '+9'
+        # as numbers, and a later event numbered below one of them was skipped as replayed.
         try:
-            event_id = int(sse_id) if sse_id not in (None, "") else None
-        except ValueError:
+            event_id = int(sse_id) if sse_id and sse_id.isascii() and sse_id.isdigit() \
+                else None
+        except ValueError:              # more digits than int() reads
             event_id = None
         try:
             return StreamEvent.from_result(result, event_id)

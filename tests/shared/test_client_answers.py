@@ -70,3 +70,32 @@ def test_a_push_config_that_is_not_an_object_is_exit_2(cli_env, capsys, argv, re
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.count("\n") == 1 and "not an object" in captured.err, captured.err
+
+
+def sse(result: dict, event_id: str | None) -> bytes:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return (head + "data: " + json.dumps({"jsonrpc": "2.0", "id": 1, "result": result})
+            + "\n\n").encode()
+
+
+@pytest.mark.parametrize("odd", ["\u0663", "1_0", " 9", "+9", "9\u00a0"])
+def test_an_event_id_not_of_ascii_digits_numbers_nothing(odd):
+    """An SSE id is a number only as ASCII digits: int() read '\u0663' (an Arabic 3) and
+    '1_0' as 3 and 10, and the next event, numbered 2, was skipped as handed over already:
+    the task's completion lost."""
+    working = {"task": {"id": "tsk_1", "status": {"state": "TASK_STATE_WORKING"}}}
+    done = {"statusUpdate": {"taskId": "tsk_1", "status": {"state": "TASK_STATE_COMPLETED"}}}
+
+    def handler(conn, request, server):
+        if request.method == "GET":
+            answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+            return
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Connection: close\r\n\r\n" + sse(working, "1") + sse(working, odd)
+                     + sse(done, "2"))
+    with Hostile(handler) as door, A2AClient(door.url, timeout=WAIT, max_reconnects=0,
+                                             reconnect_delay=0) as client:
+        stream = client.subscribe("tsk_1")
+        finished, value = run_in_thread(lambda: [e.state for e in stream], WAIT)
+    assert finished and value == ["TASK_STATE_WORKING"] * 2 + ["TASK_STATE_COMPLETED"], value
+    assert stream.ended == "terminal" and stream.last_event_id == 2
