@@ -15,6 +15,7 @@ import argparse
 import logging
 import math
 import os
+import re
 import sys
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -49,10 +50,16 @@ def out(line: str = "") -> None:
 
 ERR_CHARS = 4000               # the most of an error line a command prints
 
+# A URL's password (``scheme://user:PASSWORD@``): requests sends it as Basic auth, and
+# the lines naming the agent's URL printed it.
+_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]{0,30}://[^/\s:@]*):[^/\s@]*@")
+
 
 def err(line: str) -> None:
-    """One line on stderr; past ``ERR_CHARS``, cut and its length told (a server's own
-    message, quoted in a refusal, may be megabytes: no terminal line should be)."""
+    """One line on stderr, a URL's password shown as ``***``; past ``ERR_CHARS``, cut
+    and its length told (a server's own message, quoted in a refusal, may be megabytes:
+    no terminal line should be)."""
+    line = _PASSWORD.sub(r"\1:***@", line)
     encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
 
     def printed(text: str) -> str:

@@ -99,3 +99,17 @@ def test_an_event_id_not_of_ascii_digits_numbers_nothing(odd):
         finished, value = run_in_thread(lambda: [e.state for e in stream], WAIT)
     assert finished and value == ["TASK_STATE_WORKING"] * 2 + ["TASK_STATE_COMPLETED"], value
     assert stream.ended == "terminal" and stream.last_event_id == 2
+
+
+@pytest.mark.parametrize("argv", [("get", "tsk_1"), ("card",), ("send", "--no-wait", "hi")])
+def test_a_password_in_the_agents_url_is_never_printed(cli_env, capsys, argv):
+    """requests sends a URL's user and password as Basic auth; every error line names the
+    agent's URL, and printed the password with it."""
+    with Hostile(lambda conn, request, server: answer(conn, "503 Service Unavailable",
+                                                      b"down", "text/plain")) as door:
+        url = door.url.replace("http://", "http://alice:s3cret-pw@")
+        assert main([*argv, "--url", url, "--timeout", str(WAIT)]) == 2
+    assert door.requests and door.requests[0].headers.get("authorization", "").startswith(
+        "Basic ")
+    err = capsys.readouterr().err
+    assert "s3cret-pw" not in err and "alice:***@127.0.0.1" in err, err
