@@ -1,6 +1,7 @@
 """Helpers for agent tests: a door on a harness, its trace, its frames, its processes."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -12,7 +13,7 @@ from murmur_wsgi import create_app
 from murmur_wsgi.door.session.trace import read_trace
 from murmur_wsgi.uris import STREAM_URI
 from tests.conftest import Rpc
-from tests.tasks_util import DEADLINE
+from tests.tasks_util import DEADLINE, send_params
 
 REPO = Path(__file__).resolve().parents[1]
 UPPER_PY = [sys.executable, str(REPO / "examples" / "harness_upper.py")]
@@ -129,3 +130,26 @@ def response_of(task: dict) -> str:
 def status_text(task: dict) -> str | None:
     message = task["status"].get("message")
     return message["parts"][0]["text"] if message else None
+
+
+def tried(call, caught: type = ValueError, ok: str = "written"):
+    """An agent that makes ``call(ctx)`` and answers what came of it: ``ok``, or ``refused:
+    <the type of the error it caught>``."""
+    def agent(ctx):
+        try:
+            call(ctx)
+        except caught as ex:
+            return f"refused: {type(ex).__name__}"
+        return ok
+    return agent
+
+
+@contextlib.contextmanager
+def one_task(agent, name: str = "t"):
+    """``(door, the task one SendMessage "go" to a door of ``agent`` answered)``; the door
+    closed after."""
+    door = create_app({"name": name, "version": "0.1.0"}, agent=agent)
+    try:
+        yield door, Rpc(door).result("SendMessage", send_params("go"))["task"]
+    finally:
+        door.close()

@@ -8,7 +8,7 @@ import pytest
 
 from murmur_wsgi import create_app
 from murmur_wsgi.agents import NOT_JSON
-from tests.agents_util import frames_of, response_of, status_text, tmp_home
+from tests.agents_util import frames_of, one_task, response_of, status_text, tmp_home, tried
 from tests.conftest import Rpc
 from tests.shared import bad_values_agent
 from tests.shared.json_util import strict_json
@@ -55,20 +55,10 @@ def test_a_dict_answers_json_text():
 
 
 def test_a_bad_value_caught_by_the_agent_never_reaches_the_task():
-    def agent(ctx):
-        try:
-            ctx.write(bad_values_agent.SURROGATE)
-        except ValueError as ex:
-            return f"refused: {type(ex).__name__}"
-        return "taken"
-
-    door = create_app({"name": "catches", "version": "0.1.0"}, agent=agent)
-    try:
-        task = Rpc(door).result("SendMessage", send_params("go"))["task"]
+    with one_task(tried(lambda ctx: ctx.write(bad_values_agent.SURROGATE), ok="taken"),
+                  "catches") as (_, task):
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
         assert response_of(task) == "refused: AgentValueError"
-    finally:
-        door.close()
 
 
 @pytest.mark.parametrize("question", [5, {"a": 1}, ["a"], b"raw", None])
@@ -154,20 +144,9 @@ FRAME_CALLS = {
 
 @pytest.mark.parametrize("call", sorted(FRAME_CALLS))
 def test_a_frame_field_of_the_wrong_type_is_refused_in_the_call(call):
-    def agent(ctx):
-        try:
-            FRAME_CALLS[call](ctx)
-        except TypeError as ex:
-            return f"refused: {type(ex).__name__}"
-        return "written"
-
-    door = create_app({"name": "frames", "version": "0.1.0"}, agent=agent)
-    try:
-        task = Rpc(door).result("SendMessage", send_params("go"))["task"]
+    with one_task(tried(FRAME_CALLS[call], TypeError), "frames") as (door, task):
         assert response_of(task) == "refused: AgentValueError"
         assert frames_of(door, task["id"]) == []           # nothing was published
-    finally:
-        door.close()
 
 
 def test_frame_fields_of_their_types_are_written():

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from murmur_wsgi import create_app
 
-from tests.agents_util import events_of, response_of, tmp_home
-from tests.conftest import Rpc
-from tests.tasks_util import send_params
+from tests.agents_util import events_of, one_task, response_of, tmp_home, tried
 
 
 @pytest.fixture(autouse=True)
@@ -20,20 +17,9 @@ def home(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("last", ["yes", 1, None, 0.0])
 def test_an_artifact_chunks_last_of_another_type_is_refused_in_the_call(last):
-    def agent(ctx):
-        out = ctx.artifacts.stream("out")
-        try:
-            out.write("a", last=last)
-        except TypeError as ex:
-            return f"refused: {type(ex).__name__}"
-        return "written"
-
-    door = create_app({"name": "chunks", "version": "0.1.0"}, agent=agent)
-    try:
-        task = Rpc(door).result("SendMessage", send_params("go"))["task"]
+    agent = tried(lambda ctx: ctx.artifacts.stream("out").write("a", last=last), TypeError)
+    with one_task(agent, "chunks") as (door, task):
         assert response_of(task) == "refused: AgentValueError"
         for event in events_of(door, task["id"]):
             if "artifactUpdate" in event:
                 assert type(event["artifactUpdate"].get("lastChunk", False)) is bool, event
-    finally:
-        door.close()

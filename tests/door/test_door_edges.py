@@ -10,6 +10,7 @@ from werkzeug.test import Client
 from murmur_wsgi import create_app
 from murmur_wsgi.door.manifest import ManifestError
 from murmur_wsgi.uris import STREAM_URI
+from tests.agents_util import one_task, tried
 from tests.conftest import Rpc
 from tests.door.test_completions import completion_headers
 from tests.door.test_streams import run
@@ -84,20 +85,10 @@ def test_a_files_root_holding_a_surrogate_does_not_break_the_listing(tmp_path):
 @pytest.mark.parametrize("field, answer", [("self", "recorded"),
                                            ("event_type", "refused: AgentValueError")])
 def test_an_agents_record_may_carry_a_field_named_like_record_events_parameters(field, answer):
-    def agent(ctx):
-        try:
-            ctx.record_event("note", **{field: "x"})
-        except ValueError as ex:
-            return f"refused: {type(ex).__name__}"
-        return "recorded"
-
-    door = create_app({"name": "t", "version": "0.1.0"}, agent=agent)
-    try:
-        task = Rpc(door).result("SendMessage", send_params("go"))["task"]
+    agent = tried(lambda ctx: ctx.record_event("note", **{field: "x"}), ok="recorded")
+    with one_task(agent) as (_, task):
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
         assert task["artifacts"][0]["parts"][0]["text"] == answer
-    finally:
-        door.close()
 
 
 # 6. agent.process may hold a lone surrogate (a file system's bytes); the harness_start

@@ -223,11 +223,7 @@ def test_cancel_is_seen_promptly_by_wait_and_by_the_frame_calls(doors):
             returned.set()
 
     rpc = doors(agent)
-    task = run(rpc, configuration=NOW)
-    wait_state(rpc.door, task["id"], "TASK_STATE_WORKING")
-    assert rpc.result("CancelTask", {"id": task["id"]})["status"]["state"] == \
-        "TASK_STATE_CANCELED"
-    assert returned.wait(DEADLINE)
+    task = _canceled_while_working(rpc, returned)
     assert outcome == {"waited_out": True, "cancelled": True, "write_raised": True}
     assert rpc.result("GetTask", {"id": task["id"]})["status"]["state"] == \
         "TASK_STATE_CANCELED"
@@ -246,11 +242,7 @@ def test_a_wait_without_end_lasts_until_the_cancel(doors, seconds):
             returned.set()
 
     rpc = doors(agent)
-    task = run(rpc, configuration=NOW)
-    wait_state(rpc.door, task["id"], "TASK_STATE_WORKING")
-    assert rpc.result("CancelTask", {"id": task["id"]})["status"]["state"] == \
-        "TASK_STATE_CANCELED"
-    assert returned.wait(DEADLINE)
+    _canceled_while_working(rpc, returned)
     assert outcome == {"waited_out": True}
 
 
@@ -322,3 +314,14 @@ def test_under_queue_the_next_task_starts_once_the_canceled_agent_returned(doors
     assert manager.wait_agent_returned(task["id"], DEADLINE)
     wait_state(rpc.door, queued["id"], "TASK_STATE_COMPLETED")
     assert overlapped == [False]
+
+
+def _canceled_while_working(rpc, returned) -> dict:
+    """Run a task of ``rpc``'s agent, cancel it once WORKING, wait for the agent to return
+    (``returned``): the task."""
+    task = run(rpc, configuration=NOW)
+    wait_state(rpc.door, task["id"], "TASK_STATE_WORKING")
+    assert rpc.result("CancelTask", {"id": task["id"]})["status"]["state"] == \
+        "TASK_STATE_CANCELED"
+    assert returned.wait(DEADLINE)
+    return task
