@@ -10,6 +10,7 @@ from murmur_wsgi.cli import main
 from murmur_wsgi.hub.config import load_config_file
 
 from tests.hub.conftest import sha
+from tests.hub.test_key_layouts import minted
 
 SHARED = {
     "tenant-alias": "tenants:\n  a: &t\n    api_keys: []\n    agents: {x: {agent: demo}}\n"
@@ -21,10 +22,7 @@ SHARED = {
 
 @pytest.mark.parametrize("layout", SHARED)
 def test_a_key_minted_for_one_tenant_is_not_written_into_anothers(tmp_path, capsys, layout):
-    path = tmp_path / "hub.yaml"
-    path.write_text(SHARED[layout])
-    assert main(["hub", "key", "a", "--config", str(path)]) == 0
-    key = capsys.readouterr().out.strip()
+    path, key = minted(tmp_path, capsys, SHARED[layout], "a")
     tenants = yaml.safe_load(path.read_text())["tenants"]
     assert tenants["a"]["api_keys"] == [sha(key)]
     assert tenants["b"].get("api_keys") == []

@@ -24,12 +24,17 @@ LAYOUTS = {
 COMMENTS = ("# the keys", "# keep me")
 
 
+def minted(tmp_path, capsys, text: str, tenant: str = "t"):
+    """``hub key TENANT`` on a hub.yaml of ``text``: (the file's path, the key printed)."""
+    path = tmp_path / "hub.yaml"
+    path.write_text(text)
+    assert main(["hub", "key", tenant, "--config", str(path)]) == 0
+    return path, capsys.readouterr().out.strip()
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_minted_key_goes_into_the_list_as_written(tmp_path, capsys, layout):
-    path = tmp_path / "hub.yaml"
-    path.write_text(LAYOUTS[layout].format(old=OLD, other=OTHER))
-    assert main(["hub", "key", "t", "--config", str(path)]) == 0
-    key = capsys.readouterr().out.strip()
+    path, key = minted(tmp_path, capsys, LAYOUTS[layout].format(old=OLD, other=OTHER))
     written = path.read_text()
     assert yaml.safe_load(written)["tenants"]["t"]["api_keys"] == [OLD, OTHER, sha(key)]
     assert all(comment in written for comment in COMMENTS + ("# old",)), written
@@ -83,10 +88,7 @@ MARKED = {
 
 @pytest.mark.parametrize("layout", MARKED)
 def test_a_minted_key_reads_back_whatever_marks_the_list(tmp_path, capsys, layout):
-    path = tmp_path / "hub.yaml"
-    path.write_text(MARKED[layout].format(old=OLD, other=OTHER))
-    assert main(["hub", "key", "t", "--config", str(path)]) == 0
-    key = capsys.readouterr().out.strip()
+    path, key = minted(tmp_path, capsys, MARKED[layout].format(old=OLD, other=OTHER))
     assert yaml.safe_load(path.read_text())["tenants"]["t"]["api_keys"] == [OLD, OTHER, sha(key)]
     assert main(["hub", "key", "t", "--config", str(path), "--revoke", OTHER[:8]]) == 0
     assert yaml.safe_load(path.read_text())["tenants"]["t"]["api_keys"] == [OLD, sha(key)]

@@ -154,22 +154,32 @@ def test_a_task_gone_with_its_log_under_a_stream_ends_it_with_32603(rpc, caplog)
     assert rpc.error("GetTask", {"id": task["id"]})["code"] == -32001
 
 
+def _trimming_hub(store: str, name: str, spec: str):
+    """A hub whose Redis logs keep ``redis.max_events_per_task`` 100 events, serving the
+    agent ``spec`` as acme's ``name``."""
+    config = hub_config(store=store, redis={"max_events_per_task": 100})
+    config["tenants"]["acme"]["agents"][name] = {"agent": spec, "publish": True}
+    return create_hub(config)
+
+
+def _until(chunks, raw: bytes, events: int) -> bytes:
+    """``raw`` and the stream's next chunks, until it holds ``events`` whole events."""
+    while raw.count(b"\n\n") < events:
+        raw += next(chunks)
+    return raw
+
 def test_a_log_trimmed_from_its_start_opens_with_the_stored_task(store):
     """A log past ``redis.max_events_per_task`` loses its first events, the Task as created
     among them: a subscriber's stream opened with a statusUpdate of a task it never got.
     It opens with the stored Task; once the task is over, the stored Task alone, whole."""
-    config = hub_config(store=store, redis={"max_events_per_task": 100})
-    config["tenants"]["acme"]["agents"]["reports"] = {
-        "agent": "tests.hub.agents:reports_then_holds", "publish": True}
-    h = create_hub(config)
+    h = _trimming_hub(store, "reports", "tests.hub.agents:reports_then_holds")
     try:
         client = HubClient(h, "reports")
         task = client.send("300 1", configuration={"returnImmediately": True})
         wait_until(lambda: h.store.last_position(task["id"], "acme") >= 302)
         response = client.call("SubscribeToTask", {"id": task["id"]}, buffered=False)
-        chunks, raw = iter(response.response), b""
-        while b"\n\n" not in raw:                   # the first event (chunks cut events)
-            raw += next(chunks)
+        chunks = iter(response.response)
+        raw = _until(chunks, b"", 1)                # the first event (chunks cut events)
         opening = _payloads(raw.partition(b"\n\n")[0])
         assert _kinds(opening) == ["task"]
         # The Task as created, or (its log trimmed) as it stands
@@ -192,22 +202,17 @@ def test_a_stream_behind_its_logs_trim_goes_on_from_the_stored_task(store):
     ``redis.max_events_per_task``), went on from the events the log still held: hundreds
     of statusUpdates silently missing. It goes on from the stored Task, as a stream whose
     log lost its start opens with it; the memory store keeps a log whole."""
-    config = hub_config(store=store, redis={"max_events_per_task": 100})
-    config["tenants"]["acme"]["agents"]["gated"] = {
-        "agent": "tests.hub.agents:gated_reports", "publish": True}
-    h = create_hub(config)
+    h = _trimming_hub(store, "gated", "tests.hub.agents:gated_reports")
     try:
         client = HubClient(h, "gated")
         task = client.send("g-behind 400", configuration={"returnImmediately": True})
         wait_until(lambda: h.store.last_position(task["id"], "acme") >= 2)
         response = client.call("SubscribeToTask", {"id": task["id"]}, buffered=False)
-        chunks, raw = iter(response.response), b""
-        while raw.count(b"\n\n") < 2:                # the Task as created, WORKING
-            raw += next(chunks)
+        chunks = iter(response.response)
+        raw = _until(chunks, b"", 2)                # the Task as created, WORKING
         gate("g-behind").set()
         wait_until(lambda: h.store.last_position(task["id"], "acme") >= 402)
-        while raw.count(b"\n\n") < 3:                # read on while the task runs
-            raw += next(chunks)
+        raw = _until(chunks, raw, 3)                # read on while the task runs
         assert client.result("CancelTask", {"id": task["id"]})["status"]["state"] == \
             "TASK_STATE_CANCELED"
         events = _payloads(raw + b"".join(chunks))
