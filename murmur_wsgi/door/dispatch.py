@@ -17,6 +17,7 @@ from murmur_wsgi.door.middleware import (auth, body, completion, params, peer, p
                                          tenant, version)
 from murmur_wsgi.serving import envelope
 from murmur_wsgi.serving.answers import JSON_HEADERS, refusal_response, rpc_error, status_line
+from murmur_wsgi.serving.ows import OWS
 from murmur_wsgi.door.session.trace import AUTH_REFUSALS
 from murmur_wsgi.door.streams.sse import EventStream
 from murmur_wsgi.wire import rpc as wire_rpc
@@ -33,8 +34,7 @@ def _extensions(environ: dict) -> frozenset:
     raw = environ.get("HTTP_A2A_EXTENSIONS")
     if not raw:
         return frozenset()
-    # NOTE: HTTP's whitespace (OWS) is space and tab: "<URI>\xa0" names no extension.
-    return frozenset(part.strip(" \t") for part in raw.split(",") if part.strip(" \t"))
+    return frozenset(part.strip(OWS) for part in raw.split(",") if part.strip(OWS))
 
 
 def http_tier(door, environ: dict) -> tuple[CallContext, bytes | tuple]:

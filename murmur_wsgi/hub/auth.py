@@ -20,6 +20,7 @@ import secrets
 import jwt
 
 from murmur_wsgi.hub.errors import HubRefusal, NoTenant
+from murmur_wsgi.serving.ows import OWS
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +79,7 @@ class Credentials:
             return self._by_key(key), "api-key"
         header = header or ""
         scheme, _, token = header.partition(" ")
-        # NOTE: HTTP's whitespace (OWS) is space and tab (the door's bearer_token too):
-        # str.strip() took "<jwt>\xa0", NEL or 0x1c-0x1f as the JWT.
-        token = token.strip(" \t")
+        token = token.strip(OWS)
         if scheme.lower() == "bearer" and token and self._jwt is not None:
             return self._by_jwt(token, environ)
         raise HubRefusal()
@@ -89,7 +88,7 @@ class Credentials:
         """A bearer JWT that verifies and says ``role: operator`` (no tenant needed)."""
         header = environ.get("HTTP_AUTHORIZATION", "")
         scheme, _, token = header.partition(" ")
-        token = token.strip(" \t")
+        token = token.strip(OWS)
         if scheme.lower() != "bearer" or not token or self._jwt is None:
             return False
         try:

@@ -28,6 +28,7 @@ from murmur_wsgi.hub.sse import HubStream
 from murmur_wsgi.serving import body as bodies
 from murmur_wsgi.serving.answers import JSON_HEADERS, refusal_response, rpc_error, status_line
 from murmur_wsgi.serving.envelope import ABSENT, check_envelope, parse_json
+from murmur_wsgi.serving.ows import OWS
 from murmur_wsgi.serving.writes import (SOCKET_KEY, Body, Timed, encoded, headers_only,
                                         utf8_length)
 from murmur_wsgi.streams.sse import PENDING_BYTES
@@ -110,7 +111,7 @@ def _answer(hub, environ, start_response):
         if hub.metrics is not None:
             hub.metrics.request(method)
         version = environ.get("HTTP_A2A_VERSION")                             # step 7
-        if version is None or version.strip(" \t") != "1.0":
+        if version is None or version.strip(OWS) != "1.0":
             check_version(environ)
         handler = hub.methods.get(method) or lookup(hub, method)             # step 8
         if type(raw_params) is dict:                                          # step 9
@@ -202,8 +203,8 @@ def check_version(environ: dict) -> None:
     """Step 7: ``A2A-Version`` must be exactly ``1.0``: any other value, or none, is -32009
     (``_answer`` passes ``1.0`` inline)."""
     raw = environ.get("HTTP_A2A_VERSION")
-    if raw is None or raw.strip(" \t") != "1.0":
-        raise VersionNotSupportedError("" if raw is None else raw.strip(" \t"))
+    if raw is None or raw.strip(OWS) != "1.0":
+        raise VersionNotSupportedError("" if raw is None else raw.strip(OWS))
 
 
 def lookup(hub, method: str):

@@ -16,6 +16,7 @@ from murmur_wsgi.door.tasks import frames
 from murmur_wsgi.door.streams.sse import EventStream
 from murmur_wsgi.door.tasks.record import SUBMITTED
 from murmur_wsgi.serving.connection import peer_gone
+from murmur_wsgi.serving.ows import OWS
 from murmur_wsgi.uris import DOOR_URI, STREAM_URI
 
 logger = logging.getLogger(__name__)
@@ -29,8 +30,7 @@ def last_event_id(environ: dict) -> int | None:
     raw = environ.get("HTTP_LAST_EVENT_ID")
     if raw is None:
         return None
-    # NOTE: HTTP's whitespace (OWS) is space and tab: "3\xa0" is not a number.
-    raw = raw.strip(" \t")
+    raw = raw.strip(OWS)
     if not _NUMBER.match(raw):
         return 0
     # NOTE: a number longer than any id the session can issue names an id never issued;

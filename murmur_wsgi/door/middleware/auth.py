@@ -15,6 +15,7 @@ import secrets
 from murmur_wsgi.door.context import CallContext, Credential, RpcCall
 from murmur_wsgi.errors import InsufficientScope, InvalidToken, Unauthenticated
 from murmur_wsgi.door.manifest import DOOR_SCOPES
+from murmur_wsgi.serving.ows import OWS
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +52,9 @@ def bearer_token(header: str) -> str | None:
     """
     if "," in header:
         return None
-    # NOTE: HTTP's whitespace is space and tab only (RFC 9110's OWS, and the 1*SP after
-    # the scheme): str.strip() and split() would also take a latin-1 no-break space or
-    # NEL (0xA0, 0x85), and serve "Bearer <token>\xa0", which is not the token.
-    parts = _SPACES.split(header.strip(" \t"), 1)
+    # NOTE: the 1*SP after the scheme is space and tab too (serving/ows.py): split() would
+    # also take a latin-1 no-break space or NEL (0xA0, 0x85).
+    parts = _SPACES.split(header.strip(OWS), 1)
     if len(parts) != 2 or parts[0].lower() != "bearer":
         return None
     return parts[1] or None

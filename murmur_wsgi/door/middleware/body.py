@@ -11,6 +11,7 @@ import logging
 
 from murmur_wsgi.errors import BodyTooLargeError, InternalError, NotFound
 from murmur_wsgi.serving import body as bodies
+from murmur_wsgi.serving.ows import OWS
 
 logger = logging.getLogger(__name__)
 
@@ -19,9 +20,7 @@ def read_body(environ: dict, max_bytes: int) -> bytes:
     """Return the request body of a JSON-RPC POST /, or raise NotFound or BodyTooLargeError."""
     if environ.get("REQUEST_METHOD") != "POST" or environ.get("PATH_INFO", "/") not in ("/", ""):
         raise NotFound()
-    # NOTE: HTTP's whitespace (OWS) is space and tab: str.strip() would also drop a latin-1
-    # no-break space or NEL, and take "application/json\xa0" for application/json.
-    mimetype = environ.get("CONTENT_TYPE", "").partition(";")[0].strip(" \t").lower()
+    mimetype = environ.get("CONTENT_TYPE", "").partition(";")[0].strip(OWS).lower()
     if mimetype != "application/json":
         raise NotFound()
     try:

@@ -5,6 +5,7 @@ import logging
 
 from murmur_wsgi.door.context import CallContext
 from murmur_wsgi.errors import PeerNotAccepted
+from murmur_wsgi.serving.ows import OWS
 
 logger = logging.getLogger(__name__)
 
@@ -13,7 +14,7 @@ def _values(environ: dict, key: str) -> list[str]:
     raw = environ.get(key)
     if raw is None:
         return []
-    return [value.strip(" \t").lower() for value in raw.split(",")]
+    return [value.strip(OWS).lower() for value in raw.split(",")]
 
 
 def check_consent(environ: dict, ctx: CallContext, accept: bool) -> None:

@@ -5,6 +5,7 @@ import logging
 import re
 
 from murmur_wsgi.errors import VersionNotSupportedError
+from murmur_wsgi.serving.ows import OWS
 
 logger = logging.getLogger(__name__)
 
@@ -17,8 +18,6 @@ def check(environ: dict) -> None:
     if raw is None:
         raise VersionNotSupportedError("")
     # NOTE: WSGI servers join repeated lines with "," (", " in Werkzeug's test client).
-    # Surrounding whitespace is HTTP's OWS, space and tab only: str.strip() would also
-    # drop a latin-1 no-break space (0xA0) and serve "1.0\xa0".
-    lines = [part.strip(" \t") for part in raw.split(",")]
+    lines = [part.strip(OWS) for part in raw.split(",")]
     if len(lines) != 1 or not _SERVED.match(lines[0]):
         raise VersionNotSupportedError(",".join(lines))
