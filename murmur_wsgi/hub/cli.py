@@ -285,9 +285,11 @@ def _print_key(key: str, tenant: str, digest: str) -> None:
 
 
 def tenant_digests(config, tenant: str, table: dict) -> list[tuple[str, str]]:
-    """``(digest, where)`` of every key of the tenant: hub.yaml's, then Redis's only."""
+    """``(digest, where)`` of every key of the tenant: hub.yaml's (or ``MURMUR_HUB_TENANTS``'s,
+    whose block wins over the file's when it is set), then Redis's only."""
     revoked = {d for d, t in table.items() if t == REVOKED}
-    found = [(d, "hub.yaml") for d in config.tenants[tenant]["api_keys"] if d not in revoked]
+    source = TENANTS_ENV if TENANTS_ENV in os.environ else "hub.yaml"
+    found = [(d, source) for d in config.tenants[tenant]["api_keys"] if d not in revoked]
     known = {d for d, _ in found}
     found += [(d, "redis") for d, t in sorted(table.items()) if t == tenant and d not in known]
     return found

@@ -28,9 +28,13 @@ def test_a_key_is_not_changed_in_a_file_the_hub_does_not_read_for_its_tenants(
     assert captured.err.count("\n") == 1
 
 
-def test_the_keys_are_listed_from_the_variable(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("text", ["public_url: http://x.io\n",
+                                  "tenants:\n  t:\n    api_keys: [%s]\n" % ("c" * 64)])
+def test_the_keys_are_listed_from_the_variable(tmp_path, capsys, monkeypatch, text):
+    """Each key is named by where the hub reads it: the variable, not hub.yaml (which
+    lists another key, or none)."""
     monkeypatch.setenv("MURMUR_HUB_TENANTS", "{t: {api_keys: [%s]}}" % ("b" * 64))
     path = tmp_path / "hub.yaml"
-    path.write_text("public_url: http://x.io\n")
+    path.write_text(text)
     assert main(["hub", "key", "t", "--config", str(path), "--list"]) == 0
-    assert capsys.readouterr().out == "b" * 64 + "  hub.yaml\n"
+    assert capsys.readouterr().out == "b" * 64 + "  MURMUR_HUB_TENANTS\n"
