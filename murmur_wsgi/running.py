@@ -5,7 +5,7 @@ and read by the client (``murmur-wsgi ps``, ``--session``): both use this module
 and the client imports nothing else of the server. A record is one JSON object::
 
     session_id       ses_<32 hex>
-    url              the address the door listens on (http://host:port)
+    url              the address the door listens on, as gunicorn binds it (host:port)
     pid              the process that serves it
     capsule_name, capsule_version, workdir, started_at (RFC 3339, seconds)
     door_token       the operator's token (authenticated doors only)

@@ -3,7 +3,7 @@
 A data part in; two named artifacts out (``summary`` streamed in chunks,
 ``report.csv`` a file part); a custom final status message; a rejection.
 Every event is the SDK's own strict parse. The usage the agent reports stays
-off the wire: tests/e2e/door/test_example_report.py reads it on the task record.
+off the wire: tests/door/test_example_report.py reads it on the task record.
 """
 from __future__ import annotations
 
