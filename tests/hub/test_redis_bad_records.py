@@ -74,6 +74,25 @@ def test_an_unreadable_record_is_left_out_of_its_list_page(rpc, field, value):
         "GetTask", {"id": good})["contextId"]})["tasks"][0]["id"] == good
 
 
+@pytest.mark.parametrize("filters", [{}, {"statusTimestampAfter": "2000-01-01T00:00:00Z",
+                                          "status": "TASK_STATE_COMPLETED"}])
+def test_an_unreadable_record_last_on_its_page_does_not_end_the_listing(rpc, filters):
+    # The newest task's record cannot be read: a page of one holds none, and its token
+    # still leads past it to the older task (it ended the listing, the older unreachable).
+    good = rpc.send("one")["id"]
+    bad = rpc.send("two")["id"]
+    rpc.hub.store._redis.hset(task_key("acme", bad), "wire", "garbage{")
+    listed, token = [], ""
+    for _ in range(3):
+        page = rpc.result("ListTasks", {"pageSize": 1, "pageToken": token, **filters})
+        listed += [task["id"] for task in page["tasks"]]
+        token = page["nextPageToken"]
+        if not token:
+            break
+    assert listed == [good]
+    assert token == ""
+
+
 def test_a_rate_bucket_without_its_time_does_not_stop_the_tenant_s_admission(rpc):
     rpc.hub.store._redis.hset(rate_key("acme"), mapping={"tokens": "5", "at": "garbage"})
     assert rpc.send("hello")["status"]["state"] == "TASK_STATE_COMPLETED"
