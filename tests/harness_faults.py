@@ -101,6 +101,17 @@ def main(mode):
         else:
             send(type="fail", message="no")
         block()
+    elif mode == "respond-then-flood-stderr":
+        # Steps on the test's SIGUSR1: writes a line and its response, then 2 MiB on stderr.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+        ready()
+        signal.sigwait({signal.SIGUSR1})
+        send(type="thinking", text="go")
+        send(type="response", text="done")
+        signal.sigwait({signal.SIGUSR1})
+        for _ in range(32):
+            os.write(2, b"e" * 65536)
+        block()
     elif mode == "close-stdout":               # closes its stdout, then keeps running
         ready()
         os.close(1)

@@ -240,11 +240,13 @@ class HarnessAgent:
         deadline = time.monotonic() + self.idle_timeout
         stdout_closed = False
         exited = None                           # the return code, once the harness exited
+        handled = 0                             # the number of the last line taken
         ctx.on_cancel(proc.wake)
         while True:
             if ctx.wait(0):                     # canceled, or the session is closing
                 raise TaskCanceled(ctx.task_id)
-            if proc.flooded.is_set():
+            # NOTE: the lines read before the flood came first: a response among them stands.
+            if proc.flooded.is_set() and handled >= proc.flood_line:
                 raise HarnessFault(f"harness: wrote more than {self.stderr_limit} bytes "
                                    "to stderr")
             remaining = deadline - time.monotonic()
@@ -276,6 +278,7 @@ class HarnessAgent:
                 stdout_closed = True
                 continue
             number, raw = value
+            handled = number
             if not raw.strip():
                 continue
             response = self._handle(ctx, proc, number, raw)

@@ -12,7 +12,9 @@ Concurrency:
       the end of stdout it waits for the leader to exit and puts
       ``("exit", returncode)``;
     * the stderr drainer keeps the last ``STDERR_TAIL`` bytes and sets
-      ``flooded`` once more than the limit arrived, then ``wake()``s;
+      ``flooded`` once more than the limit arrived, then ``wake()``s; ``flood_line``
+      is then the number of stdout lines read so far, which the agent thread acts on
+      before the flood (their order between the two pipes is not known otherwise);
     * the stdin writer takes lines from ``_outbox`` (``None`` closes stdin),
       so a harness that stops reading cannot block the door;
     * the exit watcher waits for the leader to exit, then kills its process
@@ -86,6 +88,8 @@ class HarnessProcess:
         self.events: queue.Queue = queue.Queue(EVENTS_QUEUED)
         self.flooded = threading.Event()
         self.stderr_bytes = 0                  # written by the drainer only
+        self.lines_read = 0                    # written by the stdout reader only
+        self.flood_line = 0                    # written by the drainer only, before flooded
         self._tail = b""                       # written by the drainer only
         self._stop = threading.Event()
         self._outbox: queue.Queue = queue.Queue()
@@ -200,6 +204,7 @@ class HarnessProcess:
                 if not line:
                     break
                 count += 1
+                self.lines_read = count
                 if len(line) >= limit and not line.endswith(b"\n"):
                     self._put(("oversized", count))
                     self._trouble()
@@ -247,6 +252,7 @@ class HarnessProcess:
                 self.stderr_bytes += len(chunk)
                 self._tail = (self._tail + chunk)[-STDERR_TAIL:]
                 if self.stderr_bytes > self.stderr_limit and not self.flooded.is_set():
+                    self.flood_line = self.lines_read
                     self.flooded.set()
                     self.wake()
                     self._trouble()

@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from murmur_wsgi import create_app
+from murmur_wsgi.agents import harness
 from murmur_wsgi.agents.harness import HarnessAgent
 from tests.agents_util import (FAULTS, IDLE, UPPER_PY, UPPER_SH, assert_gone, frames_of,
                                harness_pid, harness_rpc, process_manifest, records_of,
@@ -147,6 +148,36 @@ def test_a_failing_harness_fails_the_task_and_leaves_no_process(doors, mode, mes
     assert_gone(rpc.door, harness_pid(rpc.door, task["id"]))
     (end,) = [r for r in records_of(rpc.door, "task_end") if r["task_id"] == task["id"]]
     assert end["exit_status"] == "failed"
+
+
+def test_a_response_read_before_a_stderr_flood_completes_the_task(doors, monkeypatch):
+    # NOTE: before, the flood was checked before the lines already read: a harness that
+    # answered, then logged past max_stderr_bytes on its way out, failed its task whenever
+    # the door took the flood first (6 of 10 tasks with a slow line before the response).
+    rpc = doors(FAULTS + ["respond-then-flood-stderr"])
+    task_id, pid = _started(rpc, "respond-then-flood-stderr")
+    proc = rpc.door.session.agent._live[pid]
+    took_go, go_on = threading.Event(), threading.Event()
+    thinking = harness._HANDLERS["thinking"]
+
+    def held(agent, ctx, proc, msg, line):
+        if msg.get("text") == "go":
+            took_go.set()
+            assert go_on.wait(DEADLINE)        # the agent thread, mid-line, takes its time
+        return thinking(agent, ctx, proc, msg, line)
+
+    monkeypatch.setitem(harness._HANDLERS, "thinking", held)
+    os.kill(pid, signal.SIGUSR1)              # the "go" line, then the response
+    assert took_go.wait(DEADLINE)
+    with proc.events.not_empty:               # the response is read...
+        assert proc.events.not_empty.wait_for(lambda: proc.events.queue, DEADLINE)
+    os.kill(pid, signal.SIGUSR1)              # ...then 2 MiB on stderr
+    assert proc.flooded.wait(DEADLINE)
+    go_on.set()
+    record = wait_state(rpc.door, task_id, COMPLETED, FAILED)
+    assert (record.state, record.status_text) == (COMPLETED, "task completed")
+    assert response_of(rpc.result("GetTask", {"id": task_id})) == "done"
+    assert_gone(rpc.door, pid)
 
 
 def test_the_largest_max_line_bytes_reads_lines(doors):
