@@ -74,6 +74,19 @@ class RunUsage:
             check_text(model, "usage: model")
         return counts + (model,)
 
+    def check_room(self, model: str | None, most: int, setting: str) -> bool:
+        """True when ``model`` is new to the run; AgentValueError when it is new and the run
+        names ``most`` models already (``setting`` names that bound).
+
+        MEMORY: each model kept costs about 160 bytes beside its name: counting its name's
+        bytes alone let a run naming millions hold gigabytes.
+        """
+        if model in self.by_model:
+            return False
+        if len(self.by_model) >= most:
+            raise AgentValueError(f"usage: more than {most} models in one run ({setting})")
+        return True
+
     def add(self, input_tokens: int, output_tokens: int, cached_tokens: int,
             model: str | None) -> None:
         """Add one checked report (see ``check``)."""

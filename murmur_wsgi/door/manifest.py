@@ -177,6 +177,8 @@ class TasksSchema(Block):
     # What one task's agent writes while it runs (agents/output.py): past it the task fails.
     max_output_bytes = Size(load_default=MAX_OUTPUT_BYTES, validate=validate.Range(
         min=MIN_OUTPUT_BYTES, error=OUTPUT_FLOOR_ERROR))
+    # The distinct models one task's usage names (ctx.usage(model=)): each costs memory.
+    max_usage_models = StrictInt(load_default=1_000, validate=validate.Range(min=1))
 
 
 class LimitsSchema(Block):

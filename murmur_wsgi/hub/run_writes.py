@@ -57,10 +57,7 @@ class RunWrites:
             usage = self.usage
             if usage is None:
                 usage = self.usage = RunUsage()
-            if report[3] not in usage.by_model:
-                if len(usage.by_model) >= self.max_models:
-                    raise AgentValueError(f"usage: more than {self.max_models} models in one "
-                                          "run (limits.max_usage_models)")
+            if usage.check_room(report[3], self.max_models, "limits.max_usage_models"):
                 count_output(self, utf8_bytes(report[3] or ""))
             totals = usage.totals
             if max(totals.input_tokens + report[0], totals.output_tokens + report[1],

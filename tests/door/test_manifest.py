@@ -199,7 +199,7 @@ def test_load_manifest_defaults():
                               "keep_finished_secs": 86_400.0,
                               "keep_finished_bytes": 256 * 1024 ** 2,
                               "keep_finished_bytes_total": 1024 ** 3,
-                              "max_output_bytes": 64 * 1024 ** 2}
+                              "max_output_bytes": 64 * 1024 ** 2, "max_usage_models": 1000}
     assert manifest.limits == {"max_body_bytes": 64 * 1024 ** 2, "max_parts": 1_000,
                                "max_json_depth": 64, "max_json_values": 1_000_000,
                                "reference_bytes": 64 * 1024,

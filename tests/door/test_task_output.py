@@ -161,3 +161,24 @@ def test_max_output_bytes_defaults_to_64_mib_and_has_a_floor():
         "max_output_bytes"] == 1024 ** 2
     with pytest.raises(ManifestError, match="max_output_bytes: must be at least 64Ki"):
         load_manifest(dict(manifest, tasks={"max_output_bytes": 65535}))
+
+
+def test_a_harness_naming_more_models_than_max_usage_models_fails_its_task(caplog):
+    # NOTE: before, only the models' names were counted (against max_output_bytes): each
+    # model kept cost about 160 bytes more, so 500,000 models of 7-byte names (3.5 MB
+    # counted) held 77 MB on the task, and kept it once the task had finished.
+    lines = [json.dumps({"type": "usage", "inputTokens": 1, "model": f"m{i}"})
+             for i in range(6)] + ['{"type":"response","text":"never"}']
+    manifest = process_manifest(SCRIPT + lines)
+    manifest["tasks"] = {"max_usage_models": 5}
+    door = create_app(manifest, listen="127.0.0.1:41873", trace=True)
+    try:
+        task = Rpc(door).result("SendMessage", send_params("go"))["task"]
+        assert task["status"]["state"] == "TASK_STATE_FAILED"
+        assert status_text(task) == "the agent's answer is not valid JSON"
+        assert door.session.store.get(task["id"]).usage.models == [f"m{i}" for i in range(5)]
+        assert "usage: more than 5 models in one run (tasks.max_usage_models)" in caplog.text
+        assert_gone(door, harness_pid(door, task["id"]))
+    finally:
+        door.close()
+    assert load_manifest({"name": "a", "version": "1"}).tasks["max_usage_models"] == 1000

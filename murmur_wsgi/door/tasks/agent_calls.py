@@ -152,8 +152,9 @@ class AgentCalls(AgentPort):
             if record.usage is None:
                 record.usage = RunUsage()
             model = report[3]
-            published = model in record.usage.by_model or \
-                self._within_locked(utf8_bytes(model or ""))
+            new = record.usage.check_room(model, self.manager.max_usage_models,
+                                          "tasks.max_usage_models")
+            published = not new or self._within_locked(utf8_bytes(model or ""))
             if published:
                 record.usage.add(*report)
         self._written(published)

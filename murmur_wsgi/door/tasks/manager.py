@@ -89,6 +89,7 @@ class TaskManager:
         self.queue_depth = lifecycle["queue_depth"]
         self.input_timeout = lifecycle["input_timeout_secs"]
         self.max_output = session.manifest.tasks["max_output_bytes"]   # per task (agent_calls)
+        self.max_usage_models = session.manifest.tasks["max_usage_models"]  # per task
         self._live: set[str] = set()            # guarded by store.lock: started, not ended
         self._queue: deque[TaskRecord] = deque()  # guarded by store.lock: waiting to start
         self._agents: set[str] = set()            # guarded by store.lock: agents not returned
