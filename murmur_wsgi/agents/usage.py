@@ -12,6 +12,10 @@ from murmur_wsgi.agents.endings import AgentValueError, check_text
 
 logger = logging.getLogger(__name__)
 
+# MEMORY: what one model a run's usage names costs beside its name (its entry and its
+# counts; measured: 160 bytes), for what a finished task holds (door/tasks/record.py).
+MODEL_BYTES = 160
+
 
 @dataclass(slots=True)
 class TokenCounts:
@@ -78,7 +82,7 @@ class RunUsage:
         """True when ``model`` is new to the run; AgentValueError when it is new and the run
         names ``most`` models already (``setting`` names that bound).
 
-        MEMORY: each model kept costs about 160 bytes beside its name: counting its name's
+        MEMORY: each model kept costs ``MODEL_BYTES`` beside its name: counting its name's
         bytes alone let a run naming millions hold gigabytes.
         """
         if model in self.by_model:

@@ -182,3 +182,24 @@ def test_a_harness_naming_more_models_than_max_usage_models_fails_its_task(caplo
     finally:
         door.close()
     assert load_manifest({"name": "a", "version": "1"}).tasks["max_usage_models"] == 1000
+
+
+def test_finished_tasks_count_the_models_their_usage_names():
+    # NOTE: before, TaskRecord.size() left usage out: a harness naming models of 3,000
+    # characters made six finished tasks hold 18,000 bytes of names under a 10,000-byte
+    # keep_finished_bytes (counted: under 600 each); up to 64 MiB a task at the defaults.
+    lines = [json.dumps({"type": "usage", "inputTokens": 1, "model": "m" * 3000}),
+             '{"type":"response","text":"r"}']
+    manifest = process_manifest(SCRIPT + lines, max_line_bytes=64 * 1024)
+    manifest["tasks"] = {"keep_finished_bytes": 10_000}
+    door = create_app(manifest, listen="127.0.0.1:41873")
+    try:
+        rpc = Rpc(door)
+        ids = [rpc.result("SendMessage", send_params("go"))["task"]["id"] for _ in range(6)]
+        store = door.session.store
+        kept = [store.get(task_id) for task_id in ids if store.get(task_id) is not None]
+        assert 1 <= len(kept) <= 3
+        assert all(record.size() > 3000 for record in kept)
+        assert store._bytes_total == sum(record.size() for record in kept) <= 10_000
+    finally:
+        door.close()

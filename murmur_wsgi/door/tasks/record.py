@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 from sys import getsizeof
 
+from murmur_wsgi.agents.usage import MODEL_BYTES
 from murmur_wsgi.wire import task as wire_task
 from murmur_wsgi.wire.encode import compact_ascii as _dumps
 from murmur_wsgi.wire.task import (ALL_STATES, AUTH_REQUIRED, CANCELED, COMPLETED,  # noqa: F401
@@ -92,8 +93,8 @@ class TaskRecord:
         return out
 
     def size(self) -> int:
-        """What a finished task holds: its ids, status message, answer, prompt and
-        artifacts (as JSON), and the wire forms it has cached. ``tasks.keep_finished_bytes``
+        """What a finished task holds: its ids, status message, answer, prompt,
+        artifacts (as JSON) and the models its usage names, and the wire forms it has cached. ``tasks.keep_finished_bytes``
         bounds their sum.
 
         MEMORY: an ASCII text counts its characters, any other its memory (up to 4 bytes a
@@ -104,6 +105,8 @@ class TaskRecord:
         for text in (self.status_text, self.response, self.prompt):
             if isinstance(text, str):
                 size += _held(text)
+        if self.usage is not None:
+            size += sum(map(_held, self.usage.models)) + MODEL_BYTES * len(self.usage.by_model)
         if self.agent_artifacts or self.residue or self.running:
             named = list(self.agent_artifacts.values()) if self.agent_artifacts else None
             size += len(_dumps([named, self.residue, self.running]))
