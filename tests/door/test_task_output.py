@@ -203,3 +203,22 @@ def test_finished_tasks_count_the_models_their_usage_names():
         assert store._bytes_total == sum(record.size() for record in kept) <= 10_000
     finally:
         door.close()
+
+
+def test_finished_tasks_count_the_parts_their_artifacts_hold():
+    # NOTE: before, a kept part counted its JSON alone ({"text":""}: 11 bytes) but held
+    # about 245: a harness streaming empty chunks made each finished task hold ~21 times
+    # what retention counted (64 MiB of output: 27 MB held, 1.25 MB counted).
+    lines = ['{"type":"artifact-chunk","name":"log","part":{"text":""}}'] * 2000
+    manifest = process_manifest(SCRIPT + lines + ['{"type":"response","text":"r"}'])
+    manifest["tasks"] = {"keep_finished_bytes": 100_000}
+    door = create_app(manifest, listen="127.0.0.1:41873")
+    try:
+        rpc = Rpc(door)
+        ids = [rpc.result("SendMessage", send_params("go"))["task"]["id"] for _ in range(4)]
+        store = door.session.store
+        # Each holds 2,000 parts (about 490 KB): only the newest stays, bound or not.
+        assert [store.get(task_id) is not None for task_id in ids] == [False] * 3 + [True]
+        assert store.get(ids[-1]).size() > 2000 * 200
+    finally:
+        door.close()
