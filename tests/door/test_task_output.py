@@ -222,3 +222,23 @@ def test_finished_tasks_count_the_parts_their_artifacts_hold():
         assert store.get(ids[-1]).size() > 2000 * 200
     finally:
         door.close()
+
+
+def test_finished_tasks_count_the_artifacts_they_hold():
+    # NOTE: before, a kept artifact counted its JSON (and its parts) alone, but held about
+    # 800 bytes more (its dicts, its list, its names): 20,000 artifacts of one empty part
+    # held 21.9 MB, counted 6.0 MB.
+    lines = [json.dumps({"type": "artifact-add", "name": f"a{i}", "parts": [{"text": ""}]})
+             for i in range(2000)]
+    manifest = process_manifest(SCRIPT + lines + ['{"type":"response","text":"r"}'])
+    manifest["tasks"] = {"keep_finished_bytes": 1_500_000}
+    door = create_app(manifest, listen="127.0.0.1:41873")
+    try:
+        rpc = Rpc(door)
+        ids = [rpc.result("SendMessage", send_params("go"))["task"]["id"] for _ in range(2)]
+        store = door.session.store
+        # Each holds 2,000 artifacts (about 2 MB): only the newest stays.
+        assert [store.get(task_id) is not None for task_id in ids] == [False, True]
+        assert store.get(ids[-1]).size() > 2000 * 900
+    finally:
+        door.close()

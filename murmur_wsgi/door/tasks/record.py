@@ -20,8 +20,10 @@ WORDS = {SUBMITTED: "submitted", WORKING: "working", INPUT_REQUIRED: "input-requ
 
 
 # MEMORY: what a kept part costs beside its JSON (its dict and its place in the list;
-# measured: 245 bytes for {"text":""}, whose JSON is 11).
+# measured: 245 bytes for {"text":""}, whose JSON is 11), and a kept artifact beside its
+# JSON and its parts' (its dicts, its parts' list, its id and name; measured: about 800).
 PART_BYTES = 240
+ARTIFACT_BYTES = 700
 
 
 def _held(text: str) -> int:
@@ -102,11 +104,11 @@ class TaskRecord:
         artifacts (as JSON) and the models its usage names, and the wire forms it has
         cached. ``tasks.keep_finished_bytes`` bounds their sum.
 
-        MEMORY: a part of an artifact counts ``PART_BYTES`` beside its JSON, a model
-        ``MODEL_BYTES`` beside its name; an ASCII text counts its characters, any other its
-        memory (up to 4 bytes a character, for all of them once one is outside the basic
-        plane). A cached wire form holds every text once more, escaped: up to 12
-        characters for one.
+        MEMORY: an artifact counts ``ARTIFACT_BYTES`` and each of its parts ``PART_BYTES``
+        beside their JSON, a model ``MODEL_BYTES`` beside its name; an ASCII text counts
+        its characters, any other its memory (up to 4 bytes a character, for all of them
+        once one is outside the basic plane). A cached wire form holds every text once
+        more, escaped: up to 12 characters for one.
         """
         size = _held(self.id) + _held(self.context_id)
         for text in (self.status_text, self.response, self.prompt):
@@ -118,7 +120,8 @@ class TaskRecord:
             named = list(self.agent_artifacts.values()) if self.agent_artifacts else None
             size += len(_dumps([named, self.residue, self.running]))
             if named:
-                size += PART_BYTES * sum(len(artifact["parts"]) for artifact in named)
+                size += ARTIFACT_BYTES * len(named) + \
+                    PART_BYTES * sum(len(artifact["parts"]) for artifact in named)
         full, bare = self._json, self._json_bare
         if full is not None:
             size += len(full)
