@@ -3,7 +3,7 @@
 Concurrency:
     The task's agent thread owns a ``HarnessProcess`` until the task's outcome is
     known; then a reaper thread of the HarnessAgent takes it over to ``end()`` it,
-    which only that thread calls. Three helper threads
+    which only that thread calls. Four helper threads
     (greenlets under gunicorn's gevent worker) do the blocking I/O so the
     agent thread never blocks without a timeout:
 
