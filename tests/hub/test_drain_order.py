@@ -2,9 +2,14 @@
 agent told to stop first could end its task itself (CANCELED) before the drain's end."""
 from __future__ import annotations
 
+import os
+import sys
+
+import pytest
+
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.runs import INTERRUPTED, Run
-from tests.hub.conftest import HubClient, hub_config, wait_until
+from tests.hub.conftest import KEY_A, HubClient, agent, hub_config, sha, wait_until
 
 
 def test_the_drain_ends_a_run_before_it_stops_its_agent(store, monkeypatch):
@@ -36,3 +41,24 @@ def test_the_drain_ends_a_run_before_it_stops_its_agent(store, monkeypatch):
     monkeypatch.setattr(Run, "request_stop", slow_stop)
     assert hub.close(drain_timeout=0) == 1
     assert run.ended and ends == [("TASK_STATE_FAILED", INTERRUPTED)]
+
+
+def test_close_returns_once_every_harness_process_is_gone(tmp_path):
+    """An embedded hub's close ends its agents as the door's does: a harness that ignores
+    SIGTERM is SIGKILLed after its grace, and close returns once it is reaped. Before, close
+    returned at once and the harness lived on (3 s past it, measured, with its run ended
+    FAILED)."""
+    harness = {"process": [sys.executable, "tests/harness_faults.py", "ignore-term"],
+               "cancel_grace_secs": 0.2}
+    hub = create_hub(hub_config(store="memory", tenants={"acme": {
+        "api_keys": [sha(KEY_A)], "agents": {"h": agent(harness)}}}))
+    rpc = HubClient(hub, "h")
+    task = rpc.send("stay", configuration={"returnImmediately": True})
+    pids = hub.agents[("acme", "h")].live_pids
+    wait_until(lambda: pids() and rpc.result("GetTask", {"id": task["id"]})["status"]["state"]
+               == "TASK_STATE_WORKING")
+    pid = pids()[0]
+    assert hub.close(drain_timeout=0) == 1
+    assert pids() == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
