@@ -105,6 +105,24 @@ def test_list_pages(prpc):
                       {"taskId": task_id, "pageSize": -1})["code"] == -32602
 
 
+@pytest.mark.parametrize("size", [False, True, 0.0, 2.0, "2", [2]])
+def test_a_page_size_that_is_not_a_whole_number_is_invalid_params(prpc, size):
+    # NOTE: before, false and 0.0 (equal to 0) were served as the default page.
+    task_id = a_task(prpc)
+    create(prpc, task_id, URL, id="c1")
+    error = prpc.error("ListTaskPushNotificationConfigs", {"taskId": task_id, "pageSize": size})
+    assert error == {"code": -32602,
+                     "message": "Invalid params: pageSize must be a whole number, 0 or more"}
+
+
+def test_credentials_of_null_or_empty_are_none_of_the_clients_own(prpc):
+    task_id = a_task(prpc)
+    for config_id, value in (("null", None), ("empty", "")):
+        result = create(prpc, task_id, URL, id=config_id,
+                        authentication={"scheme": "Bearer", "credentials": value})
+        assert result["authentication"]["credentials"] == expected_key(task_id, config_id)
+
+
 def test_delete_then_unknown_is_invalid_params(prpc):
     task_id = a_task(prpc)
     create(prpc, task_id, URL, id="c1")
@@ -189,6 +207,12 @@ REFUSED = [
                  "authentication must not carry credentials", id="own-credentials"),
     pytest.param({"authentication": "Bearer"}, "authentication must be an object",
                  id="auth-type"),
+    # NOTE: accepted before: a falsy value of another type read as no credentials.
+] + [pytest.param({"authentication": {"scheme": "Bearer", "credentials": value}},
+                  "authentication must not carry credentials", id=f"credentials-{name}")
+     for name, value in (("zero", 0), ("false", False), ("object", {}), ("array", []))
+] + [
+    pytest.param({"tenant": 5}, "tenant must be a string", id="tenant-type"),
     pytest.param({"id": "a/b"}, "id must be 1 to 128", id="id-slash"),
     pytest.param({"id": "x" * 129}, "id must be 1 to 128", id="id-long"),
     # NOTE: accepted before ("$" matches before a last newline): the id, newline and all,

@@ -108,10 +108,11 @@ def list_configs(hub, call):
     params = _params(call)
     task_id = _string(params, "taskId")
     size = params.get("pageSize")
-    if size is None or size == 0:
-        size = MAX_CONFIGS_PER_TASK
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+    # NOTE: the type first: false and 0.0 equal 0, and were served as the default.
+    if size is not None and (type(size) is not int or size < 0):
         raise InvalidParamsError("Invalid params: pageSize must be a whole number, 0 or more")
+    if not size:
+        size = MAX_CONFIGS_PER_TASK
     start = _offset(_string(params, "pageToken", required=False))
     _task(hub, call, task_id)
     records = hub.stores.push.push_list(call.tenant, call.agent, task_id)

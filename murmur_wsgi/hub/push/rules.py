@@ -122,6 +122,9 @@ def read_config(params, ports, allow, *, where: str = "", task_id=None) -> Confi
     for key in params:
         if key not in FIELDS:
             raise _invalid(where, f"{key} is not a field of TaskPushNotificationConfig")
+    tenant = params.get("tenant")
+    if tenant is not None and not isinstance(tenant, str):
+        raise _invalid(where, "tenant must be a string")
     tid = params.get("taskId")
     if tid is not None and not isinstance(tid, str):
         raise _invalid(where, "taskId must be a string")
@@ -149,7 +152,9 @@ def read_config(params, ports, allow, *, where: str = "", task_id=None) -> Confi
     if auth is not None:
         if not isinstance(auth, dict):
             raise _invalid(where, "authentication must be an object")
-        if auth.get("credentials"):
+        # NOTE: null and "" are proto3's absent string; any other value (0, false, {}) is
+        # one of the client's own, whatever its type.
+        if auth.get("credentials") not in (None, ""):
             raise _invalid(where, "authentication must not carry credentials: Authorization "
                            "always carries the hub's JWT")
         if auth.get("scheme") != "Bearer" or set(auth) - {"scheme", "credentials"}:
