@@ -149,6 +149,20 @@ class HubTask:
             return whole.get("history", []), whole.get("artifacts", [])
         return history, artifacts
 
+    def artifacts_at_least(self) -> int:
+        """A lower bound of its artifacts' JSON in UTF-8 bytes, found without encoding them: a
+        frozen task's their place in its wire form (in characters), another's the characters
+        of their text parts. PERF: a push's final body (push/body.py) needs no render of
+        artifacts that cannot fit it."""
+        artifacts = self._artifacts         # NOTE: once: ``freeze`` may let it go meanwhile
+        if artifacts is None:
+            start, end, _count = self._shape
+            return end - start
+        return sum(len(part["text"]) for artifact in artifacts
+                   if isinstance(artifact, dict) and isinstance(artifact.get("parts"), list)
+                   for part in artifact["parts"]
+                   if isinstance(part, dict) and isinstance(part.get("text"), str))
+
     def whole(self) -> dict:
         """The task as GetTask answers it, as a new dict (a frozen task's record)."""
         return json.loads(self.to_json())
@@ -292,7 +306,9 @@ class HubTask:
             if history_length is not None and history_length < count:
                 if history_length:
                     return compact_utf8(self.to_dict(history_length, artifacts))
-                text = text[:end] + "}"
+                # NOTE: the history is last: cut off, with the artifacts before it when they
+                # are left out (PERF: not a copy of them first).
+                return (text[:end] if artifacts else text[:start]) + "}"
             return text if artifacts or start == end else text[:start] + text[end:]
         if history_length is None and artifacts:
             text = self._json
