@@ -148,7 +148,8 @@ def test_configs_expire_with_the_tasks_events(rstores, push, redis_server):
     assert push.push_due("me", 0) == []                 # caught up on a final task: done
     client = redis_server.client()
     assert client.pttl(configs_key("acme", "t1")) > 0
-    assert client.smembers("murmur:{hub}:push:active") == set()
+    assert client.smembers("murmur:{hub}:push:tenants") == set()
+    assert client.keys("murmur:{hub}:push:active*") == []
     fields = json.loads(client.hget(configs_key("acme", "t1"), "c1"))
     assert fields["cursor"] == 2 and "secret" not in json.dumps(fields)
 

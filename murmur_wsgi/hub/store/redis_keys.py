@@ -24,7 +24,8 @@ CHANNEL = HUB + "cancel"                    # pub/sub: cancel marks and swept ta
 EVENTS = HUB + "events"                     # pub/sub: "<task id> <n>" for every event written
 PUSH_WAKE = HUB + "push:wake"               # pub/sub: a push config saved, deleted, released
 REPLICAS = HUB + "replicas"                 # every replica that may have runs
-PUSH_ACTIVE = HUB + "push:active"           # <tenant>/<task>/<config> of configs with work left
+PUSH_ACTIVE = HUB + "push:active"           # an older hub's <tenant>/<task>/<config> listed
+PUSH_TENANTS = HUB + "push:tenants"         # the tenants of push:active:<tenant>
 TENANTS = HUB + "tenants"                   # every tenant that ended a task: the sweep's
 TENANT_PREFIX = "murmur:{t:"                 # every tenant's keys begin so
 
@@ -156,6 +157,12 @@ def runs_key(replica: str) -> str:
 def live_key(replica: str) -> str:
     """A replica's liveness."""
     return HUB + "replica:" + replica
+
+
+def push_active_key(quoted: str) -> str:
+    """A tenant's push configs with work left (each a ``member``, scored by when it was
+    listed), the tenant as ``member`` writes it (``PUSH_TENANTS`` lists it so)."""
+    return HUB + "push:active:" + quoted
 
 
 def member(tenant: str, *parts: str) -> str:

@@ -8,8 +8,9 @@ SIGKILLed replica's configs (and its tenant slots) are taken over as soon as its
 liveness expires. The liveness keys are the hub's: a script of a tenant's slot cannot
 read them, so the caller reads the holders' liveness and tells the script.
 
-Deliveries are driven from Redis, not from memory: ``push_due`` reads ``push:active``
-(the hub's set of ``<tenant>/<task>/<config>``), looks at each tenant's configs with
+Deliveries are driven from Redis, not from memory: ``push_due`` reads each tenant's
+``push:active:<tenant>`` (its ``<tenant>/<task>/<config>``, the first listed only:
+``redis_push_looks.listed``), looks at each tenant's configs with
 one script on that tenant's slot (all of them in one pipeline), and, when nothing is
 due, waits for a wake-up on the connection's one listener: an event written to the
 task of a config it waits on (the event channel, ``redis_feed``: the look that finds a
@@ -20,7 +21,7 @@ listener is subscribed again (``notify_push``), else at most ``FULL_SCAN_SECS`` 
 while it is not subscribed the waiting configs are looked at again every ``block``
 seconds.
 
-A config enters ``push:active`` before its save and again after it, and leaves it after
+A config enters its tenant's list before its save and again after it, and leaves it after
 a look found it gone or done (``_unlist``: the name removed, then the config looked at
 once more, and put back if it was saved meanwhile), so a config saved is always listed
 while it has events to send: a save that comes between a look and its removal (a
@@ -50,9 +51,10 @@ from murmur_wsgi.hub.store.redis_client import each_task
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_cluster import FAILURES
 from murmur_wsgi.hub.store.redis_push_looks import key_of as _key_of
-from murmur_wsgi.hub.store.redis_push_looks import looked
-from murmur_wsgi.hub.store.redis_keys import (PUSH_ACTIVE, PUSH_WAKE, configs_key, events_key,
-                                              lease_key, live_key, member, push_counter_key,
+from murmur_wsgi.hub.store.redis_push_looks import listed, listing, looked
+from murmur_wsgi.hub.store.redis_keys import (PUSH_ACTIVE, PUSH_TENANTS, PUSH_WAKE,
+                                              configs_key, events_key, lease_key, live_key,
+                                              member, push_active_key, push_counter_key,
                                               retained_keys, slots_key, split_member,
                                               task_key)
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
@@ -98,7 +100,7 @@ class RedisPushStore(PushStorage):
         self._block = conn.block
         self._push_wait = _Waiting()
         self._scripts = {name: self._redis.register_script(getattr(scripts, name))
-                         for name in ("DUE", "LEASE", "RELEASE", "ADVANCE")}
+                         for name in ("DUE", "LEASE", "RELEASE", "ADVANCE", "UNLIST_TENANTS")}
         # A config's save and delete are acknowledged: the replicas hold them (WAIT).
         self._scripts.update({name: conn.command.script(getattr(scripts, name), durable=True)
                               for name in ("SAVE", "DELETE")})
@@ -157,7 +159,7 @@ class RedisPushStore(PushStorage):
                   PUSH_WAKE, name],
             # NOTE: listed before it exists, and again after (``_unlist``); one round trip
             # on one Redis.
-            before=[("SADD", PUSH_ACTIVE, name)], then=[("SADD", PUSH_ACTIVE, name)])
+            before=listing([name]), then=listing([name]))
         if out == 0:
             return TASK_GONE
         return None if out is None else _record(task_id, record.id, out)
@@ -205,7 +207,7 @@ class RedisPushStore(PushStorage):
         tenant's beyond those it can deliver at once); ``names`` only, or all of
         ``push:active``."""
         if names is None:
-            names = self._redis.smembers(PUSH_ACTIVE)
+            names = listed(self._redis)
             self._tenants = {}                  # the names met: those listed now
         pending, waiting, gone = [], {}, []
         skipped = {f"{task_id}/{config_id}" for task_id, config_id in skip}
@@ -226,16 +228,30 @@ class RedisPushStore(PushStorage):
 
     def _unlist(self, names: list) -> None:
         """Take ``names`` (a look found their configs gone, or finished and caught up) out
-        of ``push:active``, then look at them once more: one saved again since that look
-        (its name listed before the removal) is listed again. A save lists its name after
-        its script too, so whichever comes last, a config saved stays listed."""
-        self._redis.srem(PUSH_ACTIVE, *names)
+        of the lists, then look at them once more: one saved again since that look (its
+        name listed before the removal) is listed again. A save lists its name after its
+        script too, so whichever comes last, a config saved stays listed. A tenant left
+        with none leaves ``push:tenants`` (``UNLIST_TENANTS``)."""
+        by_tenant: dict[str, list] = {}
+        for name in names:
+            by_tenant.setdefault(name.partition("/")[0], []).append(name)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.srem(PUSH_ACTIVE, *names)
+        for quoted, own in by_tenant.items():
+            pipe.zrem(push_active_key(quoted), *own)
+        pipe.execute()
         every = {split_member(name)[1] for name in names}      # none due, none waited on
         gone = {member(tenant, local) for tenant, (_, _, done) in self._looked(names, every)[0]
                 for local in done}
         back = [name for name in names if name not in gone]
         if back:
-            self._redis.sadd(PUSH_ACTIVE, *back)
+            pipe = self._redis.pipeline(transaction=False)
+            for command in listing(back):
+                pipe.execute_command(*command)
+            pipe.execute()
+        quoted = sorted(by_tenant)
+        self._scripts["UNLIST_TENANTS"](
+            keys=[PUSH_TENANTS, *(push_active_key(q) for q in quoted)], args=quoted)
 
     def _looked(self, names, skipped: set, most: int = 0) -> tuple[list, dict]:
         """``looked``'s answer for ``names`` (each one's tenant remembered)."""

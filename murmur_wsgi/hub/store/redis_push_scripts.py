@@ -91,7 +91,7 @@ return 1
 #       in the tenant and whether each is skipped, in pairs
 # Returns {{name, json, holder ('' none)}… pending, {name, n}… to wait on (n: the event
 # after which to wake), {name}… done (gone, or finished and caught up: out of the
-# hub's push:active)}. A pending config is due unless a live replica other than the
+# hub's lists: push:active:<tenant>)}. A pending config is due unless a live replica other than the
 # caller holds its lease: the caller tells, knowing the holders. A config whose pending
 # events are all artifact chunks (never sent) is not pending: it waits for a status or
 # final event (or SKIP_BATCH chunks, so its cursor keeps up), so a streamed run does not
@@ -242,4 +242,16 @@ redis.call('PEXPIRE', KEYS[2], ms)
 redis.call('HSET', KEYS[3], ARGV[8], ARGV[3] .. ' ' .. (now_ms() + ms))
 redis.call('PEXPIRE', KEYS[3], ms)
 return out
+"""
+
+# KEYS: push:tenants, then each tenant's push:active:<tenant> (the hub's slot)
+# ARGV: those tenants, as push:tenants lists them
+# A tenant whose configs are all unlisted leaves push:tenants (a save lists its config
+# before its tenant, so a tenant is never left out while a config of it is listed: a save
+# between this and its own listing lists the tenant again after).
+UNLIST_TENANTS = """
+for i = 1, #ARGV do
+  if redis.call('ZCARD', KEYS[i + 1]) == 0 then redis.call('SREM', KEYS[1], ARGV[i]) end
+end
+return 1
 """

@@ -139,7 +139,7 @@ FORGET_KEYS = 10         # per task: task ev push cancel idx ctx st cst upd msg
 # cancel mark, its sets idx ctx st cst upd, its msg claim)   ARGV: the task ids, in order
 # Forgets each task still in ``done`` (a finished task's names never change): every key of
 # it, and its bytes from ``sizes`` and their sum (only a task it forgets: the sum is
-# always the sizes'); its push configs' members of ``push:active`` (the hub's) are left to
+# always the sizes'); its push configs' names in ``push:active:<tenant>`` (the hub's) are left to
 # the dispatchers, which drop a member whose config is gone. Returns how many it forgot.
 FORGET = """
 local n = 0
