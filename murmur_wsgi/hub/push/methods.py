@@ -53,11 +53,11 @@ def _params(call) -> dict:
     return call.params
 
 
-def _task(hub, call, task_id: str):
-    task = hub.store.get(call.tenant, call.agent, task_id)
-    if task is None:
+def _task(hub, call, task_id: str) -> None:
+    """-32001 unless the task is the caller's tenant's, of the agent in the path (its
+    record is not read: ``owns``)."""
+    if not hub.store.owns(call.tenant, call.agent, task_id):
         raise TaskNotFoundError(task_id)
-    return task
 
 
 def _save(hub, call, request, from_start: bool) -> PushRecord | str:

@@ -177,6 +177,11 @@ class TaskStore(abc.ABC):
     def get(self, tenant: str, agent: str, task_id: str):
         """The task of this tenant's agent, or None (another tenant's or agent's is None too)."""
 
+    def owns(self, tenant: str, agent: str, task_id: str) -> bool:
+        """Whether the task is kept and is this tenant's agent's, as ``get`` finds it, without
+        reading it (the push methods ask it of a task of any size)."""
+        return self.get(tenant, agent, task_id) is not None
+
     def task_json(self, tenant: str, agent: str, task_id: str) -> str | None:
         """The whole task's JSON (GetTask without historyLength), or None as ``get``."""
         task = self.get(tenant, agent, task_id)

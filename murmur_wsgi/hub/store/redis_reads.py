@@ -120,6 +120,15 @@ class RecordReads:
             raise failed("get", ex) from None
 
     @_guarded
+    def owns(self, tenant, agent, task_id):
+        # PERF: three fields of the record, not the record: a push method on a task of a
+        # 59 MB answer read it all from Redis and parsed it (0.16 s of the worker's CPU).
+        if len(task_id) > MAX_ID_BYTES:
+            return False
+        found = self._command("HMGET", task_key(tenant, task_id), "tenant", "agent", "id")
+        return found[0] == tenant and found[1] == agent and found[2] is not None
+
+    @_guarded
     def task_json(self, tenant, agent, task_id):
         values = self._values(tenant, task_id, agent)
         if values is None:
