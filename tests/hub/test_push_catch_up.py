@@ -62,3 +62,23 @@ def test_a_config_catching_up_reads_its_task_for_the_final_body_only(stores, pus
     # answer was read whole 50 times for one config (10.8 s of the worker's CPU).
     assert tasks.gets == 1
     assert push.push_get("acme", "echo", "t1", "c1").cursor == CHUNKS + 3
+
+
+def test_a_tasks_configs_share_its_final_body(stores, push):  # noqa: F811
+    task = a_task(stores)
+    stores.tasks.start(task.id)
+    assert stores.tasks.end(task.id, COMPLETED, None, None, []) is not None
+    saved = [push.push_save(record(config_id=f"c{i}"), from_start=True) for i in range(3)]
+    tasks, sender = _Counted(stores.tasks), _Delivered()
+    dispatcher = Dispatcher(push, tasks, sender)
+    dispatcher.owner = "me"
+    for config in saved:
+        assert push.push_lease(config, "me")
+        dispatcher._catch_up(config)
+        push.push_release(config, "me")
+    finals = [body for body in sender.bodies if "task" in body
+              and body["task"]["status"]["state"] == "TASK_STATE_COMPLETED"]
+    assert len(finals) == 3 and finals[0] == finals[1] == finals[2]
+    # NOTE: before, each config read the task again for the same body (on Redis, a task of
+    # a 59 MB answer: 0.16 s to 0.7 s of the worker's CPU each, ten configs a task).
+    assert tasks.gets == 1

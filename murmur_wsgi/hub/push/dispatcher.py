@@ -10,8 +10,9 @@ that fails mid-way) is logged without the exception's message and not taken
 again before the retry delays (1 s, 2 s, then 4 s each time) have passed.
 
 Concurrency:
-    ``_lock`` guards ``_working`` (the configs this replica delivers now) and
-    ``_cooling`` (those that failed unexpectedly: until when they wait).
+    ``_lock`` guards ``_working`` (the configs this replica delivers now),
+    ``_cooling`` (those that failed unexpectedly: until when they wait) and ``_finals``
+    (the last final bodies built, shared by a task's configs).
     ``_stop`` (an Event) ends the loop and every retry wait at ``close()``; ``_ended``
     (an Event) is set while no loop runs: ``close()`` waits for it, then for the
     deliveries (the loop starts none after), so neither makes a call on the store after
@@ -20,13 +21,14 @@ Concurrency:
 from __future__ import annotations
 
 import _thread
+import collections
 import logging
 import threading
 import time
 import uuid
 from urllib.parse import urlsplit
 
-from murmur_wsgi.hub.push.body import event_body
+from murmur_wsgi.hub.push.body import event_body, final_body
 from murmur_wsgi.hub.push.delivery import unexpected
 from murmur_wsgi.hub.store.push_base import DELIVERED, DROPPED, SKIPPED
 
@@ -35,6 +37,7 @@ logger = logging.getLogger(__name__)
 IDLE_WAIT_SECS = 1.0
 CLOSE_GRACE_SECS = 2.0         # how long close() lets due notifications go out
 COOLING_KEPT_SECS = 60.0       # a failed config's count is forgotten this long after its wait
+FINALS_KEPT = 64               # final bodies kept for a task's other configs (64 KiB at most each)
 
 
 class Dispatcher:
@@ -50,6 +53,8 @@ class Dispatcher:
         self._working: set[tuple] = set()        # guarded by _lock
         self._cooling: dict[tuple, tuple[float, int]] = {}   # guarded by _lock: key ->
         #                                                      (until, failures in a row)
+        self._finals: collections.OrderedDict = collections.OrderedDict()   # guarded by
+        #                                        _lock: (tenant, task id, seq) -> its body
         self._idle = threading.Condition(self._lock)
         self._ended = threading.Event()
         self._ended.set()
@@ -172,6 +177,29 @@ class Dispatcher:
             self._cooling[key] = (time.monotonic() + delay, failures + 1)
         return delay
 
+    def _final(self, record, seq: int) -> bytes | None:
+        """The body of the task's final event ``seq`` (None: the task is gone), built once
+        for its configs: the task is read for it only, once that event is (so it is read
+        final).
+
+        PERF: read for every page of events, a config catching up on a finished task of a
+        59 MB answer read it whole 50 times on Redis (10.8 s of the worker's CPU, for one
+        config); and each of a task's configs read it again for the same body."""
+        key = (record.tenant, record.task_id, seq)
+        with self._lock:
+            body = self._finals.get(key)
+        if body is not None:
+            return body
+        task = self.tasks.get(record.tenant, record.agent, record.task_id)
+        if task is None:
+            return None
+        body = final_body(self.tasks, task)
+        with self._lock:
+            self._finals[key] = body
+            while len(self._finals) > FINALS_KEPT:
+                self._finals.popitem(last=False)
+        return body
+
     def _catch_up(self, record) -> None:
         store = self.store
         while record is not None and not self._stop.is_set():
@@ -182,16 +210,12 @@ class Dispatcher:
             for event in events:
                 if event.seq <= record.cursor:
                     continue
-                task = None
                 if event.terminal:
-                    # PERF: the task is read for its final body only, once its final event
-                    # is (so it is read final): read for every page of events, a config
-                    # catching up on a finished task of a 59 MB answer read it whole 50
-                    # times on Redis (10.8 s of the worker's CPU, for one config).
-                    task = self.tasks.get(record.tenant, record.agent, record.task_id)
-                    if task is None:
+                    body = self._final(record, event.seq)
+                    if body is None:
                         return
-                body = event_body(self.tasks, task, event)
+                else:
+                    body = event_body(self.tasks, None, event)
                 if body is None:
                     record = store.push_advance(record, self.owner, event.seq, SKIPPED)
                 else:
