@@ -87,7 +87,8 @@ class RunUsage:
         """
         if model in self.by_model:
             return False
-        if len(self.by_model) >= most:
+        # NOTE: tokens reported without a model (None, kept as an entry) name no model.
+        if model is not None and len(self.by_model) - (None in self.by_model) >= most:
             raise AgentValueError(f"usage: more than {most} models in one run ({setting})")
         return True
 

@@ -242,3 +242,23 @@ def test_finished_tasks_count_the_artifacts_they_hold():
         assert store.get(ids[-1]).size() > 2000 * 900
     finally:
         door.close()
+
+
+def test_usage_without_a_model_is_not_counted_as_one_of_max_usage_models():
+    # NOTE: tokens reported without a model name no model: at max_usage_models 2, two
+    # named models and one unnamed report are within the bound.
+    lines = [json.dumps({"type": "usage", "inputTokens": 1, "model": "a"}),
+             json.dumps({"type": "usage", "inputTokens": 1, "model": "b"}),
+             json.dumps({"type": "usage", "inputTokens": 4}),
+             '{"type":"response","text":"done"}']
+    manifest = process_manifest(SCRIPT + lines)
+    manifest["tasks"] = {"max_usage_models": 2}
+    door = create_app(manifest, listen="127.0.0.1:41873")
+    try:
+        task = Rpc(door).result("SendMessage", send_params("go"))["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        usage = door.session.store.get(task["id"]).usage
+        assert usage.models == ["a", "b"]
+        assert usage.totals.input_tokens == 6
+    finally:
+        door.close()

@@ -348,6 +348,21 @@ def test_usage_accumulates_per_model_on_the_record_and_stays_off_the_wire(doors)
     assert rpc.result("GetTask", {"id": task["id"]}) == task
 
 
+def test_usage_without_a_model_is_not_one_of_the_models_a_run_may_name():
+    # NOTE: RunUsage.check_room is the bound's one home, the door's and the hub's.
+    usage = RunUsage()
+    for model in ("a", None, "b"):
+        usage.check_room(model, 2, "tasks.max_usage_models")
+        usage.add(1, 0, 0, model)
+    assert usage.check_room(None, 2, "tasks.max_usage_models") is False
+    with pytest.raises(ValueError, match=r"more than 2 models in one run"):
+        usage.check_room("c", 2, "tasks.max_usage_models")
+    fresh = RunUsage()
+    fresh.add(1, 0, 0, "a")
+    assert fresh.check_room(None, 1, "limits.max_usage_models") is True
+    assert fresh.models == ["a"]
+
+
 @pytest.mark.parametrize("kwargs", [
     {"input_tokens": -1}, {"output_tokens": 1.5}, {"cached_tokens": True}, {"model": ""},
     {"model": 3},
