@@ -122,7 +122,6 @@ class Hub:
         timeout = self.config.drain_timeout_secs if drain_timeout is None else drain_timeout
         interrupted = self.runs.drain(timeout)
         self.runs.close()
-        self._close_agents()
         if interrupted:
             logger.warning("shutdown: %d runs interrupted after %g s", interrupted, timeout)
         if self.replica is not None:
@@ -135,6 +134,9 @@ class Hub:
         if self.push is not None:
             self.push.close()
         self.stores.close()
+        # NOTE: last: a harness's grace (cancel_grace_secs) must not hold the writes above
+        # past gunicorn's graceful_timeout (drain_timeout_secs + 10), whose SIGKILL cuts them.
+        self._close_agents()
         return interrupted
 
     def _close_agents(self) -> None:

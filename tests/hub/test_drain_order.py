@@ -3,6 +3,7 @@ agent told to stop first could end its task itself (CANCELED) before the drain's
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import pytest
@@ -62,3 +63,40 @@ def test_close_returns_once_every_harness_process_is_gone(tmp_path):
     assert pids() == []
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_close_writes_and_closes_its_stores_before_it_waits_for_harnesses(monkeypatch):
+    """The hub's own end (the replica's unwritten ends, push, the stores) does not wait for
+    a harness's grace: under gunicorn, drain_timeout_secs (20) + cancel_grace_secs (10)
+    reaches graceful_timeout (30), whose SIGKILL would cut those writes."""
+    harness = {"process": [sys.executable, "tests/harness_faults.py", "ignore-term"],
+               "cancel_grace_secs": 1.0}
+    hub = create_hub(hub_config(store="memory", tenants={"acme": {
+        "api_keys": [sha(KEY_A)], "agents": {"h": agent(harness)}}}))
+    rpc = HubClient(hub, "h")
+    task = rpc.send("stay", configuration={"returnImmediately": True})
+    pids = hub.agents[("acme", "h")].live_pids
+    wait_until(lambda: pids() and rpc.result("GetTask", {"id": task["id"]})["status"]["state"]
+               == "TASK_STATE_WORKING")
+    pid = pids()[0]
+    wait_until(lambda: _ignores_sigterm(pid))       # a SIGTERM before would end it at once
+    live_at_store_close = []
+    close_stores = hub.stores.close
+
+    def recorded_close():
+        live_at_store_close.append(pid in pids())
+        close_stores()
+
+    monkeypatch.setattr(type(hub.stores), "close", lambda self: recorded_close())
+    assert hub.close(drain_timeout=0) == 1
+    assert live_at_store_close == [True]           # within its grace, not yet SIGKILLed
+    assert pids() == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def _ignores_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` ignores SIGTERM now (Linux: SigIgn in /proc/<pid>/status)."""
+    with open(f"/proc/{pid}/status") as status:
+        mask = next(line for line in status if line.startswith("SigIgn:")).split()[1]
+    return bool(int(mask, 16) & (1 << (signal.SIGTERM - 1)))
