@@ -59,6 +59,7 @@ def test_close_returns_once_every_harness_process_is_gone(tmp_path):
     wait_until(lambda: pids() and rpc.result("GetTask", {"id": task["id"]})["status"]["state"]
                == "TASK_STATE_WORKING")
     pid = pids()[0]
+    wait_until(lambda: _ignores_sigterm(pid))       # a SIGTERM before would end it at once
     assert hub.close(drain_timeout=0) == 1
     assert pids() == []
     with pytest.raises(ProcessLookupError):
