@@ -348,6 +348,36 @@ def test_usage_accumulates_per_model_on_the_record_and_stays_off_the_wire(doors)
     assert rpc.result("GetTask", {"id": task["id"]}) == task
 
 
+def test_usage_after_a_cancel_raises_task_canceled_and_is_not_kept(doors):
+    # NOTE: before, usage was the one call a canceled task's agent could still make: each
+    # new model (up to tasks.max_usage_models, names up to max_output_bytes) stayed on the
+    # finished task, outside the size retention had counted for it at its end.
+    started, done, raised = threading.Event(), threading.Event(), []
+
+    def agent(ctx):
+        started.set()
+        while not ctx.wait(DEADLINE):
+            pass
+        try:
+            ctx.usage(input_tokens=1, model="m" * 3000)
+        except Exception as ex:  # noqa: BLE001 - the test records what was raised
+            raised.append(type(ex).__name__)
+        finally:
+            done.set()
+        return "late"
+
+    rpc = doors(agent)
+    task = run(rpc, send_params("go", configuration={"returnImmediately": True}))
+    assert started.wait(DEADLINE)
+    canceled = rpc.result("CancelTask", {"id": task["id"]})
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+    assert done.wait(DEADLINE)
+    assert raised == ["TaskCanceled"]
+    record = rpc.door.session.store.get(task["id"])
+    assert record.usage is None
+    assert record.held_size == record.size()
+
+
 def test_usage_without_a_model_is_not_one_of_the_models_a_run_may_name():
     # NOTE: RunUsage.check_room is the bound's one home, the door's and the hub's.
     usage = RunUsage()

@@ -149,6 +149,9 @@ class AgentCalls(AgentPort):
         """Add a checked ``RunUsage.check`` report to the task's usage."""
         record = self.record
         with self.store.lock:
+            # NOTE: as every call: a finished task's size (retention) was counted at its end.
+            if self.cancelled():
+                raise TaskCanceled(record.id)
             if record.usage is None:
                 record.usage = RunUsage()
             model = report[3]
