@@ -106,9 +106,13 @@ def test_a_cancel_heard_whose_look_fails_unexpectedly_is_logged_not_raised_in_it
     task = a.send("g-heard-fails", configuration={"returnImmediately": True})
     wait_until(lambda: a.hub.runs.get(task["id"]) is not None)
     with caplog.at_level(logging.ERROR):
+        # NOTE: heard as the cancel channel's listener hears it, called here: through B's
+        # CancelTask, A's mark check could stop the run before the message came (a loaded
+        # machine), and no thread would start.
+        a.hub.replica.cancelled(task["id"])
+        wait_until(lambda: failures and not a.hub.replica._stopping)
         assert b.result("CancelTask", {"id": task["id"]})["status"]["state"] == \
             "TASK_STATE_CANCELED"
-        wait_until(lambda: not a.hub.replica._stopping)
     assert failures and [r.exc_info[0] for r in caplog.records if r.exc_info] == \
         [RuntimeError], caplog.text
     assert [args.thread.name for args in raised] == [], raised
