@@ -107,9 +107,9 @@ def test_a_full_look_on_redis_reads_a_tenants_backlog_only_as_far_as_its_first(
     read = []
     looked = redis_push.looked
 
-    def spied(redis, due, tenants, names, skipped, most=0):
+    def spied(redis, due, tenants, names, skipped, *rest):
         read.append(len(names))
-        return looked(redis, due, tenants, names, skipped, most)
+        return looked(redis, due, tenants, names, skipped, *rest)
 
     monkeypatch.setattr(redis_push, "looked", spied)
     seen: list = []
@@ -129,3 +129,21 @@ def test_a_full_look_on_redis_reads_a_tenants_backlog_only_as_far_as_its_first(
     push.push_due("me", 0)                          # the last ones dropped
     assert client.smembers("murmur:{hub}:push:tenants") == set()
     assert client.keys("murmur:{hub}:push:active*") == []
+
+
+def test_a_full_look_on_redis_reaches_a_config_listed_after_a_tenants_first_waiting_ones(
+        rstores, monkeypatch):  # noqa: F811
+    """Redis: a tenant's first listed configs all waiting on running tasks (caught up) do
+    not hide its later ones: a config listed after them whose events are due is due at a
+    full look, and one that waits is watched."""
+    push = rstores.push
+    monkeypatch.setattr(redis_push_looks, "LISTED_PER_TENANT", 4, raising=False)
+    for i in range(8):                              # two pages, every config waiting
+        a_task(rstores, task_id=f"w{i}")
+        assert push.push_save(record(task_id=f"w{i}"), from_start=False).cursor == 1
+    a_task(rstores, task_id="zlate")
+    push.push_save(record(task_id="zlate"), from_start=True)    # its creation is due
+    due, waiting, _ = push._push_due_once("me", frozenset())
+    assert [r.task_id for r in due] == ["zlate"]
+    assert {name.split("/")[1] for name in waiting} == {f"w{i}" for i in range(8)}
+    assert [r.task_id for r in push.push_due("me", 0)] == ["zlate"]

@@ -51,7 +51,7 @@ from murmur_wsgi.hub.store.redis_client import each_task
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_cluster import FAILURES
 from murmur_wsgi.hub.store.redis_push_looks import key_of as _key_of
-from murmur_wsgi.hub.store.redis_push_looks import listed, listing, looked
+from murmur_wsgi.hub.store.redis_push_looks import listed, listing, looked, more
 from murmur_wsgi.hub.store.redis_keys import (PUSH_ACTIVE, PUSH_TENANTS, PUSH_WAKE,
                                               configs_key, events_key, lease_key, live_key,
                                               member, push_active_key, push_counter_key,
@@ -206,16 +206,27 @@ class RedisPushStore(PushStorage):
         """(due records, {name: event to wait after}, {tenant: names not looked at}: a
         tenant's beyond those it can deliver at once); ``names`` only, or all of
         ``push:active``."""
+        after = []                              # tenants listed past the names read
         if names is None:
-            names = listed(self._redis)
+            names, after = listed(self._redis)
             self._tenants = {}                  # the names met: those listed now
-        pending, waiting, gone = [], {}, []
+        pending, waiting, gone, rest = [], {}, [], {}
         skipped = {f"{task_id}/{config_id}" for task_id, config_id in skip}
-        looked, rest = self._looked(names, skipped, TENANT_DELIVERIES)
-        for tenant, (due, wait, done) in looked:
-            pending += [(tenant, local, raw, holder) for local, raw, holder in due]
-            waiting.update((member(tenant, local), int(n)) for local, n in wait)
-            gone += [member(tenant, local) for local in done]
+        found: dict[str, int] = {}              # tenant -> its configs found pending
+        page = 0
+        while names:
+            looked, left = self._looked(names, skipped, TENANT_DELIVERIES, found)
+            rest.update(left)
+            for tenant, (due, wait, done) in looked:
+                pending += [(tenant, local, raw, holder) for local, raw, holder in due]
+                found[tenant] = found.get(tenant, 0) + len(due)
+                waiting.update((member(tenant, local), int(n)) for local, n in wait)
+                gone += [member(tenant, local) for local in done]
+            # NOTE: a tenant whose names read left its slots free (all waiting, or skipped)
+            # has its next ones read: they are due, or watched, as the first.
+            after = more(after, found, TENANT_DELIVERIES)
+            page += 1
+            names, after = listed(self._redis, after, page) if after else ([], [])
         if gone:
             self._unlist(gone)
         alive = self._alive({h for *_, h in pending if h and h != owner})
@@ -253,9 +264,10 @@ class RedisPushStore(PushStorage):
         self._scripts["UNLIST_TENANTS"](
             keys=[PUSH_TENANTS, *(push_active_key(q) for q in quoted)], args=quoted)
 
-    def _looked(self, names, skipped: set, most: int = 0) -> tuple[list, dict]:
+    def _looked(self, names, skipped: set, most: int = 0, found=None) -> tuple[list, dict]:
         """``looked``'s answer for ``names`` (each one's tenant remembered)."""
-        return looked(self._redis, self._scripts["DUE"], self._tenants, names, skipped, most)
+        return looked(self._redis, self._scripts["DUE"], self._tenants, names, skipped, most,
+                      found)
 
     @_guarded
     def push_due(self, owner, timeout, skip=frozenset()):

@@ -19,22 +19,42 @@ DUE_BATCH = 256                # configs one DUE script looks at, at most
 LISTED_PER_TENANT = 1024       # a tenant's configs a full look reads, the first listed
 
 
-def listed(redis) -> list:
-    """The names a full look reads: of each tenant, the ``LISTED_PER_TENANT`` listed
-    first (a look wants no more than its slots' worth of them: ``looked``), and an
-    older hub's ``push:active``, in one round trip after the tenants' (the hub's slot).
+def listed(redis, tenants=None, page: int = 0) -> tuple[list, list]:
+    """``(names, tenants with more)``: the names a full look reads: of each tenant, the
+    ``LISTED_PER_TENANT`` listed first (a look wants no more than its slots' worth of them:
+    ``looked``), and an older hub's ``push:active``, in one round trip after the tenants'
+    (the hub's slot); the tenants (as listed) whose list goes on past them. With
+    ``tenants``: those tenants' ``page``-th names (the first is 0; no older ones).
 
     PERF: every name was read: a tenant's backlog of 30,000 configs (a message refused at
     admission saves its config too) cost each worker of every replica 88 ms of a look
     every second, its other greenlets waiting (5.6 ms now); a tenant's next names are
-    read as the first leave the list."""
-    tenants = sorted(redis.smembers(PUSH_TENANTS))
+    read when its first ones leave the list, or do not fill its slots (``more``)."""
+    first = tenants is None
+    start = page * LISTED_PER_TENANT
+    if first:
+        tenants = sorted(redis.smembers(PUSH_TENANTS))
     pipe = redis.pipeline(transaction=False)
-    pipe.smembers(PUSH_ACTIVE)
+    if first:
+        pipe.smembers(PUSH_ACTIVE)
     for quoted in tenants:
-        pipe.zrange(push_active_key(quoted), 0, LISTED_PER_TENANT - 1)
-    older, *found = pipe.execute()
-    return list(dict.fromkeys([name for names in found for name in names] + sorted(older)))
+        pipe.zrange(push_active_key(quoted), start, start + LISTED_PER_TENANT - 1)
+    found = pipe.execute()
+    older = found.pop(0) if first else ()
+    full = [quoted for quoted, names in zip(tenants, found) if len(names) == LISTED_PER_TENANT]
+    return (list(dict.fromkeys([name for names in found for name in names] + sorted(older))),
+            full)
+
+
+def more(tenants: list, pending: dict, most: int) -> list:
+    """Of ``tenants`` (as listed) whose list goes on past the names read, those whose names
+    read left slots free: ``pending`` of them (by tenant) fewer than ``most``.
+
+    NOTE: a tenant's first names all waiting (caught up on running tasks), or all
+    skipped, would otherwise hide its later ones, due or not, from every full look for
+    as long as they stay listed."""
+    return [quoted for quoted in tenants
+            if pending.get(split_member(quoted + "/")[0], 0) < most]
 
 
 def listing(names: list) -> list:
@@ -58,12 +78,14 @@ def key_of(name: str) -> tuple[str, str, str]:
     return tenant, task_id, config_id
 
 
-def looked(redis, due, tenants: dict, names, skipped: set, most: int = 0) -> tuple[list, dict]:
+def looked(redis, due, tenants: dict, names, skipped: set, most: int = 0,
+           pending: dict | None = None) -> tuple[list, dict]:
     """``([(tenant, the DUE script's answer)], {tenant: names not looked at})`` for
     ``names`` (each config's tenant recorded in ``tenants``); none of ``skipped``
     (``<task>/<config>``) is due or waited on. With ``most``, a tenant's configs are
-    looked at until ``most`` are found pending only: the rest stay listed as they are,
-    for a later look.
+    looked at until ``most`` are found pending only (``pending``: those of each tenant
+    found before, in its earlier names): the rest stay listed as they are, for a later
+    look.
 
     PERF: a backlog of configs due behind a slow receiver costs each look a batch of
     its tenant's, not the script's work on every one (15,000 of them, looked at whole
@@ -73,7 +95,8 @@ def looked(redis, due, tenants: dict, names, skipped: set, most: int = 0) -> tup
         tenant, task_id, config_id = key_of(name)
         by_tenant.setdefault(tenant, []).append((task_id, config_id))
         tenants[(task_id, config_id)] = tenant
-    out, rest, found = [], {}, dict.fromkeys(by_tenant, 0)
+    out, rest = [], {}
+    found = {tenant: (pending or {}).get(tenant, 0) for tenant in by_tenant}
     at = dict.fromkeys(by_tenant, 0)          # each tenant's next batch: where it starts
     while at:
         calls: list[tuple] = []
