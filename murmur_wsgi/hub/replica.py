@@ -11,7 +11,8 @@ watched: hub/store/redis_feed.py), retries the
 final writes a failing store refused (``Runs.unwritten``), and every
 ``redis.sweep_interval_secs`` runs the stale sweep: the runs of replicas
 whose liveness expired, and runs older than ``sweep_max_age_secs``, end
-FAILED with their final event, and the finished tasks past their retention
+FAILED with their final event (held a while after a gap in this replica's
+own beats: ``_beat``), and the finished tasks past their retention
 are forgotten (``tasks.retention_secs``; the tenants still writing forget
 theirs as they write). When the cancel channel is back after a loss (its
 listener subscribed again: what it carried meanwhile reached nobody), the
@@ -50,6 +51,12 @@ class Replica:
         self.store = hub.stores.replicas
         settings = hub.config.redis
         self.renew_every = settings["liveness_secs"] / 3
+        # NOTE: after a gap in this replica's beats (the store away, or slow), the others'
+        # liveness may have lapsed meanwhile though they live: they renew within a
+        # command's timeout and a tick of its return, and only a key still gone past that
+        # takes its replica for dead (``_beat``).
+        self.gap_secs = 2 * self.renew_every
+        self.hold_secs = settings["liveness_secs"] + settings["timeout_secs"]
         self.sweep_every = settings["sweep_interval_secs"]
         self.tick = min(TICK_SECS, self.renew_every)
         self._wake = threading.Condition()
@@ -59,6 +66,7 @@ class Replica:
         self._thread: threading.Thread | None = None
         self._failing = False
         self._renew_at = self._sweep_at = 0.0     # the loop's (its thread's only)
+        self._beat_at = time.monotonic()          # the last heartbeat written (the loop's)
 
     def start(self) -> None:
         try:
@@ -171,7 +179,7 @@ class Replica:
         now = time.monotonic()
         steps = []
         if now >= self._renew_at:
-            self.store.heartbeat()
+            self._beat(now)
             self._renew_at = now + self.renew_every
             steps.append(lambda: self.hub.admission.renew(self.hub.runs.leases()))
         steps += [self.hub.runs.retry_unwritten, self._check_runs, self.hub.store.keep_watching]
@@ -179,6 +187,15 @@ class Replica:
             self._sweep_at = now + self.sweep_every
             steps += [self._sweep, self.hub.store.expire_finished]
         each_then_raise(steps)
+
+    def _beat(self, now: float) -> None:
+        """Renew this replica's liveness. Written after a gap (the store answered no beat
+        for ``gap_secs``), the sweep waits ``hold_secs``: every replica's key may have
+        expired during the outage, and the live ones renew once the store is back."""
+        self.store.heartbeat()
+        if now - self._beat_at > self.gap_secs:
+            self._sweep_at = max(self._sweep_at, now + self.hold_secs)
+        self._beat_at = now
 
     def _sweep(self) -> None:
         for task_id in self.store.sweep(self.hub.config.sweep_max_age_secs, SWEPT):

@@ -1,0 +1,57 @@
+"""Redis misbehaving under a hub: what a replica does once Redis is back after an outage.
+
+Each test starts its own redis-server (tests/redis_util.py), as it stops or flushes it.
+"""
+from __future__ import annotations
+
+import os
+import signal
+
+from murmur_wsgi.hub import create_hub
+
+from tests.hub.agents import gate
+from tests.hub.conftest import FAST, HubClient, hub_config, wait_until
+from tests.redis_util import RedisServer
+
+
+def _state(rpc, task_id):
+    return rpc.result("GetTask", {"id": task_id})["status"]["state"]
+
+
+def _failed_turn(replica) -> bool:
+    """One turn of ``replica``'s maintenance (its thread stopped: driven here); whether it
+    found the store unavailable."""
+    replica._turn(replica._tick)
+    return replica._failing
+
+
+def test_a_live_replicas_run_outlives_an_outage_longer_than_its_liveness(tmp_path):
+    """Redis stalls (SIGSTOP) longer than ``redis.liveness_secs``: every replica's liveness
+    key has expired when it answers again. The first replica whose turn comes then must not
+    take the others for dead: they renew at their next turn, and their runs go on."""
+    server = RedisServer(tmp_path).start()
+    hubs = [create_hub(hub_config(store=server.url, redis=dict(FAST))) for _ in range(2)]
+    a, b = (HubClient(h, "held") for h in hubs)
+    try:
+        task = a.send("g-outage", configuration={"returnImmediately": True})
+        for h in hubs:
+            h.replica.stop()                # their turns driven here, B's first once back
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            # Each turn fails within timeout_secs (0.5 s), past A's liveness (0.3 s).
+            for h in hubs:
+                wait_until(lambda h=h: _failed_turn(h.replica), timeout=5)
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        assert not _failed_turn(b.hub.replica)          # B answers again first: its sweep
+        assert not _failed_turn(a.hub.replica)          # … then A renews
+        assert not _failed_turn(b.hub.replica)
+        assert _state(b, task["id"]) == "TASK_STATE_WORKING"
+        assert a.hub.runs.get(task["id"]) is not None and not a.hub.runs.get(task["id"]).ended
+        gate("g-outage").set()
+        wait_until(lambda: _state(b, task["id"]) == "TASK_STATE_COMPLETED", timeout=5)
+    finally:
+        gate("g-outage").set()
+        for h in hubs:
+            h.close(drain_timeout=2)
+        server.stop()
