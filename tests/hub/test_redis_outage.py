@@ -10,7 +10,7 @@ import signal
 from murmur_wsgi.hub import create_hub
 
 from tests.hub.agents import gate
-from tests.hub.conftest import FAST, HubClient, hub_config, wait_until
+from tests.hub.conftest import FAST, KEY_B, HubClient, hub_config, wait_until
 from tests.redis_util import RedisServer
 
 
@@ -54,4 +54,33 @@ def test_a_live_replicas_run_outlives_an_outage_longer_than_its_liveness(tmp_pat
         gate("g-outage").set()
         for h in hubs:
             h.close(drain_timeout=2)
+        server.stop()
+
+
+def test_a_runs_slot_is_held_again_after_an_outage_longer_than_its_lease(tmp_path):
+    """A run's admission lease (2 × ``redis.liveness_secs``) lapses while Redis stalls longer
+    than it: once Redis is back, the run's replica renews it, and the tenant's bound
+    (globex: one run at once) holds again: the next message is REJECTED, not a second
+    run."""
+    server = RedisServer(tmp_path).start()
+    hub = create_hub(hub_config(store=server.url, redis=dict(FAST)))
+    globex = HubClient(hub, "held", headers={"X-API-Key": KEY_B})
+    try:
+        task = globex.send("g-lease", configuration={"returnImmediately": True})
+        hub.replica.stop()                      # its turns driven here
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            # Two turns, each failing within timeout_secs (0.5 s): past the lease (0.6 s).
+            for _ in range(2):
+                wait_until(lambda: _failed_turn(hub.replica), timeout=5)
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        assert not _failed_turn(hub.replica)                # the run's lease renewed
+        assert _state(globex, task["id"]) == "TASK_STATE_WORKING"
+        second = globex.send("g-lease-2", configuration={"returnImmediately": True})
+        assert second["status"]["state"] == "TASK_STATE_REJECTED", second["status"]
+    finally:
+        gate("g-lease").set()
+        gate("g-lease-2").set()
+        hub.close(drain_timeout=2)
         server.stop()

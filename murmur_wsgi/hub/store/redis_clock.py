@@ -9,8 +9,13 @@ a script's instant is still its own: two ends never share a ``now_us()`` (retent
 PERF: one ``TIME`` per script instead of one per reading: a blocking SendMessage's END
 read it twice (each a ``redis.call``, ~3 µs of Redis's CPU), push's ``DUE`` once per
 task it watches.
+
+``TERMINAL_FN`` (beside it: what the scripts share) is the table ``T`` of the final states,
+``T[state]`` 1 for each.
 """
 from __future__ import annotations
+
+from murmur_wsgi.hub.task import TERMINAL
 
 CLOCK_FN = """
 local clock_t
@@ -27,3 +32,5 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 """
+
+TERMINAL_FN = "local T = {" + ", ".join(f"['{s}'] = 1" for s in sorted(TERMINAL)) + "}\n"

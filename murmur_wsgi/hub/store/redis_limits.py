@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE, Counters
 from murmur_wsgi.hub.store.redis_client import guarded
-from murmur_wsgi.hub.store.redis_clock import CLOCK_FN
-from murmur_wsgi.hub.store.redis_keys import rate_key, running_key
+from murmur_wsgi.hub.store.redis_clock import CLOCK_FN, TERMINAL_FN
+from murmur_wsgi.hub.store.redis_keys import rate_key, running_key, task_key
 
 LEASE_LIVENESSES = 2             # a lease lives this many liveness periods without renewal
 
@@ -70,10 +70,21 @@ ADMIT = CLOCK_FN + ADMIT_FN + """
 return admit(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
 """
 
-# KEYS: running (one tenant's)   ARGV: lease ms, its task ids (or overdue members)
-RENEW = _NOW + """
+# KEYS: running (one tenant's), then each lease's task record (an overdue lease's names none)
+# ARGV: lease ms, the leases' members (task ids, or overdue members)
+# A lease still held is renewed. One gone (it lapsed while Redis was away or stalled past
+# it: expired, or dropped by an admission) is taken again while its task has not ended:
+# the END script frees a task's slot as it ends it, and no renewal takes it back.
+RENEW = _NOW + TERMINAL_FN + """
 for i = 2, #ARGV do
-  if redis.call('ZADD', KEYS[1], 'XX', 'CH', now + tonumber(ARGV[1]), ARGV[i]) == 1 then
+  local added = redis.call('ZADD', KEYS[1], 'XX', 'CH', now + tonumber(ARGV[1]), ARGV[i])
+  if added == 0 and not redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    local state = redis.call('HGET', KEYS[i], 'state')
+    if state and not T[state] then
+      added = redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[i])
+    end
+  end
+  if added == 1 then
     redis.call('PEXPIRE', KEYS[1], ARGV[1])
   end
 end
@@ -131,8 +142,11 @@ class RedisCounters(Counters):
         if tenants:
             pipe = self._redis.pipeline(transaction=False)
             for tenant, task_ids in tenants.items():
-                self._renew(keys=[running_key(tenant)], args=[self.lease_ms, *task_ids],
-                            client=pipe)
+                # NOTE: an overdue member names no record: its lease is renewed, never
+                # taken again (its task has ended).
+                tasks = [task_key(tenant, task_id) for task_id in task_ids]
+                self._renew(keys=[running_key(tenant), *tasks],
+                            args=[self.lease_ms, *task_ids], client=pipe)
             pipe.execute()
 
     @guarded

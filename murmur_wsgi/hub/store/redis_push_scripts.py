@@ -21,10 +21,9 @@ record's ``pb``, which its END adds with its own. A config saved by an older hub
 """
 from __future__ import annotations
 
-from murmur_wsgi.hub.store.redis_clock import CLOCK_FN
-from murmur_wsgi.hub.task import TERMINAL
+from murmur_wsgi.hub.store.redis_clock import CLOCK_FN, TERMINAL_FN
 
-_TERMINAL = "local T = {" + ", ".join(f"['{s}'] = 1" for s in sorted(TERMINAL)) + "}\n"
+_TERMINAL = TERMINAL_FN
 _NOW = CLOCK_FN         # now_ms(): one TIME per script, however many tasks DUE watches
 # KEYS given: the task's record, the tenant's sizes and bytes (retention's)
 _COUNT = """

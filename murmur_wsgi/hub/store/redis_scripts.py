@@ -15,12 +15,12 @@ first from then on: redis.py's ``_open``).
 """
 from __future__ import annotations
 
-from murmur_wsgi.hub.store.redis_clock import CLOCK_FN
+from murmur_wsgi.hub.store.redis_clock import CLOCK_FN, TERMINAL_FN
 from murmur_wsgi.hub.store.redis_keys import EVENTS
 from murmur_wsgi.hub.store.redis_limits import ADMIT_FN
 # NOTE: the store loads every script of its own from this module: the reads' too.
 from murmur_wsgi.hub.store.redis_read_scripts import PAGE, READ, WATCH  # noqa: F401
-from murmur_wsgi.hub.task import SUBMITTED, TERMINAL, WORKING
+from murmur_wsgi.hub.task import SUBMITTED, WORKING
 
 # Every event written to a watched task is announced on ``EVENTS`` as ``<task id> <n>``
 # (redis_feed). A task is watched while its record's field ``w`` (Redis time, ms) is in the
@@ -37,7 +37,7 @@ local function notify(id, n, w)
 end
 """
 
-_TERMINAL = "local T = {" + ", ".join(f"['{s}'] = 1" for s in sorted(TERMINAL)) + "}\n"
+_TERMINAL = TERMINAL_FN
 
 # A task changes state: its id moves from its old state's ``st:`` set to the new one's and
 # from its old ``cst:`` set to the new one's (scored by seq, as ``idx``), and its score in
