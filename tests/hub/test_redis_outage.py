@@ -84,3 +84,37 @@ def test_a_runs_slot_is_held_again_after_an_outage_longer_than_its_lease(tmp_pat
         gate("g-lease-2").set()
         hub.close(drain_timeout=2)
         server.stop()
+
+
+def test_a_stream_whose_task_is_flushed_under_it_ends_with_the_stores_error(tmp_path,
+                                                                           monkeypatch):
+    """Redis flushed (FLUSHALL) under an open SubscribeToTask of a running task, its
+    connections kept: no event is announced any more, yet the stream ends with -32603 (docs:
+    "a log gone … with the task itself (a Redis flushed …) ends the stream with -32603")
+    once the worker renews its watch of the task and finds its record gone, not at the
+    stream's lifetime."""
+    import threading
+
+    from murmur_wsgi.hub.store import redis_events
+
+    monkeypatch.setattr(redis_events, "REWATCH_SECS", 0.0)   # each turn renews the watch
+    server = RedisServer(tmp_path).start()
+    hub = create_hub(hub_config(store=server.url, redis=dict(FAST)))
+    held = HubClient(hub, "held")
+    rest = []
+    try:
+        task = held.send("g-flushed", configuration={"returnImmediately": True})
+        chunks = iter(held.call("SubscribeToTask", {"id": task["id"]},
+                                buffered=False).response)
+        assert b"TASK_STATE_WORKING" in next(chunks)
+        server.client().flushall()
+        reader = threading.Thread(target=lambda: rest.append(b"".join(chunks).decode()),
+                                  daemon=True)
+        reader.start()
+        reader.join(5)
+        assert rest, "the stream is still open"
+        assert '"code":-32603' in rest[0] and "store is unavailable" in rest[0]
+    finally:
+        gate("g-flushed").set()
+        hub.close(drain_timeout=2)
+        server.stop()

@@ -111,7 +111,12 @@ class TaskEvents:
         for task_id in reading:
             tenant, at = self._marked.get(task_id, (None, -REWATCH_SECS))
             if tenant is not None and now - at >= REWATCH_SECS:
-                self._scripts["WATCH"](keys=[task_key(tenant, task_id)], args=[WATCH_MS])
+                if not self._scripts["WATCH"](keys=[task_key(tenant, task_id)],
+                                              args=[WATCH_MS]):
+                    # NOTE: its record is gone (a Redis flushed, or restarted empty with
+                    # this connection kept): nothing will announce its end, so its
+                    # readers read for themselves, and find its log gone.
+                    feed.lapsed(task_id)
                 self._marked[task_id] = (tenant, now)
 
     @_guarded

@@ -217,6 +217,16 @@ class EventFeed:
                     watched.let_go(self.room)
         return kept
 
+    def lapsed(self, task_id: str) -> None:
+        """What is held of ``task_id`` covers nothing now (its record is gone, so no end of
+        it will be announced): each of its readers reads for itself."""
+        with self._changed:
+            watched = self._watched.get(task_id)
+            if watched is not None:
+                watched.let_go(self.room)
+                watched.epoch = -1              # no epoch's: covers() is False
+                watched.cond.notify_all()
+
     # --- the listener --------------------------------------------------------
 
     def also(self, channel: str, callback) -> None:
