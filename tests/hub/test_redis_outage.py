@@ -118,3 +118,31 @@ def test_a_stream_whose_task_is_flushed_under_it_ends_with_the_stores_error(tmp_
         gate("g-flushed").set()
         hub.close(drain_timeout=2)
         server.stop()
+
+
+def test_a_message_whose_acceptance_reply_is_lost_still_runs(tmp_path):
+    """The connection closes before the reply of the script that accepts a message (OPEN:
+    the messageId's claim, the task's creation and start) though Redis ran it: the hub
+    sends it once more on a new connection, which finds the claim its first send took.
+    That is this message's own task: it runs and ends, not answered as a message sent
+    before, its task WORKING with no run anywhere."""
+    import hashlib
+
+    from murmur_wsgi.hub.store.redis_scripts import OPEN
+    from tests.hub.cut_util import Cutter
+
+    server = RedisServer(tmp_path).start()
+    cutter = Cutter(server.port).start()
+    hub = create_hub(hub_config(store=cutter.url, redis=dict(FAST)))
+    rpc = HubClient(hub, "echo")
+    try:
+        rpc.send("warm")                            # the script is loaded, connections made
+        cutter.cut(hashlib.sha1(OPEN.encode()).hexdigest().encode())
+        task = rpc.send("hello")
+        assert cutter.cuts == 1
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
+        assert task["artifacts"][0]["parts"][0]["text"] == "hello"
+    finally:
+        hub.close(drain_timeout=2)
+        cutter.close()
+        server.stop()

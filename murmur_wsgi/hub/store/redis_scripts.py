@@ -221,10 +221,12 @@ return {seq, gone}
 # created, when both keys are given (else its caller put it there first).
 # Returns {0, seq} (created and started), {1, the id the messageId names, or 'pending'}
 # (nothing done), or {2, what admission refused: 1 concurrency, 2 rate} (nothing stored:
-# the claim is left free).
+# the claim is left free). A claim that names this very task (its id the caller's, fresh)
+# is this call's own, sent again after its reply was lost with its connection: {0, seq}.
 OPEN = _NOTIFY + _CREATE + ADMIT_FN + """
 local found = redis.call('GET', KEYS[5])
 local claimed = found == 'pending' and ARGV[22] == '1'
+if found == ARGV[1] then return {0, redis.call('HGET', KEYS[1], 'seq')} end
 if found and not claimed then return {1, found} end
 local code = admit(KEYS[13], KEYS[14], ARGV[1], tonumber(ARGV[23]), tonumber(ARGV[24]),
                    tonumber(ARGV[25]))

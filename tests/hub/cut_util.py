@@ -1,0 +1,91 @@
+"""A TCP relay in front of a real redis-server that closes a client's connection instead of
+passing on the reply to a chosen command: Redis ran the command, the client never hears
+its answer (what a network reset, a proxy or a Redis dropping the connection leaves).
+
+``Cutter(port).start()`` listens on a free loopback port (``url``); ``cut(marker)`` arms it:
+the first reply to a client write holding ``marker`` (bytes) is dropped with both sockets.
+``cuts`` counts the replies dropped.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+
+
+class Cutter:
+    def __init__(self, upstream_port: int):
+        self.upstream = upstream_port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._marker: bytes | None = None
+        self.cuts = 0
+        self._sockets: list = []
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> Cutter:
+        threading.Thread(target=self._accept, name="cutter", daemon=True).start()
+        return self
+
+    def cut(self, marker: bytes) -> None:
+        with self._lock:
+            self._marker = marker
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return                      # closed
+            upstream = socket.create_connection(("127.0.0.1", self.upstream), timeout=5)
+            upstream.settimeout(None)
+            with self._lock:
+                self._sockets += [client, upstream]
+            doomed = threading.Event()      # this connection's next reply is dropped
+            threading.Thread(target=self._up, args=(client, upstream, doomed),
+                             daemon=True).start()
+            threading.Thread(target=self._down, args=(client, upstream, doomed),
+                             daemon=True).start()
+
+    def _up(self, client, upstream, doomed) -> None:
+        try:
+            while data := client.recv(65536):
+                with self._lock:
+                    if self._marker is not None and self._marker in data:
+                        self._marker = None
+                        doomed.set()
+                upstream.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _close(client, upstream)
+
+    def _down(self, client, upstream, doomed) -> None:
+        try:
+            while data := upstream.recv(65536):
+                if doomed.is_set():
+                    with self._lock:
+                        self.cuts += 1
+                    break
+                client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _close(client, upstream)
+
+    def close(self) -> None:
+        self._listener.close()
+        with self._lock:
+            _close(*self._sockets)
+
+
+def _close(*sockets) -> None:
+    for sock in sockets:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        sock.close()
