@@ -4,6 +4,7 @@ Each test starts its own redis-server (tests/redis_util.py), as it stops or flus
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 
@@ -142,6 +143,40 @@ def test_a_message_whose_acceptance_reply_is_lost_still_runs(tmp_path):
         assert cutter.cuts == 1
         assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
         assert task["artifacts"][0]["parts"][0]["text"] == "hello"
+    finally:
+        hub.close(drain_timeout=2)
+        cutter.close()
+        server.stop()
+
+
+def test_a_runs_end_whose_reply_is_lost_is_still_its_own_end(tmp_path):
+    """The connection closes before the reply of the script that ends a run (END) though
+    Redis ran it: sent once more, it finds the task ended, by this very end. The sender's
+    stream gets every event of that end (the answer's last chunk, then the final status),
+    as the task's log holds them, not only the final status as for an end written
+    elsewhere."""
+    import hashlib
+
+    from murmur_wsgi.hub.store.redis_scripts import END
+    from tests.hub.conftest import send_params, sse_events
+    from tests.hub.cut_util import Cutter
+
+    server = RedisServer(tmp_path).start()
+    cutter = Cutter(server.port).start()
+    hub = create_hub(hub_config(store=cutter.url, redis=dict(FAST)))
+    rpc = HubClient(hub, "tokens")
+    try:
+        rpc.send("warm up")                         # the script is loaded, connections made
+        cutter.cut(hashlib.sha1(END.encode()).hexdigest().encode())
+        streamed = [e["result"] for e in sse_events(
+            rpc.call("SendStreamingMessage", send_params("hello big world")))]
+        assert cutter.cuts == 1
+        task_id = streamed[0]["task"]["id"]
+        logged = [json.loads(e.payload) for e in hub.store.events(task_id, 0, 0)[0]]
+        last = [e["artifactUpdate"] for e in streamed if "artifactUpdate" in e][-1]
+        assert last["lastChunk"] is True and "usage" in json.dumps(last)
+        assert streamed[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert streamed[-2:] == logged[-2:]
     finally:
         hub.close(drain_timeout=2)
         cutter.close()

@@ -304,7 +304,7 @@ END_KEYS = ("task", "ev", "st SUBMITTED", "st WORKING", "st new", "cst SUBMITTED
 # record's ``eb`` and those written here; its push configs': the record's ``pb``); its
 # replica takes it out of its runs (the hub's key) once this has answered. Returns 0 (the
 # task had ended: nothing written), or {the wire form (keep) or 1, the tenant's tasks to
-# forget now}.
+# forget now} (none when the task had ended with this very end: sent again).
 END = _NOTIFY + _TERMINAL + _MOVE + _RETAIN + f"""
 -- PERF: the record read once (one HMGET: it was four HGETs and an HMGET) and written
 -- once (its event count kept here, not one HINCRBY per event), ``w`` given to notify:
@@ -312,7 +312,15 @@ END = _NOTIFY + _TERMINAL + _MOVE + _RETAIN + f"""
 -- redis.calls, not 25.
 local s, hist, rarts, wn, id, seq, nev, eb, pb, w = unpack(redis.call('HMGET', KEYS[1],
   'state', 'hist', 'arts', 'wn', 'id', 'seq', 'nev', 'eb', 'pb', 'w'))
-if not s or T[s] then return 0 end
+if not s then return 0 end
+if T[s] then
+  -- NOTE: this very end (its state, time and text), sent again after its reply was lost
+  -- with its connection: answered as written, nothing written twice.
+  local ms, text, ended = unpack(redis.call('HMGET', KEYS[1], 'ms', 'text', 'wire'))
+  if s ~= ARGV[1] or ms ~= ARGV[3] or text ~= ARGV[2] then return 0 end
+  if ARGV[17] == '1' then return {{ended, {{}}}} end
+  return {{1, {{}}}}
+end
 local st_old, cst_old
 if s == '{SUBMITTED}' then
   st_old, cst_old = KEYS[3], KEYS[6]
