@@ -181,3 +181,33 @@ def test_a_runs_end_whose_reply_is_lost_is_still_its_own_end(tmp_path):
         hub.close(drain_timeout=2)
         cutter.close()
         server.stop()
+
+
+def test_a_refused_messages_task_whose_reply_is_lost_is_answered_once(tmp_path):
+    """The connection closes before the reply of the script that stores a refused
+    message's task (CREATE, REJECTED: globex runs one task at once) though Redis ran it:
+    sent once more, it finds the task it created. The client gets that task, not -32603
+    with an orphan task stored (and a second one when it sends the message again)."""
+    import hashlib
+
+    from murmur_wsgi.hub.store.redis_scripts import CREATE
+    from tests.hub.cut_util import Cutter
+
+    server = RedisServer(tmp_path).start()
+    cutter = Cutter(server.port).start()
+    hub = create_hub(hub_config(store=cutter.url, redis=dict(FAST)))
+    globex = HubClient(hub, "held", headers={"X-API-Key": KEY_B})
+    try:
+        globex.send("g-created", configuration={"returnImmediately": True})
+        globex.send("g-created")                    # refused: the script loaded
+        cutter.cut(hashlib.sha1(CREATE.encode()).hexdigest().encode())
+        refused = globex.send("g-created")
+        assert cutter.cuts == 1
+        assert refused["status"]["state"] == "TASK_STATE_REJECTED"
+        assert globex.result("ListTasks", {})["totalSize"] == 3
+        assert globex.result("GetTask", {"id": refused["id"]})["status"] == refused["status"]
+    finally:
+        gate("g-created").set()
+        hub.close(drain_timeout=2)
+        cutter.close()
+        server.stop()

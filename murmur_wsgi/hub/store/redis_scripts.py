@@ -203,7 +203,11 @@ local function create(nev, eb)
 end
 """
 
+# A record of this very task and creation (its id and ``created`` this call's) is its own,
+# sent again after its reply was lost with its connection: its seq, nothing written twice.
 CREATE = _NOTIFY + _CREATE + """
+local id, created, was = unpack(redis.call('HMGET', KEYS[1], 'id', 'created', 'seq'))
+if id == ARGV[1] and created == ARGV[9] then return {was, {}} end
 local seq, gone = create()
 notify(ARGV[1], 1)
 return {seq, gone}
