@@ -3,8 +3,9 @@ passing on the reply to a chosen command: Redis ran the command, the client neve
 its answer (what a network reset, a proxy or a Redis dropping the connection leaves).
 
 ``Cutter(port).start()`` listens on a free loopback port (``url``); ``cut(marker)`` arms it:
-the first reply to a client write holding ``marker`` (bytes) is dropped with both sockets.
-``cuts`` counts the replies dropped.
+the first reply to a client write holding ``marker`` (bytes) is dropped with both sockets
+(``times``: the first so many; ``before``: the write itself, Redis never gets it).
+``cuts`` counts the replies (or writes) dropped.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ class Cutter:
         self.port = self._listener.getsockname()[1]
         self._lock = threading.Lock()
         self._marker: bytes | None = None
+        self._times = 0
+        self._before = False
         self.cuts = 0
         self._sockets: list = []
 
@@ -30,9 +33,9 @@ class Cutter:
         threading.Thread(target=self._accept, name="cutter", daemon=True).start()
         return self
 
-    def cut(self, marker: bytes) -> None:
+    def cut(self, marker: bytes, times: int = 1, before: bool = False) -> None:
         with self._lock:
-            self._marker = marker
+            self._marker, self._times, self._before = marker, times, before
 
     def _accept(self) -> None:
         while True:
@@ -54,8 +57,11 @@ class Cutter:
         try:
             while data := client.recv(65536):
                 with self._lock:
-                    if self._marker is not None and self._marker in data:
-                        self._marker = None
+                    if self._times and self._marker in data:
+                        self._times -= 1
+                        if self._before:
+                            self.cuts += 1
+                            return
                         doomed.set()
                 upstream.sendall(data)
         except OSError:

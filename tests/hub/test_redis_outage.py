@@ -211,3 +211,32 @@ def test_a_refused_messages_task_whose_reply_is_lost_is_answered_once(tmp_path):
         hub.close(drain_timeout=2)
         cutter.close()
         server.stop()
+
+
+def test_a_blocking_send_whose_end_cannot_be_written_answers_the_stores_error(tmp_path):
+    """A blocking SendMessage whose run's end Redis never gets (the connection closes as it
+    is sent, and again on the new one) answers -32603, as the sender's stream ends: not
+    the task as Redis still holds it, WORKING, though its run has ended. The end is
+    written once Redis takes it (the replica's next turn)."""
+    import hashlib
+
+    from murmur_wsgi.hub.store.redis_scripts import END
+    from tests.hub.conftest import send_params
+    from tests.hub.cut_util import Cutter
+
+    server = RedisServer(tmp_path).start()
+    cutter = Cutter(server.port).start()
+    hub = create_hub(hub_config(store=cutter.url, redis=dict(FAST)))
+    rpc = HubClient(hub, "echo")
+    try:
+        rpc.send("warm")                            # the script is loaded, connections made
+        cutter.cut(hashlib.sha1(END.encode()).hexdigest().encode(), times=2, before=True)
+        answer = rpc.call("SendMessage", send_params("hello")).get_json()
+        assert cutter.cuts == 2
+        assert answer.get("error") == {"code": -32603, "message": "Internal error: the hub's "
+                                   "task store is unavailable; try again shortly"}, answer
+        wait_until(lambda: not hub.runs.unwritten, timeout=5)
+    finally:
+        hub.close(drain_timeout=2)
+        cutter.close()
+        server.stop()

@@ -197,6 +197,10 @@ def send_message(hub, call):
                             run.task_id)
                 run.request_stop(cancel=True)
                 break
+    if run.store_failed:
+        # NOTE: its end is not written yet (Runs.unwritten): the store holds the task as it
+        # was, WORKING. The store's error, as the sender's stream ends (``live_source``).
+        raise StoreError()
     # NOTE: set before ``ended`` (under the run's lock): no lock needed to read it after.
     answer = run.final_json if msg.history_length is None else None
     if answer is None:
