@@ -11,7 +11,7 @@ import signal
 from murmur_wsgi.hub import create_hub
 
 from tests.hub.agents import gate
-from tests.hub.conftest import FAST, KEY_B, HubClient, hub_config, wait_until
+from tests.hub.conftest import FAST, KEY_B, HubClient, hub_config, send_params, wait_until
 from tests.redis_util import RedisServer
 
 
@@ -158,7 +158,7 @@ def test_a_runs_end_whose_reply_is_lost_is_still_its_own_end(tmp_path):
     import hashlib
 
     from murmur_wsgi.hub.store.redis_scripts import END
-    from tests.hub.conftest import send_params, sse_events
+    from tests.hub.conftest import sse_events
     from tests.hub.cut_util import Cutter
 
     server = RedisServer(tmp_path).start()
@@ -221,7 +221,6 @@ def test_a_blocking_send_whose_end_cannot_be_written_answers_the_stores_error(tm
     import hashlib
 
     from murmur_wsgi.hub.store.redis_scripts import END
-    from tests.hub.conftest import send_params
     from tests.hub.cut_util import Cutter
 
     server = RedisServer(tmp_path).start()
@@ -239,4 +238,30 @@ def test_a_blocking_send_whose_end_cannot_be_written_answers_the_stores_error(tm
     finally:
         hub.close(drain_timeout=2)
         cutter.close()
+        server.stop()
+
+
+def test_a_message_redis_has_no_memory_for_is_refused_whole(tmp_path):
+    """Redis at ``maxmemory`` (noeviction) refuses the writes that take memory: a message
+    gets -32603 and nothing is stored, as a run's end could not be stored either (not a
+    task accepted, its run executed, its end refused: WORKING until memory is freed)."""
+    server = RedisServer(tmp_path).start()
+    hub = create_hub(hub_config(store=server.url, redis=dict(FAST)))
+    rpc = HubClient(hub, "echo")
+    admin = server.client()
+    try:
+        rpc.send("warm")                            # the scripts are loaded
+        admin.config_set("maxmemory", 1)            # every write that takes memory: OOM
+        try:
+            refused = rpc.error("SendMessage", send_params(
+                "hello", configuration={"returnImmediately": True}))
+        finally:
+            admin.config_set("maxmemory", 0)
+        assert refused == {"code": -32603, "message": "Internal error: the hub's task "
+                           "store is unavailable; try again shortly"}
+        assert rpc.result("ListTasks", {})["totalSize"] == 1
+        assert not hub.runs.in_flight() and not hub.runs.unwritten
+    finally:
+        admin.close()
+        hub.close(drain_timeout=2)
         server.stop()

@@ -17,9 +17,10 @@ Per tenant, two keys among the tenant's own (``murmur:{t:<tenant>}:``, its slot)
   60/``rate`` s; a run takes one), the memory store's rule, kept in Redis. It
   expires a minute after its last use: by then the bucket would be full again.
 
-Admission is one script (``ADMIT``): expired leases dropped, the concurrency
-bound, then the bucket, then the lease taken, all on Redis's clock, so two
-replicas racing for the last slot never both get it.
+Admission is one script (``ADMIT``): the concurrency bound (the leases not
+expired), then the bucket, then the lease taken (the expired ones dropped), all on
+Redis's clock, so two replicas racing for the last slot never both get it. Redis at
+``maxmemory`` refuses it whole (its first write is one Redis refuses then).
 """
 from __future__ import annotations
 
@@ -37,11 +38,14 @@ local now = now_ms()
 # Takes a run's lease in ``running`` and a token of ``rate`` (the bucket): 0, or what
 # refused (1: the concurrency bound, 2: the rate). Also part of the task store's OPEN script.
 # Its script opens with ``CLOCK_FN`` (redis_clock).
+# NOTE: its first write is the bucket's HSET, a command Redis refuses at maxmemory (OOM):
+# a script's first write decides, and a write Redis allows then (ZREMRANGEBYSCORE) would
+# have let every write after it through, the OPEN script's task and run included. The
+# expired leases are not counted, and dropped as a lease is taken.
 ADMIT_FN = """
 local function admit(running, bucket, id, concurrency, rate, lease)
   local now = now_ms()
-  redis.call('ZREMRANGEBYSCORE', running, '-inf', now)
-  if redis.call('ZCARD', running) >= concurrency then return 1 end
+  if redis.call('ZCOUNT', running, '(' .. now, '+inf') >= concurrency then return 1 end
   local b = redis.call('HMGET', bucket, 'tokens', 'at')
   local tokens = tonumber(b[1])
   if tokens == nil then
@@ -58,6 +62,7 @@ local function admit(running, bucket, id, concurrency, rate, lease)
   redis.call('HSET', bucket, 'tokens', tostring(tokens), 'at', now)
   redis.call('PEXPIRE', bucket, 60000)
   if code == 0 then
+    redis.call('ZREMRANGEBYSCORE', running, '-inf', now)
     redis.call('ZADD', running, now + lease, id)
     redis.call('PEXPIRE', running, lease)
   end
