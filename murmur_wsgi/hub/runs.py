@@ -83,7 +83,8 @@ class Run(RunWrites):
         self.returned = False        # the agent's call returned (or raised)
         self.stopping = False        # the agent should stop (cancel, timeout, drain)
         self.cancel_requested = False
-        self.store_failed = False    # the final write failed: Runs.unwritten retries it
+        self.store_failed = False    # the final write failed (Runs.unwritten retries it), or
+                                     # no final event found: the answer is the store's error
         self.slot_released = False   # the tenant's admission slot was given back
         self.keep_answer = False     # a held SendMessage answers with the finished task
         self.final_json = None       # its JSON, when the store's end returned it
@@ -225,21 +226,28 @@ class Run(RunWrites):
             self._timeout.cancel()
         if self._flush_timer is not None:
             self._flush_timer.cancel()
+        if written is None:
+            # NOTE: a blocking run's too: with no final event found, it answers the store's
+            # error (hub/methods/messages.py), not the task as it was accepted.
+            written = self._final_written_elsewhere()
         if self.live is not None:
-            if written is None:
-                written = self._final_written_elsewhere()
             # NOTE: the live stream has every token (or, lagged, the text they make): its
             # last chunk is relative to them.
             self.live.end(written)
         self._notify_locked()
 
     def _final_written_elsewhere(self) -> list[str]:
+        """The final event another writer wrote; none, and ``store_failed``, when the store
+        cannot be read or holds none: the task went with its log (a Redis flushed, or
+        restarted empty), and the run's answer is the store's error."""
         try:
             final = self.runs.store.final_event(self.task_id)
         except StoreError:
+            final = None
+        if final is None:
             self.store_failed = True            # the stream ends with the store's error
             return []
-        return [final] if final is not None else []
+        return [final]
 
     def _appended(self, payload: str) -> None:
         """Store a non-final event behind those kept (``KeptEvents``: a failing store never

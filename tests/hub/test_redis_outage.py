@@ -265,3 +265,40 @@ def test_a_message_redis_has_no_memory_for_is_refused_whole(tmp_path):
         admin.close()
         hub.close(drain_timeout=2)
         server.stop()
+
+
+def test_a_run_whose_task_is_flushed_under_it_answers_the_stores_error(tmp_path):
+    """Redis flushed (or restarted empty) while a run goes on: its end finds no task to
+    end, and its log holds no final event. A blocking SendMessage answers -32603 and the
+    sender's stream ends with it (docs: a log gone with its task ends the stream with
+    -32603), not the task as it was accepted (SUBMITTED) nor a stream with no final
+    event."""
+    import threading
+
+    server = RedisServer(tmp_path).start()
+    hub = create_hub(hub_config(store=server.url, redis=dict(FAST)))
+    held = HubClient(hub, "held")
+    answers = {}
+    try:
+        def send(method):
+            answers[method] = b"".join(held.call(method, send_params("g-gone"),
+                                                 buffered=False).response).decode()
+
+        senders = [threading.Thread(target=send, args=(method,), daemon=True)
+                   for method in ("SendMessage", "SendStreamingMessage")]
+        for sender in senders:
+            sender.start()
+        wait_until(lambda: len(hub.runs.in_flight()) == 2)
+        server.client().flushall()
+        gate("g-gone").set()
+        for sender in senders:
+            sender.join(5)
+        unavailable = '{"code":-32603,"message":"Internal error: the hub\'s task store is ' \
+                      'unavailable; try again shortly"}'
+        assert json.loads(answers["SendMessage"])["error"] == json.loads(unavailable)
+        last = answers["SendStreamingMessage"].strip().split("\n\n")[-1]
+        assert json.loads(last[len("data: "):])["error"] == json.loads(unavailable), last
+    finally:
+        gate("g-gone").set()
+        hub.close(drain_timeout=2)
+        server.stop()
