@@ -82,6 +82,16 @@ class StrictInt(fields.Integer):
         return value
 
 
+class StrictBool(fields.Boolean):
+    """true or false: a number is refused (1 and 1.0 equal True in Python, 0 False), as is
+    a string ("true", "yes")."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, bool):
+            raise self.make_error("invalid")
+        return value
+
+
 class AsciiFloat(fields.Float):
     """A float; given as text, ASCII digits and blanks only (``_SECONDS``): float() takes
     any script's digits, any Unicode space and a line break."""

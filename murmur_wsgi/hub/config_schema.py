@@ -19,7 +19,8 @@ from murmur_wsgi.hub.config_fields import Callable, MountPath, PublicUrl
 from murmur_wsgi.hub.store import sentinel_url
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes, is_cluster
 from murmur_wsgi.hub.store.large_reads import MAX_BYTES as MAX_ANSWER_BYTES
-from murmur_wsgi.settings import AsciiFloat, Block, ManifestError, Seconds, Size, StrictInt
+from murmur_wsgi.settings import (AsciiFloat, Block, ManifestError, Seconds, Size, StrictBool,
+                                  StrictInt)
 
 logger = logging.getLogger(__name__)
 
@@ -206,7 +207,7 @@ class RedisSchema(Block):
 
 
 class MetricsSchema(Block):
-    enabled = fields.Boolean(load_default=False, truthy={True}, falsy={False})
+    enabled = StrictBool(load_default=False)
 
 
 class StreamSchema(Block):
@@ -251,7 +252,7 @@ class AuthSchema(Block):
 class PushSchema(Block):
     """``push``: off by default; the rules are push/settings.py's (one home)."""
 
-    enabled = fields.Boolean(load_default=False, truthy={True}, falsy={False})
+    enabled = StrictBool(load_default=False)
     secret = fields.String(load_default=None, allow_none=True)
     ports = fields.List(StrictInt(validate=validate.Range(min=1, max=65535)),
                         load_default=lambda: [443], validate=validate.Length(min=1))
@@ -291,7 +292,7 @@ class SkillsField(fields.Field):
 
 class HostedAgentSchema(Block):
     agent = AgentField(required=True)
-    publish = fields.Boolean(load_default=False, truthy={True}, falsy={False})
+    publish = StrictBool(load_default=False)
     description = fields.String(load_default="")
     version = fields.String(load_default="1.0.0", validate=validate.Length(min=1))
     skills = SkillsField(load_default=list)

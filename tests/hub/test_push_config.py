@@ -29,6 +29,13 @@ def config_with(push: dict, **top) -> dict:
                  "public_url: is required when push.enabled is true", id="no-public-url"),
     pytest.param({"enabled": "yes", "secret": SECRET}, {}, {}, "push.enabled: Not a valid "
                  "boolean", id="not-boolean"),
+    # NOTE: accepted before: 1 and 1.0 equal True in Python, 0 equals False.
+] + [pytest.param({"enabled": value, "secret": SECRET}, {}, {},
+                  "push.enabled: Not a valid boolean", id=f"number-{value!r}")
+     for value in (1, 1.0, 0)] + [
+    pytest.param({}, {}, {"MURMUR_HUB_PUSH_ENABLED": "1", "MURMUR_HUB_PUSH_SECRET": SECRET},
+                 "MURMUR_HUB_PUSH_ENABLED (push.enabled): Not a valid boolean",
+                 id="env-number"),
     pytest.param({}, {}, {"MURMUR_HUB_PUSH_ENABLED": "true"},
                  "push.secret: is required", id="env-enabled-no-secret"),
     pytest.param({"enabled": True, "secret": SECRET, "ports": [0]}, {}, {},
@@ -120,3 +127,20 @@ def test_retry_waits_are_one_two_four_seconds_by_default():
     hub = create_hub(push_config())
     hub.close(drain_timeout=1)
     assert hub.push.sender.delays == (1.0, 2.0, 4.0)
+
+
+@pytest.mark.parametrize("block, key, line", [
+    (("tenants", "acme", "agents", "hidden"), "publish",
+     "tenants.acme.agents.hidden.publish: Not a valid boolean"),
+    (("metrics",), "enabled", "metrics.enabled: Not a valid boolean"),
+])
+@pytest.mark.parametrize("value", [1, 1.0, 0])
+def test_the_other_switches_are_booleans_too(block, key, line, value):
+    config = hub_config()
+    where = config
+    for name in block:
+        where = where.setdefault(name, {})
+    where[key] = value
+    with pytest.raises(ConfigError) as info:
+        load_config(config, environ={})
+    assert str(info.value) == line + "."
