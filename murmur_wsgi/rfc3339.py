@@ -10,6 +10,7 @@ from datetime import datetime
 # ``+00:99`` was read as +01:39, digits of another script in the fraction as their values.
 _RFC3339 = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:)([0-9]{2})(\.[0-9]+)?"
                       r"([Zz]|[+-][0-9]{2}:[0-5][0-9])\Z")
+_CYCLE_SECS = 146_097 * 86_400          # a Gregorian cycle of 400 years, in seconds
 
 
 def rfc3339_us(value) -> int | None:
@@ -25,13 +26,18 @@ def rfc3339_us(value) -> int | None:
         return None
     minute, second, fraction, zone = found.groups()
     leap = second == "60"
+    # NOTE: RFC 3339's years run from 0000, which datetime cannot hold: year 0 is read as
+    # year 400, the same day of the same 400-year Gregorian cycle, and moved back a cycle.
+    shift = _CYCLE_SECS if minute.startswith("0000") else 0
+    if shift:
+        minute = "0400" + minute[4:]
     try:
         parsed = datetime.fromisoformat(
             f"{minute.replace('t', 'T')}{'59' if leap else second}{zone.replace('z', 'Z')}")
     except ValueError:
         return None
     if leap:
-        minute_start = int(parsed.timestamp()) - 59
+        minute_start = int(parsed.timestamp()) - shift - 59
         if minute_start // 60 % 1440 != 1439:          # not 23:59 UTC
             return None
         return (minute_start + 60) * 1_000_000
@@ -39,4 +45,4 @@ def rfc3339_us(value) -> int | None:
     micro = int(digits[:6].ljust(6, "0"))
     if digits[6:].strip("0"):
         micro += 1                          # past the microsecond: the next one
-    return int(parsed.timestamp()) * 1_000_000 + micro
+    return (int(parsed.timestamp()) - shift) * 1_000_000 + micro

@@ -210,6 +210,20 @@ def test_a_leap_second_is_an_rfc3339_timestamp(rpc, cutoff):
     assert rfc3339_us(cutoff) == rfc3339_us("2017-01-01T00:00:00Z")
 
 
+@pytest.mark.parametrize("cutoff, micros", [
+    ("0000-01-01T00:00:00Z", -62_167_219_200_000_000),
+    ("0000-02-29T00:00:00.5Z", -62_162_121_599_500_000),       # year 0 is a leap year
+    ("0000-12-31T23:59:60Z", -62_135_596_800_000_000),
+    ("0000-12-31T23:00:00-01:00", -62_135_596_800_000_000),
+])
+def test_a_cutoff_in_year_0000_is_an_rfc3339_timestamp(rpc, cutoff, micros):
+    # RFC 3339's date-fullyear is any 4 digits, 0000 included; such a cutoff was refused
+    # as not a timestamp. It is read on the proleptic Gregorian calendar, as every year is.
+    rpc.result("SendMessage", send_params("x"))
+    assert rpc.result("ListTasks", {"statusTimestampAfter": cutoff})["totalSize"] == 1
+    assert rfc3339_us(cutoff) == micros
+
+
 @pytest.mark.parametrize("cutoff", ["2026-10-13T09:00:60Z", "2016-12-31T23:59:61Z",
                                     "2016-12-31T23:59:60+01:00"])
 def test_a_second_60_outside_a_leap_second_is_refused(rpc, cutoff):
