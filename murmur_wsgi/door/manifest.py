@@ -95,7 +95,9 @@ class CredentialSchema(Block):
             raise ValidationError("must list at least one scope", "scopes")
         for scope in scopes:
             if scope in OLD_SCOPES:
-                raise ValidationError(f"'{scope}' is an A2A 0.3 name; use '{OLD_SCOPES[scope]}'",
+                older = "a murmur method's older" if OLD_SCOPES[scope].startswith("murmur.") \
+                    else "an A2A 0.3"
+                raise ValidationError(f"'{scope}' is {older} name; use '{OLD_SCOPES[scope]}'",
                                       "scopes")
             if scope not in DOOR_SCOPES:
                 raise ValidationError(f"'{scope}' is not a door scope; one of "

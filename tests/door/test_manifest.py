@@ -174,6 +174,9 @@ def test_exact_lines(cli_runs):
     assert detail("0.3 scope message/send") == (
         "network.authentication.credentials.watcher.scopes: 'message/send' is an A2A 0.3 "
         "name; use 'SendMessage'")
+    assert detail("old scope stream/watch") == (
+        "network.authentication.credentials.watcher.scopes: 'stream/watch' is a murmur "
+        "method's older name; use 'murmur.WatchSession'")
     assert detail("missing file").startswith("cannot be read: ")
 
 
