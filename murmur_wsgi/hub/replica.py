@@ -67,11 +67,13 @@ class Replica:
         self._failing = False
         self._renew_at = self._sweep_at = 0.0     # the loop's (its thread's only)
         self._beat_at = time.monotonic()          # the last heartbeat written (the loop's)
+        self._refused = False                     # a heartbeat failed since (the loop's)
 
     def start(self) -> None:
         try:
             self.store.heartbeat()
         except StoreError:
+            self._refused = True            # its first beat written holds the sweep
             logger.warning("the hub's store is unavailable at start; retrying every %g s",
                            self.tick)
         self.store.listen_cancels(self.cancelled, self.lost)
@@ -189,12 +191,22 @@ class Replica:
         each_then_raise(steps)
 
     def _beat(self, now: float) -> None:
-        """Renew this replica's liveness. Written after a gap (the store answered no beat
-        for ``gap_secs``), the sweep waits ``hold_secs``: every replica's key may have
-        expired during the outage, and the live ones renew once the store is back."""
-        self.store.heartbeat()
-        if now - self._beat_at > self.gap_secs:
+        """Renew this replica's liveness. Written after a gap the store made (it refused a
+        beat since the last, or held this one past ``renew_every``) longer than
+        ``gap_secs``, the sweep waits ``hold_secs``: every replica's key may have expired
+        during the outage, and the live ones renew once the store is back. A gap of this
+        replica's own (its turns slow: a step waiting on a cluster's stalled primary, the
+        hub's slot answering) holds nothing: held at each beat, the sweep would never run."""
+        try:
+            self.store.heartbeat()
+        except StoreError:
+            self._refused = True
+            raise
+        answered = time.monotonic()
+        if (self._refused or answered - now > self.renew_every) \
+                and answered - self._beat_at > self.gap_secs:
             self._sweep_at = max(self._sweep_at, now + self.hold_secs)
+        self._refused = False
         self._beat_at = now
 
     def _sweep(self) -> None:
