@@ -24,11 +24,6 @@ def load_hook(spec: str, where: str):
     return import_callable(spec, where, ConfigError)
 
 
-def overdue_member(task_id: str) -> str:
-    """The slot an overdue run holds: its own ends with its task (on Redis, at once)."""
-    return f"overdue:{task_id}"
-
-
 class Admission:
     """Decides whether a tenant may start one more run now."""
 
@@ -104,7 +99,7 @@ class Admission:
         self.counters.give(tenant, task_id)
 
     def hold(self, tenant: str, member: str) -> None:
-        """Keep a slot under ``member`` (see ``overdue_member``) for a run whose task ended
+        """Keep a slot under ``member`` (see ``counters.overdue_member``) for a run whose task ended
         while its agent executes; ``release(tenant, member)`` gives it back once the agent
         returns. Taken before the task's own slot is given back, so the count never dips.
         Raises StoreError when shared counters cannot be reached."""

@@ -12,10 +12,10 @@ import functools
 import threading
 from typing import NamedTuple
 
-from murmur_wsgi.hub.admission import overdue_member
 from murmur_wsgi.hub.runs import INTERRUPTED, Run
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.store.base import each_then_raise
+from murmur_wsgi.hub.store.counters import overdue_member
 from murmur_wsgi.hub.task import FAILED
 from murmur_wsgi.timers import Timer, Timers
 

@@ -87,6 +87,39 @@ def test_a_runs_slot_is_held_again_after_an_outage_longer_than_its_lease(tmp_pat
         server.stop()
 
 
+def test_an_overdue_runs_slot_is_held_again_after_an_outage_longer_than_its_lease(tmp_path):
+    """As above, the run past its timeout first while its agent executes on (overdue: its
+    slot held under a member of its own, its task ended): once Redis is back, the run's
+    replica takes that slot again, and globex's next message is REJECTED while the agent
+    executes."""
+    server = RedisServer(tmp_path).start()
+    config = hub_config(store=server.url, redis=dict(FAST))
+    config["tenants"]["globex"]["limits"]["run_timeout_secs"] = 0.2
+    hub = create_hub(config)
+    globex = HubClient(hub, "stubborn", headers={"X-API-Key": KEY_B})
+    try:
+        task = globex.send("g-overdue", configuration={"returnImmediately": True})
+        wait_until(lambda: any(m.startswith("overdue:") for _, m in hub.runs.leases()),
+                   timeout=5)                  # past its timeout: overdue
+        hub.replica.stop()                      # its turns driven here
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            # Two turns, each failing within timeout_secs (0.5 s): past the lease (0.6 s).
+            for _ in range(2):
+                wait_until(lambda: _failed_turn(hub.replica), timeout=5)
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        assert not _failed_turn(hub.replica)                # the overdue slot taken again
+        assert _state(globex, task["id"]) == "TASK_STATE_FAILED"
+        second = globex.send("g-overdue-2", configuration={"returnImmediately": True})
+        assert second["status"]["state"] == "TASK_STATE_REJECTED", second["status"]
+    finally:
+        gate("g-overdue").set()
+        gate("g-overdue-2").set()
+        hub.close(drain_timeout=2)
+        server.stop()
+
+
 def test_a_stream_whose_task_is_flushed_under_it_ends_with_the_stores_error(tmp_path,
                                                                            monkeypatch):
     """Redis flushed (FLUSHALL) under an open SubscribeToTask of a running task, its

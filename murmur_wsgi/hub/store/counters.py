@@ -16,6 +16,12 @@ import threading
 import time
 
 CONCURRENCY, RATE = "concurrency", "rate"        # what ``take`` refused on
+OVERDUE = "overdue:"            # an overdue run's member begins so (``overdue_member``)
+
+
+def overdue_member(task_id: str) -> str:
+    """The slot an overdue run holds: its own ends with its task (on Redis, at once)."""
+    return OVERDUE + task_id
 
 
 class Counters(abc.ABC):

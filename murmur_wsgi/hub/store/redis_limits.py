@@ -24,7 +24,7 @@ Redis's clock, so two replicas racing for the last slot never both get it. Redis
 """
 from __future__ import annotations
 
-from murmur_wsgi.hub.store.counters import CONCURRENCY, RATE, Counters
+from murmur_wsgi.hub.store.counters import CONCURRENCY, OVERDUE, RATE, Counters
 from murmur_wsgi.hub.store.redis_client import guarded
 from murmur_wsgi.hub.store.redis_clock import CLOCK_FN, TERMINAL_FN
 from murmur_wsgi.hub.store.redis_keys import rate_key, running_key, task_key
@@ -75,17 +75,19 @@ ADMIT = CLOCK_FN + ADMIT_FN + """
 return admit(KEYS[1], KEYS[2], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
 """
 
-# KEYS: running (one tenant's), then each lease's task record (an overdue lease's names none)
+# KEYS: running (one tenant's), then each lease's task record (an overdue lease's: running)
 # ARGV: lease ms, the leases' members (task ids, or overdue members)
 # A lease still held is renewed. One gone (it lapsed while Redis was away or stalled past
 # it: expired, or dropped by an admission) is taken again while its task has not ended:
-# the END script frees a task's slot as it ends it, and no renewal takes it back.
+# the END script frees a task's slot as it ends it, and no renewal takes it back. An
+# overdue run's (its task ended, its agent executes on: its replica lists it until its
+# agent returns, then gives it back) is taken again as it is.
 RENEW = _NOW + TERMINAL_FN + """
 for i = 2, #ARGV do
   local added = redis.call('ZADD', KEYS[1], 'XX', 'CH', now + tonumber(ARGV[1]), ARGV[i])
   if added == 0 and not redis.call('ZSCORE', KEYS[1], ARGV[i]) then
-    local state = redis.call('HGET', KEYS[i], 'state')
-    if state and not T[state] then
+    local state = KEYS[i] ~= KEYS[1] and redis.call('HGET', KEYS[i], 'state')
+    if KEYS[i] == KEYS[1] or (state and not T[state]) then
       added = redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[i])
     end
   end
@@ -147,10 +149,12 @@ class RedisCounters(Counters):
         if tenants:
             pipe = self._redis.pipeline(transaction=False)
             for tenant, task_ids in tenants.items():
-                # NOTE: an overdue member names no record: its lease is renewed, never
-                # taken again (its task has ended).
-                tasks = [task_key(tenant, task_id) for task_id in task_ids]
-                self._renew(keys=[running_key(tenant), *tasks],
+                # NOTE: an overdue member names no record (its task has ended): its key
+                # is the running key itself.
+                running = running_key(tenant)
+                tasks = [running if task_id.startswith(OVERDUE) else task_key(tenant, task_id)
+                         for task_id in task_ids]
+                self._renew(keys=[running, *tasks],
                             args=[self.lease_ms, *task_ids], client=pipe)
             pipe.execute()
 
