@@ -5,7 +5,7 @@ its answer (what a network reset, a proxy or a Redis dropping the connection lea
 ``Cutter(port).start()`` listens on a free loopback port (``url``); ``cut(marker)`` arms it:
 the first reply to a client write holding ``marker`` (bytes) is dropped with both sockets
 (``times``: the first so many; ``before``: the write itself, Redis never gets it).
-``cuts`` counts the replies (or writes) dropped.
+``cuts`` counts the replies (or writes) dropped. ``close()`` ends its every thread.
 """
 from __future__ import annotations
 
@@ -24,14 +24,21 @@ class Cutter:
         self._before = False
         self.cuts = 0
         self._sockets: list = []
+        self._threads: list[threading.Thread] = []
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> Cutter:
-        threading.Thread(target=self._accept, name="cutter", daemon=True).start()
+        self._thread(self._accept)
         return self
+
+    def _thread(self, target, *args) -> None:
+        thread = threading.Thread(target=target, args=args, name="cutter", daemon=True)
+        with self._lock:
+            self._threads.append(thread)
+        thread.start()
 
     def cut(self, marker: bytes, times: int = 1, before: bool = False) -> None:
         with self._lock:
@@ -48,10 +55,8 @@ class Cutter:
             with self._lock:
                 self._sockets += [client, upstream]
             doomed = threading.Event()      # this connection's next reply is dropped
-            threading.Thread(target=self._up, args=(client, upstream, doomed),
-                             daemon=True).start()
-            threading.Thread(target=self._down, args=(client, upstream, doomed),
-                             daemon=True).start()
+            self._thread(self._up, client, upstream, doomed)
+            self._thread(self._down, client, upstream, doomed)
 
     def _up(self, client, upstream, doomed) -> None:
         try:
@@ -83,9 +88,14 @@ class Cutter:
             _close(client, upstream)
 
     def close(self) -> None:
-        self._listener.close()
+        # NOTE: a close alone does not wake the thread blocked in accept(): the shutdown does.
+        _close(self._listener)
         with self._lock:
             _close(*self._sockets)
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(5)
+        assert not any(t.is_alive() for t in threads), "a relay thread is still running"
 
 
 def _close(*sockets) -> None:
