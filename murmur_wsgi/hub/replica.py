@@ -51,14 +51,16 @@ class Replica:
         self.store = hub.stores.replicas
         settings = hub.config.redis
         self.renew_every = settings["liveness_secs"] / 3
+        self.sweep_every = settings["sweep_interval_secs"]
+        self.tick = min(TICK_SECS, self.renew_every)
         # NOTE: after a gap in this replica's beats (the store away, or slow), the others'
         # liveness may have lapsed meanwhile though they live: they renew within a
         # command's timeout and a tick of its return, and only a key still gone past that
-        # takes its replica for dead (``_beat``).
-        self.gap_secs = 2 * self.renew_every
+        # takes its replica for dead (``_beat``). Another replica's key was renewed up to
+        # ``renew_every`` and a tick (its turn's own time too) before the store went away:
+        # a gap longer than the liveness less twice that may have lapsed it.
+        self.gap_secs = max(0.0, settings["liveness_secs"] - 2 * (self.renew_every + self.tick))
         self.hold_secs = settings["liveness_secs"] + settings["timeout_secs"]
-        self.sweep_every = settings["sweep_interval_secs"]
-        self.tick = min(TICK_SECS, self.renew_every)
         self._wake = threading.Condition()
         self._stopped = False
         self._lost = False                  # the cancel channel was lost, and is back

@@ -9,6 +9,7 @@ import os
 import signal
 
 from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub import replica as replica_module
 
 from tests.hub.agents import gate
 from tests.hub.conftest import FAST, KEY_B, HubClient, hub_config, send_params, wait_until
@@ -334,4 +335,24 @@ def test_a_run_whose_task_is_flushed_under_it_answers_the_stores_error(tmp_path)
     finally:
         gate("g-gone").set()
         hub.close(drain_timeout=2)
+        server.stop()
+
+
+def test_an_outage_that_can_lapse_another_replicas_key_holds_the_sweep(tmp_path, monkeypatch):
+    """The defaults (liveness 10 s, renewed every third, turns of 1 s): another replica's
+    key was last renewed up to 4.33 s before Redis went away, so an outage of 6.2 s can
+    lapse it while it lives. A beat refused meanwhile, then written 6.2 s after the last,
+    holds the sweep (``hold_secs``), so the live replica renews before any sweep. Before,
+    only a gap of two thirds of the liveness (6.67 s) held it."""
+    server = RedisServer(tmp_path).start()
+    hub = create_hub(hub_config(store=server.url))
+    try:
+        replica = hub.replica
+        replica.stop()                              # its beat driven here
+        replica._beat_at, replica._refused, replica._sweep_at = 100.0, True, 0.0
+        monkeypatch.setattr(replica_module.time, "monotonic", lambda: 106.2)
+        replica._beat(106.2)
+        assert replica._sweep_at == 106.2 + replica.hold_secs
+    finally:
+        hub.close(drain_timeout=0)
         server.stop()
