@@ -16,8 +16,14 @@ fault and not the application's.
 from __future__ import annotations
 
 import logging
+import re
+
+from murmur_wsgi.serving.ows import OWS
 
 logger = logging.getLogger(__name__)
+
+
+_DIGITS = re.compile(r"[0-9]+\Z")
 
 
 class BodyUnreadable(ValueError):
@@ -29,9 +35,14 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
     stream = environ["wsgi.input"]
     length = environ.get("CONTENT_LENGTH")
     if length:
+        # NOTE: int() would also read a no-break space or NEL around the digits, a sign, an
+        # underscore and any script's digits ("7\xa0", "+7", "0_7", "\u0667" as 7).
+        length = length.strip(OWS)
         try:
-            size = int(length)
-        except ValueError:
+            size = int(length) if _DIGITS.match(length) else -1
+        except ValueError:              # past int()'s digits (sys.set_int_max_str_digits)
+            return b""
+        if size < 0:
             return b""
         if size > max_bytes:
             logger.info("refused a request body declaring %d bytes; limits.max_body_bytes is %d",

@@ -19,13 +19,15 @@ def _environ(data: bytes, **extra) -> dict:
 
 def test_a_declared_body_is_read_to_its_length():
     assert read_body(_environ(b'{"a":1}xyz', CONTENT_LENGTH="7"), 100) == b'{"a":1}'
+    assert read_body(_environ(b'{"a":1}xyz', CONTENT_LENGTH=" 7\t"), 100) == b'{"a":1}'
 
 
 def test_a_declared_body_over_the_limit_is_refused_before_a_byte_is_read():
     assert read_body({"wsgi.input": _NoRead(), "CONTENT_LENGTH": "101"}, 100) is None
 
 
-@pytest.mark.parametrize("length", ["", "0", "abc"])
+@pytest.mark.parametrize("length", ["", "0", "abc", "7\xa0", "\x857", "+7", "0_7", "\u0667",
+                                    "9" * 5000])
 def test_no_body_or_an_unreadable_length_reads_as_none(length):
     assert read_body({"wsgi.input": _NoRead(), "CONTENT_LENGTH": length}, 100) == b""
 
