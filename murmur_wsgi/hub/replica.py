@@ -53,13 +53,10 @@ class Replica:
         self.renew_every = settings["liveness_secs"] / 3
         self.sweep_every = settings["sweep_interval_secs"]
         self.tick = min(TICK_SECS, self.renew_every)
-        # NOTE: after a gap in this replica's beats (the store away, or slow), the others'
-        # liveness may have lapsed meanwhile though they live: they renew within a
-        # command's timeout and a tick of its return, and only a key still gone past that
-        # takes its replica for dead (``_beat``). Another replica's key was renewed up to
-        # ``renew_every`` and a tick (its turn's own time too) before the store went away:
-        # a gap longer than the liveness less twice that may have lapsed it.
-        self.gap_secs = max(0.0, settings["liveness_secs"] - 2 * (self.renew_every + self.tick))
+        # NOTE: after the store refused or held back a beat, the others' liveness may have
+        # lapsed meanwhile though they live: they renew within a command's timeout and a
+        # tick of its return, and only a key still gone past that takes its replica for
+        # dead (``_beat``).
         self.hold_secs = settings["liveness_secs"] + settings["timeout_secs"]
         self._wake = threading.Condition()
         self._stopped = False
@@ -194,19 +191,21 @@ class Replica:
 
     def _beat(self, now: float) -> None:
         """Renew this replica's liveness. Written after a gap the store made (it refused a
-        beat since the last, or held this one past ``renew_every``) longer than
-        ``gap_secs``, the sweep waits ``hold_secs``: every replica's key may have expired
-        during the outage, and the live ones renew once the store is back. A gap of this
-        replica's own (its turns slow: a step waiting on a cluster's stalled primary, the
-        hub's slot answering) holds nothing: held at each beat, the sweep would never run."""
+        beat since the last, or held this one past ``renew_every``), the sweep waits
+        ``hold_secs``: any replica's key may have expired during the outage (one renewed
+        ``renew_every`` and a turn before it had less than the liveness left), and the live
+        ones renew once the store is back. So while the store keeps refusing beats, the
+        sweep waits: a dead replica's runs end once it has taken every beat for
+        ``hold_secs``. A gap of this replica's own (its turns slow: a step waiting on a
+        cluster's stalled primary, the hub's slot answering) holds nothing: held at each
+        beat, the sweep would never run."""
         try:
             self.store.heartbeat()
         except StoreError:
             self._refused = True
             raise
         answered = time.monotonic()
-        if (self._refused or answered - now > self.renew_every) \
-                and answered - self._beat_at > self.gap_secs:
+        if self._refused or answered - now > self.renew_every:
             self._sweep_at = max(self._sweep_at, now + self.hold_secs)
         self._refused = False
         self._beat_at = now

@@ -8,6 +8,8 @@ import json
 import os
 import signal
 
+import pytest
+
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub import replica as replica_module
 
@@ -338,21 +340,25 @@ def test_a_run_whose_task_is_flushed_under_it_answers_the_stores_error(tmp_path)
         server.stop()
 
 
-def test_an_outage_that_can_lapse_another_replicas_key_holds_the_sweep(tmp_path, monkeypatch):
+@pytest.mark.parametrize("refused, gap, held", [(True, 6.2, True), (True, 1.0, True),
+                                                (False, 1.0, False)])
+def test_a_beat_redis_refused_holds_the_sweep(tmp_path, monkeypatch, refused, gap, held):
     """The defaults (liveness 10 s, renewed every third, turns of 1 s): another replica's
-    key was last renewed up to 4.33 s before Redis went away, so an outage of 6.2 s can
-    lapse it while it lives. A beat refused meanwhile, then written 6.2 s after the last,
-    holds the sweep (``hold_secs``), so the live replica renews before any sweep. Before,
-    only a gap of two thirds of the liveness (6.67 s) held it."""
+    key was last renewed up to 4.33 s before Redis went away, so an outage of 5.7 s can
+    lapse it while it lives, and this replica cannot tell how long Redis was away. A beat
+    refused since the last one written holds the sweep (``hold_secs``), however short the
+    gap, so the live replica renews before any sweep; a beat written in time holds
+    nothing. Before, only a gap of two thirds of the liveness (6.67 s) held it: a replica
+    back after 6.2 s swept live runs."""
     server = RedisServer(tmp_path).start()
     hub = create_hub(hub_config(store=server.url))
     try:
         replica = hub.replica
         replica.stop()                              # its beat driven here
-        replica._beat_at, replica._refused, replica._sweep_at = 100.0, True, 0.0
-        monkeypatch.setattr(replica_module.time, "monotonic", lambda: 106.2)
-        replica._beat(106.2)
-        assert replica._sweep_at == 106.2 + replica.hold_secs
+        replica._beat_at, replica._refused, replica._sweep_at = 100.0, refused, 0.0
+        monkeypatch.setattr(replica_module.time, "monotonic", lambda: 100.0 + gap)
+        replica._beat(100.0 + gap)
+        assert replica._sweep_at == (100.0 + gap + replica.hold_secs if held else 0.0)
     finally:
         hub.close(drain_timeout=0)
         server.stop()
