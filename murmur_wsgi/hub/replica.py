@@ -65,7 +65,6 @@ class Replica:
         self._thread: threading.Thread | None = None
         self._failing = False
         self._renew_at = self._sweep_at = 0.0     # the loop's (its thread's only)
-        self._beat_at = time.monotonic()          # the last heartbeat written (the loop's)
         self._refused = False                     # a heartbeat failed since (the loop's)
 
     def start(self) -> None:
@@ -208,7 +207,6 @@ class Replica:
         if self._refused or answered - now > self.renew_every:
             self._sweep_at = max(self._sweep_at, now + self.hold_secs)
         self._refused = False
-        self._beat_at = now
 
     def _sweep(self) -> None:
         for task_id in self.store.sweep(self.hub.config.sweep_max_age_secs, SWEPT):

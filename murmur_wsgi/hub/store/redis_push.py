@@ -51,7 +51,7 @@ from murmur_wsgi.hub.store.redis_client import each_task
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_cluster import FAILURES
 from murmur_wsgi.hub.store.redis_push_looks import key_of as _key_of
-from murmur_wsgi.hub.store.redis_push_looks import listed, listing, looked, more
+from murmur_wsgi.hub.store.redis_push_looks import by_tenant, listed, listing, looked, more
 from murmur_wsgi.hub.store.redis_keys import (PUSH_ACTIVE, PUSH_TENANTS, PUSH_WAKE,
                                               configs_key, events_key, lease_key, live_key,
                                               member, push_active_key, push_counter_key,
@@ -243,12 +243,10 @@ class RedisPushStore(PushStorage):
         name listed before the removal) is listed again. A save lists its name after its
         script too, so whichever comes last, a config saved stays listed. A tenant left
         with none leaves ``push:tenants`` (``UNLIST_TENANTS``)."""
-        by_tenant: dict[str, list] = {}
-        for name in names:
-            by_tenant.setdefault(name.partition("/")[0], []).append(name)
+        tenants = by_tenant(names)
         pipe = self._redis.pipeline(transaction=False)
         pipe.srem(PUSH_ACTIVE, *names)
-        for quoted, own in by_tenant.items():
+        for quoted, own in tenants.items():
             pipe.zrem(push_active_key(quoted), *own)
         pipe.execute()
         every = {split_member(name)[1] for name in names}      # none due, none waited on
@@ -260,7 +258,7 @@ class RedisPushStore(PushStorage):
             for command in listing(back):
                 pipe.execute_command(*command)
             pipe.execute()
-        quoted = sorted(by_tenant)
+        quoted = sorted(tenants)
         self._scripts["UNLIST_TENANTS"](
             keys=[PUSH_TENANTS, *(push_active_key(q) for q in quoted)], args=quoted)
 

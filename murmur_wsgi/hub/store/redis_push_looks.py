@@ -57,18 +57,24 @@ def more(tenants: list, pending: dict, most: int) -> list:
             if pending.get(split_member(quoted + "/")[0], 0) < most]
 
 
+def by_tenant(names: list) -> dict[str, list]:
+    """``{tenant as its names write it: its names}`` of configs' hub-wide names."""
+    found: dict[str, list] = {}
+    for name in names:
+        found.setdefault(name.partition("/")[0], []).append(name)
+    return found
+
+
 def listing(names: list) -> list:
     """The commands that list ``names`` (configs' hub-wide names): each in its tenant's
     ``push:active:<tenant>`` (where it was, if it is), then its tenant in ``push:tenants``:
     a tenant is listed whenever one of its configs is."""
-    by_tenant: dict[str, list] = {}
-    for name in names:
-        by_tenant.setdefault(name.partition("/")[0], []).append(name)
+    tenants = by_tenant(names)
     score = now_ms()
     commands = [("ZADD", push_active_key(quoted), "NX",
                  *(part for name in own for part in (score, name)))
-                for quoted, own in by_tenant.items()]
-    return commands + [("SADD", PUSH_TENANTS, *by_tenant)]
+                for quoted, own in tenants.items()]
+    return commands + [("SADD", PUSH_TENANTS, *tenants)]
 
 
 def key_of(name: str) -> tuple[str, str, str]:
