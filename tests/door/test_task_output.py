@@ -6,6 +6,7 @@ chunks held all it wrote (256 MiB written, 257 MiB held) until the process died.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -184,25 +185,32 @@ def test_a_harness_naming_more_models_than_max_usage_models_fails_its_task(caplo
     assert load_manifest({"name": "a", "version": "1"}).tasks["max_usage_models"] == 1000
 
 
+@contextlib.contextmanager
+def _finished(lines: list, count: int, keep_bytes: int, **manifest_options):
+    """A door whose harness writes ``lines`` (after SCRIPT), ``tasks.keep_finished_bytes``
+    ``keep_bytes``: ``(the ids of count messages it answered, its task store)``."""
+    manifest = process_manifest(SCRIPT + lines, **manifest_options)
+    manifest["tasks"] = {"keep_finished_bytes": keep_bytes}
+    door = create_app(manifest, listen="127.0.0.1:41873")
+    try:
+        rpc = Rpc(door)
+        yield ([rpc.result("SendMessage", send_params("go"))["task"]["id"]
+                for _ in range(count)], door.session.store)
+    finally:
+        door.close()
+
+
 def test_finished_tasks_count_the_models_their_usage_names():
     # NOTE: before, TaskRecord.size() left usage out: a harness naming models of 3,000
     # characters made six finished tasks hold 18,000 bytes of names under a 10,000-byte
     # keep_finished_bytes (counted: under 600 each); up to 64 MiB a task at the defaults.
     lines = [json.dumps({"type": "usage", "inputTokens": 1, "model": "m" * 3000}),
              '{"type":"response","text":"r"}']
-    manifest = process_manifest(SCRIPT + lines, max_line_bytes=64 * 1024)
-    manifest["tasks"] = {"keep_finished_bytes": 10_000}
-    door = create_app(manifest, listen="127.0.0.1:41873")
-    try:
-        rpc = Rpc(door)
-        ids = [rpc.result("SendMessage", send_params("go"))["task"]["id"] for _ in range(6)]
-        store = door.session.store
+    with _finished(lines, 6, 10_000, max_line_bytes=64 * 1024) as (ids, store):
         kept = [store.get(task_id) for task_id in ids if store.get(task_id) is not None]
         assert 1 <= len(kept) <= 3
         assert all(record.size() > 3000 for record in kept)
         assert store._bytes_total == sum(record.size() for record in kept) <= 10_000
-    finally:
-        door.close()
 
 
 def test_finished_tasks_count_the_parts_their_artifacts_hold():
@@ -210,18 +218,10 @@ def test_finished_tasks_count_the_parts_their_artifacts_hold():
     # about 245: a harness streaming empty chunks made each finished task hold ~21 times
     # what retention counted (64 MiB of output: 27 MB held, 1.25 MB counted).
     lines = ['{"type":"artifact-chunk","name":"log","part":{"text":""}}'] * 2000
-    manifest = process_manifest(SCRIPT + lines + ['{"type":"response","text":"r"}'])
-    manifest["tasks"] = {"keep_finished_bytes": 100_000}
-    door = create_app(manifest, listen="127.0.0.1:41873")
-    try:
-        rpc = Rpc(door)
-        ids = [rpc.result("SendMessage", send_params("go"))["task"]["id"] for _ in range(4)]
-        store = door.session.store
+    with _finished(lines + ['{"type":"response","text":"r"}'], 4, 100_000) as (ids, store):
         # Each holds 2,000 parts (about 490 KB): only the newest stays, bound or not.
         assert [store.get(task_id) is not None for task_id in ids] == [False] * 3 + [True]
         assert store.get(ids[-1]).size() > 2000 * 200
-    finally:
-        door.close()
 
 
 def test_finished_tasks_count_the_artifacts_they_hold():
@@ -230,18 +230,10 @@ def test_finished_tasks_count_the_artifacts_they_hold():
     # held 21.9 MB, counted 6.0 MB.
     lines = [json.dumps({"type": "artifact-add", "name": f"a{i}", "parts": [{"text": ""}]})
              for i in range(2000)]
-    manifest = process_manifest(SCRIPT + lines + ['{"type":"response","text":"r"}'])
-    manifest["tasks"] = {"keep_finished_bytes": 1_500_000}
-    door = create_app(manifest, listen="127.0.0.1:41873")
-    try:
-        rpc = Rpc(door)
-        ids = [rpc.result("SendMessage", send_params("go"))["task"]["id"] for _ in range(2)]
-        store = door.session.store
+    with _finished(lines + ['{"type":"response","text":"r"}'], 2, 1_500_000) as (ids, store):
         # Each holds 2,000 artifacts (about 2 MB): only the newest stays.
         assert [store.get(task_id) is not None for task_id in ids] == [False, True]
         assert store.get(ids[-1]).size() > 2000 * 900
-    finally:
-        door.close()
 
 
 def test_usage_without_a_model_is_not_counted_as_one_of_max_usage_models():

@@ -44,22 +44,12 @@ def test_the_drain_ends_a_run_before_it_stops_its_agent(store, monkeypatch):
     assert run.ended and ends == [("TASK_STATE_FAILED", INTERRUPTED)]
 
 
-def test_close_returns_once_every_harness_process_is_gone(tmp_path):
+def test_close_returns_once_every_harness_process_is_gone():
     """An embedded hub's close ends its agents as the door's does: a harness that ignores
     SIGTERM is SIGKILLed after its grace, and close returns once it is reaped. Before, close
     returned at once and the harness lived on (3 s past it, measured, with its run ended
     FAILED)."""
-    harness = {"process": [sys.executable, "tests/harness_faults.py", "ignore-term"],
-               "cancel_grace_secs": 0.2}
-    hub = create_hub(hub_config(store="memory", tenants={"acme": {
-        "api_keys": [sha(KEY_A)], "agents": {"h": agent(harness)}}}))
-    rpc = HubClient(hub, "h")
-    task = rpc.send("stay", configuration={"returnImmediately": True})
-    pids = hub.agents[("acme", "h")].live_pids
-    wait_until(lambda: pids() and rpc.result("GetTask", {"id": task["id"]})["status"]["state"]
-               == "TASK_STATE_WORKING")
-    pid = pids()[0]
-    wait_until(lambda: _ignores_sigterm(pid))       # a SIGTERM before would end it at once
+    hub, pids, pid = _stubborn_harness(0.2)
     assert hub.close(drain_timeout=0) == 1
     assert pids() == []
     with pytest.raises(ProcessLookupError):
@@ -70,17 +60,7 @@ def test_close_writes_and_closes_its_stores_before_it_waits_for_harnesses(monkey
     """The hub's own end (the replica's unwritten ends, push, the stores) does not wait for
     a harness's grace: under gunicorn, drain_timeout_secs (20) + cancel_grace_secs (10)
     reaches graceful_timeout (30), whose SIGKILL would cut those writes."""
-    harness = {"process": [sys.executable, "tests/harness_faults.py", "ignore-term"],
-               "cancel_grace_secs": 1.0}
-    hub = create_hub(hub_config(store="memory", tenants={"acme": {
-        "api_keys": [sha(KEY_A)], "agents": {"h": agent(harness)}}}))
-    rpc = HubClient(hub, "h")
-    task = rpc.send("stay", configuration={"returnImmediately": True})
-    pids = hub.agents[("acme", "h")].live_pids
-    wait_until(lambda: pids() and rpc.result("GetTask", {"id": task["id"]})["status"]["state"]
-               == "TASK_STATE_WORKING")
-    pid = pids()[0]
-    wait_until(lambda: _ignores_sigterm(pid))       # a SIGTERM before would end it at once
+    hub, pids, pid = _stubborn_harness(1.0)
     live_at_store_close = []
     close_stores = hub.stores.close
 
@@ -94,6 +74,24 @@ def test_close_writes_and_closes_its_stores_before_it_waits_for_harnesses(monkey
     assert pids() == []
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def _stubborn_harness(grace: float):
+    """A memory hub running one task in a harness that ignores SIGTERM (its
+    ``cancel_grace_secs`` ``grace``), once it does: ``(hub, its live pids, the harness's
+    pid)``."""
+    harness = {"process": [sys.executable, "tests/harness_faults.py", "ignore-term"],
+               "cancel_grace_secs": grace}
+    hub = create_hub(hub_config(store="memory", tenants={"acme": {
+        "api_keys": [sha(KEY_A)], "agents": {"h": agent(harness)}}}))
+    rpc = HubClient(hub, "h")
+    task = rpc.send("stay", configuration={"returnImmediately": True})
+    pids = hub.agents[("acme", "h")].live_pids
+    wait_until(lambda: pids() and rpc.result("GetTask", {"id": task["id"]})["status"]["state"]
+               == "TASK_STATE_WORKING")
+    pid = pids()[0]
+    wait_until(lambda: _ignores_sigterm(pid))       # a SIGTERM before would end it at once
+    return hub, pids, pid
 
 
 def _ignores_sigterm(pid: int) -> bool:

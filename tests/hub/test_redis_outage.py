@@ -29,6 +29,17 @@ def _failed_turn(replica) -> bool:
     return replica._failing
 
 
+def _stalled(server, replicas) -> None:
+    """Redis stopped (SIGSTOP) until each of ``replicas`` (in order; one may come twice)
+    has had a turn fail, each within ``timeout_secs``; then answering again (SIGCONT)."""
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        for replica in replicas:
+            wait_until(lambda replica=replica: _failed_turn(replica), timeout=5)
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+
+
 def test_a_live_replicas_run_outlives_an_outage_longer_than_its_liveness(tmp_path):
     """Redis stalls (SIGSTOP) longer than ``redis.liveness_secs``: every replica's liveness
     key has expired when it answers again. The first replica whose turn comes then must not
@@ -40,13 +51,8 @@ def test_a_live_replicas_run_outlives_an_outage_longer_than_its_liveness(tmp_pat
         task = a.send("g-outage", configuration={"returnImmediately": True})
         for h in hubs:
             h.replica.stop()                # their turns driven here, B's first once back
-        os.kill(server.proc.pid, signal.SIGSTOP)
-        try:
-            # Each turn fails within timeout_secs (0.5 s), past A's liveness (0.3 s).
-            for h in hubs:
-                wait_until(lambda h=h: _failed_turn(h.replica), timeout=5)
-        finally:
-            os.kill(server.proc.pid, signal.SIGCONT)
+        # Each turn fails within timeout_secs (0.5 s), past A's liveness (0.3 s).
+        _stalled(server, [h.replica for h in hubs])
         assert not _failed_turn(b.hub.replica)          # B answers again first: its sweep
         assert not _failed_turn(a.hub.replica)          # … then A renews
         assert not _failed_turn(b.hub.replica)
@@ -72,13 +78,8 @@ def test_a_runs_slot_is_held_again_after_an_outage_longer_than_its_lease(tmp_pat
     try:
         task = globex.send("g-lease", configuration={"returnImmediately": True})
         hub.replica.stop()                      # its turns driven here
-        os.kill(server.proc.pid, signal.SIGSTOP)
-        try:
-            # Two turns, each failing within timeout_secs (0.5 s): past the lease (0.6 s).
-            for _ in range(2):
-                wait_until(lambda: _failed_turn(hub.replica), timeout=5)
-        finally:
-            os.kill(server.proc.pid, signal.SIGCONT)
+        # Two turns, each failing within timeout_secs (0.5 s): past the lease (0.6 s).
+        _stalled(server, [hub.replica] * 2)
         assert not _failed_turn(hub.replica)                # the run's lease renewed
         assert _state(globex, task["id"]) == "TASK_STATE_WORKING"
         second = globex.send("g-lease-2", configuration={"returnImmediately": True})
@@ -105,13 +106,8 @@ def test_an_overdue_runs_slot_is_held_again_after_an_outage_longer_than_its_leas
         wait_until(lambda: any(m.startswith("overdue:") for _, m in hub.runs.leases()),
                    timeout=5)                  # past its timeout: overdue
         hub.replica.stop()                      # its turns driven here
-        os.kill(server.proc.pid, signal.SIGSTOP)
-        try:
-            # Two turns, each failing within timeout_secs (0.5 s): past the lease (0.6 s).
-            for _ in range(2):
-                wait_until(lambda: _failed_turn(hub.replica), timeout=5)
-        finally:
-            os.kill(server.proc.pid, signal.SIGCONT)
+        # Two turns, each failing within timeout_secs (0.5 s): past the lease (0.6 s).
+        _stalled(server, [hub.replica] * 2)
         assert not _failed_turn(hub.replica)                # the overdue slot taken again
         assert _state(globex, task["id"]) == "TASK_STATE_FAILED"
         second = globex.send("g-overdue-2", configuration={"returnImmediately": True})
@@ -355,7 +351,7 @@ def test_a_beat_redis_refused_holds_the_sweep(tmp_path, monkeypatch, refused, ga
     try:
         replica = hub.replica
         replica.stop()                              # its beat driven here
-        replica._beat_at, replica._refused, replica._sweep_at = 100.0, refused, 0.0
+        replica._refused, replica._sweep_at = refused, 0.0
         monkeypatch.setattr(replica_module.time, "monotonic", lambda: 100.0 + gap)
         replica._beat(100.0 + gap)
         assert replica._sweep_at == (100.0 + gap + replica.hold_secs if held else 0.0)
