@@ -1,4 +1,4 @@
-"""The client's connection, where the server exposes its socket (gunicorn's).
+"""The client's connection, where the server exposes its socket (gunicorn's, Werkzeug's).
 
 ``peer_gone(environ)`` tells whether the client closed its end, without
 blocking and without reading a byte: a stream asks it at each heartbeat and the
@@ -17,10 +17,14 @@ from murmur_wsgi.serving.writes import SOCKET_KEY
 
 logger = logging.getLogger(__name__)
 
+# NOTE: Werkzeug's server (``--dev``, ``flask run``) gives the connection's socket as this
+# key; read only here (the write deadline stays gunicorn's: writes.py).
+WERKZEUG_SOCKET_KEY = "werkzeug.socket"
+
 
 def peer_gone(environ: dict):
     """A check that the client closed its end, where the server exposes the socket."""
-    sock = environ.get(SOCKET_KEY)
+    sock = environ.get(SOCKET_KEY) or environ.get(WERKZEUG_SOCKET_KEY)
     if sock is None:
         return None
 

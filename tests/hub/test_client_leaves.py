@@ -1,0 +1,53 @@
+"""A blocking SendMessage whose client leaves cancels its run, on every server the hub is
+served on (docs/hub.md, "How it differs from the door": a client that leaves, the run is
+canceled).
+
+The hub looks at its client through the socket the server gives: gunicorn's
+``gunicorn.socket``, and Werkzeug's ``werkzeug.socket`` (``--dev``, ``flask run``).
+"""
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+
+from werkzeug.serving import make_server
+
+from murmur_wsgi.hub import create_hub
+
+from tests.hub.conftest import (KEY_A, HubClient, close_hub, hub_config, send_params,
+                               wait_until)
+
+
+def _request(params: dict) -> bytes:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                       "params": params}).encode()
+    return (f"POST /a2a/v1/agents/held HTTP/1.1\r\nHost: hub\r\nA2A-Version: 1.0\r\n"
+            f"X-API-Key: {KEY_A}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def test_a_blocking_send_whose_client_left_is_canceled_on_werkzeugs_server():
+    """Werkzeug's threaded server (``murmur-wsgi hub --dev``): before, the hub could not see
+    the client leave (it looked for gunicorn's socket only), and the run went on to its
+    end or ``limits.run_timeout_secs``, holding one of the tenant's ``concurrency`` slots."""
+    hub = create_hub(hub_config())
+    server = make_server("127.0.0.1", 0, hub, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    rpc = HubClient(hub, "held")
+    try:
+        client = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        client.sendall(_request(send_params("left-gate", context_id="ctx-left")))
+        listed = lambda: rpc.result("ListTasks", {"contextId": "ctx-left"})["tasks"]  # noqa: E731
+        wait_until(lambda: listed() and listed()[0]["status"]["state"] == "TASK_STATE_WORKING")
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()
+        wait_until(lambda: listed()[0]["status"]["state"] == "TASK_STATE_CANCELED")
+    finally:
+        server.shutdown()
+        thread.join(10)
+        server.server_close()
+        close_hub(hub)
