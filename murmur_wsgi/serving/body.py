@@ -11,7 +11,10 @@ A chunked body whose framing is broken (a chunk size that is not hex, a chunk
 without its CRLF) or that ends before its last chunk cannot be read: the
 server's parser raises its own error (gunicorn's ``ParseException``, or its
 ``NoMoreData``), which ``read_body`` raises as ``BodyUnreadable``, the client's
-fault and not the application's.
+fault and not the application's. So does a body that ends before its
+Content-Length's bytes came (the client closed its end, or the worker cut it at
+the body deadline): the request is incomplete (RFC 9112, section 8), and the
+servers hand the bytes that came as if they were all of it.
 """
 from __future__ import annotations
 
@@ -48,7 +51,14 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
             logger.info("refused a request body declaring %d bytes; limits.max_body_bytes is %d",
                         size, max_bytes)
             return None
-        return stream.read(size) if size > 0 else b""
+        if size == 0:
+            return b""
+        body = stream.read(size)
+        if len(body) < size:
+            logger.info("refused a request body that ended after %d of its %d bytes",
+                        len(body), size)
+            raise BodyUnreadable(f"the body ended after {len(body)} of {size} bytes")
+        return body
     if not environ.get("wsgi.input_terminated"):
         return b""
     try:

@@ -5,7 +5,7 @@ import io
 
 import pytest
 
-from murmur_wsgi.serving.body import read_body
+from murmur_wsgi.serving.body import BodyUnreadable, read_body
 
 
 class _NoRead(io.BytesIO):
@@ -39,3 +39,12 @@ def test_without_a_length_nothing_is_read_unless_the_input_is_terminated():
 def test_a_terminated_input_is_read_up_to_the_limit():
     assert read_body(_environ(b"x" * 100, **{"wsgi.input_terminated": True}), 100) == b"x" * 100
     assert read_body(_environ(b"x" * 101, **{"wsgi.input_terminated": True}), 100) is None
+
+
+def test_a_declared_body_that_ends_before_its_length_is_unreadable():
+    """The connection ended (or was cut at the body deadline) before the Content-Length's
+    bytes came: the request is incomplete (RFC 9112, section 8) and is not answered as if
+    its body were whole. Before, the bytes that came were read as the body: a valid JSON
+    prefix started a task."""
+    with pytest.raises(BodyUnreadable, match="7 of 57 bytes"):
+        read_body(_environ(b'{"a":1}', CONTENT_LENGTH="57"), 100)

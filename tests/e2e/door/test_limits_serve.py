@@ -117,3 +117,16 @@ def test_a_body_of_millions_of_parts_is_refused_while_others_are_served(door_ser
     print(f"63 MiB of 6 M parts answered in {took:.2f} s; the other client's "
           f"{len(waits)} requests waited at most {max(waits):.3f} s")
     assert max(waits) < 1.5, f"another client waited {max(waits):.2f} s"
+
+
+def test_a_body_that_ends_before_its_content_length_is_not_answered_as_whole(door_server):
+    """The client declares 50 bytes more than it sends, then closes its end: the request
+    is incomplete (RFC 9112, section 8). Before, the bytes that came were read as the
+    body and, being valid JSON, answered as the call (-32001 for this GetTask; a
+    SendMessage started a task); now it is answered as a chunked body that ends early."""
+    with socket.create_connection(("127.0.0.1", door_server.port), timeout=10) as sock:
+        sock.sendall((HEAD + f"Content-Length: {len(CALL) + 50}\r\n\r\n{CALL}").encode())
+        sock.shutdown(socket.SHUT_WR)
+        status, body = answer(sock)
+    assert status == "HTTP/1.1 200 OK"
+    assert json.loads(body) == UNREAD

@@ -122,3 +122,19 @@ def test_a_chunked_body_with_broken_framing_is_400_not_an_internal_error(hub, ch
         assert error["id"] is None and error["error"]["code"] == -32600, error
         assert closed(sock)
     assert "failed inside the hub" not in hub.log()
+
+
+def test_a_body_that_ends_before_its_content_length_is_400(hub):
+    """The client declares 50 bytes more than it sends, then closes its end: an incomplete
+    request (RFC 9112, section 8), answered as a chunked body that ends early. Before, the
+    bytes that came were read as the body and answered as the call (-32001)."""
+    with socket.create_connection(("127.0.0.1", hub.port), timeout=10) as sock:
+        sock.sendall(head(len(CALL) + 50) + CALL.encode())
+        sock.shutdown(socket.SHUT_WR)
+        lines, body = answer_with_head(sock)
+        assert closed(sock)
+    assert lines[0] == "HTTP/1.1 400 Bad Request"
+    assert {"cache-control: private, no-store",
+            "vary: authorization, x-api-key, x-tenant-id"} <= {line.lower() for line in lines}
+    error = json.loads(body)
+    assert error["id"] is None and error["error"]["code"] == -32600, error
