@@ -1,9 +1,10 @@
 """Reading a request's body, bounded: never a byte past the limit, never a blocking read.
 
 A body whose Content-Length passes the limit is refused before a byte is read;
-one without a Content-Length (chunked) is read only where the server says the
-input ends (``wsgi.input_terminated``, as gunicorn and Werkzeug's server set it
-for a chunked body), and refused as soon as the read passes the limit. A
+one without a Content-Length, or with a Transfer-Encoding, which overrides it
+(chunked), is read only where the server says the input ends
+(``wsgi.input_terminated``, as gunicorn and Werkzeug's server set it for a
+chunked body), and refused as soon as the read passes the limit. A
 Content-Length that is not a number reads as no body. Each application
 answers a refusal its own way (both 413 with -32600 and id null).
 
@@ -36,7 +37,9 @@ class BodyUnreadable(ValueError):
 def read_body(environ: dict, max_bytes: int) -> bytes | None:
     """The request's body (``b""`` without one), or None when it is larger than ``max_bytes``."""
     stream = environ["wsgi.input"]
-    length = environ.get("CONTENT_LENGTH")
+    # NOTE: with both, Transfer-Encoding decides (RFC 9112, section 6.3). gunicorn refuses
+    # such a request; Werkzeug's server passes both, the input dechunked.
+    length = None if environ.get("HTTP_TRANSFER_ENCODING") else environ.get("CONTENT_LENGTH")
     if length:
         # NOTE: int() would also read a no-break space or NEL around the digits, a sign, an
         # underscore and any script's digits ("7\xa0", "+7", "0_7", "\u0667" as 7).

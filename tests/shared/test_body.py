@@ -48,3 +48,23 @@ def test_a_declared_body_that_ends_before_its_length_is_unreadable():
     prefix started a task."""
     with pytest.raises(BodyUnreadable, match="7 of 57 bytes"):
         read_body(_environ(b'{"a":1}', CONTENT_LENGTH="57"), 100)
+
+
+def test_a_transfer_encoding_overrides_the_content_length():
+    """RFC 9112, section 6.3: with both, Transfer-Encoding decides the body. Werkzeug's server
+    passes both (it dechunks, and says so with ``wsgi.input_terminated``); the declared
+    length was read instead: 5 bytes of the call (-32700), or, past the body's end, all of
+    it and the stream's end read as if it came."""
+    call = b'{"jsonrpc":"2.0","id":1}'
+    chunked = {"HTTP_TRANSFER_ENCODING": "chunked", "wsgi.input_terminated": True}
+    assert read_body(_environ(call, CONTENT_LENGTH="5", **chunked), 100) == call
+    assert read_body(_environ(call, CONTENT_LENGTH="500", **chunked), 100) == call
+    assert read_body(_environ(b"x" * 101, CONTENT_LENGTH="5", **chunked), 100) is None
+
+
+def test_a_transfer_encoding_the_server_does_not_end_is_not_read_by_its_length():
+    """A Transfer-Encoding whose end the server does not give (not chunked on Werkzeug's
+    server; any on wsgiref's) is no body, as without a Content-Length: the bytes are the
+    coding's, not a body of that length."""
+    assert read_body({"wsgi.input": _NoRead(), "CONTENT_LENGTH": "5",
+                      "HTTP_TRANSFER_ENCODING": "gzip"}, 100) == b""
