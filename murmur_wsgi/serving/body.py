@@ -57,6 +57,11 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
         if size == 0:
             return b""
         body = stream.read(size)
+        while len(body) < size:         # a server's read may give less: only an empty is the end
+            more = stream.read(size - len(body))
+            if not more:
+                break
+            body += more
         if len(body) < size:
             logger.info("refused a request body that ended after %d of its %d bytes",
                         len(body), size)

@@ -68,3 +68,24 @@ def test_a_transfer_encoding_the_server_does_not_end_is_not_read_by_its_length()
     coding's, not a body of that length."""
     assert read_body({"wsgi.input": _NoRead(), "CONTENT_LENGTH": "5",
                       "HTTP_TRANSFER_ENCODING": "gzip"}, 100) == b""
+
+
+class _Dribble:
+    """An input whose ``read(n)`` gives at most ``step`` bytes a call, as a server may."""
+
+    def __init__(self, data: bytes, step: int):
+        self.data, self.step = data, step
+
+    def read(self, n: int = -1) -> bytes:
+        taken, self.data = self.data[:min(n, self.step)], self.data[min(n, self.step):]
+        return taken
+
+
+def test_a_declared_body_read_in_several_reads_is_whole():
+    """A WSGI server may give fewer bytes than asked and more on the next read (PEP 3333
+    leaves ``read(size)`` to the server): only an empty read is the body's end."""
+    body = b'{"jsonrpc":"2.0","id":1,"method":"GetTask"}'
+    environ = {"wsgi.input": _Dribble(body + b"next", 5), "CONTENT_LENGTH": str(len(body))}
+    assert read_body(environ, 100) == body
+    with pytest.raises(BodyUnreadable, match="4 of 9 bytes"):
+        read_body({"wsgi.input": _Dribble(b"abcd", 3), "CONTENT_LENGTH": "9"}, 100)
