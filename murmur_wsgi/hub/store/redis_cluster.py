@@ -11,11 +11,11 @@ MOVED and ASK, and its ``pubsub()`` listens on one node, which hears every
 
 ``ClusterCommands`` is ``redis_commands.Commands`` routed by key: one
 ``Commands`` per primary, on the connections of that node, chosen by the slot
-of the first key of a call. A MOVED answer refreshes the slot map and sends
-the call once more, to the new owner; an ASK answer sends it to the node named,
-each command after an ``ASKING``. A node that cannot be reached (a primary lost,
-whose replica may have taken its slots) refreshes the map too, at most once a
-second, and the call goes once more to its slot's owner if that changed.
+of each command's first key. A command answered MOVED, ASK or TRYAGAIN (a slot
+that moves: a resharding, a failover) is sent again where that says, and only it
+(``redis_redirects``), as ``NodePipeline``'s are. A node that cannot be reached (a
+primary lost, whose replica may have taken its slots) refreshes the map too, at most
+once a second, and the call goes once more to its slot's owner if that changed.
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from redis.retry import Retry
 
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes
 from murmur_wsgi.hub.store.redis_commands import Commands
+from murmur_wsgi.hub.store.redis_redirects import follow, raised
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,25 @@ class _Cluster(RedisCluster):
 
     ERRORS_ALLOW_RETRY = (redis.ConnectionError, ClusterDownError, SlotNotCoveredError)
 
+    def __init__(self, *args, timeout_secs: float = 5.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.timeout_secs = timeout_secs        # the longest a TRYAGAIN is sent again
+        self.closing = threading.Event()        # set by ``disconnect``: no more pauses
+        self._asked: dict[str, ClusterNode] = {}     # nodes an ASK named that the map lacks
+        self._asked_lock = threading.Lock()
+
+    def asked_node(self, host: str, port: int, origin: ClusterNode) -> ClusterNode:
+        """The node an ASK from ``origin`` names, connected: one the map does not hold (a
+        primary just added owns no slot until its first one has moved, and the map lists
+        only owners) is made once and kept."""
+        host = host or origin.host
+        node = self.get_node(host=host, port=port)
+        if node is None:
+            with self._asked_lock:
+                node = self._asked.setdefault(f"{host}:{port}", ClusterNode(host, port))
+        self.get_redis_connection(node)
+        return node
+
     def pipeline(self, transaction=None, shard_hint=None):
         return NodePipeline(self)
 
@@ -59,12 +79,12 @@ class NodePipeline(redis.client.Pipeline):
     commands (by the slot of each command's first key) go to it in one pipeline of its
     own, node after node, each sent once, so a timed-out one is not sent again
     (redis-py's cluster pipeline sends each command of a failed one again, one by one,
-    each with its own timeout). The answers come back in the order queued. A MOVED or ASK
-    answer refreshes the slot map and sends that node's commands once more, each to its
-    slot's owner then (a slot still migrating fails as Redis being away does). A node
-    whose connection fails (a lost primary) raises once the other nodes' commands are
-    sent; one that times out raises at once. A
-    script queued (``Script(keys, args, client=pipe)``) is loaded on each node first.
+    each with its own timeout). The answers come back in the order queued. A command
+    answered MOVED, ASK or TRYAGAIN is sent again where that says, and only it
+    (``redis_redirects.follow``; MOVED reads the slot map anew). A node whose connection
+    fails (a lost primary) raises once the other nodes' commands are sent; one that
+    times out raises at once. A script queued (``Script(keys, args, client=pipe)``) is
+    loaded on each node first.
 
     It queues as a node's pipeline does and is never sent itself: ``execute`` sends."""
 
@@ -74,47 +94,45 @@ class NodePipeline(redis.client.Pipeline):
                          shard_hint=None)
         self._cluster = cluster
 
-    def _groups(self, indexed) -> dict:
-        groups: dict = {}
-        for i, (args, options) in indexed:
-            key = _key_of(args)
-            node = self._cluster.get_default_node() if key is None else \
-                self._cluster.get_node_from_key(key)
-            groups.setdefault(node.name, (node, []))[1].append((i, (args, options)))
-        return groups
+    def _route(self, command):
+        key = _key_of(command[0])
+        return self._cluster.get_default_node() if key is None else \
+            self._cluster.get_node_from_key(key)
 
-    def _send(self, node, commands, scripts) -> list:
+    @staticmethod
+    def _send(node, commands, scripts, asked: bool) -> list:
         pipe = node.redis_connection.pipeline(transaction=False)
         pipe.scripts = set(scripts)
-        for _, (args, options) in commands:
+        for args, options in commands:
+            if asked:
+                pipe.execute_command("ASKING")
             pipe.execute_command(*args, **options)
-        return pipe.execute()
+        found = pipe.execute(raise_on_error=False)
+        return found[1::2] if asked else found
 
     def execute(self, raise_on_error: bool = True) -> list:
-        stack = list(enumerate(self.command_stack))
+        stack = list(self.command_stack)
         scripts = set(self.scripts)
         self.reset()
-        answers: dict = {}
-        lost = None
-        for node, commands in self._groups(stack).values():
+
+        def send(node, commands, asked):
             try:
-                found = self._send(node, commands, scripts)
-            except (redis.exceptions.MovedError, redis.exceptions.AskError):
-                self._cluster.nodes_manager.initialize()
-                for again, some in self._groups(commands).values():
-                    answers.update(zip((i for i, _ in some), self._send(again, some, scripts)))
-                continue
+                return self._send(node, commands, scripts, asked)
             except redis.ConnectionError as ex:
                 # NOTE: a lost primary (its connection refused at once) does not keep the
                 # other nodes' commands from being sent: a replica's turn renews every other
                 # tenant's slots. A timed-out one still raises at once (a stalled node costs
                 # its timeout once).
-                lost = lost or ex
-                continue
-            answers.update(zip((i for i, _ in commands), found))
-        if lost is not None:
-            raise lost
-        return [answers[i] for i in range(len(stack))]
+                return [ex] * len(commands)
+
+        answers = follow(stack, self._route, send, asked_node=self._cluster.asked_node,
+                         moved=self._cluster.nodes_manager.initialize,
+                         pause=self._cluster.closing.wait,
+                         deadline=time.monotonic() + self._cluster.timeout_secs)
+        for answer in answers:
+            if isinstance(answer, redis.ConnectionError):
+                raise answer
+        return raised(answers) if raise_on_error else answers
 
 
 def connect_cluster(url: str, timeout_secs: float) -> RedisCluster:
@@ -124,7 +142,7 @@ def connect_cluster(url: str, timeout_secs: float) -> RedisCluster:
         startup_nodes=[ClusterNode(host, port) for host, port in nodes],
         username=user, password=password, decode_responses=True,
         socket_timeout=timeout_secs, socket_connect_timeout=timeout_secs,
-        retry=Retry(NoBackoff(), 1), health_check_interval=30)
+        retry=Retry(NoBackoff(), 1), health_check_interval=30, timeout_secs=timeout_secs)
 
 
 def _key_of(command: tuple) -> str | None:
@@ -137,16 +155,19 @@ def _key_of(command: tuple) -> str | None:
 
 class ClusterCommands:
     """``Commands`` (``make``, the class) per primary of ``cluster``, each call sent to the
-    owner of its first key's slot; every command of one call is in that slot.
+    owner of its first key's slot (every command of one call is in that slot), and each
+    command of it where a redirection says (``redis_redirects``), within ``timeout_secs``.
 
     Concurrency: the per-node map is filled under a lock; each ``Commands`` is
     thread-safe.
     """
 
-    def __init__(self, cluster: RedisCluster, make):
+    def __init__(self, cluster: RedisCluster, make, timeout_secs: float = 5.0):
         self._cluster = cluster
         self._make = make
+        self._timeout = timeout_secs                # the longest a TRYAGAIN is sent again
         self._nodes: dict[str, object] = {}
+        self._closed = threading.Event()
         self._lock = threading.Lock()
         self._refresh_at = 0.0                  # the next refresh after a failed connection
 
@@ -168,20 +189,31 @@ class ClusterCommands:
     def __call__(self, *args):
         return self.several(args)[0]
 
-    def _followed(self, commands: tuple, call):
-        """``call(commands_of_the_node)``, on the owner of the commands' slot; when its
-        connection fails, once more on the slot's owner after a refresh of the map, if that
-        is another node (a replica took over a primary that is gone: such a node answers
-        no MOVED)."""
-        node = self._node_of(commands)
+    def _send(self, node, commands: list, asked: bool, durable: bool) -> list:
+        """``commands``' answers from ``node`` (``Commands.answers``); when its connection
+        fails, once more from their slot's owner after a refresh of the map, if that is
+        another node (a replica took over a primary that is gone: such a node answers no
+        MOVED)."""
         try:
-            return call(self._of_node(node))
+            return self._of_node(node).answers(*commands, asked=asked, durable=durable)
         except redis.ConnectionError:
+            if asked:
+                raise
             self.refresh()
             again = self._node_of(commands)
             if again.name == node.name:
                 raise
-            return call(self._of_node(again))
+            return self._of_node(again).answers(*commands, durable=durable)
+
+    def _followed(self, commands: tuple, asking: bool = True, durable: bool = False) -> list:
+        """Each command's answer, errors in place, each sent where the cluster says
+        (``redis_redirects.follow``)."""
+        return follow(
+            commands, lambda command: self._node_of((command,)),
+            lambda node, some, asked: self._send(node, some, asked, durable),
+            asked_node=self._cluster.asked_node, moved=self._cluster.nodes_manager.initialize,
+            pause=self._closed.wait, deadline=time.monotonic() + self._timeout,
+            asking=asking)
 
     def refresh(self) -> None:
         """The slot map read anew from the nodes, at most once in ``REFRESH_SECS`` (every
@@ -199,29 +231,15 @@ class ClusterCommands:
                            type(ex).__name__)
 
     def several(self, *commands: tuple, asking: bool = True) -> list:
-        """Each command's answer (``Commands.several``), routed; ``asking`` False: a slot
-        that migrates raises its ``AskError`` (every command is sent again to the node
-        that imports it otherwise, which answers nothing for a key it does not hold yet)."""
-        try:
-            return self._followed(commands, lambda node: node.several(*commands))
-        except redis.exceptions.MovedError:
-            self._cluster.nodes_manager.initialize()       # the slot moved: ask anew
-            return self._of_node(self._node_of(commands)).several(*commands)
-        except redis.exceptions.AskError as ex:            # the slot is migrating
-            if not asking:
-                raise
-            node = self._cluster.get_node(host=ex.host, port=ex.port)
-            if node is None or node.redis_connection is None:
-                self._cluster.nodes_manager.initialize()
-                node = self._cluster.get_node(host=ex.host, port=ex.port)
-                if node is None or node.redis_connection is None:
-                    raise
-            asked = [part for command in commands for part in (("ASKING",), command)]
-            return self._of_node(node).several(*asked)[1::2]
+        """Each command's answer (``Commands.several``), each sent to its slot's owner, and
+        where a MOVED, ASK or TRYAGAIN says (``redis_redirects``); ``asking`` False: an ASK
+        raises its ``AskError`` (the importing node answers nothing for a key it does not
+        hold yet)."""
+        return raised(self._followed(commands, asking))
 
     def durable(self, *args):
         """As ``Commands.durable`` (the write and its ``WAIT`` on one connection), routed."""
-        return self._followed((args,), lambda node: node.durable(*args))
+        return raised(self._followed((args,), durable=True))[0]
 
     def script(self, source: str, durable: bool = False):
         """As ``Commands.script`` (``EVALSHA``, ``EVAL`` once when missing), routed."""
@@ -246,12 +264,17 @@ class ClusterCommands:
         return sum(commands.prune() for commands in list(self._nodes.values()))
 
     def close(self) -> None:
+        self._closed.set()
         for commands in list(self._nodes.values()):
             commands.close()
 
 
 def disconnect(cluster: RedisCluster) -> None:
     """Close every node's connections (the listener's included)."""
-    for node in cluster.get_nodes():
+    asked = []
+    if isinstance(cluster, _Cluster):
+        cluster.closing.set()
+        asked = list(cluster._asked.values())
+    for node in [*cluster.get_nodes(), *asked]:
         if node.redis_connection is not None:
             node.redis_connection.connection_pool.disconnect()

@@ -26,6 +26,11 @@ PIECE_CHARS = 256 * 1024         # a longer str argument is sent in pieces (``_p
 READ_BYTES = 16 * 1024           # each connection's socket read buffer (redis-py's: 32 KiB)
 
 
+_ASKING = ("ASKING",)
+# A cluster's answers that send a command elsewhere: it was not done (``redis_redirects``).
+_REDIRECTED = (redis.exceptions.AskError, redis.exceptions.TryAgainError)
+
+
 class Unreplicated(redis.RedisError):
     """A write done on the primary that fewer replicas than asked acknowledged in time."""
 
@@ -217,6 +222,35 @@ class Commands:
         finally:
             self._give(conn)
 
+    def answers(self, *commands: tuple, asked: bool = False, durable: bool = False) -> list:
+        """Each command's answer, an error reply in its place (not raised), in one round trip
+        as ``several``: a cluster's, which follows each command's redirection
+        (``redis_redirects``). ``asked``: each command after an ``ASKING``; ``durable``: with
+        its ``WAIT`` last, ``Unreplicated`` raised when fewer replicas than asked hold the
+        writes and no command was redirected."""
+        sent = [part for command in commands for part in (_ASKING, command)] if asked \
+            else list(commands)
+        ack = durable and self._replicas
+        if ack:
+            sent.append(self._ack)
+        conn = self._take()
+        try:
+            try:
+                found = self._send(conn, sent, raising=False)
+            except redis.ConnectionError:
+                found = self._send(conn, sent, raising=False)  # it closed itself: a new one
+        finally:
+            self._give(conn)
+        if ack:
+            count = found.pop()
+            if isinstance(count, redis.ResponseError):
+                raise count
+            if count < self._replicas and not any(
+                    isinstance(answer, _REDIRECTED) for answer in found):
+                raise Unreplicated(f"{count} of {self._replicas} replicas acknowledged a "
+                                   "write")
+        return found[1::2] if asked else found
+
     def _take(self):
         """An idle connection, else ``_another()``; one to a primary of the past is closed
         first (its next command connects anew: ``redis_client._SentinelConnection``)."""
@@ -271,7 +305,7 @@ class Commands:
         return len(self._idle)
 
     @staticmethod
-    def _send(conn, commands) -> list:
+    def _send(conn, commands, raising: bool = True) -> list:
         if _any_long(commands):
             conn.send_packed_command(_pieces(conn, commands))
         else:
@@ -282,6 +316,8 @@ class Commands:
                 answers.append(read(conn))
             except redis.ResponseError as ex:      # every answer read: the connection stays
                 answers.append(ex)
+        if not raising:
+            return answers
         for answer in answers:
             if isinstance(answer, redis.ResponseError):
                 raise answer
