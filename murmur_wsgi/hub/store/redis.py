@@ -44,7 +44,7 @@ import logging
 
 from murmur_wsgi.hub.store import redis_scripts as scripts
 from murmur_wsgi.hub.store.large_reads import MAX_BYTES, LargeReads
-from murmur_wsgi.hub.store.base import PENDING, TaskStore, Written
+from murmur_wsgi.hub.store.base import PENDING, StoreError, TaskStore, Written
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_commands import short
 from murmur_wsgi.hub.store.redis_events import TaskEvents
@@ -52,12 +52,13 @@ from murmur_wsgi.hub.store.redis_index import RedisIndex
 from murmur_wsgi.hub.store.redis_reads import MAX_ID_BYTES, RecordReads
 from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, events_key, index_key,
                                               member, msg_key, retained_keys, running_key,
-                                              runs_key, seq_key, state_key, task_key,
-                                              updated_key)
+                                              runs_key, seq_key, split_member, state_key,
+                                              task_key, updated_key)
 from murmur_wsgi.hub.store.redis_accept import Accepting
 from murmur_wsgi.hub.store.redis_retain import Forgetting
 from murmur_wsgi.hub.store.retention import Retention
-from murmur_wsgi.hub.task import SUBMITTED, TERMINAL, WORKING, final_texts, started_event
+from murmur_wsgi.hub.task import (FAILED, SUBMITTED, TERMINAL, WORKING, artifacts_of,
+                                  final_texts, started_event)
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.task import now_ms
 
@@ -66,6 +67,8 @@ logger = logging.getLogger(__name__)
 CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task was created
 RECENT = 4096                    # the tasks ended here whose tenant is kept (id-only calls)
 END_PAYLOADS = 18                # the END script's first payload, in ARGV (1-based)
+# A run's end lost with a primary that failed over (``_lost_ends``): what its task ends with.
+LOST_END = "interrupted: its end was lost with a Redis primary that failed over"
 DURABLE = ("OPEN", "CREATE", "START", "APPEND", "END", "MARK")   # acknowledged: redis.wait_replicas
 
 
@@ -162,14 +165,44 @@ class RedisTaskStore(RecordReads, Accepting, TaskEvents, Forgetting, TaskStore):
         self._left.append(member(tenant, task_id))
 
     def flush_runs(self) -> None:
-        """Take the runs that ended (or never began) out of this replica's runs."""
+        """Take the runs that ended (or never began) out of this replica's runs; first end
+        those whose task Redis holds unended (``_lost_ends``)."""
         if self._left:
             left, self._left[:] = list(self._left), []
             try:
-                self._redis.zrem(runs_key(self.replica), *left)
+                kept = self._lost_ends(left)
+                gone = [found for found in left if found not in kept]
+                if gone:
+                    self._redis.zrem(runs_key(self.replica), *gone)
             except BaseException:
                 self._left.extend(left)             # the next beat tries again
                 raise
+            self._left.extend(kept)
+
+    def _lost_ends(self, left: list) -> set:
+        """End FAILED (``LOST_END``) each run of ``left`` whose task Redis holds, and not
+        ended: its end, written and answered, was lost with a primary that failed over
+        before its replica had it (``redis.wait_replicas`` 0), and out of the runs nothing
+        would ever end it. One round trip (per primary) reads them; those whose end fails
+        are returned: they stay in the runs (where the sweep finds them), tried again."""
+        pipe = self._redis.pipeline(transaction=False)
+        for found in left:
+            tenant, task_id = split_member(found)
+            pipe.hget(task_key(tenant, task_id), "state")
+        kept = set()
+        for found, state in zip(left, pipe.execute(raise_on_error=False)):
+            if not isinstance(state, str) or state in TERMINAL:
+                continue                # gone, ended, or no record to end (a bad key)
+            tenant, task_id = split_member(found)
+            try:
+                artifacts = artifacts_of(self.logged(task_id, tenant)) or None
+                self.end(task_id, FAILED, LOST_END, artifacts, [], tenant=tenant)
+            except StoreError:
+                kept.add(found)
+                continue
+            logger.warning("redis store: task %s ended FAILED: its end was lost with a "
+                           "primary that failed over", task_id)
+        return kept
 
     # --- idempotency -------------------------------------------------------
 

@@ -1,0 +1,93 @@
+"""The hub on Sentinel after a failover that lost writes (``redis.wait_replicas`` 0): what the
+old primary acknowledged and its replica never had is gone, and the hub's later writes go
+to the new primary.
+
+The loss is made for real: the replica is stopped (SIGSTOP) and a large write fills its
+link, so what the primary writes next waits in its own buffer; the primary is killed, the
+replica resumed and promoted by the sentinels (tests/redis_topologies.py).
+"""
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.store import StoreError
+from murmur_wsgi.hub.store.redis import LOST_END
+from murmur_wsgi.hub.store.redis_keys import member, runs_key, task_key
+from tests.hub.agents import gate
+from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until
+from tests.redis_topologies import SentinelSet
+
+FILLER_BYTES = 32 * 1024 * 1024         # more than a loopback link's buffers hold
+
+
+@pytest.fixture
+def own_sentinels(tmp_path):
+    started = SentinelSet(tmp_path / "sentinel", down_after_ms=500, quick=True).start()
+    yield started
+    started.stop_soon()
+
+
+def _unreplicated(sentinels):
+    """The replica stopped, its link full: the primary's next writes reach it never."""
+    os.kill(sentinels.replica.proc.pid, signal.SIGSTOP)
+    client = sentinels.primary.client()
+    try:
+        client.set("filler", "x" * FILLER_BYTES)
+    finally:
+        client.close()
+
+
+def _failed_over(sentinels) -> None:
+    """The primary killed, the stopped replica resumed and promoted, the old one back as
+    its replica."""
+    sentinels.kill_primary()
+    os.kill(sentinels.replica.proc.pid, signal.SIGCONT)
+    sentinels.wait_failover()
+    sentinels.rejoin()
+
+
+@pytest.mark.timed
+def test_a_run_whose_end_was_lost_in_a_failover_ends_failed_not_working_forever(
+        own_sentinels):
+    """Before: a run's end written to the primary (its client told COMPLETED) and lost with
+    it left the task WORKING on the new primary, while the replica's next beat took the run
+    out of its runs there: no sweep would ever end it. Now the beat finds the task unended
+    and ends it FAILED (LOST_END) before it takes the run out."""
+    sentinels = own_sentinels
+    hub = create_hub(hub_config(store=sentinels.url, redis={"timeout_secs": 1.0}))
+    rpc = HubClient(hub, "held")
+    try:
+        task = rpc.send("g-lost-end", configuration={"returnImmediately": True})
+        key = task_key("acme", task["id"])
+        old = sentinels.primary.client()
+        wait_until(lambda: old.hget(key, "state") == "TASK_STATE_WORKING")
+        hub.replica.stop()               # no beat of its own: the test beats once, after
+        _unreplicated(sentinels)
+        gate("g-lost-end").set()
+        wait_until(lambda: old.hget(key, "state") == "TASK_STATE_COMPLETED")
+        old.close()
+        _failed_over(sentinels)
+        new = sentinels.primary.client()
+        assert new.hget(key, "state") == "TASK_STATE_WORKING"       # the end was lost
+        wait_until(lambda: _beat(hub))
+        assert new.hget(key, "state") == "TASK_STATE_FAILED"
+        status = rpc.result("GetTask", {"id": task["id"]})["status"]
+        assert status["message"]["parts"][0]["text"] == LOST_END
+        assert new.zscore(runs_key(hub.store.replica), member("acme", task["id"])) is None
+        new.close()
+    finally:
+        close_hub(hub)
+
+
+def _beat(hub) -> bool:
+    """One beat of ``hub``'s replica; whether Redis took it (the new primary may still be
+    settling in)."""
+    try:
+        hub.replica.store.heartbeat()
+    except StoreError:
+        return False
+    return True
