@@ -4,8 +4,9 @@ to its new owner), as hub/store/redis_redirects.py follows it.
 
 The migration here is made step by step, as redis-cli makes it (``CLUSTER SETSLOT …
 IMPORTING`` and ``MIGRATING``, ``MIGRATE … KEYS``, ``CLUSTER SETSLOT … NODE``), so each
-test holds its slot where it wants: some keys moved, some not. tests/hub/test_redis_cluster.py
-covers one command following ASK, then MOVED.
+test holds its slot where it wants: some keys moved, some not; the last one reshards with
+redis-cli itself, under load. tests/hub/test_redis_cluster.py covers one command following
+ASK, then MOVED.
 """
 from __future__ import annotations
 
@@ -13,13 +14,19 @@ import subprocess
 import threading
 
 import pytest
+from redis.crc import key_slot
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store.redis_keys import (HUB, REPLICAS, runs_key, task_key,
                                               tenant_prefix)
-from tests.hub.conftest import HubClient, close_hub, hub_config, send_params, wait_until
+from tests.hub.agents import gate
+from tests.hub.conftest import (HubClient, agent, close_hub, hub_config, send_params, sha,
+                                wait_until)
 from tests.hub.test_redis_cluster import _node_id, _owned_again, _primary_of, _set_owner
+from tests.hub.test_streams import Reader
 from tests.redis_topologies import _binary, _Node, cluster_port
+
+KEY_SCALE = "mhk_tenant-moved-to-the-new-primary"
 
 
 class Migration:
@@ -198,5 +205,96 @@ def test_a_slot_moving_to_a_primary_just_added_is_followed(spare_cluster):
         task = rpc.send("on the new primary")
         assert task_key("acme", task["id"]) in migration.moved()
     finally:
+        close_hub(hub)
+        cluster.stop()
+
+
+def _first_slot_tenant(cluster) -> tuple[str, object]:
+    """A tenant name whose slot is the first of a primary's range (a reshard of one slot
+    from that primary moves it), and that primary."""
+    client = cluster.client()
+    try:
+        firsts = {first: int(owner[1]) for first, _, owner, *_ in
+                  client.execute_command("CLUSTER", "SLOTS")}
+    finally:
+        client.close()
+    name = next(f"scale{n}" for n in range(100_000)
+                if key_slot(tenant_prefix(f"scale{n}").encode()) in firsts)
+    port = firsts[key_slot(tenant_prefix(name).encode())]
+    return name, next(node for node in cluster.nodes if node.port == port)
+
+
+@pytest.mark.timed
+def test_a_scale_out_under_load_answers_every_request_and_keeps_every_task(spare_cluster):
+    """A fourth primary added and a tenant's slot resharded to it with redis-cli while
+    messages, GetTask, ListTasks and two SubscribeToTask streams of running tasks are in
+    flight. Before: messages and ListTasks of the tenant answered -32603 while its slot
+    migrated. Now every request is answered, every acknowledged task is read back after,
+    each stream gets its final event, and redis-cli's check finds no open slot."""
+    cluster = spare_cluster
+    tenant, source = _first_slot_tenant(cluster)
+    config = hub_config(store=cluster.url)
+    config["tenants"][tenant] = {"api_keys": [sha(KEY_SCALE)],
+                                 "limits": {"concurrency": 100, "rate_per_minute": 100_000},
+                                 "agents": {"echo": agent("demo"),
+                                            "held": agent("tests.hub.agents:held")}}
+    hub = create_hub(config)
+    headers = {"X-API-Key": KEY_SCALE}
+    acknowledged, failures, stop = [], [], threading.Event()
+    try:
+        rpc = HubClient(hub, headers=headers)
+        acknowledged += [rpc.send(f"pre {n}")["id"] for n in range(200)]
+        streams = []
+        for n in range(2):
+            held = HubClient(hub, "held", headers).send(
+                f"g-scale-{n}", configuration={"returnImmediately": True})
+            reader = Reader(HubClient(hub, "held", headers).call(
+                "SubscribeToTask", {"id": held["id"]}, buffered=False))
+            assert reader.read()[0]["result"]["task"]["id"] == held["id"]
+            streams.append(reader)
+
+        def load(method):
+            client = HubClient(hub, headers=headers)
+            while not stop.is_set():
+                params = send_params("x") if method == "SendMessage" else \
+                    {"id": acknowledged[0]} if method == "GetTask" else {"pageSize": 20}
+                payload = client.call(method, params).get_json()
+                if "error" in payload:
+                    failures.append((method, payload["error"]))
+                elif method == "SendMessage":
+                    acknowledged.append(payload["result"]["task"]["id"])
+
+        threads = [threading.Thread(target=load, args=(m,)) for m in
+                   ("SendMessage", "SendMessage", "GetTask", "ListTasks")]
+        for thread in threads:
+            thread.start()
+        added = _add_primary(cluster)
+        count = len(acknowledged)
+        moved = subprocess.run(
+            [_binary("redis-cli"), "--cluster", "reshard", f"127.0.0.1:{source.port}",
+             "--cluster-from", _node_id(source.client()), "--cluster-to",
+             _node_id(added.client()), "--cluster-slots", "1", "--cluster-yes"],
+            capture_output=True, text=True, timeout=30)
+        assert moved.returncode == 0, moved.stdout + moved.stderr
+        wait_until(lambda: len(acknowledged) >= count + 20 or failures)
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+        assert failures == []
+        assert _primary_of(cluster, tenant_prefix(tenant)).port == added.port
+        for task_id in acknowledged:
+            assert rpc.result("GetTask", {"id": task_id})["id"] == task_id
+        for n, reader in enumerate(streams):
+            gate(f"g-scale-{n}").set()
+            last = reader.until_end()[-1]
+            assert last["result"]["statusUpdate"]["status"]["state"] == \
+                "TASK_STATE_COMPLETED", last
+        check = subprocess.run([_binary("redis-cli"), "--cluster", "check",
+                                f"127.0.0.1:{added.port}"], capture_output=True, text=True,
+                               timeout=30)
+        assert check.returncode == 0 and "[OK] All 16384 slots covered" in check.stdout, \
+            check.stdout
+    finally:
+        stop.set()
         close_hub(hub)
         cluster.stop()
