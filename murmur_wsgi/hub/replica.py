@@ -182,7 +182,8 @@ class Replica:
             self._beat(now)
             self._renew_at = now + self.renew_every
             steps.append(lambda: self.hub.admission.renew(self.hub.runs.leases()))
-        steps += [self.hub.runs.retry_unwritten, self._check_runs, self.hub.store.keep_watching]
+        steps += [self.hub.runs.retry_unwritten, self._check_runs, self.hub.store.keep_watching,
+                  self.hub.store.settle_runs]
         if now >= self._sweep_at:
             self._sweep_at = now + self.sweep_every
             steps += [self._sweep, self.hub.store.expire_finished]

@@ -15,10 +15,11 @@ import pytest
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store import StoreError
-from murmur_wsgi.hub.store.redis import LOST_END
+from murmur_wsgi.hub.store.redis_runs import LOST_END
 from murmur_wsgi.hub.store.redis_keys import member, runs_key, task_key
 from tests.hub.agents import gate
 from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until
+from tests.hub.test_redis_cluster_lost import KEY_LOST, _kill, _partial_cluster
 from tests.redis_topologies import SentinelSet
 
 FILLER_BYTES = 32 * 1024 * 1024         # more than a loopback link's buffers hold
@@ -55,8 +56,8 @@ def test_a_run_whose_end_was_lost_in_a_failover_ends_failed_not_working_forever(
         own_sentinels):
     """Before: a run's end written to the primary (its client told COMPLETED) and lost with
     it left the task WORKING on the new primary, while the replica's next beat took the run
-    out of its runs there: no sweep would ever end it. Now the beat finds the task unended
-    and ends it FAILED (LOST_END) before it takes the run out."""
+    out of its runs there: no sweep would ever end it. Now the replica's turn finds the task
+    unended and ends it FAILED (LOST_END) before its beat takes the run out."""
     sentinels = own_sentinels
     hub = create_hub(hub_config(store=sentinels.url, redis={"timeout_secs": 1.0}))
     rpc = HubClient(hub, "held")
@@ -65,7 +66,7 @@ def test_a_run_whose_end_was_lost_in_a_failover_ends_failed_not_working_forever(
         key = task_key("acme", task["id"])
         old = sentinels.primary.client()
         wait_until(lambda: old.hget(key, "state") == "TASK_STATE_WORKING")
-        hub.replica.stop()               # no beat of its own: the test beats once, after
+        hub.replica.stop()               # no turn of its own: the test makes one, after
         _unreplicated(sentinels)
         gate("g-lost-end").set()
         wait_until(lambda: old.hget(key, "state") == "TASK_STATE_COMPLETED")
@@ -73,7 +74,7 @@ def test_a_run_whose_end_was_lost_in_a_failover_ends_failed_not_working_forever(
         _failed_over(sentinels)
         new = sentinels.primary.client()
         assert new.hget(key, "state") == "TASK_STATE_WORKING"       # the end was lost
-        wait_until(lambda: _beat(hub))
+        wait_until(lambda: _turn(hub))
         assert new.hget(key, "state") == "TASK_STATE_FAILED"
         status = rpc.result("GetTask", {"id": task["id"]})["status"]
         assert status["message"]["parts"][0]["text"] == LOST_END
@@ -83,11 +84,39 @@ def test_a_run_whose_end_was_lost_in_a_failover_ends_failed_not_working_forever(
         close_hub(hub)
 
 
-def _beat(hub) -> bool:
-    """One beat of ``hub``'s replica; whether Redis took it (the new primary may still be
-    settling in)."""
+def _turn(hub) -> bool:
+    """What a turn of ``hub``'s replica does with the runs that ended: looks at them, then
+    beats (which takes them out of the runs); whether Redis took both (the new primary may
+    still be settling in)."""
     try:
+        hub.store.settle_runs()
         hub.replica.store.heartbeat()
     except StoreError:
         return False
     return True
+
+
+@pytest.mark.timed
+def test_a_run_left_on_a_lost_primary_keeps_no_beat_from_redis(spare_cluster):
+    """A cluster serving on without one primary (``cluster-require-full-coverage no``): a run
+    of that primary's tenant ended just before it was lost cannot be looked at; it stays in
+    the runs, looked at again at later turns, and the replica's beats (the hub's slot) are
+    taken as before, so the sweep is held by nothing."""
+    cluster = spare_cluster
+    config, lost = _partial_cluster(cluster)
+    hub = create_hub(config)
+    try:
+        task = HubClient(hub, "held", headers={"X-API-Key": KEY_LOST}).send(
+            "g-left-on-the-lost", configuration={"returnImmediately": True})
+        hub.replica.stop()
+        gate("g-left-on-the-lost").set()
+        wait_until(lambda: hub.store._left)              # ended: left, not looked at yet
+        _kill(lost)
+        hub.store.settle_runs()                          # its tenant's primary is away
+        hub.replica.store.heartbeat()                    # the beat is taken
+        runs = hub.store._redis.zrange(runs_key(hub.store.replica), 0, -1)
+        assert member("umbrella", task["id"]) in runs
+        assert hub.store._left == [member("umbrella", task["id"])]
+    finally:
+        close_hub(hub)
+        cluster.stop()

@@ -281,6 +281,10 @@ class TaskStore(abc.ABC):
         """Keep announcing the events of the tasks this process's streams read (a shared
         store: the replica's turn calls it); nothing to do in one process."""
 
+    def settle_runs(self) -> None:
+        """Look at the runs that ended since the last turn before they leave this replica's
+        runs (a shared store: the replica's turn calls it); nothing to do in one process."""
+
     def final_event(self, task_id: str, tenant: str | None = None) -> str | None:
         """The task's final event (whoever wrote it), or None while it runs or once expired."""
         events, _ = self.events(task_id, 0, 0, tenant=tenant)

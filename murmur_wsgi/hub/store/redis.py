@@ -8,9 +8,9 @@ release, forgetting finished tasks) is one Lua script (``redis_scripts``) on the
 tenant's keys, so a task has exactly one final state and no event follows it.
 A task's run is in its replica's runs (``runs:<replica>``, the hub's slot) from its
 task's creation (a message's acceptance, ``redis_accept``; before a non-final CREATE it
-is sent first) and leaves them after its end (``flush_runs``, the replica's next
-beat): the sweep ends what a dead replica's runs still list, and a run listed whose task had ended,
-or never came to be, is dropped as it is met. Every event written is
+is sent first) and leaves them after its end (``settle_runs`` at the replica's next
+turn, ``flush_runs`` at its next beat): the sweep ends what a dead replica's runs still
+list, and a run listed whose task had ended, or never came to be, is dropped as it is met. Every event written is
 announced on a channel, and the connection's one listener
 (``redis_feed.EventFeed``) serves every stream of the process: a waiting
 stream costs no Redis command, an event one read per process that streams its
@@ -33,7 +33,7 @@ Concurrency:
     The redis-py client and its pool are thread-safe; nothing here is shared
     between threads but ``_names`` (the tenant, agent and context of the tasks
     this replica created and runs), ``_recent`` (the same of those it ended),
-    ``_left`` (runs to take out of this replica's runs), ``_marked`` (when it last
+    ``_left`` and ``_settled`` (runs to take out of this replica's runs), ``_marked`` (when it last
     marked a task its streams read, and the task's tenant), each changed by the GIL's
     atomic dict and list operations, and the connection's ``closed`` (an Event).
 """
@@ -44,7 +44,7 @@ import logging
 
 from murmur_wsgi.hub.store import redis_scripts as scripts
 from murmur_wsgi.hub.store.large_reads import MAX_BYTES, LargeReads
-from murmur_wsgi.hub.store.base import PENDING, StoreError, TaskStore, Written
+from murmur_wsgi.hub.store.base import PENDING, TaskStore, Written
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_commands import short
 from murmur_wsgi.hub.store.redis_events import TaskEvents
@@ -52,13 +52,13 @@ from murmur_wsgi.hub.store.redis_index import RedisIndex
 from murmur_wsgi.hub.store.redis_reads import MAX_ID_BYTES, RecordReads
 from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, events_key, index_key,
                                               member, msg_key, retained_keys, running_key,
-                                              runs_key, seq_key, split_member, state_key,
-                                              task_key, updated_key)
+                                              runs_key, seq_key, state_key, task_key,
+                                              updated_key)
 from murmur_wsgi.hub.store.redis_accept import Accepting
 from murmur_wsgi.hub.store.redis_retain import Forgetting
+from murmur_wsgi.hub.store.redis_runs import RunsLeft
 from murmur_wsgi.hub.store.retention import Retention
-from murmur_wsgi.hub.task import (FAILED, SUBMITTED, TERMINAL, WORKING, artifacts_of,
-                                  final_texts, started_event)
+from murmur_wsgi.hub.task import SUBMITTED, TERMINAL, WORKING, final_texts, started_event
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
 from murmur_wsgi.wire.task import now_ms
 
@@ -67,8 +67,6 @@ logger = logging.getLogger(__name__)
 CLAIM_TTL_MS = 60_000            # a claim whose replica died before its task was created
 RECENT = 4096                    # the tasks ended here whose tenant is kept (id-only calls)
 END_PAYLOADS = 18                # the END script's first payload, in ARGV (1-based)
-# A run's end lost with a primary that failed over (``_lost_ends``): what its task ends with.
-LOST_END = "interrupted: its end was lost with a Redis primary that failed over"
 DURABLE = ("OPEN", "CREATE", "START", "APPEND", "END", "MARK")   # acknowledged: redis.wait_replicas
 
 
@@ -77,10 +75,11 @@ def _text_json(text: str | None) -> str:
     return "null" if text is None else _dumps(text)
 
 
-class RedisTaskStore(RecordReads, Accepting, TaskEvents, Forgetting, TaskStore):
+class RedisTaskStore(RecordReads, Accepting, TaskEvents, Forgetting, RunsLeft, TaskStore):
     """Tasks, their index, events, claims and cancel marks, in one Redis (``conn``): a
     message's acceptance in ``redis_accept``, the events and marks in ``redis_events``,
-    retention in ``redis_retain``, the reads of records in ``redis_reads``."""
+    retention in ``redis_retain``, the reads of records in ``redis_reads``, the runs that
+    ended leaving this replica's runs in ``redis_runs``."""
 
     shared = True
 
@@ -102,7 +101,8 @@ class RedisTaskStore(RecordReads, Accepting, TaskEvents, Forgetting, TaskStore):
                                       "DOOMED", "FORGET", "READ", "PAGE", "WATCH")}
         self._names: dict[str, tuple] = {}   # a running task's (tenant, agent, context id)
         self._recent: collections.OrderedDict = collections.OrderedDict()   # ended: the same
-        self._left: list[str] = []           # runs (members) to take out of this replica's
+        self._left: list[str] = []           # runs (members) that ended: to look at
+        self._settled: list[str] = []        # … looked at: out of the runs at the next beat
         self._forgetting_init()
         # When this process last marked a task its streams read (watched), and its tenant.
         self._marked: dict[str, tuple] = {}
@@ -154,55 +154,6 @@ class RedisTaskStore(RecordReads, Accepting, TaskEvents, Forgetting, TaskStore):
         """A run of this replica whose task another replica ended: out of the runs here."""
         if task_id in self._names:
             self._ran(tenant, task_id)
-
-    def _ran(self, tenant: str, task_id: str) -> None:
-        # NOTE: among the ended before it leaves the running: a call by id alone on another
-        # thread (the run's own, reading the end another replica wrote) finds it throughout.
-        names = self._names.get(task_id)
-        if names is not None:
-            self._ended(task_id, names)
-            self._names.pop(task_id, None)
-        self._left.append(member(tenant, task_id))
-
-    def flush_runs(self) -> None:
-        """Take the runs that ended (or never began) out of this replica's runs; first end
-        those whose task Redis holds unended (``_lost_ends``)."""
-        if self._left:
-            left, self._left[:] = list(self._left), []
-            try:
-                kept = self._lost_ends(left)
-                gone = [found for found in left if found not in kept]
-                if gone:
-                    self._redis.zrem(runs_key(self.replica), *gone)
-            except BaseException:
-                self._left.extend(left)             # the next beat tries again
-                raise
-            self._left.extend(kept)
-
-    def _lost_ends(self, left: list) -> set:
-        """End FAILED (``LOST_END``) each run of ``left`` whose task Redis holds, and not
-        ended: its end, written and answered, was lost with a primary that failed over
-        before its replica had it (``redis.wait_replicas`` 0), and out of the runs nothing
-        would ever end it. One round trip (per primary) reads them; those whose end fails
-        are returned: they stay in the runs (where the sweep finds them), tried again."""
-        pipe = self._redis.pipeline(transaction=False)
-        for found in left:
-            tenant, task_id = split_member(found)
-            pipe.hget(task_key(tenant, task_id), "state")
-        kept = set()
-        for found, state in zip(left, pipe.execute(raise_on_error=False)):
-            if not isinstance(state, str) or state in TERMINAL:
-                continue                # gone, ended, or no record to end (a bad key)
-            tenant, task_id = split_member(found)
-            try:
-                artifacts = artifacts_of(self.logged(task_id, tenant)) or None
-                self.end(task_id, FAILED, LOST_END, artifacts, [], tenant=tenant)
-            except StoreError:
-                kept.add(found)
-                continue
-            logger.warning("redis store: task %s ended FAILED: its end was lost with a "
-                           "primary that failed over", task_id)
-        return kept
 
     # --- idempotency -------------------------------------------------------
 
@@ -354,6 +305,7 @@ class RedisTaskStore(RecordReads, Accepting, TaskEvents, Forgetting, TaskStore):
 
     def close(self):
         try:
+            self.settle_runs()
             self.flush_runs()
         except Exception:  # noqa: BLE001 - closing: the sweep drops what is left
             pass

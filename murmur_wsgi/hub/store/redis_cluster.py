@@ -129,10 +129,12 @@ class NodePipeline(redis.client.Pipeline):
                          moved=self._cluster.nodes_manager.initialize,
                          pause=self._cluster.closing.wait,
                          deadline=time.monotonic() + self._cluster.timeout_secs)
+        if not raise_on_error:
+            return answers                  # a lost node's commands: its ConnectionError
         for answer in answers:
             if isinstance(answer, redis.ConnectionError):
                 raise answer
-        return raised(answers) if raise_on_error else answers
+        return raised(answers)
 
 
 def connect_cluster(url: str, timeout_secs: float) -> RedisCluster:

@@ -4,7 +4,8 @@ Each replica renews ``replica:<id>`` (``PX`` its liveness) and keeps the tasks i
 runs in ``runs:<id>`` (members ``<tenant>/<task id>``, scored by creation; the
 hub's slot, as ``replicas``, which lists every replica that may have runs). A run
 enters its replica's runs no later than its task exists (on one Redis in the script that
-creates it, on a cluster before it) and leaves them after its end (the task store's ``flush_runs``, at each beat), so every task
+creates it, on a cluster before it) and leaves them after its end (the task store's
+``settle_runs`` at a turn, then ``flush_runs`` at a beat: ``redis_runs``), so every task
 that runs is listed while it runs. The sweep ends FAILED, with the artifacts its log
 holds, through the task store's END script (on the tenant's slot, the tenant read from the member), the runs of
 replicas whose liveness key expired and runs older than ``sweep_max_age_secs``;
@@ -70,7 +71,7 @@ class RedisReplicas(ReplicaStore):
     @guarded
     def heartbeat(self):
         self._redis.set(live_key(self.conn.replica), str(now_ms()), px=self.conn.liveness_ms)
-        self._tasks.flush_runs()            # the runs that ended since the last beat
+        self._tasks.flush_runs()            # the runs that ended, settled since the last beat
         self.conn.command.prune()           # what a burst left idle (redis_commands.Commands)
 
     @guarded
