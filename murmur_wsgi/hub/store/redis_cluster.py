@@ -26,12 +26,13 @@ import time
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
-from redis.exceptions import ClusterDownError, RedisClusterException, SlotNotCoveredError
+from redis.exceptions import (AskError, ClusterDownError, MovedError, RedisClusterException,
+                              SlotNotCoveredError)
 from redis.retry import Retry
 
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes
 from murmur_wsgi.hub.store.redis_commands import Commands
-from murmur_wsgi.hub.store.redis_redirects import follow, raised
+from murmur_wsgi.hub.store.redis_redirects import REDIRECTED, follow, raised
 
 logger = logging.getLogger(__name__)
 
@@ -208,14 +209,27 @@ class ClusterCommands:
             return self._of_node(again).answers(*commands, durable=durable)
 
     def _followed(self, commands: tuple, asking: bool = True, durable: bool = False) -> list:
-        """Each command's answer, errors in place, each sent where the cluster says
-        (``redis_redirects.follow``)."""
-        return follow(
-            commands, lambda command: self._node_of((command,)),
+        """Each command's answer, errors in place: all sent to the slot's owner, then each
+        one redirected (MOVED, ASK, TRYAGAIN) where the cluster says (``redis_redirects``).
+
+        PERF: the first round is this call's own (one route, no bookkeeping): a slot that
+        does not move costs no more than before redirections were followed one by one."""
+        found = self._send(self._node_of(commands), list(commands), False, durable)
+        again = [i for i, answer in enumerate(found) if isinstance(answer, REDIRECTED)
+                 and (asking or not type(answer) is AskError)]
+        if not again:
+            return found
+        if any(isinstance(found[i], MovedError) for i in again):
+            self._cluster.nodes_manager.initialize()
+        followed = follow(
+            [commands[i] for i in again], lambda command: self._node_of((command,)),
             lambda node, some, asked: self._send(node, some, asked, durable),
             asked_node=self._cluster.asked_node, moved=self._cluster.nodes_manager.initialize,
             pause=self._closed.wait, deadline=time.monotonic() + self._timeout,
             asking=asking)
+        for i, answer in zip(again, followed):
+            found[i] = answer
+        return found
 
     def refresh(self) -> None:
         """The slot map read anew from the nodes, at most once in ``REFRESH_SECS`` (every

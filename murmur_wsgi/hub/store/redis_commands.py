@@ -15,6 +15,7 @@ import time
 
 import redis
 
+from murmur_wsgi.hub.store.redis_redirects import REDIRECTED
 from murmur_wsgi.hub.store.redis_replies import read
 
 try:                                      # PERF: one C call packs a command (redis[hiredis])
@@ -27,8 +28,6 @@ READ_BYTES = 16 * 1024           # each connection's socket read buffer (redis-p
 
 
 _ASKING = ("ASKING",)
-# A cluster's answers that send a command elsewhere: it was not done (``redis_redirects``).
-_REDIRECTED = (redis.exceptions.AskError, redis.exceptions.TryAgainError)
 
 
 class Unreplicated(redis.RedisError):
@@ -246,7 +245,7 @@ class Commands:
             if isinstance(count, redis.ResponseError):
                 raise count
             if count < self._replicas and not any(
-                    isinstance(answer, _REDIRECTED) for answer in found):
+                    isinstance(answer, REDIRECTED) for answer in found):
                 raise Unreplicated(f"{count} of {self._replicas} replicas acknowledged a "
                                    "write")
         return found[1::2] if asked else found

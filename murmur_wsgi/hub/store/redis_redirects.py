@@ -27,6 +27,8 @@ import time
 import redis
 from redis.exceptions import AskError, MovedError, TryAgainError
 
+# The answers that send a command elsewhere (it was not done there).
+REDIRECTED = (AskError, TryAgainError)          # (a MovedError is an AskError)
 PAUSE_SECS = 0.05       # between two sends of a command Redis answered TRYAGAIN
 REDIRECTS = 16          # the most rounds of MOVED and ASK in a row one call follows
 
@@ -56,14 +58,14 @@ def follow(commands, route, send, *, asked_node, moved, pause, deadline: float,
         for i, target in todo.items():
             node = target if target is not None else route(commands[i])
             groups.setdefault((node.name, target is not None), (node, []))[1].append(i)
-        todo, last, moves, asks, busy = {}, None, False, False, False
+        todo, last, moves, busy = {}, None, False, False
         for (_, asked), (node, indices) in groups.items():
             found = send(node, [commands[i] for i in indices], asked)
             for i, answer in zip(indices, found):
                 if isinstance(answer, MovedError):         # (a MovedError is an AskError)
                     todo[i], moves = None, True
                 elif isinstance(answer, AskError) and asking:
-                    todo[i], asks = asked_node(answer.host, answer.port, node), True
+                    todo[i] = asked_node(answer.host, answer.port, node)
                 elif isinstance(answer, TryAgainError):
                     todo[i], busy = None, True          # to the slot's owner again
                 else:
