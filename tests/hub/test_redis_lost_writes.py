@@ -2,8 +2,8 @@
 old primary acknowledged and its replica never had is gone, and the hub's later writes go
 to the new primary.
 
-The loss is made for real: the replica is stopped (SIGSTOP) and a large write fills its
-link, so what the primary writes next waits in its own buffer; the primary is killed, the
+The loss is made for real: the replica is stopped (SIGSTOP) and large writes fill its link
+until the primary holds some in its own buffer, so what it writes next waits there; the primary is killed, the
 replica resumed and promoted by the sentinels (tests/redis_topologies.py).
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until
 from tests.hub.test_redis_cluster_lost import KEY_LOST, _kill, _partial_cluster
 from tests.redis_topologies import SentinelSet
 
-FILLER_BYTES = 32 * 1024 * 1024         # more than a loopback link's buffers hold
+FILLER_BYTES = 8 * 1024 * 1024          # written until the link's buffers are full
 
 
 @pytest.fixture
@@ -33,11 +33,18 @@ def own_sentinels(tmp_path):
 
 
 def _unreplicated(sentinels):
-    """The replica stopped, its link full: the primary's next writes reach it never."""
+    """The replica stopped, its link full: the primary holds bytes for it in its own buffer
+    (the kernel's took what they could), and every write after them reaches it never."""
     os.kill(sentinels.replica.proc.pid, signal.SIGSTOP)
     client = sentinels.primary.client()
+    written = []
+
+    def held() -> bool:
+        written.append(f"filler:{len(written)}")
+        client.set(written[-1], "x" * FILLER_BYTES)
+        return any(int(c["omem"]) > 0 for c in client.client_list(_type="replica"))
     try:
-        client.set("filler", "x" * FILLER_BYTES)
+        wait_until(held)
     finally:
         client.close()
 
