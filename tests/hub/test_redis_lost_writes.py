@@ -59,12 +59,17 @@ def _failed_over(sentinels) -> None:
 
 
 @pytest.mark.timed
+@pytest.mark.parametrize("looked_before", [False, True],
+                         ids=["first-turn-after", "a-turn-before-the-failover"])
 def test_a_run_whose_end_was_lost_in_a_failover_ends_failed_not_working_forever(
-        own_sentinels):
-    """Before: a run's end written to the primary (its client told COMPLETED) and lost with
-    it left the task WORKING on the new primary, while the replica's next beat took the run
-    out of its runs there: no sweep would ever end it. Now the replica's turn finds the task
-    unended and ends it FAILED (LOST_END) before its beat takes the run out."""
+        own_sentinels, looked_before):
+    """Before 4667ee2: a run's end written to the primary (its client told COMPLETED) and lost
+    with it left the task WORKING on the new primary, while the replica's next beat took the
+    run out of its runs there: no sweep would ever end it. Before the beat's ``LEAVE``
+    (``looked_before``): a turn read the task COMPLETED on the old primary (not yet on its
+    replica), the primary failed over, and the next beat took the run out on the new one,
+    the task WORKING there, the same. Now the beat takes a run out only in the script that
+    finds its task ended on the primary it writes to; the turn ends it FAILED (LOST_END)."""
     sentinels = own_sentinels
     hub = create_hub(hub_config(store=sentinels.url, redis={"timeout_secs": 1.0}))
     rpc = HubClient(hub, "held")
@@ -77,24 +82,51 @@ def test_a_run_whose_end_was_lost_in_a_failover_ends_failed_not_working_forever(
         _unreplicated(sentinels)
         gate("g-lost-end").set()
         wait_until(lambda: old.hget(key, "state") == "TASK_STATE_COMPLETED")
+        if looked_before:
+            hub.store.settle_runs()      # the turn before the failover: COMPLETED there
         old.close()
         _failed_over(sentinels)
         new = sentinels.primary.client()
         assert new.hget(key, "state") == "TASK_STATE_WORKING"       # the end was lost
-        wait_until(lambda: _turn(hub))
-        assert new.hget(key, "state") == "TASK_STATE_FAILED"
+        wait_until(lambda: _turn(hub) and new.hget(key, "state") == "TASK_STATE_FAILED")
+        wait_until(lambda: _turn(hub) and new.zscore(
+            runs_key(hub.store.replica), member("acme", task["id"])) is None)
         status = rpc.result("GetTask", {"id": task["id"]})["status"]
         assert status["message"]["parts"][0]["text"] == LOST_END
-        assert new.zscore(runs_key(hub.store.replica), member("acme", task["id"])) is None
         new.close()
     finally:
         close_hub(hub)
 
 
+@pytest.mark.timed
+def test_runs_whose_ends_the_replicas_acknowledged_leave_with_nothing_read(own_sentinels):
+    """With ``wait_replicas`` 1 every end the hub answered is on a replica: no failover loses
+    it. Before, the replica's turn read each ended run's task state all the same (one HGET a
+    message, in a round trip a turn); now the beat takes them out in one ZREM."""
+    sentinels = own_sentinels
+    hub = create_hub(hub_config(store=sentinels.url,
+                                redis={"wait_replicas": 1, "timeout_secs": 1.0}))
+    primary = sentinels.primary.client()
+    try:
+        rpc = HubClient(hub)
+        hub.replica.stop()
+        ids = [rpc.send(f"m{n}")["id"] for n in range(3)]
+        primary.config_resetstat()
+        wait_until(lambda: _turn(hub) and not primary.zrange(
+            runs_key(hub.store.replica), 0, -1))
+        calls = primary.info("commandstats")
+        assert "cmdstat_hget" not in calls and "cmdstat_evalsha" not in calls, calls
+        assert {primary.hget(task_key("acme", i), "state") for i in ids} == {
+            "TASK_STATE_COMPLETED"}
+    finally:
+        primary.close()
+        close_hub(hub)
+
+
 def _turn(hub) -> bool:
     """What a turn of ``hub``'s replica does with the runs that ended: looks at them, then
-    beats (which takes them out of the runs); whether Redis took both (the new primary may
-    still be settling in)."""
+    beats (which takes them out of the runs, or finds them unended); whether Redis took
+    both (the new primary may still be settling in)."""
     try:
         hub.store.settle_runs()
         hub.replica.store.heartbeat()

@@ -33,9 +33,10 @@ Concurrency:
     The redis-py client and its pool are thread-safe; nothing here is shared
     between threads but ``_names`` (the tenant, agent and context of the tasks
     this replica created and runs), ``_recent`` (the same of those it ended),
-    ``_left`` and ``_settled`` (runs to take out of this replica's runs), ``_marked`` (when it last
-    marked a task its streams read, and the task's tenant), each changed by the GIL's
-    atomic dict and list operations, and the connection's ``closed`` (an Event).
+    ``_left``, ``_settled`` and ``_unended`` (runs to take out of this replica's runs:
+    ``redis_runs``), ``_marked`` (when it last marked a task its streams read, and the
+    task's tenant), each changed by the GIL's atomic dict and list operations, and the
+    connection's ``closed`` (an Event).
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, events_key, in
                                               updated_key)
 from murmur_wsgi.hub.store.redis_accept import Accepting
 from murmur_wsgi.hub.store.redis_retain import Forgetting
-from murmur_wsgi.hub.store.redis_runs import RunsLeft
+from murmur_wsgi.hub.store.redis_runs import LEAVE, RunsLeft
 from murmur_wsgi.hub.store.retention import Retention
 from murmur_wsgi.hub.task import SUBMITTED, TERMINAL, WORKING, final_texts, started_event
 from murmur_wsgi.wire.encode import compact_utf8 as _dumps
@@ -103,6 +104,8 @@ class RedisTaskStore(RecordReads, Accepting, TaskEvents, Forgetting, RunsLeft, T
         self._recent: collections.OrderedDict = collections.OrderedDict()   # ended: the same
         self._left: list[str] = []           # runs (members) that ended: to look at
         self._settled: list[str] = []        # … looked at: out of the runs at the next beat
+        self._unended: list[str] = []        # … whose task the beat found unended: to end
+        self._leaving = self._command.script(LEAVE)
         self._forgetting_init()
         # When this process last marked a task its streams read (watched), and its tenant.
         self._marked: dict[str, tuple] = {}

@@ -235,6 +235,7 @@ class RedisConnection:
         self.block = min(BLOCK_MAX_SECS, timeout_secs / 2)
         self.redis = connect(url, timeout_secs)
         self.cluster = isinstance(self.redis, redis.RedisCluster)
+        self.wait_replicas = wait_replicas
         # The hot paths, on connections of their own (on a cluster, each primary's); a
         # WAIT ends before the socket's timeout.
         make = functools.partial(Commands, replicas=wait_replicas,

@@ -2,25 +2,38 @@
 ``redis.RedisTaskStore``).
 
 A run is in its replica's runs (``runs:<replica>``, the hub's slot) from its task's
-creation; once it ends (or never began: a message sent again, or refused) it is *left*.
-The replica's next turn looks at the tasks left (``settle_runs``), and its next beat takes
-them out of the runs (``flush_runs``: the hub's slot only, so a tenant's primary away keeps
-no beat from Redis). The look is for an end lost in a failover: with
+creation; once it ends (or never began: a message sent again, or refused) it is *left*,
+and its replica's next beat takes it out of the runs (``flush_runs``). With
 ``redis.wait_replicas`` 0 an end written to a primary (and answered) that failed over
 before its replica had it is gone, the task WORKING on the new primary; out of the runs
-nothing would ever end it, so it is ended FAILED (``LOST_END``) first.
+nothing would ever end it, so such a task is ended FAILED (``LOST_END``) first (with
+``wait_replicas`` N ≥ 1 an end is acknowledged by the replicas: the runs leave in one
+``ZREM``, nothing read):
 
-Concurrency: ``_left`` and ``_settled`` are lists changed by the GIL's atomic operations
-(the runs' threads append, the replica's turn takes them all).
+- on one Redis (Sentinel's included) the beat's one script (``LEAVE``) takes out only
+  the runs whose task it finds ended, or gone, on the primary it writes to, and hands
+  back the others, which the next turn ends (``settle_runs``); the beat after takes them
+  out. A run is never taken out of the runs on a primary that lacks its end;
+- on a cluster (a task and the runs are in different slots) the turn reads the left
+  runs' states first (``settle_runs``, one round trip per primary; a tenant whose
+  primary is away is read again next turn, its runs listed meanwhile), and the beat
+  takes out those read ended or gone (the hub's slot only, so a tenant's primary away
+  keeps no beat from Redis). An end lost in a failover of the tenant's primary after
+  that read is not seen: the run is then out of the runs.
+
+Concurrency: ``_left``, ``_settled`` and ``_unended`` are lists changed by the GIL's
+atomic operations (the runs' threads append, the replica's turn takes them all).
 """
 from __future__ import annotations
 
 import logging
 
 from redis import ResponseError
+from redis.exceptions import ClusterCrossSlotError
 
 from murmur_wsgi.hub.store.base import StoreError
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
+from murmur_wsgi.hub.store.redis_clock import TERMINAL_FN
 from murmur_wsgi.hub.store.redis_keys import member, runs_key, split_member, task_key
 from murmur_wsgi.hub.task import FAILED, TERMINAL, artifacts_of
 
@@ -28,6 +41,18 @@ logger = logging.getLogger(__name__)
 
 # What a task whose run's end was lost in a failover ends with (``_lost_ends``).
 LOST_END = "interrupted: its end was lost with a Redis primary that failed over"
+
+# The runs ARGV out of the runs KEYS[1], each whose task KEYS[i + 1] is ended or gone;
+# the members of the others (unended here: their end was lost), kept, returned.
+LEAVE = TERMINAL_FN + """
+local kept, gone = {}, {}
+for i = 1, #ARGV do
+  local s = redis.call('HGET', KEYS[i + 1], 'state')
+  if s and not T[s] then kept[#kept + 1] = ARGV[i] else gone[#gone + 1] = ARGV[i] end
+end
+if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
+return kept
+"""
 
 
 class RunsLeft:
@@ -43,8 +68,15 @@ class RunsLeft:
         self._left.append(member(tenant, task_id))
 
     def flush_runs(self) -> None:
-        """Take the runs that ended (or never began) and were settled (``settle_runs``) out
-        of this replica's runs (the beat's: the hub's slot only)."""
+        """Take the runs that ended (or never began) out of this replica's runs (the beat's:
+        the hub's slot only): on one Redis those whose task is ended or gone there
+        (``LEAVE``), the others kept for ``settle_runs``; on a cluster those ``settle_runs``
+        looked at."""
+        if self.conn.wait_replicas:
+            left, self._left[:] = list(self._left), []
+            self._settled.extend(left)              # each end acknowledged by the replicas
+        elif self._runs_in_script:
+            self._leave()
         if self._settled:
             left, self._settled[:] = list(self._settled), []
             try:
@@ -53,12 +85,42 @@ class RunsLeft:
                 self._settled.extend(left)          # the next beat tries again
                 raise
 
+    def _leave(self) -> None:
+        if not self._left:
+            return
+        left, self._left[:] = list(self._left), []
+        keys = [runs_key(self.replica)] + [task_key(*split_member(found)) for found in left]
+        try:
+            kept = self._leaving(keys=keys, args=left)
+        except ResponseError as ex:
+            self._left.extend(left)
+            # NOTE: a Redis that keeps a script to one slot (a proxy in front of a cluster
+            # node): from then on the runs are looked at as on a cluster.
+            if not (isinstance(ex, ClusterCrossSlotError) or str(ex).startswith("CROSSSLOT")):
+                raise
+            self._runs_in_script = False
+            return
+        except BaseException:
+            self._left.extend(left)                 # the next beat tries again
+            raise
+        self._unended.extend(kept)
+
     @_guarded
     def settle_runs(self) -> None:
-        """The runs that ended since the last turn, looked at before the beat takes them out
-        of the runs (``flush_runs``): one whose task Redis holds unended is ended first
-        (``_lost_ends``). One whose task cannot be read or ended now (its tenant's primary
-        away) is looked at again next turn, and stays listed meanwhile."""
+        """The turn's look at the runs that ended: on one Redis, end FAILED those the last
+        beat found unended (``flush_runs``); on a cluster, read the states of those left
+        since the last turn, end FAILED the unended ones, and hand the others to the beat.
+        One whose task cannot be read or ended now (its tenant's primary away) is looked at
+        again next turn, and stays listed meanwhile. Nothing with ``wait_replicas`` N ≥ 1."""
+        if self.conn.wait_replicas:
+            return
+        if self._runs_in_script:
+            if self._unended:
+                unended, self._unended[:] = list(self._unended), []
+                kept = self._end_lost(unended)
+                self._unended.extend(kept)
+                self._left.extend(found for found in unended if found not in kept)
+            return
         if not self._left:
             return
         left, self._left[:] = list(self._left), []
@@ -80,13 +142,19 @@ class RunsLeft:
         for found in left:
             tenant, task_id = split_member(found)
             pipe.hget(task_key(tenant, task_id), "state")
-        kept = set()
+        unended, kept = [], set()
         for found, state in zip(left, pipe.execute(raise_on_error=False)):
             if isinstance(state, Exception) and not isinstance(state, ResponseError):
                 kept.add(found)         # its tenant's primary away (a cluster's node)
-                continue
-            if not isinstance(state, str) or state in TERMINAL:
-                continue                # gone, ended, or no record to end (a bad key)
+            elif isinstance(state, str) and state not in TERMINAL:
+                unended.append(found)   # (gone, ended, or no record to end: a bad key)
+        return kept | self._end_lost(unended)
+
+    def _end_lost(self, unended: list) -> set:
+        """End FAILED (``LOST_END``) each run of ``unended``, its published artifacts kept;
+        those whose end fails are returned."""
+        kept = set()
+        for found in unended:
             tenant, task_id = split_member(found)
             try:
                 artifacts = artifacts_of(self.logged(task_id, tenant)) or None
