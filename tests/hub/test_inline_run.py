@@ -191,7 +191,9 @@ def test_a_run_timeout_ends_the_task_before_it_stops_the_agent(rpc, immediately,
     task = rpc.result("SendMessage", params, agent="writes")["task"]
     wait_until(lambda: rpc.result("GetTask", {"id": task["id"]}, agent="writes")["status"][
         "state"] == "TASK_STATE_FAILED")
-    # (this task's: another test's hub may stop its own runs meanwhile)
+    # (this task's: another test's hub may stop its own runs meanwhile; the stop follows
+    # the end, on the timeout's thread)
+    wait_until(lambda: any(stop[0] == task["id"] for stop in stops))
     assert [stop[1:] for stop in stops if stop[0] == task["id"]][:1] == [(False, True)]
 
 
