@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 
 from murmur_wsgi.hub import create_hub
-from murmur_wsgi.hub.store.redis_keys import REPLICAS, member, runs_key
+from murmur_wsgi.hub.store.redis_keys import REPLICAS, member, runs_key, task_key
 
 from tests.hub.conftest import (KEY_B, HubClient, close_hub, hub_config, send_params,
                                 wait_until)
@@ -138,6 +138,29 @@ def test_the_run_enters_its_replica_s_runs_with_its_task_and_only_then(redis_ser
         assert sorted(redis.zrange(runs, 0, -1)) == sorted([member("acme", task["id"]),
                                                             member("acme", held["id"])])
         client.result("CancelTask", {"id": held["id"]})
+    finally:
+        close_hub(hub)
+
+
+def test_a_beat_takes_out_more_ended_runs_than_lua_unpacks_at_once(redis_server):
+    """The beat's ``LEAVE`` script takes ten thousand runs that ended since the last beat out
+    of the runs (a busy replica's few seconds); before, its one ZREM of them all failed
+    ("too many results to unpack" past about 8,000), and so did every beat after."""
+    redis_server.flush()
+    hub = create_hub(hub_config(store=redis_server.url))
+    try:
+        hub.replica.stop()
+        store, redis = hub.store, redis_server.client()
+        ended = [member("acme", f"t{n}") for n in range(10_000)]
+        pipe = redis.pipeline(transaction=False)
+        for n, found in enumerate(ended):
+            pipe.zadd(runs_key(store.replica), {found: n})
+            pipe.hset(task_key("acme", f"t{n}"), "state", "TASK_STATE_COMPLETED")
+        pipe.execute()
+        store._left.extend(ended)
+        hub.replica.store.heartbeat()
+        assert redis.zcard(runs_key(store.replica)) == 0
+        assert store._left == [] and store._unended == []
     finally:
         close_hub(hub)
 
