@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from murmur_wsgi.hub.store import redis_stores
+from murmur_wsgi.hub.store.redis_keys import runs_key
 from murmur_wsgi.hub.task import FAILED, HubTask
 
 pytestmark = pytest.mark.one_store
@@ -56,3 +57,50 @@ def test_a_run_ended_elsewhere_is_known_by_id_alone_while_it_leaves_the_runs(rep
         checker.join(10)
     assert final is not None and "TASK_STATE_FAILED" in final
     assert mine.final_event(task.id) == final       # and once it has moved
+
+
+class _Pausing(list):
+    """A list whose first clearing (the beat taking every run that ended) waits, on the
+    thread that clears it, for ``resume``, once it has said so (``taking``)."""
+
+    def __init__(self, items):
+        super().__init__(items)
+        self.taking, self.resume = threading.Event(), threading.Event()
+
+    def _pause(self):
+        if not self.taking.is_set():
+            self.taking.set()
+            self.resume.wait(10)
+
+    def __setitem__(self, index, value):
+        self._pause()
+        super().__setitem__(index, value)
+
+    def __delitem__(self, index):
+        self._pause()
+        super().__delitem__(index)
+
+
+def test_a_run_that_ends_while_the_beat_takes_the_ended_ones_leaves_the_runs_too(replicas):
+    """A run ends (its task's END written, the run left) on its own thread while the beat
+    takes the runs that ended so far: it is taken at this beat or the next. Before, the beat
+    emptied the list after copying it, and a run left between the two was dropped: it stayed
+    in the replica's runs for as long as the replica lived."""
+    mine, beat = replicas[0].tasks, replicas[0].replicas
+    tasks = [HubTask(f"t-{n}", "ctx", "acme", "echo", f"m-{n}", {"messageId": f"m-{n}"})
+             for n in range(2)]
+    for task in tasks:
+        mine.create(task, task.task_event())
+    mine.end("t-0", FAILED, "ended", None, [], tenant="acme")
+    mine._left = left = _Pausing(mine._left)
+    beating = threading.Thread(target=beat.heartbeat)
+    beating.start()
+    try:
+        assert left.taking.wait(10), "the beat did not take the runs"
+        mine.end("t-1", FAILED, "ended", None, [], tenant="acme")       # meanwhile
+    finally:
+        left.resume.set()
+        beating.join(10)
+    beat.heartbeat()
+    runs = mine._redis.zrange(runs_key(mine.replica), 0, -1)
+    assert runs == [], runs

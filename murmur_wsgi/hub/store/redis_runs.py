@@ -57,6 +57,15 @@ return kept
 """
 
 
+def _taken(items: list) -> list:
+    """Every item of ``items``, taken out of it; one another thread appends meanwhile stays
+    (each step one atomic list operation)."""
+    count = len(items)
+    taken = items[:count]
+    del items[:count]
+    return taken
+
+
 class RunsLeft:
     """``_ran``, ``settle_runs`` and ``flush_runs``: see the module."""
 
@@ -75,12 +84,11 @@ class RunsLeft:
         (``LEAVE``), the others kept for ``settle_runs``; on a cluster those ``settle_runs``
         looked at."""
         if self.conn.wait_replicas:
-            left, self._left[:] = list(self._left), []
-            self._settled.extend(left)              # each end acknowledged by the replicas
+            self._settled.extend(_taken(self._left))    # each end acknowledged by the replicas
         elif self._runs_in_script:
             self._leave()
         if self._settled:
-            left, self._settled[:] = list(self._settled), []
+            left = _taken(self._settled)
             try:
                 self._redis.zrem(runs_key(self.replica), *left)
             except BaseException:
@@ -90,7 +98,7 @@ class RunsLeft:
     def _leave(self) -> None:
         if not self._left:
             return
-        left, self._left[:] = list(self._left), []
+        left = _taken(self._left)
         runs, kept = runs_key(self.replica), []
         try:
             # NOTE: a batch at a time: Redis serves others between two (a busy replica's
@@ -123,14 +131,14 @@ class RunsLeft:
             return
         if self._runs_in_script:
             if self._unended:
-                unended, self._unended[:] = list(self._unended), []
+                unended = _taken(self._unended)
                 kept = self._end_lost(unended)
                 self._unended.extend(kept)
                 self._left.extend(found for found in unended if found not in kept)
             return
         if not self._left:
             return
-        left, self._left[:] = list(self._left), []
+        left = _taken(self._left)
         try:
             kept = self._lost_ends(left)
         except BaseException:
