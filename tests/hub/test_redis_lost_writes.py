@@ -14,9 +14,10 @@ import signal
 import pytest
 
 from murmur_wsgi.hub import create_hub
-from murmur_wsgi.hub.store import StoreError
+from murmur_wsgi.hub.store import StoreError, redis_stores
 from murmur_wsgi.hub.store.redis_runs import LOST_END
 from murmur_wsgi.hub.store.redis_keys import member, runs_key, task_key
+from murmur_wsgi.hub.task import CANCELED, COMPLETED, WORKING, HubTask
 from tests.hub.agents import gate
 from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until
 from tests.hub.test_redis_cluster_lost import KEY_LOST, _kill, _partial_cluster
@@ -121,6 +122,32 @@ def test_runs_whose_ends_the_replicas_acknowledged_leave_with_nothing_read(own_s
     finally:
         primary.close()
         close_hub(hub)
+
+
+def test_a_lost_end_that_another_replica_ends_meanwhile_keeps_that_end(redis_server, caplog):
+    """A run whose end the beat found lost (its task WORKING again, as on a new primary) and
+    that another replica cancels before the turn ends it: the cancel stands, the run leaves
+    the runs, and no end is said FAILED that was not (before, the turn logged one)."""
+    redis_server.flush()
+    replicas = [redis_stores(redis_server.url, replica_id=name) for name in ("me", "r2")]
+    mine, other = replicas[0].tasks, replicas[1].tasks
+    try:
+        task = HubTask("t-1", "ctx", "acme", "echo", "m-1", {"messageId": "m-1"})
+        mine.create(task, task.task_event())
+        mine.start("t-1")
+        mine.end("t-1", COMPLETED, None, None, [], tenant="acme")
+        mine._redis.hset(task_key("acme", "t-1"), "state", WORKING)     # the end lost
+        replicas[0].replicas.heartbeat()
+        assert mine._unended == [member("acme", "t-1")]
+        assert other.end("t-1", CANCELED, "canceled", None, [], tenant="acme") is not None
+        mine.settle_runs()
+        replicas[0].replicas.heartbeat()
+        assert mine._redis.hget(task_key("acme", "t-1"), "state") == CANCELED
+        assert mine._redis.zrange(runs_key(mine.replica), 0, -1) == []
+        assert "ended FAILED" not in caplog.text
+    finally:
+        for stores in replicas:
+            stores.close()
 
 
 def _turn(hub) -> bool:

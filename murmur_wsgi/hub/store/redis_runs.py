@@ -173,10 +173,11 @@ class RunsLeft:
             tenant, task_id = split_member(found)
             try:
                 artifacts = artifacts_of(self.logged(task_id, tenant)) or None
-                self.end(task_id, FAILED, LOST_END, artifacts, [], tenant=tenant)
+                written = self.end(task_id, FAILED, LOST_END, artifacts, [], tenant=tenant)
             except StoreError:
                 kept.add(found)
                 continue
-            logger.warning("redis store: task %s ended FAILED: its end was lost with a "
-                           "primary that failed over", task_id)
+            if written is not None:     # (None: ended meanwhile, a cancel say: kept so)
+                logger.warning("redis store: task %s ended FAILED: its end was lost with a "
+                               "primary that failed over", task_id)
         return kept
