@@ -62,6 +62,23 @@ def test_past_its_bytes_a_tenant_forgets_its_oldest_finished_first(stores):
     assert stores.tasks.list("acme", "echo").total == len(made) - first + 1
 
 
+def test_past_its_bytes_every_store_forgets_down_to_a_tenth_below_them(stores):
+    """An end that takes a tenant past its bytes forgets its oldest finished down to a tenth
+    below them, on every store: the same tasks go (before, the memory store forgot only down
+    to the bytes, and kept one more than Redis: their GetTask answers differed)."""
+    made = []
+    for _ in range(12):
+        before = _total(stores, "acme")
+        made.append(_ended(stores, size=4_000))
+        added = _sizes(stores, "acme")[made[-1].id]
+        if before + added > CAP:
+            assert _total(stores, "acme") <= CAP - CAP // 10, (len(made), _sizes(stores, "acme"))
+        else:
+            assert _total(stores, "acme") == before + added
+    kept = [_kept(stores, task) for task in made]
+    assert kept == [False] * 6 + [True] * 6, kept     # 8,879 bytes each: 6 fit 90 %
+
+
 def test_the_newest_is_never_forgotten_at_its_own_end(stores):
     older = _ended(stores, size=5_000)
     newest = _ended(stores, size=29_500)      # between a tenth below the cap and the cap

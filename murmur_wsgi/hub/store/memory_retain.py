@@ -5,7 +5,8 @@ payloads as they are at its end, and its push configs', ``count_locked``) under 
 tenant, in the order of their ends; it is forgotten (record, indexes, claim, events,
 cancel mark, and push configs through ``on_forget``) ``tasks.retention_secs`` after its
 end, or once its tenant has more than ``tasks.max_per_tenant`` finished, or their bytes
-pass ``tasks.max_bytes_per_tenant``, the oldest first. Every end checks its tenant, and,
+pass ``tasks.max_bytes_per_tenant`` (then down to a tenth below it, as on Redis), the
+oldest first. Every end checks its tenant, and,
 once every ``RETAIN_EVERY_SECS``, every tenant.
 
 Concurrency: every method here runs under the store's ``lock`` (its name ends in
@@ -60,16 +61,18 @@ class Retaining:
 
     def _retain_locked(self, tenant: str, now: float) -> None:
         """Forget the tenant's oldest finished tasks past its cap, its bytes or their time
-        (past the bytes, at most ``TRIM_BATCH`` at once: the rest at the next end; never the
-        newest for its bytes: not at its own end, whose push notifications are still to be
-        sent, but at the next)."""
+        (past the bytes, down to a tenth below them, as the Redis store does, at most
+        ``TRIM_BATCH`` at once: the rest at the next end; never the newest for its bytes:
+        not at its own end, whose push notifications are still to be sent, but at the
+        next)."""
         secs, cap, max_bytes = self._keep.of(tenant)
         finished, kept = self._finished[tenant], self._finished_bytes[tenant]
+        floor = max_bytes - max_bytes // 10 if kept > max_bytes else max_bytes
         for _ in range(max(len(finished) - cap, 0) + TRIM_BATCH):
             if not finished:
                 break
             task_id, (ended, size) = next(iter(finished.items()))
-            heavy = kept > max_bytes and len(finished) > 1
+            heavy = kept > floor and len(finished) > 1
             if len(finished) <= cap and not heavy and ended + secs > now:
                 break
             del finished[task_id]
