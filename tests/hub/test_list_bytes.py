@@ -93,3 +93,28 @@ def test_a_task_larger_than_the_tenants_bound_is_listed_alone(store):
         assert [page["totalSize"] for _, page in since] == [2, 2]
     finally:
         close_hub(hub)
+
+
+def test_a_running_tasks_bytes_are_its_history_and_artifacts_on_every_store(store):
+    """A running task counts its history's and artifacts' JSON (a Redis record's ``hist`` and
+    ``arts``), on every store: two running tasks whose sums fit ``list_bytes`` exactly are
+    one page, one byte less ends it after the first; a context's turns read as many. Before,
+    the memory store counted a running task's whole wire form (its ids and status too) and
+    listed one task where Redis listed two."""
+    from murmur_wsgi.wire.encode import compact_utf8
+
+    hub = create_hub(hub_config(store=store))
+    try:
+        rpc = HubClient(hub, agent="held")
+        made = [rpc.send("gate-running " + "y" * 1_000, context_id="turns",
+                         configuration={"returnImmediately": True}) for _ in range(2)]
+        read = [rpc.result("GetTask", {"id": task["id"]}) for task in made]
+        assert all(task["status"]["state"] == "TASK_STATE_WORKING" for task in read)
+        sizes = [len(compact_utf8(task["history"]).encode()) + len("[]") for task in read]
+        for bound, count in ((sum(sizes), 2), (sum(sizes) - 1, 1)):
+            page = hub.store.list("acme", "held", max_bytes=bound)
+            assert [task.id for task in page.tasks] == [t["id"] for t in made[::-1]][:count]
+            turns = hub.store.context_tasks("acme", "held", "turns", 5, bound)
+            assert [task.id for task in turns] == [t["id"] for t in made][2 - count:]
+    finally:
+        close_hub(hub)

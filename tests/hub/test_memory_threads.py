@@ -1,9 +1,9 @@
 """The memory store under real threads (the hub's ``--dev`` server: Werkzeug's threaded one).
 
 A new message in a context reads the context's earlier tasks outside the store's lock
-(their wire forms, measured against ``limits.history_bytes``). A running task's form was
-encoded and cached there too: a task started meanwhile kept its old form cached, and GetTask
-answered the state it had before. The encoding below waits, in the reading thread, until
+(their stored forms, measured against ``limits.history_bytes``: a running task's history
+and artifacts). A running task's whole form was once encoded and cached there: a task
+started meanwhile kept its old form cached, and GetTask answered the state it had before. The encoding below waits, in the reading thread, until
 the task has changed: deterministic, no timing.
 """
 from __future__ import annotations
@@ -49,11 +49,13 @@ def test_a_task_changed_while_its_context_is_read_is_not_cached_stale(monkeypatc
     assert '"state":"TASK_STATE_WORKING"' in whole, whole
 
 
-def test_a_task_unchanged_while_its_context_is_read_keeps_its_form_cached():
+def test_a_running_task_read_in_its_context_is_sized_by_its_history_and_keeps_no_form():
+    """Its size is its history's and artifacts' JSON, as a Redis record's ``hist`` and
+    ``arts``: no wire form is encoded, none is kept, and GetTask renders it as it is."""
     store = MemoryTaskStore()
     task = _task(store)
     [read] = store.context_tasks("acme", "echo", "ctx", 50, 1 << 20)
-    assert read is task and task._json is not None
-    assert task._json == store.render(task, cache=False)
+    assert read is task and task._json is None
+    assert store._stored_sizes([task]) == [len(task.history_json().encode()) + len("[]")]
     store.start(task.id)
-    assert task._json is None                               # a change drops it
+    assert '"state":"TASK_STATE_WORKING"' in store.render(task)

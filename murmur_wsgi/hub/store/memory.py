@@ -40,7 +40,7 @@ from murmur_wsgi.hub.store.memory_waits import KeyedWaits
 from murmur_wsgi.hub.store.pages import decode_token, encode_token
 from murmur_wsgi.hub.store.retention import Retention
 from murmur_wsgi.hub.task import REJECTED, SUBMITTED, TERMINAL, WORKING, HubTask, as_task
-from murmur_wsgi.wire.encode import utf8_bytes
+from murmur_wsgi.wire.encode import compact_utf8, utf8_bytes
 from murmur_wsgi.wire.stream import task_event
 
 logger = logging.getLogger(__name__)
@@ -59,6 +59,12 @@ def _stored(log: list | tuple, after: int) -> list:
         return log[after:]
     last = len(log)
     return [StoredEvent(n, log[n - 1], n == last) for n in range(after + 1, last + 1)]
+
+
+def _running_form(task: HubTask, artifacts: list) -> tuple[str, str]:
+    """A running task's stored form as a Redis record holds it: its history's JSON (encoded
+    once, ``history_json``) and its artifacts' (``hist``, ``arts``)."""
+    return task.history_json(), compact_utf8(artifacts) if artifacts else "[]"
 
 
 def _kept_form(payload: str | tuple) -> str | tuple:
@@ -264,20 +270,30 @@ class MemoryTaskStore(Retaining, TaskStore):
         return newest_within(tasks, self._stored_sizes(tasks), max_bytes)
 
     def _stored_sizes(self, tasks: list) -> list[int]:
-        """The UTF-8 bytes of the tasks' full wire forms (what retention counts of each).
+        """The UTF-8 bytes of the tasks' stored forms, as the Redis store counts them (its
+        records' ``HSTRLEN``): a finished task's full wire form (what retention counts of
+        each), a running one's history and artifacts (a record's ``hist`` and ``arts``;
+        before, its whole wire form: its ids and status counted too, so a page of running
+        tasks, or a context's turns, ended one task sooner than on Redis).
 
-        NOTE: a running task's wire form is read under the lock, encoded outside it, and
+        NOTE: a finished task's wire form is read under the lock, encoded outside it, and
         cached only if the task has not changed meanwhile (``HubTask.draft``): cached
         outside it, a task started or ended meanwhile under real threads (``--dev``) kept
-        its old form, and GetTask answered its old state."""
+        its old form, and GetTask answered its old state. A running task's history and
+        artifacts are replaced by a change, never altered: taken under the lock (its
+        artifacts) or once (its history), encoded outside it, and no wire form is kept."""
         with self.lock:
-            drafts = [task.draft() for task in tasks]
-        texts = list(map(HubTask.drafted, drafts))
-        if any(type(draft) is tuple for draft in drafts):
+            drafts = [(True, task.draft()) if task.terminal else (False, task.contents()[1])
+                      for task in tasks]
+        texts = [HubTask.drafted(draft) if whole else _running_form(task, draft)
+                 for task, (whole, draft) in zip(tasks, drafts)]
+        if any(whole and type(draft) is tuple for whole, draft in drafts):
             with self.lock:
-                for task, draft, text in zip(tasks, drafts, texts):
-                    task.keep_json(draft, text)
-        return list(map(utf8_bytes, texts))
+                for task, (whole, draft), text in zip(tasks, drafts, texts):
+                    if whole:
+                        task.keep_json(draft, text)
+        return [sum(map(utf8_bytes, text)) if type(text) is tuple else utf8_bytes(text)
+                for text in texts]
 
     # --- events ----------------------------------------------------------
 
