@@ -34,6 +34,7 @@ class Answer:
         self.status = response.status_code
         self.content_type = response.headers.get("Content-Type")
         self.raw = response.get_data(as_text=True)
+        response.close()                    # a stream's end: its subscription slot given back
         self.text = normalised(self.raw, names)
 
     def json(self):

@@ -129,8 +129,11 @@ class HubModel(Reads, RuleBasedStateMachine):
 
     @rule(tenant=st.sampled_from(["acme", "globex"]), kind=st.sampled_from(KINDS),
           blocking=st.booleans(), context=st.sampled_from([None, "fixed", "earlier"]),
-          again=st.booleans(), history=st.sampled_from([None, 0, 1, 3]), data=st.data())
-    def send(self, tenant, kind, blocking, context, again, history, data):
+          again=st.booleans(), history=st.sampled_from([None, 0, 1, 3]), data=st.data(),
+          pad=st.sampled_from([0, 0, 1_300]))
+    def send(self, tenant, kind, blocking, context, again, history, data, pad=0):
+        """A message (a held one's text ``pad`` characters longer: two of them fill about
+        ``limits.list_bytes``)."""
         agent_name = kind if kind in ("rejects", "asks", "history") else "mixed"
         self.sent += 1
         earlier = [t for t in self.tasks.values() if t.tenant == tenant
@@ -138,7 +141,7 @@ class HubModel(Reads, RuleBasedStateMachine):
         message_id = f"m-{self.prefix}-{self.sent}"
         if again and earlier:
             message_id = data.draw(st.sampled_from(earlier)).message_id
-        gate_name = f"g-{self.prefix}-{self.sent}"
+        gate_name = f"g-{self.prefix}-{self.sent}" + "p" * pad
         text = {"echo": f"hi {self.sent}", "fail": "fail", "hold": f"hold {gate_name}"}.get(
             kind, "anything")
         message = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}
