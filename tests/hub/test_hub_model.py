@@ -188,6 +188,15 @@ class HubModel(Reads, RuleBasedStateMachine):
             self.send(tenant=tenant, kind=kind, blocking=True, context="fixed", again=False,
                       history=None, data=data)
 
+    @rule(tenant=st.sampled_from(["acme", "globex"]), data=st.data())
+    def hold_two_long(self, tenant, data):
+        """Two runs held on long messages: running tasks that fill a ListTasks page's
+        ``limits.list_bytes`` together."""
+        running = [t for t in self.tasks.values() if t.tenant == tenant and t.ended is None]
+        for _ in range(min(2, CONCURRENCY - len(running))):
+            self.send(tenant=tenant, kind="hold", blocking=False, context="fixed", again=False,
+                      history=None, data=data, pad=1_300)
+
     @rule(tenant=st.sampled_from(["acme", "globex"]), hold=st.booleans())
     def send_twice_at_once(self, tenant, hold):
         """The same new message sent twice at once to each hub: one task, which both
