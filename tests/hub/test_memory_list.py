@@ -63,6 +63,7 @@ def test_a_small_filter_among_many_tasks_changed_since_reads_its_own():
     assert len(page.tasks) == 50 and page.total == TASKS // 4
 
 
+PEAK_SLACK = 1024              # bytes a listing at 10,000 may allocate past one at 1,000
 BASE_MS = 1_700_000_000_000            # every task's status time but the few changed since
 
 
@@ -117,4 +118,7 @@ def test_few_tasks_changed_since_a_filter_of_many_reads_no_index(name):
         with _Lines() as lines:
             store.list("acme", "echo", after_ms=BASE_MS + since, **filters)
         work.append((lines.count, peak))
-    assert work[0] == work[1], work
+    (lines_1k, peak_1k), (lines_10k, peak_10k) = work
+    # NOTE: a peak moves by some tens of bytes with what ran before in the process (free
+    # lists, a dict's resize elsewhere); a copy of the index of 10,000 is 80 KB or more.
+    assert lines_1k == lines_10k and peak_10k <= peak_1k + PEAK_SLACK, work
