@@ -194,11 +194,13 @@ class A2AClient(PushConfigs, JsonRpcHttp):
         if self._owns_session:
             self.session.close()
 
-    def _body(self, method: str, params) -> str:
-        body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
+    def _body(self, method: str, params) -> tuple[int, str]:
+        """``(id, text)``: a JSON-RPC request of ``method``, numbered from 1."""
+        request_id = next(self._ids)
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             body["params"] = params
-        return json.dumps(body)
+        return request_id, json.dumps(body)
 
     def _object(self, method: str, result) -> dict:
         """``result``, which must be a JSON object (a task, a page): else a ProtocolError."""
@@ -212,10 +214,10 @@ class A2AClient(PushConfigs, JsonRpcHttp):
         """Call ``method`` and return its result; raise the error the door answers."""
         hdrs = dict(self.headers, **{"Content-Type": "application/json"})
         hdrs.update(headers or {})
-        response, data = self._request("POST", self.endpoint,
-                                       data=self._body(method, params), headers=hdrs,
+        request_id, body = self._body(method, params)
+        response, data = self._request("POST", self.endpoint, data=body, headers=hdrs,
                                        timeout=self.timeout if timeout is None else timeout)
-        return self._answer(response, data)
+        return self._answer(response, data, request_id)
 
     def _open_stream(self, method: str, params: dict, *, frames: bool,
                      last_event_id: int | None):
@@ -227,13 +229,14 @@ class A2AClient(PushConfigs, JsonRpcHttp):
         if last_event_id is not None:
             hdrs["Last-Event-ID"] = str(last_event_id)
         timeout = (self._connect_timeout(), self.stream_timeout)
-        response, _ = self._request("POST", self.endpoint, data=self._body(method, params),
-                                    headers=hdrs, stream=True, timeout=timeout)
+        request_id, body = self._body(method, params)
+        response, _ = self._request("POST", self.endpoint, data=body, headers=hdrs,
+                                    stream=True, timeout=timeout)
         if response.status_code == 200 and \
                 response.headers.get("Content-Type", "").startswith("text/event-stream"):
             return response
         data = self._read(response, timeout[1])
-        self._answer(response, data)        # a refusal is one JSON body: raise it
+        self._answer(response, data, request_id)    # a refusal is one JSON body: raise it
         raise ProtocolError(f"{self.noun} at {self.url} answered {method} without a stream",
                             response=response, url=self.url)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import re
 import time
@@ -26,6 +27,8 @@ from murmur_wsgi.client.errors import (ConnectionFailed, ConnectTimeout, DoorErr
                                        HttpRefusal, ProtocolError, ReadTimeout, RpcError)
 
 logger = logging.getLogger(__name__)
+
+_NO_ID = object()               # an answer without an "id" member
 
 # What ``requests`` raises, as the client's error and its text (the first that matches).
 FAILURES = ((requests.ConnectTimeout, ConnectTimeout, "cannot reach {where}: connect timed out"),
@@ -164,8 +167,11 @@ class JsonRpcHttp:
                            (text or response.reason or "")[:200],
                            response=response, url=self.url)
 
-    def _answer(self, response, data: bytes):
-        """The result of a JSON-RPC answer, or the error it carries, raised."""
+    def _answer(self, response, data: bytes, request_id: int):
+        """The result of a JSON-RPC answer to request ``request_id``, or the error it
+        carries, raised. An answer naming another id is a ``ProtocolError`` (JSON-RPC 2.0:
+        a response's id is its request's), but an error with ``"id": null``, a server's
+        answer to a request whose id it could not read."""
         if response.status_code != 200:
             raise self._refusal(response, data)
         try:
@@ -176,6 +182,14 @@ class JsonRpcHttp:
         if not isinstance(body, dict) or ("result" not in body and "error" not in body):
             raise ProtocolError(f"{self.noun} at {self.url} answered something that is not a "
                                 "JSON-RPC response", response=response, url=self.url)
+        answered = body.get("id", _NO_ID)
+        # NOTE: the id's type too: True == 1 and 1.0 == 1 in Python, never in JSON-RPC.
+        if not (type(answered) is int and answered == request_id) \
+                and not ("error" in body and answered is None):
+            shown = "no id" if answered is _NO_ID else f"id {json.dumps(answered)[:40]}"
+            raise ProtocolError(f"{self.noun} at {self.url} answered request {request_id} "
+                                f"with {shown}: an answer to another request",
+                                response=response, url=self.url)
         if "error" in body:
             error = body["error"] if isinstance(body["error"], dict) else {"message": body}
             raise RpcError.from_error(error, response=response, url=self.url)

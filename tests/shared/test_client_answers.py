@@ -12,7 +12,7 @@ import time
 import pytest
 
 from murmur_wsgi.cli import main
-from murmur_wsgi.client import A2AClient, ReadTimeout
+from murmur_wsgi.client import A2AClient, ParseError, ProtocolError, ReadTimeout
 from tests.shared.hostile_server import Hostile, answer, card, run_in_thread
 
 WAIT = 4.0
@@ -113,3 +113,51 @@ def test_a_password_in_the_agents_url_is_never_printed(cli_env, capsys, argv):
         "Basic ")
     err = capsys.readouterr().err
     assert "s3cret-pw" not in err and "alice:***@127.0.0.1" in err, err
+
+
+def answering(body_for):
+    """A server with a card whose every JSON-RPC call is answered ``body_for(sent id)``."""
+    def handler(conn, request, server):
+        if request.method == "GET":
+            answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+            return
+        answer(conn, "200 OK", json.dumps(body_for(json.loads(request.body)["id"])).encode())
+    return Hostile(handler)
+
+
+OTHER_IDS = {"next": lambda sent: sent + 1, "as-text": str, "as-float": float,
+             "as-true": lambda sent: True, "null": lambda sent: None}
+
+
+RESULT, ERROR = {"result": TASK}, {"error": {"code": -32001, "message": "no such task"}}
+
+
+# An error with a null id is not among them: the next test.
+@pytest.mark.parametrize("other,outcome", [(o, RESULT) for o in [*OTHER_IDS, "none"]]
+                         + [(o, ERROR) for o in [*OTHER_IDS, "none"] if o != "null"])
+def test_an_answer_naming_another_id_is_exit_2(cli_env, capsys, other, outcome):
+    """JSON-RPC 2.0: a response's id is its request's. One naming another (``true`` and
+    ``1.0`` are not ``1``), or none, answers another request: it was read as this one's."""
+    def body_for(sent):
+        body = {"jsonrpc": "2.0", **outcome}
+        if other != "none":
+            body["id"] = OTHER_IDS[other](sent)
+        return body
+    with answering(body_for) as door:
+        assert main(["get", "tsk_1", "--url", door.url, "--timeout", str(WAIT)]) == 2
+        with A2AClient(door.url, timeout=WAIT) as client, pytest.raises(ProtocolError):
+            client.get("tsk_1")
+    captured = capsys.readouterr()
+    assert captured.out == "", captured.out
+    assert captured.err.count("\n") == 1 and "an answer to another request" in captured.err
+
+
+def test_an_error_with_a_null_id_is_the_servers_error(cli_env, capsys):
+    """A server that could not read the request's id answers its error with ``"id": null``
+    (JSON-RPC 2.0): the error is reported as the server's, exit 1."""
+    error = {"code": -32700, "message": "Parse error"}
+    with answering(lambda sent: {"jsonrpc": "2.0", "id": None, "error": error}) as door:
+        assert main(["get", "tsk_1", "--url", door.url, "--timeout", str(WAIT)]) == 1
+        with A2AClient(door.url, timeout=WAIT) as client, pytest.raises(ParseError):
+            client.get("tsk_1")
+    assert "answered -32700: Parse error" in capsys.readouterr().err

@@ -26,8 +26,8 @@ from murmur_wsgi.client.sse import EventTooLarge, SseEvent, SseParser
 from murmur_wsgi.client.streams import MAX_GAPS
 from murmur_wsgi.cli import main
 from murmur_wsgi.uris import DOOR_URI, STREAM_URI
-from tests.shared.hostile_server import (Hostile, answer, card, read_request, rpc_answer,
-                                         run_in_thread)
+from tests.shared.hostile_server import (Hostile, answer, card, read_request, request_id,
+                                         rpc_answer, run_in_thread)
 
 DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024     # A2AClient's max_answer_bytes
 
@@ -669,12 +669,13 @@ def test_the_pages_tokens_are_not_kept_whole():
     """Each page names a fresh token of 2 MiB: what is kept of the tokens seen stays small
     (the server allocates nothing that large while the client's memory is measured)."""
     def huge_tokens(conn, request, server):
+        echoed = request_id(request)
         request.body = b""                      # the token the client sent: not kept
         if request.method == "GET":
             answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
             return
-        head = b'{"jsonrpc": "2.0", "id": 1, "result": {"tasks": [], "nextPageToken": "%d' \
-            % len(server.requests)
+        head = b'{"jsonrpc": "2.0", "id": %s, "result": {"tasks": [], "nextPageToken": "%d' \
+            % (echoed, len(server.requests))
         conn.sendall(JSON_HEAD % (len(head) + len(TOKEN_TAIL) + 3) + head)
         conn.sendall(TOKEN_TAIL)
         conn.sendall(b'"}}')
@@ -706,12 +707,13 @@ ID_TAIL = b"i" * (2 * MIB)
 
 def huge_ids(conn, request, server):
     """Pages of one task each, whose id and contextId are 2 MiB: p1, p2, ... forever."""
+    echoed = request_id(request)
     request.body = b""                          # what the client sent: not kept
     if request.method == "GET":
         answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
         return
     n = b"%d" % len(server.requests)
-    parts = [b'{"jsonrpc": "2.0", "id": 1, "result": {"nextPageToken": "p' + n +
+    parts = [b'{"jsonrpc": "2.0", "id": ' + echoed + b', "result": {"nextPageToken": "p' + n +
              b'", "tasks": [{"id": "tsk_' + n, ID_TAIL, b'", "contextId": "ctx_' + n, ID_TAIL,
              b'", "status": {"state": "TASK_STATE_WORKING"}}]}}']
     conn.sendall(JSON_HEAD % sum(map(len, parts)))
