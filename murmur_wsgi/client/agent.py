@@ -209,6 +209,23 @@ class A2AClient(PushConfigs, JsonRpcHttp):
                                 f"{type(result).__name__}, not an object", url=self.url)
         return result
 
+    def _task(self, method: str, result) -> dict:
+        """``result``, a task: an object whose ``id`` (when given) is a string and whose
+        ``status`` (when given) is an object whose ``state`` is a string; else a
+        ProtocolError, as a task whose state cannot be read says nothing of how it stands."""
+        task, wrong = self._object(method, result), None
+        status = task.get("status", {})
+        if not isinstance(task.get("id", ""), str):
+            wrong = "id is not a string"
+        elif not isinstance(status, dict):
+            wrong = "status is not an object"
+        elif "status" in task and not isinstance(status.get("state"), str):
+            wrong = "status.state is not a string"
+        if wrong:
+            raise ProtocolError(f"{self.noun} at {self.url} answered {method} with a task "
+                                f"whose {wrong}", url=self.url)
+        return task
+
     def call(self, method: str, params: dict | None = None, *, timeout=None,
              headers: dict | None = None):
         """Call ``method`` and return its result; raise the error the door answers."""
@@ -288,7 +305,7 @@ class A2AClient(PushConfigs, JsonRpcHttp):
                                                            self.hold_timeout)
         result = self.call("SendMessage", params, timeout=timeout)
         if isinstance(result, dict) and isinstance(result.get("task"), dict):
-            return result["task"]
+            return self._task("SendMessage", result["task"])
         if isinstance(result, dict) and isinstance(result.get("message"), dict):
             return result["message"]
         raise ProtocolError(f"{self.noun} at {self.url} answered SendMessage with neither a task "
@@ -317,7 +334,7 @@ class A2AClient(PushConfigs, JsonRpcHttp):
 
     def get(self, task_id: str) -> dict:
         """GetTask."""
-        return self._object("GetTask", self.call("GetTask", {"id": task_id}))
+        return self._task("GetTask", self.call("GetTask", {"id": task_id}))
 
     def list_page(self, **filters) -> dict:
         """ListTasks: one page, ``{tasks, nextPageToken, pageSize, totalSize}``."""
@@ -379,7 +396,7 @@ class A2AClient(PushConfigs, JsonRpcHttp):
 
     def cancel(self, task_id: str) -> dict:
         """CancelTask: the task, canceled (-32002 when it had already ended)."""
-        return self._object("CancelTask", self.call("CancelTask", {"id": task_id}))
+        return self._task("CancelTask", self.call("CancelTask", {"id": task_id}))
 
     def stop(self) -> dict:
         """murmur.StopSession: ``{canceled, residue, session_id}``; the door keeps serving."""

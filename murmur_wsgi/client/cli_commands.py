@@ -166,15 +166,25 @@ def _send_with_spinner(door: DoorClient, args, spinner: Spinner) -> dict:
     return door.get(stream.task_id)
 
 
+def _state(door: DoorClient, method: str, task: dict) -> str:
+    """The state of ``task`` (typed by the client); without one, a ProtocolError."""
+    if "status" not in task:
+        raise ProtocolError(f"{door.noun} at {door.url} answered {method} with a task "
+                            "without a status", url=door.url)
+    return task["status"]["state"]
+
+
+def _print(lines: list[str]) -> None:
+    """Print ``lines``, all made first: an answer that cannot be read prints nothing."""
+    for line in lines:
+        out(line)
+
+
 def get(door: DoorClient, args) -> int:
     """Print one task; the exit status says how it stands."""
     task = door.get(args.id)
-    if args.json:
-        out(render.dumps(task))
-    else:
-        for line in render.task_lines(task):
-            out(line)
-    state = (task.get("status") or {}).get("state")
+    state = _state(door, "GetTask", task)
+    _print([render.dumps(task)] if args.json else render.task_lines(task))
     if state in TERMINAL and state != "TASK_STATE_COMPLETED":
         return EXIT_TASK
     return EXIT_INPUT if state == INPUT_REQUIRED else EXIT_OK
@@ -247,16 +257,16 @@ def watch(door: DoorClient, args) -> int:
 def cancel(door: DoorClient, args) -> int:
     """Cancel a task; print it and what the session still runs."""
     task = door.cancel(args.id)
+    state = _state(door, "CancelTask", task)
     if args.json:
         out(render.dumps(task))
         return EXIT_OK
-    out(f"task:     {task.get('id')}")
-    out(f"state:    {state_word((task.get('status') or {}).get('state'))}")
+    lines = [f"task:     {task.get('id')}", f"state:    {state_word(state)}"]
     for artifact in task.get("artifacts") or []:
-        if artifact.get("artifactId") == "residue":
-            for line in render.residue_lines([p.get("data") for p in artifact.get("parts")
-                                              or []]):
-                out(line)
+        if isinstance(artifact, dict) and artifact.get("artifactId") == "residue":
+            lines.extend(render.residue_lines([p.get("data") for p in artifact.get("parts")
+                                               or [] if isinstance(p, dict)]))
+    _print(lines)
     return EXIT_OK
 
 
@@ -267,14 +277,12 @@ def stop(door: DoorClient, args) -> int:
     if args.json:
         out(render.dumps(answer))
         return EXIT_OK
-    out(f"stopped:  {answer.get('session_id')} at {door.url}")
     canceled = answer.get("canceled") or []
-    out(f"canceled: {', '.join(canceled) if canceled else 'nothing was running'}")
     residue = answer.get("residue") or []
-    for line in render.residue_lines(residue):
-        out(line)
-    if not residue:
-        out("residue:  nothing else was left running")
+    _print([f"stopped:  {answer.get('session_id')} at {door.url}",
+            f"canceled: {', '.join(canceled) if canceled else 'nothing was running'}",
+            *render.residue_lines(residue),
+            *([] if residue else ["residue:  nothing else was left running"])])
     return EXIT_OK
 
 
@@ -300,12 +308,13 @@ def push(door: DoorClient, args) -> int:
     if args.json or args.action != "list":
         out(render.dumps(value))
         return EXIT_OK
-    if not value:
-        out("no push configs")
+    lines = [] if value else ["no push configs"]
     for config in value:
         status = config.get("deliveryStatus") or {}
-        out(f"{config.get('id')}  {config.get('url')}  failures {status.get('failures', 0)}"
-            + ("  disabled" if status.get("disabled") else ""))
+        lines.append(f"{config.get('id')}  {config.get('url')}  failures "
+                     f"{status.get('failures', 0)}" + ("  disabled" if status.get("disabled")
+                                                        else ""))
+    _print(lines)
     return EXIT_OK
 
 
