@@ -49,5 +49,20 @@ class PushConfigs:
         return configs
 
     def push_delete(self, task_id: str, config_id: str) -> None:
-        """DeleteTaskPushNotificationConfig."""
-        self.call("DeleteTaskPushNotificationConfig", {"taskId": task_id, "id": config_id})
+        """DeleteTaskPushNotificationConfig, whose result is ``{}`` (google.protobuf.Empty):
+        any other is a ProtocolError, which says the config may be left."""
+        method = "DeleteTaskPushNotificationConfig"
+        result = self.call(method, {"taskId": task_id, "id": config_id})
+        if result != {}:
+            raise ProtocolError(f"{self.noun} at {self.url} answered {method} with "
+                                f"{_kind(result)}, not {{}} (the empty result): config "
+                                f"{config_id[:80]} of task {task_id[:80]} may not be deleted",
+                                url=self.url)
+
+
+def _kind(value) -> str:
+    """What a JSON value is, in a few words (never the value: it may be megabytes)."""
+    if isinstance(value, dict):
+        return "an object with members"
+    return {type(None): "null", bool: "a boolean", int: "a number", float: "a number",
+            str: "a string", list: "a list"}.get(type(value), type(value).__name__)
