@@ -238,7 +238,8 @@ class A2AClient(PushConfigs, JsonRpcHttp):
 
     def _open_stream(self, method: str, params: dict, *, frames: bool,
                      last_event_id: int | None):
-        """POST a streaming method; return the open ``text/event-stream`` response."""
+        """POST a streaming method: the open ``text/event-stream`` response, and the id of
+        the request, which each of its events names."""
         hdrs = dict(self.headers, **{"Content-Type": "application/json",
                                      "Accept": "text/event-stream"})
         if frames and method != WATCH:
@@ -251,7 +252,7 @@ class A2AClient(PushConfigs, JsonRpcHttp):
                                     stream=True, timeout=timeout)
         if response.status_code == 200 and \
                 response.headers.get("Content-Type", "").startswith("text/event-stream"):
-            return response
+            return response, request_id
         data = self._read(response, timeout[1])
         self._answer(response, data, request_id)    # a refusal is one JSON body: raise it
         raise ProtocolError(f"{self.noun} at {self.url} answered {method} without a stream",

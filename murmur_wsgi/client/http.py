@@ -47,6 +47,18 @@ def unsendable(headers: dict) -> list[str]:
             if isinstance(value, str) and value and not _SENDABLE.fullmatch(value)]
 
 
+def other_request(body: dict, request_id: int) -> str | None:
+    """None when JSON-RPC response ``body`` answers request ``request_id`` (its id is that
+    number, or null on an error: JSON-RPC 2.0's answer to a request whose id the server
+    could not read); else the id it names instead (``id 2``, ``no id``)."""
+    answered = body.get("id", _NO_ID)
+    # NOTE: the id's type too: True == 1 and 1.0 == 1 in Python, never in JSON-RPC.
+    if (type(answered) is int and answered == request_id) \
+            or ("error" in body and answered is None):
+        return None
+    return "no id" if answered is _NO_ID else f"id {json.dumps(answered)[:40]}"
+
+
 def _reason(ex: Exception) -> str:
     """A short reason for a connection failure (no traceback, no URL repeated)."""
     text = str(ex)
@@ -182,13 +194,10 @@ class JsonRpcHttp:
         if not isinstance(body, dict) or ("result" not in body and "error" not in body):
             raise ProtocolError(f"{self.noun} at {self.url} answered something that is not a "
                                 "JSON-RPC response", response=response, url=self.url)
-        answered = body.get("id", _NO_ID)
-        # NOTE: the id's type too: True == 1 and 1.0 == 1 in Python, never in JSON-RPC.
-        if not (type(answered) is int and answered == request_id) \
-                and not ("error" in body and answered is None):
-            shown = "no id" if answered is _NO_ID else f"id {json.dumps(answered)[:40]}"
+        other = other_request(body, request_id)
+        if other:
             raise ProtocolError(f"{self.noun} at {self.url} answered request {request_id} "
-                                f"with {shown}: an answer to another request",
+                                f"with {other}: an answer to another request",
                                 response=response, url=self.url)
         if "error" in body:
             error = body["error"] if isinstance(body["error"], dict) else {"message": body}

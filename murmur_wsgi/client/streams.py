@@ -31,6 +31,7 @@ import requests
 from murmur_wsgi.client.errors import (ConnectionFailed, ProtocolError, RpcError, StreamBroken,
                                        Timeout, UnsupportedOperation)
 from murmur_wsgi.client.body import TooManyValues, chunks, loads
+from murmur_wsgi.client.http import other_request
 from murmur_wsgi.client.events import TERMINAL, StreamEvent, gap_event
 from murmur_wsgi.client.sse import EventTooLarge, iter_events
 
@@ -112,8 +113,8 @@ class EventStream:
         method, params, resuming, failures = self.method, self._params, False, 0
         while not self._closed:
             try:
-                response = self._door._open_stream(method, params, frames=self._frames,
-                                                   last_event_id=self.last_event_id)
+                response, request_id = self._door._open_stream(
+                    method, params, frames=self._frames, last_event_id=self.last_event_id)
             except (ConnectionFailed, Timeout) as ex:
                 if not resuming:
                     raise
@@ -134,7 +135,7 @@ class EventStream:
             self._response = response
             opened = time.monotonic()
             try:
-                for event in self._read(response):
+                for event in self._read(response, request_id):
                     if self._news(event):
                         failures = 0
                     yield event
@@ -206,15 +207,15 @@ class EventStream:
 
     # --- reading one connection ----------------------------------------------------------
 
-    def _read(self, response):
+    def _read(self, response, request_id: int):
         try:
-            yield from self._events(response)
+            yield from self._events(response, request_id)
         except EventTooLarge as ex:
             raise ProtocolError(f"{self._where} wrote an event longer than "
                                 f"{self._door.max_answer_bytes} bytes (max_answer_bytes)",
                                 url=self._door.url) from ex
 
-    def _events(self, response):
+    def _events(self, response, request_id: int):
         after_marker = False        # the last event was a gap or lagged frame
         for sse in iter_events(chunks(response), self._door.max_answer_bytes):
             if sse.comment is not None:
@@ -222,7 +223,7 @@ class EventStream:
                 continue
             if not sse.data:
                 continue
-            event = self._parse(sse.data, sse.id)
+            event = self._parse(sse.data, sse.id, request_id)
             if event.id is not None:
                 last = self.last_event_id
                 if last is not None and event.id <= last:
@@ -251,7 +252,7 @@ class EventStream:
         if len(self.gaps) > MAX_GAPS:
             del self.gaps[:len(self.gaps) - MAX_GAPS]
 
-    def _parse(self, data: str, sse_id: str | None) -> StreamEvent:
+    def _parse(self, data: str, sse_id: str | None, request_id: int) -> StreamEvent:
         try:
             body = loads(data, self._door.max_answer_values)
         except TooManyValues as ex:
@@ -263,6 +264,11 @@ class EventStream:
         if not isinstance(body, dict):
             raise ProtocolError(f"{self._where} wrote an event that is not a "
                                 "JSON-RPC response", url=self._door.url)
+        other = other_request(body, request_id)
+        if other:
+            raise ProtocolError(f"{self._where} wrote an event with {other} on the stream of "
+                                f"request {request_id}: an answer to another request",
+                                url=self._door.url)
         if isinstance(body.get("error"), dict):
             raise RpcError.from_error(body["error"], url=self._door.url)
         result = body.get("result")

@@ -72,10 +72,16 @@ def test_a_push_config_that_is_not_an_object_is_exit_2(cli_env, capsys, argv, re
     assert captured.err.count("\n") == 1 and "not an object" in captured.err, captured.err
 
 
-def sse(result: dict, event_id: str | None) -> bytes:
+def sse(result: dict, event_id: str | None, rpc_id=1) -> bytes:
+    """One SSE event of ``result``, answering request ``rpc_id`` (no id: ``"none"``)."""
     head = f"id: {event_id}\n" if event_id is not None else ""
-    return (head + "data: " + json.dumps({"jsonrpc": "2.0", "id": 1, "result": result})
-            + "\n\n").encode()
+    body = {"jsonrpc": "2.0", "result": result, **({} if rpc_id == "none" else {"id": rpc_id})}
+    return (head + "data: " + json.dumps(body) + "\n\n").encode()
+
+
+WORKING = {"task": {"id": "tsk_1", "status": {"state": "TASK_STATE_WORKING"}}}
+DONE = {"statusUpdate": {"taskId": "tsk_1", "status": {"state": "TASK_STATE_COMPLETED"}}}
+SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
 
 
 @pytest.mark.parametrize("odd", ["\u0663", "1_0", " 9", "+9", "9\u00a0"])
@@ -83,16 +89,11 @@ def test_an_event_id_not_of_ascii_digits_numbers_nothing(odd):
     """An SSE id is a number only as ASCII digits: int() read '\u0663' (an Arabic 3) and
     '1_0' as 3 and 10, and the next event, numbered 2, was skipped as handed over already:
     the task's completion lost."""
-    working = {"task": {"id": "tsk_1", "status": {"state": "TASK_STATE_WORKING"}}}
-    done = {"statusUpdate": {"taskId": "tsk_1", "status": {"state": "TASK_STATE_COMPLETED"}}}
-
     def handler(conn, request, server):
         if request.method == "GET":
             answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
             return
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                     b"Connection: close\r\n\r\n" + sse(working, "1") + sse(working, odd)
-                     + sse(done, "2"))
+        conn.sendall(SSE_HEAD + sse(WORKING, "1") + sse(WORKING, odd) + sse(DONE, "2"))
     with Hostile(handler) as door, A2AClient(door.url, timeout=WAIT, max_reconnects=0,
                                              reconnect_delay=0) as client:
         stream = client.subscribe("tsk_1")
@@ -161,3 +162,48 @@ def test_an_error_with_a_null_id_is_the_servers_error(cli_env, capsys):
         with A2AClient(door.url, timeout=WAIT) as client, pytest.raises(ParseError):
             client.get("tsk_1")
     assert "answered -32700: Parse error" in capsys.readouterr().err
+
+
+def stream_door(ids_for):
+    """A server with a card answering every stream with a working event then the task's
+    completion, each naming the JSON-RPC id ``ids_for(sent id, connection)`` gives (no
+    id at all for ``"none"``); its first connection ends after the working event."""
+    def handler(conn, request, server):
+        if request.method == "GET":
+            answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+            return
+        posts = sum(r.method == "POST" for r in server.requests)
+        rpc_id = ids_for(json.loads(request.body)["id"], posts)
+        events = [WORKING] if posts == 1 else [WORKING, DONE]
+        conn.sendall(SSE_HEAD + b"".join(sse(e, None, rpc_id) for e in events))
+    return Hostile(handler)
+
+
+@pytest.mark.parametrize("other", [*OTHER_IDS, "none"])
+def test_a_stream_whose_events_name_another_id_is_exit_2(cli_env, capsys, other):
+    """Each event of a stream answers its request: one naming another id was handed over."""
+    name = OTHER_IDS.get(other, lambda sent: "none")
+    with stream_door(lambda sent, posts: name(sent)) as door:
+        assert main(["subscribe", "tsk_1", "--url", door.url, "--timeout", str(WAIT)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "", captured.out
+    assert captured.err.count("\n") == 1 and "an answer to another request" in captured.err
+
+
+def test_a_resumed_stream_answering_the_first_request_is_a_protocol_error():
+    """The resume (SubscribeToTask, request 2) is answered with events naming request 1."""
+    with stream_door(lambda sent, posts: 1) as door, \
+            A2AClient(door.url, timeout=WAIT, reconnect_delay=0) as client:
+        stream = client.subscribe("tsk_1")
+        finished, value = run_in_thread(lambda: [e.state for e in stream], WAIT)
+        assert finished and isinstance(value, ProtocolError), value
+        assert "wrote an event with id 1 on the stream of request 2" in str(value)
+        assert [json.loads(r.body)["id"] for r in door.requests if r.body] == [1, 2]
+
+
+def test_a_resumed_stream_answering_its_own_request_ends():
+    with stream_door(lambda sent, posts: sent) as door, \
+            A2AClient(door.url, timeout=WAIT, reconnect_delay=0) as client:
+        stream = client.subscribe("tsk_1")
+        finished, value = run_in_thread(lambda: [e.state for e in stream], WAIT)
+    assert finished and value[-1] == "TASK_STATE_COMPLETED" and stream.reconnects == 1, value
