@@ -59,6 +59,13 @@ def other_request(body: dict, request_id: int) -> str | None:
     return "no id" if answered is _NO_ID else f"id {json.dumps(answered)[:40]}"
 
 
+def is_error_object(error) -> bool:
+    """Whether ``error`` is a JSON-RPC 2.0 error object: an integer ``code`` (not a boolean)
+    and a text ``message``."""
+    return isinstance(error, dict) and type(error.get("code")) is int \
+        and isinstance(error.get("message"), str)
+
+
 def _reason(ex: Exception) -> str:
     """A short reason for a connection failure (no traceback, no URL repeated)."""
     text = str(ex)
@@ -199,7 +206,10 @@ class JsonRpcHttp:
             raise ProtocolError(f"{self.noun} at {self.url} answered request {request_id} "
                                 f"with {other}: an answer to another request",
                                 response=response, url=self.url)
+        if "error" in body and not is_error_object(body["error"]):
+            raise ProtocolError(f"{self.noun} at {self.url} answered an error that is not a "
+                                "JSON-RPC error object (an integer code and a text message)",
+                                response=response, url=self.url)
         if "error" in body:
-            error = body["error"] if isinstance(body["error"], dict) else {"message": body}
-            raise RpcError.from_error(error, response=response, url=self.url)
+            raise RpcError.from_error(body["error"], response=response, url=self.url)
         return body["result"]

@@ -31,7 +31,7 @@ import requests
 from murmur_wsgi.client.errors import (ConnectionFailed, ProtocolError, RpcError, StreamBroken,
                                        Timeout, UnsupportedOperation)
 from murmur_wsgi.client.body import TooManyValues, chunks, loads
-from murmur_wsgi.client.http import other_request
+from murmur_wsgi.client.http import is_error_object, other_request
 from murmur_wsgi.client.events import TERMINAL, StreamEvent, gap_event
 from murmur_wsgi.client.sse import EventTooLarge, iter_events
 
@@ -269,7 +269,10 @@ class EventStream:
             raise ProtocolError(f"{self._where} wrote an event with {other} on the stream of "
                                 f"request {request_id}: an answer to another request",
                                 url=self._door.url)
-        if isinstance(body.get("error"), dict):
+        if "error" in body and not is_error_object(body["error"]):
+            raise ProtocolError(f"{self._where} wrote an error that is not a JSON-RPC error "
+                                "object (an integer code and a text message)", url=self._door.url)
+        if "error" in body:
             raise RpcError.from_error(body["error"], url=self._door.url)
         result = body.get("result")
         if not isinstance(result, dict):

@@ -207,3 +207,27 @@ def test_a_resumed_stream_answering_its_own_request_ends():
         stream = client.subscribe("tsk_1")
         finished, value = run_in_thread(lambda: [e.state for e in stream], WAIT)
     assert finished and value[-1] == "TASK_STATE_COMPLETED" and stream.reconnects == 1, value
+
+
+NOT_ERRORS = [{"code": "x", "message": "5"}, {"code": -32001}, {"code": True, "message": "m"},
+              {"code": 1.5, "message": "m"}, {"code": -32001, "message": 5}, "gone", [1], None]
+
+
+@pytest.mark.parametrize("error", NOT_ERRORS)
+def test_an_error_that_is_no_error_object_is_exit_2(cli_env, capsys, error):
+    """JSON-RPC 2.0: an error has an integer code and a text message. Any other read as
+    the server's error, exit 1 (``answered x: 5``, ``answered None: …``)."""
+    with answering(lambda sent: {"jsonrpc": "2.0", "id": sent, "error": error}) as door:
+        assert main(["get", "tsk_1", "--url", door.url, "--timeout", str(WAIT)]) == 2
+    def stream_of_the_error(conn, request, server):
+        if request.method == "GET":
+            answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+            return
+        body = {"jsonrpc": "2.0", "id": json.loads(request.body)["id"], "error": error}
+        conn.sendall(SSE_HEAD + b"data: " + json.dumps(body).encode() + b"\n\n")
+    with Hostile(stream_of_the_error) as door:
+        assert main(["subscribe", "tsk_1", "--url", door.url, "--timeout", str(WAIT)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "", captured.out
+    assert captured.err.count("not a JSON-RPC error object (an integer code and a text "
+                              "message)\n") == 2, captured.err
