@@ -16,7 +16,9 @@ numbered event not handed over before, or, from a server that numbers no event, 
 that is neither a snapshot (an unnumbered ``task``) nor a murmur frame, or unless it was
 held ``EventStream.HELD_SECS`` (10 s). So a server that accepts every resume and drops it
 after the snapshot ends the stream with ``StreamBroken``, while a stream that keeps making
-progress, or a quiet one a proxy cuts now and then, reconnects as often as it drops.
+progress, or a quiet one a proxy cuts now and then, reconnects as often as it drops: after
+a pause that doubles with each drop in a row within ``HELD_SECS`` of its connection, news
+or not, so a server that drops each connection at once is not resumed as fast as it answers.
 
 Concurrency: one EventStream is read by one thread; ``close()`` may be
 called from another, and makes the reader's next read fail and stop.
@@ -111,6 +113,7 @@ class EventStream:
 
     def _run(self):
         method, params, resuming, failures = self.method, self._params, False, 0
+        drops = 0                   # connections in a row that dropped within HELD_SECS
         while not self._closed:
             try:
                 response, request_id = self._door._open_stream(
@@ -151,8 +154,8 @@ class EventStream:
             # NOTE: the connection ended before the stream did: resume it. One that handed
             # over no news counts as a failure, the snapshot alone included, unless it was
             # held ``HELD_SECS``: a proxy's cut of a quiet stream, however often it comes.
-            if time.monotonic() - opened >= self.HELD_SECS:
-                failures = 0
+            held = time.monotonic() - opened >= self.HELD_SECS
+            failures, drops = (0, 0) if held else (failures, drops + 1)
             failures += 1
             if failures > self.max_reconnects:
                 raise StreamBroken(f"the stream from {self._where} dropped "
@@ -161,14 +164,18 @@ class EventStream:
             method, params = self._resume_request()
             resuming = True
             self.reconnects += 1
-            self._pause(failures)
+            # NOTE: the pause grows with the quick drops too: a server that hands over one
+            # new-looking event and drops, again and again, is resumed ever more slowly
+            # (at most every 5 s), not as fast as it answers.
+            self._pause(max(failures, drops))
 
     @property
     def _where(self) -> str:
         return f"{self._door.noun} at {self._door.url}"
 
     def _pause(self, failures: int) -> None:
-        """Back off before a reconnect: nothing the first time, then doubling, at most 5 s."""
+        """Back off before a reconnect: nothing the first time, then doubling, at most 5 s
+        (``failures``: the failed attempts, or the quick drops, in a row)."""
         if failures > 1 and self.reconnect_delay > 0:
             time.sleep(min(5.0, self.reconnect_delay * 2 ** (failures - 2)))
 

@@ -15,7 +15,7 @@ import pytest
 
 from murmur_wsgi.client import A2AClient, StreamBroken
 from murmur_wsgi.uris import STREAM_URI
-from tests.shared.hostile_server import Hostile, answer, card
+from tests.shared.hostile_server import Hostile, answer, card, run_in_thread
 
 WAIT = 10.0
 MAX_RECONNECTS = 3
@@ -188,3 +188,20 @@ def test_a_refused_resume_naming_a_state_of_another_shape_is_the_servers_error(s
             assert next(stream).state == "TASK_STATE_WORKING"
             with pytest.raises(UnsupportedOperation):
                 next(stream)
+
+
+def test_a_stream_that_drops_after_each_new_looking_event_is_resumed_ever_more_slowly():
+    """A server that numbers no event hands over the same status on each connection and
+    drops it at once: each counts as news, so the client resumed as fast as the server
+    answered, forever (the server's stream ends at its 30th connection: within a few
+    milliseconds). Now the pause doubles with each quick drop: some 6 connections a second."""
+    def script(n):
+        return [(None, snapshot()), (None, status("TASK_STATE_WORKING"))]
+    with resuming_door(script) as door, A2AClient(door.url, timeout=WAIT, stream_timeout=WAIT,
+                                                   max_reconnects=MAX_RECONNECTS,
+                                                   reconnect_delay=0.05) as client:
+        stream = client.subscribe(TASK)
+        finished, value = run_in_thread(lambda: [e.kind for e in stream], 1.0)
+        stream.close()
+    assert not finished, value
+    assert 3 <= len(door.streams) < 12, len(door.streams)
