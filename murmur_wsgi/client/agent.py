@@ -285,7 +285,7 @@ class A2AClient(PushConfigs, JsonRpcHttp):
 
     def extended_card(self) -> dict:
         """GetExtendedAgentCard: the authenticated card (-32004 on a public door)."""
-        return self.call("GetExtendedAgentCard")
+        return self._object("GetExtendedAgentCard", self.call("GetExtendedAgentCard"))
 
     def send(self, text_or_message, context_id: str | None = None,
              task_id: str | None = None, return_immediately: bool = False, *,

@@ -1,5 +1,5 @@
 """The commands against servers whose task (or other answer) cannot be read: a state that
-is not a string, an artifact that is not an object. Each is refused in one line, exit 2,
+is not a string, an artifact or an extended card that is not an object. Each is refused in one line, exit 2,
 with nothing printed of it first.
 
 Each server is a ``Hostile`` (tests/shared/hostile_server.py) on a free loopback port.
@@ -113,3 +113,15 @@ def test_push_delete_of_the_empty_result_says_deleted(cli_env, capsys):
     with answering({}) as door:
         assert main(["push", "delete", "tsk_1", "--config", "c1", "--url", door.url]) == 0
     assert capsys.readouterr().out == "deleted:  c1 of task tsk_1\n"
+
+
+@pytest.mark.parametrize("result", [None, [], "card", 7])
+def test_an_extended_card_that_is_not_an_object_is_exit_2(cli_env, capsys, result):
+    """GetExtendedAgentCard answers a card: anything else printed as it came, exit 0."""
+    with answering(result, capabilities={"extendedAgentCard": True}) as door:
+        argv = ["card", "--json", "--token", "t", "--url", door.url, "--timeout", str(WAIT)]
+        assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "", captured.out
+    assert captured.err.count("\n") == 1 and "GetExtendedAgentCard" in captured.err \
+        and "not an object" in captured.err, captured.err
