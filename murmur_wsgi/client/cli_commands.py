@@ -57,9 +57,9 @@ def send(door: DoorClient, args) -> int:
     """Send TEXT as a new task (or a reply with --task); print its outcome."""
     if args.no_wait:
         task = door.send(args.text, args.context, args.task, return_immediately=True)
-        state = (task.get("status") or {}).get("state")
-        if state in TERMINAL and state != "TASK_STATE_COMPLETED":
-            return report(task, args.json)          # rejected (a busy door): no task to follow
+        state = _state(door, "SendMessage", task, True)
+        if state is None or state in TERMINAL and state != "TASK_STATE_COMPLETED":
+            return report(task, args.json)          # a message, or rejected (a busy door)
         if args.json:
             out(render.dumps(task))
         else:
@@ -71,9 +71,10 @@ def send(door: DoorClient, args) -> int:
         return _send_streaming(door, args)
     spinner = Spinner(sys.stderr)
     if spinner.enabled and not args.json:
-        task = _send_with_spinner(door, args, spinner)
+        task, method = _send_with_spinner(door, args, spinner), "GetTask"
     else:
-        task = door.send(args.text, args.context, args.task)
+        task, method = door.send(args.text, args.context, args.task), "SendMessage"
+    _state(door, method, task, True)
     return report(task, args.json)
 
 
@@ -117,7 +118,9 @@ def _follow(door: DoorClient, stream, args) -> int:
         err(f"{door.noun} at {door.url} closed before task {stream.task_id} ended "
             f"(murmur-wsgi get {stream.task_id} follows it)")
         return EXIT_TASK
-    return report(door.get(stream.task_id), as_json=False, show=False)
+    task = door.get(stream.task_id)
+    _state(door, "GetTask", task, True)
+    return report(task, as_json=False, show=False)
 
 
 def _send_with_spinner(door: DoorClient, args, spinner: Spinner) -> dict:
@@ -166,8 +169,11 @@ def _send_with_spinner(door: DoorClient, args, spinner: Spinner) -> dict:
     return door.get(stream.task_id)
 
 
-def _state(door: DoorClient, method: str, task: dict) -> str:
-    """The state of ``task`` (typed by the client); without one, a ProtocolError."""
+def _state(door: DoorClient, method: str, task: dict, message: bool = False) -> str | None:
+    """The state of ``task`` (typed by the client); without one, a ProtocolError. With
+    ``message``, a message (an answer at once: no status, parts) is None."""
+    if message and "status" not in task and "parts" in task:
+        return None
     if "status" not in task:
         raise ProtocolError(f"{door.noun} at {door.url} answered {method} with a task "
                             "without a status", url=door.url)

@@ -125,3 +125,19 @@ def test_an_extended_card_that_is_not_an_object_is_exit_2(cli_env, capsys, resul
     assert captured.out == "", captured.out
     assert captured.err.count("\n") == 1 and "GetExtendedAgentCard" in captured.err \
         and "not an object" in captured.err, captured.err
+
+
+@pytest.mark.parametrize("argv", [("send", "hi"), ("send", "hi", "--no-wait")])
+def test_send_of_a_task_without_a_status_is_exit_2(cli_env, capsys, argv):
+    """A task says how it stands by its status: without one, a held send said "is
+    unknown", exit 1, and --no-wait printed the task's id, exit 0."""
+    assert "SendMessage with a task without a status" in refused(
+        list(argv), {"task": {"id": "tsk_1"}}, capsys)
+
+
+def test_send_no_wait_answered_with_a_message_prints_it(cli_env, capsys):
+    """An agent may answer at once with a message: --no-wait printed an empty task id and
+    "task None is unknown in context None"."""
+    with answering({"message": {"role": "ROLE_AGENT", "parts": [{"text": "hello"}]}}) as door:
+        assert main(["send", "hi", "--no-wait", "--url", door.url, "--timeout", str(WAIT)]) == 0
+    assert capsys.readouterr() == ("hello\n", "")
