@@ -202,30 +202,6 @@ class A2AClient(PushConfigs, JsonRpcHttp):
             body["params"] = params
         return request_id, json.dumps(body)
 
-    def _object(self, method: str, result) -> dict:
-        """``result``, which must be a JSON object (a task, a page): else a ProtocolError."""
-        if not isinstance(result, dict):
-            raise ProtocolError(f"{self.noun} at {self.url} answered {method} with a "
-                                f"{type(result).__name__}, not an object", url=self.url)
-        return result
-
-    def _task(self, method: str, result) -> dict:
-        """``result``, a task: an object whose ``id`` (when given) is a string and whose
-        ``status`` (when given) is an object whose ``state`` is a string; else a
-        ProtocolError, as a task whose state cannot be read says nothing of how it stands."""
-        task, wrong = self._object(method, result), None
-        status = task.get("status", {})
-        if not isinstance(task.get("id", ""), str):
-            wrong = "id is not a string"
-        elif not isinstance(status, dict):
-            wrong = "status is not an object"
-        elif "status" in task and not isinstance(status.get("state"), str):
-            wrong = "status.state is not a string"
-        if wrong:
-            raise ProtocolError(f"{self.noun} at {self.url} answered {method} with a task "
-                                f"whose {wrong}", url=self.url)
-        return task
-
     def call(self, method: str, params: dict | None = None, *, timeout=None,
              headers: dict | None = None):
         """Call ``method`` and return its result; raise the error the door answers."""

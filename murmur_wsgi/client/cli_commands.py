@@ -20,8 +20,8 @@ from murmur_wsgi.client import render
 from murmur_wsgi.client.card import is_door
 from murmur_wsgi.client.cli_support import (API_KEY_ENV, EXIT_INPUT, EXIT_OK, EXIT_TASK,
                                             EXIT_USAGE, TENANT_ENV, TOKEN_ENV, URL_ENV,
-                                            UsageError, err, out, positive, report, run,
-                                            seconds, task_state, timestamp)
+                                            UsageError, err, out, out_lines, positive, report,
+                                            run, seconds, task_state, timestamp)
 from murmur_wsgi.client.errors import ProtocolError, UnsupportedOperation
 from murmur_wsgi.client.events import INPUT_REQUIRED, TERMINAL, state_word
 from murmur_wsgi.client.progress import EMPTY, Latest, Spinner
@@ -180,17 +180,11 @@ def _state(door: DoorClient, method: str, task: dict, message: bool = False) -> 
     return task["status"]["state"]
 
 
-def _print(lines: list[str]) -> None:
-    """Print ``lines``, all made first: an answer that cannot be read prints nothing."""
-    for line in lines:
-        out(line)
-
-
 def get(door: DoorClient, args) -> int:
     """Print one task; the exit status says how it stands."""
     task = door.get(args.id)
     state = _state(door, "GetTask", task)
-    _print([render.dumps(task)] if args.json else render.task_lines(task))
+    out_lines([render.dumps(task)] if args.json else render.task_lines(task))
     if state in TERMINAL and state != "TASK_STATE_COMPLETED":
         return EXIT_TASK
     return EXIT_INPUT if state == INPUT_REQUIRED else EXIT_OK
@@ -272,7 +266,7 @@ def cancel(door: DoorClient, args) -> int:
         if isinstance(artifact, dict) and artifact.get("artifactId") == "residue":
             lines.extend(render.residue_lines([p.get("data") for p in artifact.get("parts")
                                                or [] if isinstance(p, dict)]))
-    _print(lines)
+    out_lines(lines)
     return EXIT_OK
 
 
@@ -285,7 +279,7 @@ def stop(door: DoorClient, args) -> int:
         return EXIT_OK
     canceled = answer.get("canceled") or []
     residue = answer.get("residue") or []
-    _print([f"stopped:  {answer.get('session_id')} at {door.url}",
+    out_lines([f"stopped:  {answer.get('session_id')} at {door.url}",
             f"canceled: {', '.join(canceled) if canceled else 'nothing was running'}",
             *render.residue_lines(residue),
             *([] if residue else ["residue:  nothing else was left running"])])
@@ -320,7 +314,7 @@ def push(door: DoorClient, args) -> int:
         lines.append(f"{config.get('id')}  {config.get('url')}  failures "
                      f"{status.get('failures', 0)}" + ("  disabled" if status.get("disabled")
                                                         else ""))
-    _print(lines)
+    out_lines(lines)
     return EXIT_OK
 
 

@@ -48,6 +48,12 @@ def out(line: str = "") -> None:
     render.write(sys.stdout, render.printable(line) + "\n")
 
 
+def out_lines(lines: list[str]) -> None:
+    """Print ``lines``, all made first: an answer that cannot be read prints nothing."""
+    for line in lines:
+        out(line)
+
+
 ERR_CHARS = 4000               # the most of an error line a command prints
 
 # A URL's password (``scheme://user:PASSWORD@``): requests sends it as Basic auth, and

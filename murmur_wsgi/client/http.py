@@ -7,7 +7,9 @@ timeout counted from its headers, and parsed only when it holds at most
 ``max_answer_values`` JSON values. A
 redirect is followed only within the origin of the URL it answered (a redirect
 elsewhere is an ``HttpRefusal`` and nothing is sent there), and its own body is
-never read. Every failure of ``requests`` is raised as one of the client's errors.
+never read. Every failure of ``requests`` is raised as one of the client's errors, and
+an answer of another request, or a result of another shape than its method's (an object,
+a task), as a ``ProtocolError``.
 """
 from __future__ import annotations
 
@@ -185,6 +187,30 @@ class JsonRpcHttp:
         return HttpRefusal(response.status_code, "http_error",
                            (text or response.reason or "")[:200],
                            response=response, url=self.url)
+
+    def _object(self, method: str, result) -> dict:
+        """``result``, which must be a JSON object (a task, a page): else a ProtocolError."""
+        if not isinstance(result, dict):
+            raise ProtocolError(f"{self.noun} at {self.url} answered {method} with a "
+                                f"{type(result).__name__}, not an object", url=self.url)
+        return result
+
+    def _task(self, method: str, result) -> dict:
+        """``result``, a task: an object whose ``id`` (when given) is a string and whose
+        ``status`` (when given) is an object whose ``state`` is a string; else a
+        ProtocolError, as a task whose state cannot be read says nothing of how it stands."""
+        task, wrong = self._object(method, result), None
+        status = task.get("status", {})
+        if not isinstance(task.get("id", ""), str):
+            wrong = "id is not a string"
+        elif not isinstance(status, dict):
+            wrong = "status is not an object"
+        elif "status" in task and not isinstance(status.get("state"), str):
+            wrong = "status.state is not a string"
+        if wrong:
+            raise ProtocolError(f"{self.noun} at {self.url} answered {method} with a task "
+                                f"whose {wrong}", url=self.url)
+        return task
 
     def _answer(self, response, data: bytes, request_id: int):
         """The result of a JSON-RPC answer to request ``request_id``, or the error it
