@@ -43,13 +43,14 @@ def resuming_door(script, hold=None):
     """A server whose ``n``-th stream (0 first) writes ``script(n)``'s ``(id, result)``
     events, then drops the connection (``hold(n)`` seconds later, if given); past
     ``GIVE_UP`` streams, the stream's end."""
-    streams = []
+    streams, opened = [], []                    # each stream's request, and when it came
 
     def handler(conn, request, server):
         if request.method == "GET":
             answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
             return
         sent = json.loads(request.body)
+        opened.append(time.monotonic())
         streams.append((sent["method"], request.headers.get("last-event-id")))
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                      b"Transfer-Encoding: chunked\r\n\r\n")
@@ -64,7 +65,7 @@ def resuming_door(script, hold=None):
             time.sleep(hold(len(streams) - 1))  # wait-ok: the connection held quiet, as a proxy's
         # dropped: the connection closes without the last chunk
     door = Hostile(handler)
-    door.streams = streams
+    door.streams, door.opened = streams, opened
     return door
 
 
@@ -193,15 +194,22 @@ def test_a_refused_resume_naming_a_state_of_another_shape_is_the_servers_error(s
 def test_a_stream_that_drops_after_each_new_looking_event_is_resumed_ever_more_slowly():
     """A server that numbers no event hands over the same status on each connection and
     drops it at once: each counts as news, so the client resumed as fast as the server
-    answered, forever (the server's stream ends at its 30th connection: within a few
-    milliseconds). Now the pause doubles with each quick drop: some 6 connections a second."""
+    answered, forever. Now the pause doubles with each quick drop: the gaps between the
+    connections are at least 0, d, 2d, 4d, 8d (a slower machine only widens them); before,
+    every one was about 0. The server ends the stream at its 7th connection."""
+    delay, quick = 0.02, 6
+
     def script(n):
-        return [(None, snapshot()), (None, status("TASK_STATE_WORKING"))]
+        if n < quick:
+            return [(None, snapshot()), (None, status("TASK_STATE_WORKING"))]
+        return [(None, snapshot("TASK_STATE_COMPLETED")), (None, frame("capsule-closed"))]
     with resuming_door(script) as door, A2AClient(door.url, timeout=WAIT, stream_timeout=WAIT,
                                                    max_reconnects=MAX_RECONNECTS,
-                                                   reconnect_delay=0.05) as client:
+                                                   reconnect_delay=delay) as client:
         stream = client.subscribe(TASK)
-        finished, value = run_in_thread(lambda: [e.kind for e in stream], 1.0)
+        finished, kinds = run_in_thread(lambda: [e.kind for e in stream], WAIT)
         stream.close()
-    assert not finished, value
-    assert 3 <= len(door.streams) < 12, len(door.streams)
+    assert finished and kinds[-2:] == ["statusUpdate", "task"], kinds
+    gaps = [b - a for a, b in zip(door.opened, door.opened[1:])]
+    assert len(gaps) == quick, gaps
+    assert all(gap >= delay * 2 ** (i - 1) for i, gap in enumerate(gaps) if i), gaps
