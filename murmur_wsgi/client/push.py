@@ -49,11 +49,12 @@ class PushConfigs:
         return configs
 
     def push_delete(self, task_id: str, config_id: str) -> None:
-        """DeleteTaskPushNotificationConfig, whose result is ``{}`` (google.protobuf.Empty):
-        any other is a ProtocolError, which says the config may be left."""
+        """DeleteTaskPushNotificationConfig, whose result is ``{}`` (google.protobuf.Empty),
+        or ``null``, as servers whose result is void answer it: any other is a
+        ProtocolError, which says the config may be left."""
         method = "DeleteTaskPushNotificationConfig"
         result = self.call(method, {"taskId": task_id, "id": config_id})
-        if result != {}:
+        if result is not None and result != {}:
             raise ProtocolError(f"{self.noun} at {self.url} answered {method} with "
                                 f"{_kind(result)}, not {{}} (the empty result): config "
                                 f"{config_id[:80]} of task {task_id[:80]} may not be deleted",

@@ -101,16 +101,18 @@ def test_push_list_prints_nothing_of_a_page_it_cannot_read(cli_env, capsys):
     assert "cannot read" in refused(["push", "list", "tsk_1"], {"configs": configs}, capsys)
 
 
-@pytest.mark.parametrize("result", [None, [], "ok", True, 0, {"deleted": True}])
+@pytest.mark.parametrize("result", [[], "ok", True, 0, {"deleted": True}])
 def test_push_delete_of_a_result_but_the_empty_one_is_exit_2(cli_env, capsys, result):
-    """DeleteTaskPushNotificationConfig answers ``{}`` (google.protobuf.Empty): any other
-    answer said "deleted:", exit 0."""
+    """DeleteTaskPushNotificationConfig answers ``{}`` (google.protobuf.Empty), or ``null``
+    where a server's result is void: any other answer said "deleted:", exit 0."""
     err = refused(["push", "delete", "tsk_1", "--config", "c1"], result, capsys)
     assert "not {} (the empty result)" in err and "may not be deleted" in err, err
 
 
-def test_push_delete_of_the_empty_result_says_deleted(cli_env, capsys):
-    with answering({}) as door:
+@pytest.mark.parametrize("result", [{}, None])
+def test_push_delete_of_the_empty_result_says_deleted(cli_env, capsys, result):
+    """``{}``, or ``null``: a void result, as a server with no result type answers it."""
+    with answering(result) as door:
         assert main(["push", "delete", "tsk_1", "--config", "c1", "--url", door.url]) == 0
     assert capsys.readouterr().out == "deleted:  c1 of task tsk_1\n"
 
