@@ -21,6 +21,8 @@ logger = logging.getLogger(__name__)
 # key; read only here (the write deadline stays gunicorn's: writes.py).
 WERKZEUG_SOCKET_KEY = "werkzeug.socket"
 
+_TCP_CLOSE, _TCP_CLOSE_WAIT = 7, 8     # Linux's tcpi_state: reset, the peer's end closed
+
 
 def peer_gone(environ: dict):
     """A check that the client closed its end, where the server exposes the socket."""
@@ -32,10 +34,33 @@ def peer_gone(environ: dict):
         # NOTE: select with no wait, then a peek: never blocks, and reads nothing.
         try:
             readable, _, _ = select.select([sock], [], [], 0)
-            return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
-        except (OSError, ValueError):
+            if not readable:
+                return False
+            return sock.recv(1, socket.MSG_PEEK) == b""
+        except ValueError:
+            # NOTE: a TLS socket refuses the peek's flag (a closed one, select's -1 too): a
+            # client that sent more (its next request, pipelined) has not left.
+            return _tcp_closed(sock)
+        except OSError:
             return True
     return gone
+
+
+def _tcp_closed(sock) -> bool:
+    """Whether the client closed its end of ``sock``'s TCP connection (a reset included),
+    read from the connection's state (Linux's ``TCP_INFO``), else from a peek at its raw
+    bytes (under TLS: a client's close_notify before its end is seen on Linux only)."""
+    try:
+        if hasattr(socket, "TCP_INFO"):
+            state = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+            return state in (_TCP_CLOSE_WAIT, _TCP_CLOSE)
+        twin = socket.socket(fileno=sock.fileno())
+        try:
+            return twin.recv(1, socket.MSG_PEEK) == b""
+        finally:
+            twin.detach()
+    except (OSError, ValueError):
+        return True
 
 
 def shut(sock) -> None:

@@ -51,3 +51,47 @@ def test_a_blocking_send_whose_client_left_is_canceled_on_werkzeugs_server():
         thread.join(10)
         server.server_close()
         close_hub(hub)
+
+
+def test_a_client_over_tls_that_sends_more_is_not_taken_for_gone(tmp_path):
+    """Werkzeug's server with ``ssl_context`` (``flask run --cert``; gunicorn's TLS gives the
+    same socket): a TLS socket refuses ``recv``'s MSG_PEEK, and before that refusal read as
+    "gone", so a client that pipelined its next request on the connection of a held
+    SendMessage had its run canceled. Its leaving is still seen."""
+    import select
+    import ssl
+
+    from murmur_wsgi.serving.connection import peer_gone
+    from tests.hub.push_util import make_cert
+
+    cert_file, key_file = make_cert(tmp_path)
+    held, release = [], threading.Event()
+
+    def app(environ, start_response):
+        held.append((peer_gone(environ), environ["werkzeug.socket"]))
+        release.wait(10)
+        start_response("200 OK", [("Content-Length", "2")])
+        return [b"ok"]
+
+    server = make_server("127.0.0.1", 0, app, threaded=True, ssl_context=(cert_file, key_file))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
+    thread.start()
+    context = ssl.create_default_context(cafile=cert_file)
+    try:
+        raw = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        client = context.wrap_socket(raw, server_hostname="127.0.0.1")
+        request = b"GET / HTTP/1.1\r\nHost: hub\r\n\r\n"
+        client.sendall(request)
+        wait_until(lambda: held)
+        gone, sock = held[0]
+        client.sendall(request)                     # the next request, pipelined
+        wait_until(lambda: select.select([sock], [], [], 0)[0])
+        assert gone() is False
+        client.close()
+        wait_until(gone)
+    finally:
+        release.set()
+        server.shutdown()
+        thread.join(10)
+        server.server_close()
