@@ -13,8 +13,8 @@ without its CRLF) or that ends before its last chunk cannot be read: the
 server's parser raises its own error (gunicorn's ``ParseException``, or its
 ``NoMoreData``), which ``read_body`` raises as ``BodyUnreadable``, the client's
 fault and not the application's. So does a body that ends before its
-Content-Length's bytes came (the client closed its end, or the worker cut it at
-the body deadline): the request is incomplete (RFC 9112, section 8), and the
+Content-Length's bytes came (the client closed or reset its end, or the worker
+cut it at the body deadline): the request is incomplete (RFC 9112, section 8), and the
 servers hand the bytes that came as if they were all of it.
 """
 from __future__ import annotations
@@ -56,12 +56,19 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
             return None
         if size == 0:
             return b""
-        body = stream.read(size)
-        while len(body) < size:         # a server's read may give less: only an empty is the end
-            more = stream.read(size - len(body))
-            if not more:
-                break
-            body += more
+        body = b""
+        try:
+            body = stream.read(size)
+            while len(body) < size:     # a server's read may give less: only an empty is the end
+                more = stream.read(size - len(body))
+                if not more:
+                    break
+                body += more
+        except OSError as ex:           # the client reset its connection (or timed out)
+            logger.info("refused a request body whose connection failed after %d of its %d "
+                        "bytes: %s", len(body), size, ex)
+            raise BodyUnreadable(f"the body ended after {len(body)} of {size} bytes: "
+                                 f"{ex}") from ex
         if len(body) < size:
             logger.info("refused a request body that ended after %d of its %d bytes",
                         len(body), size)

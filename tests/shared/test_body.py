@@ -89,3 +89,23 @@ def test_a_declared_body_read_in_several_reads_is_whole():
     assert read_body(environ, 100) == body
     with pytest.raises(BodyUnreadable, match="4 of 9 bytes"):
         read_body({"wsgi.input": _Dribble(b"abcd", 3), "CONTENT_LENGTH": "9"}, 100)
+
+
+def test_a_declared_body_whose_client_reset_the_connection_is_unreadable():
+    """A client that resets its connection before its Content-Length's bytes came (a real
+    TCP reset): the server's read raises ConnectionResetError. Before, that went up to
+    the hub as its own failure (a traceback logged, "failed inside the hub"); now it is
+    the client's, as a body that ended early."""
+    import socket
+    import struct
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname(), timeout=10)
+        conn, _ = listener.accept()
+        with conn, conn.makefile("rb") as stream:
+            conn.settimeout(10)
+            client.sendall(b'{"jsonrpc"')
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            client.close()
+            with pytest.raises(BodyUnreadable):
+                read_body({"wsgi.input": stream, "CONTENT_LENGTH": "1000"}, 2000)
