@@ -3,7 +3,10 @@
 ``RedisServer(directory).start()`` runs ``redis-server --port P --bind 127.0.0.1
 --unixsocket DIRECTORY/redis-P.sock --save "" --appendonly no --dir DIRECTORY`` and waits
 (with a deadline) until it answers PING (``url`` over TCP, ``unix_url`` on the socket);
-``stop()`` ends it. The fixture ``redis_server`` (tests/conftest.py) starts one per
+``stop()`` ends it. ``tls`` (a ``tests.tls_util.Authority``): on TLS only (``--port 0
+--tls-port P``, a certificate the authority issued; ``tls_url`` is ``rediss://`` without
+its CA); ``auth``: redis-py's ``username``/``password`` the fixture's own clients log in
+with (the server's ``extra`` sets them: ``--requirepass``, ``--user``). The fixture ``redis_server`` (tests/conftest.py) starts one per
 session. Missing ``redis-server`` fails the test with what to
 install: ``make test`` installs it (tests/ensure_redis.sh); it is never skipped.
 """
@@ -37,12 +40,32 @@ def free_port() -> int:
 
 class RedisServer:
     def __init__(self, directory: Path, port: int | None = None, persist: bool = False,
-                 extra: tuple = ()):
+                 extra: tuple = (), tls=None, auth: dict | None = None):
         self.directory = Path(directory)
         self.port = port or free_port()
         self.persist = persist          # an append-only file, fsynced on every write
         self.extra = tuple(extra)       # more of redis-server's options
         self.proc: subprocess.Popen | None = None
+        self.tls = tls                  # its Authority: TLS only, on ``port``
+        self.auth = dict(auth or {})
+
+    def _options(self) -> list[str]:
+        if self.tls is None:
+            return ["--port", str(self.port)]
+        cert, key = self.tls.issue()
+        return ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", cert,
+                "--tls-key-file", key, "--tls-ca-cert-file", self.tls.ca_file,
+                "--tls-auth-clients", "optional"]
+
+    def _client_kwargs(self) -> dict:
+        kwargs = dict(self.auth, port=self.port)
+        if self.tls is not None:
+            kwargs.update(ssl=True, ssl_ca_certs=self.tls.ca_file)
+        return kwargs
+
+    @property
+    def tls_url(self) -> str:
+        return f"rediss://127.0.0.1:{self.port}/0"
 
     @property
     def url(self) -> str:
@@ -71,7 +94,7 @@ class RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         log = open(self.directory / f"redis-{self.port}.log", "wb")
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1",
+            [binary, *self._options(), "--bind", "127.0.0.1",
              "--unixsocket", str(self.socket_path), "--unixsocketperm", "700", "--save", "",
              "--appendonly", "yes" if self.persist else "no", "--appendfsync", "always",
              "--dir", str(self.directory), "--daemonize", "no", *self.extra],
@@ -79,7 +102,8 @@ class RedisServer:
             start_new_session=True, preexec_fn=child_setup(),   # dies with a killed suite
             env=dict(os.environ))       # its own: see redis_topologies._spawn
         log.close()
-        client = redis.Redis(port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5)
+        client = redis.Redis(socket_timeout=0.5, socket_connect_timeout=0.5,
+                             **self._client_kwargs())
         deadline = time.monotonic() + START_DEADLINE
         try:
             while True:
@@ -100,7 +124,7 @@ class RedisServer:
             client.close()
 
     def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port, decode_responses=True)
+        return redis.Redis(decode_responses=True, **self._client_kwargs())
 
     def flush(self) -> None:
         stopping.join(self.url)     # no server still stopping writes once it is flushed

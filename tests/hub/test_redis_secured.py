@@ -1,0 +1,132 @@
+"""A hub on a Redis that asks for TLS, a password or an ACL user, as production runs one.
+
+Each server is real: TLS only (``--port 0 --tls-port P``, a certificate of a CA the test
+makes), ``--requirepass``, an ACL user (``--user hub on >… ~* &* +@all``, the default user
+off). Every store URL form with its credentials answers; a wrong CA, no client certificate
+where one is required, or a wrong password answers -32603 (never an unverified
+connection), and neither a log line nor an answer holds the password.
+"""
+from __future__ import annotations
+
+import pytest
+
+from murmur_wsgi.hub import create_hub
+
+from tests.hub.conftest import FAST, HubClient, close_hub, hub_config
+from tests.redis_util import RedisServer
+from tests.tls_util import Authority
+
+PASSWORD = "pw-never-logged-7f3a"
+UNAVAILABLE = {"code": -32603, "message": "Internal error: the hub's task store is "
+                                          "unavailable; try again shortly"}
+
+
+def _served(url: str) -> None:
+    """A blocking send on a hub of ``url`` completes, and GetTask reads it back."""
+    hub = create_hub(hub_config(store=url, redis=dict(FAST)))
+    try:
+        rpc = HubClient(hub)
+        task = rpc.send("hello over a secured Redis")
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert rpc.result("GetTask", {"id": task["id"]})["id"] == task["id"]
+    finally:
+        close_hub(hub)
+
+
+def _refused(url: str, caplog) -> None:
+    """Every call of a hub of ``url`` answers -32603; no log line holds the password."""
+    hub = create_hub(hub_config(store=url, redis=dict(FAST)))
+    try:
+        rpc = HubClient(hub)
+        answer = rpc.call("SendMessage", {"message": {"messageId": "m-refused", "role":
+                                                      "ROLE_USER", "parts": [{"text": "hi"}]}})
+        assert answer.status_code == 200 and answer.get_json()["error"] == UNAVAILABLE
+        assert PASSWORD not in answer.get_data(as_text=True)
+        assert rpc.error("GetTask", {"id": "t-refused"}) == UNAVAILABLE
+    finally:
+        close_hub(hub)
+    assert caplog.text and PASSWORD not in caplog.text
+
+
+@pytest.fixture(scope="module")
+def authority(tmp_path_factory):
+    return Authority(tmp_path_factory.mktemp("tls"), "redis-ca")
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory, authority):
+    server = RedisServer(tmp_path_factory.mktemp("redis-tls"), tls=authority,
+                         extra=("--requirepass", PASSWORD), auth={"password": PASSWORD}).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def acl_server(tmp_path_factory):
+    server = RedisServer(tmp_path_factory.mktemp("redis-acl"),
+                         extra=("--user", "default", "off",
+                                "--user", "hub", "on", f">{PASSWORD}", "~*", "&*", "+@all"),
+                         auth={"username": "hub", "password": PASSWORD}).start()
+    yield server
+    server.stop()
+
+
+def _with(url: str, query: str) -> str:
+    return url + ("&" if "?" in url else "?") + query
+
+
+def _secret(url: str, userinfo: str) -> str:
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{userinfo}@{rest}"
+
+
+def test_rediss_verifies_the_server_against_the_operators_ca(tls_server, authority):
+    _served(_with(_secret(tls_server.tls_url, f":{PASSWORD}"),
+                  f"ssl_ca_certs={authority.ca_file}"))
+
+
+@pytest.mark.parametrize("trust", ["another", "the system's"])
+def test_rediss_to_a_server_its_ca_does_not_sign_answers_32603(tls_server, tmp_path, trust,
+                                                               caplog):
+    url = _secret(tls_server.tls_url, f":{PASSWORD}")
+    if trust == "another":
+        url = _with(url, f"ssl_ca_certs={Authority(tmp_path, 'other-ca').ca_file}")
+    _refused(url, caplog)
+
+
+def test_rediss_with_a_wrong_password_answers_32603(tls_server, authority, caplog):
+    url = _with(f"rediss://:wrong-{PASSWORD}@127.0.0.1:{tls_server.port}/0",
+                f"ssl_ca_certs={authority.ca_file}")
+    _refused(url, caplog)
+
+
+def test_mutual_tls_presents_the_operators_client_certificate(tmp_path, authority, caplog):
+    cert, key = authority.issue("hub")
+    server = RedisServer(tmp_path / "mtls", tls=authority, extra=("--tls-auth-clients", "yes"),
+                         auth={"ssl_certfile": cert, "ssl_keyfile": key}).start()
+    try:
+        url = _with(server.tls_url, f"ssl_ca_certs={authority.ca_file}")
+        _served(_with(url, f"ssl_certfile={cert}&ssl_keyfile={key}"))
+        _refused(_with(url, f"password={PASSWORD}"), caplog)   # no certificate: refused
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("form", ["tcp", "unix"])
+def test_an_acl_user_logs_in_by_each_url_form(acl_server, form):
+    acl_server.flush()
+    if form == "tcp":
+        _served(_secret(acl_server.url, f"hub:{PASSWORD}"))
+    else:
+        _served(_with(acl_server.unix_url, f"username=hub&password={PASSWORD}"))
+
+
+@pytest.mark.parametrize("form", ["tcp", "unix", "no user"])
+def test_an_acl_user_with_a_wrong_password_answers_32603(acl_server, form, caplog):
+    if form == "tcp":
+        url = _secret(acl_server.url, f"hub:wrong-{PASSWORD}")
+    elif form == "unix":
+        url = _with(acl_server.unix_url, f"username=hub&password=wrong-{PASSWORD}")
+    else:                                       # the default user, which is off
+        url = _secret(acl_server.url, f":{PASSWORD}")
+    _refused(url, caplog)

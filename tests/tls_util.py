@@ -1,0 +1,56 @@
+"""Certificates for the tests' TLS servers, made with ``cryptography`` (a dependency of the
+project's own): no openssl CLI.
+
+``Authority(directory, name)`` is a CA (``ca_file``) that ``issue`` signs certificates with:
+a server's for 127.0.0.1 and localhost, or a client's (mutual TLS), each a
+``(cert file, key file)`` pair of PEM files in ``directory``.
+"""
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+
+def _name(common: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+
+class Authority:
+    def __init__(self, directory, name: str = "test-ca"):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        self._key = ec.generate_private_key(ec.SECP256R1())
+        cert = self._builder(_name(name), self._key.public_key()).add_extension(
+            x509.BasicConstraints(ca=True, path_length=None), critical=True
+        ).sign(self._key, hashes.SHA256())
+        self.ca_file = str(self.directory / f"{name}.pem")
+        Path(self.ca_file).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+    def _builder(self, subject: x509.Name, public_key) -> x509.CertificateBuilder:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        return (x509.CertificateBuilder().subject_name(subject).issuer_name(_name(self.name))
+                .public_key(public_key).serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(minutes=5))
+                .not_valid_after(now + datetime.timedelta(days=1)))
+
+    def issue(self, common: str = "localhost") -> tuple[str, str]:
+        """A certificate for ``common``, 127.0.0.1 and localhost: (cert file, key file)."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = self._builder(_name(common), key.public_key()).add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                         x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False).sign(self._key, hashes.SHA256())
+        stem = self.directory / f"{self.name}-{common}"
+        cert_file, key_file = Path(f"{stem}.pem"), Path(f"{stem}.key")
+        cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                               serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+        return str(cert_file), str(key_file)
