@@ -30,6 +30,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import redis
@@ -104,8 +105,11 @@ def wait_until(predicate, what: str, procs, deadline: float = DEADLINE):
 
 
 class _Node:
-    def __init__(self, directory: Path, port: int, extra: list[str]):
+    auth: dict = {}             # redis-py's password (and username) the test's clients give
+
+    def __init__(self, directory: Path, port: int, extra: list[str], auth: dict | None = None):
         self.port = port
+        self.auth = dict(auth or {})
         self.proc = _spawn(directory, f"redis-{port}", [
             _binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
             "--save", "", "--appendonly", "no", "--dir", str(directory),
@@ -113,7 +117,7 @@ class _Node:
 
     def client(self, **kwargs) -> redis.Redis:
         return redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1,
-                           decode_responses=True, **kwargs)
+                           decode_responses=True, **{**self.auth, **kwargs})
 
 
 def cluster_port() -> int:
@@ -203,7 +207,10 @@ class SentinelSet:
     """A primary, one replica, three sentinels watching the primary as ``SERVICE``."""
 
     def __init__(self, directory: Path, sentinels: int = 3, down_after_ms: int = 1000,
-                 quick: bool = False):
+                 quick: bool = False, password: str | None = None,
+                 sentinel_password: str | None = None):
+        self.password = password                    # the primary's and replica's requirepass
+        self.sentinel_password = sentinel_password  # the sentinels' own requirepass
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.count = sentinels
@@ -216,7 +223,17 @@ class SentinelSet:
     @property
     def url(self) -> str:
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
-        return f"redis-sentinel://{hosts}/{SERVICE}/0"
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        query = f"?sentinel_password={quote(self.sentinel_password, safe='')}" \
+            if self.sentinel_password else ""
+        return f"redis-sentinel://{auth}{hosts}/{SERVICE}/0{query}"
+
+    def _data_node(self, extra: list[str], port: int | None = None) -> _Node:
+        """The primary or a replica: its password asked, and given to its primary."""
+        if self.password:
+            extra = [*extra, "--requirepass", self.password, "--masterauth", self.password]
+        return _Node(self.directory, port or free_port(), [*DISK_SYNC, *extra],
+                     {"password": self.password} if self.password else None)
 
     def _procs(self) -> list[subprocess.Popen]:
         nodes = [self.primary, self.replica, *self.sentinels]
@@ -224,10 +241,9 @@ class SentinelSet:
             [n.proc for n in nodes if n is not None]
 
     def start(self) -> SentinelSet:
-        self.primary = _Node(self.directory, free_port(), DISK_SYNC)
+        self.primary = self._data_node([])
         wait_until(lambda: self.primary.client().ping(), "the primary's PING", self._procs())
-        self.replica = _Node(self.directory, free_port(),
-                             [*DISK_SYNC, "--replicaof", "127.0.0.1", str(self.primary.port)])
+        self.replica = self._data_node(["--replicaof", "127.0.0.1", str(self.primary.port)])
         self._wait_link(self.replica)
         # NOTE: each sentinel's file names the others and the replica, as a sentinel writes
         # them there itself once it heard of them: hello messages (every 2 s) would tell it.
@@ -244,9 +260,13 @@ class SentinelSet:
                 f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}\n"
                 f"sentinel failover-timeout {SERVICE} 5000\n"
                 f"sentinel parallel-syncs {SERVICE} 1\n"
-                f"sentinel known-replica {SERVICE} 127.0.0.1 {self.replica.port}\n" + known)
+                f"sentinel known-replica {SERVICE} 127.0.0.1 {self.replica.port}\n" + known
+                + (f"sentinel auth-pass {SERVICE} {self.password}\n" if self.password else "")
+                # NOTE: a sentinel gives its requirepass to the other sentinels too.
+                + (f"requirepass {self.sentinel_password}\n" if self.sentinel_password else ""))
             node = _Node.__new__(_Node)
             node.port = port
+            node.auth = {"password": self.sentinel_password} if self.sentinel_password else {}
             node.proc = _spawn(self.directory, f"sentinel-{port}",
                                [_binary("redis-server"), str(conf), "--sentinel"])
             self.sentinels.append(node)
@@ -331,8 +351,7 @@ class SentinelSet:
         """After ``wait_failover``: the killed primary started again on its port (empty) as
         the new primary's replica, in sync; ``primary`` and ``replica`` swap."""
         old, promoted = self.primary, self.replica
-        node = _Node(self.directory, old.port,
-                     [*DISK_SYNC, "--replicaof", "127.0.0.1", str(promoted.port)])
+        node = self._data_node(["--replicaof", "127.0.0.1", str(promoted.port)], old.port)
         self.primary, self.replica = promoted, node
         self._wait_link(node)
         self._wait_acknowledged(promoted, node)
@@ -354,7 +373,10 @@ class SentinelSet:
 
     def watchers(self) -> Sentinel:
         """redis-py's client of the sentinels."""
-        return Sentinel([("127.0.0.1", s.port) for s in self.sentinels], socket_timeout=0.5)
+        return Sentinel([("127.0.0.1", s.port) for s in self.sentinels], socket_timeout=0.5,
+                        sentinel_kwargs={"socket_timeout": 0.5,
+                                         "password": self.sentinel_password},
+                        password=self.password)
 
     def stop_soon(self) -> None:
         """``stop`` on a thread, once the servers on it stopped (``stopping.after``)."""

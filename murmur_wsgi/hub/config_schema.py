@@ -120,7 +120,7 @@ class EventsSchema(Block):
 class StoreField(fields.String):
     """``memory``, ``redis`` (the URL is ``redis.url``), a ``redis://``/``rediss://`` URL, a
     ``unix:///PATH?db=N`` socket of a Redis on this host,
-    ``redis-sentinel://HOST:PORT[,HOST:PORT…]/SERVICE/DB`` or
+    ``redis-sentinel://HOST:PORT[,HOST:PORT…]/SERVICE/DB[?sentinel_password=…]`` or
     ``redis-cluster://HOST:PORT[,HOST:PORT…]``."""
 
     def _deserialize(self, value, attr, data, **kwargs):

@@ -209,7 +209,9 @@ def _sentinel_client(parts, timeout_secs: float, settings: dict) -> redis.Redis:
     share = timeout_secs / len(parts.sentinels)
     watchers = Sentinel(list(parts.sentinels),
                         sentinel_kwargs={"socket_timeout": share,
-                                         "socket_connect_timeout": share})
+                                         "socket_connect_timeout": share,
+                                         "username": parts.sentinel_username,
+                                         "password": parts.sentinel_password})
     return watchers.master_for(parts.service, db=parts.db, username=parts.username,
                                password=parts.password, **settings)
 
@@ -309,9 +311,9 @@ class RedisConnection:
 
 
 def public_url(url: str) -> str:
-    """The URL without its password (``user:password@``, or a socket's ``password=``), for
-    logs."""
+    """The URL without its password (``user:password@``, a socket's ``password=``, the
+    sentinels' ``sentinel_password=``), for logs."""
     scheme, sep, rest = url.partition("://")
     if "@" in rest:
         rest = "***@" + rest.rsplit("@", 1)[1]
-    return scheme + sep + re.sub(r"([?&]password=)[^&#]*", r"\1***", rest)
+    return scheme + sep + re.sub(r"([?&](?:sentinel_)?password=)[^&#]*", r"\1***", rest)

@@ -1,16 +1,17 @@
-"""The Sentinel form of the store's URL, ``redis-sentinel://HOSTS/SERVICE/DB``.
+"""The Sentinel form of the store's URL, ``redis-sentinel://HOSTS/SERVICE/DB[?QUERY]``.
 
 ``HOSTS`` is ``[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…]``: the sentinels;
 ``SERVICE`` the name they watch the primary under (``sentinel monitor SERVICE …``);
 ``DB`` the primary's database number (0 when left out). A user and password are
-the primary's (and its replicas'); the sentinels are asked without one. ``parse``
-raises ``ValueError`` with a message that never echoes the URL (it may carry a
-password).
+the primary's (and its replicas'). The sentinels' own (their ``requirepass``, or an
+ACL user of theirs) are the query's ``sentinel_password`` and ``sentinel_username``;
+without them the sentinels are asked without one. ``parse`` raises ``ValueError``
+with a message that never echoes the URL (it may carry a password).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 SCHEME = "redis-sentinel"
 
@@ -22,6 +23,8 @@ class SentinelUrl:
     db: int
     username: str | None
     password: str | None
+    sentinel_username: str | None = None
+    sentinel_password: str | None = None
 
 
 def is_sentinel(url: str) -> bool:
@@ -32,6 +35,7 @@ def parse(url: str) -> SentinelUrl:
     rest = url[len(SCHEME) + 3:] if is_sentinel(url) else ""
     if not rest:
         raise ValueError("is not a redis-sentinel:// URL")
+    rest, _, query = rest.partition("?")
     auth, _, rest = rest.rpartition("@")
     hosts, _, path = rest.partition("/")
     service, _, db = path.partition("/")
@@ -48,7 +52,19 @@ def parse(url: str) -> SentinelUrl:
         user, colon, secret = auth.partition(":")
         username = unquote(user) or None
         password = unquote(secret) if colon else None
-    return SentinelUrl(sentinels, unquote(service), int(db or 0), username, password)
+    asked = _sentinels_auth(query)
+    return SentinelUrl(sentinels, unquote(service), int(db or 0), username, password,
+                       asked.get("sentinel_username"), asked.get("sentinel_password"))
+
+
+def _sentinels_auth(query: str) -> dict:
+    """The query's ``sentinel_username`` and ``sentinel_password`` (each once)."""
+    fields = parse_qs(query, keep_blank_values=True) if query else {}
+    if set(fields) - {"sentinel_username", "sentinel_password"} or \
+            any(len(values) > 1 for values in fields.values()) or "#" in query:
+        raise ValueError("a redis-sentinel URL's query takes sentinel_username and "
+                         "sentinel_password only, each once")
+    return {name: values[0] or None for name, values in fields.items()}
 
 
 def _address(part: str) -> tuple:
