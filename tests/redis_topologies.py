@@ -137,28 +137,46 @@ class Cluster:
     """Three primaries, each owning a third of the 16384 slots; no replicas, or
     ``replicas`` of each (``nodes``: the primaries first, as ``redis-cli`` assigns them)."""
 
-    def __init__(self, directory: Path, size: int = 3, replicas: int = 0):
+    def __init__(self, directory: Path, size: int = 3, replicas: int = 0,
+                 password: str | None = None, username: str | None = None):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.size = size
         self.replicas = replicas
         self.nodes: list[_Node] = []
+        # Every node's requirepass, or (``username``) an ACL user's, the default user off.
+        self.auth = {k: v for k, v in (("username", username), ("password", password)) if v}
 
     @property
     def url(self) -> str:
-        return "redis-cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+        auth = ":".join(quote(self.auth.get(k, ""), safe="") for k in ("username", "password"))
+        return "redis-cluster://" + (auth + "@" if self.auth else "") + \
+            ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def _secured(self) -> tuple[list[str], list[str]]:
+        """The nodes' options and redis-cli's for ``auth``."""
+        if "username" in self.auth:
+            user, password = self.auth["username"], self.auth["password"]
+            return (["--user", "default", "off", "--user", user, "on", f">{password}", "~*",
+                     "&*", "+@all", "--masteruser", user, "--masterauth", password],
+                    ["--user", user, "--pass", password])
+        if "password" in self.auth:
+            password = self.auth["password"]
+            return ["--requirepass", password, "--masterauth", password], ["-a", password]
+        return [], []
 
     def start(self) -> Cluster:
+        options, cli_auth = self._secured()
         for _ in range(self.size * (1 + self.replicas)):
             port = cluster_port()
             self.nodes.append(_Node(self.directory, port, [
                 "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
-                "--cluster-node-timeout", "2000"]))
+                "--cluster-node-timeout", "2000", *options], self.auth))
         procs = [n.proc for n in self.nodes]
         for node in self.nodes:
             wait_until(lambda node=node: node.client().ping(), f"PING on {node.port}", procs)
         create = subprocess.run(
-            [_binary("redis-cli"), "--cluster", "create",
+            [_binary("redis-cli"), *cli_auth, "--no-auth-warning", "--cluster", "create",
              *[f"127.0.0.1:{n.port}" for n in self.nodes], "--cluster-replicas",
              str(self.replicas), "--cluster-yes"],
             capture_output=True, text=True, timeout=DEADLINE)
@@ -180,7 +198,7 @@ class Cluster:
 
     def client(self) -> redis.RedisCluster:
         return redis.RedisCluster(host="127.0.0.1", port=self.nodes[0].port,
-                                  decode_responses=True)
+                                  decode_responses=True, **self.auth)
 
     def flush(self) -> None:
         stopping.join(self.url)     # no server still stopping writes once it is flushed

@@ -16,7 +16,7 @@ from murmur_wsgi.hub.held import HeldAnswers
 from murmur_wsgi.hub.methods import METHODS
 from murmur_wsgi.hub.routes import handle
 from murmur_wsgi.hub.run_registry import Runs
-from murmur_wsgi.hub.store import StoreError, open_stores
+from murmur_wsgi.hub.store import StoreError, StoreRefused, open_stores
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,10 @@ class Hub:
         self.credentials = Credentials(config)
         self.cards = card_bodies(config)
         self.agents = load_agents(config)
-        self.stores = open_stores(config)
+        try:
+            self.stores = open_stores(config)
+        except StoreRefused as ex:
+            raise ConfigError(f"store: {ex}") from None
         self.store = self.stores.tasks
         self.admission = Admission(config, self.stores.counters)
         self.runs = Runs(self.store, self.admission, config.pricing,

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from murmur_wsgi.hub.store.base import PENDING, StoreError, StoredEvent, TaskStore
+from murmur_wsgi.hub.store.base import (PENDING, StoreError, StoredEvent, StoreRefused,
+                                        TaskStore)
 from murmur_wsgi.hub.store.counters import Counters
 from murmur_wsgi.hub.store.push_base import PushStorage
 from murmur_wsgi.hub.store.replicas import ReplicaStore
@@ -94,5 +95,5 @@ def open_stores(config) -> Stores:
                         large_read_bytes=config.limits["worker_answer_bytes"])
 
 
-__all__ = ["PENDING", "StoreError", "StoredEvent", "Stores", "TaskStore", "memory_stores",
+__all__ = ["PENDING", "StoreError", "StoredEvent", "StoreRefused", "Stores", "TaskStore", "memory_stores",
            "open_stores", "redis_stores"]

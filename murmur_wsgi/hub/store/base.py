@@ -27,6 +27,12 @@ from dataclasses import dataclass
 from murmur_wsgi.errors import StoreError
 
 
+class StoreRefused(Exception):
+    """Redis refused the store URL's user or password as the store opened (a Redis Cluster,
+    whose slot map is read then): the setting's fault, not an outage. Its message is
+    public (no URL, no password); the hub raises it as ``ConfigError`` naming ``store``."""
+
+
 def each_then_raise(calls) -> None:
     """Call each of ``calls``: one that fails with ``StoreError`` does not keep the others
     from theirs (a Redis Cluster serving without one primary fails only the calls that

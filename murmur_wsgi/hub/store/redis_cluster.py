@@ -26,10 +26,12 @@ import time
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
-from redis.exceptions import (AskError, ClusterDownError, MovedError, RedisClusterException,
+from redis.exceptions import (AskError, AuthenticationError, AuthorizationError,
+                              ClusterDownError, MovedError, RedisClusterException,
                               SlotNotCoveredError)
 from redis.retry import Retry
 
+from murmur_wsgi.hub.store.base import StoreRefused
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes
 from murmur_wsgi.hub.store.redis_commands import Commands
 from murmur_wsgi.hub.store.redis_redirects import REDIRECTED, follow, raised
@@ -139,13 +141,24 @@ class NodePipeline(redis.client.Pipeline):
 
 
 def connect_cluster(url: str, timeout_secs: float) -> RedisCluster:
-    """A cluster client of ``url`` whose every wait ends within ``timeout_secs``."""
+    """A cluster client of ``url`` whose every wait ends within ``timeout_secs``.
+
+    It reads the slot map now: nodes that refuse the URL's user or password (a wrong one,
+    or none where one is asked) raise ``StoreRefused``; none reachable,
+    ``RedisClusterException``."""
     nodes, user, password = cluster_nodes(url)
-    return _Cluster(
-        startup_nodes=[ClusterNode(host, port) for host, port in nodes],
-        username=user, password=password, decode_responses=True,
-        socket_timeout=timeout_secs, socket_connect_timeout=timeout_secs,
-        retry=Retry(NoBackoff(), 1), health_check_interval=30, timeout_secs=timeout_secs)
+    try:
+        return _Cluster(
+            startup_nodes=[ClusterNode(host, port) for host, port in nodes],
+            username=user, password=password, decode_responses=True,
+            socket_timeout=timeout_secs, socket_connect_timeout=timeout_secs,
+            retry=Retry(NoBackoff(), 1), health_check_interval=30, timeout_secs=timeout_secs)
+    except (RedisClusterException, AuthenticationError, AuthorizationError) as ex:
+        refused = (AuthenticationError, AuthorizationError)
+        if isinstance(ex, refused) or isinstance(ex.__cause__, refused):
+            raise StoreRefused(f"the Redis Cluster's nodes refused the URL's user or password "
+                               f"({type(ex.__cause__ or ex).__name__})") from None
+        raise
 
 
 def _key_of(command: tuple) -> str | None:

@@ -1,0 +1,55 @@
+"""A Redis Cluster whose nodes ask for a password (``requirepass``) or an ACL user (the
+default user off): ``redis-cluster://[USER]:PASSWORD@HOST:PORT,…``, each a real cluster.
+
+The hub serves through each (a send, its read, a list across the slots). Nodes that refuse
+the URL's password (wrong, or none given) refuse the hub as it starts: ``ConfigError``
+naming ``store`` (the slot map is read then), never showing the password.
+"""
+from __future__ import annotations
+
+import pytest
+
+from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.config_schema import ConfigError
+from tests.hub.conftest import FAST, HubClient, close_hub, hub_config
+from tests.redis_topologies import Cluster
+
+pytestmark = pytest.mark.one_store
+
+PASSWORD = "cluster-pw-never-logged"
+
+
+@pytest.fixture(scope="module", params=["requirepass", "acl user"])
+def guarded_cluster(request, tmp_path_factory):
+    username = "hub" if request.param == "acl user" else None
+    started = Cluster(tmp_path_factory.mktemp("cluster-auth"), password=PASSWORD,
+                      username=username).start()
+    yield started
+    started.stop()
+
+
+def test_a_hub_logs_in_to_every_node(guarded_cluster):
+    hub = create_hub(hub_config(store=guarded_cluster.url, redis=dict(FAST)))
+    try:
+        rpc = HubClient(hub)
+        tasks = [rpc.send(f"hello {n}") for n in range(4)]       # in several slots
+        assert all(t["status"]["state"] == "TASK_STATE_COMPLETED" for t in tasks)
+        assert rpc.result("GetTask", {"id": tasks[0]["id"]})["id"] == tasks[0]["id"]
+        listed = {t["id"] for t in rpc.result("ListTasks", {})["tasks"]}
+        assert {t["id"] for t in tasks} <= listed
+    finally:
+        close_hub(hub)
+
+
+@pytest.mark.parametrize("given", ["a wrong password", "no password"])
+def test_a_refused_password_stops_the_hub_naming_store_and_never_shows_it(guarded_cluster,
+                                                                          given, caplog):
+    scheme, _, rest = guarded_cluster.url.partition("://")
+    userinfo, _, hosts = rest.partition("@")
+    user = userinfo.partition(":")[0]
+    url = f"{scheme}://{user}:wrong-{PASSWORD}@{hosts}" if given == "a wrong password" \
+        else f"{scheme}://{hosts}"
+    with pytest.raises(ConfigError) as refused:
+        create_hub(hub_config(store=url, redis=dict(FAST)))
+    assert str(refused.value).startswith("store: ") and "user or password" in str(refused.value)
+    assert PASSWORD not in str(refused.value) and PASSWORD not in caplog.text
