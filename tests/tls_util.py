@@ -47,7 +47,8 @@ class Authority:
             x509.SubjectAlternativeName([x509.DNSName("localhost"),
                                          x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
             critical=False).sign(self._key, hashes.SHA256())
-        stem = self.directory / f"{self.name}-{common}"
+        # NOTE: files of their own: a server started just before still reads its own.
+        stem = self.directory / f"{self.name}-{common}-{cert.serial_number:x}"
         cert_file, key_file = Path(f"{stem}.pem"), Path(f"{stem}.key")
         cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,

@@ -121,7 +121,7 @@ class StoreField(fields.String):
     """``memory``, ``redis`` (the URL is ``redis.url``), a ``redis://``/``rediss://`` URL, a
     ``unix:///PATH?db=N`` socket of a Redis on this host,
     ``redis-sentinel://HOST:PORT[,HOST:PORT…]/SERVICE/DB[?sentinel_password=…]`` or
-    ``redis-cluster://HOST:PORT[,HOST:PORT…]``."""
+    ``redis-cluster://HOST:PORT[,HOST:PORT…]`` (``rediss-cluster://`` over TLS)."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         value = super()._deserialize(value, attr, data, **kwargs)
@@ -147,8 +147,8 @@ def _redis_url(value: str) -> str:
         try:
             cluster_nodes(value)
         except ValueError as ex:
-            raise ValidationError(f"is not a redis-cluster://HOST:PORT[,HOST:PORT…] URL: "
-                                  f"{ex}") from None
+            raise ValidationError(f"is not a redis-cluster:// (rediss-cluster://) "
+                                  f"HOST:PORT[,HOST:PORT…] URL: {ex}") from None
         return value
     if value.startswith("unix:"):
         return _unix_url(value)
@@ -161,7 +161,7 @@ def _redis_url(value: str) -> str:
         raise ValidationError("must be memory, redis, or a redis://host:port/db, "
                               "rediss://, unix:///path/to/redis.sock?db=0, "
                               "redis-sentinel://host:port/service/db or "
-                              "redis-cluster://host:port,… URL")
+                              "redis-cluster:// (rediss-cluster://) host:port,… URL")
     db = parts.path.strip("/")
     if db and _NUMBER.fullmatch(db) is None:
         raise ValidationError("a Redis URL's path is its database number (redis://host:port/0)")

@@ -48,12 +48,18 @@ def test_a_cluster_url_names_the_redis_store(where):
     pytest.param("redis-cluster://127.0.0.1:7000,", "each node is HOST:PORT", id="empty"),
     pytest.param("redis-cluster://127.0.0.1:7000/1", "a Redis Cluster has only database 0",
                  id="db"),
+    pytest.param("redis-cluster://127.0.0.1:7000?ssl_ca_certs=/etc/ca.pem",
+                 "a redis-cluster URL takes no query (rediss-cluster:// for TLS)",
+                 id="query-dropped"),
+    pytest.param("rediss-cluster://127.0.0.1:7000?ssl_cert_reqs=none",
+                 "a rediss-cluster URL's query takes ssl_ca_certs, ssl_certfile and ssl_keyfile "
+                 "only, each once", id="unverified"),
 ])
 def test_a_bad_cluster_url_is_refused_without_echoing_it(url, line):
     with pytest.raises(ConfigError) as info:
         load_config({"store": url}, environ={})
-    assert str(info.value) == ("store: is not a redis-cluster://HOST:PORT[,HOST:PORT…] URL: "
-                               + line)
+    assert str(info.value) == ("store: is not a redis-cluster:// (rediss-cluster://) "
+                               "HOST:PORT[,HOST:PORT…] URL: " + line)
 
 
 def _keys(cluster) -> list[str]:

@@ -3,9 +3,14 @@ default user off): ``redis-cluster://[USER]:PASSWORD@HOST:PORT,…``, each a rea
 
 The hub serves through each (a send, its read, a list across the slots). Nodes that refuse
 the URL's password (wrong, or none given) refuse the hub as it starts: ``ConfigError``
-naming ``store`` (the slot map is read then), never showing the password.
+naming ``store`` (the slot map is read then), never showing the password. Over TLS
+(``rediss-cluster://…?ssl_ca_certs=CA``, the nodes' bus on TLS too) the hub verifies every
+node against the CA; with another CA's, the hub does not start (``ConfigError`` naming
+``store``).
 """
 from __future__ import annotations
+
+from urllib.parse import quote
 
 import pytest
 
@@ -13,6 +18,7 @@ from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.config_schema import ConfigError
 from tests.hub.conftest import FAST, HubClient, close_hub, hub_config
 from tests.redis_topologies import Cluster
+from tests.tls_util import Authority
 
 pytestmark = pytest.mark.one_store
 
@@ -53,3 +59,27 @@ def test_a_refused_password_stops_the_hub_naming_store_and_never_shows_it(guarde
         create_hub(hub_config(store=url, redis=dict(FAST)))
     assert str(refused.value).startswith("store: ") and "user or password" in str(refused.value)
     assert PASSWORD not in str(refused.value) and PASSWORD not in caplog.text
+
+
+def test_rediss_cluster_verifies_every_node_against_the_operators_ca(tmp_path):
+    authority = Authority(tmp_path / "tls", "cluster-ca")
+    started = Cluster(tmp_path / "cluster-tls", password=PASSWORD, tls=authority).start()
+    try:
+        assert started.url.startswith("rediss-cluster://")
+        hub = create_hub(hub_config(store=started.url, redis=dict(FAST)))
+        try:
+            rpc = HubClient(hub)
+            tasks = [rpc.send(f"over TLS {n}") for n in range(4)]
+            assert all(t["status"]["state"] == "TASK_STATE_COMPLETED" for t in tasks)
+            assert rpc.result("GetTask", {"id": tasks[-1]["id"]})["id"] == tasks[-1]["id"]
+        finally:
+            close_hub(hub)
+        # Another CA's: no node is verified, so none is connected, as none reachable.
+        other = started.url.replace(quote(authority.ca_file),
+                                    quote(Authority(tmp_path / "other", "other-ca").ca_file))
+        with pytest.raises(ConfigError) as refused:
+            create_hub(hub_config(store=other, redis=dict(FAST)))
+        assert str(refused.value) == ("store: the Redis Cluster's nodes' TLS certificates are "
+                                      "not signed by the URL's ssl_ca_certs (or the system's CAs)")
+    finally:
+        started.stop()

@@ -21,7 +21,7 @@ from murmur_wsgi.hub.task import CANCELED, COMPLETED, WORKING, HubTask
 from tests.hub.agents import gate
 from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until
 from tests.hub.test_redis_cluster_lost import KEY_LOST, _kill, _partial_cluster
-from tests.redis_topologies import SentinelSet
+from tests.redis_sentinels import SentinelSet
 
 FILLER_BYTES = 8 * 1024 * 1024          # written until the link's buffers are full
 

@@ -28,7 +28,8 @@ from murmur_wsgi.hub.store.sentinel_url import parse
 from tests.hub.agents import gate
 from tests.hub.conftest import HubClient, close_hub, hub_config, send_params, wait_until
 from tests.hub.test_streams import Reader
-from tests.redis_topologies import SERVICE, SentinelSet, wait_until as redis_wait
+from tests.redis_sentinels import SERVICE, SentinelSet
+from tests.redis_topologies import wait_until as redis_wait
 
 pytestmark = pytest.mark.one_store
 

@@ -15,7 +15,7 @@ from murmur_wsgi.hub.config_schema import ConfigError
 from murmur_wsgi.hub.store.redis_client import public_url
 from murmur_wsgi.hub.store.sentinel_url import parse
 from tests.hub.conftest import HubClient, close_hub, hub_config, send_params, wait_until
-from tests.redis_topologies import SentinelSet
+from tests.redis_sentinels import SentinelSet
 
 pytestmark = pytest.mark.one_store
 

@@ -1,26 +1,53 @@
-"""The Redis Cluster form of the store's URL, ``redis-cluster://[USER:PASSWORD@]HOST:PORT[,…]``.
+"""The Redis Cluster form of the store's URL, ``redis-cluster://[USER:PASSWORD@]HOST:PORT[,…]``,
+and over TLS ``rediss-cluster://…[?ssl_ca_certs=CA&ssl_certfile=CERT&ssl_keyfile=KEY]``
+(the server verified against the system's CAs, or ``ssl_ca_certs``; a client certificate
+for mutual TLS). Any other query is refused, never dropped.
 
 Read without importing redis-py's cluster client: hub.yaml is checked in gunicorn's
 master, which must not import what imports ``ssl`` before gevent patches it.
 """
 from __future__ import annotations
 
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 SCHEME = "redis-cluster"
+TLS_SCHEME = "rediss-cluster"
+TLS_QUERY = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
 
 
 def is_cluster(url: str) -> bool:
-    return url.startswith(SCHEME + "://")
+    return url.startswith((SCHEME + "://", TLS_SCHEME + "://"))
+
+
+def tls_settings(url: str) -> dict:
+    """redis-py's TLS settings of a cluster URL: none for ``redis-cluster://``; ``ssl`` and
+    the query's ``TLS_QUERY`` for ``rediss-cluster://`` (checked by ``cluster_nodes``)."""
+    if not url.startswith(TLS_SCHEME + "://"):
+        return {}
+    query = parse_qs(url.partition("?")[2])
+    return {"ssl": True, **{name: values[0] for name, values in query.items()}}
+
+
+def _check_query(scheme: str, mark: str, query: str) -> None:
+    fields = parse_qs(query, keep_blank_values=True) if query else {}
+    if scheme == SCHEME and mark:
+        raise ValueError("a redis-cluster URL takes no query (rediss-cluster:// for TLS)")
+    if set(fields) - set(TLS_QUERY) or any(len(v) > 1 or not v[0] for v in fields.values()) \
+            or "#" in query:
+        raise ValueError("a rediss-cluster URL's query takes ssl_ca_certs, ssl_certfile and "
+                         "ssl_keyfile only, each once")
 
 
 def cluster_nodes(url: str) -> tuple[list[tuple[str, int]], str | None, str | None]:
-    """The ``(host, port)`` pairs, username and password of a ``redis-cluster://`` URL.
+    """The ``(host, port)`` pairs, username and password of a ``redis-cluster://`` or
+    ``rediss-cluster://`` URL.
 
     Raises ValueError for anything else (never echoing the URL: it may carry a password)."""
     scheme, sep, rest = url.partition("://")
-    if scheme != SCHEME or not sep:
+    if scheme not in (SCHEME, TLS_SCHEME) or not sep:
         raise ValueError("not a redis-cluster:// URL")
+    rest, mark, query = rest.partition("?")
+    _check_query(scheme, mark, query)
     netloc, _, path = rest.partition("/")
     if path.strip("/") not in ("", "0"):
         raise ValueError("a Redis Cluster has only database 0")

@@ -1,4 +1,5 @@
-"""The Redis store on a Redis Cluster (``store: redis-cluster://HOST:PORT[,HOST:PORT…]``).
+"""The Redis store on a Redis Cluster (``store: redis-cluster://HOST:PORT[,HOST:PORT…]``, or
+``rediss-cluster://…`` over TLS).
 
 Every key of the store carries a hash tag (``redis_keys``): a tenant's keys the tag
 of that tenant, the hub's own ``{hub}``, so tenants spread over the primaries while
@@ -20,6 +21,7 @@ once a second, and the call goes once more to its slot's owner if that changed.
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 import time
 
@@ -32,7 +34,7 @@ from redis.exceptions import (AskError, AuthenticationError, AuthorizationError,
 from redis.retry import Retry
 
 from murmur_wsgi.hub.store.base import StoreRefused
-from murmur_wsgi.hub.store.cluster_url import cluster_nodes
+from murmur_wsgi.hub.store.cluster_url import cluster_nodes, tls_settings
 from murmur_wsgi.hub.store.redis_commands import Commands
 from murmur_wsgi.hub.store.redis_redirects import REDIRECTED, follow, raised
 
@@ -152,13 +154,26 @@ def connect_cluster(url: str, timeout_secs: float) -> RedisCluster:
             startup_nodes=[ClusterNode(host, port) for host, port in nodes],
             username=user, password=password, decode_responses=True,
             socket_timeout=timeout_secs, socket_connect_timeout=timeout_secs,
-            retry=Retry(NoBackoff(), 1), health_check_interval=30, timeout_secs=timeout_secs)
+            retry=Retry(NoBackoff(), 1), health_check_interval=30, timeout_secs=timeout_secs,
+            **tls_settings(url))
     except (RedisClusterException, AuthenticationError, AuthorizationError) as ex:
         refused = (AuthenticationError, AuthorizationError)
         if isinstance(ex, refused) or isinstance(ex.__cause__, refused):
             raise StoreRefused(f"the Redis Cluster's nodes refused the URL's user or password "
                                f"({type(ex.__cause__ or ex).__name__})") from None
+        if _unverified(ex):
+            raise StoreRefused("the Redis Cluster's nodes' TLS certificates are not signed by "
+                               "the URL's ssl_ca_certs (or the system's CAs)") from None
         raise
+
+
+def _unverified(ex: BaseException) -> bool:
+    """Whether ``ex`` came of a certificate the client could not verify."""
+    while ex is not None:
+        if isinstance(ex, ssl.SSLCertVerificationError):
+            return True
+        ex = ex.__cause__ or ex.__context__
+    return False
 
 
 def _key_of(command: tuple) -> str | None:

@@ -18,7 +18,7 @@ import uuid
 import pytest
 
 from tests.e2e.hub_replicas import Replica, Subscriber, send, until
-from tests.redis_topologies import SentinelSet
+from tests.redis_sentinels import SentinelSet
 
 pytestmark = pytest.mark.e2e
 
