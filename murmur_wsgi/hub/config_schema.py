@@ -165,7 +165,25 @@ def _redis_url(value: str) -> str:
     db = parts.path.strip("/")
     if db and _NUMBER.fullmatch(db) is None:
         raise ValidationError("a Redis URL's path is its database number (redis://host:port/0)")
+    _tcp_query(parts.scheme, parts.query)
     return value
+
+
+# What a redis:// or rediss:// URL's query may hold: redis-py would take any other as a
+# connection setting, and fail each command with TypeError (a typo) or override the hub's
+# own (a timeout); ssl_cert_reqs=none would connect unverified.
+_QUERY = {"redis": ("db", "username", "password"),
+          "rediss": ("db", "username", "password", "ssl_ca_certs", "ssl_certfile",
+                     "ssl_keyfile")}
+
+
+def _tcp_query(scheme: str, query: str) -> None:
+    fields = parse_qs(query, keep_blank_values=True)
+    allowed = _QUERY[scheme]
+    if set(fields) - set(allowed) or any(len(v) > 1 or not v[0] for v in fields.values()):
+        raise ValidationError(f"a {scheme}:// URL's query takes {', '.join(allowed)} only, "
+                              f"each once" + ("" if scheme == "rediss" else
+                                              " (rediss:// for TLS and its ssl_… files)"))
 
 
 def _unix_url(value: str) -> str:

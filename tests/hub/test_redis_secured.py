@@ -130,3 +130,20 @@ def test_an_acl_user_with_a_wrong_password_answers_32603(acl_server, form, caplo
     else:                                       # the default user, which is off
         url = _secret(acl_server.url, f":{PASSWORD}")
     _refused(url, caplog)
+
+
+@pytest.mark.parametrize("url, says", [
+    ("redis://h:6379/0?ssl_ca_certs=/etc/ca.pem", "rediss:// for TLS"),
+    ("rediss://h:6379/0?ssl_ca_cert=/etc/ca.pem", "takes db, username, password, ssl_ca_certs"),
+    ("rediss://h:6379/0?ssl_cert_reqs=none", "takes db, username, password, ssl_ca_certs"),
+    ("redis://h:6379/0?socket_timeout=0", "takes db, username, password only"),
+    ("rediss://h:6379/0?ssl_ca_certs=/a&ssl_ca_certs=/b", "each once"),
+])
+def test_a_query_redis_py_would_misread_is_refused_naming_the_key(url, says):
+    from murmur_wsgi.hub.config_schema import ConfigError
+
+    secret = _secret(url, f":{PASSWORD}")
+    with pytest.raises(ConfigError) as refused:
+        create_hub(hub_config(store=secret))
+    assert str(refused.value).startswith("store: ") and says in str(refused.value)
+    assert PASSWORD not in str(refused.value)
