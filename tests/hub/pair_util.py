@@ -129,7 +129,7 @@ class Pair:
         answers = [None] * count
 
         def post(i):
-            client = Client(self.hubs[side])
+            client = Client(self.racer(side, i))
             start.wait(timeout=10)
             answers[i] = client.post(f"/a2a/v1/agents/{agent}", data=body,
                                      headers={**V1, **self.credentials[tenant]},
@@ -141,6 +141,10 @@ class Pair:
             thread.join(timeout=30)
         assert all(answer is not None for answer in answers), answers
         return answers
+
+    def racer(self, side: str, i: int):
+        """The hub the ``i``-th call of a race goes to: the side's."""
+        return self.hubs[side]
 
     def same(self, tenant: str, agent: str, method: str, params=None) -> dict:
         """``call``, asserting both answers are alike; the memory hub's as JSON (SSE: the

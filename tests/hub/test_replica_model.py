@@ -1,0 +1,127 @@
+"""Two hub replicas on one Redis answer each call as the memory hub does, whichever replica
+a call goes to (docs/hub.md, "Replicas on Redis": any replica answers any request).
+
+The model of tests/hub/test_hub_model.py, with its Redis side made of two replicas (two hub
+objects, each its own runs and replica id, on one flushed Redis, ``FAST`` liveness and
+sweep as tests/hub/conftest.py's ``pair``): each call goes to the replica the strategy's
+route names next (a message sent on A, then read, listed, canceled, subscribed to or given
+a push config on B, or on A again), and the same new message sent twice at once goes to A
+and to B together. The memory hub gets every call, and every answer of the replicas is
+byte for byte the memory hub's (ids named, timestamps placed), and the model holds as
+there. A run is waited for on whichever replica runs it; a cancel of a run on the other
+replica answers when the task's final event is written (docs/hub.md: it waits for it), so
+its answer is compared as any other. On a single Redis and on a 3-primary Redis Cluster.
+"""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import rule
+from werkzeug.test import Client
+
+from murmur_wsgi.hub import create_hub
+from tests.hub import test_hub_model
+from tests.hub.conftest import FAST, KEY_A, KEY_B, close_hub, wait_until
+from tests.hub.pair_util import Pair
+
+pytestmark = pytest.mark.one_store          # the module's own hubs: memory and two replicas
+
+REPLICAS = ("A", "B")
+
+
+def replica_config(url: str) -> dict:
+    config = test_hub_model.config(url)
+    config["redis"] = dict(FAST)
+    return config
+
+
+class Routed(Pair):
+    """A ``Pair`` whose Redis side is two replicas: each call goes to the next replica of
+    ``route`` (cycled), a race of two to A and to B at once."""
+
+    def __init__(self, memory, replicas: dict, credentials: dict):
+        super().__init__({"memory": memory, "redis": replicas["A"]}, credentials)
+        self.replicas = replicas
+        self.replica_clients = {name: Client(hub) for name, hub in replicas.items()}
+        self.route = list(REPLICAS)
+        self.step = 0
+
+    def call(self, tenant, agent, method, params=None):
+        replica = self.route[self.step % len(self.route)]
+        self.step += 1
+        self.clients["redis"] = self.replica_clients[replica]
+        return super().call(tenant, agent, method, params)
+
+    def racer(self, side, i):
+        return self.replicas[REPLICAS[i % 2]] if side == "redis" else self.hubs[side]
+
+
+class ReplicaModel(test_hub_model.HubModel):
+    redis = None                            # the module's Redis (set by the test)
+
+    def __init__(self):
+        super(test_hub_model.HubModel, self).__init__()
+        self.redis.flush()
+        replicas = {name: create_hub(replica_config(self.redis.url)) for name in REPLICAS}
+        self.pair = Routed(create_hub(test_hub_model.config("memory")), replicas,
+                           {"acme": {"X-API-Key": KEY_A}, "globex": {"X-API-Key": KEY_B}})
+        self.tasks = {}
+        self.ends = 0
+        self.prefix = uuid.uuid4().hex[:8]
+        self.sent = 0
+        self.configs = {}
+
+    def teardown(self):
+        try:
+            super().teardown()
+        finally:
+            close_hub(self.pair.replicas["B"])
+
+    @rule(route=st.lists(st.sampled_from(REPLICAS), min_size=1, max_size=6))
+    def reroute(self, route):
+        """The replicas the next calls go to, in turn."""
+        self.pair.route = route
+        self.pair.step = 0
+
+    def _wait_final(self, task) -> None:
+        """Wait until the memory hub and both replicas have ended the task's run (on the
+        replica that runs it), its end written."""
+        memory = self.pair.hubs["memory"]
+        ids = {side: self.pair.ids[side][task.name] for side in ("memory", "redis")}
+        hubs = [("memory", memory)] + [("redis", hub) for hub in self.pair.replicas.values()]
+
+        def ended():
+            for side, hub in hubs:
+                run = hub.runs.get(ids[side])
+                if run is not None and not run.ended:
+                    return False
+            for side, hub in (("memory", memory), ("redis", self.pair.hubs["redis"])):
+                stored = hub.store.get(task.tenant, task.agent, ids[side])
+                if stored is not None and not stored.terminal:
+                    return False
+            return True
+        wait_until(ended)
+
+
+def _run(server, examples: int) -> None:
+    ReplicaModel.redis = server
+    try:
+        state = ReplicaModel.TestCase
+        state.settings = settings(max_examples=examples, stateful_step_count=50,
+                                  deadline=None, database=None, derandomize=True,
+                                  suppress_health_check=[HealthCheck.too_slow])
+        state().runTest()
+    finally:
+        ReplicaModel.redis = None
+
+
+def test_two_replicas_answer_as_the_memory_hub(module_redis):
+    _run(module_redis, 40)
+
+
+def test_two_replicas_on_a_cluster_answer_as_the_memory_hub(redis_cluster):
+    _run(redis_cluster, 10)
+
