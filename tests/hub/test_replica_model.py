@@ -6,7 +6,8 @@ objects, each its own runs and replica id, on one flushed Redis, ``FAST`` livene
 sweep as tests/hub/conftest.py's ``pair``): each call goes to the replica the strategy's
 route names next (a message sent on A, then read, listed, canceled, subscribed to or given
 a push config on B, or on A again), and the same new message sent twice at once goes to A
-and to B together. The memory hub gets every call, and every answer of the replicas is
+and to B together, as do two cancels of one run at once. A held run is subscribed to (on
+either replica) and then released or canceled: the same stream, to its final event. The memory hub gets every call, and every answer of the replicas is
 byte for byte the memory hub's (ids named, timestamps placed), and the model holds as
 there. A run is waited for on whichever replica runs it; a cancel of a run on the other
 replica answers when the task's final event is written (docs/hub.md: it waits for it), so
@@ -14,18 +15,21 @@ its answer is compared as any other. On a single Redis and on a 3-primary Redis 
 """
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import rule
+from hypothesis.stateful import precondition, rule
 from werkzeug.test import Client
 
 from murmur_wsgi.hub import create_hub
 from tests.hub import test_hub_model
-from tests.hub.conftest import FAST, KEY_A, KEY_B, close_hub, wait_until
-from tests.hub.pair_util import Pair
+from tests.hub.agents import gate
+from tests.hub.conftest import FAST, KEY_A, KEY_B, V1, close_hub, wait_until
+from tests.hub.model_reads import FINAL
+from tests.hub.pair_util import SIDES, Pair, normalised
 
 pytestmark = pytest.mark.one_store          # the module's own hubs: memory and two replicas
 
@@ -50,10 +54,30 @@ class Routed(Pair):
         self.step = 0
 
     def call(self, tenant, agent, method, params=None):
+        self.clients["redis"] = self.replica_clients[self.next_replica()]
+        return super().call(tenant, agent, method, params)
+
+    def next_replica(self) -> str:
         replica = self.route[self.step % len(self.route)]
         self.step += 1
-        self.clients["redis"] = self.replica_clients[replica]
-        return super().call(tenant, agent, method, params)
+        return replica
+
+    def streams(self, tenant, agent, method, params) -> dict:
+        """The same streaming call to both sides, each begun (its first chunk read):
+        ``{side: (response, its chunks' iterator, [that chunk])}``."""
+        self.next_id += 1
+        begun = {}
+        for side in SIDES:
+            client = self.clients[side] if side == "memory" else \
+                self.replica_clients[self.next_replica()]
+            body = {"jsonrpc": "2.0", "id": self.next_id, "method": method,
+                    "params": self.real(side, params)}
+            response = client.post(f"/a2a/v1/agents/{agent}", data=json.dumps(body),
+                                   headers={**V1, **self.credentials[tenant]},
+                                   content_type="application/json", buffered=False)
+            chunks = iter(response.response)
+            begun[side] = (response, chunks, [next(chunks)])
+        return begun
 
     def racer(self, side, i):
         return self.replicas[REPLICAS[i % 2]] if side == "redis" else self.hubs[side]
@@ -85,6 +109,54 @@ class ReplicaModel(test_hub_model.HubModel):
         """The replicas the next calls go to, in turn."""
         self.pair.route = route
         self.pair.step = 0
+
+    @precondition(lambda self: any(t.gate and t.ended is None for t in self.tasks.values()))
+    @rule(data=st.data(), cancel=st.booleans())
+    def subscribe_running(self, data, cancel):
+        """SubscribeToTask of a held run (on either replica), then the run released or
+        canceled (on either): the same stream on every side, to its final event."""
+        name = self._pick(data, running=True)
+        task = self.tasks[name]
+        begun = self.pair.streams(task.tenant, task.agent, "SubscribeToTask", {"id": name})
+        if cancel:
+            answer = self.pair.same(task.tenant, task.agent, "CancelTask", {"id": name})
+            assert answer["memory"].json()["result"]["status"]["state"] == \
+                "TASK_STATE_CANCELED", answer["memory"].raw
+        else:
+            gate(task.gate).set()
+        self._wait_final(task)
+        self._ended(task)
+        texts = {}
+        for side, (response, chunks, first) in begun.items():
+            raw = b"".join(first + list(chunks)).decode()
+            response.close()
+            texts[side] = normalised(raw, self.pair.names[side])
+        assert texts["memory"] == texts["redis"], texts
+        last = json.loads(texts["memory"].strip().split("\n")[-1][len("data: "):])["result"]
+        assert last["statusUpdate"]["status"]["state"] in FINAL, texts
+
+    @precondition(lambda self: any(t.gate and t.ended is None for t in self.tasks.values()))
+    @rule(data=st.data())
+    def cancel_twice_at_once(self, data):
+        """The same running task canceled twice at once (on the Redis side: on A and on B):
+        on every side the same CANCELED task, and a cancel that finds the task ended
+        already (the other's done: a matter of timing, on the memory hub too) -32002."""
+        name = self._pick(data, running=True)
+        task = self.tasks[name]
+        answers = {side: self.pair.race(side, task.tenant, task.agent, "CancelTask",
+                                        {"id": name}, 2) for side in SIDES}
+        canceled = {}
+        for side in SIDES:
+            texts = {normalised(json.dumps(answer), self.pair.names[side])
+                     for answer in answers[side] if "result" in answer}
+            assert len(texts) == 1, answers[side]
+            canceled[side] = texts.pop()
+            for answer in answers[side]:
+                assert "result" in answer or answer["error"]["data"][0]["metadata"][
+                    "state"] == "TASK_STATE_CANCELED", answers[side]
+        assert canceled["memory"] == canceled["redis"], canceled
+        self._wait_final(task)
+        self._ended(task)
 
     def _wait_final(self, task) -> None:
         """Wait until the memory hub and both replicas have ended the task's run (on the
