@@ -6,7 +6,7 @@ An id a hub generates (a task's, a context's, a push config's) gets a name (``ta
 ``ctx-1``, ``cfg-1``) the first time an answer carries it; a call names ids by these names,
 and each hub is asked with its own id. An answer is compared with every id of the hub's
 replaced by its name, each timestamp (checked to be RFC 3339 in milliseconds, UTC) by
-``<ts>``, each non-empty ``nextPageToken`` by ``<token>`` and each push config's signing
+``<ts>``, each progress message id's time by ``<ms>``, each non-empty ``nextPageToken`` by ``<token>`` and each push config's signing
 key by ``<key>`` (derived from the task's id: each hub's own).
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ TIMESTAMP = re.compile(r'"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)"')
 STAMP_FORM = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 TOKEN = re.compile(r'"nextPageToken":"[^"]+"')
 KEY = re.compile(r'"credentials":"[A-Za-z0-9_-]+"')
+PROGRESS = re.compile(r'-progress-\d+"')        # a progress message's id: its time (ms)
 
 
 class Answer:
@@ -50,6 +51,7 @@ def normalised(text: str, names: dict) -> str:
     text = UUID.sub(lambda m: names.get(m.group(0), m.group(0)), text)
     text = TIMESTAMP.sub(lambda m: '"<ts>"' if STAMP_FORM.fullmatch(m.group(1))
                          else m.group(0), text)
+    text = PROGRESS.sub('-progress-<ms>"', text)
     return KEY.sub('"credentials":"<key>"', TOKEN.sub('"nextPageToken":"<token>"', text))
 
 

@@ -2,20 +2,23 @@
 a call goes to (docs/hub.md, "Replicas on Redis": any replica answers any request).
 
 The model of tests/hub/test_hub_model.py, with its Redis side made of two replicas (two hub
-objects, each its own runs and replica id, on one flushed Redis, ``FAST`` liveness and
-sweep as tests/hub/conftest.py's ``pair``): each call goes to the replica the strategy's
-route names next (a message sent on A, then read, listed, canceled, subscribed to or given
-a push config on B, or on A again), and the same new message sent twice at once goes to A
-and to B together, as do two cancels of one run at once. A held run is subscribed to (on
-either replica) and then released or canceled: the same stream, to its final event. The memory hub gets every call, and every answer of the replicas is
-byte for byte the memory hub's (ids named, timestamps placed), and the model holds as
-there. A run is waited for on whichever replica runs it; a cancel of a run on the other
-replica answers when the task's final event is written (docs/hub.md: it waits for it), so
-its answer is compared as any other. On a single Redis and on a 3-primary Redis Cluster.
+objects, each its own runs and replica id, on one flushed Redis, the sweep and timeout of
+tests/hub/conftest.py's ``FAST``): each call goes to the replica the strategy's route names
+next (a message sent on A, then read, listed, canceled, subscribed to or given a push
+config on B, or on A again), and the same new message sent twice at once goes to A and to
+B together, as do two cancels of one run at once. A held run (one that streamed, reported
+usage and progress first, too) is subscribed to on either replica and then released or
+canceled on either: the same stream, to its final event. The memory hub gets every call,
+every answer of the replicas is byte for byte the memory hub's (ids named, timestamps
+placed), and the model holds as there. A run is waited for on whichever replica runs it; a
+cancel of a run on the other replica answers once the task's final event is written
+(docs/hub.md: it waits for it), so its answer is compared as any other. On a single Redis
+and on a 3-primary Redis Cluster.
 """
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 
 import pytest
@@ -24,21 +27,45 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 from werkzeug.test import Client
 
+from murmur_wsgi.agents.base import TaskCanceled
 from murmur_wsgi.hub import create_hub
 from tests.hub import test_hub_model
 from tests.hub.agents import gate
-from tests.hub.conftest import FAST, KEY_A, KEY_B, V1, close_hub, wait_until
+from tests.hub.conftest import FAST, KEY_A, KEY_B, V1, agent, close_hub, wait_until
 from tests.hub.model_reads import FINAL
 from tests.hub.pair_util import SIDES, Pair, normalised
 
 pytestmark = pytest.mark.one_store          # the module's own hubs: memory and two replicas
 
 REPLICAS = ("A", "B")
+SPENT: dict = {}                            # gate name -> runs that have spent and hold
+SPENDING = threading.Lock()
 
 
-def replica_config(url: str) -> dict:
-    config = test_hub_model.config(url)
-    config["redis"] = dict(FAST)
+def spends(ctx):
+    """Stream ``spent``, report usage and a progress status, then hold until the gate the
+    text names opens (or the run is canceled)."""
+    ctx.write("spent")
+    ctx.usage(input_tokens=1500, output_tokens=500, model="gpt-4o")
+    ctx.progress("holding")
+    with SPENDING:
+        SPENT[ctx.text] = SPENT.get(ctx.text, 0) + 1
+    event = gate(ctx.text)
+    while not event.is_set():
+        if ctx.wait(0.02):
+            raise TaskCanceled(ctx.task_id)
+    return "spent"
+
+
+def config(store: str) -> dict:
+    config = test_hub_model.config(store)
+    for tenant in config["tenants"].values():
+        tenant["agents"] = dict(tenant["agents"], spends=agent(f"{__name__}:spends"))
+    if store != "memory":
+        # NOTE: FAST's sweep and timeout, a liveness of 2 s: no replica dies here, and a
+        # replica whose beat a loaded machine delays past 0.3 s is taken for dead (docs/hub.md:
+        # a replica that stalls past its liveness), its held runs ended FAILED on Redis only.
+        config["redis"] = dict(FAST, liveness_secs=2.0)
     return config
 
 
@@ -89,8 +116,8 @@ class ReplicaModel(test_hub_model.HubModel):
     def __init__(self):
         super(test_hub_model.HubModel, self).__init__()
         self.redis.flush()
-        replicas = {name: create_hub(replica_config(self.redis.url)) for name in REPLICAS}
-        self.pair = Routed(create_hub(test_hub_model.config("memory")), replicas,
+        replicas = {name: create_hub(config(self.redis.url)) for name in REPLICAS}
+        self.pair = Routed(create_hub(config("memory")), replicas,
                            {"acme": {"X-API-Key": KEY_A}, "globex": {"X-API-Key": KEY_B}})
         self.tasks = {}
         self.ends = 0
@@ -109,6 +136,27 @@ class ReplicaModel(test_hub_model.HubModel):
         """The replicas the next calls go to, in turn."""
         self.pair.route = route
         self.pair.step = 0
+
+    @rule(tenant=st.sampled_from(["acme", "globex"]))
+    def send_spending(self, tenant):
+        """A run that streams, reports usage and progress and then holds (sent to a replica
+        of the route), once both runs hold."""
+        running = [t for t in self.tasks.values() if t.tenant == tenant and t.ended is None]
+        if len(running) >= test_hub_model.CONCURRENCY:
+            return
+        self.sent += 1
+        gate_name = f"g-{self.prefix}-{self.sent}"
+        message = {"messageId": f"m-{self.prefix}-{self.sent}", "role": "ROLE_USER",
+                   "parts": [{"text": gate_name}]}
+        answers = self.pair.same(tenant, "spends", "SendMessage",
+                                 {"message": message,
+                                  "configuration": {"returnImmediately": True}})
+        got = {side: answers[side].json()["result"]["task"] for side in SIDES}
+        name = self.pair.name("task", {side: got[side]["id"] for side in SIDES})
+        context = self.pair.name("ctx", {side: got[side]["contextId"] for side in SIDES})
+        self.tasks[name] = test_hub_model.Task(name, tenant, "spends", context,
+                                               message["messageId"], gate_name)
+        wait_until(lambda: SPENT.get(gate_name, 0) == 2)
 
     @precondition(lambda self: any(t.gate and t.ended is None for t in self.tasks.values()))
     @rule(data=st.data(), cancel=st.booleans())
