@@ -159,13 +159,19 @@ class ReplicaModel(test_hub_model.HubModel):
         wait_until(lambda: SPENT.get(gate_name, 0) == 2)
 
     @precondition(lambda self: any(t.gate and t.ended is None for t in self.tasks.values()))
-    @rule(data=st.data(), cancel=st.booleans())
-    def subscribe_running(self, data, cancel):
-        """SubscribeToTask of a held run (on either replica), then the run released or
-        canceled (on either): the same stream on every side, to its final event."""
+    @rule(data=st.data(), cancel=st.booleans(), repeat=st.booleans())
+    def subscribe_running(self, data, cancel, repeat):
+        """SubscribeToTask of a held run (on either replica), or its message sent again as a
+        SendStreamingMessage (which subscribes to it), then the run released or canceled (on
+        either): the same stream on every side, to its final event."""
         name = self._pick(data, running=True)
         task = self.tasks[name]
-        begun = self.pair.streams(task.tenant, task.agent, "SubscribeToTask", {"id": name})
+        if repeat:
+            begun = self.pair.streams(task.tenant, task.agent, "SendStreamingMessage",
+                                      {"message": self._again(task)})
+        else:
+            begun = self.pair.streams(task.tenant, task.agent, "SubscribeToTask",
+                                      {"id": name})
         if cancel:
             answer = self.pair.same(task.tenant, task.agent, "CancelTask", {"id": name})
             assert answer["memory"].json()["result"]["status"]["state"] == \
@@ -182,6 +188,25 @@ class ReplicaModel(test_hub_model.HubModel):
         assert texts["memory"] == texts["redis"], texts
         last = json.loads(texts["memory"].strip().split("\n")[-1][len("data: "):])["result"]
         assert last["statusUpdate"]["status"]["state"] in FINAL, texts
+
+    @staticmethod
+    def _again(task) -> dict:
+        """The message of a held run, sent again (its ``messageId``, its text)."""
+        text = task.gate if task.agent == "spends" else f"hold {task.gate}"
+        return {"messageId": task.message_id, "role": "ROLE_USER", "parts": [{"text": text}]}
+
+    @precondition(lambda self: any(t.gate and t.ended is None for t in self.tasks.values()))
+    @rule(data=st.data(), history=st.sampled_from([None, 0, 1]))
+    def send_running_again(self, data, history):
+        """A held run's message sent again (a blocking SendMessage, on either replica): the
+        task as it stands, WORKING."""
+        task = self.tasks[self._pick(data, running=True)]
+        params = {"message": self._again(task)}
+        if history is not None:
+            params["configuration"] = {"historyLength": history}
+        answer = self.pair.same(task.tenant, task.agent, "SendMessage", params)["memory"]
+        assert answer.json()["result"]["task"]["status"]["state"] == "TASK_STATE_WORKING", \
+            answer.raw
 
     @precondition(lambda self: any(t.gate and t.ended is None for t in self.tasks.values()))
     @rule(data=st.data())
