@@ -189,6 +189,49 @@ class ReplicaModel(test_hub_model.HubModel):
         last = json.loads(texts["memory"].strip().split("\n")[-1][len("data: "):])["result"]
         assert last["statusUpdate"]["status"]["state"] in FINAL, texts
 
+    @rule(tenant=st.sampled_from(["acme", "globex"]))
+    def send_blocking_twice_at_once(self, tenant):
+        """A new blocking message sent twice at once (on the Redis side: to A and to B): one
+        task; the sender's answer its end (COMPLETED), the other's the task as it stands
+        (WORKING, or its end) or, while it is starting, the text's InvalidRequestError."""
+        running = [t for t in self.tasks.values() if t.tenant == tenant and t.ended is None]
+        if len(running) >= test_hub_model.CONCURRENCY:
+            return
+        self.sent += 1
+        message = {"messageId": f"m-{self.prefix}-{self.sent}", "role": "ROLE_USER",
+                   "parts": [{"text": f"at once {self.sent}"}]}
+        got = {}
+        for side in SIDES:
+            answers = self.pair.race(side, tenant, "mixed", "SendMessage", {"message": message},
+                                     2)
+            tasks = [answer["result"]["task"] for answer in answers if "result" in answer]
+            assert len({task["id"] for task in tasks}) == 1, answers
+            assert all(answer["error"]["code"] == -32600 for answer in answers
+                       if "error" in answer), answers
+            states = sorted(task["status"]["state"] for task in tasks)
+            assert "TASK_STATE_COMPLETED" in states, answers
+            assert set(states) <= {"TASK_STATE_COMPLETED", "TASK_STATE_WORKING"}, answers
+            got[side] = tasks[0]["id"]
+        name = self.pair.name("task", got)
+        task = self.tasks[name] = test_hub_model.Task(name, tenant, "mixed", None,
+                                                      message["messageId"])
+        self._wait_final(task)
+        self._ended(task)
+        read = self.pair.same(tenant, "mixed", "GetTask", {"id": name})["memory"].json()
+        task.context = self.pair.names["memory"].get(read["result"]["contextId"])
+
+    @rule(tenant=st.sampled_from(["acme", "globex"]), page_size=st.integers(1, 4),
+          status=st.sampled_from([None, "TASK_STATE_WORKING", "TASK_STATE_CANCELED"]),
+          artifacts=st.sampled_from([None, True, False]),
+          history=st.sampled_from([None, 0, 2]), data=st.data())
+    def list_spending(self, tenant, page_size, status, artifacts, history, data):
+        """ListTasks of the agent whose runs streamed, reported usage and progress: running
+        ones (their artifacts and status message so far) and ended ones, on either
+        replica."""
+        self.list_tasks(tenant=tenant, path="spends", context=None, status=status,
+                        after=None, page_size=page_size, artifacts=artifacts,
+                        history=history, data=data)
+
     @staticmethod
     def _again(task) -> dict:
         """The message of a held run, sent again (its ``messageId``, its text)."""
