@@ -165,6 +165,9 @@ def _redis_url(value: str) -> str:
     db = parts.path.strip("/")
     if db and _NUMBER.fullmatch(db) is None:
         raise ValidationError("a Redis URL's path is its database number (redis://host:port/0)")
+    if "#" in value:
+        # NOTE: redis-py drops what follows a # (a password's end, a query's fields).
+        raise ValidationError("a Redis URL holds no # (in a password, write it %23)")
     _tcp_query(parts.scheme, parts.query)
     return value
 

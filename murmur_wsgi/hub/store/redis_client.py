@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 import threading
 import uuid
+from urllib.parse import unquote_plus
 
 import redis
 from redis.backoff import NoBackoff
@@ -312,8 +312,17 @@ class RedisConnection:
 
 def public_url(url: str) -> str:
     """The URL without its password (``user:password@``, a socket's ``password=``, the
-    sentinels' ``sentinel_password=``), for logs."""
+    sentinels' ``sentinel_password=``), for logs.
+
+    A query field is masked by its name as redis-py and the hub read it (percent-decoded:
+    ``pass%77ord=`` is ``password=``), whole to the next ``&`` (a ``#`` in it too)."""
     scheme, sep, rest = url.partition("://")
     if "@" in rest:
         rest = "***@" + rest.rsplit("@", 1)[1]
-    return scheme + sep + re.sub(r"([?&](?:sentinel_)?password=)[^&#]*", r"\1***", rest)
+    rest, mark, query = rest.partition("?")
+    return scheme + sep + rest + mark + "&".join(map(_masked, query.split("&")))
+
+
+def _masked(field: str) -> str:
+    name, equals, _ = field.partition("=")
+    return name + "=***" if equals and "password" in unquote_plus(name).lower() else field
