@@ -145,7 +145,7 @@ def keys(args) -> int:
                                   f"their api_keys from it, not from {args.config}: put "
                                   "the key's digest (SHA-256 hex) there, or unset it to "
                                   "keep the keys in the file")
-            redis = redis_client(config)
+            redis = _connected(config)
             if listing:
                 return list_keys(config, tenant, redis)
             if getattr(args, "revoke", None):
@@ -234,6 +234,20 @@ def _keep_owner(fd: int, st: os.stat_result) -> None:
             return
         except PermissionError:
             continue
+
+
+def _connected(config):
+    """``redis_client``: a Redis Cluster's client reads the slot map as it is made, so nodes
+    that refuse the URL's password, or none reachable, fail here: one line, as a Redis that
+    does not answer (never a traceback, never the URL)."""
+    from murmur_wsgi.hub.store.base import StoreRefused
+
+    try:
+        return redis_client(config)
+    except StoreRefused as ex:
+        raise ConfigError(f"store: {ex}") from None
+    except Exception as ex:  # noqa: BLE001 - one line, never a traceback
+        raise ConfigError(f"the hub's Redis cannot be reached ({type(ex).__name__})") from None
 
 
 def _redis_table(redis) -> dict[str, str]:

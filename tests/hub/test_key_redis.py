@@ -53,3 +53,17 @@ def test_a_key_recorded_in_hub_yaml_is_printed_when_redis_fails_after(tmp_path, 
     assert key.startswith("mhk_")
     assert yaml.safe_load(path.read_text())["tenants"]["t"]["api_keys"] == [sha(key)]
     assert "hub.yaml is changed, the other replicas are not" in captured.err
+
+
+def test_hub_key_on_a_redis_cluster_that_cannot_be_reached_is_one_line(tmp_path, capsys):
+    """A cluster's client reads the slot map as it is made: that failure is the same one
+    line as a single Redis's, never a traceback."""
+    path = tmp_path / "hub.yaml"
+    path.write_text(f"store: redis-cluster://127.0.0.1:{closed_port()}\n" + TEXT)
+    before = path.read_text()
+    for args in (["t", "--list"], ["t"]):
+        assert main(["hub", "key", *args, "--config", str(path)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and path.read_text() == before
+        assert captured.err.startswith("murmur-wsgi: the hub's Redis cannot be reached (")
+        assert captured.err.count("\n") == 1

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import pytest
 
+from murmur_wsgi.cli import main
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.config_schema import ConfigError
 from tests.hub.conftest import FAST, HubClient, close_hub, hub_config
@@ -59,6 +60,20 @@ def test_a_refused_password_stops_the_hub_naming_store_and_never_shows_it(guarde
         create_hub(hub_config(store=url, redis=dict(FAST)))
     assert str(refused.value).startswith("store: ") and "user or password" in str(refused.value)
     assert PASSWORD not in str(refused.value) and PASSWORD not in caplog.text
+
+
+def test_hub_key_on_a_cluster_that_refuses_the_password_is_one_line(guarded_cluster,
+                                                                   tmp_path, capsys):
+    scheme, _, rest = guarded_cluster.url.partition("://")
+    userinfo, _, hosts = rest.partition("@")
+    url = f"{scheme}://{userinfo.partition(':')[0]}:wrong-{PASSWORD}@{hosts}"
+    path = tmp_path / "hub.yaml"
+    path.write_text(f"store: {url}\ntenants:\n  t:\n    api_keys: []\n"
+                    "    agents:\n      a: {agent: demo}\n")
+    assert main(["hub", "key", "t", "--list", "--config", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("murmur-wsgi: store: ") and "user or password" in captured.err
+    assert captured.err.count("\n") == 1 and PASSWORD not in captured.err + captured.out
 
 
 def test_rediss_cluster_verifies_every_node_against_the_operators_ca(tmp_path):
