@@ -187,6 +187,9 @@ def _tcp_query(scheme: str, query: str) -> None:
         raise ValidationError(f"a {scheme}:// URL's query takes {', '.join(allowed)} only, "
                               f"each once" + ("" if scheme == "rediss" else
                                               " (rediss:// for TLS and its ssl_… files)"))
+    if any(_NUMBER.fullmatch(db) is None for db in fields.get("db", [])):
+        raise ValidationError(f"a {scheme}:// URL's db is its database number "
+                              f"({scheme}://host:port/0)")
 
 
 def _unix_url(value: str) -> str:

@@ -141,6 +141,9 @@ def test_an_acl_user_with_a_wrong_password_answers_32603(acl_server, form, caplo
     # redis-py drops what follows a #: the password cut short, a field unread.
     ("redis://h:6379/0?password=ab#cd", "holds no #"),
     ("rediss://h:6379/0?ssl_ca_certs=/etc/ca.pem#x", "holds no #"),
+    # redis-py's int() of it would raise ValueError as the hub starts: a traceback.
+    ("redis://h:6379/0?db=abc", "db is its database number"),
+    ("rediss://h:6379?db=%C2%B2", "db is its database number"),
 ])
 def test_a_query_redis_py_would_misread_is_refused_naming_the_key(url, says):
     from murmur_wsgi.hub.config_schema import ConfigError
