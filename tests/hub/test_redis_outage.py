@@ -67,6 +67,18 @@ def test_a_live_replicas_run_outlives_an_outage_longer_than_its_liveness(tmp_pat
         server.stop()
 
 
+def _past_the_lease(server, hub, client, task_id, state, second_id):
+    """Redis stopped for two of the replica's turns, each failing within timeout_secs
+    (0.5 s): past the lease (0.6 s). Then the replica's turn passes, the task stands in
+    ``state``, and ``client``'s next message (``second_id``) is REJECTED: the slot is held."""
+    hub.replica.stop()                      # its turns driven here
+    _stalled(server, [hub.replica] * 2)
+    assert not _failed_turn(hub.replica)
+    assert _state(client, task_id) == state
+    second = client.send(second_id, configuration={"returnImmediately": True})
+    assert second["status"]["state"] == "TASK_STATE_REJECTED", second["status"]
+
+
 def test_a_runs_slot_is_held_again_after_an_outage_longer_than_its_lease(tmp_path):
     """A run's admission lease (2 × ``redis.liveness_secs``) lapses while Redis stalls longer
     than it: once Redis is back, the run's replica renews it, and the tenant's bound
@@ -77,13 +89,8 @@ def test_a_runs_slot_is_held_again_after_an_outage_longer_than_its_lease(tmp_pat
     globex = HubClient(hub, "held", headers={"X-API-Key": KEY_B})
     try:
         task = globex.send("g-lease", configuration={"returnImmediately": True})
-        hub.replica.stop()                      # its turns driven here
-        # Two turns, each failing within timeout_secs (0.5 s): past the lease (0.6 s).
-        _stalled(server, [hub.replica] * 2)
-        assert not _failed_turn(hub.replica)                # the run's lease renewed
-        assert _state(globex, task["id"]) == "TASK_STATE_WORKING"
-        second = globex.send("g-lease-2", configuration={"returnImmediately": True})
-        assert second["status"]["state"] == "TASK_STATE_REJECTED", second["status"]
+        # the run's lease renewed: the next message is refused
+        _past_the_lease(server, hub, globex, task["id"], "TASK_STATE_WORKING", "g-lease-2")
     finally:
         gate("g-lease").set()
         gate("g-lease-2").set()
@@ -105,13 +112,8 @@ def test_an_overdue_runs_slot_is_held_again_after_an_outage_longer_than_its_leas
         task = globex.send("g-overdue", configuration={"returnImmediately": True})
         wait_until(lambda: any(m.startswith("overdue:") for _, m in hub.runs.leases()),
                    timeout=5)                  # past its timeout: overdue
-        hub.replica.stop()                      # its turns driven here
-        # Two turns, each failing within timeout_secs (0.5 s): past the lease (0.6 s).
-        _stalled(server, [hub.replica] * 2)
-        assert not _failed_turn(hub.replica)                # the overdue slot taken again
-        assert _state(globex, task["id"]) == "TASK_STATE_FAILED"
-        second = globex.send("g-overdue-2", configuration={"returnImmediately": True})
-        assert second["status"]["state"] == "TASK_STATE_REJECTED", second["status"]
+        # the overdue slot taken again: the next message is refused
+        _past_the_lease(server, hub, globex, task["id"], "TASK_STATE_FAILED", "g-overdue-2")
     finally:
         gate("g-overdue").set()
         gate("g-overdue-2").set()
