@@ -242,7 +242,7 @@ class RedisConnection:
         # WAIT ends before the socket's timeout.
         make = functools.partial(Commands, replicas=wait_replicas,
                                  replicas_ms=int(timeout_secs * 1000 * WAIT_SHARE))
-        self.command = redis_cluster.ClusterCommands(self.redis, make, timeout_secs) \
+        self.command = redis_cluster.ClusterCommands(self.redis, make) \
             if self.cluster else make(self.redis)
         self.closed = threading.Event()
         self.feed = EventFeed(self.redis, EVENTS, block_secs=self.block,

@@ -187,18 +187,17 @@ def _key_of(command: tuple) -> str | None:
 class ClusterCommands:
     """``Commands`` (``make``, the class) per primary of ``cluster``, each call sent to the
     owner of its first key's slot (every command of one call is in that slot), and each
-    command of it where a redirection says (``redis_redirects``), within ``timeout_secs``.
+    command of it where a redirection says (``redis_redirects``), within the cluster's
+    ``timeout_secs``; a pause between two sends ends when the cluster closes (``closing``).
 
     Concurrency: the per-node map is filled under a lock; each ``Commands`` is
     thread-safe.
     """
 
-    def __init__(self, cluster: RedisCluster, make, timeout_secs: float = 5.0):
+    def __init__(self, cluster: _Cluster, make):
         self._cluster = cluster
         self._make = make
-        self._timeout = timeout_secs                # the longest a TRYAGAIN is sent again
         self._nodes: dict[str, object] = {}
-        self._closed = threading.Event()
         self._lock = threading.Lock()
         self._refresh_at = 0.0                  # the next refresh after a failed connection
 
@@ -253,7 +252,8 @@ class ClusterCommands:
             [commands[i] for i in again], lambda command: self._node_of((command,)),
             lambda node, some, asked: self._send(node, some, asked, durable),
             asked_node=self._cluster.asked_node, moved=self._cluster.nodes_manager.initialize,
-            pause=self._closed.wait, deadline=time.monotonic() + self._timeout,
+            pause=self._cluster.closing.wait,
+            deadline=time.monotonic() + self._cluster.timeout_secs,
             asking=asking)
         for i, answer in zip(again, followed):
             found[i] = answer
@@ -308,7 +308,7 @@ class ClusterCommands:
         return sum(commands.prune() for commands in list(self._nodes.values()))
 
     def close(self) -> None:
-        self._closed.set()
+        self._cluster.closing.set()
         for commands in list(self._nodes.values()):
             commands.close()
 
