@@ -189,7 +189,8 @@ def route(hub, environ: dict) -> tuple[str, str | None]:
 
 def read_body(environ: dict, limit: int) -> bytes:
     """Step 4: the body, at most the tenant's ``limits.max_body_bytes`` (else 413); a
-    chunked body that cannot be read (broken framing, or ended early) is 400."""
+    body that cannot be read (broken chunks, ended early, or a Transfer-Encoding not
+    ending in chunked) is 400."""
     try:
         raw = bodies.read_body(environ, limit)
     except bodies.BodyUnreadable as ex:

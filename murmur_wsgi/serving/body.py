@@ -15,7 +15,11 @@ server's parser raises its own error (gunicorn's ``ParseException``, or its
 fault and not the application's. So does a body that ends before its
 Content-Length's bytes came (the client closed or reset its end, or the worker
 cut it at the body deadline): the request is incomplete (RFC 9112, section 8), and the
-servers hand the bytes that came as if they were all of it.
+servers hand the bytes that came as if they were all of it. So, before a byte
+is read, does a body whose Transfer-Encoding does not end in chunked (``gzip``,
+``chunked, gzip``): its length cannot be told, and the server must answer 400
+and close (RFC 9112, section 6.3). gunicorn refuses it before the application;
+Werkzeug's server passes it (a Content-Length with it read as no body).
 """
 from __future__ import annotations
 
@@ -34,12 +38,25 @@ class BodyUnreadable(ValueError):
     """The request's body cannot be read: its chunked framing is broken, or it ended early."""
 
 
+def _final_coding(codings: str) -> str:
+    """The last of a Transfer-Encoding's codings, lowercased (the server joins repeated
+    headers with commas; empty list items do not count, RFC 9110, section 5.6.1)."""
+    names = [name.strip(OWS).lower() for name in codings.split(",")]
+    return next((name for name in reversed(names) if name), "")
+
+
 def read_body(environ: dict, max_bytes: int) -> bytes | None:
     """The request's body (``b""`` without one), or None when it is larger than ``max_bytes``."""
     stream = environ["wsgi.input"]
+    codings = environ.get("HTTP_TRANSFER_ENCODING")
+    if codings and _final_coding(codings) != "chunked":
+        logger.info("refused a request body whose Transfer-Encoding does not end in chunked: "
+                    "%.100r", codings)
+        raise BodyUnreadable("its Transfer-Encoding does not end in chunked "
+                             "(RFC 9112, section 6.3)")
     # NOTE: with both, Transfer-Encoding decides (RFC 9112, section 6.3). gunicorn refuses
     # such a request; Werkzeug's server passes both, the input dechunked.
-    length = None if environ.get("HTTP_TRANSFER_ENCODING") else environ.get("CONTENT_LENGTH")
+    length = None if codings else environ.get("CONTENT_LENGTH")
     if length:
         # NOTE: int() would also read a no-break space or NEL around the digits, a sign, an
         # underscore and any script's digits ("7\xa0", "+7", "0_7", "\u0667" as 7).

@@ -62,14 +62,6 @@ def test_a_transfer_encoding_overrides_the_content_length():
     assert read_body(_environ(b"x" * 101, CONTENT_LENGTH="5", **chunked), 100) is None
 
 
-def test_a_transfer_encoding_the_server_does_not_end_is_not_read_by_its_length():
-    """A Transfer-Encoding whose end the server does not give (not chunked on Werkzeug's
-    server; any on wsgiref's) is no body, as without a Content-Length: the bytes are the
-    coding's, not a body of that length."""
-    assert read_body({"wsgi.input": _NoRead(), "CONTENT_LENGTH": "5",
-                      "HTTP_TRANSFER_ENCODING": "gzip"}, 100) == b""
-
-
 class _Dribble:
     """An input whose ``read(n)`` gives at most ``step`` bytes a call, as a server may."""
 
