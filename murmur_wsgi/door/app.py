@@ -18,6 +18,7 @@ from murmur_wsgi.door.middleware.auth import TokenTable
 from murmur_wsgi.door.planes.files import FilesPlane, check_root, finished_tasks
 from murmur_wsgi.door.session import records
 from murmur_wsgi.door.session.core import Session
+from murmur_wsgi.serving.urls import announced_url, script_path
 from murmur_wsgi.serving.writes import SOCKET_KEY, Body, headers_only
 
 logger = logging.getLogger(__name__)
@@ -106,7 +107,7 @@ class Door:
                             if files else None)
         self.listen = listen
         public_url = manifest.network.get("public_url")
-        self._base_url = public_url.rstrip("/") if public_url else None
+        self._base_url = announced_url(public_url.rstrip("/")) if public_url else None
         if self._base_url is None and listen:
             host, _, port = listen.rpartition(":")
             host = "localhost" if host in LOOPBACK else host
@@ -142,13 +143,15 @@ class Door:
         atexit.register(records.remove_record, self.session.id)
 
     def base_url(self, environ: dict) -> str:
-        """The card's interface URL: public_url, the listener, or the request's own address."""
+        """The card's interface URL: public_url, the listener, or the request's own address
+        (the path the door is mounted at percent-encoded)."""
         if self._base_url is not None:
             return self._base_url
         host = environ.get("HTTP_HOST") or (
             f"{environ.get('SERVER_NAME', 'localhost')}:{environ.get('SERVER_PORT', '80')}")
         scheme = environ.get("wsgi.url_scheme", "http")
-        return f"{scheme}://{host}{environ.get('SCRIPT_NAME', '').rstrip('/')}"
+        mount = script_path(environ.get("SCRIPT_NAME", "").rstrip("/"))
+        return f"{scheme}://{host}{mount}"
 
     def __call__(self, environ, start_response):
         token = self.active.enter()

@@ -1,9 +1,11 @@
 """The hub's agent cards: one per published agent, its URL from ``public_url`` and
-``mount_path`` only (never from a request)."""
+``mount_path`` only (never from a request); an internationalized host in its ASCII form,
+so that the card's URL is a URL (RFC 3986)."""
 from __future__ import annotations
 
 import logging
 
+from murmur_wsgi.serving.urls import announced_url
 from murmur_wsgi.wire.encode import compact_utf8
 
 logger = logging.getLogger(__name__)
@@ -65,7 +67,7 @@ def card_bodies(config) -> dict[tuple[str, str], bytes]:
     if not config.public_url:
         return {}
     push = bool(config.push.get("enabled"))
-    base_url = config.public_url + config.mount_path
+    base_url = announced_url(config.public_url) + config.mount_path
     out = {}
     for tenant, block in config.tenants.items():
         for name, spec in block["agents"].items():

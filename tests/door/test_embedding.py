@@ -5,6 +5,7 @@ Also what an embedding host sees when it closes the door, and ``after_task: exit
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -95,6 +96,50 @@ def test_public_url_wins_over_the_mount():
     card = site.test_client().get("/a2a" + CARD_PATH).get_json()
     site.extensions["murmur_door"].close()
     assert interface_url(card) == "https://agents.example.com/a2a"
+
+
+# RFC 3986's characters of a URL: what a valid card's URL is made of, escapes well formed.
+URL_CHARS = re.compile(r"(?:[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})+\Z")
+
+
+@pytest.mark.parametrize("mount, url", [
+    ("/a2a", "http://localhost/a2a"),
+    ("/my agents", "http://localhost/my%20agents"),
+    ("/caf\xc3\xa9/50%", "http://localhost/caf%C3%A9/50%25"),      # WSGI's latin-1 of UTF-8
+    ("/a\"b<c>{d}|^`", "http://localhost/a%22b%3Cc%3E%7Bd%7D%7C%5E%60"),
+    ("/x;v=1/@me:8,(ok)!*'$&+", "http://localhost/x;v=1/@me:8,(ok)!*'$&+"),
+])
+def test_a_mount_path_is_percent_encoded_in_the_cards_url(mount, url):
+    """WSGI hands SCRIPT_NAME percent-decoded: a door mounted at ``/my agents`` announced
+    ``http://localhost/my agents``, not a URL (RFC 3986). Each byte outside a path's
+    characters is percent-encoded; a path of them alone is as before."""
+    door = create_app(dict(MANIFEST))
+    try:
+        site = DispatcherMiddleware(lambda environ, start: [], {mount: door})
+        path = url.removeprefix("http://localhost")
+        card = Client(site).get(path + CARD_PATH).get_json()
+    finally:
+        door.close()
+    assert interface_url(card) == url
+    assert URL_CHARS.match(url)
+
+
+@pytest.mark.parametrize("public_url, url", [
+    ("https://agents.example.com/my%20agents", "https://agents.example.com/my%20agents"),
+    ("https://agents.example.com/caf\u00e9/a<b>", "https://agents.example.com/caf%C3%A9/a%3Cb%3E"),
+    ("https://b\u00fccher.example:8443/a", "https://xn--bcher-kva.example:8443/a"),
+    ("https://agents.example.com/50%/x%2F", "https://agents.example.com/50%25/x%2F"),
+])
+def test_a_public_url_is_announced_as_a_valid_url(public_url, url):
+    """The manifest's URL check takes a path of any characters and an internationalized
+    host; the card announced them as they were, not a URL (RFC 3986)."""
+    door = create_app(dict(MANIFEST, network={"public_url": public_url}))
+    try:
+        card = Client(door).get(CARD_PATH).get_json()
+    finally:
+        door.close()
+    assert interface_url(card) == url
+    assert URL_CHARS.match(url)
 
 
 # --- Django ------------------------------------------------------------------------

@@ -92,3 +92,18 @@ def test_a_mount_path_that_is_not_a_path_names_the_key(value):
     with pytest.raises(ConfigError) as info:
         load_config({"mount_path": value}, environ={})
     assert str(info.value).startswith("mount_path: ")
+
+
+def test_an_internationalized_host_is_announced_in_its_ascii_form():
+    """``public_url`` takes an internationalized host (``bücher.example``); the card
+    announced it as it was, not a URL (RFC 3986), and a client sending to it reached an
+    address of its own spelling. Now its ASCII form (IDNA); the mount path and names are
+    URL characters already (the config refuses others)."""
+    app = create_hub({**config("/hub"), "public_url": "https://b\u00fccher.example:8443"})
+    try:
+        card = Client(app).get("/a2a/v1/agents/echo/.well-known/agent-card.json",
+                               headers=HEADERS)
+    finally:
+        app.close(0)
+    assert card.get_json()["supportedInterfaces"][0]["url"] == (
+        "https://xn--bcher-kva.example:8443/hub/a2a/v1/agents/echo")
