@@ -197,19 +197,21 @@ class JsonRpcHttp:
 
     def _task(self, method: str, result) -> dict:
         """``result``, a task: an object whose ``id`` (when given) is a string and whose
-        ``status`` (when given) is an object whose ``state`` is a string; else a
-        ProtocolError, as a task whose state cannot be read says nothing of how it stands."""
+        ``status`` is an object whose ``state`` is a string; else a ProtocolError, as a task
+        whose state cannot be read (or that has none) says nothing of how it stands."""
         task, wrong = self._object(method, result), None
-        status = task.get("status", {})
+        status = task.get("status")
         if not isinstance(task.get("id", ""), str):
-            wrong = "id is not a string"
+            wrong = "whose id is not a string"
+        elif "status" not in task:
+            wrong = "without a status"
         elif not isinstance(status, dict):
-            wrong = "status is not an object"
-        elif "status" in task and not isinstance(status.get("state"), str):
-            wrong = "status.state is not a string"
+            wrong = "whose status is not an object"
+        elif not isinstance(status.get("state"), str):
+            wrong = "whose status.state is not a string"
         if wrong:
             raise ProtocolError(f"{self.noun} at {self.url} answered {method} with a task "
-                                f"whose {wrong}", url=self.url)
+                                f"{wrong}", url=self.url)
         return task
 
     def _answer(self, response, data: bytes, request_id: int):

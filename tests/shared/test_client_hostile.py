@@ -106,6 +106,7 @@ def test_a_cards_endpoint_on_another_origin_gets_no_request():
 
 # A URL urlsplit reads as the door's origin and urllib3 (where requests connects) as
 # another: a backslash ends urllib3's authority, not urlsplit's.
+TASK = {"id": "tsk_1", "status": {"state": "TASK_STATE_WORKING"}}
 DISGUISED = ["http://localhost:{other}\\@127.0.0.1:{door}/",
              "http://localhost:{other}\\x@127.0.0.1:{door}/a2a"]
 
@@ -119,9 +120,9 @@ def test_a_cards_endpoint_on_another_origin_in_disguise_gets_no_request(endpoint
                 url = endpoint.format(other=other.port, door=server.port)
                 answer(conn, "200 OK", json.dumps(card(url)).encode())
             else:
-                rpc_answer(conn, request, {"id": "tsk_1"})
+                rpc_answer(conn, request, TASK)
         with Hostile(door_handler) as door, credentialed(door.url) as client:
-            assert client.get("tsk_1") == {"id": "tsk_1"}
+            assert client.get("tsk_1") == TASK
             assert client.endpoint == door.url + "/"
         assert other.requests == [] and leaked(other) == set()
 

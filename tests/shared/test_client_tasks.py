@@ -64,9 +64,14 @@ def test_a_task_whose_state_cannot_be_read_is_exit_2(cli_env, capsys, command, c
     assert said in err and "Task" in err, err
 
 
-def test_the_library_refuses_a_task_whose_state_is_not_a_string():
-    task = {"id": "tsk_1", "status": {"state": ["x"]}}
-
+@pytest.mark.parametrize("task, said", [
+    ({"id": "tsk_1", "status": {"state": ["x"]}}, "whose status.state is not a string"),
+    ({"id": "tsk_1"}, "without a status"),
+])
+def test_the_library_refuses_a_task_whose_state_cannot_be_read(task, said):
+    """A2A's Task carries its status: ``get``, ``cancel`` and ``send`` returned a task without
+    one, which only the CLI refused (a library caller met a KeyError at
+    ``task["status"]``)."""
     def handler(conn, request, server):
         if request.method == "GET":
             answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
@@ -74,9 +79,10 @@ def test_the_library_refuses_a_task_whose_state_is_not_a_string():
             sent = json.loads(request.body)["method"]
             rpc_answer(conn, request, {"task": task} if sent == "SendMessage" else task)
     with Hostile(handler) as door, A2AClient(door.url, timeout=WAIT) as client:
-        for call in (lambda: client.get("tsk_1"), lambda: client.cancel("tsk_1"),
-                     lambda: client.send("hi")):
-            with pytest.raises(ProtocolError, match="status.state is not a string"):
+        for method, call in (("GetTask", lambda: client.get("tsk_1")),
+                             ("CancelTask", lambda: client.cancel("tsk_1")),
+                             ("SendMessage", lambda: client.send("hi"))):
+            with pytest.raises(ProtocolError, match=f"answered {method} with a task {said}"):
                 call()
 
 
@@ -143,3 +149,4 @@ def test_send_no_wait_answered_with_a_message_prints_it(cli_env, capsys):
     with answering({"message": {"role": "ROLE_AGENT", "parts": [{"text": "hello"}]}}) as door:
         assert main(["send", "hi", "--no-wait", "--url", door.url, "--timeout", str(WAIT)]) == 0
     assert capsys.readouterr() == ("hello\n", "")
+
