@@ -8,8 +8,8 @@ timeout counted from its headers, and parsed only when it holds at most
 redirect is followed only within the origin of the URL it answered (a redirect
 elsewhere is an ``HttpRefusal`` and nothing is sent there), and its own body is
 never read. Every failure of ``requests`` is raised as one of the client's errors, and
-an answer of another request, or a result of another shape than its method's (an object,
-a task), as a ``ProtocolError``.
+an answer that is not ``application/json``, an answer of another request, or a result of
+another shape than its method's (an object, a task), as a ``ProtocolError``.
 """
 from __future__ import annotations
 
@@ -218,7 +218,20 @@ class JsonRpcHttp:
         """The result of a JSON-RPC answer to request ``request_id``, or the error it
         carries, raised. An answer naming another id is a ``ProtocolError`` (JSON-RPC 2.0:
         a response's id is its request's), but an error with ``"id": null``, a server's
-        answer to a request whose id it could not read."""
+        answer to a request whose id it could not read.
+
+        A JSON-RPC answer is ``application/json`` (A2A, section 3.2; parameters allowed, the
+        media type in any case): any other content type (a proxy's HTML error page), or
+        none, is a ``ProtocolError`` naming the status and the content type, whatever the
+        body holds."""
+        content_type = response.headers.get("Content-Type")
+        media_type = (content_type or "").partition(";")[0].strip(" \t").lower()
+        if media_type != "application/json":
+            said = "no Content-Type" if content_type is None \
+                else f"Content-Type {content_type[:100]!r}"
+            raise ProtocolError(f"{self.noun} at {self.url} answered HTTP "
+                                f"{response.status_code} with {said}, not application/json: "
+                                "not a JSON-RPC answer", response=response, url=self.url)
         if response.status_code != 200:
             raise self._refusal(response, data)
         try:

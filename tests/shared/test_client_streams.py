@@ -229,7 +229,8 @@ def test_an_error_event_inside_a_stream_raises(scripted):
 def test_an_answer_that_is_not_json_rpc_is_a_protocol_error(scripted):
     client, _ = scripted(GetTask=[raw("200 OK", b"<html>proxy</html>", "text/html"),
                                   raw("200 OK", b"[1, 2]")])
-    with pytest.raises(ProtocolError, match="not JSON"):
+    with pytest.raises(ProtocolError, match="HTTP 200 with Content-Type 'text/html', not "
+                                            "application/json"):
         client.get(TASK)
     with pytest.raises(ProtocolError, match="not a JSON-RPC response"):
         client.get(TASK)
