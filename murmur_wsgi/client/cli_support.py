@@ -22,8 +22,7 @@ from urllib.parse import urlsplit
 
 from murmur_wsgi.client import render
 from murmur_wsgi.client.card import door_url
-from murmur_wsgi.client.errors import (ConnectionFailed, DoorError, HttpRefusal, ProtocolError,
-                                       RpcError, Timeout, VersionError)
+from murmur_wsgi.client.errors import DoorError, HttpRefusal, RpcError, VersionError
 from murmur_wsgi.client.events import INPUT_REQUIRED, STATES, TERMINAL, state_word
 from murmur_wsgi import running
 from murmur_wsgi.rfc3339 import rfc3339_us
@@ -264,7 +263,8 @@ def run(command):
             err(f"{door.noun} at {door.url} refused the request: {ex.status} {ex.error}"
                 f"{said}{hint}")
             return EXIT_USAGE
-        except (ConnectionFailed, Timeout, ProtocolError) as ex:
+        except DoorError as ex:
+            # NOTE: the client's own text names the agent's address already (once).
             err(str(ex))
             return EXIT_USAGE
         except UsageError as ex:
@@ -275,9 +275,6 @@ def run(command):
             logger.debug("%s: an answer of an unexpected shape", command.__name__, exc_info=True)
             err(f"{door.noun} at {door.url} answered something this command cannot read "
                 f"({type(ex).__name__}: {str(ex)[:200]})")
-            return EXIT_USAGE
-        except DoorError as ex:
-            err(f"{door.noun} at {door.url}: {ex}")
             return EXIT_USAGE
         except KeyboardInterrupt:
             sys.stderr.write("\n")

@@ -68,9 +68,24 @@ def is_error_object(error) -> bool:
         and isinstance(error.get("message"), str)
 
 
+# OpenSSL's reason in its text: "[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)".
+_TLS_REASON = re.compile(r"\[SSL(?:: \w+)?\] (.+?)(?: \(_ssl\.c:\d+\))?['\")]")
+# urllib3's wrapping of a failure: its pool, host, port and path, then what caused it.
+_CAUSED_BY = re.compile(r"Max retries exceeded with url: .*?\(Caused by \w+\((['\"])(.*?)\1"
+                        r"(?:,|\)\)$)", re.DOTALL)
+# The connection urllib3 names before its failure's text (urllib3 2, and 1).
+_CONNECTION = re.compile(r"(?:\w+\(host=[^)]*\)|<[\w.]+ object at 0x[0-9a-f]+>): ")
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\"\n]+)")
+_REASON_CHARS = 2000       # what is searched of a failure's text (a server's bytes may be in it)
+
+
 def _reason(ex: Exception) -> str:
-    """A short reason for a connection failure (no traceback, no URL repeated)."""
-    text = str(ex)
+    """A short reason for a connection failure (no traceback, no URL repeated: never
+    urllib3's pool, host, port and path, which the line names already)."""
+    text = str(ex)[:_REASON_CHARS]
+    if isinstance(ex, requests.exceptions.SSLError):
+        found = _TLS_REASON.search(text)
+        return f"TLS failed: {found.group(1) if found else 'the handshake was refused'}"
     for needle, reason in (("Connection refused", "connection refused"),
                            ("Name or service not known", "unknown host"),
                            ("nodename nor servname", "unknown host"),
@@ -78,9 +93,18 @@ def _reason(ex: Exception) -> str:
                            ("timed out", "timed out"),
                            ("Connection reset", "connection reset"),
                            ("RemoteDisconnected", "the door closed the connection"),
-                           ("No route to host", "no route to host")):
+                           ("No route to host", "no route to host"),
+                           ("Connection broken", "the connection broke during the answer")):
         if needle in text:
             return reason
+    found = _ERRNO.search(text)
+    if found:
+        said = found.group(1).rstrip(").")
+        return (said[:1].lower() + said[1:])[:200]
+    caused = _CAUSED_BY.search(text)
+    if caused:
+        text = caused.group(2)
+    text = _CONNECTION.sub("", text)
     return text.splitlines()[0][:200] if text else type(ex).__name__
 
 
