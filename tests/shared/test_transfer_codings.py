@@ -1,8 +1,9 @@
 """A request whose Transfer-Encoding does not end in chunked is refused, as a body that
 cannot be read (RFC 9112, section 6.3: 400, and the connection closed).
 
-gunicorn refuses such a request before the application (400 for ``chunked, gzip``, 501
-for ``gzip``); Werkzeug's server passes it, so both applications are tried on it.
+gunicorn refuses such a request before the application (400 for ``gzip`` and ``chunked,
+gzip``, 501 for a coding it does not know: tests/e2e/hub/test_hub_unreadable_requests.py);
+Werkzeug's server passes it, so both applications are tried on it.
 Before, the hub answered ``gzip`` with a Content-Length as an empty body (200, -32700),
 and ``chunked, gzip`` was dechunked until the client gave up.
 """
@@ -22,7 +23,8 @@ from tests.shared.test_client import ThreadedDoor
 CALL = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
                    "params": {"id": "nope"}}).encode()
 UNREAD = {"jsonrpc": "2.0", "id": None, "error": {
-    "code": -32603, "message": "Internal error: the door could not hand the request to the session"}}
+    "code": -32603,
+    "message": "Internal error: the door could not hand the request to the session"}}
 CODINGS = ["gzip", "chunked, gzip", "gzip,chunked,identity", "Chunked;x=1"]
 
 

@@ -1,0 +1,68 @@
+"""Requests gunicorn refuses before the hub sees them, on a real ``murmur-wsgi hub``: gunicorn's
+status and reason, a JSON body ``{"error": "<reason>"}`` as the hub's other HTTP refusals.
+
+Before, each was gunicorn's HTML page (``Content-Type: text/html``, ``<html>…``), the only
+answers of the hub that were not JSON. The door keeps gunicorn's page (its wire is its
+text's): the last test.
+"""
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from tests.e2e.hub.test_hub_e2e import KEY, hub_process
+from tests.e2e.hub_process import PREFIX
+from tests.e2e.raw_http import answer_with_head
+
+pytestmark = pytest.mark.e2e
+
+POST = (f"POST {PREFIX}echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"A2A-Version: 1.0\r\nX-API-Key: {KEY}\r\n")
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    server = hub_process(tmp_path_factory.mktemp("hub-unreadable"))
+    yield server
+    server.stop_soon()
+
+
+def exchange(port: int, request: bytes) -> tuple[list[str], bytes]:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        return answer_with_head(sock)
+
+
+UNREADABLE = {
+    "request-line": (b"NOT A REQUEST\r\n\r\n", "400 Bad Request"),
+    "header-name": ((POST + "Bad Header\x01: x\r\nContent-Length: 0\r\n\r\n").encode(),
+                    "400 Bad Request"),
+    "uri-too-long": (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", "414 URI Too Long"),
+    "header-too-large": (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n",
+                         "431 Request Header Fields Too Large"),
+    "transfer-gzip": ((POST + "Transfer-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}").encode(),
+                      "400 Bad Request"),
+    "transfer-unknown": ((POST + "Transfer-Encoding: br\r\nContent-Length: 2\r\n\r\n{}").encode(),
+                         "501 Not Implemented"),
+    "transfer-chunked-gzip": ((POST + "Transfer-Encoding: chunked, gzip\r\n\r\n").encode(),
+                              "400 Bad Request"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNREADABLE))
+def test_gunicorns_refusal_is_json_with_its_status(hub, case):
+    request, status = UNREADABLE[case]
+    lines, body = exchange(hub.port, request)
+    assert lines[0] == f"HTTP/1.1 {status}"
+    head = [line.lower() for line in lines[1:]]
+    assert "content-type: application/json" in head and "connection: close" in head, lines
+    assert "cache-control: private, no-store" in head, lines
+    assert json.loads(body) == {"error": status.split(" ", 1)[1].lower()}
+
+
+def test_the_door_keeps_gunicorns_page(door_server):
+    lines, body = exchange(door_server.port, b"NOT A REQUEST\r\n\r\n")
+    assert lines[0] == "HTTP/1.1 400 Bad Request"
+    assert "Content-Type: text/html" in lines and body.startswith(b"<html>")
