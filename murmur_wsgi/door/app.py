@@ -18,7 +18,7 @@ from murmur_wsgi.door.middleware.auth import TokenTable
 from murmur_wsgi.door.planes.files import FilesPlane, check_root, finished_tasks
 from murmur_wsgi.door.session import records
 from murmur_wsgi.door.session.core import Session
-from murmur_wsgi.serving.urls import announced_url, script_path
+from murmur_wsgi.serving.urls import announced_url, is_authority, script_path
 from murmur_wsgi.serving.writes import SOCKET_KEY, Body, headers_only
 
 logger = logging.getLogger(__name__)
@@ -144,11 +144,13 @@ class Door:
 
     def base_url(self, environ: dict) -> str:
         """The card's interface URL: public_url, the listener, or the request's own address
-        (the path the door is mounted at percent-encoded)."""
+        (the path the door is mounted at percent-encoded; a Host that is not a URL's host,
+        the server's name and port instead)."""
         if self._base_url is not None:
             return self._base_url
-        host = environ.get("HTTP_HOST") or (
-            f"{environ.get('SERVER_NAME', 'localhost')}:{environ.get('SERVER_PORT', '80')}")
+        host = environ.get("HTTP_HOST", "")
+        if not is_authority(host):      # none, or not a URL's (a space, "<"): the server's
+            host = f"{environ.get('SERVER_NAME', 'localhost')}:{environ.get('SERVER_PORT', '80')}"
         scheme = environ.get("wsgi.url_scheme", "http")
         mount = script_path(environ.get("SCRIPT_NAME", "").rstrip("/"))
         return f"{scheme}://{host}{mount}"

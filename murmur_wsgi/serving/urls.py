@@ -3,7 +3,8 @@
 A path the application is mounted at comes percent-decoded (WSGI's
 ``SCRIPT_NAME``), and a configured public URL may hold characters a URL
 cannot (a space, ``é``, ``<``, an internationalized host): both are escaped
-here, and a URL valid already is kept byte for byte.
+here, and a URL valid already is kept byte for byte. A request's ``Host`` is
+the client's: one that is not a URL's host (and port) is not announced.
 """
 from __future__ import annotations
 
@@ -14,6 +15,14 @@ from urllib.parse import quote, urlsplit, urlunsplit
 # sub-delims, ":" and "@" of a segment, and "/" between segments.
 _PATH_SAFE = "/!$&'()*+,;=:@"
 _BARE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+# RFC 3986's authority without userinfo: an IP literal or a registered name, and a port.
+_AUTHORITY = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|(?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})+)"
+                        r"(?::[0-9]{0,5})?\Z")
+
+
+def is_authority(host: str) -> bool:
+    """Whether a request's ``Host`` can stand in a URL as it is (RFC 3986's host and port)."""
+    return bool(_AUTHORITY.match(host))
 
 
 def script_path(script_name: str) -> str:

@@ -102,6 +102,19 @@ def test_public_url_wins_over_the_mount():
 URL_CHARS = re.compile(r"(?:[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})+\Z")
 
 
+def announced(manifest: dict, path: str = CARD_PATH, mount: str | None = None, **get) -> str:
+    """The card's URL of a door of ``manifest`` (mounted at ``mount``), read at ``path``; it
+    must be a URL."""
+    door = create_app(manifest)
+    try:
+        site = DispatcherMiddleware(lambda environ, start: [], {mount: door}) if mount else door
+        url = interface_url(Client(site).get(path, **get).get_json())
+    finally:
+        door.close()
+    assert URL_CHARS.match(url), url
+    return url
+
+
 @pytest.mark.parametrize("mount, url", [
     ("/a2a", "http://localhost/a2a"),
     ("/my agents", "http://localhost/my%20agents"),
@@ -113,15 +126,8 @@ def test_a_mount_path_is_percent_encoded_in_the_cards_url(mount, url):
     """WSGI hands SCRIPT_NAME percent-decoded: a door mounted at ``/my agents`` announced
     ``http://localhost/my agents``, not a URL (RFC 3986). Each byte outside a path's
     characters is percent-encoded; a path of them alone is as before."""
-    door = create_app(dict(MANIFEST))
-    try:
-        site = DispatcherMiddleware(lambda environ, start: [], {mount: door})
-        path = url.removeprefix("http://localhost")
-        card = Client(site).get(path + CARD_PATH).get_json()
-    finally:
-        door.close()
-    assert interface_url(card) == url
-    assert URL_CHARS.match(url)
+    path = url.removeprefix("http://localhost")
+    assert announced(dict(MANIFEST), path + CARD_PATH, mount) == url
 
 
 @pytest.mark.parametrize("public_url, url", [
@@ -133,13 +139,21 @@ def test_a_mount_path_is_percent_encoded_in_the_cards_url(mount, url):
 def test_a_public_url_is_announced_as_a_valid_url(public_url, url):
     """The manifest's URL check takes a path of any characters and an internationalized
     host; the card announced them as they were, not a URL (RFC 3986)."""
-    door = create_app(dict(MANIFEST, network={"public_url": public_url}))
-    try:
-        card = Client(door).get(CARD_PATH).get_json()
-    finally:
-        door.close()
-    assert interface_url(card) == url
-    assert URL_CHARS.match(url)
+    assert announced(dict(MANIFEST, network={"public_url": public_url})) == url
+
+
+@pytest.mark.parametrize("host, url", [
+    ("site.example:8443", "http://site.example:8443"),
+    ("[::1]:8080", "http://[::1]:8080"),
+    ("a b<c>", "http://localhost:80"),
+    ("caf\xc3\xa9.example", "http://localhost:80"),
+    ("evil.example/x?", "http://localhost:80"),
+])
+def test_a_host_that_is_not_a_urls_is_not_announced(host, url):
+    """An embedded door without ``listen`` names the request's Host: ``a b<c>`` was
+    announced as ``http://a b<c>``, not a URL. Such a Host gives way to the server's own
+    name and port (SERVER_NAME, SERVER_PORT)."""
+    assert announced(dict(MANIFEST), headers={"Host": host}) == url
 
 
 # --- Django ------------------------------------------------------------------------
