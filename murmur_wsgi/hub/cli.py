@@ -4,17 +4,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import stat
 import sys
 import tempfile
-import threading
 import time
 from urllib.parse import urlsplit
 
 from murmur_wsgi.hub.auth import mint_key
 from murmur_wsgi.hub.config import CONFIG_ENV, ConfigError, load_config_file
 from murmur_wsgi.hub.config_env import ENV_PREFIX
+from murmur_wsgi.hub.dev_server import serve_dev
 from murmur_wsgi.serving.ports import listen_refusal, port_number
 from murmur_wsgi.hub.key_text import add_digest, remove_digest
 from murmur_wsgi.hub.keys import REDIS_KEYS, REVOKED, redis_client, watch_keys
@@ -103,26 +102,6 @@ def main(args) -> int:
     sys.stdout.flush()
     os.execv(sys.executable, argv)
     return 0  # pragma: no cover - execv does not return
-
-
-def serve_dev(hub, host: str, port: int) -> int:
-    """Werkzeug's threaded server; SIGTERM/SIGINT drain the hub, then stop serving."""
-    from werkzeug.serving import make_server
-
-    server = make_server(host, port, hub, threaded=True)
-
-    def stop(signum, frame):
-        logger.info("%s: draining the hub", signal.Signals(signum).name)
-        threading.Thread(target=lambda: (hub.close(), server.shutdown()), daemon=True).start()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, stop)
-    logger.info("serving the hub on http://%s:%d (Werkzeug, threaded)", host, server.port)
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
-    return 0
 
 
 def keys(args) -> int:

@@ -22,15 +22,9 @@ import re
 
 from gunicorn import util
 
-from murmur_wsgi.hub.errors import A2A_HEADERS
+from murmur_wsgi.hub.unreadable import refusal
 from murmur_wsgi.serving.worker import DeadlineWorker
-from murmur_wsgi.wire.encode import compact_utf8
 
-# RFC 9110's reason phrases of the statuses gunicorn refuses with (it writes "Bad Request"
-# beside its 500 and 501).
-REASONS = {400: "Bad Request", 403: "Forbidden", 414: "URI Too Long", 417: "Expectation Failed",
-           431: "Request Header Fields Too Large", 500: "Internal Server Error",
-           501: "Not Implemented"}
 _STATUS_LINE = re.compile(rb"HTTP/1\.1 ([1-5][0-9][0-9]) ([\x20-\x7e]*)\r\n")
 
 
@@ -54,17 +48,14 @@ class _Kept:
 
 def json_refusal(page: bytes) -> bytes:
     """gunicorn's refusal ``page`` with its status, its body ``{"error": …}``: the status's
-    reason (``REASONS``, else gunicorn's) in lower case; a page of another shape is kept as
+    reason (``unreadable.REASONS``, else gunicorn's) in lower case; a page of another shape is kept as
     it is."""
     found = _STATUS_LINE.match(page)
     if found is None:
         return page
-    status = int(found.group(1))
-    reason = REASONS.get(status) or found.group(2).decode("ascii")
-    body = compact_utf8({"error": reason.lower()}).encode()
-    head = [f"HTTP/1.1 {status} {reason}", "Connection: close",
-            "Content-Type: application/json", f"Content-Length: {len(body)}"]
-    head += [f"{name}: {value}" for name, value in A2A_HEADERS]
+    reason, headers, body = refusal(int(found.group(1)), found.group(2).decode("ascii"))
+    head = [f"HTTP/1.1 {found.group(1).decode()} {reason}"]
+    head += [f"{name}: {value}" for name, value in headers]
     return ("\r\n".join(head) + "\r\n\r\n").encode("ascii") + body
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 
 import pytest
 
-from tests.e2e.hub.test_hub_e2e import KEY, hub_process
+from tests.e2e.hub.test_hub_e2e import KEY, hub_process, hub_yaml
 from tests.e2e.hub_process import PREFIX
 from tests.e2e.raw_http import answer_with_head
 
@@ -66,3 +67,44 @@ def test_the_door_keeps_gunicorns_page(door_server):
     lines, body = exchange(door_server.port, b"NOT A REQUEST\r\n\r\n")
     assert lines[0] == "HTTP/1.1 400 Bad Request"
     assert "Content-Type: text/html" in lines and body.startswith(b"<html>")
+
+
+# Werkzeug's own refusals (``hub --dev``): its status, the same JSON body.
+DEV_UNREADABLE = {
+    "request-line": (b"NOT A REQUEST\r\n\r\n", "400 Bad Request"),
+    "version": (b"GET / HTTP/2.0\r\nHost: x\r\n\r\n", "505 HTTP Version Not Supported"),
+    "uri-too-long": (b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+                     "414 URI Too Long"),
+    "header-too-large": (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 70000 + b"\r\n\r\n",
+                         "431 Request Header Fields Too Large"),
+}
+
+
+@pytest.fixture(scope="module")
+def dev_hub():
+    """The hub on the server of ``hub --dev`` (in this process, on a thread of its own)."""
+    from werkzeug.serving import make_server
+
+    from murmur_wsgi.hub.app import create_hub
+    from murmur_wsgi.hub.dev_server import JsonRefusals
+
+    hub = create_hub(hub_yaml(1))
+    server = make_server("127.0.0.1", 0, hub, threaded=True, request_handler=JsonRefusals)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    yield server.server_port
+    server.shutdown()
+    server.server_close()
+    serving.join(10)
+    hub.close()
+
+
+@pytest.mark.parametrize("case", list(DEV_UNREADABLE))
+def test_the_dev_servers_refusal_is_json_with_its_status(dev_hub, case):
+    request, status = DEV_UNREADABLE[case]
+    lines, body = exchange(dev_hub, request)
+    assert lines[0].split(" ", 1)[1] == status, lines
+    head = [line.lower() for line in lines[1:]]
+    assert "content-type: application/json" in head and "connection: close" in head, lines
+    assert "cache-control: private, no-store" in head, lines
+    assert json.loads(body) == {"error": status.split(" ", 1)[1].lower()}
