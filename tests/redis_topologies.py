@@ -125,6 +125,9 @@ class Cluster:
 
     def __init__(self, directory: Path, size: int = 3, replicas: int = 0,
                  password: str | None = None, username: str | None = None, tls=None):
+        # ``size`` 1: one primary owning every slot (redis-cli joins 3 at least), whose
+        # port is chosen now (``url`` names it before it starts).
+        self.port = cluster_port() if size == 1 else None
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.size = size
@@ -139,8 +142,9 @@ class Cluster:
         auth = ":".join(quote(self.auth.get(k, ""), safe="") for k in ("username", "password"))
         scheme = "rediss-cluster" if self.tls else "redis-cluster"
         query = f"?ssl_ca_certs={quote(self.tls.ca_file)}" if self.tls else ""
+        ports = [n.port for n in self.nodes] or [self.port]
         return f"{scheme}://" + (auth + "@" if self.auth else "") + \
-            ",".join(f"127.0.0.1:{n.port}" for n in self.nodes) + query
+            ",".join(f"127.0.0.1:{port}" for port in ports) + query
 
     def _tls_options(self, port: int) -> list[str]:
         if self.tls is None:
@@ -170,7 +174,7 @@ class Cluster:
     def start(self) -> Cluster:
         options, cli_auth = self._secured()
         for _ in range(self.size * (1 + self.replicas)):
-            port = cluster_port()
+            port = self.port or cluster_port()
             self.nodes.append(_Node(self.directory, port, [
                 "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf",
                 "--cluster-node-timeout", "2000", *options, *self._tls_options(port)],
@@ -178,13 +182,10 @@ class Cluster:
         procs = [n.proc for n in self.nodes]
         for node in self.nodes:
             wait_until(lambda node=node: node.client().ping(), f"PING on {node.port}", procs)
-        create = subprocess.run(
-            [_binary("redis-cli"), *cli_auth, "--no-auth-warning",
-             *(["--tls", "--cacert", self.tls.ca_file] if self.tls else []), "--cluster", "create",
-             *[f"127.0.0.1:{n.port}" for n in self.nodes], "--cluster-replicas",
-             str(self.replicas), "--cluster-yes"],
-            capture_output=True, text=True, timeout=DEADLINE)
-        assert create.returncode == 0, create.stdout + create.stderr
+        if self.size == 1:
+            self.nodes[0].client().execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+        else:
+            self._create(cli_auth)
         for node in self.nodes:
             wait_until(lambda node=node: "cluster_state:ok" in node.client().execute_command(
                 "CLUSTER", "INFO"), f"cluster_state:ok on {node.port}", procs)
@@ -192,6 +193,15 @@ class Cluster:
             wait_until(lambda node=node: node.client().info("replication").get(
                 "master_link_status") == "up", f"the replica {node.port}'s link", procs)
         return self
+
+    def _create(self, cli_auth: list[str]) -> None:
+        create = subprocess.run(
+            [_binary("redis-cli"), *cli_auth, "--no-auth-warning",
+             *(["--tls", "--cacert", self.tls.ca_file] if self.tls else []), "--cluster", "create",
+             *[f"127.0.0.1:{n.port}" for n in self.nodes], "--cluster-replicas",
+             str(self.replicas), "--cluster-yes"],
+            capture_output=True, text=True, timeout=DEADLINE)
+        assert create.returncode == 0, create.stdout + create.stderr
 
     def replica_of(self, primary: _Node) -> _Node:
         """A replica of ``primary`` (a cluster started with ``replicas``)."""

@@ -217,8 +217,8 @@ def _keep_owner(fd: int, st: os.stat_result) -> None:
 
 def _connected(config):
     """``redis_client``: a Redis Cluster's client reads the slot map as it is made, so nodes
-    that refuse the URL's password, or none reachable, fail here: one line, as a Redis that
-    does not answer (never a traceback, never the URL)."""
+    that refuse the URL's password fail here: one line (never a traceback, never the URL);
+    none reachable fails at the first command, as a Redis that does not answer."""
     from murmur_wsgi.hub.store.base import StoreRefused
 
     try:

@@ -26,11 +26,12 @@ import threading
 import time
 
 import redis
+from redis._parsers import Encoder
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import (AskError, AuthenticationError, AuthorizationError,
                               ClusterDownError, MovedError, RedisClusterException,
-                              SlotNotCoveredError)
+                              RedisClusterUnreachableError, SlotNotCoveredError)
 from redis.retry import Retry
 
 from murmur_wsgi.hub.store.base import StoreRefused
@@ -57,11 +58,85 @@ class _Cluster(RedisCluster):
     ERRORS_ALLOW_RETRY = (redis.ConnectionError, ClusterDownError, SlotNotCoveredError)
 
     def __init__(self, *args, timeout_secs: float = 5.0, **kwargs):
-        super().__init__(*args, **kwargs)
         self.timeout_secs = timeout_secs        # the longest a TRYAGAIN is sent again
         self.closing = threading.Event()        # set by ``disconnect``: no more pauses
         self._asked: dict[str, ClusterNode] = {}     # nodes an ASK named that the map lacks
         self._asked_lock = threading.Lock()
+        self._settings = (args, kwargs)
+        self._made = False                      # redis-py's client made: the map read
+        self._making = threading.Lock()
+        self._maker = None                      # the thread making it
+        self._make_at = 0.0                     # the next try, after one that failed
+        # NOTE: as redis-py's makes it: a script registered before the client is made
+        # (the store's parts register theirs as the hub starts) asks for it.
+        self.encoder = Encoder(kwargs.get("encoding", "utf-8"),
+                               kwargs.get("encoding_errors", "strict"),
+                               kwargs.get("decode_responses", False))
+        try:
+            self._make()
+        except FAILURES as ex:
+            logger.warning("redis store: no node of the Redis Cluster answers (%s); the hub "
+                           "answers -32603 until one does", type(ex).__name__)
+
+    def _make(self) -> None:
+        """Make redis-py's client (it reads the slot map, and the commands' table): nodes
+        that refuse the URL's user or password, or whose certificates are not verified,
+        raise ``StoreRefused``; none reachable, a ``RedisClusterException``. What a failed
+        try made is dropped."""
+        before = set(self.__dict__)
+        self._maker = threading.get_ident()
+        try:
+            args, kwargs = self._settings
+            RedisCluster.__init__(self, *args, **kwargs)
+            self._made = True
+        except (RedisClusterException, AuthenticationError, AuthorizationError) as ex:
+            self._drop(before)
+            refusal = _refusal(ex)
+            if refusal:
+                raise StoreRefused(refusal) from None
+            raise
+        except BaseException:
+            self._drop(before)
+            raise
+        finally:
+            self._maker = None
+
+    def _drop(self, before: set) -> None:
+        manager = self.__dict__.get("nodes_manager")
+        for name in set(self.__dict__) - before:
+            del self.__dict__[name]
+        if manager is not None:
+            for node in list(manager.nodes_cache.values()):
+                if node.redis_connection is not None:
+                    node.redis_connection.connection_pool.disconnect()
+
+    def __getattr__(self, name: str):
+        """What redis-py's client holds, once made: a cluster that no node answered as the
+        hub started is tried again here, at most once in ``REFRESH_SECS``; until then every
+        use raises ``RedisClusterUnreachableError`` (a failure of Redis: -32603)."""
+        state = self.__dict__
+        if state.get("_made", True) or state.get("_maker") == threading.get_ident():
+            raise AttributeError(name)          # made, or being made by this very call
+        if self.closing.is_set() or time.monotonic() < self._make_at or \
+                not self._making.acquire(blocking=False):
+            raise RedisClusterUnreachableError("no node of the Redis Cluster answered")
+        try:
+            if not self._made:
+                self._make_at = time.monotonic() + REFRESH_SECS
+                try:
+                    self._make()
+                except StoreRefused as ex:
+                    logger.warning("redis store: %s", ex)
+                    raise RedisClusterUnreachableError(str(ex)) from None
+                logger.info("redis store: the Redis Cluster answers")
+        finally:
+            self._making.release()
+        return object.__getattribute__(self, name)
+
+    def close(self) -> None:
+        self.closing.set()
+        if self._made:
+            super().close()
 
     def asked_node(self, host: str, port: int, origin: ClusterNode) -> ClusterNode:
         """The node an ASK from ``origin`` names, connected: one the map does not hold (a
@@ -146,25 +221,28 @@ def connect_cluster(url: str, timeout_secs: float) -> RedisCluster:
     """A cluster client of ``url`` whose every wait ends within ``timeout_secs``.
 
     It reads the slot map now: nodes that refuse the URL's user or password (a wrong one,
-    or none where one is asked) raise ``StoreRefused``; none reachable,
-    ``RedisClusterException``."""
+    or none where one is asked) raise ``StoreRefused``; none reachable, the client is made
+    all the same, and reads the map at its first use that finds a node (``_Cluster``)."""
     nodes, user, password = cluster_nodes(url)
-    try:
-        return _Cluster(
-            startup_nodes=[ClusterNode(host, port) for host, port in nodes],
-            username=user, password=password, decode_responses=True,
-            socket_timeout=timeout_secs, socket_connect_timeout=timeout_secs,
-            retry=Retry(NoBackoff(), 1), health_check_interval=30, timeout_secs=timeout_secs,
-            **tls_settings(url))
-    except (RedisClusterException, AuthenticationError, AuthorizationError) as ex:
-        refused = (AuthenticationError, AuthorizationError)
-        if isinstance(ex, refused) or isinstance(ex.__cause__, refused):
-            raise StoreRefused(f"the Redis Cluster's nodes refused the URL's user or password "
-                               f"({type(ex.__cause__ or ex).__name__})") from None
-        if _unverified(ex):
-            raise StoreRefused("the Redis Cluster's nodes' TLS certificates are not signed by "
-                               "the URL's ssl_ca_certs (or the system's CAs)") from None
-        raise
+    return _Cluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in nodes],
+        username=user, password=password, decode_responses=True,
+        socket_timeout=timeout_secs, socket_connect_timeout=timeout_secs,
+        retry=Retry(NoBackoff(), 1), health_check_interval=30, timeout_secs=timeout_secs,
+        **tls_settings(url))
+
+
+def _refusal(ex: BaseException) -> str | None:
+    """What is wrong when the nodes refused the client (a password, a certificate), or
+    None: none answered."""
+    refused = (AuthenticationError, AuthorizationError)
+    if isinstance(ex, refused) or isinstance(ex.__cause__, refused):
+        return (f"the Redis Cluster's nodes refused the URL's user or password "
+                f"({type(ex.__cause__ or ex).__name__})")
+    if _unverified(ex):
+        return ("the Redis Cluster's nodes' TLS certificates are not signed by the URL's "
+                "ssl_ca_certs (or the system's CAs)")
+    return None
 
 
 def _unverified(ex: BaseException) -> bool:
@@ -318,6 +396,8 @@ def disconnect(cluster: RedisCluster) -> None:
     asked = []
     if isinstance(cluster, _Cluster):
         cluster.closing.set()
+        if not cluster._made:
+            return                          # no node answered: nothing connected
         asked = list(cluster._asked.values())
     for node in [*cluster.get_nodes(), *asked]:
         if node.redis_connection is not None:

@@ -318,8 +318,10 @@ class EventFeed:
 
     def _listen(self) -> None:
         while not self._closed:
-            pubsub = self._client.pubsub(ignore_subscribe_messages=False)
+            pubsub = None
             try:
+                # NOTE: in the try: a cluster that no node answered yet fails here.
+                pubsub = self._client.pubsub(ignore_subscribe_messages=False)
                 pubsub.subscribe(self._channel, *self._others)
                 swept = heard = self._clock()
                 pinged = None
@@ -375,7 +377,8 @@ class EventFeed:
             finally:
                 self._set_epoch(False)
                 try:
-                    pubsub.close()
+                    if pubsub is not None:
+                        pubsub.close()
                 except FAILURES:
                     pass
 
