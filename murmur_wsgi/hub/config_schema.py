@@ -149,6 +149,7 @@ def _redis_url(value: str) -> str:
         except ValueError as ex:
             raise ValidationError(f"is not a redis-cluster:// (rediss-cluster://) "
                                   f"HOST:PORT[,HOST:PORT…] URL: {ex}") from None
+        _tls_files(value.partition("?")[2])
         return value
     if value.startswith("unix:"):
         return _unix_url(value)
@@ -190,6 +191,15 @@ def _tcp_query(scheme: str, query: str) -> None:
     if any(_NUMBER.fullmatch(db) is None for db in fields.get("db", [])):
         raise ValidationError(f"a {scheme}:// URL's db is its database number "
                               f"({scheme}://host:port/0)")
+    _tls_files(query)
+
+
+def _tls_files(query: str) -> None:
+    """Each TLS file a ``rediss://`` or ``rediss-cluster://`` URL names is a file: a missing
+    one would fail every connection (a cluster's, the hub's start) with a traceback."""
+    for name, values in parse_qs(query).items():
+        if name.startswith("ssl_") and not os.path.isfile(values[0]):
+            raise ValidationError(f"the URL's {name} {values[0]} is not a file")
 
 
 def _unix_url(value: str) -> str:

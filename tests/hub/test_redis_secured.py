@@ -169,3 +169,27 @@ def test_the_logged_url_masks_a_password_however_its_field_is_spelled(url, publi
     from murmur_wsgi.hub.store.redis_client import public_url
 
     assert public_url(url) == public
+
+
+@pytest.mark.parametrize("query, missing", [
+    ("ssl_ca_certs={gone}", "ssl_ca_certs"),
+    ("ssl_ca_certs={ca}&ssl_certfile={gone}&ssl_keyfile={ca}", "ssl_certfile"),
+    ("ssl_ca_certs={ca}&ssl_certfile={ca}&ssl_keyfile={folder}", "ssl_keyfile"),
+])
+@pytest.mark.parametrize("scheme", ["rediss://127.0.0.1:1/0", "rediss-cluster://127.0.0.1:1"])
+def test_a_missing_tls_file_exits_2_naming_store_and_the_file(tmp_path, capsys, authority,
+                                                              scheme, query, missing):
+    from murmur_wsgi.cli import main
+
+    named = {"gone": str(tmp_path / "gone.pem"), "ca": authority.ca_file,
+             "folder": str(tmp_path)}
+    url = _secret(f"{scheme}?{query.format(**named)}", f":{PASSWORD}")
+    path = tmp_path / "hub.yaml"
+    path.write_text(f"store: {url}\ntenants:\n  t:\n    api_keys: []\n"
+                    "    agents:\n      a: {agent: demo}\n")
+    # NOTE: a --listen refused after the config: this never serves, whatever the file says.
+    assert main(["hub", "--config", str(path), "--listen", "127.0.0.1:99999"]) == 2
+    err = capsys.readouterr().err
+    file = named["folder" if missing == "ssl_keyfile" else "gone"]
+    assert err == f"murmur-wsgi: {path}: store: the URL's {missing} {file} is not a file\n"
+    assert PASSWORD not in err
