@@ -79,6 +79,7 @@ def main(args) -> int:
 
             load_agents(config)
             Admission(config)
+            _store_checked(config)
         refusal = listen_refusal(listen)
         if refusal:
             raise ConfigError(refusal)
@@ -227,6 +228,19 @@ def _connected(config):
         raise ConfigError(f"store: {ex}") from None
     except Exception as ex:  # noqa: BLE001 - one line, never a traceback
         raise ConfigError(f"the hub's Redis cannot be reached ({type(ex).__name__})") from None
+
+
+def _store_checked(config) -> None:
+    """What a worker's start refuses of the store, refused before gunicorn forks one, as
+    ``--dev`` does: the client is made (a Redis Cluster's reads the slot map: nodes that
+    refuse the URL's user, password or certificates are one line and exit 2) and closed at
+    once, so no connection outlives this check into gunicorn. None answering is no
+    refusal: the workers start, and answer -32603 until one does."""
+    client = _connected(config)
+    if client is not None:
+        from murmur_wsgi.hub.store.redis_client import release
+
+        release(client)
 
 
 def _redis_table(redis) -> dict[str, str]:

@@ -10,6 +10,8 @@ node against the CA; with another CA's, the hub does not start (``ConfigError`` 
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 from urllib.parse import quote
 
 import pytest
@@ -17,7 +19,9 @@ import pytest
 from murmur_wsgi.cli import main
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.config_schema import ConfigError
+from tests.e2e.conftest import child_env, kill_group
 from tests.hub.conftest import FAST, HubClient, close_hub, hub_config
+from tests.redis_util import free_port
 from tests.redis_topologies import Cluster
 from tests.tls_util import Authority
 
@@ -62,18 +66,44 @@ def test_a_refused_password_stops_the_hub_naming_store_and_never_shows_it(guarde
     assert PASSWORD not in str(refused.value) and PASSWORD not in caplog.text
 
 
-def test_hub_key_on_a_cluster_that_refuses_the_password_is_one_line(guarded_cluster,
-                                                                   tmp_path, capsys):
-    scheme, _, rest = guarded_cluster.url.partition("://")
+def _wrong_password_file(cluster, tmp_path):
+    """A hub.yaml whose store is ``cluster``'s URL with a wrong password."""
+    scheme, _, rest = cluster.url.partition("://")
     userinfo, _, hosts = rest.partition("@")
     url = f"{scheme}://{userinfo.partition(':')[0]}:wrong-{PASSWORD}@{hosts}"
     path = tmp_path / "hub.yaml"
-    path.write_text(f"store: {url}\ntenants:\n  t:\n    api_keys: []\n"
-                    "    agents:\n      a: {agent: demo}\n")
+    path.write_text(f"store: {url}\npublic_url: http://hub.example\n"
+                    "tenants:\n  t:\n    api_keys: []\n    agents:\n      a: {agent: demo}\n")
+    return path
+
+
+def test_hub_key_on_a_cluster_that_refuses_the_password_is_one_line(guarded_cluster,
+                                                                   tmp_path, capsys):
+    path = _wrong_password_file(guarded_cluster, tmp_path)
     assert main(["hub", "key", "t", "--list", "--config", str(path)]) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith("murmur-wsgi: store: ") and "user or password" in captured.err
     assert captured.err.count("\n") == 1 and PASSWORD not in captured.err + captured.out
+
+
+def test_murmur_wsgi_hub_refuses_a_refused_password_before_gunicorn_starts(guarded_cluster,
+                                                                            tmp_path):
+    """As ``--dev`` does: one line naming ``store`` and exit 2, no worker forked (before,
+    each worker's traceback in the log, and gunicorn's exit 3)."""
+    path = _wrong_password_file(guarded_cluster, tmp_path)
+    for dev in ([], ["--dev"]):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "murmur_wsgi.cli", "hub", "--config", str(path),
+             "--listen", f"127.0.0.1:{free_port()}", *dev], stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True, env=child_env())
+        try:
+            out, err = proc.communicate(timeout=30)
+        finally:
+            kill_group(proc)
+        assert (proc.returncode, out) == (2, ""), err
+        assert err == ("murmur-wsgi: store: the Redis Cluster's nodes refused the URL's "
+                       "user or password (AuthenticationError)\n")
 
 
 def test_rediss_cluster_verifies_every_node_against_the_operators_ca(tmp_path):

@@ -300,14 +300,19 @@ class RedisConnection:
         except redis_cluster.FAILURES:
             pass
         self.command.close()
-        if self.cluster:
-            # NOTE: the nodes' connections only, as on one Redis: the client keeps its slot
-            # map, so a late call (an agent that outlived the drain giving its slot back)
-            # reconnects or fails as Redis would, never on a client without nodes.
-            redis_cluster.disconnect(self.redis)
-            return
-        self.redis.close()
-        self.redis.connection_pool.disconnect()
+        release(self.redis)
+
+
+def release(client: redis.Redis) -> None:
+    """Close every connection of a client of ``connect``."""
+    if isinstance(client, redis.RedisCluster):
+        # NOTE: the nodes' connections only, as on one Redis: the client keeps its slot
+        # map, so a late call (an agent that outlived the drain giving its slot back)
+        # reconnects or fails as Redis would, never on a client without nodes.
+        redis_cluster.disconnect(client)
+        return
+    client.close()
+    client.connection_pool.disconnect()
 
 
 def public_url(url: str) -> str:
