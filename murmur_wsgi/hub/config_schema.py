@@ -137,6 +137,7 @@ _NUMBER = re.compile(r"[0-9]+")
 
 def _redis_url(value: str) -> str:
     """Check a Redis URL (never echoing it: it may carry a password)."""
+    _no_empty_credential(value)
     if sentinel_url.is_sentinel(value):
         try:
             sentinel_url.parse(value)
@@ -171,6 +172,21 @@ def _redis_url(value: str) -> str:
         raise ValidationError("a Redis URL holds no # (in a password, write it %23)")
     _tcp_query(parts.scheme, parts.query)
     return value
+
+
+def _no_empty_credential(value: str) -> None:
+    """Refuse an empty password (``:@``, ``password=``, ``sentinel_password=``) or query
+    user: every form reads it as none, so Redis would be asked without one (most often a
+    variable left unset where the URL is written)."""
+    before, _, query = value.partition("://")[2].partition("?")
+    auth = before.rpartition("@")[0]
+    if ":" in auth and not auth.partition(":")[2]:
+        raise ValidationError("the URL's password (between ':' and '@') is empty, which "
+                              "reads as none: give it, or leave out the ':'")
+    for name, values in parse_qs(query, keep_blank_values=True).items():
+        if name.endswith(("password", "username")) and not all(values):
+            raise ValidationError(f"the URL's {name} is empty, which reads as none: give it, "
+                                  f"or leave out {name}")
 
 
 # What a redis:// or rediss:// URL's query may hold: redis-py would take any other as a

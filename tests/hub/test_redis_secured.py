@@ -193,3 +193,26 @@ def test_a_missing_tls_file_exits_2_naming_store_and_the_file(tmp_path, capsys, 
     file = named["folder" if missing == "ssl_keyfile" else "gone"]
     assert err == f"murmur-wsgi: {path}: store: the URL's {missing} {file} is not a file\n"
     assert PASSWORD not in err
+
+
+@pytest.mark.parametrize("url, field", [
+    ("redis://:@127.0.0.1:6379/0", "password (between ':' and '@')"),
+    ("rediss://hub:@127.0.0.1:6379/0", "password (between ':' and '@')"),
+    ("redis://127.0.0.1:6379/0?password=", "password"),
+    ("unix:///run/redis.sock?db=0&password=", "password"),
+    ("unix:///run/redis.sock?username=&password=x", "username"),
+    ("redis-sentinel://:@127.0.0.1:26379/murmur/0", "password (between ':' and '@')"),
+    ("redis-sentinel://127.0.0.1:26379/murmur/0?sentinel_password=", "sentinel_password"),
+    ("redis-sentinel://127.0.0.1:26379/murmur/0?sentinel_username=&sentinel_password=s",
+     "sentinel_username"),
+    ("redis-cluster://:@127.0.0.1:7000", "password (between ':' and '@')"),
+])
+def test_an_empty_password_is_refused_in_every_url_form(url, field):
+    """Each form read an empty one as none (Redis asked without a password: most often a
+    variable left unset), but ``redis://…?password=``, refused as a malformed query."""
+    from murmur_wsgi.hub.config_schema import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        create_hub(hub_config(store=url))
+    assert str(refused.value).startswith(f"store: the URL's {field} is empty, which reads "
+                                         "as none: give it, or leave out ")
