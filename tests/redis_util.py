@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from murmur_wsgi.groups import child_setup
-from murmur_wsgi.hub.config_schema import SOCKET_PATH_BYTES
+from murmur_wsgi.hub.config_store_url import SOCKET_PATH_BYTES
 from tests.process_util import stopping
 
 START_DEADLINE = 10.0

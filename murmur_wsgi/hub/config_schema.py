@@ -7,17 +7,14 @@ line (``ConfigError``).
 from __future__ import annotations
 
 import logging
-import os
 import re
-from urllib.parse import parse_qs, unquote, urlsplit
 
 from marshmallow import ValidationError, fields, validate, validates_schema
 
 from murmur_wsgi.agents.output import MAX_OUTPUT_BYTES, MIN_OUTPUT_BYTES, OUTPUT_FLOOR_ERROR
 from murmur_wsgi.agents.spec import AgentField
 from murmur_wsgi.hub.config_fields import Callable, MountPath, PublicUrl
-from murmur_wsgi.hub.store import sentinel_url
-from murmur_wsgi.hub.store.cluster_url import cluster_nodes, is_cluster
+from murmur_wsgi.hub.config_store_url import RedisUrl, StoreField
 from murmur_wsgi.hub.store.large_reads import MAX_BYTES as MAX_ANSWER_BYTES
 from murmur_wsgi.settings import (AsciiFloat, Block, ManifestError, Seconds, Size, StrictBool,
                                   StrictInt)
@@ -115,133 +112,6 @@ class TenantTasksSchema(Block):
 class EventsSchema(Block):
     retention_secs = _positive(load_default=86_400.0)
     merge_secs = _positive(load_default=0.25)
-
-
-class StoreField(fields.String):
-    """``memory``, ``redis`` (the URL is ``redis.url``), a ``redis://``/``rediss://`` URL, a
-    ``unix:///PATH?db=N`` socket of a Redis on this host,
-    ``redis-sentinel://HOST:PORT[,HOST:PORT…]/SERVICE/DB[?sentinel_password=…]`` or
-    ``redis-cluster://HOST:PORT[,HOST:PORT…]`` (``rediss-cluster://`` over TLS)."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        value = super()._deserialize(value, attr, data, **kwargs)
-        if value in ("memory", "redis"):
-            return value
-        _redis_url(value)
-        return value
-
-
-SOCKET_PATH_BYTES = 107          # a unix socket's address (sun_path) holds 108 with its NUL
-_NUMBER = re.compile(r"[0-9]+")
-
-
-def _redis_url(value: str) -> str:
-    """Check a Redis URL (never echoing it: it may carry a password)."""
-    _no_empty_credential(value)
-    if sentinel_url.is_sentinel(value):
-        try:
-            sentinel_url.parse(value)
-        except ValueError as ex:
-            raise ValidationError(str(ex)) from None
-        return value
-    if is_cluster(value):
-        try:
-            cluster_nodes(value)
-        except ValueError as ex:
-            raise ValidationError(f"is not a redis-cluster:// (rediss-cluster://) "
-                                  f"HOST:PORT[,HOST:PORT…] URL: {ex}") from None
-        _tls_files(value.partition("?")[2])
-        return value
-    if value.startswith("unix:"):
-        return _unix_url(value)
-    try:
-        parts = urlsplit(value)
-        parts.port
-    except ValueError:
-        raise ValidationError("is not a redis:// or rediss:// URL") from None
-    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
-        raise ValidationError("must be memory, redis, or a redis://host:port/db, "
-                              "rediss://, unix:///path/to/redis.sock?db=0, "
-                              "redis-sentinel://host:port/service/db or "
-                              "redis-cluster:// (rediss-cluster://) host:port,… URL")
-    db = parts.path.strip("/")
-    if db and _NUMBER.fullmatch(db) is None:
-        raise ValidationError("a Redis URL's path is its database number (redis://host:port/0)")
-    if "#" in value:
-        # NOTE: redis-py drops what follows a # (a password's end, a query's fields).
-        raise ValidationError("a Redis URL holds no # (in a password, write it %23)")
-    _tcp_query(parts.scheme, parts.query)
-    return value
-
-
-def _no_empty_credential(value: str) -> None:
-    """Refuse an empty password (``:@``, ``password=``, ``sentinel_password=``) or query
-    user: every form reads it as none, so Redis would be asked without one (most often a
-    variable left unset where the URL is written)."""
-    before, _, query = value.partition("://")[2].partition("?")
-    auth = before.rpartition("@")[0]
-    if ":" in auth and not auth.partition(":")[2]:
-        raise ValidationError("the URL's password (between ':' and '@') is empty, which "
-                              "reads as none: give it, or leave out the ':'")
-    for name, values in parse_qs(query, keep_blank_values=True).items():
-        if name.endswith(("password", "username")) and not all(values):
-            raise ValidationError(f"the URL's {name} is empty, which reads as none: give it, "
-                                  f"or leave out {name}")
-
-
-# What a redis:// or rediss:// URL's query may hold: redis-py would take any other as a
-# connection setting, and fail each command with TypeError (a typo) or override the hub's
-# own (a timeout); ssl_cert_reqs=none would connect unverified.
-_QUERY = {"redis": ("db", "username", "password"),
-          "rediss": ("db", "username", "password", "ssl_ca_certs", "ssl_certfile",
-                     "ssl_keyfile")}
-
-
-def _tcp_query(scheme: str, query: str) -> None:
-    fields = parse_qs(query, keep_blank_values=True)
-    allowed = _QUERY[scheme]
-    if set(fields) - set(allowed) or any(len(v) > 1 or not v[0] for v in fields.values()):
-        raise ValidationError(f"a {scheme}:// URL's query takes {', '.join(allowed)} only, "
-                              f"each once" + ("" if scheme == "rediss" else
-                                              " (rediss:// for TLS and its ssl_… files)"))
-    if any(_NUMBER.fullmatch(db) is None for db in fields.get("db", [])):
-        raise ValidationError(f"a {scheme}:// URL's db is its database number "
-                              f"({scheme}://host:port/0)")
-    _tls_files(query)
-
-
-def _tls_files(query: str) -> None:
-    """Each TLS file a ``rediss://`` or ``rediss-cluster://`` URL names is a file: a missing
-    one would fail every connection (a cluster's, the hub's start) with a traceback."""
-    for name, values in parse_qs(query).items():
-        if name.startswith("ssl_") and not os.path.isfile(values[0]):
-            raise ValidationError(f"the URL's {name} {values[0]} is not a file")
-
-
-def _unix_url(value: str) -> str:
-    """Check ``unix:///PATH[?db=N]``: a Redis on this host, on its ``unixsocket``."""
-    parts = urlsplit(value)
-    if not value.startswith("unix:///") or parts.netloc or parts.path.endswith("/") \
-            or parts.fragment or "#" in value:
-        raise ValidationError("a Redis socket's URL is unix:// and the socket's absolute "
-                              "path (unix:///run/redis/redis.sock?db=0)")
-    if len(os.fsencode(unquote(parts.path))) > SOCKET_PATH_BYTES:
-        raise ValidationError(f"a Redis socket's path is at most {SOCKET_PATH_BYTES} bytes")
-    query = parse_qs(parts.query, keep_blank_values=True)
-    if set(query) - {"db", "username", "password"}:
-        raise ValidationError("a Redis socket's URL takes db, username and password only "
-                              "(unix:///run/redis/redis.sock?db=0)")
-    if any(_NUMBER.fullmatch(db) is None for db in query.get("db", [])):
-        raise ValidationError("a Redis socket's db is its database number "
-                              "(unix:///run/redis/redis.sock?db=0)")
-    return value
-
-
-class RedisUrl(fields.String):
-    def _deserialize(self, value, attr, data, **kwargs):
-        if value is None or value == "":
-            return None
-        return _redis_url(super()._deserialize(value, attr, data, **kwargs))
 
 
 class RedisSchema(Block):
