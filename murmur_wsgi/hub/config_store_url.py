@@ -34,6 +34,21 @@ _NUMBER = re.compile(r"[0-9]+")
 def _redis_url(value: str) -> str:
     """Check a Redis URL (never echoing it: it may carry a password)."""
     _no_empty_credential(value)
+    try:
+        return _url_form(value)
+    except ValidationError:
+        before, _, query = value.partition("://")[2].partition("?")
+        if "@" in query and "@" not in before:
+            # NOTE: the URL's first '?' ends its address: one in the password cut the URL
+            # there, and the address read was the password's start.
+            raise ValidationError("the URL's password holds a '?', where the URL's query "
+                                  "starts: percent-encode it as %3F (and '#' as %23, '@' as "
+                                  "%40, '/' as %2F)") from None
+        raise
+
+
+def _url_form(value: str) -> str:
+    """Check a Redis URL by its form: a sentinel's, a cluster's, a socket's, or TCP's."""
     if sentinel_url.is_sentinel(value):
         try:
             sentinel_url.parse(value)

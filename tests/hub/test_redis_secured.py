@@ -216,3 +216,32 @@ def test_an_empty_password_is_refused_in_every_url_form(url, field):
         create_hub(hub_config(store=url))
     assert str(refused.value).startswith(f"store: the URL's {field} is empty, which reads "
                                          "as none: give it, or leave out ")
+
+
+@pytest.mark.parametrize("url", [
+    "redis-sentinel://:pa?ss@127.0.0.1:26379/murmur/0",
+    "redis-sentinel://hub:pa?ss/x@127.0.0.1:26379,127.0.0.1:26380/murmur/0?sentinel_password=s",
+    "redis-cluster://:pa?ss@127.0.0.1:7000",
+    "rediss://hub:pa?ss@127.0.0.1:6379/0",
+])
+def test_a_literal_question_mark_in_a_password_says_to_percent_encode_it(url):
+    """The URL's first '?' starts its query: before, the sentinel URL was refused as naming
+    no service, the others as not a URL of their kind."""
+    from murmur_wsgi.hub.config_schema import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        create_hub(hub_config(store=url))
+    assert str(refused.value) == ("store: the URL's password holds a '?', where the URL's "
+                                  "query starts: percent-encode it as %3F (and '#' as %23, "
+                                  "'@' as %40, '/' as %2F)")
+
+
+@pytest.mark.parametrize("url", [
+    "redis-sentinel://127.0.0.1:26379/murmur/0?sentinel_password=a@b?c",
+    "unix:///run/redis.sock?password=a?b@c",
+])
+def test_a_question_mark_or_at_sign_in_a_query_password_is_read(url):
+    """After the query's start, a '?' or '@' is the value's own: no hint, no refusal."""
+    from murmur_wsgi.hub.config import load_config
+
+    assert load_config(hub_config(store=url), environ={}).store == url
