@@ -124,7 +124,8 @@ class Cluster:
     ``replicas`` of each (``nodes``: the primaries first, as ``redis-cli`` assigns them)."""
 
     def __init__(self, directory: Path, size: int = 3, replicas: int = 0,
-                 password: str | None = None, username: str | None = None, tls=None):
+                 password: str | None = None, username: str | None = None, tls=None,
+                 tls_host: str | None = None):
         # ``size`` 1: one primary owning every slot (redis-cli joins 3 at least), whose
         # port is chosen now (``url`` names it before it starts).
         self.port = cluster_port() if size == 1 else None
@@ -136,6 +137,7 @@ class Cluster:
         # Every node's requirepass, or (``username``) an ACL user's, the default user off.
         self.auth = {k: v for k, v in (("username", username), ("password", password)) if v}
         self.tls = tls          # a tests.tls_util.Authority: every node on TLS only, its bus too
+        self.tls_host = tls_host    # the only name the nodes' certificates are for
 
     @property
     def url(self) -> str:
@@ -149,7 +151,8 @@ class Cluster:
     def _tls_options(self, port: int) -> list[str]:
         if self.tls is None:
             return []
-        cert, key = self.tls.issue()
+        cert, key = self.tls.issue(self.tls_host, elsewhere=True) if self.tls_host else \
+            self.tls.issue()
         return ["--port", "0", "--tls-port", str(port), "--tls-cluster", "yes",
                 "--tls-replication", "yes", "--tls-cert-file", cert, "--tls-key-file", key,
                 "--tls-ca-cert-file", self.tls.ca_file, "--tls-auth-clients", "optional"]
@@ -157,7 +160,8 @@ class Cluster:
     def _client_auth(self) -> dict:
         if self.tls is None:
             return dict(self.auth)
-        return {**self.auth, "ssl": True, "ssl_ca_certs": self.tls.ca_file}
+        return {**self.auth, "ssl": True, "ssl_ca_certs": self.tls.ca_file,
+                **({"ssl_check_hostname": False} if self.tls_host else {})}
 
     def _secured(self) -> tuple[list[str], list[str]]:
         """The nodes' options and redis-cli's for ``auth``."""

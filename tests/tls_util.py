@@ -40,13 +40,14 @@ class Authority:
                 .not_valid_before(now - datetime.timedelta(minutes=5))
                 .not_valid_after(now + datetime.timedelta(days=1)))
 
-    def issue(self, common: str = "localhost") -> tuple[str, str]:
-        """A certificate for ``common``, 127.0.0.1 and localhost: (cert file, key file)."""
+    def issue(self, common: str = "localhost", elsewhere: bool = False) -> tuple[str, str]:
+        """A certificate for ``common``, 127.0.0.1 and localhost (``elsewhere``: for
+        ``common`` only): (cert file, key file)."""
         key = ec.generate_private_key(ec.SECP256R1())
+        names = [x509.DNSName(common)] if elsewhere else \
+            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
         cert = self._builder(_name(common), key.public_key()).add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                         x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False).sign(self._key, hashes.SHA256())
+            x509.SubjectAlternativeName(names), critical=False).sign(self._key, hashes.SHA256())
         # NOTE: files of their own: a server started just before still reads its own.
         stem = self.directory / f"{self.name}-{common}-{cert.serial_number:x}"
         cert_file, key_file = Path(f"{stem}.pem"), Path(f"{stem}.key")

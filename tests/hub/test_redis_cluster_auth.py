@@ -128,3 +128,18 @@ def test_rediss_cluster_verifies_every_node_against_the_operators_ca(tmp_path):
                                       "not signed by the URL's ssl_ca_certs (or the system's CAs)")
     finally:
         started.stop()
+
+
+def test_a_cluster_whose_certificates_name_another_host_is_refused_saying_so(tmp_path):
+    """Signed by the URL's CA, for another name: a mismatch, not a CA that did not sign."""
+    authority = Authority(tmp_path / "tls", "cluster-ca")
+    started = Cluster(tmp_path / "cluster", size=1, tls=authority,
+                      tls_host="elsewhere.example").start()
+    try:
+        with pytest.raises(ConfigError) as refused:
+            create_hub(hub_config(store=started.url, redis=dict(FAST)))
+        assert str(refused.value) == (
+            "store: the Redis Cluster's nodes' TLS certificates are not for the host the URL "
+            "names (IP address mismatch, certificate is not valid for '127.0.0.1'.)")
+    finally:
+        started.stop()

@@ -239,19 +239,28 @@ def _refusal(ex: BaseException) -> str | None:
     if isinstance(ex, refused) or isinstance(ex.__cause__, refused):
         return (f"the Redis Cluster's nodes refused the URL's user or password "
                 f"({type(ex.__cause__ or ex).__name__})")
-    if _unverified(ex):
-        return ("the Redis Cluster's nodes' TLS certificates are not signed by the URL's "
-                "ssl_ca_certs (or the system's CAs)")
-    return None
+    unverified = _unverified(ex)
+    if unverified is None:
+        return None
+    if unverified.verify_code in MISMATCHES:
+        return (f"the Redis Cluster's nodes' TLS certificates are not for the host the URL "
+                f"names ({unverified.verify_message})")
+    return ("the Redis Cluster's nodes' TLS certificates are not signed by the URL's "
+            "ssl_ca_certs (or the system's CAs)")
 
 
-def _unverified(ex: BaseException) -> bool:
-    """Whether ``ex`` came of a certificate the client could not verify."""
+# OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH and X509_V_ERR_IP_ADDRESS_MISMATCH: a certificate
+# signed by a trusted CA, for another name.
+MISMATCHES = (62, 64)
+
+
+def _unverified(ex: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate's failed verification ``ex`` came of, or None."""
     while ex is not None:
         if isinstance(ex, ssl.SSLCertVerificationError):
-            return True
+            return ex
         ex = ex.__cause__ or ex.__context__
-    return False
+    return None
 
 
 def _key_of(command: tuple) -> str | None:
