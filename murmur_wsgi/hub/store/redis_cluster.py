@@ -53,7 +53,12 @@ class _Cluster(RedisCluster):
     stalled primary is answered within the timeout); one whose connection failed, or that
     met a cluster without the slot's owner, is sent once more after a refresh.
 
-    Its ``pipeline()`` is ``NodePipeline``."""
+    Made even when no node answers: redis-py's client (the slot map, the commands' table)
+    is made then at the first use that finds a node (``__getattr__``), as a client of one
+    Redis connects at its first command. Its ``pipeline()`` is ``NodePipeline``.
+
+    Concurrency: one thread at a time makes redis-py's client (``_making``); the others
+    meanwhile raise ``RedisClusterUnreachableError`` at once."""
 
     ERRORS_ALLOW_RETRY = (redis.ConnectionError, ClusterDownError, SlotNotCoveredError)
 
@@ -404,7 +409,11 @@ def disconnect(cluster: RedisCluster) -> None:
     """Close every node's connections (the listener's included)."""
     asked = []
     if isinstance(cluster, _Cluster):
-        cluster.closing.set()
+        cluster.closing.set()           # no make starts after this
+        # NOTE: one under way ends within its connects' timeouts: its nodes are closed too.
+        making = cluster._making.acquire(timeout=cluster.timeout_secs)
+        if making:
+            cluster._making.release()
         if not cluster._made:
             return                          # no node answered: nothing connected
         asked = list(cluster._asked.values())
