@@ -36,6 +36,7 @@ from redis.retry import Retry
 
 from murmur_wsgi.hub.store.base import StoreRefused
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes, tls_settings
+from murmur_wsgi.hub.store.redis_cluster_pipeline import NodePipeline, key_of
 from murmur_wsgi.hub.store.redis_commands import Commands
 from murmur_wsgi.hub.store.redis_redirects import REDIRECTED, follow, raised
 
@@ -159,69 +160,6 @@ class _Cluster(RedisCluster):
         return NodePipeline(self)
 
 
-class NodePipeline(redis.client.Pipeline):
-    """A pipeline (no transaction) whose commands may be in several slots: each node's
-    commands (by the slot of each command's first key) go to it in one pipeline of its
-    own, node after node, each sent once, so a timed-out one is not sent again
-    (redis-py's cluster pipeline sends each command of a failed one again, one by one,
-    each with its own timeout). The answers come back in the order queued. A command
-    answered MOVED, ASK or TRYAGAIN is sent again where that says, and only it
-    (``redis_redirects.follow``; MOVED reads the slot map anew). A node whose connection
-    fails (a lost primary) raises once the other nodes' commands are sent; one that
-    times out raises at once. A script queued (``Script(keys, args, client=pipe)``) is
-    loaded on each node first.
-
-    It queues as a node's pipeline does and is never sent itself: ``execute`` sends."""
-
-    def __init__(self, cluster: RedisCluster):
-        node = cluster.get_default_node().redis_connection
-        super().__init__(node.connection_pool, node.response_callbacks, transaction=False,
-                         shard_hint=None)
-        self._cluster = cluster
-
-    def _route(self, command):
-        key = _key_of(command[0])
-        return self._cluster.get_default_node() if key is None else \
-            self._cluster.get_node_from_key(key)
-
-    @staticmethod
-    def _send(node, commands, scripts, asked: bool) -> list:
-        pipe = node.redis_connection.pipeline(transaction=False)
-        pipe.scripts = set(scripts)
-        for args, options in commands:
-            if asked:
-                pipe.execute_command("ASKING")
-            pipe.execute_command(*args, **options)
-        found = pipe.execute(raise_on_error=False)
-        return found[1::2] if asked else found
-
-    def execute(self, raise_on_error: bool = True) -> list:
-        stack = list(self.command_stack)
-        scripts = set(self.scripts)
-        self.reset()
-
-        def send(node, commands, asked):
-            try:
-                return self._send(node, commands, scripts, asked)
-            except redis.ConnectionError as ex:
-                # NOTE: a lost primary (its connection refused at once) does not keep the
-                # other nodes' commands from being sent: a replica's turn renews every other
-                # tenant's slots. A timed-out one still raises at once (a stalled node costs
-                # its timeout once).
-                return [ex] * len(commands)
-
-        answers = follow(stack, self._route, send, asked_node=self._cluster.asked_node,
-                         moved=self._cluster.nodes_manager.initialize,
-                         pause=self._cluster.closing.wait,
-                         deadline=time.monotonic() + self._cluster.timeout_secs)
-        if not raise_on_error:
-            return answers                  # a lost node's commands: its ConnectionError
-        for answer in answers:
-            if isinstance(answer, redis.ConnectionError):
-                raise answer
-        return raised(answers)
-
-
 def connect_cluster(url: str, timeout_secs: float) -> RedisCluster:
     """A cluster client of ``url`` whose every wait ends within ``timeout_secs``.
 
@@ -268,14 +206,6 @@ def _unverified(ex: BaseException) -> ssl.SSLCertVerificationError | None:
     return None
 
 
-def _key_of(command: tuple) -> str | None:
-    """The first key a command names (a script's first of ``KEYS``), None when it has none."""
-    name = str(command[0]).upper()
-    if name in ("EVAL", "EVALSHA"):
-        return command[3] if int(command[2]) > 0 else None
-    return command[1] if len(command) > 1 else None
-
-
 class ClusterCommands:
     """``Commands`` (``make``, the class) per primary of ``cluster``, each call sent to the
     owner of its first key's slot (every command of one call is in that slot), and each
@@ -303,7 +233,7 @@ class ClusterCommands:
         return found
 
     def _node_of(self, commands: tuple):
-        key = _key_of(commands[0])
+        key = key_of(commands[0])
         if key is None:
             return self._cluster.get_random_node()
         return self._cluster.get_node_from_key(key)
