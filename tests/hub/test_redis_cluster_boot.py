@@ -5,6 +5,10 @@ port reserved and not listening until the test starts it).
 """
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import pytest
 
 from murmur_wsgi.hub import create_hub
@@ -43,4 +47,25 @@ def test_a_hub_starts_on_a_cluster_no_node_answers_and_serves_once_it_does(tmp_p
         assert rpc.result("GetTask", {"id": task["id"]})["id"] == task["id"]
     finally:
         close_hub(hub)
+        cluster.stop()
+
+
+@pytest.mark.timed
+def test_a_stalled_cluster_costs_the_start_one_try_of_its_nodes(tmp_path):
+    """Every node stalled (SIGSTOP: connected, never answered): the start's try costs a
+    timeout; the hub's own threads starting with it wait for the next try, a second on."""
+    cluster = Cluster(tmp_path / "cluster", size=1).start()
+    os.kill(cluster.nodes[0].proc.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        hub = create_hub(hub_config(store=cluster.url, redis=dict(FAST)))
+        took = time.monotonic() - started
+        try:
+            answer = HubClient(hub).call("GetTask", {"id": "t-stalled"})
+            assert answer.status_code == 200 and answer.get_json()["error"] == UNAVAILABLE
+        finally:
+            close_hub(hub)
+        assert took < 2 * FAST["timeout_secs"]
+    finally:
+        os.kill(cluster.nodes[0].proc.pid, signal.SIGCONT)
         cluster.stop()

@@ -81,6 +81,7 @@ class _Cluster(RedisCluster):
         try:
             self._make()
         except FAILURES as ex:
+            self._make_at = time.monotonic() + REFRESH_SECS
             logger.warning("redis store: no node of the Redis Cluster answers (%s); the hub "
                            "answers -32603 until one does", type(ex).__name__)
 
