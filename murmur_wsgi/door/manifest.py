@@ -52,8 +52,13 @@ class AllowSchema(Block):
     allow = fields.List(fields.String(), load_default=list)
 
 
+class ShellSchema(AllowSchema):
+    # Background commands running at once in the session: each is a process of the host.
+    max_running = StrictInt(load_default=16, validate=validate.Range(min=1))
+
+
 class CapabilitiesSchema(Block):
-    shell = fields.Nested(AllowSchema, load_default=dict)
+    shell = fields.Nested(ShellSchema, load_default=dict)
     network = fields.Nested(AllowSchema, load_default=dict)
 
 

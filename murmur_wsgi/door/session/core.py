@@ -35,7 +35,8 @@ class Session:
                                keep_bytes_total=tasks["keep_finished_bytes_total"])
         self.ring = EventRing(stream["replay_events"], stream["reader_queue"],
                               lock=self.store.lock, max_bytes=stream["replay_bytes"])
-        self.works = BackgroundWorks(manifest.capabilities["shell"]["allow"])
+        shell = manifest.capabilities["shell"]
+        self.works = BackgroundWorks(shell["allow"], shell["max_running"])
         self.delegations = Delegations(self)
         self.manager = TaskManager(self, agent, self.ring, self.works)
 

@@ -2,6 +2,11 @@
 
 Each runs in its own process group, recorded and started to die with the worker
 (``groups.py``), so a worker killed outright leaves none running.
+
+MEMORY: at most ``capabilities.shell.max_running`` run at once (a start counts from its
+check until its process has started or failed): a caller whose every message starts one
+(the demo's ``/background``) held a process of the host and its entry here per message
+until the session ended.
 """
 from __future__ import annotations
 
@@ -23,7 +28,8 @@ COMMAND_SHOWN = 200
 
 
 class CommandRefused(Exception):
-    """The command's binary is not in capabilities.shell.allow (or cannot be started)."""
+    """The command's binary is not in capabilities.shell.allow, max_running are running
+    already, or it cannot be started."""
 
 
 class Work:
@@ -57,10 +63,12 @@ class Work:
 class BackgroundWorks:
     """Every background command of the session, oldest first."""
 
-    def __init__(self, allow: list[str]):
+    def __init__(self, allow: list[str], max_running: int = 16):
         self._allow = set(allow)
+        self._max_running = max_running
         self._lock = threading.Lock()
         self._works: list[Work] = []          # guarded by _lock
+        self._starting = 0                    # guarded by _lock: checked, not yet started
         self._closed = False                  # guarded by _lock: kill_all() ran
 
     def start(self, command: str, task_id: str | None) -> Work:
@@ -78,17 +86,34 @@ class BackgroundWorks:
         path = shutil.which(binary)
         if path is None:
             raise CommandRefused(f"{binary} is not installed")
-        if self._closed:
+        with self._lock:
+            ended = self._prune_locked()
+            full = len(self._works) + self._starting >= self._max_running
+            closed = self._closed
+            if not (full or closed):
+                self._starting += 1
+        _forget(ended)
+        if closed:
             raise CommandRefused("the session is closing")
+        if full:
+            raise CommandRefused(f"{self._max_running} commands are running already "
+                                 "(capabilities.shell.max_running)")
         try:
             proc = subprocess.Popen([path] + argv[1:], stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                     start_new_session=True, preexec_fn=groups.child_setup())
-        except OSError as ex:
-            raise CommandRefused(f"{binary} could not start: {ex.strerror}") from None
+        except BaseException as ex:
+            # NOTE: whatever Popen raised (a NUL in an argument: ValueError), the place is
+            # given back; kept, each such command took one for good.
+            with self._lock:
+                self._starting -= 1
+            if isinstance(ex, OSError):
+                raise CommandRefused(f"{binary} could not start: {ex.strerror}") from None
+            raise
         groups.record(proc.pid)
         work = Work(new_id("wrk"), binary, path, command, task_id, proc)
         with self._lock:
+            self._starting -= 1         # NOTE: with the append: the count never dips
             closed = self._closed
             if not closed:
                 self._works.append(work)
@@ -102,14 +127,19 @@ class BackgroundWorks:
         """The works still running (of one task, or all), oldest first."""
         if not self._works:
             return []       # PERF: one read, no lock: every task end asks, most sessions start none
-        alive, ended = [], []
         with self._lock:
-            for work in self._works:
-                (alive if work.running() else ended).append(work)
-            self._works = alive
-        for work in ended:
-            groups.forget(work.proc.pid)
+            ended = self._prune_locked()
+            alive = self._works
+        _forget(ended)
         return [w for w in alive if task_id is None or w.task_id == task_id]
+
+    def _prune_locked(self) -> list[Work]:
+        """Keep the works still running; return those that ended."""
+        alive, ended = [], []
+        for work in self._works:
+            (alive if work.running() else ended).append(work)
+        self._works = alive
+        return ended
 
     def kill_all(self) -> None:
         """End every work's process group: the session is ending (no work starts after)."""
@@ -117,6 +147,11 @@ class BackgroundWorks:
             self._closed = True
         for work in self.running():
             _kill(work)
+
+
+def _forget(ended: list[Work]) -> None:
+    for work in ended:
+        groups.forget(work.proc.pid)
 
 
 def _kill(work: Work) -> None:

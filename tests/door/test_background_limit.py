@@ -1,0 +1,67 @@
+"""Background commands running at once: at most ``capabilities.shell.max_running`` a session."""
+from __future__ import annotations
+
+import pytest
+
+from murmur_wsgi.door.manifest import ManifestError, load_manifest
+from tests.agents_util import status_text
+from tests.conftest import Rpc, make_door
+from tests.tasks_util import DEADLINE, send_params
+
+REFUSED = ("background command refused: {} commands are running already "
+           "(capabilities.shell.max_running)")
+
+
+def shell_door(**shell):
+    return make_door(capabilities={"shell": {"allow": ["sleep", "true"], **shell}})
+
+
+@pytest.fixture
+def rpc(request):
+    door = shell_door(**getattr(request, "param", {}))
+    yield Rpc(door)
+    door.close()
+
+
+def run(rpc, text):
+    return rpc.result("SendMessage", send_params(text))["task"]
+
+
+@pytest.mark.parametrize("rpc", [{"max_running": 3}], indirect=True)
+def test_a_command_past_max_running_fails_its_task_and_starts_nothing(rpc):
+    for _ in range(3):
+        assert run(rpc, "/background sleep 30")["status"]["state"] == "TASK_STATE_COMPLETED"
+    refused = run(rpc, "/background sleep 30")
+    assert refused["status"]["state"] == "TASK_STATE_FAILED"
+    assert status_text(refused) == REFUSED.format(3)
+    assert len(rpc.door.session.works.running()) == 3
+
+
+@pytest.mark.parametrize("rpc", [{"max_running": 1}], indirect=True)
+def test_a_command_that_ended_gives_its_place_back(rpc):
+    assert run(rpc, "/background true")["status"]["state"] == "TASK_STATE_COMPLETED"
+    for work in rpc.door.session.works.running():      # none once it has ended
+        work.proc.wait(DEADLINE)
+    assert run(rpc, "/background sleep 30")["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert status_text(run(rpc, "/background sleep 30")) == REFUSED.format(1)
+
+
+def test_by_default_sixteen_run_at_once(rpc):
+    tasks = [run(rpc, "/background sleep 30") for _ in range(17)]
+    assert [t["status"]["state"] for t in tasks] == ["TASK_STATE_COMPLETED"] * 16 + [
+        "TASK_STATE_FAILED"]
+    assert status_text(tasks[-1]) == REFUSED.format(16)
+
+
+@pytest.mark.parametrize("value", [0, -1, "many"])
+def test_max_running_is_at_least_one(value):
+    with pytest.raises(ManifestError, match="capabilities.shell.max_running"):
+        load_manifest({"name": "a", "version": "1",
+                       "capabilities": {"shell": {"allow": ["sleep"], "max_running": value}}})
+
+
+@pytest.mark.parametrize("rpc", [{"max_running": 1}], indirect=True)
+def test_a_command_that_could_not_start_gives_its_place_back(rpc):
+    for _ in range(2):       # Popen refuses an argument holding NUL (ValueError)
+        assert run(rpc, "/background sleep 1\x00")["status"]["state"] == "TASK_STATE_FAILED"
+    assert run(rpc, "/background sleep 30")["status"]["state"] == "TASK_STATE_COMPLETED"
