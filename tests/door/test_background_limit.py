@@ -1,6 +1,8 @@
 """Background commands running at once: at most ``capabilities.shell.max_running`` a session."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from murmur_wsgi.door.manifest import ManifestError, load_manifest
@@ -60,8 +62,26 @@ def test_max_running_is_at_least_one(value):
                        "capabilities": {"shell": {"allow": ["sleep"], "max_running": value}}})
 
 
+def test_a_command_that_could_not_start_gives_its_place_back(tmp_path, monkeypatch, caplog):
+    broken = tmp_path / "broken"          # on PATH, executable, its interpreter missing
+    broken.write_text("#!/nonexistent/interpreter\n", encoding="utf-8")
+    broken.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ.get('PATH', '')}")
+    door = make_door(capabilities={"shell": {"allow": ["broken", "sleep"], "max_running": 1}})
+    try:
+        rpc = Rpc(door)
+        for _ in range(2):
+            failed = run(rpc, "/background broken")
+            assert status_text(failed) == ("background command refused: broken could not "
+                                           "start: No such file or directory")
+        assert run(rpc, "/background sleep 30")["status"]["state"] == "TASK_STATE_COMPLETED"
+    finally:
+        door.close()
+
+
 @pytest.mark.parametrize("rpc", [{"max_running": 1}], indirect=True)
-def test_a_command_that_could_not_start_gives_its_place_back(rpc):
-    for _ in range(2):       # Popen refuses an argument holding NUL (ValueError)
-        assert run(rpc, "/background sleep 1\x00")["status"]["state"] == "TASK_STATE_FAILED"
+def test_a_command_holding_nul_is_refused_in_one_line(rpc, caplog):
+    failed = run(rpc, "/background sleep 1\x00")
+    assert status_text(failed) == "background command refused: the command holds a NUL character"
+    assert not [r for r in caplog.records if r.exc_info], caplog.records
     assert run(rpc, "/background sleep 30")["status"]["state"] == "TASK_STATE_COMPLETED"

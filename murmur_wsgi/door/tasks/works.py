@@ -79,6 +79,8 @@ class BackgroundWorks:
             raise CommandRefused(f"cannot parse the command: {ex}") from None
         if not argv:
             raise CommandRefused("the command is empty")
+        if "\0" in command:            # no argument of a process can hold one
+            raise CommandRefused("the command holds a NUL character")
         binary = argv[0]
         # NOTE: a bare name, looked up on PATH: "/tmp/x/sleep" must not pass for "sleep".
         if "/" in binary or binary not in self._allow:
@@ -103,8 +105,8 @@ class BackgroundWorks:
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                     start_new_session=True, preexec_fn=groups.child_setup())
         except BaseException as ex:
-            # NOTE: whatever Popen raised (a NUL in an argument: ValueError), the place is
-            # given back; kept, each such command took one for good.
+            # NOTE: whatever Popen raised, the place is given back; kept, each such command
+            # took one for good.
             with self._lock:
                 self._starting -= 1
             if isinstance(ex, OSError):
