@@ -37,7 +37,7 @@ import threading
 import time
 
 from murmur_wsgi.hub.store import StoreError
-from murmur_wsgi.hub.store.base import each_then_raise
+from murmur_wsgi.hub.store.base import each_then_raise, retried_quietly
 
 logger = logging.getLogger(__name__)
 
@@ -69,9 +69,11 @@ class Replica:
 
     def start(self) -> None:
         try:
-            self.store.heartbeat()
+            with retried_quietly():
+                self.store.heartbeat()
         except StoreError:
             self._refused = True            # its first beat written holds the sweep
+            self._failing = True            # the outage's line: the loop logs its end
             logger.warning("the hub's store is unavailable at start; retrying every %g s",
                            self.tick)
         self.store.listen_cancels(self.cancelled, self.lost)
@@ -215,9 +217,11 @@ class Replica:
                            "it ran past sweep_max_age_secs)", task_id)
 
     def _turn(self, step) -> None:
-        """``step()``, its failure logged: once when the store fails, once when it is back."""
+        """``step()``, its failure logged: once when the store fails, once when it is back
+        (the store's own line for each failed call at DEBUG)."""
         try:
-            step()
+            with retried_quietly():
+                step()
             if self._failing:
                 logger.warning("the hub's store answers again")
                 self._failing = False

@@ -28,8 +28,10 @@ import time
 import uuid
 from urllib.parse import urlsplit
 
+from murmur_wsgi.errors import StoreError
 from murmur_wsgi.hub.push.body import event_body, final_body
 from murmur_wsgi.hub.push.delivery import unexpected
+from murmur_wsgi.hub.store.base import retried_quietly
 from murmur_wsgi.hub.store.push_base import DELIVERED, DROPPED, SKIPPED
 
 logger = logging.getLogger(__name__)
@@ -110,14 +112,17 @@ class Dispatcher:
         failing = False
         while not self._stop.is_set():
             try:
-                self._turn(blocked)
+                with retried_quietly():
+                    self._turn(blocked)
                 if failing:
                     logger.warning("push: the dispatcher reads the store again")
                     failing = False
-            except Exception:  # noqa: BLE001 - the loop must outlive a store hiccup
+            except Exception as ex:  # noqa: BLE001 - the loop must outlive a store hiccup
                 if not failing:        # once per outage: a shared store may be down a while
-                    logger.exception("push: the dispatcher could not read the store; "
-                                     "retrying every %g s", IDLE_WAIT_SECS)
+                    # NOTE: an outage is one line; anything else (a bug) its traceback.
+                    logger.warning("push: the dispatcher could not read the store (%s); "
+                                   "retrying every %g s", type(ex).__name__, IDLE_WAIT_SECS,
+                                   exc_info=not isinstance(ex, StoreError))
                 failing = True
                 self._stop.wait(IDLE_WAIT_SECS)
 

@@ -20,7 +20,9 @@ task and still runs it. The memory store finds every task by id.
 from __future__ import annotations
 
 import abc
+import contextlib
 import logging
+import threading
 from dataclasses import dataclass
 
 # StoreError: the store cannot be reached in time; one of the errors the hub answers.
@@ -45,6 +47,28 @@ def each_then_raise(calls) -> None:
             failed = failed or ex
     if failed is not None:
         raise failed
+
+
+_retrying = threading.local()
+
+
+@contextlib.contextmanager
+def retried_quietly():
+    """The store's calls made inside, on this thread, are a background loop's, which
+    logs an outage itself: one line as it starts, one as it ends. The store logs their
+    failures at DEBUG, not one line per retry (``retrying_quietly``)."""
+    before = getattr(_retrying, "quiet", False)
+    _retrying.quiet = True
+    try:
+        yield
+    finally:
+        _retrying.quiet = before
+
+
+def retrying_quietly() -> bool:
+    """Whether this thread's store calls are a background loop's (``retried_quietly``)."""
+    return getattr(_retrying, "quiet", False)
+
 
 logger = logging.getLogger(__name__)
 

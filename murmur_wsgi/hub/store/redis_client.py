@@ -29,7 +29,7 @@ from redis.sentinel import Sentinel, SentinelManagedConnection
 from redis.utils import str_if_bytes
 
 from murmur_wsgi.hub.store import cluster_url, redis_cluster, sentinel_url
-from murmur_wsgi.hub.store.base import StoreError
+from murmur_wsgi.hub.store.base import StoreError, retrying_quietly
 from murmur_wsgi.hub.store.redis_commands import Commands
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, PUSH_WAKE, live_key
@@ -44,8 +44,10 @@ FAILURES = redis_cluster.FAILURES
 
 
 def failed(name: str, ex: BaseException) -> StoreError:
-    """The ``StoreError`` to raise for ``ex``, a failure of Redis in method ``name``, logged."""
-    logger.warning("redis store: %s failed: %s", name, type(ex).__name__)
+    """The ``StoreError`` to raise for ``ex``, a failure of Redis in method ``name``, logged
+    (at DEBUG for a background loop's call: the loop logs the outage once)."""
+    logger.log(logging.DEBUG if retrying_quietly() else logging.WARNING,
+               "redis store: %s failed: %s", name, type(ex).__name__)
     return StoreError()
 
 

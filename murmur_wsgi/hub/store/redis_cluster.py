@@ -34,7 +34,7 @@ from redis.exceptions import (AskError, AuthenticationError, AuthorizationError,
                               RedisClusterUnreachableError, SlotNotCoveredError)
 from redis.retry import Retry
 
-from murmur_wsgi.hub.store.base import StoreRefused
+from murmur_wsgi.hub.store.base import StoreRefused, retrying_quietly
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes, tls_settings
 from murmur_wsgi.hub.store.redis_cluster_pipeline import NodePipeline, key_of
 from murmur_wsgi.hub.store.redis_commands import Commands
@@ -285,7 +285,8 @@ class ClusterCommands:
     def refresh(self) -> None:
         """The slot map read anew from the nodes, at most once in ``REFRESH_SECS`` (every
         request to a node that is gone asks for it, and the listener's every failure); a
-        refresh that fails keeps the map."""
+        refresh that fails keeps the map (logged at DEBUG for a background loop's call:
+        the loop logs the outage once)."""
         with self._lock:
             now = time.monotonic()
             if now < self._refresh_at:
@@ -294,8 +295,9 @@ class ClusterCommands:
         try:
             self._cluster.nodes_manager.initialize()
         except FAILURES as ex:
-            logger.warning("redis store: the cluster's slot map could not be read: %s",
-                           type(ex).__name__)
+            logger.log(logging.DEBUG if retrying_quietly() else logging.WARNING,
+                       "redis store: the cluster's slot map could not be read: %s",
+                       type(ex).__name__)
 
     def several(self, *commands: tuple, asking: bool = True) -> list:
         """Each command's answer (``Commands.several``), each sent to its slot's owner, and

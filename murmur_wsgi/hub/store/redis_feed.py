@@ -43,6 +43,7 @@ import time
 
 import redis
 
+from murmur_wsgi.hub.store.base import retried_quietly
 from murmur_wsgi.hub.store.redis_cluster import FAILURES
 from murmur_wsgi.hub.store.redis_watched import Watched
 
@@ -317,6 +318,7 @@ class EventFeed:
                 self._watched.pop(task_id).let_go(self.room)
 
     def _listen(self) -> None:
+        failing = False                 # logged once as the channel is lost, once as it is back
         while not self._closed:
             pubsub = None
             try:
@@ -347,6 +349,9 @@ class EventFeed:
                             # Not at the first subscription: nothing was missed yet, and an
                             # idle worker spends no command on it.
                             again = self._epoch > 0
+                            if failing:
+                                logger.warning("redis store: the event channel is back")
+                                failing = False
                             self._set_epoch(False)
                             self._set_epoch(True)
                             if again:
@@ -369,9 +374,12 @@ class EventFeed:
                 self._set_epoch(False)
                 if self._closed:
                     break
-                logger.warning("redis store: the event channel failed (%s); reconnecting",
-                               type(ex).__name__)
-                self._lost()
+                logger.log(logging.DEBUG if failing else logging.WARNING, "redis store: the event "
+                           "channel failed (%s); reconnecting every %g s", type(ex).__name__,
+                           RECONNECT_SECS)
+                failing = True
+                with retried_quietly():
+                    self._lost()
                 with self._changed:
                     self._changed.wait_for(lambda: self._closed, RECONNECT_SECS)
             finally:
