@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
 
 from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.store.redis_cluster import FAILURES, connect_cluster, disconnect
 from tests.hub.conftest import FAST, HubClient, close_hub, hub_config, wait_until
 from tests.redis_topologies import Cluster
+from tests.redis_util import RedisServer
 
 pytestmark = pytest.mark.one_store
 
@@ -69,3 +72,44 @@ def test_a_stalled_cluster_costs_the_start_one_try_of_its_nodes(tmp_path):
     finally:
         os.kill(cluster.nodes[0].proc.pid, signal.SIGCONT)
         cluster.stop()
+
+
+def _connections(node) -> int:
+    """The node's clients, the one asking included."""
+    return len(node.client().execute_command("CLIENT", "LIST").strip().splitlines())
+
+
+@pytest.mark.timed
+def test_a_cluster_closed_while_its_client_is_made_leaves_no_connection(tmp_path):
+    """Two stalled nodes first in the URL (SIGSTOP: each costs the make a timeout), then the
+    cluster's: the make outlasts the close's wait for it, and closes what it connected."""
+    stalled = [RedisServer(tmp_path / f"stalled-{i}").start() for i in range(2)]
+    cluster = Cluster(tmp_path / "cluster", size=1)
+    ports = [server.port for server in stalled] + [cluster.port]
+    for server in stalled:
+        os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        client = connect_cluster("redis-cluster://" + ",".join(
+            f"127.0.0.1:{port}" for port in ports), FAST["timeout_secs"])
+        cluster.start()
+        client._make_at = 0.0               # the next use makes it: no pause to wait out
+        answered = []
+        using = threading.Thread(target=lambda: answered.append(_pinged(client)))
+        using.start()
+        wait_until(lambda: client.__dict__.get("_maker") is not None)
+        disconnect(client)
+        using.join(10 * FAST["timeout_secs"])
+        assert answered == ["RedisClusterUnreachableError"]
+        wait_until(lambda: _connections(cluster.nodes[0]) == 1, timeout=3)
+    finally:
+        for server in stalled:
+            os.kill(server.proc.pid, signal.SIGCONT)
+            server.stop()
+        cluster.stop()
+
+
+def _pinged(client) -> str:
+    try:
+        return str(client.ping())
+    except FAILURES as ex:
+        return type(ex).__name__

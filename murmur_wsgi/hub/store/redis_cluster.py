@@ -59,7 +59,8 @@ class _Cluster(RedisCluster):
     Redis connects at its first command. Its ``pipeline()`` is ``NodePipeline``.
 
     Concurrency: one thread at a time makes redis-py's client (``_making``); the others
-    meanwhile raise ``RedisClusterUnreachableError`` at once."""
+    meanwhile raise ``RedisClusterUnreachableError`` at once. A make that ends after the
+    client closed (``closing``) closes what it connected."""
 
     ERRORS_ALLOW_RETRY = (redis.ConnectionError, ClusterDownError, SlotNotCoveredError)
 
@@ -95,6 +96,10 @@ class _Cluster(RedisCluster):
         try:
             args, kwargs = self._settings
             RedisCluster.__init__(self, *args, **kwargs)
+            if self.closing.is_set():
+                # NOTE: closed while made (``disconnect`` waits for a make a while, not for
+                # good): what this make connected is closed here, not left open.
+                raise RedisClusterUnreachableError("the Redis Cluster's client is closed")
             self._made = True
         except (RedisClusterException, AuthenticationError, AuthorizationError) as ex:
             self._drop(before)
