@@ -66,6 +66,7 @@ class Replica:
         self._failing = False
         self._renew_at = self._sweep_at = 0.0     # the loop's (its thread's only)
         self._refused = False                     # a heartbeat failed since (the loop's)
+        self._beaten = False                      # this turn wrote a beat (the loop's)
 
     def start(self) -> None:
         try:
@@ -207,6 +208,7 @@ class Replica:
             self._refused = True
             raise
         answered = time.monotonic()
+        self._beaten = True
         if self._refused or answered - now > self.renew_every:
             self._sweep_at = max(self._sweep_at, now + self.hold_secs)
         self._refused = False
@@ -218,11 +220,13 @@ class Replica:
 
     def _turn(self, step) -> None:
         """``step()``, its failure logged: once when the store fails, once when it is back
-        (the store's own line for each failed call at DEBUG)."""
+        (the store's own line for each failed call at DEBUG). Only a turn that wrote a beat
+        tells it is back: one that reached no store (no beat due, no run) tells nothing."""
+        self._beaten = False
         try:
             with retried_quietly():
                 step()
-            if self._failing:
+            if self._failing and self._beaten:
                 logger.warning("the hub's store answers again")
                 self._failing = False
         except StoreError:

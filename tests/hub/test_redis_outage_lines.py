@@ -10,7 +10,7 @@ import logging
 
 import pytest
 
-from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub import create_hub, replica
 from murmur_wsgi.hub.push import dispatcher
 from murmur_wsgi.hub.store import redis_feed
 from tests.hub.conftest import FAST, close_hub, wait_until
@@ -20,7 +20,10 @@ from tests.redis_util import RedisServer
 
 pytestmark = pytest.mark.one_store
 
-RETRY_SECS = 0.1                # the listener's and the dispatcher's pause, for the test
+RETRY_SECS = 0.1                # the loops' pauses (the replica's tick), for the test
+# A beat every third tick, a sweep every ninth: the ticks between reach no store (no task
+# runs).
+REDIS = dict(FAST, liveness_secs=9 * RETRY_SECS, sweep_interval_secs=9 * RETRY_SECS)
 # Each loop's retry, as its store call logs it (at DEBUG once the outage is logged).
 RETRIES = ("heartbeat failed", "the event channel failed", "push_due failed")
 ENDS = ("the hub's store answers again", "the event channel is back",
@@ -61,9 +64,10 @@ def test_each_loop_logs_an_outage_once_as_it_starts_and_once_as_it_ends(
         kind, tmp_path, records, monkeypatch):
     monkeypatch.setattr(redis_feed, "RECONNECT_SECS", RETRY_SECS)
     monkeypatch.setattr(dispatcher, "IDLE_WAIT_SECS", RETRY_SECS)
+    monkeypatch.setattr(replica, "TICK_SECS", RETRY_SECS)
     store = RedisServer(tmp_path) if kind == "redis" else Cluster(tmp_path / "cluster", size=1)
     config = push_config()
-    config.update(store=store.url, redis=dict(FAST))
+    config.update(store=store.url, redis=REDIS)
     hub = create_hub(config)
     try:
         # Each loop retried a couple of times while the store is down.
@@ -71,6 +75,7 @@ def test_each_loop_logs_an_outage_once_as_it_starts_and_once_as_it_ends(
         down = records.lines()
         assert not [r for r in records.records if r.exc_info], "a traceback was logged"
         assert all(n == 1 for n in down.values()), down
+        assert not any(records.count(text) for text in ENDS), down     # not up yet
         assert len(down) <= 5, down         # a line a loop, and a cluster's at the start
 
         store.start()
