@@ -49,7 +49,10 @@ def each_then_raise(calls) -> None:
         raise failed
 
 
-_retrying = threading.local()
+# NOTE: the threads (greenlets, under gevent) inside ``retried_quietly``, by their ident: a
+# threading.local made as this module loads (gunicorn's master loads it, before the worker
+# patches threading) would be one for every greenlet of the worker.
+_quiet: set[int] = set()
 
 
 @contextlib.contextmanager
@@ -57,17 +60,20 @@ def retried_quietly():
     """The store's calls made inside, on this thread, are a background loop's, which
     logs an outage itself: one line as it starts, one as it ends. The store logs their
     failures at DEBUG, not one line per retry (``retrying_quietly``)."""
-    before = getattr(_retrying, "quiet", False)
-    _retrying.quiet = True
+    ident = threading.get_ident()
+    if ident in _quiet:
+        yield
+        return
+    _quiet.add(ident)
     try:
         yield
     finally:
-        _retrying.quiet = before
+        _quiet.discard(ident)
 
 
 def retrying_quietly() -> bool:
     """Whether this thread's store calls are a background loop's (``retried_quietly``)."""
-    return getattr(_retrying, "quiet", False)
+    return threading.get_ident() in _quiet
 
 
 logger = logging.getLogger(__name__)
