@@ -132,10 +132,13 @@ SPARES = {"spare": ("spare_cluster", 0), "replicated": ("replicated_cluster", 1)
 
 class ClustersStarting:
     """Redis Clusters started on threads ahead of their tests: the session's ("shared") as
-    the session begins, and of each kind of ``SPARES`` one at a time: the first as the
-    session begins, the next as a test takes one, while that test runs (each test breaks
-    its own). A cluster's start mostly waits (redis-cli's join, then the nodes' 2 s before
-    they serve): the tests before its user run meanwhile."""
+    the session begins, and of each kind of ``SPARES`` the first as the session begins,
+    then, as a test takes one, those of the next ``AHEAD`` users, while that test runs
+    (each test breaks its own). A cluster's start mostly waits (redis-cli's join, then the
+    nodes' 2 s before they serve, about 3 s in all): the tests before its user run
+    meanwhile, and one test (often under a second) is not enough of them."""
+
+    AHEAD = 2
 
     def __init__(self, items, tmp_path_factory):
         self._mktemp = tmp_path_factory.mktemp
@@ -143,27 +146,28 @@ class ClustersStarting:
         for name, (fixture, _) in SPARES.items():
             self._left[name] = sum(fixture in item.fixturenames for item in items)
         self.made: list[Starting] = []
-        self._next: dict[str, Starting | None] = {}
+        self._next: dict[str, list[Starting]] = {name: [] for name in self._left}
         for name in self._left:
             self._start(name)
 
     def _start(self, name: str) -> None:
         from tests.redis_topologies import Cluster
 
-        self._next[name] = None
         if self._left[name] > 0:
             self._left[name] -= 1
             replicas = SPARES[name][1] if name in SPARES else 0
             started = Starting(Cluster(self._mktemp(f"cluster-{name}"), replicas=replicas))
             self.made.append(started)
-            self._next[name] = started
+            self._next[name].append(started)
 
     def take(self, name: str):
         """The started cluster of ``name`` (waited for), or None when none was started."""
-        started = self._next.get(name)
-        if started is None:
+        ahead = self._next.get(name)
+        if not ahead:
             return None
-        self._start(name)                 # the next user's, while this one runs
+        started = ahead.pop(0)
+        while len(ahead) < self.AHEAD and self._left[name] > 0:
+            self._start(name)             # the next users', while this one runs
         return started.get()
 
 
