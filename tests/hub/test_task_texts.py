@@ -97,6 +97,15 @@ def test_an_answer_written_around_its_text_is_the_encoder_s(text, data):
         compact_utf8(answer_artifact(parts))
 
 
+def test_the_usage_part_of_a_run_that_reported_nothing_is_each_task_s_own():
+    # The memory store keeps the part's value in the task: one task's never another's.
+    first, first_json = usage_part_json(None, {})
+    second, _ = usage_part_json(None, {})
+    first["usage"]["input_tokens"] = 7
+    assert second == usage_part(None, {}) and second["usage"] is not first["usage"]
+    assert usage_part_json(None, {}) == (usage_part(None, {}), first_json)
+
+
 @pytest.mark.parametrize("context_id", CONTEXTS + ['"parts":[{"text":"x'])
 @pytest.mark.parametrize("text", ["", "hi", 'a "q" \\ \n\t\x01 é \u2028 \ud800 \U0001f600',
                                   '"parts":[{"text":"x'])
