@@ -148,9 +148,11 @@ class Run(RunWrites):
             # reads the final state is not refused for this run.
             self._release_slot_locked(by_end=True)
             kept = self.kept.take()
-            # The events the store refused first, in order, numbered from ``first``.
-            events = [payload for _, payload in kept] + events
-            numbered = (kept[0][0], len(kept)) if kept else (0, 0)
+            numbered = (0, 0)
+            if kept:            # PERF: most runs have none: no list made, no list joined
+                # The events the store refused first, in order, numbered from ``first``.
+                events = [payload for _, payload in kept] + events
+                numbered = (kept[0][0], len(kept))
             try:
                 written = runs.store.end(self.task_id, state, text, artifacts, events,
                                          numbered, encoded, keep=self.keep_answer)
