@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -108,15 +107,7 @@ class _Node:
 
 def cluster_port() -> int:
     """A free port whose cluster bus port (the port + 10000) is free and valid too."""
-    while True:
-        port = free_port()
-        if port + 10000 <= 65535:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-                try:
-                    probe.bind(("127.0.0.1", port + 10000))
-                except OSError:
-                    continue
-            return port
+    return free_port(also=10000)
 
 
 class Cluster:

@@ -6,8 +6,13 @@ Sentinel set (``SentinelSet``) is exercised by tests/hub/test_redis_sentinel.py.
 """
 from __future__ import annotations
 
+import threading
+
 import pytest
 import redis
+
+from tests.redis_topologies import cluster_port
+from tests.redis_util import free_port
 
 
 COUNT_KEYS = "return redis.call('INCR', KEYS[1]) + redis.call('RPUSH', KEYS[2], ARGV[1])"
@@ -44,3 +49,23 @@ def test_a_tenants_hash_tagged_keys_share_one_slot_and_one_script(cluster):
             client.eval(COUNT_KEYS, 2, keys[0], other, "x")
     finally:
         client.close()
+
+
+def test_no_port_is_handed_out_twice():
+    # NOTE: the kernel gives a port closed a moment ago to a later bind(0): 3,000 draws of
+    # about 28,000 ephemeral ports repeat dozens of them. Two servers started at once (the
+    # clusters started ahead, on threads of their own) were once handed the same one.
+    ports = [free_port() for _ in range(3000)]
+    assert len(set(ports)) == len(ports)
+
+
+def test_a_cluster_port_reserves_its_bus_port():
+    handed = []
+    threads = [threading.Thread(target=lambda: handed.extend(cluster_port() for _ in range(50)))
+               for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    taken = handed + [port + 10000 for port in handed]
+    assert len(handed) == 200 and len(set(taken)) == len(taken)
