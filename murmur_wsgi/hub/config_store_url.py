@@ -33,7 +33,7 @@ _NUMBER = re.compile(r"[0-9]+")
 
 def _redis_url(value: str) -> str:
     """Check a Redis URL (never echoing it: it may carry a password)."""
-    _no_empty_credential(value)
+    _credentials_as_written(value)
     try:
         return _url_form(value)
     except ValidationError:
@@ -85,10 +85,11 @@ def _url_form(value: str) -> str:
     return value
 
 
-def _no_empty_credential(value: str) -> None:
+def _credentials_as_written(value: str) -> None:
     """Refuse an empty password (``:@``, ``password=``, ``sentinel_password=``) or query
     user: every form reads it as none, so Redis would be asked without one (most often a
-    variable left unset where the URL is written)."""
+    variable left unset where the URL is written); and a ``+`` in a query's password or
+    user, which reads as a space."""
     before, _, query = value.partition("://")[2].partition("?")
     auth = before.rpartition("@")[0]
     if ":" in auth and not auth.partition(":")[2]:
@@ -98,6 +99,12 @@ def _no_empty_credential(value: str) -> None:
         if name.endswith(("password", "username")) and not all(values):
             raise ValidationError(f"the URL's {name} is empty, which reads as none: give it, "
                                   f"or leave out {name}")
+    for field in query.split("&"):
+        name, _, written = field.partition("=")
+        if unquote(name).endswith(("password", "username")) and "+" in written:
+            # NOTE: parse_qs (redis-py's, the hub's) reads it as a space: another password.
+            raise ValidationError(f"the URL's {unquote(name)} holds a '+', which a URL's "
+                                  "query reads as a space: percent-encode it as %2B")
 
 
 # What a redis:// or rediss:// URL's query may hold: redis-py would take any other as a

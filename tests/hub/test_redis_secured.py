@@ -218,6 +218,23 @@ def test_an_empty_password_is_refused_in_every_url_form(url, field):
                                          "as none: give it, or leave out ")
 
 
+@pytest.mark.parametrize("url, field", [
+    ("redis://127.0.0.1:6379/0?password=pa+ss", "password"),
+    ("rediss://127.0.0.1:6379/0?username=hub&password=pa+ss", "password"),
+    ("unix:///run/redis/redis.sock?db=0&username=h+ub", "username"),
+    ("redis-sentinel://127.0.0.1:26379/murmur/0?sentinel_password=s+s", "sentinel_password"),
+])
+def test_a_plus_in_a_query_credential_says_to_percent_encode_it(url, field):
+    """A URL's query reads '+' as a space (redis-py's parsing and the hub's alike): the hub
+    logged in with another password than the one written."""
+    from murmur_wsgi.hub.config_schema import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        create_hub(hub_config(store=url))
+    assert str(refused.value) == (f"store: the URL's {field} holds a '+', which a URL's query "
+                                  "reads as a space: percent-encode it as %2B")
+
+
 @pytest.mark.parametrize("url", [
     "redis-sentinel://:pa?ss@127.0.0.1:26379/murmur/0",
     "redis-sentinel://hub:pa?ss/x@127.0.0.1:26379,127.0.0.1:26380/murmur/0?sentinel_password=s",
