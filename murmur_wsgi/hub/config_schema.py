@@ -124,6 +124,9 @@ class RedisSchema(Block):
     max_events_per_task = StrictInt(load_default=10_000, validate=validate.Range(min=100))
     # Each acknowledged write waits for this many replicas (WAIT), within timeout_secs.
     wait_replicas = StrictInt(load_default=0, validate=validate.Range(min=0))
+    # Each of a worker's two pools' connections in use at once (per primary on a cluster;
+    # the event listener holds one of redis-py's): one more call waits up to timeout_secs.
+    max_connections = StrictInt(load_default=64, validate=validate.Range(min=2))
 
 
 class MetricsSchema(Block):

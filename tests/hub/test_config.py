@@ -114,6 +114,8 @@ def test_the_variable_wins():
                  "must be memory, redis", id="redis-url-env"),
     pytest.param({"redis": {"liveness_secs": 0}}, {}, "redis.liveness_secs: Must be greater",
                  id="liveness"),
+    pytest.param({"redis": {"max_connections": 1}}, {}, "redis.max_connections: Must be "
+                 "greater than or equal to 2", id="max-connections"),
     pytest.param({"push": {"enabled": True}}, {}, "push.secret: is required", id="push"),
     pytest.param({"auth": {"jwt": {"issuer": "x"}}}, {}, "auth.jwt.secret: set exactly one",
                  id="jwt-key"),

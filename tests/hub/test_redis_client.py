@@ -19,6 +19,7 @@ import pytest
 import redis
 
 from murmur_wsgi.hub.store import redis_client, redis_commands
+from murmur_wsgi.hub.store.redis_pool import WaitingPool
 from tests.hub.conftest import wait_until
 from tests.process_util import exits_within
 
@@ -37,8 +38,11 @@ def client(redis_server):
     ("unix:///tmp/redis.sock", redis.UnixDomainSocketConnection),
 ])
 def test_every_scheme_keeps_its_connection_class(url, base):
-    cls = redis_client.connect(url, 1.0).connection_pool.connection_class
+    pool = redis_client.connect(url, 1.0, max_connections=7).connection_pool
+    cls = pool.connection_class
     assert issubclass(cls, base) and issubclass(cls, redis_client._PooledCheck)
+    # Bounded, a call past the bound waiting (hub/store/redis_pool.py) for timeout_secs.
+    assert (type(pool), pool.max_connections, pool.timeout) == (WaitingPool, 7, 1.0)
 
 
 def test_a_connection_the_server_closed_is_replaced_at_its_next_command(client, redis_server):

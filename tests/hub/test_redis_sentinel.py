@@ -144,6 +144,37 @@ def test_a_write_too_few_replicas_acknowledge_is_the_stores_error(sentinels):
         close_hub(hub)
 
 
+def test_a_call_that_finds_every_pooled_connection_in_use_waits_for_one(sentinels):
+    """The pool of the sentinels' primary lends at most its bound: one more call waits until
+    a connection comes back (redis-py's Sentinel pool raised ``MaxConnectionsError`` at
+    once), and past ``timeout_secs`` it fails as Redis being away does."""
+    client = connect(sentinels.url, 1.0)
+    pool = client.connection_pool
+    held = [pool.get_connection() for _ in range(pool.max_connections)]
+    try:
+        answered = []
+        waiting = threading.Thread(target=lambda: answered.append(_set_or_error(client)))
+        waiting.start()
+        wait_until(lambda: answered or pool.waiting == 1, timeout=5)
+        pool.release(held.pop())
+        waiting.join(10)
+        assert answered == [True]
+        held.append(pool.get_connection())
+        with pytest.raises(redis.ConnectionError):
+            client.set("k", "late")
+    finally:
+        for conn in held:
+            pool.release(conn)
+        client.close()
+
+
+def _set_or_error(client):
+    try:
+        return client.set("k", "v")
+    except redis.RedisError as ex:
+        return ex
+
+
 def test_a_connection_sent_to_a_replica_is_refused_as_it_connects(sentinels):
     """A sentinel that has not heard of a failover names the old primary, back as a
     replica: a connection there would read a replica's data. It asks the node's ROLE."""

@@ -60,20 +60,24 @@ def memory_stores(*, retention_secs: float = 86_400.0, clock=None,
 def redis_stores(url: str, *, retention_secs: float = 86_400.0, timeout_secs: float = 5.0,
                  liveness_secs: float = 10.0, max_events: int = 10_000,
                  replica_id: str | None = None, retention: Retention | None = None,
-                 wait_replicas: int = 0, large_read_bytes: int | None = None) -> Stores:
+                 wait_replicas: int = 0, large_read_bytes: int | None = None,
+                 max_connections: int | None = None) -> Stores:
     """The four parts on one Redis (``store: redis://…``, or the primary of
     ``redis-sentinel://…``), sharing one connection; ``wait_replicas``: the replicas
     each acknowledged write waits for (``redis_commands.Commands.durable``);
-    ``large_read_bytes``: the large records read at once (``large_reads``)."""
+    ``large_read_bytes``: the large records read at once (``large_reads``);
+    ``max_connections``: each pool's connections in use at once (``redis_pool``)."""
     from murmur_wsgi.hub.store.large_reads import MAX_BYTES, LargeReads
     from murmur_wsgi.hub.store.redis import RedisTaskStore
     from murmur_wsgi.hub.store.redis_client import RedisConnection
     from murmur_wsgi.hub.store.redis_limits import RedisCounters
+    from murmur_wsgi.hub.store.redis_pool import MAX_CONNECTIONS
     from murmur_wsgi.hub.store.redis_push import RedisPushStore
     from murmur_wsgi.hub.store.redis_replicas import RedisReplicas
 
     conn = RedisConnection(url, timeout_secs=timeout_secs, liveness_secs=liveness_secs,
-                           replica_id=replica_id, wait_replicas=wait_replicas)
+                           replica_id=replica_id, wait_replicas=wait_replicas,
+                           max_connections=max_connections or MAX_CONNECTIONS)
     tasks = RedisTaskStore(conn, retention_secs=retention_secs, max_events=max_events,
                            retention=retention,
                            large_reads=LargeReads(large_read_bytes or MAX_BYTES, timeout_secs))
@@ -92,7 +96,8 @@ def open_stores(config) -> Stores:
                         liveness_secs=settings["liveness_secs"],
                         max_events=settings["max_events_per_task"], retention=retention,
                         wait_replicas=settings["wait_replicas"],
-                        large_read_bytes=config.limits["worker_answer_bytes"])
+                        large_read_bytes=config.limits["worker_answer_bytes"],
+                        max_connections=settings["max_connections"])
 
 
 __all__ = ["PENDING", "StoreError", "StoredEvent", "StoreRefused", "Stores", "TaskStore", "memory_stores",

@@ -33,6 +33,7 @@ from murmur_wsgi.hub.store.base import StoreError, retrying_quietly
 from murmur_wsgi.hub.store.redis_commands import Commands
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, PUSH_WAKE, live_key
+from murmur_wsgi.hub.store.redis_pool import MAX_CONNECTIONS, WaitingPool, WaitingSentinelPool
 
 logger = logging.getLogger(__name__)
 
@@ -180,8 +181,13 @@ _CLASSES = {redis.Connection: _Connection, redis.SSLConnection: _SSLConnection,
             SentinelManagedConnection: _SentinelConnection}
 
 
-def connect(url: str, timeout_secs: float) -> redis.Redis:
+def connect(url: str, timeout_secs: float,
+            max_connections: int = MAX_CONNECTIONS) -> redis.Redis:
     """A client of ``url`` (thread-safe, pooled) whose every wait ends within ``timeout_secs``.
+
+    Its pool (each node's, on a cluster) holds at most ``max_connections`` in use; a call
+    past them waits up to ``timeout_secs`` for one (``redis_pool``), then raises
+    ``MaxConnectionsError``.
 
     ``redis-cluster://…`` (``redis_cluster``): a ``RedisCluster``.
     ``redis-sentinel://…`` (``sentinel_url``): the primary the sentinels name. Its
@@ -191,15 +197,16 @@ def connect(url: str, timeout_secs: float) -> redis.Redis:
     (it disconnects first): the command is sent once more on a new connection.
     """
     if cluster_url.is_cluster(url):
-        return redis_cluster.connect_cluster(url, timeout_secs)
+        return redis_cluster.connect_cluster(url, timeout_secs, max_connections)
     settings = dict(decode_responses=True, socket_timeout=timeout_secs,
                     socket_connect_timeout=timeout_secs,
                     retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
-                    health_check_interval=30)
+                    health_check_interval=30, max_connections=max_connections,
+                    timeout=timeout_secs)
     if sentinel_url.is_sentinel(url):
         client = _sentinel_client(sentinel_url.parse(url), timeout_secs, settings)
     else:
-        client = redis.Redis.from_url(url, **settings)
+        client = redis.Redis.from_pool(WaitingPool.from_url(url, **settings))
     pool = client.connection_pool
     pool.connection_class = _CLASSES.get(pool.connection_class, pool.connection_class)
     return client
@@ -214,7 +221,8 @@ def _sentinel_client(parts, timeout_secs: float, settings: dict) -> redis.Redis:
                                          "socket_connect_timeout": share,
                                          "username": parts.sentinel_username,
                                          "password": parts.sentinel_password})
-    return watchers.master_for(parts.service, db=parts.db, username=parts.username,
+    return watchers.master_for(parts.service, connection_pool_class=WaitingSentinelPool,
+                               db=parts.db, username=parts.username,
                                password=parts.password, **settings)
 
 
@@ -232,17 +240,20 @@ class RedisConnection:
     """
 
     def __init__(self, url: str, *, timeout_secs: float = 5.0, liveness_secs: float = 10.0,
-                 replica_id: str | None = None, wait_replicas: int = 0):
+                 replica_id: str | None = None, wait_replicas: int = 0,
+                 max_connections: int = MAX_CONNECTIONS):
         self.url = public_url(url)
         self.replica = replica_id or uuid.uuid4().hex
         self.liveness_ms = max(1, int(liveness_secs * 1000))
         self.block = min(BLOCK_MAX_SECS, timeout_secs / 2)
-        self.redis = connect(url, timeout_secs)
+        self.redis = connect(url, timeout_secs, max_connections)
         self.cluster = isinstance(self.redis, redis.RedisCluster)
         self.wait_replicas = wait_replicas
-        # The hot paths, on connections of their own (on a cluster, each primary's); a
-        # WAIT ends before the socket's timeout.
-        make = functools.partial(Commands, replicas=wait_replicas,
+        # The hot paths, on connections of their own (on a cluster, each primary's), as
+        # many and waited for as long as the client's; a WAIT ends before the socket's
+        # timeout.
+        make = functools.partial(Commands, max_open=max_connections, wait_secs=timeout_secs,
+                                 replicas=wait_replicas,
                                  replicas_ms=int(timeout_secs * 1000 * WAIT_SHARE))
         self.command = redis_cluster.ClusterCommands(self.redis, make) \
             if self.cluster else make(self.redis)

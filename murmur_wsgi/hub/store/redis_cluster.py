@@ -38,6 +38,7 @@ from murmur_wsgi.hub.store.base import StoreRefused, retrying_quietly
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes, tls_settings
 from murmur_wsgi.hub.store.redis_cluster_pipeline import NodePipeline, key_of
 from murmur_wsgi.hub.store.redis_commands import Commands
+from murmur_wsgi.hub.store.redis_pool import MAX_CONNECTIONS, WaitingPool
 from murmur_wsgi.hub.store.redis_redirects import REDIRECTED, follow, raised
 
 logger = logging.getLogger(__name__)
@@ -166,8 +167,11 @@ class _Cluster(RedisCluster):
         return NodePipeline(self)
 
 
-def connect_cluster(url: str, timeout_secs: float) -> RedisCluster:
-    """A cluster client of ``url`` whose every wait ends within ``timeout_secs``.
+def connect_cluster(url: str, timeout_secs: float,
+                    max_connections: int = MAX_CONNECTIONS) -> RedisCluster:
+    """A cluster client of ``url`` whose every wait ends within ``timeout_secs``; each node's
+    pool holds at most ``max_connections`` in use, a call past them waits for one
+    (``redis_pool``).
 
     It reads the slot map now: nodes that refuse the URL's user or password (a wrong one,
     or none where one is asked) raise ``StoreRefused``; none reachable, the client is made
@@ -178,7 +182,8 @@ def connect_cluster(url: str, timeout_secs: float) -> RedisCluster:
         username=user, password=password, decode_responses=True,
         socket_timeout=timeout_secs, socket_connect_timeout=timeout_secs,
         retry=Retry(NoBackoff(), 1), health_check_interval=30, timeout_secs=timeout_secs,
-        **tls_settings(url))
+        connection_pool_class=WaitingPool, max_connections=max_connections,
+        timeout=timeout_secs, **tls_settings(url))
 
 
 def _refusal(ex: BaseException) -> str | None:
