@@ -1,16 +1,28 @@
 """"Continuing a task": how a message is routed by its taskId, every row at the wire.
 
 The rows tests/door/test_tasks.py leaves open: a queued (TASK_STATE_SUBMITTED) task, the
-exact -32001 of a never-held id, a message naming no task while one waits for input, and
-a reply taken whatever the door's capacity.
+exact -32001 of a never-held id, the exact refusals of an ended task and of a reply in
+another context, a message naming no task while one waits for input, and a reply taken
+whatever the door's capacity.
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from murmur_wsgi.uris import DOOR_URI, STREAM_URI
 from tests.tasks_util import NOW, send_params, wait_state
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+
+
+def unsupported(task_id, state, why):
+    """The -32004 refusal of a message naming a task in ``state``, exactly."""
+    return {"code": -32004, "message": f"Task {task_id} {why}",
+            "data": [{"@type": ERROR_INFO, "reason": "UNSUPPORTED_OPERATION",
+                      "domain": "a2a-protocol.org",
+                      "metadata": {"taskId": task_id, "state": state}}]}
 
 
 def test_a_message_to_a_queued_task_is_refused_naming_its_state(queue_rpc):
@@ -18,13 +30,9 @@ def test_a_message_to_a_queued_task_is_refused_naming_its_state(queue_rpc):
     queued = queue_rpc.result("SendMessage", send_params("later", NOW))["task"]
     assert queued["status"]["state"] == "TASK_STATE_SUBMITTED"
     error = queue_rpc.error("SendMessage", send_params("more", taskId=queued["id"]))
-    assert error == {
-        "code": -32004,
-        "message": f"Task {queued['id']} is TASK_STATE_SUBMITTED; a task takes a message only "
-                   "while it waits in TASK_STATE_INPUT_REQUIRED",
-        "data": [{"@type": ERROR_INFO, "reason": "UNSUPPORTED_OPERATION",
-                  "domain": "a2a-protocol.org",
-                  "metadata": {"taskId": queued["id"], "state": "TASK_STATE_SUBMITTED"}}]}
+    assert error == unsupported(queued["id"], "TASK_STATE_SUBMITTED",
+                                "is TASK_STATE_SUBMITTED; a task takes a message only while "
+                                "it waits in TASK_STATE_INPUT_REQUIRED")
     assert queue_rpc.result("GetTask", {"id": queued["id"]}) == queued
     queue_rpc.result("CancelTask", {"id": running["id"]})
 
@@ -63,3 +71,36 @@ def test_a_reply_is_taken_whatever_the_doors_capacity(queue_rpc):
     assert reply["task"]["status"]["state"] == "TASK_STATE_WORKING"
     assert wait_state(queue_rpc.door, waiting["id"], "TASK_STATE_COMPLETED").response == "main"
     assert wait_state(queue_rpc.door, queued["id"], "TASK_STATE_COMPLETED").response == "second"
+
+
+def _ended(rpc):
+    task = rpc.result("SendMessage", send_params("done"))["task"]
+    return task, {}, unsupported(task["id"], "TASK_STATE_COMPLETED",
+                                 "has ended in TASK_STATE_COMPLETED; send a new message "
+                                 "without taskId, in the same contextId, to start a new task")
+
+
+def _waiting_in_another_context(rpc):
+    task = rpc.result("SendMessage", send_params("/ask Which branch?"))["task"]
+    return task, {"contextId": "ctx_other"}, {
+        "code": -32602,
+        "message": f"Invalid params: message.contextId ctx_other is not the context of task "
+                   f"{task['id']}, which waits in {task['contextId']}"}
+
+
+@pytest.mark.parametrize("method", ["SendMessage", "SendStreamingMessage"])
+@pytest.mark.parametrize("case", [pytest.param(_ended, id="ended"),
+                                  pytest.param(_waiting_in_another_context, id="other-context")])
+def test_a_routing_refusal_is_one_exact_body_naming_no_extension(queue_rpc, method, case):
+    # The message holds the door URI and the request asks for the stream extension: the
+    # refusal is still one JSON body, key by key, with no A2A-Extensions, and the task is
+    # left as it was.
+    task, extra, error = case(queue_rpc)
+    params = send_params("more", taskId=task["id"], metadata={DOOR_URI: {}}, **extra)
+    response = queue_rpc.call(method, params, {"A2A-Extensions": STREAM_URI}, request_id=5)
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "application/json"
+    assert "A2A-Extensions" not in response.headers
+    assert response.data == json.dumps({"jsonrpc": "2.0", "id": 5, "error": error},
+                                       separators=(",", ":")).encode()
+    assert queue_rpc.result("GetTask", {"id": task["id"]}) == task

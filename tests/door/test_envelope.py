@@ -273,11 +273,9 @@ def test_step10_push_config_methods(method, authenticated):
 
 def test_step10_public_door_extended_card(rpc):
     response = rpc.call("GetExtendedAgentCard", request_id=1)
-    error = envelope_of(response)["error"]
-    assert error["code"] == -32004
-    assert error["data"] == [{"@type": DATA_TYPE, "reason": "UNSUPPORTED_OPERATION",
-                              "domain": "a2a-protocol.org", "metadata": {}}]
-    assert isinstance(error["message"], str) and error["message"]
+    assert wire(response) == a2a_error(1, -32004, "this door is public: it has no extended card",
+                                       "UNSUPPORTED_OPERATION")
+    assert "A2A-Extensions" not in response.headers
 
 
 @pytest.fixture
@@ -298,10 +296,9 @@ def test_step10_none_send_message_not_found(none_door):
 ])
 def test_step10_none_streaming_unsupported(none_door, method, params):
     response = Rpc(none_door).call(method, params, request_id=4)
-    error = envelope_of(response)["error"]          # one JSON body, no stream
-    assert error["code"] == -32004
-    assert error["data"] == [{"@type": DATA_TYPE, "reason": "UNSUPPORTED_OPERATION",
-                              "domain": "a2a-protocol.org", "metadata": {}}]
+    # One JSON body, no stream: with {} as metadata, even when a task is named.
+    assert wire(response) == a2a_error(4, -32004, "this door starts no task, so it streams none",
+                                       "UNSUPPORTED_OPERATION")
 
 
 @pytest.mark.parametrize("method", ["GetTask", "CancelTask"])

@@ -191,9 +191,13 @@ def test_subscribe_to_an_ended_task_is_refused_with_its_state():
     task = rpc.result("SendMessage", msg("/fail boom"))["task"]
     response = rpc.call("SubscribeToTask", {"id": task["id"]}, EXT)
     assert response.mimetype == "application/json" and "A2A-Extensions" not in response.headers
-    error = response.get_json()["error"]
-    assert error["code"] == -32004
-    assert error["data"][0]["metadata"] == {"taskId": task["id"], "state": "TASK_STATE_FAILED"}
+    assert response.get_json() == {"jsonrpc": "2.0", "id": rpc.next_id, "error": {
+        "code": -32004,
+        "message": f"Task {task['id']} has ended in TASK_STATE_FAILED; it has no more events "
+                   "to stream",
+        "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                  "reason": "UNSUPPORTED_OPERATION", "domain": "a2a-protocol.org",
+                  "metadata": {"taskId": task["id"], "state": "TASK_STATE_FAILED"}}]}}
 
 
 def test_subscribe_to_a_task_another_credential_started_is_not_found():
