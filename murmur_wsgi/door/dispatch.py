@@ -65,13 +65,12 @@ def rpc_tier(door, environ: dict, ctx: CallContext, raw: bytes):
         version.check(environ)                                            # step 8
         ctx.extensions = _extensions(environ)
         if completion.check(call, door.session):                          # step 9
-            call.params = params.check(raw_params)
-            method = methods.COMPLETION      # steps 10, 11 and 13 are not a completion's
+            method = methods.COMPLETION      # steps 10 and 11 are not a completion's
         else:
             method = methods.lookup(name, door)                           # step 10
             auth.check_scope(call, door.tokens)                           # step 11
-            call.params = params.check(raw_params)                        # step 12
-            tenant.check(call.params)                                     # step 13
+        call.params = params.check(raw_params)                            # step 12
+        tenant.check(call.params)                                         # step 13
         return call, method.handler(door, call, method.read(door, call))  # step 14
     except DoorError as ex:
         ex.request_id = request_id

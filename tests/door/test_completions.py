@@ -172,3 +172,24 @@ def test_a_completion_is_held_to_limits_data_text_bytes():
         assert done.response == "child said: rows\n```data\n[\n  1,\n  2\n]\n```"
     finally:
         door.close()
+
+
+def test_a_completion_naming_a_tenant_is_refused_and_delivers_nothing(delegating):
+    # "A request to any method the door serves ... whose params.tenant is present and is
+    # anything but "" is answered -32602 at step 13, before anything starts": a completion
+    # is a SendMessage, whose params and message the door reads like any other's.
+    rpc, agent = delegating
+    task = rpc.result("SendMessage", send_params("delegate", NOW))["task"]
+    assert agent.opened.wait(10)
+    headers = completion_headers(rpc.door, agent.delegation_id)
+    params = dict(send_params("status: ok"), tenant="acme")
+    response = rpc.call("SendMessage", params, headers, request_id=3)
+    assert response.data == (b'{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":'
+                             b'"Invalid params: tenant \\"acme\\" names a tenant; this agent '
+                             b'serves no tenants, so omit tenant"}}')
+    assert rpc.door.session.delegations.awaits(agent.delegation_id)
+    assert rpc.door.session.store.get(task["id"]).state == "TASK_STATE_WORKING"
+    # "", the unset value, is served as if the member were absent.
+    assert "message" in rpc.result("SendMessage", dict(params, tenant=""), headers)
+    assert wait_state(rpc.door, task["id"], "TASK_STATE_COMPLETED").response == \
+        "child said: status: ok"
