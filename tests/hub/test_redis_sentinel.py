@@ -168,6 +168,25 @@ def test_a_call_that_finds_every_pooled_connection_in_use_waits_for_one(sentinel
         client.close()
 
 
+def test_a_lone_sentinel_answers_every_primary_connection_connecting_at_once(sentinels):
+    """Each primary connection asks a sentinel as it connects, holding a connection of that
+    sentinel's client: the pool's and the hot paths' may all connect at once, twice
+    ``max_connections``. redis-py's own bound there (100) refused the 101st at once, and a
+    lone sentinel refusing left the connect no primary (``MasterNotFoundError``)."""
+    lone = f"redis-sentinel://127.0.0.1:{sentinels.sentinels[0].port}/{SERVICE}/0"
+    client = connect(lone, 2.0, max_connections=64)
+    watcher = client.connection_pool.sentinel_manager.sentinels[0].connection_pool
+    held = []
+    try:
+        held.extend(watcher.get_connection() for _ in range(2 * 64 - 1))
+        assert client.ping() is True
+    finally:
+        for conn in held:
+            watcher.release(conn)
+        client.close()
+        watcher.disconnect()
+
+
 def _set_or_error(client):
     try:
         return client.set("k", "v")

@@ -215,10 +215,14 @@ def connect(url: str, timeout_secs: float,
 def _sentinel_client(parts, timeout_secs: float, settings: dict) -> redis.Redis:
     # NOTE: a connect asks the sentinels in turn until one names a primary: they share
     # timeout_secs, so sentinels that are away cost a connect no more than that.
+    # Each primary connection connecting holds one connection of a sentinel's client while
+    # it asks: the pool's and the hot paths' (Commands) at once, at most twice the bound.
+    # redis-py's default of 100 refused the 101st at once, as if that sentinel were away.
     share = timeout_secs / len(parts.sentinels)
     watchers = Sentinel(list(parts.sentinels),
                         sentinel_kwargs={"socket_timeout": share,
                                          "socket_connect_timeout": share,
+                                         "max_connections": 2 * settings["max_connections"],
                                          "username": parts.sentinel_username,
                                          "password": parts.sentinel_password})
     return watchers.master_for(parts.service, connection_pool_class=WaitingSentinelPool,
