@@ -15,6 +15,7 @@ again).
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -33,16 +34,28 @@ class _Waits:
     Concurrency: ``_returned`` (a condition on an RLock) guards ``_returns`` (connections
     given back while a caller waited) and ``_waiting``; a caller that found every connection
     in use counts itself waiting before it tries once more, so a connection given back
-    after that try tells it (``release``). The common case, a connection free, takes no
-    lock of these."""
+    after that try tells it (``release``), as does a ``reset`` (every connection let go).
+    The common case, a connection free, takes no lock of these."""
 
     def __init__(self, *args, timeout: float = WAIT_SECS,
                  max_connections: int = MAX_CONNECTIONS, **kwargs):
         self.timeout = timeout
-        self._returned = threading.Condition(threading.RLock())
-        self._returns = 0
-        self._waiting = 0
+        self._waits_pid = None          # the process whose waiters these are
         super().__init__(*args, max_connections=max_connections, **kwargs)
+
+    def reset(self) -> None:
+        """redis-py's (every connection let go), each waiter told. Made and after a fork
+        (``_checkpid``), the lock and counts are made anew: the parent's waiters are not
+        this process's, and a thread of the parent may have held the lock."""
+        if self._waits_pid != os.getpid():
+            self._returned = threading.Condition(threading.RLock())
+            self._returns = 0
+            self._waiting = 0
+            self._waits_pid = os.getpid()
+        super().reset()
+        with self._returned:
+            self._returns += 1
+            self._returned.notify_all()
 
     def get_connection(self, *args, **kwargs):
         try:
