@@ -1,33 +1,31 @@
 """One Redis reader per worker for every open stream: a notification channel, read on demand.
 
-Every script that writes an event of a *marked* task also publishes ``<task id> <n>``
-(the event's position) on one channel: a stream's read marks its task for a while
-(the store's ``READ`` script) and the store renews the marks of the tasks read here
-(``reading``), so the events of a task no stream reads are announced to nobody. ``EventFeed`` listens to that channel on one
-connection, in one thread per store, and issues no command of its own. A task
-some local stream reads (a *watched* task) keeps the newest events read of it
-in a small buffer (``redis_watched``); a notification past the buffer wakes the task's readers,
-and one of them (single flight) reads what is new with one read for all.
-Every read takes at most a page (``PAGE_EVENTS`` events, and none past the one
-that brings it to ``PAGE_BYTES``): a long log (a replay from the start) is read
-a page at a time, the next page only when a reader asks past the last, and a
-full page counts as a notification of the event after it.
+Every script that writes an event of a *marked* task also publishes ``<task id> <n>`` (the
+event's position) on one channel: a stream's read marks its task for a while (the store's
+``READ`` script) and the store renews the marks of the tasks read here (``reading``), so the
+events of a task no stream reads are announced to nobody. ``EventFeed`` listens to that
+channel on one connection, in one thread per store, and issues no command of its own. A task
+some local stream reads (a *watched* task) keeps the newest events read of it in a small
+buffer (``redis_watched``); a notification past the buffer wakes the task's readers, and one
+of them (single flight) reads what is new with one read for all. Every read takes at most a
+page (``PAGE_EVENTS`` events, and none past the one that brings it to ``PAGE_BYTES``): a
+long log (a replay from the start) is read a page at a time, the next page only when a
+reader asks past the last, and a full page counts as a notification of the event after it.
 
-So an idle stream costs no Redis command (the listener PINGs every
-``block_secs`` it hears nothing, one command per worker), an event one read per worker
-that watches its task, whatever the number of its streams there, and a stream
-that opens (or falls behind the buffer) reads its own way in, as before.
+So an idle stream costs no Redis command (the listener PINGs every ``block_secs`` it hears
+nothing, one command per worker), an event one read per worker that watches its task,
+whatever the number of its streams there, and a stream that opens (or falls behind the
+buffer) reads its own way in, as before.
 
-Correctness: a reader registers its task before its own read, so an event is
-either in that read or notified after it. While the listener is not subscribed
-(Redis away, or reconnecting) nothing is taken as covered: each reader reads
-for itself and waits at most ``block_secs`` between reads. Every (re)subscription
-starts a new epoch, and a buffer of an older epoch covers nothing. The other consumers
-of the channels (``also``, ``observe``) read nothing for themselves meanwhile: each
-resubscription after a loss (never the first subscription) tells them
-(``resubscribed``), and each looks once for what the gap took. A read sees every
-event announced before it began, so a notified position past what it found was never
-written (a message no script sent; anyone who can PUBLISH can): it costs one read.
+Correctness: a reader registers its task before its own read, so an event is either in that
+read or notified after it. While the listener is not subscribed (Redis away, or
+reconnecting) nothing is taken as covered: each reader reads for itself and waits at most
+``block_secs`` between reads. Every (re)subscription starts a new epoch, and a buffer of an
+older epoch covers nothing. The other consumers of the channels (``also``, ``observe``) read
+nothing for themselves meanwhile: each resubscription after a loss (never the first
+subscription) tells them (``resubscribed``), and each looks once for what the gap took. A
+read sees every event announced before it began, so a notified position past what it found
+was never written (a message no script sent; anyone who can PUBLISH can): it costs one read.
 
 Concurrency:
     One lock guards every watched task; each task's readers wait on a condition
@@ -86,9 +84,7 @@ class EventFeed:
         self._others: dict[str, object] = {}       # another channel -> its callback
         self._observer = None                      # told of every event notified
         self._resubscribed: list = []              # told of each subscription after a loss
-        # The room the buffers' events past BUFFER_BYTES hold together (``LargeReads``, a
-        # room of their own: the store's); None: such an event is kept as any other.
-        self.room = None
+        self.room = None    # a LargeReads of their own for events past BUFFER_BYTES
 
     # --- readers -----------------------------------------------------------
 
