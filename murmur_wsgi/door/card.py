@@ -31,6 +31,7 @@ PROCESS_FRAMES = ["text", "thinking", "tool-call-started", "tool-call-progress",
                   "capsule-closed"]
 TASK_METHODS = ("SendMessage", "SendStreamingMessage")
 
+
 def door_methods(manifest) -> list[str]:
     """Return params.methods: what POST / answers with anything but -32601."""
     starts = manifest.acceptance != "none"

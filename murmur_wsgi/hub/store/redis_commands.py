@@ -15,6 +15,7 @@ import time
 
 import redis
 
+from murmur_wsgi.hub.store.redis_pool import MAX_CONNECTIONS, WAIT_SECS
 from murmur_wsgi.hub.store.redis_redirects import REDIRECTED
 from murmur_wsgi.hub.store.redis_replies import read
 
@@ -168,8 +169,9 @@ class Commands:
     makes its store in each worker).
     """
 
-    def __init__(self, client: redis.Redis, max_open: int = 64, wait_secs: float = 5.0,
-                 replicas: int = 0, replicas_ms: int = 1000, keep: int = 2,
+    def __init__(self, client: redis.Redis, max_open: int = MAX_CONNECTIONS,
+                 wait_secs: float = WAIT_SECS, replicas: int = 0, replicas_ms: int = 1000,
+                 keep: int = 2,
                  idle_secs: float = 5.0, clock=time.monotonic):
         pool = client.connection_pool
         self._make = functools.partial(pool.connection_class, **{
