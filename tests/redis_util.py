@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -25,45 +23,13 @@ import redis
 
 from murmur_wsgi.groups import child_setup
 from murmur_wsgi.hub.config_store_url import SOCKET_PATH_BYTES
+from tests.ports import free_port
 from tests.process_util import stopping
 
 START_DEADLINE = 10.0
 MISSING = ("redis-server is not installed: the hub's Redis tests need it. `make test` "
            "installs it as root with apt-get; otherwise install it (Debian/Ubuntu: "
            "apt-get install -y redis-server; macOS: brew install redis) and run again.")
-
-
-# NOTE: the ports this process handed out: the kernel may give a port closed a moment ago
-# to the next bind(0), and servers started at once (clusters started ahead, on threads of
-# their own) would otherwise be handed the same port before either listens on it.
-_HANDED: set[int] = set()
-_HANDING = threading.Lock()
-
-
-def free_port(also: int = 0) -> int:
-    """A loopback port nobody listens on now and this process never handed out before;
-    with ``also``, one whose port + ``also`` is free and never handed out too (reserved)."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        ports = {port, port + also}
-        if also and (port + also > 65535 or not _bindable(port + also)):
-            continue
-        with _HANDING:
-            if ports & _HANDED:
-                continue
-            _HANDED.update(ports)
-        return port
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 class RedisServer:

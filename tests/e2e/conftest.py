@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ import requests
 import yaml
 
 from murmur_wsgi.uris import CAPSULE_URI, CARD_PATH
+from tests.ports import free_port  # noqa: F401 (the servers the e2e tests start)
 from tests.process_util import stopping
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,13 +47,6 @@ def http_get(url: str, headers: dict | None = None, timeout: float = 10) -> requ
 def http_post(url: str, data, headers: dict | None = None,
               timeout: float = 10) -> requests.Response:
     return requests.post(url, data=data, headers={**CLOSE, **(headers or {})}, timeout=timeout)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def default_manifest() -> dict:

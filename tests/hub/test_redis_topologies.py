@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from tests.redis_topologies import cluster_port
+from tests import ports
 from tests.redis_util import free_port
 
 
@@ -52,11 +53,34 @@ def test_a_tenants_hash_tagged_keys_share_one_slot_and_one_script(cluster):
 
 
 def test_no_port_is_handed_out_twice():
-    # NOTE: the kernel gives a port closed a moment ago to a later bind(0): 3,000 draws of
-    # about 28,000 ephemeral ports repeat dozens of them. Two servers started at once (the
-    # clusters started ahead, on threads of their own) were once handed the same one.
-    ports = [free_port() for _ in range(3000)]
+    # NOTE: the kernel gives a port closed a moment ago to a later bind(0), and random draws
+    # from a block repeat too. Two servers started at once (the clusters started ahead, on
+    # threads of their own) were once handed the same one.
+    ports = [free_port() for _ in range(500)]
     assert len(set(ports)) == len(ports)
+
+
+def test_ports_are_drawn_below_the_ephemeral_range_from_a_block_per_worker(monkeypatch):
+    # NOTE: a port drawn by bind(0) lies in the ephemeral range, where an outgoing
+    # connection can take it between its draw and its server's listen; and two xdist
+    # workers drew from the same range.
+    if ports._ephemeral_low() >= ports.HIGH + ports.BUS:
+        drawn = [free_port() for _ in range(50)]
+        assert all(port in ports._BLOCK and port + ports.BUS < ports._ephemeral_low()
+                   for port in drawn)
+    else:                               # a machine whose ephemeral range starts low
+        assert ports._BLOCK == range(0) and free_port() > 0
+    monkeypatch.setattr(ports, "_ephemeral_low", lambda: 32768)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
+    blocks = []
+    for worker in ("gw0", "gw1", "gw2"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        blocks.append(set(ports._block()))
+    assert all(len(block) == 3333 for block in blocks)
+    assert not (blocks[0] & blocks[1] or blocks[1] & blocks[2] or blocks[0] & blocks[2])
+    assert max(max(block) for block in blocks) + ports.BUS < 30000
+    monkeypatch.setattr(ports, "_ephemeral_low", lambda: 28000)
+    assert ports._block() == range(0)
 
 
 def test_a_cluster_port_reserves_its_bus_port():
