@@ -178,8 +178,12 @@ def push_hub_on(request):
     return create_hub(config)
 
 
-def push_hub(receiver=None, **push):
-    hub = create_hub(push_config(receiver, **push))
+def push_hub(receiver=None, store: str = "memory", **push):
+    """A hub with push on, on ``store`` (the fixture ``store``'s setting), its retry waits
+    recorded and its resolver a table."""
+    config = push_config(receiver, **push)
+    config["store"] = store
+    hub = create_hub(config)
     hub.sleeps = Sleeps()
     hub.push.sender.sleep = hub.sleeps
     hub.resolver = Resolver()
@@ -224,8 +228,8 @@ def receiver(cert):
 
 
 @pytest.fixture
-def phub(receiver):
-    h = push_hub(receiver)
+def phub(receiver, store):
+    h = push_hub(receiver, store=store)
     yield h
     close_hub(h)
 

@@ -1,5 +1,6 @@
-"""What push sends and how: a real HTTPS receiver on 127.0.0.1 (a certificate the test
-made, push.allow_networks for loopback: a test-only switch), retry waits recorded."""
+"""What push sends and how, from a hub on the memory store and on Redis: a real HTTPS
+receiver on 127.0.0.1 (a certificate the test made, push.allow_networks for loopback: a
+test-only switch), retry waits recorded."""
 from __future__ import annotations
 
 import logging

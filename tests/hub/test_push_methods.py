@@ -1,4 +1,5 @@
-"""The *TaskPushNotificationConfig methods and SendMessage's config, at the wire."""
+"""The *TaskPushNotificationConfig methods and SendMessage's config, at the wire, on the
+memory store and on Redis."""
 from __future__ import annotations
 
 import base64
@@ -18,9 +19,9 @@ PUSH_METHODS = ["CreateTaskPushNotificationConfig", "GetTaskPushNotificationConf
 
 
 @pytest.fixture
-def phub():
-    """Push on as in production: port 443 only, no allowed networks."""
-    h = push_hub()
+def phub(store):
+    """Push on as in production: port 443 only, no allowed networks; on each store."""
+    h = push_hub(store=store)
     yield h
     h.close(drain_timeout=5)
 
@@ -146,6 +147,7 @@ def test_another_tenants_or_agents_task_is_not_found(phub, prpc, method):
     assert prpc.error(method, {**params, "taskId": "no-such-task"})["code"] == -32001
 
 
+@pytest.mark.one_store                  # the memory store's lock and forget, patched
 def test_a_task_forgotten_as_its_config_is_created_is_not_found(phub, prpc, monkeypatch):
     task_id = a_task(prpc)
     store, found = phub.store, phub.store.get
