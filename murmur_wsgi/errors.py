@@ -192,10 +192,13 @@ class TaskNotFoundError(A2AError):
 
 
 class TaskNotCancelableError(A2AError):
+    """-32002: the task has ended (``state``, the state it ended in), or, given ``why``, a
+    run that cannot be cut for that reason (``state``, the task's state now)."""
+
     wire = codes.TASK_NOT_CANCELABLE
 
-    def __init__(self, task_id: str, state: str):
-        super().__init__(f"Task cannot be canceled: it is already {state}",
+    def __init__(self, task_id: str, state: str, why: str | None = None):
+        super().__init__(f"Task cannot be canceled: {why or f'it is already {state}'}",
                          taskId=task_id, state=state)
 
 

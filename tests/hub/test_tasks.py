@@ -9,7 +9,7 @@ import pytest
 from murmur_wsgi.hub import create_hub
 
 from tests.hub.agents import gate
-from tests.hub.conftest import (KEY_B, HubClient, hub_config, send_params, sse_events,
+from tests.hub.conftest import (KEY_B, HubClient, close_hub, hub_config, send_params, sse_events,
                                 streaming, wait_until)
 
 pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
@@ -158,17 +158,22 @@ def test_cancel_a_streaming_send_from_another_request(rpc):
         {"text": "partial answer", "mediaType": "text/plain"}]}]
 
 
-def test_cancel_a_run_that_does_not_stop():
-    hub = create_hub(hub_config(cancel_timeout_secs=0.1))
-    client = HubClient(hub, "stubborn")
-    task = client.send("g-stubborn", configuration={"returnImmediately": True})
-    assert gate("g-stubborn-in").wait(5)                   # its agent executes
-    error = client.error("CancelTask", {"id": task["id"]})
-    assert error["code"] == -32002
-    assert error["data"][0]["metadata"]["state"] == "TASK_STATE_WORKING"
-    gate("g-stubborn").set()
-    wait_until(lambda: not hub.runs.in_flight())
-    hub.close(0)
+def test_cancel_a_run_that_does_not_stop(store):
+    hub = create_hub(hub_config(store=store, cancel_timeout_secs=0.1))
+    try:
+        client = HubClient(hub, "stubborn")
+        task = client.send("g-stubborn", configuration={"returnImmediately": True})
+        assert gate("g-stubborn-in").wait(5)                   # its agent executes
+        assert client.error("CancelTask", {"id": task["id"]}) == {
+            "code": -32002, "message": "Task cannot be canceled: it did not stop within "
+            "0.1 s", "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                               "reason": "TASK_NOT_CANCELABLE", "domain": "a2a-protocol.org",
+                               "metadata": {"taskId": task["id"],
+                                            "state": "TASK_STATE_WORKING"}}]}
+        gate("g-stubborn").set()
+        wait_until(lambda: not hub.runs.in_flight())
+    finally:
+        close_hub(hub)
 
 
 def test_cancel_a_task_retention_forgets_as_it_ends_is_not_found():

@@ -83,7 +83,9 @@ def cancel_task(hub, call):
     task_id, task = task.id, hub.store.get(call.tenant, call.agent, task.id)
     if task is None:                            # retention forgot it since it stopped
         raise TaskNotFoundError(task_id)
-    if not stopped or task.state != "TASK_STATE_CANCELED":
+    if not (stopped or task.terminal):
+        raise TaskNotCancelableError(task.id, task.state, f"it did not stop within {timeout:g} s")
+    if task.state != "TASK_STATE_CANCELED":
         raise TaskNotCancelableError(task.id, task.state)
     # NOTE: a large answer is counted as GetTask's (the task is canceled either way: a
     # refused answer's client reads it with GetTask once there is room).
