@@ -324,22 +324,25 @@ def test_failed_message_is_public_details_in_the_log(rpc, caplog):
     assert failed["status"]["message"]["parts"][0]["text"] == "public reason"
 
 
-def test_run_timeout_fails_the_task_once():
-    hub = create_hub(hub_config(limits={"run_timeout_secs": 0.2}))
-    client = HubClient(hub, "stubborn")
-    task = client.send("g-timeout")
-    assert task["status"]["state"] == "TASK_STATE_FAILED"
-    assert task["status"]["message"]["parts"][0]["text"] == (
-        "the run took longer than 0.2 s and was stopped")
-    gate("g-timeout").set()            # the agent returns now: its answer is dropped
-    run_gone = lambda: not hub.runs.in_flight()   # noqa: E731
-    wait_until(run_gone)
-    events = sse_events(client.call("SubscribeToTask", {"id": task["id"]}))
-    states = [e["result"]["statusUpdate"]["status"]["state"] for e in events
-              if "statusUpdate" in e["result"]]
-    assert states == ["TASK_STATE_WORKING", "TASK_STATE_FAILED"]
-    assert client.result("GetTask", {"id": task["id"]})["status"]["state"] == "TASK_STATE_FAILED"
-    hub.close(0)
+def test_run_timeout_fails_the_task_once(store):
+    hub = create_hub(hub_config(store=store, limits={"run_timeout_secs": 0.2}))
+    try:
+        client = HubClient(hub, "stubborn")
+        task = client.send("g-timeout")
+        assert task["status"]["state"] == "TASK_STATE_FAILED"
+        assert task["status"]["message"]["parts"][0]["text"] == (
+            "the run took longer than 0.2 s and was stopped")
+        gate("g-timeout").set()            # the agent returns now: its answer is dropped
+        run_gone = lambda: not hub.runs.in_flight()   # noqa: E731
+        wait_until(run_gone)
+        events = sse_events(client.call("SubscribeToTask", {"id": task["id"]}))
+        states = [e["result"]["statusUpdate"]["status"]["state"] for e in events
+                  if "statusUpdate" in e["result"]]
+        assert states == ["TASK_STATE_WORKING", "TASK_STATE_FAILED"]
+        assert client.result("GetTask", {"id": task["id"]})["status"]["state"] == \
+            "TASK_STATE_FAILED"
+    finally:
+        close_hub(hub)
 
 
 def test_a_task_reads_working_from_its_creation_submitted_only_in_the_reply(rpc):

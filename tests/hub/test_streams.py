@@ -289,16 +289,18 @@ def test_a_late_merge_timer_waits_its_turn():
     hub.close(0)
 
 
-def test_events_expire_the_task_stays():
-    hub = create_hub(hub_config(events={"retention_secs": 0.05}))
-    client = HubClient(hub)
-    task = client.send("short-lived")
-    wait_until(lambda: not hub.store.has_events(task["id"]))
-    events = sse_events(client.call("SubscribeToTask", {"id": task["id"]}))
-    assert len(events) == 1
-    assert events[0]["result"]["task"] == client.result("GetTask", {"id": task["id"]})
-    assert client.result("ListTasks", {})["totalSize"] == 1
-    hub.close(0)
+def test_events_expire_the_task_stays(store):
+    hub = create_hub(hub_config(store=store, events={"retention_secs": 0.05}))
+    try:
+        client = HubClient(hub)
+        task = client.send("short-lived")
+        wait_until(lambda: not hub.store.has_events(task["id"]))
+        events = sse_events(client.call("SubscribeToTask", {"id": task["id"]}))
+        assert len(events) == 1
+        assert events[0]["result"]["task"] == client.result("GetTask", {"id": task["id"]})
+        assert client.result("ListTasks", {})["totalSize"] == 1
+    finally:
+        close_hub(hub)
 
 
 def test_max_subscriptions_per_tenant(hub):
