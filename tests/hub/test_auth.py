@@ -33,6 +33,14 @@ def _none_token() -> str:
     return f"{head}.{body}."
 
 
+def _signed(claims: dict) -> str:
+    """A token of the test secret: issuer, audience and a day's expiry, then ``claims``
+    (a claim given None is left out)."""
+    body = {"iss": ISSUER, "aud": AUDIENCE, "exp": int(time.time()) + 86_400, **claims}
+    return jwt.encode({k: v for k, v in body.items() if v is not None}, SECRET,
+                      algorithm="HS256")
+
+
 CREDENTIALS = {
     "none": ({}, UNAUTHENTICATED),
     "bad-key": ({"X-API-Key": "mhk_wrong"}, UNAUTHENTICATED),
@@ -127,10 +135,26 @@ def test_jwt_accepted(hub, headers):
     pytest.param({"Authorization": f"Bearer {token()}", "X-Tenant-ID": "nobody"},
                  id="unknown-tenant"),
     pytest.param({"Authorization": "Basic dXNlcjpwYXNz"}, id="basic"),
+    pytest.param({"Authorization": "Bearer ", "X-Tenant-ID": "acme"}, id="bearer-empty"),
+] + [pytest.param({"Authorization": "Bearer " + _signed(claims), "X-Tenant-ID": tenant},
+                  id=name) for name, claims, tenant in (
+    ("tenants-a-string", {"tenants": "acme"}, "acme"),
+    ("tenants-absent", {}, "acme"),
+    ("tenants-a-prefix", {"tenants": ["acm"]}, "acme"),
+    ("operator-of-no-such-tenant", {"role": "operator"}, "nobody"),
+    ("operator-spelt-otherwise", {"role": "Operator", "tenants": []}, "acme"),
+    ("operator-in-a-list", {"role": ["operator"]}, "acme"),
+    ("no-issuer", {"iss": None, "tenants": ["acme"]}, "acme"),
+    ("no-audience", {"aud": None, "tenants": ["acme"]}, "acme"))
 ])
 def test_jwt_refused(hub, headers):
-    response = HubClient(hub, "echo", headers).card()
-    assert (response.status_code, response.get_json()) == UNAUTHENTICATED
+    """Each rule of docs/hub.md's credentials table: 401 unauthenticated, with the challenge,
+    card and RPC alike."""
+    client = HubClient(hub, "echo", headers)
+    for response in (client.card(), client.call("GetTask", {"id": "t"})):
+        assert (response.status_code, response.get_json()) == UNAUTHENTICATED
+        assert response.headers["WWW-Authenticate"] == 'Bearer realm="murmur-hub"'
+        _headers_ok(response)
 
 
 def _keypair(kind):
@@ -155,7 +179,8 @@ def test_public_key_jwt(alg):
                                         algorithm="HS256")
     response = HubClient(hub, "echo", {"Authorization": f"Bearer {forged}",
                                        "X-Tenant-ID": "acme"}).card()
-    assert response.status_code == 401
+    assert (response.status_code, response.get_json()) == UNAUTHENTICATED
+    assert response.headers["WWW-Authenticate"] == 'Bearer realm="murmur-hub"'
     hub.close(0)
 
 
@@ -195,7 +220,10 @@ def test_leeway_applies_to_exp_nbf_and_iat(claims):
         try:
             client = HubClient(hub, "echo", {"Authorization": f"Bearer {signed}",
                                              "X-Tenant-ID": "acme"})
-            assert client.call("GetTask", {"id": "t"}).status_code == expected, leeway
+            response = client.call("GetTask", {"id": "t"})
+            assert response.status_code == expected, leeway
+            if expected == 401:
+                assert response.get_json() == {"error": "unauthenticated"}
         finally:
             hub.close(0)
 
