@@ -24,7 +24,8 @@ from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store.redis_keys import mark_key
 
 from tests.hub.agents import gate
-from tests.hub.conftest import FAST, HubClient, hub_config, send_params, sse_events, wait_until
+from tests.hub.conftest import (FAST, KEY_B, HubClient, hub_config, send_params, sse_events,
+                                wait_until)
 from tests.hub.conftest import agent as hosted
 from tests.redis_util import RedisServer
 
@@ -49,6 +50,27 @@ def test_a_run_on_a_is_seen_listed_and_followed_on_b(pair):
     assert "TASK_STATE_COMPLETED" in rest and "released" in rest
     assert _state(b, task["id"]) == "TASK_STATE_COMPLETED"
     assert a.result("GetTask", {"id": task["id"]}) == b.result("GetTask", {"id": task["id"]})
+
+
+def test_max_subscriptions_counts_on_each_replica(pair):
+    """The text: at most limits.max_subscriptions SubscribeToTask streams per tenant "on
+    each replica" (globex: 1); one more on the same replica is -32600, on another it opens."""
+    a, b = pair
+    for rpc in pair:
+        rpc.headers, rpc.agent = {"X-API-Key": KEY_B}, "held"
+    task = a.send("g-subs", configuration={"returnImmediately": True})
+    first = a.call("SubscribeToTask", {"id": task["id"]}, buffered=False)
+    other = b.call("SubscribeToTask", {"id": task["id"]}, buffered=False)
+    try:
+        assert b"TASK_STATE_WORKING" in next(iter(first.response))
+        assert b"TASK_STATE_WORKING" in next(iter(other.response))
+        assert a.error("SubscribeToTask", {"id": task["id"]}) == {
+            "code": -32600, "message": "this tenant already has 1 SubscribeToTask streams open "
+                                       "on this replica; close one, or poll with GetTask"}
+    finally:
+        first.close()
+        other.close()
+        gate("g-subs").set()
 
 
 def test_cancel_from_b_cuts_the_run_on_a(pair):
