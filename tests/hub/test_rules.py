@@ -94,18 +94,25 @@ def test_body_at_the_limit_is_read(hub):
     hub.close(0)
 
 
-@pytest.mark.parametrize("parts", [
-    pytest.param([], id="no-parts"),
-    pytest.param([{"text": ""}], id="empty-text"),
-    pytest.param([{"text": "  \n"}], id="blank-text"),
-    pytest.param([{"url": "https://x.io/f.pdf", "mediaType": "application/pdf"}], id="file-only"),
-    pytest.param([{"raw": "aGk=", "mediaType": "text/plain"}], id="raw-only"),
-    pytest.param([{"data": None}], id="null-data"),
-    pytest.param([{"text": "x", "data": {}}], id="two-kinds"),
+NO_TEXT_OR_DATA = "the message needs a non-empty text or data part; this hub does not read files"
+
+
+@pytest.mark.parametrize("parts, message", [
+    pytest.param([], "message.parts must be a non-empty array of parts", id="no-parts"),
+    pytest.param([{"text": ""}], NO_TEXT_OR_DATA, id="empty-text"),
+    pytest.param([{"text": "  \n"}], NO_TEXT_OR_DATA, id="blank-text"),
+    pytest.param([{"url": "https://x.io/f.pdf", "mediaType": "application/pdf"}],
+                 NO_TEXT_OR_DATA, id="file-only"),
+    pytest.param([{"raw": "aGk=", "mediaType": "text/plain"}], NO_TEXT_OR_DATA, id="raw-only"),
+    pytest.param([{"data": None}], NO_TEXT_OR_DATA, id="null-data"),
+    pytest.param([{"text": "x", "data": {}}], "message.parts[0] must be an object setting "
+                 "exactly one of text, raw, url and data", id="two-kinds"),
 ])
-def test_message_needs_text_or_data(rpc, parts):
-    error = rpc.error("SendMessage", send_params("", parts=parts))
-    assert error["code"] == -32602
+def test_message_needs_text_or_data(rpc, parts, message):
+    """The text: a file-only or empty message is InvalidParamsError, before admission."""
+    for method in ("SendMessage", "SendStreamingMessage"):
+        assert rpc.error(method, send_params("", parts=parts)) == {
+            "code": -32602, "message": f"Invalid params: {message}"}
     assert rpc.result("ListTasks", {})["totalSize"] == 0
 
 
@@ -123,8 +130,7 @@ def test_an_empty_data_part_is_no_part_to_read(rpc, parts):
     for method in ("SendMessage", "SendStreamingMessage"):
         response = rpc.call(method, send_params("", parts=parts))
         assert response.get_json() == {"jsonrpc": "2.0", "id": rpc.next_id, "error": {
-            "code": -32602, "message": "Invalid params: the message needs a non-empty text "
-                                       "or data part; this hub does not read files"}}
+            "code": -32602, "message": f"Invalid params: {NO_TEXT_OR_DATA}"}}
     assert rpc.result("ListTasks", {})["totalSize"] == 0
 
 
@@ -152,22 +158,29 @@ def test_data_part_reaches_the_agent(rpc):
 
 def test_context_id_at_most_256_bytes(rpc):
     assert rpc.send("x", context_id="c" * 256)["contextId"] == "c" * 256
-    error = rpc.error("SendMessage", send_params("x", context_id="é" * 129))
-    assert error["code"] == -32602 and "256 bytes" in error["message"]
+    assert rpc.send("x", context_id="é" * 128)["contextId"] == "é" * 128     # 256 bytes
+    for method in ("SendMessage", "SendStreamingMessage"):
+        assert rpc.error(method, send_params("x", context_id="é" * 129)) == {
+            "code": -32602, "message": "Invalid params: message.contextId is longer than 256 "
+                                       "bytes"}
+    assert rpc.result("ListTasks", {})["totalSize"] == 2
 
 
 @pytest.mark.parametrize("params, what", [
-    ({"message": "hi"}, "message"), ({}, "message"),
-    ({"message": {"role": "ROLE_USER", "parts": [{"text": "x"}]}}, "messageId"),
-    ({"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}}, "role"),
+    ({"message": "hi"}, "message must be an object"), ({}, "message is required"),
+    ({"message": {"role": "ROLE_USER", "parts": [{"text": "x"}]}},
+     "message.messageId must be a non-empty string"),
+    ({"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}},
+     "message.role must be ROLE_USER"),
     ({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}],
-                  "contextId": 5}}, "contextId"),
+                  "contextId": 5}}, "message.contextId must be a string"),
     ({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
-      "configuration": {"returnImmediately": "yes"}}, "returnImmediately"),
+      "configuration": {"returnImmediately": "yes"}},
+     "configuration.returnImmediately must be a boolean"),
 ])
 def test_message_shape(rpc, params, what):
-    error = rpc.error("SendMessage", params)
-    assert error["code"] == -32602 and what in error["message"]
+    assert rpc.error("SendMessage", params) == {"code": -32602,
+                                                "message": f"Invalid params: {what}"}
 
 
 # --- conversation -----------------------------------------------------------------
