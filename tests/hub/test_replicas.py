@@ -73,6 +73,26 @@ def test_max_subscriptions_counts_on_each_replica(pair):
         gate("g-subs").set()
 
 
+def test_cancel_from_b_of_a_run_on_a_that_does_not_stop_is_32002(pair):
+    """The text: a run that does not stop within the cancel timeout is TaskNotCancelableError,
+    from another replica as from its own; the task goes on, WORKING."""
+    a, b = pair
+    a.agent = b.agent = "stubborn"
+    b.hub.config.cancel_timeout_secs = 0.2
+    task = a.send("g-b-stubborn", configuration={"returnImmediately": True})
+    try:
+        assert gate("g-b-stubborn-in").wait(5)                 # its agent executes, on A
+        assert b.error("CancelTask", {"id": task["id"]}) == {
+            "code": -32002, "message": "Task cannot be canceled: it did not stop within "
+            "0.2 s", "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                               "reason": "TASK_NOT_CANCELABLE", "domain": "a2a-protocol.org",
+                               "metadata": {"taskId": task["id"],
+                                            "state": "TASK_STATE_WORKING"}}]}
+        assert _state(b, task["id"]) == "TASK_STATE_WORKING"
+    finally:
+        gate("g-b-stubborn").set()
+
+
 def test_cancel_from_b_cuts_the_run_on_a(pair):
     a, b = pair
     a.agent = b.agent = "partial"
