@@ -206,6 +206,16 @@ def refused_task(hub, size: int, tenant: str = "acme") -> str:
     return task.id
 
 
+def not_cancelable(task_id: str, state: str, why: str | None = None) -> dict:
+    """CancelTask's -32002 error object: the task ``state`` ended in, or ``why`` it was not
+    cut (``state`` then the task's state as it stands)."""
+    reason = why or f"it is already {state}"
+    return {"code": -32002, "message": f"Task cannot be canceled: {reason}",
+            "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                      "reason": "TASK_NOT_CANCELABLE", "domain": "a2a-protocol.org",
+                      "metadata": {"taskId": task_id, "state": state}}]}
+
+
 def wait_until(predicate, timeout=10.0):
     deadline = time.monotonic() + timeout
     while not predicate():

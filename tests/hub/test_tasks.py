@@ -9,8 +9,8 @@ import pytest
 from murmur_wsgi.hub import create_hub
 
 from tests.hub.agents import gate
-from tests.hub.conftest import (KEY_B, HubClient, close_hub, hub_config, send_params, sse_events,
-                                streaming, wait_until)
+from tests.hub.conftest import (KEY_B, HubClient, close_hub, hub_config, not_cancelable,
+                                send_params, sse_events, streaming, wait_until)
 
 pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
@@ -164,12 +164,8 @@ def test_cancel_a_run_that_does_not_stop(store):
         client = HubClient(hub, "stubborn")
         task = client.send("g-stubborn", configuration={"returnImmediately": True})
         assert gate("g-stubborn-in").wait(5)                   # its agent executes
-        assert client.error("CancelTask", {"id": task["id"]}) == {
-            "code": -32002, "message": "Task cannot be canceled: it did not stop within "
-            "0.1 s", "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                               "reason": "TASK_NOT_CANCELABLE", "domain": "a2a-protocol.org",
-                               "metadata": {"taskId": task["id"],
-                                            "state": "TASK_STATE_WORKING"}}]}
+        assert client.error("CancelTask", {"id": task["id"]}) == not_cancelable(
+            task["id"], "TASK_STATE_WORKING", "it did not stop within 0.1 s")
         gate("g-stubborn").set()
         wait_until(lambda: not hub.runs.in_flight())
     finally:
@@ -204,14 +200,6 @@ def test_cancel_a_task_retention_forgets_as_it_ends_is_not_found():
         hub.close(0)
 
 
-def _not_cancelable(task) -> dict:
-    state = task["status"]["state"]
-    return {"code": -32002, "message": f"Task cannot be canceled: it is already {state}",
-            "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                      "reason": "TASK_NOT_CANCELABLE", "domain": "a2a-protocol.org",
-                      "metadata": {"taskId": task["id"], "state": state}}]}
-
-
 def test_cancel_a_task_of_each_final_state_is_not_cancelable(hub, rpc):
     failed = rpc.send("x", agent="fails")
     rejected = HubClient(hub, "echo", {"X-API-Key": KEY_B}).send("beta")
@@ -221,7 +209,8 @@ def test_cancel_a_task_of_each_final_state_is_not_cancelable(hub, rpc):
     for task, client in ((failed, HubClient(hub, "fails")),
                          (rejected, HubClient(hub, "echo", {"X-API-Key": KEY_B})),
                          (completed, rpc)):
-        assert client.error("CancelTask", {"id": task["id"]}) == _not_cancelable(task)
+        assert client.error("CancelTask", {"id": task["id"]}) == \
+            not_cancelable(task["id"], task["status"]["state"])
         assert client.result("GetTask", {"id": task["id"]}) == task
 
 
