@@ -7,8 +7,9 @@ that no request is served as a tenant other than the one each header names.
 A key is never stored: hub.yaml lists SHA-256 hex digests, and a presented
 key's digest is compared with ``hmac.compare_digest``. A JWT is verified with
 PyJWT against the configured key and algorithms only (``alg: none`` and any
-other algorithm are refused), with its issuer, audience and expiry. Tokens
-are never logged.
+other algorithm are refused), with its issuer, audience and expiry. Each
+header is read without HTTP's whitespace at its ends (``OWS``), as a server
+may pass it on. Tokens are never logged.
 """
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ class Credentials:
         if key is not None:
             if self.refresh is not None:
                 self.refresh()
-            return self._by_key(key), "api-key"
+            return self._by_key(key.strip(OWS)), "api-key"
         header = header or ""
         scheme, _, token = header.partition(" ")
         token = token.strip(OWS)
@@ -123,7 +124,7 @@ class Credentials:
 
     def _by_jwt(self, token: str, environ: dict) -> tuple[str, str]:
         claims = self._claims(token)
-        tenant = environ.get("HTTP_X_TENANT_ID")
+        tenant = environ.get("HTTP_X_TENANT_ID", "").strip(OWS)
         if not tenant:
             raise NoTenant()
         if tenant not in self._tenants:
