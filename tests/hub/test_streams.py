@@ -12,6 +12,7 @@ import pytest
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.methods import streams as stream_methods
 from murmur_wsgi.hub.store.redis_keys import events_key, task_key
+from murmur_wsgi.hub.task import HubTask
 
 from tests.hub.agents import gate
 from tests.hub.conftest import (KEY_B, HubClient, close_hub, hub_config, send_params,
@@ -329,6 +330,25 @@ def test_subscription_lifetime_ends_with_32000(hub, monkeypatch):
         "code": -32000, "message": "this subscription has lived 0.15 s, its limit; subscribe "
         "again or poll with GetTask"}}
     gate("g-life").set()
+
+
+@pytest.mark.timed
+def test_a_subscription_lives_the_run_timeout_and_two_seconds(store):
+    """The text: a subscription lives at most --run-timeout + 2 s. A task no run ends (its
+    replica gone, not swept yet) is followed for the tenant's run_timeout_secs (0.2) + 2 s."""
+    hub = create_hub(hub_config(store=store, limits={"run_timeout_secs": 0.2}))
+    try:
+        message = {"messageId": "m-orphan", "role": "ROLE_USER", "parts": [{"text": "x"}]}
+        task = HubTask("orphan-task", "ctx", "acme", "echo", "m-orphan", message)
+        hub.store.create(task, task.task_event(), bind=False)
+        started = time.monotonic()
+        events = sse_events(HubClient(hub).call("SubscribeToTask", {"id": task.id}))
+        assert 2.2 <= time.monotonic() - started < 4
+        assert events[-1]["error"] == {"code": -32000, "message": "this subscription has "
+                                       "lived 2.2 s, its limit; subscribe again or poll with "
+                                       "GetTask"}
+    finally:
+        close_hub(hub)
 
 
 def test_keepalive():
