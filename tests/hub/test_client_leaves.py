@@ -28,11 +28,12 @@ def _request(params: dict) -> bytes:
             f"Content-Length: {len(body)}\r\n\r\n").encode() + body
 
 
-def test_a_blocking_send_whose_client_left_is_canceled_on_werkzeugs_server():
+def test_a_blocking_send_whose_client_left_is_canceled_on_werkzeugs_server(store):
     """Werkzeug's threaded server (``murmur-wsgi hub --dev``): before, the hub could not see
     the client leave (it looked for gunicorn's socket only), and the run went on to its
-    end or ``limits.run_timeout_secs``, holding one of the tenant's ``concurrency`` slots."""
-    hub = create_hub(hub_config())
+    end or ``limits.run_timeout_secs``, holding one of the tenant's ``concurrency`` slots.
+    On each store: the text's "cancelled, not charged" holds on Redis too."""
+    hub = create_hub(hub_config(store=store))
     server = make_server("127.0.0.1", 0, hub, threaded=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                               daemon=True)
@@ -46,6 +47,8 @@ def test_a_blocking_send_whose_client_left_is_canceled_on_werkzeugs_server():
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         client.close()
         wait_until(lambda: listed()[0]["status"]["state"] == "TASK_STATE_CANCELED")
+        assert "artifacts" not in rpc.result("GetTask", {"id": listed()[0]["id"]})
+        assert hub.admission.running("acme") == 0
     finally:
         server.shutdown()
         thread.join(10)
