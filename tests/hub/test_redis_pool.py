@@ -15,6 +15,7 @@ import pytest
 
 from murmur_wsgi.hub import create_hub
 from tests.hub.conftest import HubClient, close_hub, hub_config, send_params, wait_until
+from tests.hub.pool_util import together
 
 pytestmark = pytest.mark.cluster
 
@@ -41,11 +42,10 @@ def _codes(hub, calls, threads: int) -> Counter:
     """Each of ``threads`` threads, started together, makes each of ``calls`` (a method and
     its params, or a callable of none giving them) in turn: how many answers had each error
     code ("ok": a result)."""
-    start = threading.Barrier(threads)
     codes: Counter = Counter()
     lock = threading.Lock()
 
-    def caller():
+    def caller(start):
         rpc = HubClient(hub)
         start.wait(timeout=30)
         for call in calls:
@@ -53,12 +53,7 @@ def _codes(hub, calls, threads: int) -> Counter:
             body = rpc.call(method, params).get_json()
             with lock:
                 codes[body.get("error", {}).get("code", "ok")] += 1
-    running = [threading.Thread(target=caller) for _ in range(threads)]
-    for thread in running:
-        thread.start()
-    for thread in running:
-        thread.join(60)
-    assert not any(thread.is_alive() for thread in running)
+    together(threads, caller, join_secs=60)
     return codes
 
 

@@ -15,6 +15,7 @@ again).
 """
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import time
@@ -29,13 +30,17 @@ WAIT_SECS = 5.0                 # redis.timeout_secs' default
 
 class _Waits:
     """A pool of at most ``max_connections`` in use, whose ``get_connection`` waits up to
-    ``timeout`` seconds for one when they all are (see the module).
+    ``timeout`` seconds for one when they all are (see the module), first come, first
+    served: a caller that finds others waiting waits behind them, and a connection given
+    back goes to the oldest waiter. Before, a caller that gave one back and asked again at
+    once took it ahead of those waiting: under sustained overload a waiter could wait its
+    whole ``timeout`` while later callers were lent one.
 
-    Concurrency: ``_returned`` (a condition on an RLock) guards ``_returns`` (connections
-    given back while a caller waited) and ``_waiting``; a caller that found every connection
-    in use counts itself waiting before it tries once more, so a connection given back
-    after that try tells it (``release``), as does a ``reset`` (every connection let go).
-    The common case, a connection free, takes no lock of these."""
+    Concurrency: ``_turns`` (a deque under ``_turns_lock``) holds each waiter's Event, the
+    oldest first. Only the oldest tries the pool; a connection given back (``release``),
+    or every one let go (``reset``), sets its Event; one that leaves (lent a connection,
+    out of time, failed) sets the next one's, which tries then. The common case, a
+    connection free and nobody waiting, takes no lock of these."""
 
     def __init__(self, *args, timeout: float = WAIT_SECS,
                  max_connections: int = MAX_CONNECTIONS, **kwargs):
@@ -44,59 +49,58 @@ class _Waits:
         super().__init__(*args, max_connections=max_connections, **kwargs)
 
     def reset(self) -> None:
-        """redis-py's (every connection let go), each waiter told. Made and after a fork
-        (``_checkpid``), the lock and counts are made anew: the parent's waiters are not
+        """redis-py's (every connection let go), the oldest waiter told. Made and after a
+        fork (``_checkpid``), the lock and queue are made anew: the parent's waiters are not
         this process's, and a thread of the parent may have held the lock."""
         if self._waits_pid != os.getpid():
-            self._returned = threading.Condition(threading.RLock())
-            self._returns = 0
-            self._waiting = 0
+            self._turns_lock = threading.Lock()
+            self._turns: collections.deque = collections.deque()
             self._waits_pid = os.getpid()
         super().reset()
-        with self._returned:
-            self._returns += 1
-            self._returned.notify_all()
+        self._tell_oldest()
 
     def get_connection(self, *args, **kwargs):
-        try:
-            return super().get_connection(*args, **kwargs)
-        except MaxConnectionsError:
-            pass
+        self._checkpid()                        # after a fork: this process's queue
+        if not self._turns:
+            try:
+                return super().get_connection(*args, **kwargs)
+            except MaxConnectionsError:
+                pass
         deadline = time.monotonic() + self.timeout
-        with self._returned:
-            self._waiting += 1
+        turn = threading.Event()
+        with self._turns_lock:
+            self._turns.append(turn)
+            if self._turns[0] is turn:
+                turn.set()                      # nobody ahead: try at once
         try:
-            while True:
-                seen = self._returns
+            while turn.wait(max(0.0, deadline - time.monotonic())):
+                turn.clear()                    # a give-back after the try sets it again
                 try:
                     return super().get_connection(*args, **kwargs)
                 except MaxConnectionsError:
                     pass
-                with self._returned:
-                    if self._returns != seen:
-                        continue                # one came back since the try: try again
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        # NOTE: a notify this caller took and did not use goes on.
-                        self._returned.notify()
-                        raise MaxConnectionsError(
-                            f"every connection of the pool is in use ({self.max_connections})")
-                    self._returned.wait(left)
+            raise MaxConnectionsError(
+                f"every connection of the pool is in use ({self.max_connections})")
         finally:
-            with self._returned:
-                self._waiting -= 1
+            with self._turns_lock:
+                self._turns.remove(turn)
+                if self._turns:
+                    self._turns[0].set()        # the next one tries: one may be free
 
     @property
     def waiting(self) -> int:
         """The callers waiting for a connection now."""
-        return self._waiting
+        return len(self._turns)
 
     def release(self, connection) -> None:
         super().release(connection)
-        if self._waiting:
-            with self._returned:
-                self._returns += 1
-                self._returned.notify()
+        if self._turns:
+            self._tell_oldest()
+
+    def _tell_oldest(self) -> None:
+        with self._turns_lock:
+            if self._turns:
+                self._turns[0].set()
 
 
 class WaitingPool(_Waits, ConnectionPool):
