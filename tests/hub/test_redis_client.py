@@ -158,6 +158,31 @@ def test_commands_open_at_most_max_open_connections_and_serve_the_rest_in_turn(c
     wait_until(lambda: clients() == before)
 
 
+@pytest.mark.timed
+@pytest.mark.parametrize("back", ["given back", "closed"])
+def test_a_connection_given_back_or_closed_wakes_a_waiter_at_once(client, back):
+    """One connection at most, held: a caller waits for it. Given back (or closed: the
+    caller opens one in its place), the caller is answered within a few ms, in 5 tries of
+    5. Before, a closed one woke no waiter: it looked again every 50 ms (about 45 ms after
+    the close)."""
+    commands = redis_commands.Commands(client, max_open=1, wait_secs=5.0)
+    lags = []
+    for _ in range(5):
+        held = commands._take()
+        answered = []
+        waiter = threading.Thread(
+            target=lambda: answered.append((commands("PING"), time.monotonic())))
+        waiter.start()
+        wait_until(lambda: commands._waiting == 1)
+        at = time.monotonic()
+        (commands._give if back == "given back" else commands._dropped)(held)
+        waiter.join(5)
+        assert answered[0][0] == "PONG"
+        lags.append(answered[0][1] - at)
+    commands.close()
+    assert sorted(lags)[2] < 0.015, lags
+
+
 def test_a_bursts_idle_connections_are_pruned_to_keep(client, clients):
     now = [0.0]
     commands = redis_commands.Commands(client, max_open=8, keep=2, idle_secs=5.0,

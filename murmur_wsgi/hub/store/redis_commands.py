@@ -269,13 +269,18 @@ class Commands:
             self._dropped(conn)
         else:
             self._idle.append((conn, self._clock()))
-            if self._waiting:
+            if self._waiting:                   # NOTE: read after the append (``_another``)
                 with self._lock:
                     self._returned.notify()
 
     def _another(self):
         """A new connection (it connects at its first command), or an idle one that came
-        back meanwhile, once fewer than ``max_open`` are open; at most ``wait_secs``."""
+        back meanwhile, once fewer than ``max_open`` are open; at most ``wait_secs``.
+
+        A caller that waits counts itself (``_waiting``) before it looks at the idle ones
+        a last time, and ``_give`` looks at the count after its append: either the caller
+        sees the connection, or the giver sees the caller and wakes it (under the lock, so
+        once it waits). A connection closed (``_dropped``) wakes one too."""
         deadline = self._clock() + self._wait
         with self._lock:
             while True:
@@ -291,8 +296,8 @@ class Commands:
                     raise redis.ConnectionError("every connection of the store is in use")
                 self._waiting += 1
                 try:
-                    # NOTE: a return notifies without the lock's order; re-look often.
-                    self._returned.wait(min(left, 0.05))
+                    if not self._idle:
+                        self._returned.wait(left)
                 finally:
                     self._waiting -= 1
 
@@ -300,6 +305,8 @@ class Commands:
         conn.disconnect()
         with self._lock:
             self._opened -= 1
+            if self._waiting:
+                self._returned.notify()         # one may be opened in its place
 
     @property
     def idle(self) -> int:
