@@ -60,12 +60,14 @@ def file_keys(path: str, tenants) -> dict[str, str]:
 
 
 def redis_client(config):
-    """A client of the hub's Redis (its own small pool), or None on the memory store."""
+    """A client of the hub's Redis (its own pool, bounded by ``redis.max_connections`` as
+    the store's are; it uses one), or None on the memory store."""
     if not config.shared:
         return None
     from murmur_wsgi.hub.store.redis_client import connect
 
-    return connect(config.store_url(), config.redis["timeout_secs"])
+    return connect(config.store_url(), config.redis["timeout_secs"],
+                   config.redis["max_connections"])
 
 
 class KeyWatcher:
