@@ -25,6 +25,7 @@ import time
 
 from murmur_wsgi.hub.config import load_config_file
 from murmur_wsgi.hub.config_schema import ConfigError
+from murmur_wsgi.hub.store.base import retried_quietly
 
 logger = logging.getLogger(__name__)
 
@@ -161,6 +162,8 @@ class KeyWatcher:
 
 def watch_keys(hub, path: str | None) -> KeyWatcher:
     """Keep ``hub``'s keys current from ``path`` (its hub.yaml) and its Redis, if any."""
-    watcher = KeyWatcher(hub.credentials, path, hub.config.tenants, redis_client(hub.config))
+    with retried_quietly():             # a cluster's state is told by the store's client
+        client = redis_client(hub.config)
+    watcher = KeyWatcher(hub.credentials, path, hub.config.tenants, client)
     hub.credentials.refresh = watcher.refresh
     return watcher

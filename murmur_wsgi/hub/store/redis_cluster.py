@@ -59,6 +59,11 @@ class _Cluster(RedisCluster):
     is made then at the first use that finds a node (``__getattr__``), as a client of one
     Redis connects at its first command. Its ``pipeline()`` is ``NodePipeline``.
 
+    What it logs of the cluster's state is one line as a state starts: no node answers
+    (as the hub starts), the nodes refuse the URL's user or password (once, however many
+    tries meet it), the cluster answers. A client made inside ``retried_quietly`` (the
+    API-key watcher's, beside the store's) logs them at DEBUG: the store's tells them.
+
     Concurrency: one thread at a time makes redis-py's client (``_making``); the others
     meanwhile raise ``RedisClusterUnreachableError`` at once. A make that ends after the
     client closed (``closing``) closes what it connected."""
@@ -75,6 +80,8 @@ class _Cluster(RedisCluster):
         self._making = threading.Lock()
         self._maker = None                      # the thread making it
         self._make_at = 0.0                     # the next try, after one that failed
+        self._quiet = retrying_quietly()        # its state told at DEBUG (the class)
+        self._refused = None                    # the refusal told, while the tries meet it
         # NOTE: as redis-py's makes it: a script registered before the client is made
         # (the store's parts register theirs as the hub starts) asks for it.
         self.encoder = Encoder(kwargs.get("encoding", "utf-8"),
@@ -84,8 +91,11 @@ class _Cluster(RedisCluster):
             self._make()
         except FAILURES as ex:
             self._make_at = time.monotonic() + REFRESH_SECS
-            logger.warning("redis store: no node of the Redis Cluster answers (%s); the hub "
-                           "answers -32603 until one does", type(ex).__name__)
+            self._tell(logging.WARNING, "redis store: no node of the Redis Cluster answers "
+                       "(%s); the hub answers -32603 until one does", type(ex).__name__)
+
+    def _tell(self, level: int, message: str, *args) -> None:
+        logger.log(logging.DEBUG if self._quiet else level, message, *args)
 
     def _make(self) -> None:
         """Make redis-py's client (it reads the slot map, and the commands' table): nodes
@@ -139,9 +149,14 @@ class _Cluster(RedisCluster):
                 try:
                     self._make()
                 except StoreRefused as ex:
-                    logger.warning("redis store: %s", ex)
+                    if str(ex) != self._refused:        # told as it starts, not each try
+                        self._refused = str(ex)
+                        self._tell(logging.WARNING, "redis store: %s", ex)
                     raise RedisClusterUnreachableError(str(ex)) from None
-                logger.info("redis store: the Redis Cluster answers")
+                except FAILURES:
+                    self._refused = None                # none answers: a refusal is new
+                    raise
+                self._tell(logging.INFO, "redis store: the Redis Cluster answers")
         finally:
             self._making.release()
         return object.__getattribute__(self, name)
