@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 
-from murmur_wsgi.serving.urls import announced_url
 from murmur_wsgi.wire.encode import compact_utf8
 
 logger = logging.getLogger(__name__)
@@ -67,7 +66,7 @@ def card_bodies(config) -> dict[tuple[str, str], bytes]:
     if not config.public_url:
         return {}
     push = bool(config.push.get("enabled"))
-    base_url = announced_url(config.public_url) + config.mount_path
+    base_url = config.announced_url + config.mount_path
     out = {}
     for tenant, block in config.tenants.items():
         for name, spec in block["agents"].items():

@@ -16,6 +16,7 @@ from marshmallow import ValidationError
 from murmur_wsgi.hub.config_env import apply_env, env_named
 from murmur_wsgi.hub.config_schema import ConfigError, HubSchema
 from murmur_wsgi.loading import read_yaml
+from murmur_wsgi.serving.urls import announced_url
 from murmur_wsgi.settings import first_error, first_unencodable
 
 logger = logging.getLogger(__name__)
@@ -53,6 +54,12 @@ class HubConfig:
     def shared(self) -> bool:
         """The store is shared by processes (Redis): more than one worker may serve."""
         return self.store != "memory"
+
+    @property
+    def announced_url(self) -> str | None:
+        """``public_url`` as the hub states it (its cards, push's ``iss``): a valid URL, an
+        internationalized host in its ASCII form (IDNA: ``serving/urls.py``)."""
+        return announced_url(self.public_url) if self.public_url else None
 
     def store_url(self) -> str:
         """The Redis URL: ``redis.url`` (MURMUR_HUB_REDIS_URL) when set, else ``store``."""

@@ -153,8 +153,8 @@ class Resolver:
         return list(answer)
 
 
-def push_config(receiver=None, **push) -> dict:
-    config = hub_config()
+def push_config(receiver=None, public_url: str = PUBLIC, **push) -> dict:
+    config = hub_config(public_url=public_url)
     agents = config["tenants"]["acme"]["agents"]
     agents["steps"] = agent("tests.hub.push_agents:steps")
     agents["big"] = agent("tests.hub.push_agents:big")
@@ -178,10 +178,10 @@ def push_hub_on(request):
     return create_hub(config)
 
 
-def push_hub(receiver=None, store: str = "memory", **push):
+def push_hub(receiver=None, store: str = "memory", public_url: str = PUBLIC, **push):
     """A hub with push on, on ``store`` (the fixture ``store``'s setting), its retry waits
     recorded and its resolver a table."""
-    config = push_config(receiver, **push)
+    config = push_config(receiver, public_url, **push)
     config["store"] = store
     hub = create_hub(config)
     hub.sleeps = Sleeps()

@@ -45,7 +45,7 @@ class Push:
         self.master = secret_bytes(block["secret"])
         self.egress = Egress(self.ports, self.allow, block["ca_file"])
         self.dispatcher = Dispatcher(store, stores.tasks, None)
-        self.sender = Sender(self.egress, self.master, config.public_url,
+        self.sender = Sender(self.egress, self.master, config.announced_url,
                              self.dispatcher.sleep, block["retry_scale"])
         self.dispatcher.sender = self.sender
 
