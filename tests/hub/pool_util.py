@@ -1,7 +1,8 @@
 """A pool under sustained overload: more callers than connections, each taking one, using it
 for a while on Redis (``BLPOP`` of a key that stays empty), giving it back and asking again
-at once. Run on real threads, or in a child process patched as gunicorn's gevent worker is
-(``in_gevent_worker``).
+at once. The pool is a ``WaitingPool`` (hub/store/redis_pool.py) or the hot paths' own
+(``redis_commands.Commands``); run on real threads, or in a child process patched as
+gunicorn's gevent worker is (``in_gevent_worker``).
 """
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ import sys
 import textwrap
 import threading
 import time
+import types
 
-from redis.exceptions import MaxConnectionsError
+import redis
+
+from murmur_wsgi.hub.store.redis_commands import Commands
+from murmur_wsgi.hub.store.redis_pool import WaitingPool
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -28,6 +33,17 @@ def together(count: int, work, join_secs: float = 120) -> None:
     for thread in running:
         thread.join(join_secs)
     assert not any(thread.is_alive() for thread in running)
+
+
+def lender(kind: str, url: str, bound: int, timeout: float):
+    """What lends connections of ``url``, ``bound`` at most in use, each waited for up to
+    ``timeout`` seconds, as a pool does (``get_connection``, ``release``, ``disconnect``):
+    a ``WaitingPool`` ("pool") or the hot paths' ``Commands`` ("commands")."""
+    if kind == "pool":
+        return WaitingPool.from_url(url, max_connections=bound, timeout=timeout)
+    commands = Commands(redis.Redis.from_url(url), max_open=bound, wait_secs=timeout)
+    return types.SimpleNamespace(get_connection=commands._take, release=commands._give,
+                                 disconnect=commands.close)
 
 
 def overload(pool, callers: int, rounds: int, hold_secs: float) -> dict:
@@ -46,7 +62,7 @@ def overload(pool, callers: int, rounds: int, hold_secs: float) -> dict:
             asked = time.monotonic()
             try:
                 conn = pool.get_connection()
-            except MaxConnectionsError:
+            except redis.ConnectionError:       # MaxConnectionsError is one
                 with lock:
                     refused.append((asked, time.monotonic()))
                 continue
@@ -69,26 +85,26 @@ CHILD = textwrap.dedent("""
     import json
     import sys
 
-    from murmur_wsgi.hub.store.redis_pool import WaitingPool
+    import murmur_wsgi.hub.store.redis_commands
+    import murmur_wsgi.hub.store.redis_pool
 
     from gevent import monkey
     monkey.patch_all()
 
-    from tests.hub.pool_util import overload
+    from tests.hub.pool_util import lender, overload
 
-    url, bound, timeout, callers, rounds, hold = json.loads(sys.argv[1])
-    pool = WaitingPool.from_url(url, max_connections=bound, timeout=timeout)
-    print(json.dumps(overload(pool, callers, rounds, hold)))
+    kind, url, bound, timeout, callers, rounds, hold = json.loads(sys.argv[1])
+    print(json.dumps(overload(lender(kind, url, bound, timeout), callers, rounds, hold)))
 """)
 
 
-def in_gevent_worker(url: str, bound: int, timeout: float, callers: int, rounds: int,
-                     hold_secs: float) -> dict:
-    """``overload`` of a ``WaitingPool`` of ``url`` in a child process loaded as gunicorn's
-    gevent worker is: the pool's module imported, then threading patched."""
+def in_gevent_worker(kind: str, url: str, bound: int, timeout: float, callers: int,
+                     rounds: int, hold_secs: float) -> dict:
+    """``overload`` of a ``lender`` in a child process loaded as gunicorn's gevent worker
+    is: the store's modules imported, then threading patched."""
     done = subprocess.run(
         [sys.executable, "-c", CHILD,
-         json.dumps([url, bound, timeout, callers, rounds, hold_secs])],
+         json.dumps([kind, url, bound, timeout, callers, rounds, hold_secs])],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": ROOT})
     assert done.returncode == 0, done.stderr

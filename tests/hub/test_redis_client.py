@@ -173,7 +173,7 @@ def test_a_connection_given_back_or_closed_wakes_a_waiter_at_once(client, back):
         waiter = threading.Thread(
             target=lambda: answered.append((commands("PING"), time.monotonic())))
         waiter.start()
-        wait_until(lambda: commands._waiting == 1)
+        wait_until(lambda: commands._turns.waiting == 1)
         at = time.monotonic()
         (commands._give if back == "given back" else commands._dropped)(held)
         waiter.join(5)

@@ -57,7 +57,7 @@ def test_a_forked_child_waits_on_a_lock_of_its_own_and_counts_none_of_the_parent
     holding, forked = threading.Event(), threading.Event()
 
     def hold_lock():
-        with pool._turns_lock:
+        with pool._turns._lock:
             holding.set()
             forked.wait(CHILD_DEADLINE)
     holder = threading.Thread(target=hold_lock)

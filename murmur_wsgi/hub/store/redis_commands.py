@@ -18,6 +18,7 @@ import redis
 from murmur_wsgi.hub.store.redis_pool import MAX_CONNECTIONS, WAIT_SECS
 from murmur_wsgi.hub.store.redis_redirects import REDIRECTED
 from murmur_wsgi.hub.store.redis_replies import read
+from murmur_wsgi.hub.store.turns import Turns
 
 try:                                      # PERF: one C call packs a command (redis[hiredis])
     from hiredis import pack_command as _pack_command
@@ -151,10 +152,10 @@ class Commands:
     does (a timed-out one is not).
 
     At most ``max_open`` connections are in use at once (a caller waits up to
-    ``wait_secs`` for one, then fails as Redis being away does), so a burst of
-    requests or of streams opening cannot open one each; ``prune()`` (the
-    replica's turn, every second) closes those a burst left idle, keeping
-    ``keep``: the connections follow the load, and an idle worker holds few.
+    ``wait_secs`` for one, first come, first served, then fails as Redis being away
+    does), so a burst of requests or of streams opening cannot open one each;
+    ``prune()`` (the replica's turn, every second) closes those a burst left idle,
+    keeping ``keep``: the connections follow the load, and an idle worker holds few.
 
     MEMORY: each connection reads the socket ``READ_BYTES`` at a time (redis-py's
     default is twice that): a burst of streams opening, which opens up to ``max_open``,
@@ -182,9 +183,8 @@ class Commands:
         self._clock = clock
         self._max_open = max_open
         self._opened = 0                # connections made and not closed (guarded by _lock)
-        self._lock = threading.RLock()  # NOTE: an RLock under a Condition (docs/architecture.md)
-        self._returned = threading.Condition(self._lock)
-        self._waiting = 0               # callers waiting for a connection (guarded by _lock)
+        self._lock = threading.Lock()   # guards _opened, and a look at _idle with it
+        self._turns = Turns()           # callers waiting for a connection, the oldest first
         self._wait = wait_secs
         self._closed = False
         self._replicas = replicas
@@ -255,10 +255,13 @@ class Commands:
     def _take(self):
         """An idle connection, else ``_another()``; one to a primary of the past is closed
         first (its next command connects anew: ``redis_client._SentinelConnection``)."""
-        try:
-            conn = self._idle.pop()[0]             # PERF: the common case takes no lock
-        except IndexError:
-            conn = self._another()
+        if self._turns.waiting:
+            conn = self._another()                 # behind those waiting
+        else:
+            try:
+                conn = self._idle.pop()[0]         # PERF: the common case takes no lock
+            except IndexError:
+                conn = self._another()
         if getattr(conn, "stale", False):          # (a cluster's connections have none)
             conn.disconnect()
         return conn
@@ -269,44 +272,37 @@ class Commands:
             self._dropped(conn)
         else:
             self._idle.append((conn, self._clock()))
-            if self._waiting:                   # NOTE: read after the append (``_another``)
-                with self._lock:
-                    self._returned.notify()
+            self._turns.tell()
 
     def _another(self):
-        """A new connection (it connects at its first command), or an idle one that came
-        back meanwhile, once fewer than ``max_open`` are open; at most ``wait_secs``.
+        """An idle connection that came back meanwhile, or a new one (it connects at its
+        first command) while fewer than ``max_open`` are open; when neither, or when others
+        wait already, the first that comes in this caller's turn (``Turns``: first come,
+        first served), at most ``wait_secs``."""
+        conn = None if self._turns.waiting else self._free()
+        if conn is None:
+            conn = self._turns.wait(self._free, self._wait)
+            if conn is None:
+                raise redis.ConnectionError("every connection of the store is in use")
+        return conn
 
-        A caller that waits counts itself (``_waiting``) before it looks at the idle ones
-        a last time, and ``_give`` looks at the count after its append: either the caller
-        sees the connection, or the giver sees the caller and wakes it (under the lock, so
-        once it waits). A connection closed (``_dropped``) wakes one too."""
-        deadline = self._clock() + self._wait
+    def _free(self):
+        """An idle connection, or a new one while fewer than ``max_open`` are open; None."""
         with self._lock:
-            while True:
-                try:
-                    return self._idle.pop()[0]
-                except IndexError:
-                    pass
-                if self._opened < self._max_open:
-                    self._opened += 1
-                    return self._make()
-                left = deadline - self._clock()
-                if left <= 0:
-                    raise redis.ConnectionError("every connection of the store is in use")
-                self._waiting += 1
-                try:
-                    if not self._idle:
-                        self._returned.wait(left)
-                finally:
-                    self._waiting -= 1
+            try:
+                return self._idle.pop()[0]
+            except IndexError:
+                pass
+            if self._opened < self._max_open:
+                self._opened += 1
+                return self._make()
+        return None
 
     def _dropped(self, conn) -> None:
         conn.disconnect()
         with self._lock:
             self._opened -= 1
-            if self._waiting:
-                self._returned.notify()         # one may be opened in its place
+        self._turns.tell()                      # one may be opened in its place
 
     @property
     def idle(self) -> int:

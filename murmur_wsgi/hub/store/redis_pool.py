@@ -15,14 +15,14 @@ again).
 """
 from __future__ import annotations
 
-import collections
+import functools
 import os
-import threading
-import time
 
 from redis.connection import ConnectionPool
 from redis.exceptions import MaxConnectionsError
 from redis.sentinel import SentinelConnectionPool
+
+from murmur_wsgi.hub.store.turns import Turns
 
 MAX_CONNECTIONS = 64            # redis.max_connections' default
 WAIT_SECS = 5.0                 # redis.timeout_secs' default
@@ -31,16 +31,10 @@ WAIT_SECS = 5.0                 # redis.timeout_secs' default
 class _Waits:
     """A pool of at most ``max_connections`` in use, whose ``get_connection`` waits up to
     ``timeout`` seconds for one when they all are (see the module), first come, first
-    served: a caller that finds others waiting waits behind them, and a connection given
-    back goes to the oldest waiter. Before, a caller that gave one back and asked again at
-    once took it ahead of those waiting: under sustained overload a waiter could wait its
-    whole ``timeout`` while later callers were lent one.
-
-    Concurrency: ``_turns`` (a deque under ``_turns_lock``) holds each waiter's Event, the
-    oldest first. Only the oldest tries the pool; a connection given back (``release``),
-    or every one let go (``reset``), sets its Event; one that leaves (lent a connection,
-    out of time, failed) sets the next one's, which tries then. The common case, a
-    connection free and nobody waiting, takes no lock of these."""
+    served (``turns.Turns``): a caller that finds others waiting waits behind them, and a
+    connection given back (``release``), or every one let go (``reset``), goes to the
+    oldest waiter. The common case, a connection free and nobody waiting, takes no lock
+    of these."""
 
     def __init__(self, *args, timeout: float = WAIT_SECS,
                  max_connections: int = MAX_CONNECTIONS, **kwargs):
@@ -50,57 +44,40 @@ class _Waits:
 
     def reset(self) -> None:
         """redis-py's (every connection let go), the oldest waiter told. Made and after a
-        fork (``_checkpid``), the lock and queue are made anew: the parent's waiters are not
-        this process's, and a thread of the parent may have held the lock."""
+        fork (``_checkpid``), the waiters' queue is made anew (``Turns``)."""
         if self._waits_pid != os.getpid():
-            self._turns_lock = threading.Lock()
-            self._turns: collections.deque = collections.deque()
+            self._turns = Turns()
             self._waits_pid = os.getpid()
         super().reset()
-        self._tell_oldest()
+        self._turns.tell()
 
     def get_connection(self, *args, **kwargs):
         self._checkpid()                        # after a fork: this process's queue
-        if not self._turns:
-            try:
-                return super().get_connection(*args, **kwargs)
-            except MaxConnectionsError:
-                pass
-        deadline = time.monotonic() + self.timeout
-        turn = threading.Event()
-        with self._turns_lock:
-            self._turns.append(turn)
-            if self._turns[0] is turn:
-                turn.set()                      # nobody ahead: try at once
-        try:
-            while turn.wait(max(0.0, deadline - time.monotonic())):
-                turn.clear()                    # a give-back after the try sets it again
-                try:
-                    return super().get_connection(*args, **kwargs)
-                except MaxConnectionsError:
-                    pass
+        if not self._turns.waiting:
+            found = self._lent(args, kwargs)
+            if found is not None:
+                return found
+        found = self._turns.wait(functools.partial(self._lent, args, kwargs), self.timeout)
+        if found is None:
             raise MaxConnectionsError(
                 f"every connection of the pool is in use ({self.max_connections})")
-        finally:
-            with self._turns_lock:
-                self._turns.remove(turn)
-                if self._turns:
-                    self._turns[0].set()        # the next one tries: one may be free
+        return found
+
+    def _lent(self, args, kwargs):
+        """redis-py's ``get_connection``, or None when every connection is in use."""
+        try:
+            return super().get_connection(*args, **kwargs)
+        except MaxConnectionsError:
+            return None
 
     @property
     def waiting(self) -> int:
         """The callers waiting for a connection now."""
-        return len(self._turns)
+        return self._turns.waiting
 
     def release(self, connection) -> None:
         super().release(connection)
-        if self._turns:
-            self._tell_oldest()
-
-    def _tell_oldest(self) -> None:
-        with self._turns_lock:
-            if self._turns:
-                self._turns[0].set()
+        self._turns.tell()
 
 
 class WaitingPool(_Waits, ConnectionPool):
