@@ -35,6 +35,9 @@ def test_the_hub_starts_before_its_cluster_and_serves_once_it_answers(tmp_path):
         cluster.start()
         task = until(lambda: _sent(replica).get("result"))["task"]
         assert replica.result("GetTask", {"id": task["id"]})["id"] == task["id"]
+        # The command's check, then its one worker (the store's client; the API-key
+        # watcher's is quiet): before, the worker said it twice.
+        assert replica.log().count("no node of the Redis Cluster answers") == 2, replica.log()
     finally:
         replica.stop()
         cluster.stop()
