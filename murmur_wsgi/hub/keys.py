@@ -74,6 +74,9 @@ def redis_client(config):
 class KeyWatcher:
     """Keeps ``credentials``' keys current: hub.yaml's (``path``), then Redis's table.
 
+    Redis's table that cannot be read (Redis away) keeps the keys as they are, logged in
+    one line as it starts and one as it ends, not at each beat.
+
     Concurrency: ``refresh`` is called by every request that presents a key; one
     caller at a time refreshes (a non-blocking acquire: the others go on with the
     keys they have), and the table is replaced whole, never changed in place.
@@ -92,6 +95,7 @@ class KeyWatcher:
         self._retry = None               # when a file that could not be read is read again
         self._file: dict[str, str] = dict(credentials.keys())
         self._table: dict[str, str] = {}
+        self._unread = False            # the last read of Redis's table failed (logged once)
 
     def refresh(self) -> None:
         now = time.monotonic()
@@ -151,9 +155,14 @@ class KeyWatcher:
         try:
             table = self.redis.hgetall(REDIS_KEYS)
         except Exception as ex:  # noqa: BLE001 - Redis down: the keys stay as they are
-            logger.warning("api keys: reading Redis failed (%s); keeping the keys",
-                           type(ex).__name__)
+            if not self._unread:                # one line as the outage starts
+                self._unread = True
+                logger.warning("api keys: reading Redis failed (%s); keeping the keys until "
+                               "it answers", type(ex).__name__)
             return False
+        if self._unread:                        # and one as it ends
+            self._unread = False
+            logger.info("api keys: Redis answers again")
         if table == self._table:
             return False
         self._table = table
