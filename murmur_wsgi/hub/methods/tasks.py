@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import time
 
+from murmur_wsgi.agents.turns import turn
 from murmur_wsgi.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 from murmur_wsgi.hub.held import LARGE_CHARS
 from murmur_wsgi.wire.params import (read_history_length, read_hub_list_tasks, read_task_id,
@@ -112,6 +113,16 @@ def _ended_in_store(store, task, timeout: float) -> bool:
             after = events[-1].seq
 
 
+def _rendered(store, tasks: list, params):
+    """Each task of a page as ListTasks answers it, the worker's other requests answered
+    between them once ``TURN_SECS`` has passed (``agents/turns.py``): a page of 16 MiB
+    (``limits.list_bytes``) is about 0.1 s of encoding."""
+    ends = 0.0
+    for task in tasks:
+        yield store.render(task, params.history_length, params.include_artifacts, as_read=True)
+        ends = turn(ends)
+
+
 def list_tasks(hub, call):
     """ListTasks: newest first, scoped to the tenant and the agent in the path; a page ends
     before the first task past ``limits.list_bytes`` (their stored forms: at least one)."""
@@ -125,7 +136,6 @@ def list_tasks(hub, call):
     except ValueError:
         raise InvalidParamsError("Invalid params: pageToken is not a nextPageToken this hub "
                                  "answered") from None
-    body = ",".join(hub.store.render(task, params.history_length, params.include_artifacts,
-                                     as_read=True) for task in page.tasks)
+    body = ",".join(_rendered(hub.store, page.tasks, params))
     text = list_tasks_response(body, page.next_token, params.page_size, page.total)
     return RawJSON(text) if len(text) <= LARGE_CHARS else held_answer(hub, call, text)
