@@ -16,7 +16,7 @@ import pytest
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store.large_reads import LargeReads, ReadsBusy
 
-from tests.hub.conftest import HubClient, close_hub, hub_config, refused_task
+from tests.hub.conftest import KEY_B, HubClient, close_hub, hub_config, refused_task
 
 MIB = 1024 ** 2
 BUSY = ("Internal error: this worker is reading as many large tasks as it may "
@@ -101,3 +101,42 @@ def test_a_large_record_is_read_once_the_worker_has_room(redis_server):
     finally:
         close_hub(hub)
 
+
+
+@pytest.mark.cluster
+def test_a_tenants_large_reads_leave_room_for_the_others(redis_server):
+    """A tenant's large reads at once are at most its ``limits.answer_bytes`` of the worker's
+    room: with acme's share taken (its reads in flight, pages of its tasks listed without
+    pause), acme's next large read waits and is -32603, and globex's is read at once. Before,
+    acme's reads took the worker's whole room, each of globex's waiting behind them."""
+    redis_server.flush()
+    config = hub_config(store=redis_server.url)
+    config["redis"] = {"timeout_secs": 0.3}
+    config["limits"] = {**config["limits"], "worker_answer_bytes": 8 * MIB}
+    config["tenants"]["acme"]["limits"] = {"answer_bytes": 4 * MIB}
+    hub = create_hub(config)
+    try:
+        acme, globex = HubClient(hub), HubClient(hub, headers={"X-API-Key": KEY_B})
+        mine, theirs = refused_task(hub, MIB), refused_task(hub, MIB, tenant="globex")
+        reads = hub.store.large_reads
+        with reads.room(2 * MIB, "acme"), reads.room(2 * MIB, "acme"):
+            assert acme.call("GetTask", {"id": mine}).get_json()["error"] == \
+                {"code": -32603, "message": BUSY}
+            task = globex.result("GetTask", {"id": theirs})
+            assert task["history"][0]["parts"][0]["text"] == "x" * MIB
+            assert reads.held == 4 * MIB
+        assert acme.result("GetTask", {"id": mine})["id"] == mine
+        assert reads.held == 0
+    finally:
+        close_hub(hub)
+
+
+def test_one_read_of_a_tenant_holding_none_always_fits_its_share():
+    reads = LargeReads(10, wait_secs=0.05, tenant_bytes=lambda tenant: 2)
+    with reads.room(5, "acme"):                 # past its share: its only read
+        with pytest.raises(ReadsBusy):
+            with reads.room(1, "acme"):
+                pass
+        with reads.room(5, "globex"):
+            assert reads.held == 10
+    assert reads.held == 0

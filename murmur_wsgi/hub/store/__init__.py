@@ -61,11 +61,12 @@ def redis_stores(url: str, *, retention_secs: float = 86_400.0, timeout_secs: fl
                  liveness_secs: float = 10.0, max_events: int = 10_000,
                  replica_id: str | None = None, retention: Retention | None = None,
                  wait_replicas: int = 0, large_read_bytes: int | None = None,
-                 max_connections: int | None = None) -> Stores:
+                 tenant_read_bytes=None, max_connections: int | None = None) -> Stores:
     """The four parts on one Redis (``store: redis://…``, or the primary of
     ``redis-sentinel://…``), sharing one connection; ``wait_replicas``: the replicas
     each acknowledged write waits for (``redis_commands.Commands.durable``);
-    ``large_read_bytes``: the large records read at once (``large_reads``);
+    ``large_read_bytes``: the large records read at once (``large_reads``), at most
+    ``tenant_read_bytes(tenant)`` of them a tenant's;
     ``max_connections``: each pool's connections in use at once (``redis_pool``)."""
     from murmur_wsgi.hub.store.large_reads import MAX_BYTES, LargeReads
     from murmur_wsgi.hub.store.redis import RedisTaskStore
@@ -80,7 +81,8 @@ def redis_stores(url: str, *, retention_secs: float = 86_400.0, timeout_secs: fl
                            max_connections=max_connections or MAX_CONNECTIONS)
     tasks = RedisTaskStore(conn, retention_secs=retention_secs, max_events=max_events,
                            retention=retention,
-                           large_reads=LargeReads(large_read_bytes or MAX_BYTES, timeout_secs))
+                           large_reads=LargeReads(large_read_bytes or MAX_BYTES, timeout_secs,
+                                                  tenant_read_bytes))
     return Stores(tasks, RedisReplicas(conn, tasks), RedisCounters(conn), RedisPushStore(conn))
 
 
@@ -97,6 +99,8 @@ def open_stores(config) -> Stores:
                         max_events=settings["max_events_per_task"], retention=retention,
                         wait_replicas=settings["wait_replicas"],
                         large_read_bytes=config.limits["worker_answer_bytes"],
+                        tenant_read_bytes=lambda tenant: config.tenant_limits(tenant)[
+                            "answer_bytes"] if tenant in config.tenants else None,
                         max_connections=settings["max_connections"])
 
 

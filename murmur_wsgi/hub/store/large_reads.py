@@ -9,9 +9,13 @@ The record is first read by a script that sends it only when its stored forms ar
 worker has room for it: ``LargeReads.room``. Every large read of the worker together is
 at most ``limits.worker_answer_bytes``, one more waits for room (up to
 ``redis.timeout_secs``, then -32603: ``ReadsBusy``); a worker reading none may always
-read one, however large. A stream's event larger than a page of its log is read the same
-way (``redis_events``); the buffers of the tasks a worker's streams read keep such events
-within a room of their own, as large (``take``, which never waits: ``redis_watched``).
+read one, however large. A tenant's large reads at once are at most its
+``limits.answer_bytes`` of that room (one always: a tenant reading none may read one,
+within the worker's bound), so that one tenant's reads (pages of its tasks listed without
+pause) leave the worker room for the others'. A stream's event larger than a page of its
+log is read the same way (``redis_events``); the buffers of the tasks a worker's streams
+read keep such events within a room of their own, as large (``take``, which never waits:
+``redis_watched``).
 """
 from __future__ import annotations
 
@@ -41,11 +45,14 @@ class LargeReads:
     Concurrency: ``_room`` (a condition on its own lock) guards ``_held``; a reader waits
     on it with a deadline and is woken by each read that ends."""
 
-    def __init__(self, max_bytes: int, wait_secs: float):
+    def __init__(self, max_bytes: int, wait_secs: float, tenant_bytes=None):
         self.max_bytes = max_bytes
         self._wait = wait_secs
+        # ``tenant_bytes(tenant)``: the most a tenant's reads hold at once (None: the worker's)
+        self._tenant_bytes = tenant_bytes
         self._room = threading.Condition(threading.RLock())
         self._held = 0
+        self._by_tenant: dict[str, int] = {}
         self._logged = Sparse()                 # a refusal's line: once a minute
 
     @property
@@ -68,20 +75,31 @@ class LargeReads:
             self._held -= size
             self._room.notify_all()
 
+    def _full(self, size: int, tenant: str | None, most: int | None) -> bool:
+        """Whether a read of ``size`` bytes of ``tenant``'s must wait (under ``_room``)."""
+        if self._held and self._held + size > self.max_bytes:
+            return True
+        mine = self._by_tenant.get(tenant, 0)
+        return most is not None and mine > 0 and mine + size > most
+
     @contextlib.contextmanager
-    def room(self, size: int):
-        """Hold ``size`` bytes of room while the block reads; raise ``ReadsBusy`` when none
-        is free within the wait."""
+    def room(self, size: int, tenant: str | None = None):
+        """Hold ``size`` bytes of room (``tenant``'s) while the block reads; raise
+        ``ReadsBusy`` when none is free within the wait."""
         deadline = time.monotonic() + self._wait
+        most = None if tenant is None or self._tenant_bytes is None \
+            else self._tenant_bytes(tenant)
         taken = False
         with self._room:
-            while self._held and self._held + size > self.max_bytes:
+            while self._full(size, tenant, most):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._room.wait(left)
             else:
                 self._held += size
+                if tenant is not None:
+                    self._by_tenant[tenant] = self._by_tenant.get(tenant, 0) + size
                 taken = True
         if not taken:                           # no room in time (logged outside the lock)
             left_out = self._logged.due()
@@ -93,4 +111,9 @@ class LargeReads:
         try:
             yield
         finally:
-            self.give(size)
+            with self._room:
+                if tenant is not None:
+                    left = self._by_tenant.pop(tenant) - size
+                    if left:
+                        self._by_tenant[tenant] = left
+                self.give(size)

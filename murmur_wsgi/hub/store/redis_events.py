@@ -68,7 +68,7 @@ class TaskEvents:
             # MEMORY: an event larger than a page (an artifact of many MiB), read once the
             # worker has room for it: every stream opening on a large event read a copy of
             # its own at once, however many (``large_reads``).
-            with self.large_reads.room(page[3]):
+            with self.large_reads.room(page[3], tenant):
                 entries = self._command("XRANGE", key, start, "+", "COUNT", 1)
         # NOTE: a raw reply: each entry is [id, [field, value, …]].
         return self._filled(tenant, task_id, [
@@ -83,7 +83,7 @@ class TaskEvents:
             key = task_key(tenant, task_id)
             size = self._redis.hstrlen(key, "wire")
             if size > PAGE_BYTES:
-                with self.large_reads.room(size):
+                with self.large_reads.room(size, tenant):
                     wire = self._redis.hget(key, "wire")
             else:
                 wire = self._redis.hget(key, "wire")

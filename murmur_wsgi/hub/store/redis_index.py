@@ -123,7 +123,7 @@ class RedisIndex:
         size = sum(sizes[:count])
         if size <= LARGE_CHARS:
             return self._load(tenant, ids[:count]), count
-        with self._reads.room(size):
+        with self._reads.room(size, tenant):
             return self._load(tenant, ids[:count]), count
 
     def _left_out(self, within, changed_key, after_ms) -> dict:

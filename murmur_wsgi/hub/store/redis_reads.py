@@ -103,7 +103,7 @@ class RecordReads:
         except NoScriptError:
             values = self._command("EVAL", RECORD, 1, key, LARGE_CHARS)
         if type(values) is int:               # its stored forms' size: large
-            with self.large_reads.room(values):
+            with self.large_reads.room(values, tenant):
                 values = self._command("HMGET", key, *RECORD_FIELDS)
         if values[0] is None or values[0] != tenant or (agent is not None
                                                          and values[1] != agent):
