@@ -11,7 +11,9 @@ primary, ``wait_failover()`` waits until the sentinels name the replica and it i
 ``down_after_ms`` is the sentinels' ``down-after-milliseconds`` (1000); ``quick``
 starts them in a quarter of a second instead of a second (see ``start``). ``password``:
 the primary's and replica's ``requirepass`` (the URL's userinfo); ``sentinel_password``:
-the sentinels' own (the URL's ``sentinel_password=``).
+the sentinels' own (the URL's ``sentinel_password=``). ``tls`` (an Authority of
+tests/tls_util.py): every node and sentinel on TLS only, replication and the sentinels'
+own links too; ``url`` is then ``rediss-sentinel://…?ssl_ca_certs=…``.
 """
 from __future__ import annotations
 
@@ -44,7 +46,8 @@ class SentinelSet:
 
     def __init__(self, directory: Path, sentinels: int = 3, down_after_ms: int = 1000,
                  quick: bool = False, password: str | None = None,
-                 sentinel_password: str | None = None):
+                 sentinel_password: str | None = None, tls=None):
+        self.tls = tls                              # a tests.tls_util.Authority: TLS only
         self.password = password                    # the primary's and replica's requirepass
         self.sentinel_password = sentinel_password  # the sentinels' own requirepass
         self.directory = Path(directory)
@@ -60,16 +63,36 @@ class SentinelSet:
     def url(self) -> str:
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
         auth = f":{quote(self.password, safe='')}@" if self.password else ""
-        query = f"?sentinel_password={quote(self.sentinel_password, safe='')}" \
-            if self.sentinel_password else ""
-        return f"redis-sentinel://{auth}{hosts}/{SERVICE}/0{query}"
+        fields = [f"sentinel_password={quote(self.sentinel_password, safe='')}"] \
+            if self.sentinel_password else []
+        if self.tls:
+            fields.append(f"ssl_ca_certs={quote(self.tls.ca_file)}")
+        query = "?" + "&".join(fields) if fields else ""
+        scheme = "rediss-sentinel" if self.tls else "redis-sentinel"
+        return f"{scheme}://{auth}{hosts}/{SERVICE}/0{query}"
+
+    @property
+    def _client_tls(self) -> dict:
+        """redis-py's settings of a client of the set's nodes (TLS, verified)."""
+        return {"ssl": True, "ssl_ca_certs": self.tls.ca_file} if self.tls else {}
+
+    def _tls_options(self, port: int) -> list[str]:
+        """A node's or sentinel's options: TLS only on ``port``, its own links too."""
+        if self.tls is None:
+            return []
+        cert, key = self.tls.issue()
+        return ["--port", "0", "--tls-port", str(port), "--tls-replication", "yes",
+                "--tls-cert-file", cert, "--tls-key-file", key,
+                "--tls-ca-cert-file", self.tls.ca_file, "--tls-auth-clients", "optional"]
 
     def _data_node(self, extra: list[str], port: int | None = None) -> _Node:
         """The primary or a replica: its password asked, and given to its primary."""
         if self.password:
             extra = [*extra, "--requirepass", self.password, "--masterauth", self.password]
-        return _Node(self.directory, port or free_port(), [*DISK_SYNC, *extra],
-                     {"password": self.password} if self.password else None)
+        port = port or free_port()
+        return _Node(self.directory, port, [*DISK_SYNC, *extra, *self._tls_options(port)],
+                     {**({"password": self.password} if self.password else {}),
+                      **self._client_tls})
 
     def _procs(self) -> list[subprocess.Popen]:
         nodes = [self.primary, self.replica, *self.sentinels]
@@ -102,9 +125,11 @@ class SentinelSet:
                 + (f"requirepass {self.sentinel_password}\n" if self.sentinel_password else ""))
             node = _Node.__new__(_Node)
             node.port = port
-            node.auth = {"password": self.sentinel_password} if self.sentinel_password else {}
+            node.auth = {**({"password": self.sentinel_password} if self.sentinel_password
+                            else {}), **self._client_tls}
             node.proc = _spawn(self.directory, f"sentinel-{port}",
-                               [_binary("redis-server"), str(conf), "--sentinel"])
+                               [_binary("redis-server"), str(conf), "--sentinel",
+                                *self._tls_options(port)])
             self.sentinels.append(node)
         if self.quick:
             # NOTE: a sentinel started before the others found them closed and tries again a
@@ -211,8 +236,9 @@ class SentinelSet:
         """redis-py's client of the sentinels."""
         return Sentinel([("127.0.0.1", s.port) for s in self.sentinels], socket_timeout=0.5,
                         sentinel_kwargs={"socket_timeout": 0.5,
-                                         "password": self.sentinel_password},
-                        password=self.password)
+                                         "password": self.sentinel_password,
+                                         **self._client_tls},
+                        password=self.password, **self._client_tls)
 
     def stop_soon(self) -> None:
         """``stop`` on a thread, once the servers on it stopped (``stopping.after``)."""

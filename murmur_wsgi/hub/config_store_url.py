@@ -16,8 +16,9 @@ from murmur_wsgi.hub.store.cluster_url import cluster_nodes, is_cluster
 class StoreField(fields.String):
     """``memory``, ``redis`` (the URL is ``redis.url``), a ``redis://``/``rediss://`` URL, a
     ``unix:///PATH?db=N`` socket of a Redis on this host,
-    ``redis-sentinel://HOST:PORT[,HOST:PORT…]/SERVICE/DB[?sentinel_password=…]`` or
-    ``redis-cluster://HOST:PORT[,HOST:PORT…]`` (``rediss-cluster://`` over TLS)."""
+    ``redis-sentinel://HOST:PORT[,HOST:PORT…]/SERVICE/DB[?sentinel_password=…]``
+    (``rediss-sentinel://`` over TLS) or ``redis-cluster://HOST:PORT[,HOST:PORT…]``
+    (``rediss-cluster://`` over TLS)."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         value = super()._deserialize(value, attr, data, **kwargs)
@@ -54,6 +55,7 @@ def _url_form(value: str) -> str:
             sentinel_url.parse(value)
         except ValueError as ex:
             raise ValidationError(str(ex)) from None
+        _tls_files(value.partition("?")[2])
         return value
     if is_cluster(value):
         try:
@@ -73,7 +75,7 @@ def _url_form(value: str) -> str:
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
         raise ValidationError("must be memory, redis, or a redis://host:port/db, "
                               "rediss://, unix:///path/to/redis.sock?db=0, "
-                              "redis-sentinel://host:port/service/db or "
+                              "redis-sentinel:// (rediss-sentinel://) host:port/service/db or "
                               "redis-cluster:// (rediss-cluster://) host:port,… URL")
     db = parts.path.strip("/")
     if db and _NUMBER.fullmatch(db) is None:
@@ -129,8 +131,9 @@ def _tcp_query(scheme: str, query: str) -> None:
 
 
 def _tls_files(query: str) -> None:
-    """Each TLS file a ``rediss://`` or ``rediss-cluster://`` URL names is a file: a missing
-    one would fail every connection (a cluster's, the hub's start) with a traceback."""
+    """Each TLS file a ``rediss://``, ``rediss-cluster://`` or ``rediss-sentinel://`` URL
+    names is a file: a missing one would fail every connection (a cluster's, the hub's
+    start) with a traceback."""
     for name, values in parse_qs(query).items():
         if name.startswith("ssl_") and not os.path.isfile(values[0]):
             raise ValidationError(f"the URL's {name} {values[0]} is not a file")

@@ -176,7 +176,8 @@ def test_the_logged_url_masks_a_password_however_its_field_is_spelled(url, publi
     ("ssl_ca_certs={ca}&ssl_certfile={gone}&ssl_keyfile={ca}", "ssl_certfile"),
     ("ssl_ca_certs={ca}&ssl_certfile={ca}&ssl_keyfile={folder}", "ssl_keyfile"),
 ])
-@pytest.mark.parametrize("scheme", ["rediss://127.0.0.1:1/0", "rediss-cluster://127.0.0.1:1"])
+@pytest.mark.parametrize("scheme", ["rediss://127.0.0.1:1/0", "rediss-cluster://127.0.0.1:1",
+                                    "rediss-sentinel://127.0.0.1:1/murmur/0"])
 def test_a_missing_tls_file_exits_2_naming_store_and_the_file(tmp_path, capsys, authority,
                                                               scheme, query, missing):
     from murmur_wsgi.cli import main
@@ -205,6 +206,9 @@ def test_a_missing_tls_file_exits_2_naming_store_and_the_file(tmp_path, capsys, 
     ("redis-sentinel://127.0.0.1:26379/murmur/0?sentinel_password=", "sentinel_password"),
     ("redis-sentinel://127.0.0.1:26379/murmur/0?sentinel_username=&sentinel_password=s",
      "sentinel_username"),
+    ("rediss-sentinel://:@127.0.0.1:26379/murmur/0?ssl_ca_certs=/ca.pem",
+     "password (between ':' and '@')"),
+    ("rediss-sentinel://127.0.0.1:26379/murmur/0?sentinel_password=", "sentinel_password"),
     ("redis-cluster://:@127.0.0.1:7000", "password (between ':' and '@')"),
 ])
 def test_an_empty_password_is_refused_in_every_url_form(url, field):
@@ -223,6 +227,7 @@ def test_an_empty_password_is_refused_in_every_url_form(url, field):
     ("rediss://127.0.0.1:6379/0?username=hub&password=pa+ss", "password"),
     ("unix:///run/redis/redis.sock?db=0&username=h+ub", "username"),
     ("redis-sentinel://127.0.0.1:26379/murmur/0?sentinel_password=s+s", "sentinel_password"),
+    ("rediss-sentinel://127.0.0.1:26379/murmur/0?sentinel_password=s+s", "sentinel_password"),
 ])
 def test_a_plus_in_a_query_credential_says_to_percent_encode_it(url, field):
     """A URL's query reads '+' as a space (redis-py's parsing and the hub's alike): the hub
@@ -240,6 +245,7 @@ def test_a_plus_in_a_query_credential_says_to_percent_encode_it(url, field):
     "redis-sentinel://hub:pa?ss/x@127.0.0.1:26379,127.0.0.1:26380/murmur/0?sentinel_password=s",
     "redis-cluster://:pa?ss@127.0.0.1:7000",
     "rediss://hub:pa?ss@127.0.0.1:6379/0",
+    "rediss-sentinel://:pa?ss@127.0.0.1:26379/murmur/0?ssl_ca_certs=/ca.pem",
 ])
 def test_a_literal_question_mark_in_a_password_says_to_percent_encode_it(url):
     """The URL's first '?' starts its query: before, the sentinel URL was refused as naming

@@ -9,20 +9,17 @@ from __future__ import annotations
 
 import pytest
 
-from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.config import load_config
 from murmur_wsgi.hub.config_schema import ConfigError
 from murmur_wsgi.hub.store.redis_client import public_url
 from murmur_wsgi.hub.store.sentinel_url import parse
-from tests.hub.conftest import HubClient, close_hub, hub_config, send_params, wait_until
+from tests.hub.sentinel_util import answers_unavailable, serves_across_a_failover
 from tests.redis_sentinels import SentinelSet
 
 pytestmark = pytest.mark.one_store
 
 PRIMARY = "primary-pw-never-logged"
 WATCHERS = "sentinel-pw-never-logged"
-UNAVAILABLE = {"code": -32603, "message": "Internal error: the hub's task store is "
-                                          "unavailable; try again shortly"}
 SETTINGS = {"liveness_secs": 0.3, "sweep_interval_secs": 0.1, "timeout_secs": 1.0,
             "wait_replicas": 1}
 
@@ -53,36 +50,11 @@ def test_the_query_names_the_sentinels_user_and_password_and_nothing_else():
 
 def test_a_hub_asks_sentinels_with_their_password_and_follows_a_failover(guarded_set,
                                                                           caplog):
-    hub = create_hub(hub_config(store=guarded_set.url, redis=dict(SETTINGS)))
-    try:
-        rpc = HubClient(hub)
-        before = rpc.send("before the failover")
-        assert before["status"]["state"] == "TASK_STATE_COMPLETED"
-        guarded_set.kill_primary()
-        guarded_set.wait_failover()
-        guarded_set.rejoin()
-        answers = []     # -32603 until a connection reaches the new primary
-
-        def served() -> bool:
-            answers.append(rpc.call("SendMessage", send_params("after")).get_json())
-            return "result" in answers[-1]
-        wait_until(served)
-        assert answers[-1]["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-        assert rpc.result("GetTask", {"id": before["id"]})["id"] == before["id"]
-    finally:
-        close_hub(hub)
+    serves_across_a_failover(guarded_set, SETTINGS)
     assert PRIMARY not in caplog.text and WATCHERS not in caplog.text
 
 
 @pytest.mark.parametrize("query", ["", "?sentinel_password=wrong-" + WATCHERS])
 def test_sentinels_asked_without_their_password_answer_32603(guarded_set, query, caplog):
-    url = guarded_set.url.partition("?")[0] + query
-    hub = create_hub(hub_config(store=url, redis=dict(SETTINGS)))
-    try:
-        rpc = HubClient(hub)
-        answer = rpc.call("SendMessage", send_params("hi"))
-        assert answer.status_code == 200 and answer.get_json()["error"] == UNAVAILABLE
-        assert rpc.error("GetTask", {"id": "t-absent"}) == UNAVAILABLE
-    finally:
-        close_hub(hub)
+    answers_unavailable(guarded_set.url.partition("?")[0] + query, SETTINGS)
     assert caplog.text and PRIMARY not in caplog.text and WATCHERS not in caplog.text

@@ -25,7 +25,7 @@ from urllib.parse import unquote_plus
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from redis.sentinel import Sentinel, SentinelManagedConnection
+from redis.sentinel import Sentinel, SentinelManagedConnection, SentinelManagedSSLConnection
 from redis.utils import str_if_bytes
 
 from murmur_wsgi.hub.store import cluster_url, redis_cluster, sentinel_url
@@ -93,7 +93,7 @@ class _PooledCheck:
     message heard).
     """
 
-    stale = False       # a connection to a primary of the past (``_SentinelConnection``)
+    stale = False       # a connection to a primary of the past (``_SentinelManaged``)
 
     def can_read(self, timeout: float = 0) -> bool:
         reader = getattr(self._parser, "_reader", None)          # hiredis's reader
@@ -118,7 +118,7 @@ class _UnixConnection(_PooledCheck, redis.UnixDomainSocketConnection):
     pass
 
 
-class _SentinelConnection(_PooledCheck, SentinelManagedConnection):
+class _SentinelManaged(_PooledCheck):
     """A connection to the primary the sentinels name, with two of redis-py's gaps closed.
 
     - The pool connects its connections as it lends them; ``Commands``' connect at
@@ -176,9 +176,18 @@ class _SentinelConnection(_PooledCheck, SentinelManagedConnection):
                                      **kwargs)
 
 
+class _SentinelConnection(_SentinelManaged, SentinelManagedConnection):
+    pass
+
+
+class _SentinelSSLConnection(_SentinelManaged, SentinelManagedSSLConnection):
+    """``_SentinelManaged`` over TLS (``rediss-sentinel://``)."""
+
+
 _CLASSES = {redis.Connection: _Connection, redis.SSLConnection: _SSLConnection,
             redis.UnixDomainSocketConnection: _UnixConnection,
-            SentinelManagedConnection: _SentinelConnection}
+            SentinelManagedConnection: _SentinelConnection,
+            SentinelManagedSSLConnection: _SentinelSSLConnection}
 
 
 def connect(url: str, timeout_secs: float,
@@ -190,7 +199,8 @@ def connect(url: str, timeout_secs: float,
     ``MaxConnectionsError``.
 
     ``redis-cluster://…`` (``redis_cluster``): a ``RedisCluster``.
-    ``redis-sentinel://…`` (``sentinel_url``): the primary the sentinels name. Its
+    ``redis-sentinel://…`` (``sentinel_url``; ``rediss-sentinel://`` over TLS to the
+    sentinels and the primary): the primary the sentinels name. Its
     connections (``SentinelManagedConnection``) ask the sentinels at each connect, so
     one that failed reconnects to the primary of now; one still open to a demoted
     primary fails its next write with READONLY, which it raises as ``ConnectionError``
@@ -224,10 +234,11 @@ def _sentinel_client(parts, timeout_secs: float, settings: dict) -> redis.Redis:
                                          "socket_connect_timeout": share,
                                          "max_connections": 2 * settings["max_connections"],
                                          "username": parts.sentinel_username,
-                                         "password": parts.sentinel_password})
+                                         "password": parts.sentinel_password,
+                                         **parts.tls})
     return watchers.master_for(parts.service, connection_pool_class=WaitingSentinelPool,
                                db=parts.db, username=parts.username,
-                               password=parts.password, **settings)
+                               password=parts.password, **parts.tls, **settings)
 
 
 class RedisConnection:

@@ -254,7 +254,7 @@ class Commands:
 
     def _take(self):
         """An idle connection, else ``_another()``; one to a primary of the past is closed
-        first (its next command connects anew: ``redis_client._SentinelConnection``)."""
+        first (its next command connects anew: ``redis_client._SentinelManaged``)."""
         if self._turns.waiting:
             conn = self._another()                 # behind those waiting
         else:
