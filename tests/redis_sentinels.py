@@ -13,7 +13,10 @@ starts them in a quarter of a second instead of a second (see ``start``). ``pass
 the primary's and replica's ``requirepass`` (the URL's userinfo); ``sentinel_password``:
 the sentinels' own (the URL's ``sentinel_password=``). ``tls`` (an Authority of
 tests/tls_util.py): every node and sentinel on TLS only, replication and the sentinels'
-own links too; ``url`` is then ``rediss-sentinel://…?ssl_ca_certs=…``.
+own links too; ``url`` is then ``rediss-sentinel://…?ssl_ca_certs=…``. ``tls_host``: the
+only name their certificates are for (not the 127.0.0.1 they are reached at);
+``mutual``: each asks a client certificate (``tls-auth-clients yes``), ``client_cert`` the
+``(cert, key)`` files of one the authority issued.
 """
 from __future__ import annotations
 
@@ -46,8 +49,12 @@ class SentinelSet:
 
     def __init__(self, directory: Path, sentinels: int = 3, down_after_ms: int = 1000,
                  quick: bool = False, password: str | None = None,
-                 sentinel_password: str | None = None, tls=None):
+                 sentinel_password: str | None = None, tls=None, tls_host: str | None = None,
+                 mutual: bool = False):
         self.tls = tls                              # a tests.tls_util.Authority: TLS only
+        self.tls_host = tls_host                    # the only name the certificates are for
+        self.mutual = mutual                        # a client certificate asked
+        self.client_cert = tls.issue("hub") if mutual else None
         self.password = password                    # the primary's and replica's requirepass
         self.sentinel_password = sentinel_password  # the sentinels' own requirepass
         self.directory = Path(directory)
@@ -74,16 +81,19 @@ class SentinelSet:
     @property
     def _client_tls(self) -> dict:
         """redis-py's settings of a client of the set's nodes (TLS, verified)."""
-        return {"ssl": True, "ssl_ca_certs": self.tls.ca_file} if self.tls else {}
+        if self.tls is None:
+            return {}
+        cert, key = self.client_cert or (None, None)
+        return {"ssl": True, "ssl_ca_certs": self.tls.ca_file, "ssl_certfile": cert,
+                "ssl_keyfile": key, **({"ssl_check_hostname": False} if self.tls_host else {})}
 
     def _tls_options(self, port: int) -> list[str]:
         """A node's or sentinel's options: TLS only on ``port``, its own links too."""
         if self.tls is None:
             return []
-        cert, key = self.tls.issue()
-        return ["--port", "0", "--tls-port", str(port), "--tls-replication", "yes",
-                "--tls-cert-file", cert, "--tls-key-file", key,
-                "--tls-ca-cert-file", self.tls.ca_file, "--tls-auth-clients", "optional"]
+        return [*self.tls.server_options(port, self.tls_host,
+                                         "yes" if self.mutual else "optional"),
+                "--tls-replication", "yes"]
 
     def _data_node(self, extra: list[str], port: int | None = None) -> _Node:
         """The primary or a replica: its password asked, and given to its primary."""

@@ -142,11 +142,8 @@ class Cluster:
     def _tls_options(self, port: int) -> list[str]:
         if self.tls is None:
             return []
-        cert, key = self.tls.issue(self.tls_host, elsewhere=True) if self.tls_host else \
-            self.tls.issue()
-        return ["--port", "0", "--tls-port", str(port), "--tls-cluster", "yes",
-                "--tls-replication", "yes", "--tls-cert-file", cert, "--tls-key-file", key,
-                "--tls-ca-cert-file", self.tls.ca_file, "--tls-auth-clients", "optional"]
+        return [*self.tls.server_options(port, self.tls_host), "--tls-cluster", "yes",
+                "--tls-replication", "yes"]
 
     def _client_auth(self) -> dict:
         if self.tls is None:

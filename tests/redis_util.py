@@ -46,10 +46,7 @@ class RedisServer:
     def _options(self) -> list[str]:
         if self.tls is None:
             return ["--port", str(self.port)]
-        cert, key = self.tls.issue()
-        return ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", cert,
-                "--tls-key-file", key, "--tls-ca-cert-file", self.tls.ca_file,
-                "--tls-auth-clients", "optional"]
+        return self.tls.server_options(self.port)
 
     def _client_kwargs(self) -> dict:
         kwargs = dict(self.auth, port=self.port)

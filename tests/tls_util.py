@@ -3,7 +3,8 @@ project's own): no openssl CLI.
 
 ``Authority(directory, name)`` is a CA (``ca_file``) that ``issue`` signs certificates with:
 a server's for 127.0.0.1 and localhost, or a client's (mutual TLS), each a
-``(cert file, key file)`` pair of PEM files in ``directory``.
+``(cert file, key file)`` pair of PEM files in ``directory``. ``server_options`` are a
+redis-server's on TLS only, with a certificate it issued.
 """
 from __future__ import annotations
 
@@ -56,3 +57,13 @@ class Authority:
                                                serialization.PrivateFormat.PKCS8,
                                                serialization.NoEncryption()))
         return str(cert_file), str(key_file)
+
+    def server_options(self, port: int, host: str | None = None,
+                       clients: str = "optional") -> list[str]:
+        """redis-server's options for TLS only on ``port``: a certificate for 127.0.0.1 and
+        localhost (``host``: for that name only), clients' certificates ``clients``
+        (``tls-auth-clients``: optional, or yes for mutual TLS)."""
+        cert, key = self.issue(host, elsewhere=True) if host else self.issue()
+        return ["--port", "0", "--tls-port", str(port), "--tls-cert-file", cert,
+                "--tls-key-file", key, "--tls-ca-cert-file", self.ca_file,
+                "--tls-auth-clients", clients]

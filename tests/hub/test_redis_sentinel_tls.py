@@ -59,6 +59,7 @@ def test_the_url_gives_redis_py_tls_to_the_sentinels_and_the_primary(tmp_path):
         sentinel = pool.sentinel_manager.sentinels[0].connection_pool
         assert sentinel.connection_class.__name__ == "SSLConnection"
         assert sentinel.connection_kwargs["ssl_ca_certs"] == ca
+        assert sentinel.max_connections == 2 * pool.max_connections    # their own bound
     finally:
         release(client)
 
@@ -131,3 +132,32 @@ def test_tls_sentinels_asked_with_a_wrong_ca_or_without_tls_answer_32603(tls_set
         url = url.replace("rediss-sentinel://", "redis-sentinel://")
     answers_unavailable(url, SETTINGS)
     assert caplog.text and PRIMARY not in caplog.text
+
+
+def test_tls_sentinels_whose_certificates_name_another_host_answer_32603(tmp_path, authority,
+                                                                         caplog):
+    """The host each is reached at is checked, as ``rediss://`` checks it."""
+    elsewhere = SentinelSet(tmp_path / "elsewhere", quick=True, tls=authority,
+                            tls_host="redis.example").start()
+    try:
+        answers_unavailable(elsewhere.url, SETTINGS)
+    finally:
+        elsewhere.stop_soon()
+    assert caplog.text
+
+
+def test_mutual_tls_presents_the_hubs_certificate_to_sentinels_and_primary(tmp_path,
+                                                                            authority):
+    mutual = SentinelSet(tmp_path / "mutual", quick=True, tls=authority, mutual=True).start()
+    try:
+        answers_unavailable(mutual.url, SETTINGS)       # no certificate: refused
+        cert, key = mutual.client_cert
+        hub = create_hub(hub_config(store=f"{mutual.url}&ssl_certfile={cert}"
+                                          f"&ssl_keyfile={key}", redis=dict(SETTINGS)))
+        try:
+            task = HubClient(hub).send("with the hub's certificate")
+            assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        finally:
+            close_hub(hub)
+    finally:
+        mutual.stop_soon()
