@@ -14,6 +14,7 @@ import pytest
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store.redis_client import connect, release
+from murmur_wsgi.hub.store.redis_pool import WaitingSentinelPool
 from murmur_wsgi.hub.store.sentinel_url import parse
 from tests.hub.conftest import HubClient, close_hub, hub_config, send_params
 from tests.hub.sentinel_util import answers_unavailable, serves_across_a_failover
@@ -54,6 +55,7 @@ def test_the_url_gives_redis_py_tls_to_the_sentinels_and_the_primary(tmp_path):
     client = connect(f"rediss-sentinel://h:1/murmur/0?ssl_ca_certs={ca}", 1.0)
     try:
         pool = client.connection_pool
+        assert isinstance(pool, WaitingSentinelPool)                   # bounded, waiting
         assert pool.connection_class.__name__ == "_SentinelSSLConnection"
         assert pool.connection_kwargs["ssl_ca_certs"] == ca
         sentinel = pool.sentinel_manager.sentinels[0].connection_pool
