@@ -12,9 +12,15 @@ served, none, and the longest 0.2 s (the 7 callers ahead, 2 at a time, 50 ms eac
 from __future__ import annotations
 
 import math
+import os
+import signal
+import threading
 
 import pytest
+from redis.exceptions import MaxConnectionsError
 
+from murmur_wsgi.hub.store.redis_pool import WaitingPool
+from tests.hub.conftest import wait_until
 from tests.hub.pool_util import in_gevent_worker, lender, overload
 from tests.redis_util import RedisServer
 
@@ -55,3 +61,45 @@ def test_the_longest_wait_is_the_callers_ahead_times_the_hold(ticking, kind, gev
     found = _overloaded(kind, ticking.url, gevent)
     ahead = math.ceil((CALLERS - 1) / BOUND) * HOLD
     assert found["longest"] < 1.5 * ahead, found
+
+
+def test_a_waiter_connecting_keeps_no_later_one_from_a_connection_given_back(tmp_path):
+    """Two callers wait for one of the 2 connections in use. The first is lent one that
+    must connect again (its command had failed) while Redis does not answer (stopped:
+    the connect stalls); the other connection, open, is given back meanwhile. Before, the
+    first connected in its turn: the second waited its whole 1 s and was refused while that
+    connection lay idle; now it is lent it at once."""
+    server = RedisServer(tmp_path / "stalled").start()
+    pool = WaitingPool.from_url(server.url, max_connections=2, timeout=1.0,
+                                socket_timeout=10, socket_connect_timeout=10)
+    outcome: dict = {}
+
+    def waiter(name):
+        try:
+            outcome[name] = pool.get_connection()
+        except MaxConnectionsError:
+            outcome[name] = None
+    first, second = (threading.Thread(target=waiter, args=(name,)) for name in "ab")
+    held, failed = pool.get_connection(), pool.get_connection()
+    stopped = False
+    try:
+        first.start()
+        wait_until(lambda: pool.waiting == 1)
+        second.start()
+        wait_until(lambda: pool.waiting == 2)
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        stopped = True
+        failed.disconnect()
+        pool.release(failed)                    # the first is lent it, and connects it
+        wait_until(lambda: not pool._available_connections)
+        pool.release(held)
+        wait_until(lambda: "b" in outcome)
+        assert outcome["b"] is held
+    finally:
+        if stopped:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        first.join(10)
+        second.join(10)
+        pool.disconnect()
+        server.stop()
+    assert outcome["a"] is failed

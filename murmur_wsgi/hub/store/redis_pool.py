@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 
 from redis.connection import ConnectionPool
 from redis.exceptions import MaxConnectionsError
@@ -33,8 +34,11 @@ class _Waits:
     ``timeout`` seconds for one when they all are (see the module), first come, first
     served (``turns.Turns``): a caller that finds others waiting waits behind them, and a
     connection given back (``release``), or every one let go (``reset``), goes to the
-    oldest waiter. The common case, a connection free and nobody waiting, takes no lock
-    of these."""
+    oldest waiter. A waiter connects the one it is lent once out of the queue
+    (``ensure_connection``, skipped for the threads in ``_unconnected``): a connect that
+    lasts (a Redis that does not answer yet) keeps the next waiter from none given back
+    meanwhile. The common case, a connection free and nobody waiting, takes no lock of
+    these."""
 
     def __init__(self, *args, timeout: float = WAIT_SECS,
                  max_connections: int = MAX_CONNECTIONS, **kwargs):
@@ -47,6 +51,7 @@ class _Waits:
         fork (``_checkpid``), the waiters' queue is made anew (``Turns``)."""
         if self._waits_pid != os.getpid():
             self._turns = Turns()
+            self._unconnected: set[int] = set()     # threads taking one not to connect yet
             self._waits_pid = os.getpid()
         super().reset()
         self._turns.tell()
@@ -57,10 +62,15 @@ class _Waits:
             found = self._lent(args, kwargs)
             if found is not None:
                 return found
-        found = self._turns.wait(functools.partial(self._lent, args, kwargs), self.timeout)
+        found = self._turns.wait(functools.partial(self._reserved, args, kwargs), self.timeout)
         if found is None:
             raise MaxConnectionsError(
                 f"every connection of the pool is in use ({self.max_connections})")
+        try:
+            self.ensure_connection(found)           # out of the queue: the next one is served
+        except BaseException:
+            self.release(found)                     # as redis-py's own does
+            raise
         return found
 
     def _lent(self, args, kwargs):
@@ -69,6 +79,20 @@ class _Waits:
             return super().get_connection(*args, **kwargs)
         except MaxConnectionsError:
             return None
+
+    def _reserved(self, args, kwargs):
+        """``_lent``'s, not connected yet (its caller connects it), or None."""
+        ident = threading.get_ident()
+        self._unconnected.add(ident)
+        try:
+            return self._lent(args, kwargs)
+        finally:
+            self._unconnected.discard(ident)
+
+    def ensure_connection(self, connection) -> None:
+        """redis-py's (connect, and check the connection is ready), but in ``_reserved``."""
+        if threading.get_ident() not in self._unconnected:
+            super().ensure_connection(connection)
 
     @property
     def waiting(self) -> int:
