@@ -93,8 +93,15 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
         return body
     if not environ.get("wsgi.input_terminated"):
         return b""
+    body = b""
     try:
-        body = stream.read(max_bytes + 1)       # one byte past the limit tells it is passed
+        # One byte past the limit tells it is passed. A read may give fewer bytes than
+        # asked (a host's wrapper of the input): only an empty one is the end.
+        while len(body) <= max_bytes:
+            more = stream.read(max_bytes + 1 - len(body))
+            if not more:
+                break
+            body += more
     except Exception as ex:  # noqa: BLE001 - the server's parser's own errors (gunicorn's)
         logger.info("refused a chunked request body that cannot be read: %s", ex)
         raise BodyUnreadable(str(ex) or type(ex).__name__) from ex
