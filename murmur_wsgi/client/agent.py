@@ -37,7 +37,7 @@ import requests
 
 from murmur_wsgi import __version__
 from murmur_wsgi.client.errors import HttpRefusal, ProtocolError
-from murmur_wsgi.client.http import JsonRpcHttp
+from murmur_wsgi.client.http import JsonRpcHttp, media_type
 from murmur_wsgi.client.deadline import new_session
 from murmur_wsgi.client.card import (agent_urls, card_endpoint, door_url,  # noqa: F401
                                      is_door, same_origin)
@@ -226,8 +226,7 @@ class A2AClient(PushConfigs, JsonRpcHttp):
         request_id, body = self._body(method, params)
         response, _ = self._request("POST", self.endpoint, data=body, headers=hdrs,
                                     stream=True, timeout=timeout)
-        if response.status_code == 200 and \
-                response.headers.get("Content-Type", "").startswith("text/event-stream"):
+        if response.status_code == 200 and media_type(response) == "text/event-stream":
             return response, request_id
         data = self._read(response, timeout[1])
         self._answer(response, data, request_id)    # a refusal is one JSON body: raise it

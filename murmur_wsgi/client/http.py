@@ -49,6 +49,13 @@ def unsendable(headers: dict) -> list[str]:
             if isinstance(value, str) and value and not _SENDABLE.fullmatch(value)]
 
 
+def media_type(response) -> str:
+    """The media type of ``response``'s Content-Type, lowercased (media types are
+    case-insensitive, RFC 9110, section 8.3.1; parameters dropped): "" without one."""
+    content_type = response.headers.get("Content-Type") or ""
+    return content_type.partition(";")[0].strip(" \t").lower()
+
+
 def other_request(body: dict, request_id: int) -> str | None:
     """None when JSON-RPC response ``body`` answers request ``request_id`` (its id is that
     number, or null on an error: JSON-RPC 2.0's answer to a request whose id the server
@@ -248,9 +255,8 @@ class JsonRpcHttp:
         media type in any case): any other content type (a proxy's HTML error page), or
         none, is a ``ProtocolError`` naming the status and the content type, whatever the
         body holds."""
-        content_type = response.headers.get("Content-Type")
-        media_type = (content_type or "").partition(";")[0].strip(" \t").lower()
-        if media_type != "application/json":
+        if media_type(response) != "application/json":
+            content_type = response.headers.get("Content-Type")
             said = "no Content-Type" if content_type is None \
                 else f"Content-Type {content_type[:100]!r}"
             raise ProtocolError(f"{self.noun} at {self.url} answered HTTP "

@@ -43,10 +43,10 @@ ACK = frame("connection-ack", role="observer", conversationMode="stateless")
 CLOSED = frame("capsule-closed")
 
 
-def sse(*events, end="close"):
+def sse(*events, end="close", content_type="text/event-stream"):
     """An SSE answer: ``(id or None, result)`` pairs or ``":comment"`` strings, then ``end``."""
     def answer(environ, start_response, request_id, release):
-        start_response("200 OK", [("Content-Type", "text/event-stream")])
+        start_response("200 OK", [("Content-Type", content_type)])
 
         def body():
             for event in events:
@@ -169,6 +169,27 @@ def test_a_task_that_ended_while_away_is_fetched(scripted):
     assert stream.ended == "terminal" and stream.state == "TASK_STATE_COMPLETED"
     assert script.calls == [("SendStreamingMessage", None), ("SubscribeToTask", "7"),
                             ("GetTask", None)]
+
+
+@pytest.mark.parametrize("content_type", ["Text/Event-Stream; charset=UTF-8",
+                                          "TEXT/EVENT-STREAM", "text/event-stream ;x=1"])
+def test_a_stream_of_text_event_stream_in_any_case_is_read(scripted, content_type):
+    """Media types are case-insensitive (RFC 9110, section 8.3.1): ``Text/Event-Stream``
+    was refused as "not application/json: not a JSON-RPC answer"."""
+    client, _ = scripted(SendStreamingMessage=[
+        sse((None, task()), (1, status("TASK_STATE_COMPLETED")), content_type=content_type)])
+    stream = client.stream("hi")
+    assert [e.id for e in stream] == [None, 1]
+    assert stream.state == "TASK_STATE_COMPLETED"
+
+
+def test_a_stream_of_another_media_type_is_refused(scripted):
+    """``text/event-streamer`` is not ``text/event-stream``: it was read as a stream."""
+    client, _ = scripted(SendStreamingMessage=[
+        sse((None, task()), (1, status("TASK_STATE_COMPLETED")),
+            content_type="text/event-streamer")])
+    with pytest.raises(ProtocolError, match="text/event-streamer"):
+        list(client.stream("hi"))
 
 
 def test_a_stream_that_never_comes_back_breaks(scripted):
