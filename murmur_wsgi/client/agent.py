@@ -283,7 +283,7 @@ class A2AClient(PushConfigs, JsonRpcHttp):
         if isinstance(result, dict) and isinstance(result.get("task"), dict):
             return self._task("SendMessage", result["task"])
         if isinstance(result, dict) and isinstance(result.get("message"), dict):
-            return result["message"]
+            return self._message("SendMessage", result["message"])
         raise ProtocolError(f"{self.noun} at {self.url} answered SendMessage with neither a task "
                             "nor a message", url=self.url)
 

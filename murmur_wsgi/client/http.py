@@ -226,6 +226,15 @@ class JsonRpcHttp:
                                 f"{type(result).__name__}, not an object", url=self.url)
         return result
 
+    def _message(self, method: str, result) -> dict:
+        """``result``, a message: an object with ``parts``; else a ProtocolError, as a
+        message without them says nothing (and reads as neither a task nor a message)."""
+        message = self._object(method, result)
+        if "parts" not in message:
+            raise ProtocolError(f"{self.noun} at {self.url} answered {method} with a message "
+                                "without parts", url=self.url)
+        return message
+
     def _task(self, method: str, result) -> dict:
         """``result``, a task: an object whose ``id`` (when given) is a string and whose
         ``status`` is an object whose ``state`` is a string; else a ProtocolError, as a task

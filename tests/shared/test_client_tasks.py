@@ -150,3 +150,19 @@ def test_send_no_wait_answered_with_a_message_prints_it(cli_env, capsys):
         assert main(["send", "hi", "--no-wait", "--url", door.url, "--timeout", str(WAIT)]) == 0
     assert capsys.readouterr() == ("hello\n", "")
 
+
+
+def test_the_library_refuses_a_message_without_parts():
+    """SendMessage's answer at once, a message, carries its parts: the library returned one
+    without them as it came, and only the CLI refused it (as "a task without a status")."""
+    with answering({"message": {"role": "ROLE_AGENT"}}) as door, \
+            A2AClient(door.url, timeout=WAIT) as client:
+        with pytest.raises(ProtocolError, match="answered SendMessage with a message without "
+                                                "parts"):
+            client.send("hi")
+
+
+@pytest.mark.parametrize("argv", [("send", "hi"), ("send", "hi", "--no-wait")])
+def test_send_of_a_message_without_parts_is_exit_2(cli_env, capsys, argv):
+    assert "SendMessage with a message without parts" in refused(
+        list(argv), {"message": {"role": "ROLE_AGENT"}}, capsys)
