@@ -1,0 +1,144 @@
+"""Two doors and a hub mounted in one Flask site (Werkzeug's ``DispatcherMiddleware``), and
+the host stacks around them: each application keeps its own tasks, credentials, counts and
+cards; a host that read the body first, or buffers the answer, gets a clear answer."""
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from flask import Flask
+from werkzeug.middleware.dispatcher import DispatcherMiddleware
+
+from murmur_wsgi import create_app
+from murmur_wsgi.door.app import live_doors
+from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.app import live_hubs
+from murmur_wsgi.uris import CARD_PATH
+from tests.conftest import V1
+from tests.hub.conftest import KEY_A, close_hub, hub_config, send_params
+from tests.sse_util import EXT, msg
+
+AUTH = {"scheme": "bearer", "credentials": {}}
+HUB_CARD = "/hub/a2a/v1/agents/echo/.well-known/agent-card.json"
+
+
+def door(name: str):
+    return create_app({"name": name, "version": "1.0.0", "network": {"authentication": AUTH},
+                       "observability": {"metrics": True, "access_log": True}})
+
+
+@pytest.fixture
+def site():
+    doors = {"/a": door("alpha"), "/b": door("beta")}
+    hub = create_hub(hub_config(mount_path="/hub"))
+    flask_site = Flask(__name__)
+    flask_site.wsgi_app = DispatcherMiddleware(flask_site.wsgi_app, {**doors, "/hub": hub})
+    flask_site.apps = {**doors, "/hub": hub}
+    yield flask_site
+    for mounted in doors.values():
+        mounted.close()
+    close_hub(hub)
+
+
+def bearer(mounted) -> dict:
+    return {**V1, "Authorization": f"Bearer {mounted.tokens.tokens['operator']}"}
+
+
+def rpc(method: str, params: dict) -> dict:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+def sent(mounted_at: str, site) -> int:
+    """SendMessage calls the door mounted at ``mounted_at`` counted on its /metrics page."""
+    page = site.test_client().get(mounted_at + "/metrics",
+                                  headers=bearer(site.apps[mounted_at])).get_data(as_text=True)
+    return sum(int(float(line.rpartition(" ")[2])) for line in page.splitlines()
+               if line.startswith("murmur_requests_total{") and 'method="SendMessage"' in line)
+
+
+def test_two_doors_and_a_hub_keep_their_own_tasks_credentials_counts_and_cards(site, caplog):
+    client, apps = site.test_client(), site.apps
+    caplog.set_level(logging.INFO, logger="murmur_wsgi.access")
+    urls = [client.get(path + CARD_PATH).get_json()["supportedInterfaces"][0]["url"]
+            for path in ("/a", "/b")]
+    hub_card = client.get(HUB_CARD, headers={"X-API-Key": KEY_A}).get_json()
+    assert urls + [hub_card["supportedInterfaces"][0]["url"]] == [
+        "http://localhost/a", "http://localhost/b", "https://hub.example.com/hub/a2a/v1/agents/echo"]
+    answer = client.post("/b", json=rpc("SendMessage", msg("to beta")), headers=bearer(apps["/b"]))
+    task_id = answer.get_json()["result"]["task"]["id"]
+    # beta's task is not alpha's, alpha's token is not beta's, and only beta counted it.
+    assert client.post("/a", json=rpc("GetTask", {"id": task_id}),
+                       headers=bearer(apps["/a"])).get_json()["error"]["code"] == -32001
+    assert client.post("/b", json=rpc("ListTasks", {}),
+                       headers=bearer(apps["/a"])).status_code == 401
+    assert (sent("/a", site), sent("/b", site)) == (0, 1)
+    hub_task = client.post("/hub/a2a/v1/agents/echo", json=rpc("SendMessage", send_params("hub")),
+                           headers={**V1, "X-API-Key": KEY_A}).get_json()["result"]["task"]
+    assert client.post("/b", json=rpc("GetTask", {"id": hub_task["id"]}),
+                       headers=bearer(apps["/b"])).get_json()["error"]["code"] == -32001
+    assert {apps["/a"], apps["/b"]} <= set(live_doors()) and apps["/hub"] in live_hubs()
+    # Each door's access records name the path it was mounted at.
+    paths = {record.murmur["path"] for record in caplog.records if record.name.endswith("access")}
+    assert {"/a/metrics", "/b", "/a"} <= paths
+
+
+def test_a_stream_flows_through_the_mount_and_its_end_releases_it(site):
+    client, alpha = site.test_client(), site.apps["/a"]
+    with client.post("/a", json=rpc("SendStreamingMessage", msg("/stream 3")),
+                     headers={**bearer(alpha), **EXT}) as response:
+        assert response.mimetype == "text/event-stream"
+        first = next(response.response)
+        assert first.startswith(b"data: ") and alpha.session.ring.streams == 1
+    assert alpha.session.ring.streams == 0 and alpha.active.count == 0
+
+
+def reads_the_body_first(app):
+    """A host's middleware that reads the request's body and does not hand it back."""
+    def host(environ, start_response):
+        environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        return app(environ, start_response)
+    return host
+
+
+def test_a_body_the_host_read_first_is_answered_as_unreadable_and_logged(site, caplog):
+    """The body is gone before the application reads it: no task is made of nothing; the
+    door answers -32603 (its answer to a body it cannot read), the hub 400, and the log
+    says how many of the declared bytes came."""
+    client, host = site.test_client(), site.wsgi_app
+    site.wsgi_app = reads_the_body_first(host)
+    caplog.set_level(logging.INFO, logger="murmur_wsgi.serving.body")
+    door_answer = client.post("/a", json=rpc("SendMessage", msg("eaten")),
+                              headers=bearer(site.apps["/a"]))
+    hub_answer = client.post("/hub/a2a/v1/agents/echo", json=rpc("SendMessage",
+                                                                  send_params("eaten")),
+                             headers={**V1, "X-API-Key": KEY_A})
+    assert door_answer.get_json()["error"]["code"] == -32603
+    assert hub_answer.status_code == 400 and "ended after 0 of" in \
+        hub_answer.get_json()["error"]["message"]
+    assert sum("ended after 0 of" in record.getMessage() for record in caplog.records) == 2
+    site.wsgi_app = host
+    listed = client.post("/a", json=rpc("ListTasks", {}), headers=bearer(site.apps["/a"]))
+    assert listed.get_json()["result"]["tasks"] == []
+
+
+def buffers_the_answer(app):
+    """A host's middleware that writes an answer only once it has all of it."""
+    def host(environ, start_response):
+        body = app(environ, start_response)
+        try:
+            return [b"".join(body)]
+        finally:
+            body.close()
+    return host
+
+
+def test_a_stream_through_a_host_that_buffers_arrives_whole_when_it_ends(site):
+    client, alpha = site.test_client(), site.apps["/a"]
+    site.wsgi_app = buffers_the_answer(site.wsgi_app)
+    data = client.post("/a", json=rpc("SendStreamingMessage", msg("/stream 2")),
+                       headers={**bearer(alpha), **EXT}).get_data()
+    events = [json.loads(line[len(b"data: "):]) for line in data.split(b"\n")
+              if line.startswith(b"data: ")]
+    assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert alpha.session.ring.streams == 0 and alpha.active.count == 0
