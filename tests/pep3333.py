@@ -3,8 +3,9 @@
 ``Checked`` puts ``wsgiref.validate.validator`` around an application (it raises on a
 status, a header, an environ key, a ``wsgi.input`` call or an iterable the PEP forbids)
 and, around that, the checks a server makes that the validator does not: no hop-by-hop
-header (``Connection``: what wsgiref's own server refuses), ``start_response`` once
-(again only with ``exc_info``), no body past its Content-Length, and every body closed.
+header (``Connection``: what wsgiref's own server refuses), header values in latin-1,
+``start_response`` once (again only with ``exc_info``), no body past its Content-Length,
+and every body closed.
 Its ``Client`` is Werkzeug's test client; ``violations`` lists what went wrong.
 """
 from __future__ import annotations
@@ -21,6 +22,15 @@ BODY_WAYS = {"length": {"CONTENT_LENGTH": "LENGTH"},
              "length-in-spaces": {"CONTENT_LENGTH": " LENGTH "},
              "terminated": {"wsgi.input_terminated": True},
              "empty-length-terminated": {"CONTENT_LENGTH": "", "wsgi.input_terminated": True}}
+
+
+def _latin1(text: str) -> bool:
+    """Whether ``text`` is latin-1, as PEP 3333 asks of a header value."""
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _Counted:
@@ -68,6 +78,8 @@ class Checked:
             for name, value in headers:
                 if is_hop_by_hop(name):
                     self.violations.append(f"{status}: hop-by-hop header {name}")
+                if not value.isascii() and not _latin1(value):
+                    self.violations.append(f"{status}: {name} is not latin-1: {value!r}")
                 if name.lower() == "content-length":
                     answer["length"] = value
             return start_response(status, headers, exc_info)
