@@ -13,9 +13,10 @@ without its CRLF) or that ends before its last chunk cannot be read: the
 server's parser raises its own error (gunicorn's ``ParseException``, or its
 ``NoMoreData``), which ``read_body`` raises as ``BodyUnreadable``, the client's
 fault and not the application's. So does a body that ends before its
-Content-Length's bytes came (the client closed or reset its end, or the worker
-cut it at the body deadline): the request is incomplete (RFC 9112, section 8), and the
-servers hand the bytes that came as if they were all of it. So, before a byte
+Content-Length's bytes came (the client closed or reset its end, the worker
+cut it at the body deadline, or an input a host wraps raised its own error):
+the request is incomplete (RFC 9112, section 8), and the servers hand the bytes
+that came as if they were all of it. So, before a byte
 is read, does a body whose Transfer-Encoding does not end in chunked (``gzip``,
 ``chunked, gzip``): its length cannot be told, and the server must answer 400
 and close (RFC 9112, section 6.3). gunicorn refuses it before the application;
@@ -81,7 +82,10 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
                 if not more:
                     break
                 body += more
-        except OSError as ex:           # the client reset its connection (or timed out)
+        # The client reset its connection or timed out (OSError), or an input a host wraps
+        # said the body ended early its own way (Werkzeug's LimitedStream, Flask's
+        # request.stream: ClientDisconnected).
+        except Exception as ex:  # noqa: BLE001 - the input's failure is the client's body's
             logger.info("refused a request body whose connection failed after %d of its %d "
                         "bytes: %s", len(body), size, ex)
             raise BodyUnreadable(f"the body ended after {len(body)} of {size} bytes: "

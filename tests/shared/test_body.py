@@ -112,3 +112,18 @@ def test_a_terminated_body_read_in_several_reads_is_whole():
     assert read_body({"wsgi.input": _Dribble(body, 3), **terminated}, 100) == body
     assert read_body({"wsgi.input": _Dribble(b"x" * 100, 7), **terminated}, 100) == b"x" * 100
     assert read_body({"wsgi.input": _Dribble(b"x" * 101, 7), **terminated}, 100) is None
+
+
+def test_a_declared_body_whose_wrapped_input_raises_is_unreadable():
+    """A host may hand its own wrapper of the input (Flask's ``request.stream``, Werkzeug's
+    ``LimitedStream``), which says a body ended early with its own error
+    (``ClientDisconnected``): it went up as the application's failure (the hub answered
+    200 -32603 and logged a traceback "failed inside the hub"); it is the client's body that
+    ended early, as a connection reset is."""
+    from werkzeug.wsgi import LimitedStream
+
+    call = b'{"jsonrpc":"2.0","id":1,"method":"GetTask"}'
+    environ = {"wsgi.input": LimitedStream(io.BytesIO(call[:10]), len(call)),
+               "CONTENT_LENGTH": str(len(call))}
+    with pytest.raises(BodyUnreadable, match=f"ended after 10 of {len(call)} bytes"):
+        read_body(environ, 100)

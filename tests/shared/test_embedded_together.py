@@ -64,7 +64,8 @@ def test_two_doors_and_a_hub_keep_their_own_tasks_credentials_counts_and_cards(s
             for path in ("/a", "/b")]
     hub_card = client.get(HUB_CARD, headers={"X-API-Key": KEY_A}).get_json()
     assert urls + [hub_card["supportedInterfaces"][0]["url"]] == [
-        "http://localhost/a", "http://localhost/b", "https://hub.example.com/hub/a2a/v1/agents/echo"]
+        "http://localhost/a", "http://localhost/b",
+        "https://hub.example.com/hub/a2a/v1/agents/echo"]
     answer = client.post("/b", json=rpc("SendMessage", msg("to beta")), headers=bearer(apps["/b"]))
     task_id = answer.get_json()["result"]["task"]["id"]
     # beta's task is not alpha's, alpha's token is not beta's, and only beta counted it.
