@@ -46,6 +46,24 @@ def _final_coding(codings: str) -> str:
     return next((name for name in reversed(names) if name), "")
 
 
+def _read(stream, size: int, pieces: list) -> bytes:
+    """At most ``size`` bytes of ``stream``: read until they came or a read is empty, as a
+    server's read (or a host's wrapper of it) may give fewer bytes than asked. ``pieces``
+    holds what came before and comes (what is left when a read raises).
+
+    PERF: the pieces are joined once (one piece, the usual, is not copied): a body added
+    up read by read was copied whole at each read, 2 MiB in reads of 256 bytes in 0.5 to
+    0.9 s of CPU."""
+    came = sum(map(len, pieces))
+    while came < size:
+        more = stream.read(size - came)
+        if not more:
+            break
+        pieces.append(more)
+        came += len(more)
+    return b"".join(pieces)
+
+
 def read_body(environ: dict, max_bytes: int) -> bytes | None:
     """The request's body (``b""`` without one), or None when it is larger than ``max_bytes``."""
     stream = environ["wsgi.input"]
@@ -74,22 +92,20 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
             return None
         if size == 0:
             return b""
-        body = b""
+        pieces: list = []
         try:
             body = stream.read(size)
-            while len(body) < size:     # a server's read may give less: only an empty is the end
-                more = stream.read(size - len(body))
-                if not more:
-                    break
-                body += more
+            if 0 < len(body) < size:    # PERF: the usual one read calls nothing more
+                pieces.append(body)
+                body = _read(stream, size, pieces)
         # The client reset its connection or timed out (OSError), or an input a host wraps
         # said the body ended early its own way (Werkzeug's LimitedStream, Flask's
         # request.stream: ClientDisconnected).
         except Exception as ex:  # noqa: BLE001 - the input's failure is the client's body's
+            came = sum(map(len, pieces))
             logger.info("refused a request body whose connection failed after %d of its %d "
-                        "bytes: %s", len(body), size, ex)
-            raise BodyUnreadable(f"the body ended after {len(body)} of {size} bytes: "
-                                 f"{ex}") from ex
+                        "bytes: %s", came, size, ex)
+            raise BodyUnreadable(f"the body ended after {came} of {size} bytes: {ex}") from ex
         if len(body) < size:
             logger.info("refused a request body that ended after %d of its %d bytes",
                         len(body), size)
@@ -97,15 +113,8 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
         return body
     if not environ.get("wsgi.input_terminated"):
         return b""
-    body = b""
     try:
-        # One byte past the limit tells it is passed. A read may give fewer bytes than
-        # asked (a host's wrapper of the input): only an empty one is the end.
-        while len(body) <= max_bytes:
-            more = stream.read(max_bytes + 1 - len(body))
-            if not more:
-                break
-            body += more
+        body = _read(stream, max_bytes + 1, [])     # one byte past the limit: it is passed
     except Exception as ex:  # noqa: BLE001 - the server's parser's own errors (gunicorn's)
         logger.info("refused a chunked request body that cannot be read: %s", ex)
         raise BodyUnreadable(str(ex) or type(ex).__name__) from ex
