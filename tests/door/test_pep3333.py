@@ -10,7 +10,7 @@ import pytest
 from murmur_wsgi import create_app
 from murmur_wsgi.uris import CARD_PATH
 from tests.pep3333 import BODY_WAYS, Checked
-from tests.sse_util import EXT, msg
+from tests.sse_util import EXT, GateAgent, msg
 
 MANIFEST = {"name": "checked", "version": "0.1.0", "stream": {"heartbeat_secs": 0.2},
             "network": {"authentication": {"scheme": "bearer", "credentials": {}}},
@@ -22,12 +22,14 @@ MANIFEST = {"name": "checked", "version": "0.1.0", "stream": {"heartbeat_secs": 
 def checked(tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "a.txt").write_bytes(b"exported")
-    door = create_app(MANIFEST, workdir=str(tmp_path))
+    agent = GateAgent()                     # the demo agent; /gate holds its task
+    door = create_app(MANIFEST, agent, workdir=str(tmp_path))
     checked = Checked(door)
     checked.door = door
     checked.auth = {"Authorization": f"Bearer {door.tokens.tokens['operator']}",
                     "A2A-Version": "1.0"}
     yield checked
+    agent.gate.set()
     door.close()
 
 
@@ -86,13 +88,24 @@ def test_a_stream_read_to_its_end_or_dropped_is_closed_and_released(checked):
     assert whole.get_data().count(b"\ndata: ") + whole.get_data().startswith(b"data: ") >= 5
     whole.close()
     long = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "SendStreamingMessage",
-                       "params": msg("/stream 50")})
+                       "params": msg("/gate")})
     dropped = checked.client.post("/", data=long, headers=headers,
                                   content_type="application/json")
-    assert next(iter(dropped.response)).startswith(b"data: ")
+    first = next(iter(dropped.response)).partition(b"\n\n")[0]
+    task_id = json.loads(first.partition(b"data: ")[2])["result"]["task"]["id"]
     assert checked.door.session.ring.streams == 1
     dropped.close()
     assert checked.door.session.ring.streams == 0 and checked.door.active.count == 0
+    # The task, still held, followed (SubscribeToTask), and the door watched
+    # (murmur.WatchSession): each dropped after its first event.
+    for method, params in (("SubscribeToTask", {"id": task_id}), ("murmur.WatchSession", {})):
+        opened = checked.client.post("/", headers=headers, content_type="application/json",
+                                     data=json.dumps({"jsonrpc": "2.0", "id": 3,
+                                                      "method": method, "params": params}))
+        assert next(iter(opened.response)).startswith(b"data: "), method
+        assert checked.door.session.ring.streams == 1
+        opened.close()
+        assert checked.door.session.ring.streams == 0 and checked.door.active.count == 0
     checked.assert_sound()
 
 
