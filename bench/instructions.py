@@ -21,6 +21,10 @@ Scenarios: the bare app (``bench/bare_app.py``) and its Redis floor (the record 
 sends, and its answer), the door's held SendMessage, the hub's GetTask and blocking
 SendMessage on the memory store and on Redis (a redis-server this runner starts, as ``make
 bench`` does).
+``--tool cachegrind`` runs the served scenarios under valgrind's cachegrind instead: with
+their instructions, each one's simulated cache misses (first level, and one core's L2 as
+the last) and mispredicted branches per request, in a table of their own.
+
 Figures: docs/performance.md.
 """
 from __future__ import annotations
@@ -228,12 +232,28 @@ def _ratios(per: dict, chosen: list) -> list[tuple[str, float]]:
     return rows
 
 
+def _events_table(events: dict) -> None:
+    """cachegrind's events per served request: instructions, first-level misses
+    (instruction fetch, data read, data write), last-level ones (one core's L2:
+    ``LAST_LEVEL``), conditional and indirect branches and their mispredictions; and the
+    last level's misses added up."""
+    names = list(next(iter(events.values())))
+    print("\n| scenario | " + " | ".join(names) + " | last-level misses |")
+    print("|---|" + "---:|" * (len(names) + 1))
+    for name, per in events.items():
+        print(f"| {name} | " + " | ".join(f"{per[event]:,.0f}" for event in names)
+              + f" | {per['ILmr'] + per['DLmr'] + per['DLmw']:,.0f} |")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--calls", type=int, default=400,
                         help="calls of the shorter run (the longer makes 3 x as many)")
     parser.add_argument("-k", "--only", action="append", default=[],
                         help="scenarios whose name holds this (repeatable)")
+    parser.add_argument("--tool", choices=["callgrind", "cachegrind"], default="callgrind",
+                        help="cachegrind: the served scenarios' simulated cache misses and "
+                        "mispredicted branches per request too")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--total", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--redis-url", default="", help=argparse.SUPPRESS)
@@ -246,6 +266,7 @@ def main(argv=None) -> int:
     short = -(-args.calls // GREENLETS) * GREENLETS       # a multiple of the connections
     long = 3 * short
     per: dict[str, float] = {}
+    events: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="murmur-instructions-") as tmp:
         redis = None
         if any(SCENARIOS[n][1] for n in chosen):
@@ -262,8 +283,12 @@ def main(argv=None) -> int:
             for name in chosen:
                 url = redis.url if redis is not None else ""
                 if name in SERVED:
-                    low = count_served(valgrind, name, short, Path(tmp), url)
-                    high = count_served(valgrind, name, long, Path(tmp), url)
+                    low = count_served(valgrind, name, short, Path(tmp), url, args.tool)
+                    high = count_served(valgrind, name, long, Path(tmp), url, args.tool)
+                    if args.tool == "cachegrind":
+                        events[name] = {event: (high[event] - low[event]) / (long - short)
+                                        for event in high}
+                    low, high = low["Ir"], high["Ir"]
                 else:
                     low = count(valgrind, name, short, long, url)
                     high = count(valgrind, name, long, long, url)
@@ -283,6 +308,8 @@ def main(argv=None) -> int:
         print("|---|---|---:|")
         for a, b, what in rows:
             print(f"| {a} − {b} | {what} | {(per[a] - per[b]) / 1000:,.0f} K |")
+    if events:
+        _events_table(events)
     ratios = _ratios(per, chosen)
     if ratios:
         print("\nAs instructions of a served request: a served scenario's own count, another's "

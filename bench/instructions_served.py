@@ -20,6 +20,7 @@ kernel's part (the sockets, a round trip's wait) and Redis's own work are not.
 
 Each runs twice, with ``calls`` requests and three times as many after the same warm-up;
 the difference of the counts divided by the difference of the requests is per request.
+Under ``tool="cachegrind"`` the same, for each of its events (misses, branches).
 """
 from __future__ import annotations
 
@@ -41,6 +42,10 @@ from bench.run import FLOOR_GET, GET_UNKNOWN, HUB_CONFIG, HUB_KEY, HUB_PATH, SEN
 REPO = Path(__file__).resolve().parents[1]
 CONNECTIONS = 16
 WARM = 64                       # requests before the counted ones, the same in both runs
+# NOTE: cachegrind's last level as one core's L2 of this machine (1 MiB, 8-way, 64-byte
+# lines): the level a worker's working set spills out of. The last level valgrind reads
+# from this VM's CPU is 512 MiB, which nothing misses.
+LAST_LEVEL = "1048576,8,64"
 SERVED = {             # name: (what it measures, needs Redis)
     "gunicorn-bare-post": ("the bare app under gunicorn's gevent worker: the HTTP tier too",
                            False),
@@ -145,16 +150,21 @@ def _ready(port: int, proc: subprocess.Popen, deadline: float) -> None:
                 pass
 
 
-def count_served(valgrind: str, name: str, calls: int, workdir: Path, redis_url: str) -> int:
-    """The serving worker's instructions for the warm-up and ``calls`` requests."""
+def count_served(valgrind: str, name: str, calls: int, workdir: Path, redis_url: str,
+                 tool: str = "callgrind") -> dict:
+    """The serving worker's events for the warm-up and ``calls`` requests, by name: its
+    instructions (``Ir``) under callgrind; its simulated cache misses and mispredicted
+    branches too under ``tool="cachegrind"`` (``I1mr``, ``D1mr``, ``Bcm``, ...)."""
     from murmur_wsgi.groups import child_setup
 
     port = free_port()
     out = workdir / f"{name}-{calls}"
     out.mkdir()
     argv, env = _argv(name, port, redis_url, out)
-    argv = [valgrind, "--tool=callgrind", "--trace-children=yes",
-            f"--callgrind-out-file={out}/cg.%p", *argv]
+    options = ["--cache-sim=yes", "--branch-sim=yes", f"--LL={LAST_LEVEL}"] \
+        if tool == "cachegrind" else []
+    argv = [valgrind, f"--tool={tool}", *options, "--trace-children=yes",
+            f"--{tool}-out-file={out}/cg.%p", *argv]
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, preexec_fn=child_setup())  # dies with us
@@ -170,7 +180,12 @@ def count_served(valgrind: str, name: str, calls: int, workdir: Path, redis_url:
     finally:
         proc.terminate()
         proc.wait(timeout=300)
-    counts = [int(found.group(1)) for path in out.iterdir() if path.name.startswith("cg.")
-              for found in [re.search(r"^summary: (\d+)", path.read_text(errors="replace"),
-                                      re.M)] if found]
-    return max(counts)
+    counts = []                 # each process's events; the worker's has the most
+    for path in out.iterdir():
+        if path.name.startswith("cg."):
+            text = path.read_text(errors="replace")
+            names = re.search(r"^events: (.+)$", text, re.M)
+            found = re.search(r"^summary: (.+)$", text, re.M)
+            if names and found:
+                counts.append(dict(zip(names.group(1).split(), map(int, found.group(1).split()))))
+    return max(counts, key=lambda events: events["Ir"])
