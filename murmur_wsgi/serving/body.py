@@ -16,11 +16,13 @@ fault and not the application's. So does a body that ends before its
 Content-Length's bytes came (the client closed or reset its end, the worker
 cut it at the body deadline, or an input a host wraps raised its own error):
 the request is incomplete (RFC 9112, section 8), and the servers hand the bytes
-that came as if they were all of it. So, before a byte
-is read, does a body whose Transfer-Encoding does not end in chunked (``gzip``,
-``chunked, gzip``): its length cannot be told, and the server must answer 400
-and close (RFC 9112, section 6.3). gunicorn refuses it before the application;
-Werkzeug's server passes it (a Content-Length with it read as no body).
+that came as if they were all of it. (An input's error is the body's, whatever
+its type, but the process's own: memory or the stack ran out, which goes up as
+the application's failure.) So, before a byte is read, does a body whose
+Transfer-Encoding does not end in chunked (``gzip``, ``chunked, gzip``): its
+length cannot be told, and the server must answer 400 and close (RFC 9112,
+section 6.3). gunicorn refuses it before the application; Werkzeug's server
+passes it (a Content-Length with it read as no body).
 """
 from __future__ import annotations
 
@@ -33,6 +35,10 @@ logger = logging.getLogger(__name__)
 
 
 _DIGITS = re.compile(r"[0-9]+\Z")
+
+# What a read of the input may raise that is the server's and not the client's body's: the
+# process ran out of memory or stack (a wrapper's read of a large body, say).
+_SERVER_FAILURES = (MemoryError, RecursionError)
 
 
 class BodyUnreadable(ValueError):
@@ -98,6 +104,8 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
             if 0 < len(body) < size:    # PERF: the usual one read calls nothing more
                 pieces.append(body)
                 body = _read(stream, size, pieces)
+        except _SERVER_FAILURES:
+            raise
         # The client reset its connection or timed out (OSError), or an input a host wraps
         # said the body ended early its own way (Werkzeug's LimitedStream, Flask's
         # request.stream: ClientDisconnected).
@@ -115,6 +123,8 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
         return b""
     try:
         body = _read(stream, max_bytes + 1, [])     # one byte past the limit: it is passed
+    except _SERVER_FAILURES:
+        raise
     except Exception as ex:  # noqa: BLE001 - the server's parser's own errors (gunicorn's)
         logger.info("refused a chunked request body that cannot be read: %s", ex)
         raise BodyUnreadable(str(ex) or type(ex).__name__) from ex

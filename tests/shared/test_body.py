@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 
@@ -127,3 +128,58 @@ def test_a_declared_body_whose_wrapped_input_raises_is_unreadable():
                "CONTENT_LENGTH": str(len(call))}
     with pytest.raises(BodyUnreadable, match=f"ended after 10 of {len(call)} bytes"):
         read_body(environ, 100)
+
+
+class _Exhausted(io.RawIOBase):
+    """An input whose second read fails as the process does: out of memory or stack."""
+
+    def __init__(self, data: bytes, failure: BaseException):
+        self._data, self._failure, self._reads = io.BytesIO(data), failure, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        self._reads += 1
+        if self._reads > 1:
+            raise self._failure
+        chunk = self._data.read(min(len(buffer), 5))
+        buffer[:len(chunk)] = chunk
+        return len(chunk)
+
+
+@pytest.mark.parametrize("failure", [MemoryError, RecursionError])
+@pytest.mark.parametrize("way", [{"CONTENT_LENGTH": "43"}, {"wsgi.input_terminated": True}],
+                         ids=["content-length", "terminated"])
+def test_a_read_that_runs_out_of_memory_is_the_servers_failure(way, failure):
+    """Memory or the stack running out is the process's, not the client's body: it was
+    taken as a body that cannot be read (the hub answered 400 'the request body cannot be
+    read', logged at INFO), and goes up as the application's failure."""
+    call = b'{"jsonrpc":"2.0","id":1,"method":"GetTask"}'
+    with pytest.raises(failure):
+        read_body({"wsgi.input": _Exhausted(call, failure()), **way}, 100)
+
+
+def test_the_hub_answers_a_read_out_of_memory_as_its_own_failure(caplog):
+    """The hub's wire for it: 200 -32603 and a traceback logged, as any failure inside it;
+    it answered 400 -32600, blaming the client's body."""
+    from werkzeug.test import EnvironBuilder, run_wsgi_app
+
+    from murmur_wsgi.hub import create_hub
+    from tests.hub.conftest import KEY_A, close_hub, hub_config
+
+    call = b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"nope"}}'
+    hub = create_hub(hub_config())
+    builder = EnvironBuilder(path="/a2a/v1/agents/echo", method="POST", data=call,
+                             headers={"X-API-Key": KEY_A, "A2A-Version": "1.0"},
+                             content_type="application/json")
+    try:
+        environ = builder.get_environ()
+        environ["wsgi.input"] = _Exhausted(call, MemoryError())
+        body, status, _ = run_wsgi_app(hub, environ, buffered=True)
+        answer = json.loads(b"".join(body))
+    finally:
+        builder.close()
+        close_hub(hub)
+    assert (status, answer["error"]["code"]) == ("200 OK", -32603)
+    assert any(record.levelname == "ERROR" and record.exc_info for record in caplog.records)
