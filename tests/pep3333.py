@@ -4,8 +4,9 @@
 status, a header, an environ key, a ``wsgi.input`` call or an iterable the PEP forbids)
 and, around that, the checks a server makes that the validator does not: no hop-by-hop
 header (``Connection``: what wsgiref's own server refuses), header values in latin-1,
-``start_response`` once (again only with ``exc_info``), no body past its Content-Length,
-and every body closed.
+``start_response`` once (again only with ``exc_info``), no body past its Content-Length
+nor, read to its end, short of it (the client would wait for the rest), and every body
+closed.
 Its ``Client`` is Werkzeug's test client; ``violations`` lists what went wrong.
 """
 from __future__ import annotations
@@ -41,11 +42,13 @@ class _Counted:
         self._answer = answer
         self._checked = checked
         self._written = 0
+        self._ended = False
 
     def __iter__(self):
         for item in self._body:
             self._written += len(item)
             yield item
+        self._ended = True
 
     def close(self) -> None:
         answer = self._answer
@@ -54,6 +57,10 @@ class _Counted:
                 self._written > int(declared):
             self._checked.violations.append(
                 f"{answer['status']}: {self._written} bytes past Content-Length {declared}")
+        if declared is not None and answer["method"] != "HEAD" and self._ended and \
+                self._written < int(declared):
+            self._checked.violations.append(
+                f"{answer['status']}: {self._written} bytes short of Content-Length {declared}")
         self._checked.open_bodies -= 1
         self._body.close()
 
