@@ -68,13 +68,21 @@ def test_another_tenants_task_answers_as_one_nobody_has(hub):
     assert acme.result("GetTask", {"id": theirs["id"]}) == theirs
 
 
-@pytest.mark.parametrize("tenant", ["ACME", "acme.", "\uff41\uff43\uff4d\uff45", " acme",
+@pytest.mark.parametrize("tenant", ["ACME", "acme.", "\uff41\uff43\uff4d\uff45", "\xa0acme",
                                     "acme,globex", "globex"])
 def test_a_jwt_acts_only_for_the_tenants_it_names_exactly(hub, tenant):
     rpc = HubClient(hub, headers={"Authorization": "Bearer " + token(("acme",)),
                                   "X-Tenant-ID": tenant.encode().decode("latin-1")})
     response = rpc.call("ListTasks", {})
     assert (response.status_code, response.get_json()) == (401, {"error": "unauthenticated"})
+
+
+def test_a_tenant_header_is_read_without_the_whitespace_at_its_ends(hub):
+    """HTTP's whitespace (space, tab) at a header's ends is not its value (hub/auth.py):
+    " acme\t" names acme, as a server that strips it passes it on."""
+    rpc = HubClient(hub, headers={"Authorization": "Bearer " + token(("acme",)),
+                                  "X-Tenant-ID": " acme\t"})
+    assert rpc.call("ListTasks", {}).status_code == 200
 
 
 def test_ids_of_key_syntax_stay_in_their_tenants_keys(hub, store, request):
