@@ -136,6 +136,55 @@ def test_a_body_that_stops_is_cut_at_the_body_deadline(door):
     assert cuts(door)["body_timeout"] >= before + 1
 
 
+class Trickle:
+    """Send ``pieces`` on ``sock`` from a thread, one every ``gap`` seconds, as a slow
+    client does, until they run out or the server closes the connection."""
+
+    def __init__(self, sock: socket.socket, pieces, gap: float):
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._send, args=(sock, pieces, gap),
+                                        daemon=True)
+        self._thread.start()
+
+    def _send(self, sock, pieces, gap: float) -> None:
+        with contextlib.suppress(OSError):          # reset: the server closed the connection
+            for piece in pieces:
+                if self._stop.wait(gap):
+                    return
+                sock.sendall(piece)
+                self.sent += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_body_that_trickles_is_cut_at_the_body_deadline(door, chunked):
+    """A byte every 20 ms: each read of the body finds a byte, none waits long, and the
+    whole body (200 bytes) would take 4 s; the deadline counts from the end of the
+    headers, not from the last byte, and cuts it."""
+    before = cuts(door).get("body_timeout", 0)
+    body = b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"%s"}}' % (b"x" * 140)
+    head = post(b"", length=len(body))
+    if chunked:
+        head = head.replace(b"Content-Length: %d" % len(body), b"Transfer-Encoding: chunked")
+    pieces = [b"1\r\n%c\r\n" % byte if chunked else bytes([byte]) for byte in body]
+    with connect(door, timeout=BODY_SECS + MARGIN + 5) as sock:
+        started = time.monotonic()
+        sock.sendall(head)
+        trickle = Trickle(sock, pieces, 0.02)
+        try:
+            answer = until_closed(sock)
+            elapsed = time.monotonic() - started
+        finally:
+            trickle.stop()
+    assert answer == b"" and trickle.sent < len(body), (answer[:100], trickle.sent)
+    assert BODY_SECS - EARLY <= elapsed <= BODY_SECS + MARGIN, elapsed
+    assert cuts(door)["body_timeout"] >= before + 1
+
+
 def test_a_request_is_answered_through_a_flood_of_idle_connections(door):
     """More idle connections than worker_connections; a GetTask is still answered at once."""
     before = cuts(door).get("reserve", 0)
