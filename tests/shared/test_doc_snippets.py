@@ -1,0 +1,26 @@
+"""The docs' snippets that a reader copies whole read as their tools read them."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = sorted([REPO / "README.md", *REPO.glob("docs/*.md")])
+
+
+def blocks(language: str):
+    """Each fenced block of ``language`` in the docs: (its file and line, its text)."""
+    fence = re.compile(r"^( *)```" + re.escape(language) + r"\n(.*?)^\1```", re.M | re.S)
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        for found in fence.finditer(text):
+            yield f"{path.name}:{text.count(chr(10), 0, found.start()) + 1}", found.group(2)
+
+
+def test_systemd_units_carry_no_comment_after_a_value():
+    """systemd reads a comment only on a line of its own: ``KillMode=mixed  # …`` is the
+    value ``mixed  # …``, which it refuses (and ignores the setting)."""
+    trailing = [f"{where}: {line.strip()}" for where, text in blocks("ini")
+                for line in text.splitlines()
+                if re.match(r"\s*[A-Za-z]+=", line) and re.search(r"\s[#;]", line)]
+    assert trailing == []
