@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -99,6 +101,13 @@ def test_ask_pauses_input_required_and_the_reply_completes(doors):
     assert assert_gone(rpc.door, harness_pid(rpc.door, task["id"])) == 0
 
 
+def documented_task_lines() -> list[dict]:
+    """Each task line docs/harness.md shows, its elisions (``[…]``, ``{…}``) left empty."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "harness.md").read_text("utf-8")
+    return [json.loads(shown.replace("[…]", "[]").replace("{…}", "{}"))
+            for shown in re.findall(r'(\{"type":"task".*\})', text)]
+
+
 def test_the_task_line_is_what_the_door_documents(doors):
     rpc = doors(FAULTS + ["echo-task"])
     task = rpc.result("SendMessage", send_params("hi", contextId="ctx-a"))["task"]
@@ -106,6 +115,7 @@ def test_the_task_line_is_what_the_door_documents(doors):
     # NOTE: message and caller come after the first five keys.
     assert list(line) == ["type", "task_id", "context_id", "text", "session", "message",
                           "caller"]
+    assert [list(shown) for shown in documented_task_lines()] == [list(line)] * 3
     assert line["type"] == "task" and line["task_id"] == task["id"]
     assert line["context_id"] == "ctx-a"
     assert line["session"] == {"mode": "new", "id": None}
