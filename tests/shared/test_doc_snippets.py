@@ -24,3 +24,12 @@ def test_systemd_units_carry_no_comment_after_a_value():
                 for line in text.splitlines()
                 if re.match(r"\s*[A-Za-z]+=", line) and re.search(r"\s[#;]", line)]
     assert trailing == []
+
+
+def test_make_targets_take_their_options_as_variables():
+    """``make bench -r 3`` hands ``-r`` to make (no built-in rules) and asks it for a target
+    ``3``; the bench targets take their options in a variable (``BENCH_ARGS="-r 3"``)."""
+    flagged = [f"{path.name}: {found.group(0)}" for path in DOCS
+               for found in re.finditer(r"`make [\w-]+\s+-[^`]*`",
+                                        path.read_text(encoding="utf-8"))]
+    assert flagged == []
