@@ -33,3 +33,12 @@ def test_make_targets_take_their_options_as_variables():
                for found in re.finditer(r"`make [\w-]+\s+-[^`]*`",
                                         path.read_text(encoding="utf-8"))]
     assert flagged == []
+
+
+def test_nginx_sites_on_tls_name_their_certificate():
+    """nginx refuses a ``listen … ssl`` without a certificate: ``no "ssl_certificate" is
+    defined for the "listen ... ssl" directive``."""
+    bare = [where for where, text in blocks("nginx")
+            if re.search(r"^\s*listen [^;]*\bssl\b", text, re.M)
+            and not ("ssl_certificate " in text and "ssl_certificate_key " in text)]
+    assert bare == []
