@@ -3,7 +3,7 @@ names is one the manifest takes."""
 from __future__ import annotations
 
 from murmur_wsgi.door.manifest import ManifestSchema
-from tests.settings_docs import schema_keys, table_keys
+from tests.settings_docs import misdocumented_defaults, schema_keys, table_keys
 
 HEADING = "# The door's manifest"
 
@@ -14,3 +14,7 @@ def test_every_manifest_key_is_in_the_table():
 
 def test_the_table_names_only_manifest_keys():
     assert sorted(table_keys("manifest.md", HEADING) - schema_keys(ManifestSchema)) == []
+
+
+def test_the_table_gives_each_keys_default():
+    assert misdocumented_defaults("manifest.md", HEADING, ManifestSchema) == []

@@ -3,7 +3,7 @@ table names is one hub.yaml takes: an operator reads what the hub does with each
 from __future__ import annotations
 
 from murmur_wsgi.hub.config_schema import HubSchema
-from tests.settings_docs import schema_keys, table_keys
+from tests.settings_docs import misdocumented_defaults, schema_keys, table_keys
 
 WHOLE = frozenset({"pricing", "tenants"})      # documented as blocks
 
@@ -17,3 +17,7 @@ def test_the_table_names_only_settings():
     named = {key for key in table_keys("hub.md", "## Configuration (hub.yaml)")
              if key.split(".")[0] not in WHOLE}
     assert sorted(named - schema_keys(HubSchema, WHOLE)) == []
+
+
+def test_the_table_gives_each_settings_default():
+    assert misdocumented_defaults("hub.md", "## Configuration (hub.yaml)", HubSchema) == []
