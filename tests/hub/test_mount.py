@@ -2,8 +2,12 @@
 makes the cards announce the URLs the hub answers on, fetched and called through them."""
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -107,3 +111,24 @@ def test_an_internationalized_host_is_announced_in_its_ascii_form():
         app.close(0)
     assert card.get_json()["supportedInterfaces"][0]["url"] == (
         "https://xn--bcher-kva.example:8443/hub/a2a/v1/agents/echo")
+
+
+def test_docs_django_snippet_serves_the_hub_as_written(tmp_path):
+    """docs/deploy.md's Django mount, run as printed (its hub.yaml ours) in a process whose
+    environment names no Django settings, as a new project's gunicorn worker starts."""
+    text = (REPO / "docs" / "deploy.md").read_text(encoding="utf-8")
+    snippet = re.search(r"```python\n(# Django .*?)```", text, re.S).group(1)
+    (tmp_path / "hub.yaml").write_text(json.dumps(config("/hub")), encoding="utf-8")
+    snippet = snippet.replace("/etc/murmur/hub.yaml", str(tmp_path / "hub.yaml"))
+    probe = snippet + textwrap.dedent("""
+        from werkzeug.test import Client
+        card = Client(application).get("/hub/a2a/v1/agents/echo/.well-known/agent-card.json",
+                                       headers={"X-API-Key": %r})
+        print(card.status_code, card.get_json()["supportedInterfaces"][0]["url"])
+    """) % KEY
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(DJANGO_DIR), str(REPO)])
+    run = subprocess.run([sys.executable, "-c", probe], cwd=DJANGO_DIR, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["200", "https://example.com/hub/a2a/v1/agents/echo"]
