@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,3 +43,15 @@ def test_nginx_sites_on_tls_name_their_certificate():
             if re.search(r"^\s*listen [^;]*\bssl\b", text, re.M)
             and not ("ssl_certificate " in text and "ssl_certificate_key " in text)]
     assert bare == []
+
+
+def test_python_snippets_compile():
+    """Each Python block compiles as a module (an ``async with`` outside a coroutine does
+    not: a reader pasting it gets a SyntaxError)."""
+    refused = []
+    for where, text in blocks("python"):
+        try:
+            compile(textwrap.dedent(text), where, "exec")
+        except SyntaxError as ex:
+            refused.append(f"{where}: {ex.msg}")
+    assert refused == []
