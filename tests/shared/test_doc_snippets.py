@@ -5,6 +5,11 @@ import re
 import textwrap
 from pathlib import Path
 
+import yaml
+
+from murmur_wsgi.door.manifest import load_manifest
+from murmur_wsgi.settings import ManifestError
+
 REPO = Path(__file__).resolve().parents[2]
 DOCS = sorted([REPO / "README.md", *REPO.glob("docs/*.md")])
 
@@ -54,4 +59,18 @@ def test_python_snippets_compile():
             compile(textwrap.dedent(text), where, "exec")
         except SyntaxError as ex:
             refused.append(f"{where}: {ex.msg}")
+    assert refused == []
+
+
+def test_manifests_load():
+    """Each YAML block naming a door (its ``name`` and ``version``) is a manifest the door
+    reads: an abbreviation such as ``stream: {...}`` is a key it refuses (exit 2)."""
+    refused = []
+    for where, text in blocks("yaml"):
+        manifest = yaml.safe_load(textwrap.dedent(text))
+        if isinstance(manifest, dict) and {"name", "version"} <= manifest.keys():
+            try:
+                load_manifest(manifest)
+            except ManifestError as ex:
+                refused.append(f"{where}: {ex}")
     assert refused == []
