@@ -1,12 +1,16 @@
 """The docs' snippets that a reader copies whole read as their tools read them."""
 from __future__ import annotations
 
+import contextlib
+import io
 import re
+import shlex
 import textwrap
 from pathlib import Path
 
 import yaml
 
+from murmur_wsgi.cli import build_parser
 from murmur_wsgi.door.manifest import load_manifest
 from murmur_wsgi.settings import ManifestError
 
@@ -73,4 +77,24 @@ def test_manifests_load():
                 load_manifest(manifest)
             except ManifestError as ex:
                 refused.append(f"{where}: {ex}")
+    assert refused == []
+
+
+def test_murmur_wsgi_commands_parse():
+    """Each ``murmur-wsgi`` command of a shell block names a command and options the command
+    line takes (placeholder lines, ``[--listen HOST:PORT]``, left out)."""
+    parser = build_parser()
+    refused = []
+    for where, text in blocks("sh"):
+        for line in re.sub(r"\\\n\s*", " ", text).splitlines():
+            line = re.sub(r"\s+#.*$", "", line.strip().removeprefix("$ ")).rstrip("& ")
+            words = shlex.split(line) if "murmur-wsgi " in line and "[" not in line else []
+            while words and not words[0].endswith("murmur-wsgi"):
+                words.pop(0)                      # VAR=value before the command
+            if words:
+                try:
+                    with contextlib.redirect_stderr(io.StringIO()):
+                        parser.parse_args(words[1:])
+                except SystemExit:
+                    refused.append(f"{where}: {line}")
     assert refused == []
