@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 import shlex
 import textwrap
@@ -97,4 +98,15 @@ def test_murmur_wsgi_commands_parse():
                         parser.parse_args(words[1:])
                 except SystemExit:
                     refused.append(f"{where}: {line}")
+    assert refused == []
+
+
+def test_json_blocks_are_json():
+    """Each JSON block is a JSON text a reader can send or compare as it is."""
+    refused = []
+    for where, text in blocks("json"):
+        try:
+            json.loads(text)
+        except ValueError as ex:
+            refused.append(f"{where}: {ex}")
     assert refused == []
