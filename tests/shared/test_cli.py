@@ -9,10 +9,12 @@ from __future__ import annotations
 import io
 import json
 import queue
+import re
 import socket
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -339,6 +341,17 @@ def murmur_wsgi(cli: Forker, *argv, check=True) -> subprocess.CompletedProcess:
     return done
 
 
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+
+
+def shape(line: str, url: str) -> str:
+    """A line without what differs between runs: the door's address, task and context ids."""
+    return re.sub(r"\b(tsk|ctx)_[0-9a-f]{32}\b", "ID", line.strip().replace(url, "URL"))
+
+
+README_LINES = {shape(line, "http://127.0.0.1:41873") for line in README.splitlines()}
+
+
 @pytest.mark.e2e
 def test_readme_use_it_against_gunicorn(tmp_path):
     # NOTE: a quick heartbeat lets the door see the killed watcher leave at once:
@@ -358,7 +371,9 @@ def test_readme_use_it_against_gunicorn(tmp_path):
             lines: queue.Queue = queue.Queue()
             threading.Thread(target=lambda: [lines.put(line) for line in watch.stdout],
                              daemon=True).start()
-            task_id = murmur_wsgi(cli, "send", "--no-wait", "/sleep 30").stdout.strip()
+            sent = murmur_wsgi(cli, "send", "--no-wait", "/sleep 30")
+            task_id = sent.stdout.strip()
+            assert shape(sent.stderr, door.url) in README_LINES
             canceled = murmur_wsgi(cli, "cancel", task_id).stdout.splitlines()
             assert canceled[1] == "state:    canceled"
             # The replay shows the earlier tasks too; read until this one's cancel.
@@ -368,7 +383,8 @@ def test_readme_use_it_against_gunicorn(tmp_path):
                     break
         finally:
             watch.terminate()
-            watch.communicate(timeout=WAIT)
+            told = watch.communicate(timeout=WAIT)[1]
+        assert shape(told.splitlines()[0], door.url) in README_LINES
         table = murmur_wsgi(cli, "ps").stdout.splitlines()
         assert table[1].split()[:2] == [task_id, "canceled"]
         refused = murmur_wsgi(cli, "get", "tsk_nope", check=False)
