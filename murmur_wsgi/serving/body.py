@@ -112,8 +112,9 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
         except Exception as ex:  # noqa: BLE001 - the input's failure is the client's body's
             came = sum(map(len, pieces))
             logger.info("refused a request body whose connection failed after %d of its %d "
-                        "bytes: %s", came, size, ex)
-            raise BodyUnreadable(f"the body ended after {came} of {size} bytes: {ex}") from ex
+                        "bytes: %s", came, size, _said(ex))
+            raise BodyUnreadable(f"the body ended after {came} of {size} bytes: "
+                                 f"{_said(ex)}") from ex
         if len(body) < size:
             logger.info("refused a request body that ended after %d of its %d bytes",
                         len(body), size)
@@ -126,10 +127,15 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
     except _SERVER_FAILURES:
         raise
     except Exception as ex:  # noqa: BLE001 - the server's parser's own errors (gunicorn's)
-        logger.info("refused a chunked request body that cannot be read: %s", ex)
-        raise BodyUnreadable(str(ex) or type(ex).__name__) from ex
+        logger.info("refused a chunked request body that cannot be read: %s", _said(ex))
+        raise BodyUnreadable(_said(ex)) from ex
     if len(body) > max_bytes:
         logger.info("refused a request body of more than %d bytes (no Content-Length); "
                     "limits.max_body_bytes is %d", max_bytes, max_bytes)
         return None
     return body
+
+
+def _said(ex: Exception) -> str:
+    """What an input's failure says: its text, or its class's name when it has none."""
+    return str(ex) or type(ex).__name__

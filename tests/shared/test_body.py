@@ -130,6 +130,22 @@ def test_a_declared_body_whose_wrapped_input_raises_is_unreadable():
         read_body(environ, 100)
 
 
+def test_an_input_failure_without_text_is_named_by_its_class():
+    """An input that fails with an error holding no text (``OSError()``) left the hub's
+    message ending in "bytes: ", naming nothing."""
+    call = b'{"jsonrpc":"2.0","id":1,"method":"GetTask"}'
+    class Failing(_Dribble):
+        def read(self, n: int = -1) -> bytes:
+            if len(self.data) < len(call):
+                raise OSError()
+            return super().read(n)
+
+    environ = {"wsgi.input": Failing(call, 10), "CONTENT_LENGTH": str(len(call))}
+    with pytest.raises(BodyUnreadable) as refused:
+        read_body(environ, 100)
+    assert str(refused.value) == f"the body ended after 10 of {len(call)} bytes: OSError"
+
+
 class _Exhausted(io.RawIOBase):
     """An input whose second read fails as the process does: out of memory or stack."""
 
