@@ -21,6 +21,7 @@ from tests.hub.conftest import KEY_B, HubClient, close_hub, hub_config, refused_
 MIB = 1024 ** 2
 BUSY = ("Internal error: this worker is reading as many large tasks as it may "
         "(limits.worker_answer_bytes); try again shortly")
+TENANT_BUSY = BUSY.replace("worker_answer_bytes", "answer_bytes")
 
 
 def test_a_read_waits_for_room_and_one_always_fits():
@@ -121,7 +122,7 @@ def test_a_tenants_large_reads_leave_room_for_the_others(redis_server):
         reads = hub.store.large_reads
         with reads.room(2 * MIB, "acme"), reads.room(2 * MIB, "acme"):
             assert acme.call("GetTask", {"id": mine}).get_json()["error"] == \
-                {"code": -32603, "message": BUSY}
+                {"code": -32603, "message": TENANT_BUSY}
             task = globex.result("GetTask", {"id": theirs})
             assert task["history"][0]["parts"][0]["text"] == "x" * MIB
             assert reads.held == 4 * MIB
@@ -131,12 +132,16 @@ def test_a_tenants_large_reads_leave_room_for_the_others(redis_server):
         close_hub(hub)
 
 
-def test_one_read_of_a_tenant_holding_none_always_fits_its_share():
+def test_one_read_of_a_tenant_holding_none_always_fits_its_share(caplog):
     reads = LargeReads(10, wait_secs=0.05, tenant_bytes=lambda tenant: 2)
     with reads.room(5, "acme"):                 # past its share: its only read
-        with pytest.raises(ReadsBusy):
+        with pytest.raises(ReadsBusy) as refused:
             with reads.room(1, "acme"):
                 pass
         with reads.room(5, "globex"):
             assert reads.held == 10
     assert reads.held == 0
+    # The setting reached is the tenant's share, not the worker's room (5 of 10 held):
+    # raising limits.worker_answer_bytes, as the answer said before, changes nothing.
+    assert refused.value.error_object() == {"code": -32603, "message": TENANT_BUSY}
+    assert "(limits.answer_bytes;" in caplog.text

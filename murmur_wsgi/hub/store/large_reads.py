@@ -33,10 +33,14 @@ MAX_BYTES = 256 * 1024 ** 2     # limits.worker_answer_bytes' default
 
 
 class ReadsBusy(StoreError):
-    """No room in time for a large record's read: -32603, this message."""
+    """No room in time for a large record's read: -32603, this message, naming the setting
+    that was reached (the worker's, or the tenant's share: ``limits.answer_bytes``)."""
 
     message = ("Internal error: this worker is reading as many large tasks as it may "
                "(limits.worker_answer_bytes); try again shortly")
+
+    def __init__(self, setting: str = "limits.worker_answer_bytes"):
+        super().__init__(self.message.replace("limits.worker_answer_bytes", setting))
 
 
 class LargeReads:
@@ -75,12 +79,15 @@ class LargeReads:
             self._held -= size
             self._room.notify_all()
 
-    def _full(self, size: int, tenant: str | None, most: int | None) -> bool:
-        """Whether a read of ``size`` bytes of ``tenant``'s must wait (under ``_room``)."""
-        if self._held and self._held + size > self.max_bytes:
-            return True
+    def _full(self, size: int, tenant: str | None, most: int | None) -> str | None:
+        """The setting a read of ``size`` bytes of ``tenant``'s would pass, so must wait for
+        (under ``_room``), else None."""
         mine = self._by_tenant.get(tenant, 0)
-        return most is not None and mine > 0 and mine + size > most
+        if most is not None and mine > 0 and mine + size > most:
+            return "limits.answer_bytes"
+        if self._held and self._held + size > self.max_bytes:
+            return "limits.worker_answer_bytes"
+        return None
 
     @contextlib.contextmanager
     def room(self, size: int, tenant: str | None = None):
@@ -91,7 +98,7 @@ class LargeReads:
             else self._tenant_bytes(tenant)
         taken = False
         with self._room:
-            while self._full(size, tenant, most):
+            while full := self._full(size, tenant, most):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
@@ -105,9 +112,9 @@ class LargeReads:
             left_out = self._logged.due()
             if left_out is not None:
                 logger.warning("redis store: a large task's read (%d bytes) found no room in "
-                               "%.1f s (limits.worker_answer_bytes; %d more since the last "
-                               "line)", size, self._wait, left_out)
-            raise ReadsBusy()
+                               "%.1f s (%s; %d more since the last line)", size, self._wait,
+                               full, left_out)
+            raise ReadsBusy(full)
         try:
             yield
         finally:
