@@ -15,6 +15,7 @@ the sentinels' own (the URL's ``sentinel_password=``). ``tls`` (an Authority of
 tests/tls_util.py): every node and sentinel on TLS only, replication and the sentinels'
 own links too; ``url`` is then ``rediss-sentinel://…?ssl_ca_certs=…``. ``tls_host``: the
 only name their certificates are for (not the 127.0.0.1 they are reached at);
+``node_tls_host``: the same for the primary's and the replica's only;
 ``mutual``: each asks a client certificate (``tls-auth-clients yes``), ``client_cert`` the
 ``(cert, key)`` files of one the authority issued.
 """
@@ -50,9 +51,11 @@ class SentinelSet:
     def __init__(self, directory: Path, sentinels: int = 3, down_after_ms: int = 1000,
                  quick: bool = False, password: str | None = None,
                  sentinel_password: str | None = None, tls=None, tls_host: str | None = None,
+                 node_tls_host: str | None = None,
                  mutual: bool = False):
         self.tls = tls                              # a tests.tls_util.Authority: TLS only
         self.tls_host = tls_host                    # the only name the certificates are for
+        self.node_tls_host = node_tls_host or tls_host      # the primary's and replica's
         self.mutual = mutual                        # a client certificate asked
         self.client_cert = tls.issue("hub") if mutual else None
         self.password = password                    # the primary's and replica's requirepass
@@ -84,14 +87,15 @@ class SentinelSet:
         if self.tls is None:
             return {}
         cert, key = self.client_cert or (None, None)
+        unchecked = {"ssl_check_hostname": False} if self.node_tls_host else {}
         return {"ssl": True, "ssl_ca_certs": self.tls.ca_file, "ssl_certfile": cert,
-                "ssl_keyfile": key, **({"ssl_check_hostname": False} if self.tls_host else {})}
+                "ssl_keyfile": key, **unchecked}
 
-    def _tls_options(self, port: int) -> list[str]:
+    def _tls_options(self, port: int, host: str | None) -> list[str]:
         """A node's or sentinel's options: TLS only on ``port``, its own links too."""
         if self.tls is None:
             return []
-        return [*self.tls.server_options(port, self.tls_host,
+        return [*self.tls.server_options(port, host,
                                          "yes" if self.mutual else "optional"),
                 "--tls-replication", "yes"]
 
@@ -100,7 +104,7 @@ class SentinelSet:
         if self.password:
             extra = [*extra, "--requirepass", self.password, "--masterauth", self.password]
         port = port or free_port()
-        return _Node(self.directory, port, [*DISK_SYNC, *extra, *self._tls_options(port)],
+        return _Node(self.directory, port, [*DISK_SYNC, *extra, *self._tls_options(port, self.node_tls_host)],
                      {**({"password": self.password} if self.password else {}),
                       **self._client_tls})
 
@@ -139,7 +143,7 @@ class SentinelSet:
                             else {}), **self._client_tls}
             node.proc = _spawn(self.directory, f"sentinel-{port}",
                                [_binary("redis-server"), str(conf), "--sentinel",
-                                *self._tls_options(port)])
+                                *self._tls_options(port, self.tls_host)])
             self.sentinels.append(node)
         if self.quick:
             # NOTE: a sentinel started before the others found them closed and tries again a

@@ -136,16 +136,21 @@ def test_tls_sentinels_asked_with_a_wrong_ca_or_without_tls_answer_32603(tls_set
     assert caplog.text and PRIMARY not in caplog.text
 
 
-def test_tls_sentinels_whose_certificates_name_another_host_answer_32603(tmp_path, authority,
-                                                                         caplog):
-    """The host each is reached at is checked, as ``rediss://`` checks it."""
+@pytest.mark.parametrize("whose, logged", [("tls_host", "MasterNotFoundError"),
+                                            ("node_tls_host", "ConnectionError")])
+def test_certificates_that_name_another_host_answer_32603(tmp_path, authority, caplog,
+                                                          whose, logged):
+    """The host each is reached at is checked, as ``rediss://`` checks it: the sentinels'
+    (``tls_host``: every certificate of the set for another name; none answers), or the
+    primary's alone for the address the sentinels announce it at (``node_tls_host``: they
+    answer, each connection to the primary is refused), never made unverified."""
     elsewhere = SentinelSet(tmp_path / "elsewhere", quick=True, tls=authority,
-                            tls_host="redis.example").start()
+                            **{whose: "redis.example"}).start()
     try:
         answers_unavailable(elsewhere.url, SETTINGS)
     finally:
         elsewhere.stop_soon()
-    assert caplog.text
+    assert f"failed: {logged}" in caplog.text
 
 
 def test_mutual_tls_presents_the_hubs_certificate_to_sentinels_and_primary(tmp_path,
