@@ -348,3 +348,32 @@ def test_an_old_primary_back_after_a_failover_is_written_to_no_more(own_sentinel
         assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged tasks lost"
     finally:
         close_hub(hub)
+
+
+def test_a_closed_hub_leaves_no_connection_open_to_the_sentinels(sentinels):
+    """Each of the hub's connections asked a sentinel for the primary, on a connection of
+    that sentinel's client: closing the hub closes those too. Before, they stayed open (one
+    to each sentinel asked) until the process ended, as an unclosed socket."""
+    hub = create_hub(hub_config(store=sentinels.url, redis={"timeout_secs": 1.0}))
+    try:
+        assert "result" in _send(HubClient(hub)).get_json()
+        watchers = hub.store.conn.redis.connection_pool.sentinel_manager.sentinels
+        pools = [watcher.connection_pool for watcher in watchers]
+        ports = {conn._sock.getsockname()[1] for pool in pools
+                 for conn in (*pool._available_connections, *pool._in_use_connections)
+                 if conn._sock is not None}            # the hub's ends of its links to them
+        assert ports                            # the sentinels were asked
+    finally:
+        close_hub(hub)
+
+    def open_ports() -> set:
+        found = set()
+        for node in sentinels.sentinels:
+            client = node.client()
+            try:
+                found |= {int(entry["addr"].rpartition(":")[2])
+                          for entry in client.client_list()}
+            finally:
+                client.close()
+        return found & ports
+    wait_until(lambda: not open_ports(), timeout=5)

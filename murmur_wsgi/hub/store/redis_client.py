@@ -332,7 +332,8 @@ class RedisConnection:
 
 
 def release(client: redis.Redis) -> None:
-    """Close every connection of a client of ``connect``."""
+    """Close every connection of a client of ``connect``: behind Sentinel, the sentinels'
+    clients' too (each connect asked one, whose connection stayed open)."""
     if isinstance(client, redis.RedisCluster):
         # NOTE: the nodes' connections only, as on one Redis: the client keeps its slot
         # map, so a late call (an agent that outlived the drain giving its slot back)
@@ -341,6 +342,9 @@ def release(client: redis.Redis) -> None:
         return
     client.close()
     client.connection_pool.disconnect()
+    watchers = getattr(client.connection_pool, "sentinel_manager", None)
+    for sentinel in watchers.sentinels if watchers is not None else ():
+        sentinel.connection_pool.disconnect()
 
 
 def public_url(url: str) -> str:
