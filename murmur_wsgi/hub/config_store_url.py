@@ -133,10 +133,15 @@ def _tcp_query(scheme: str, query: str) -> None:
 def _tls_files(query: str) -> None:
     """Each TLS file a ``rediss://``, ``rediss-cluster://`` or ``rediss-sentinel://`` URL
     names is a file: a missing one would fail every connection (a cluster's, the hub's
-    start) with a traceback."""
-    for name, values in parse_qs(query).items():
+    start) with a traceback. So would a key without its certificate (``ssl_keyfile``
+    alone: Python's ``ssl`` raises ``TypeError`` as each connection starts TLS)."""
+    files = parse_qs(query)
+    for name, values in files.items():
         if name.startswith("ssl_") and not os.path.isfile(values[0]):
             raise ValidationError(f"the URL's {name} {values[0]} is not a file")
+    if "ssl_keyfile" in files and "ssl_certfile" not in files:
+        raise ValidationError("the URL's ssl_keyfile is the key of its ssl_certfile (the "
+                              "hub's certificate for mutual TLS), which it lacks")
 
 
 def _unix_url(value: str) -> str:

@@ -196,6 +196,25 @@ def test_a_missing_tls_file_exits_2_naming_store_and_the_file(tmp_path, capsys, 
     assert PASSWORD not in err
 
 
+@pytest.mark.parametrize("scheme", ["rediss://127.0.0.1:1/0", "rediss-cluster://127.0.0.1:1",
+                                    "rediss-sentinel://127.0.0.1:1/murmur/0"])
+def test_a_key_without_its_certificate_exits_2_naming_store(tmp_path, capsys, authority,
+                                                           scheme):
+    """``ssl_keyfile`` alone: every connection's TLS raised ``TypeError`` (rediss:// and
+    rediss-sentinel://: the hub's start a traceback; rediss-cluster://: each call -32603)."""
+    from murmur_wsgi.cli import main
+
+    url = _secret(f"{scheme}?ssl_ca_certs={authority.ca_file}&ssl_keyfile={authority.ca_file}",
+                  f":{PASSWORD}")
+    path = tmp_path / "hub.yaml"
+    path.write_text(f"store: {url}\ntenants:\n  t:\n    api_keys: []\n"
+                    "    agents:\n      a: {agent: demo}\n")
+    assert main(["hub", "--config", str(path), "--listen", "127.0.0.1:99999"]) == 2
+    assert capsys.readouterr().err == (
+        f"murmur-wsgi: {path}: store: the URL's ssl_keyfile is the key of its ssl_certfile "
+        f"(the hub's certificate for mutual TLS), which it lacks\n")
+
+
 @pytest.mark.parametrize("url, field", [
     ("redis://:@127.0.0.1:6379/0", "password (between ':' and '@')"),
     ("rediss://hub:@127.0.0.1:6379/0", "password (between ':' and '@')"),
