@@ -34,7 +34,8 @@ CHILD = textwrap.dedent("""
             gevent.sleep(0.002)
 
     noter = gevent.spawn(note)
-    gevent.sleep(0.01)
+    while not seen:                     # the noter has begun
+        gevent.idle()
     started = time.monotonic()
     text = pretty_json([0] * 1_000_000, 16 * 1024 ** 2)
     ended = time.monotonic()
