@@ -46,6 +46,7 @@ def test_a_cluster_url_names_the_redis_store(where):
 @pytest.mark.parametrize("url, line", [
     pytest.param("redis-cluster://127.0.0.1", "each node is HOST:PORT", id="no-port"),
     pytest.param("redis-cluster://127.0.0.1:7000,", "each node is HOST:PORT", id="empty"),
+    pytest.param("redis-cluster://127.0.0.1:0", "each node is HOST:PORT", id="port-0"),
     pytest.param("redis-cluster://127.0.0.1:7000/1", "a Redis Cluster has only database 0",
                  id="db"),
     pytest.param("redis-cluster://127.0.0.1:7000?ssl_ca_certs=/etc/ca.pem",

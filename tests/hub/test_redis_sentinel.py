@@ -107,6 +107,19 @@ def test_the_url_names_sentinels_service_and_db_and_the_config_takes_it():
         load_config({"store": "redis-sentinel://h:1/m/0", "redis": {"wait_replicas": -1}})
 
 
+@pytest.mark.parametrize("hosts", ["::1:26379", "[::1:26379", "::1]:26379", "[a]b:26379",
+                                   "[]:26379", "h:0", "h:65536", "h:+1", "h:1,", "[::1]"])
+@pytest.mark.parametrize("scheme", ["redis-sentinel", "rediss-sentinel"])
+def test_a_sentinel_host_the_other_forms_refuse_is_refused(scheme, hosts):
+    """Each sentinel is HOST:PORT as the other forms read their hosts (an IPv6 address in
+    brackets, a port 1-65535): before, ``::1:26379`` and brackets left open or stray were
+    taken, ``[a]b`` as the host ``a]b``."""
+    with pytest.raises(ConfigError) as caught:
+        load_config({"store": f"{scheme}://:pw@{hosts}/murmur/0"})
+    assert "HOST:PORT, separated by commas (an IPv6 address in brackets: [::1]:26379)" in \
+        str(caught.value) and "pw" not in str(caught.value)
+
+
 @pytest.mark.timed
 def test_a_write_too_few_replicas_acknowledge_is_the_stores_error(sentinels):
     client = connect(sentinels.url, 2.0)

@@ -56,10 +56,23 @@ def cluster_nodes(url: str) -> tuple[list[tuple[str, int]], str | None, str | No
         auth, netloc = netloc.rsplit("@", 1)
         user, _, password = auth.partition(":")
         user, password = unquote(user) or None, unquote(password) or None
-    nodes = []
-    for address in netloc.split(","):
-        parts = urlsplit("//" + address)
-        if not parts.hostname or parts.port is None:
-            raise ValueError("each node is HOST:PORT")
-        nodes.append((parts.hostname, parts.port))
+    try:
+        nodes = [host_port(address) for address in netloc.split(",")]
+    except ValueError:
+        raise ValueError("each node is HOST:PORT") from None
     return nodes, user, password
+
+
+def host_port(address: str) -> tuple[str, int]:
+    """``(host, port)`` of ``HOST:PORT`` as a URL's authority reads (an IPv6 address in
+    brackets, ``[::1]:6379``; a port 1-65535), the Cluster's and the Sentinel form's hosts
+    alike; ValueError (never echoing it) for anything else: ``::1:6379``, a bracket left
+    open, no port."""
+    try:
+        parts = urlsplit("//" + address)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+    if not host or not port:
+        raise ValueError("not HOST:PORT")
+    return host, port

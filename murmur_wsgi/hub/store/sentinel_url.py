@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote
 
-from murmur_wsgi.hub.store.cluster_url import TLS_QUERY
+from murmur_wsgi.hub.store.cluster_url import TLS_QUERY, host_port
 
 SCHEME = "redis-sentinel"
 TLS_SCHEME = "rediss-sentinel"
@@ -87,9 +87,8 @@ def _query(scheme: str, query: str) -> dict:
 
 
 def _address(part: str) -> tuple:
-    host, colon, port = part.rpartition(":")
-    host = host.strip("[]")
-    if not colon or not host or not (port.isascii() and port.isdigit()) \
-            or len(port) > 5 or not 0 < int(port) < 65536:
-        raise ValueError("a redis-sentinel URL's hosts are HOST:PORT, separated by commas")
-    return host, int(port)
+    try:
+        return host_port(part)
+    except ValueError:
+        raise ValueError("a redis-sentinel URL's hosts are HOST:PORT, separated by commas "
+                         "(an IPv6 address in brackets: [::1]:26379)") from None
