@@ -145,3 +145,20 @@ def test_one_read_of_a_tenant_holding_none_always_fits_its_share(caplog):
     # raising limits.worker_answer_bytes, as the answer said before, changes nothing.
     assert refused.value.error_object() == {"code": -32603, "message": TENANT_BUSY}
     assert "(limits.answer_bytes;" in caplog.text
+
+
+def test_each_tenants_refusal_is_logged_whatever_another_tenants_were(caplog):
+    """A line a minute per tenant and setting: acme refused at its share again and again
+    left globex's refusal (the worker's room full) unlogged for the minute, and no line
+    named the tenant."""
+    reads = LargeReads(10, wait_secs=0.01,
+                       tenant_bytes=lambda tenant: 4 if tenant == "acme" else 10)
+    with reads.room(4, "acme"), reads.room(6, "globex"):        # acme's share, all the room
+        for tenant, size in [("acme", 1), ("acme", 1), ("globex", 1)]:
+            with pytest.raises(ReadsBusy):
+                with reads.room(size, tenant):
+                    pass
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 2, lines
+    assert "of tenant acme" in lines[0] and "(limits.answer_bytes;" in lines[0]
+    assert "of tenant globex" in lines[1] and "(limits.worker_answer_bytes;" in lines[1]
