@@ -184,9 +184,33 @@ def test_commands_follow_a_slot_that_migrates_then_moved(redis_cluster):
 
 def _owned_again(cluster, slot: int, owner_id: str) -> None:
     """The session's cluster as it was: ``slot`` (emptied) its first owner's again, with no
-    migration left open (other tests count on the tenants' primaries)."""
+    migration left open (other tests count on the tenants' primaries), as every node sees it.
+
+    NOTE: the node the slot moved to took a config epoch above its first owner's; a ping it
+    sent before it was told of the way back, reaching a node after that node was told, made
+    that node give the slot to it again for good (a lower epoch's claim loses), and every
+    later command of the slot went back and forth between two nodes (MOVED until redis-py's
+    TTL ran out, seen once under load). The owner bumps its epoch above every other node's.
+    """
     cluster.flush()
     _set_owner(cluster, slot, owner_id)
+    clients = [node.client() for node in cluster.nodes]
+    try:
+        owner = next(client for client in clients if _node_id(client) == owner_id)
+        owner.execute_command("CLUSTER", "BUMPEPOCH")
+        wait_until(lambda: all(_owner_of(client, slot) == owner_id for client in clients),
+                   timeout=10)
+    finally:
+        for client in clients:
+            client.close()
+
+
+def _owner_of(client: redis.Redis, slot: int) -> str | None:
+    """The id of the node that ``client``'s node says holds ``slot``."""
+    for start, end, primary, *_ in client.execute_command("CLUSTER", "SLOTS"):
+        if start <= slot <= end:
+            return primary[2]
+    return None
 
 
 def _set_owner(cluster, slot: int, owner_id: str) -> None:
