@@ -29,15 +29,29 @@ SETTINGS = {"liveness_secs": 0.3, "sweep_interval_secs": 0.1, "timeout_secs": 1.
             "wait_replicas": 1}     # the replica acknowledges over TLS replication
 
 
-@pytest.fixture
-def authority(tmp_path):
-    return Authority(tmp_path / "tls", "sentinel-ca")
+@pytest.fixture(scope="module")
+def authority(tmp_path_factory):
+    return Authority(tmp_path_factory.mktemp("tls"), "sentinel-ca")
+
+
+def _tls_set(directory, authority) -> SentinelSet:
+    return SentinelSet(directory, down_after_ms=500, quick=True, password=PRIMARY,
+                       tls=authority).start()
+
+
+@pytest.fixture(scope="module")
+def tls_set(tmp_path_factory, authority):
+    """The module's set, for the tests that serve through it or are refused by it (its
+    start, 2 to 3 s, was paid by each)."""
+    started = _tls_set(tmp_path_factory.mktemp("sentinel"), authority)
+    yield started
+    started.stop_soon()
 
 
 @pytest.fixture
-def tls_set(tmp_path, authority):
-    started = SentinelSet(tmp_path / "sentinel", down_after_ms=500, quick=True,
-                          password=PRIMARY, tls=authority).start()
+def own_tls_set(tmp_path, authority):
+    """A set of the test's own, for a failover (it kills the primary)."""
+    started = _tls_set(tmp_path / "sentinel", authority)
     yield started
     started.stop_soon()
 
@@ -119,8 +133,8 @@ def test_a_hub_serves_through_tls_sentinels_and_a_tls_primary(tls_set, caplog):
 
 
 @pytest.mark.timed
-def test_a_hub_on_tls_sentinels_follows_a_failover(tls_set, caplog):
-    serves_across_a_failover(tls_set, SETTINGS)
+def test_a_hub_on_tls_sentinels_follows_a_failover(own_tls_set, caplog):
+    serves_across_a_failover(own_tls_set, SETTINGS)
     assert PRIMARY not in caplog.text
 
 
