@@ -10,7 +10,7 @@ import json
 import logging
 import re
 
-from murmur_wsgi.agents.turns import turn
+from murmur_wsgi.turns import turn
 from murmur_wsgi.wire.encode import utf8_bytes
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def pretty_json(value, budget: int | None = None) -> str:
     With a ``budget``, stop as soon as the text passes that many UTF-8 bytes
     (``OverBudget``): indentation makes deep data grow up to ~60 times, and the
     pure-Python indenting encoder writes about 12-50 MiB a second, so it gives the
-    worker's other requests their turn every 10 ms (``agents/turns.py``): a message of
+    worker's other requests their turn every 10 ms (``murmur_wsgi/turns.py``): a message of
     a 1 MB data part was 0.4 s of it, every other request of the worker waiting.
     """
     if budget is None:

@@ -17,7 +17,7 @@ def runs_inline(agent, text: str) -> bool:
 
     NOTE: such a run never blocks, so the held request it runs in answers what it would
     have answered anyway: under gevent others run only while it gives way
-    (agents/turns.py), as on OS threads at any time: a cancel during the run ends the
+    (murmur_wsgi/turns.py), as on OS threads at any time: a cancel during the run ends the
     task at once, and the held answer follows when the agent returns. A hook that raises
     counts as False (logged), its attribute's read included: the task is
     already accepted, and must start.

@@ -5,14 +5,14 @@ Each write is made under the run's lock (``runs.Run``'s concurrency notes), coun
 against ``limits.max_output_bytes`` (``run_end.count_output``), stored (merged: at most one
 stored event of text every ``events.merge_secs``, ``_flush_locked``) and handed to the
 run's own stream (``live``); out of the lock, the agent's thread then gives way now and
-then (agents/turns.py), and an inline run's first turn arms its run timeout.
+then (murmur_wsgi/turns.py), and an inline run's first turn arms its run timeout.
 """
 from __future__ import annotations
 
 import time
 
 from murmur_wsgi.agents.endings import AgentValueError, TaskCanceled
-from murmur_wsgi.agents.turns import turn
+from murmur_wsgi.turns import turn
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.live import MERGE_TOKENS
 from murmur_wsgi.hub.run_end import count_output
@@ -129,7 +129,7 @@ class RunWrites:
 
     def _turn(self) -> None:
         """After one of the agent's writes, out of the lock: give way now and then
-        (agents/turns.py). An inline run's first turn arms its run timeout (``start``),
+        (murmur_wsgi/turns.py). An inline run's first turn arms its run timeout (``start``),
         from the run's start: a timer can fire now that the agent gives way."""
         ends = self._turn_ends
         self._turn_ends = turn(ends)

@@ -6,7 +6,7 @@ backlog bounded in bytes, hub/live.py), and merged (at most one stored event
 every ``events.merge_secs``) to the store's event log, which SubscribeToTask
 replays. The run keeps its streamed text merged (one string per stored event),
 not one object per token, and its agent's thread gives way to the others every
-10 ms of writes (agents/turns.py): the agent's side, ``RunWrites``, is hub/run_writes.py.
+10 ms of writes (murmur_wsgi/turns.py): the agent's side, ``RunWrites``, is hub/run_writes.py.
 What the agent writes (its text, progress, artifacts, the models its usage names) is
 counted: past ``limits.max_output_bytes`` the task ends FAILED and
 the agent is stopped, as at the run timeout (the run and its task's event log hold it all
@@ -93,7 +93,7 @@ class Run(RunWrites):
         self.stored = 0              # entries of tokens already in the store's log
         self.stored_any = False
         self._loose = 0              # the newest tokens, not joined yet (all unstored)
-        self._turn_ends = 0.0        # the agent's thread's own (agents/turns.py)
+        self._turn_ends = 0.0        # the agent's thread's own (murmur_wsgi/turns.py)
         self._untimed_since = None   # an inline run's start, until it arms its run timeout
         self.last_flush = 0.0
         self.kept = KeptEvents(self.task_id)   # the events the store refused, in order

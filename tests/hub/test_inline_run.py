@@ -161,7 +161,7 @@ def test_a_run_that_ends_inline_makes_no_condition_and_takes_its_lock_few_times(
 def test_an_inline_run_that_writes_without_end_is_stopped_at_its_run_timeout(rpc):
     # NOTE: before, an inline run had no run timeout: this one wrote until
     # limits.max_output_bytes (64 MiB of 16-character writes: about 20 s here) stopped it.
-    # It gives way every 10 ms of writes (agents/turns.py), and its first turn arms the
+    # It gives way every 10 ms of writes (murmur_wsgi/turns.py), and its first turn arms the
     # timeout, from the run's start.
     started = time.monotonic()
     task = rpc.send("go", agent="writes")

@@ -20,7 +20,7 @@ from murmur_wsgi.agents.output import OutputCount
 from murmur_wsgi.agents.owned import own_fields
 from murmur_wsgi.agents.parts import Reply
 from murmur_wsgi.agents.port import AgentPort, AskInterrupted
-from murmur_wsgi.agents.turns import turn
+from murmur_wsgi.turns import turn
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.door.tasks import frames
 from murmur_wsgi.door.tasks.record import INPUT_REQUIRED, TaskRecord
@@ -42,7 +42,7 @@ class AgentCalls(AgentPort):
         self.session = session          # read for ``closing`` only
         # guarded by the store's lock: what the agent wrote, in bytes (agents/output.py)
         self.output = OutputCount(manager.max_output)
-        self._turn_ends = 0.0           # the agent's thread's own (agents/turns.py)
+        self._turn_ends = 0.0           # the agent's thread's own (murmur_wsgi/turns.py)
 
     # --- cancellation -----------------------------------------------------
 
@@ -172,7 +172,7 @@ class AgentCalls(AgentPort):
 
     def _written(self, published: bool) -> None:
         """After a write, out of the lock: refuse it past the bound, or give way now and
-        then (agents/turns.py)."""
+        then (murmur_wsgi/turns.py)."""
         if not published:
             self._stopped()
         self._turn_ends = turn(self._turn_ends)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import time
 
-from murmur_wsgi.agents.turns import turn
+from murmur_wsgi.turns import turn
 from murmur_wsgi.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 from murmur_wsgi.hub.held import LARGE_CHARS
 from murmur_wsgi.wire.params import (read_history_length, read_hub_list_tasks, read_task_id,
@@ -115,7 +115,7 @@ def _ended_in_store(store, task, timeout: float) -> bool:
 
 def _rendered(store, tasks: list, params):
     """Each task of a page as ListTasks answers it, the worker's other requests answered
-    between them once ``TURN_SECS`` has passed (``agents/turns.py``): a page of 16 MiB
+    between them once ``TURN_SECS`` has passed (``murmur_wsgi/turns.py``): a page of 16 MiB
     (``limits.list_bytes``) is about 0.1 s of encoding."""
     ends = 0.0
     for task in tasks:

@@ -16,7 +16,7 @@ import logging
 
 from redis.exceptions import NoScriptError
 
-from murmur_wsgi.agents.turns import turn
+from murmur_wsgi.turns import turn
 from murmur_wsgi.hub.held import LARGE_CHARS
 from murmur_wsgi.hub.store.base import newest_within
 from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed

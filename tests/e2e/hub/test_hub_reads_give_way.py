@@ -55,7 +55,7 @@ def blocked_in_list_tasks(log: str) -> list[str]:
 # NOTE: before, a page's tasks were parsed and then encoded with no turn for the others:
 # each 16 MiB page kept the loop about 0.2 s, another tenant's GetTask waited that long
 # (p99 0.19-0.24 s, against 2-17 ms alone) and the monitor reported 199 stretches past
-# 30 ms in ListTasks in 2 s. Now the page gives way every 10 ms (agents/turns.py): no
+# 30 ms in ListTasks in 2 s. Now the page gives way every 10 ms (murmur_wsgi/turns.py): no
 # stretch past 30 ms, p99 0.07-0.11 s.
 def test_another_tenant_is_answered_while_large_pages_are_listed(hub):
     for _ in range(20):

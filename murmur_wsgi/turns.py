@@ -6,7 +6,9 @@ artifact chunks) held every other request of its worker until it ended. After ea
 its writes the door and the hub call ``turn``: once ``TURN_SECS`` of writes have passed,
 it sleeps a microsecond, a timer after which gevent's loop polls the sockets.
 ``sleep(0)`` is not enough: it runs only the greenlets already ready, and a request
-still unread waited about 0.5 s. Without gevent, a thread switch.
+still unread waited about 0.5 s. Without gevent, a thread switch. A long step of pure
+Python does the same between its slices: a ListTasks page, a data part's rendering, the
+nesting checks of a large request (wire/depth.py, wire/json_counts.py).
 """
 from __future__ import annotations
 

@@ -1,0 +1,90 @@
+"""A large request's checks leave the worker's loop its turns.
+
+The checks a SendMessage's body goes through before its agent runs walk the whole value
+in the request's own greenlet; under gevent nothing else of the worker ran meanwhile.
+Each is run in a child process patched as gunicorn's gevent worker is: a greenlet notes
+the time every 2 ms while the check runs on a value of about three 1 MB bodies' worth
+(bodies that the default limits accept held the worker 15-100 ms each, on a loaded
+2-core machine).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+CHILD = textwrap.dedent("""
+    from gevent import monkey
+    monkey.patch_all()
+
+    import json
+    import sys
+    import time
+
+    import gevent
+
+    import murmur_wsgi.agents            # as a worker has it: loaded before its first request
+    from murmur_wsgi.wire.depth import nests_deeper
+
+    def chain(levels):
+        value = 0
+        for _ in range(levels):
+            value = [value]
+        return value
+
+    seen = []
+
+    def note():
+        while True:
+            seen.append(time.monotonic())
+            gevent.sleep(0.002)
+
+    value = eval(sys.argv[1])
+    noter = gevent.spawn(note)
+    while not seen:                     # the noter has begun
+        gevent.idle()
+    started = time.monotonic()
+    answer = eval(sys.argv[2])
+    ended = time.monotonic()
+    noter.kill()
+    times = [started] + [t for t in seen if started < t < ended] + [ended]
+    print(json.dumps({"took": ended - started, "answer": answer,
+                      "longest": max(b - a for a, b in zip(times, times[1:]))}))
+""")
+
+
+def checked(value: str, check: str) -> dict:
+    """What the child saw: ``check`` run on ``value`` (Python expressions)."""
+    done = subprocess.run([sys.executable, "-c", CHILD, value, check], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+# NOTE: before, each level was one comprehension: the longest gap was the whole check
+# (0.2-0.5 s here). Now a wide level gives way every 10 ms.
+@pytest.mark.timed
+@pytest.mark.parametrize("value", ["[0] * 3_000_000", "[[]] * 2_000_000",
+                                   "[{}] * 2_000_000", "[chain(30)] * 100_000"])
+def test_the_nesting_check_of_a_large_value_gives_the_loop_its_turns(value):
+    seen = checked(value, "nests_deeper(value, 32)")
+    assert seen["answer"] is False
+    assert seen["longest"] < 0.08, seen
+
+
+def test_the_nesting_check_still_finds_a_deep_value_among_many():
+    from murmur_wsgi.wire.depth import nests_deeper
+
+    def chain(levels):
+        value = 0
+        for _ in range(levels):
+            value = [value]
+        return value
+
+    assert nests_deeper([chain(32)] * 20_000, 32)
+    assert not nests_deeper([chain(31)] * 20_000, 32)
+    assert nests_deeper([0] * 20_000 + [{"a": chain(31)}], 32)
+    assert not nests_deeper([0] * 20_000 + [{"a": chain(30)}], 32)
