@@ -107,13 +107,27 @@ def parse_json(body: bytes, max_depth: int = 64, max_values: int = 1_000_000,
         scan = _scan_doubles
     if size < _GC_PAUSE_BYTES:
         return _decode_text(body, scan)
-    # PERF: the cyclic GC runs every 700 containers the parser makes, over all that
-    # survive: on a body of many small arrays it took 6 times the parse itself. Nothing
-    # the parser makes is a cycle; the next collection still sees it all.
+    return gc_paused(_decode_text, body, scan)
+
+
+def loads_own(text: str):
+    """The value of the JSON ``text`` this process wrote (``json.loads``): a copy of the
+    value it was written from, with the cyclic GC paused (``gc_paused``) when it is large."""
+    if len(text) < _GC_PAUSE_BYTES:
+        return json.loads(text)
+    return gc_paused(json.loads, text)
+
+
+def gc_paused(parse, *args):
+    """``parse(*args)``, the cyclic GC off meanwhile (in any thread: ``_GcPause``).
+
+    PERF: the cyclic GC runs every 700 containers a parser makes, over all that survive:
+    on a body of many small arrays it took 6 times the parse itself. Nothing a parser
+    makes is a cycle; the next collection still sees it all."""
     pause = _PAUSES.get("gc") or _gc_pause()
     pause.enter()
     try:
-        return _decode_text(body, scan)
+        return parse(*args)
     finally:
         pause.leave()
 

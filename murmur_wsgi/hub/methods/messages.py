@@ -1,7 +1,6 @@
 """SendMessage and SendStreamingMessage: idempotency, admission, the run, its answer."""
 from __future__ import annotations
 
-import json
 import logging
 import time
 
@@ -19,6 +18,7 @@ from murmur_wsgi.hub.store.base import Opened
 from murmur_wsgi.hub.task import ANSWER, COMPLETED, FAILED, REJECTED, HubTask
 from murmur_wsgi.ids import random_uuid
 from murmur_wsgi.serving.connection import peer_gone
+from murmur_wsgi.serving.envelope import loads_own
 from murmur_wsgi.wire.encode import compact_utf8
 from murmur_wsgi.wire.message_hub import read_hub_message, stored_message
 from murmur_wsgi.wire.raw import RawJSON
@@ -43,7 +43,7 @@ def agents_copy(message: dict, data: list) -> tuple[dict, list]:
                 break
         else:
             return message, data
-    own = json.loads(compact_utf8(message))
+    own = loads_own(compact_utf8(message))
     return own, [part["data"] for part in own["parts"] if part.get("data") is not None]
 
 
