@@ -15,15 +15,33 @@ from murmur_wsgi.wire.encode import utf8_bytes
 
 logger = logging.getLogger(__name__)
 
-_BACKTICK_RUN = re.compile(r"`+")
 _LABEL_UNSAFE = re.compile(r"[\s`=]")          # whitespace, backticks and = become _
 
 
 def fence(label: str, content: str) -> str:
     """Fence ``content`` so that nothing in it can close the fence."""
-    longest = max(map(len, _BACKTICK_RUN.findall(content)), default=0)
-    ticks = "`" * max(3, longest + 1)
+    ticks = "`" * max(3, _longest_backticks(content) + 1)
     return f"{ticks}{label}\n{content}\n{ticks}"
+
+
+def _longest_backticks(content: str) -> int:
+    """The length of the longest run of backticks in ``content`` (0: none).
+
+    PERF: a few substring searches (C, about 30 µs a MB), the run's length found by
+    doubling then halving; a regex's findall over a data part's pretty-printed text (up to
+    ``limits.data_text_bytes``) held the worker 20 ms a MB, and it gives no turns."""
+    if "`" not in content:
+        return 0
+    found, missing = 1, 2               # a run of ``found`` is there, none of ``missing``
+    while "`" * missing in content:
+        found, missing = missing, missing * 2
+    while missing - found > 1:
+        middle = (found + missing) // 2
+        if "`" * middle in content:
+            found = middle
+        else:
+            missing = middle
+    return found
 
 
 def label_value(value: str) -> str:
