@@ -368,3 +368,17 @@ def test_a_referenced_failure_message_is_cut_too():
     assert line.startswith(f"- {failed['id']}: failed: why why")
     assert line.endswith(" …[cut: 39999 bytes]")
     assert len(line.encode()) < 100 + 80
+
+
+@pytest.mark.parametrize("depth, answered", [(64, "result"), (65, "error")])
+def test_a_body_of_more_brackets_than_a_slice_is_counted_across_its_slices(depth, answered):
+    """1,200 arrays each nesting to ``depth``: the count reaches ``too_deep``'s sliced
+    reading (wire/json_counts.py), with one more level than the limit only in the last."""
+    inner = depth - 6                 # the five of ``nested_request``, and the list of arrays
+    chains = [b"[" * 58 + b"]" * 58] * 1_199 + [b"[" * inner + b"]" * inner]
+    body = nested_request(5).replace(b'"data":0', b'"data":[' + b",".join(chains) + b"]")
+    assert len(body) > 2 * json_counts._SLICE_MARKS
+    payload = Rpc(make_door()).post(body).get_json()
+    assert answered in payload
+    if answered == "error":
+        assert payload == PARSE_ERROR
