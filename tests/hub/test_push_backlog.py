@@ -107,9 +107,9 @@ def test_a_full_look_on_redis_reads_a_tenants_backlog_only_as_far_as_its_first(
     read = []
     looked = redis_push.looked
 
-    def spied(redis, due, tenants, names, skipped, *rest):
+    def spied(redis, due, tenants, names, passed_over, *rest):
         read.append(len(names))
-        return looked(redis, due, tenants, names, skipped, *rest)
+        return looked(redis, due, tenants, names, passed_over, *rest)
 
     monkeypatch.setattr(redis_push, "looked", spied)
     seen: list = []

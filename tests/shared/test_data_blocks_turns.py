@@ -31,7 +31,7 @@ CHILD = textwrap.dedent("""
     def note():
         while True:
             seen.append(time.monotonic())
-            gevent.sleep(0.002)
+            gevent.sleep(0.002)         # wait-ok: the loop's ticker, which the test reads
 
     noter = gevent.spawn(note)
     while not seen:                     # the noter has begun

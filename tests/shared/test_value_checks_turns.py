@@ -44,7 +44,7 @@ CHILD = textwrap.dedent("""
     def note():
         while True:
             seen.append(time.monotonic())
-            gevent.sleep(0.002)
+            gevent.sleep(0.002)         # wait-ok: the loop's ticker, which the test reads
 
     value = eval(sys.argv[1])
     gc.collect()                        # NOTE: no collection of the value's millions of
