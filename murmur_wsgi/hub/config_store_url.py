@@ -3,14 +3,16 @@ the file loads, each refusal one line that never echoes the URL (it may carry a 
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
+import ssl
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from marshmallow import ValidationError, fields
 
 from murmur_wsgi.hub.store import sentinel_url
-from murmur_wsgi.hub.store.cluster_url import cluster_nodes, is_cluster
+from murmur_wsgi.hub.store.cluster_url import TLS_QUERY, cluster_nodes, is_cluster
 
 
 class StoreField(fields.String):
@@ -134,7 +136,8 @@ def _tls_files(query: str) -> None:
     """Each TLS file a ``rediss://``, ``rediss-cluster://`` or ``rediss-sentinel://`` URL
     names is a file: a missing one would fail every connection (a cluster's, the hub's
     start) with a traceback. So would a key without its certificate (``ssl_keyfile``
-    alone: Python's ``ssl`` raises ``TypeError`` as each connection starts TLS)."""
+    alone: Python's ``ssl`` raises ``TypeError`` as each connection starts TLS). Each is
+    then loaded as each connection loads it (``_tls_loaded``)."""
     files = parse_qs(query)
     for name, values in files.items():
         if name.startswith("ssl_") and not os.path.isfile(values[0]):
@@ -142,6 +145,49 @@ def _tls_files(query: str) -> None:
     if "ssl_keyfile" in files and "ssl_certfile" not in files:
         raise ValidationError("the URL's ssl_keyfile is the key of its ssl_certfile (the "
                               "hub's certificate for mutual TLS), which it lacks")
+    _tls_loaded(*(files.get(name, [None])[0] for name in TLS_QUERY))
+
+
+def _tls_loaded(ca: str | None, cert: str | None, key: str | None) -> None:
+    """Load the TLS files into a context as redis-py's connections do
+    (``load_verify_locations``, ``load_cert_chain``): a file that cannot be read, is no PEM
+    certificate, or a key that is not its certificate's (or is encrypted: the URL gives no
+    password of it) would start the hub, then fail every connection, each call -32603."""
+    for name, file in (("ssl_ca_certs", ca), ("ssl_certfile", cert)):
+        if file is not None:
+            _loaded(name, file, "holds no PEM certificate",
+                    functools.partial(_context().load_verify_locations, cafile=file))
+    if cert is None:
+        return
+    if key is None:
+        name, file, unusable = "ssl_certfile", cert, ("holds no unencrypted PEM key of its "
+                                                      "certificate (name it in ssl_keyfile)")
+    else:
+        name, file, unusable = "ssl_keyfile", key, ("is not the unencrypted PEM key of the "
+                                                    f"ssl_certfile {cert}")
+    _loaded(name, file, unusable,
+            functools.partial(_context().load_cert_chain, cert, key, password=_no_password))
+
+
+def _context() -> ssl.SSLContext:
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
+def _no_password() -> bytes:
+    """An encrypted key's password, asked by ``load_cert_chain``: none (never a prompt)."""
+    return b""
+
+
+def _loaded(name: str, file: str, unusable: str, load) -> None:
+    """``load()``, or one line naming ``name`` and ``file``: ``unusable`` (an ``SSLError``)
+    or why the file cannot be read."""
+    try:
+        load()
+    except ssl.SSLError:
+        raise ValidationError(f"the URL's {name} {file} {unusable}") from None
+    except OSError as ex:
+        raise ValidationError(f"the URL's {name} {file} cannot be read "
+                              f"({ex.strerror or type(ex).__name__})") from None
 
 
 def _unix_url(value: str) -> str:
