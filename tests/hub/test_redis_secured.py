@@ -269,13 +269,18 @@ def test_a_plus_in_a_query_credential_says_to_percent_encode_it(url, field):
 def test_a_literal_question_mark_in_a_password_says_to_percent_encode_it(url):
     """The URL's first '?' starts its query: before, the sentinel URL was refused as naming
     no service, the others as not a URL of their kind."""
+    assert _refusal(url) == ("store: the URL's password holds a '?', where the URL's query "
+                             "starts: percent-encode it as %3F (and '#' as %23, '@' as %40, "
+                             "'/' as %2F)")
+
+
+def _refusal(url: str) -> str:
+    """The one line a hub of ``url`` is refused with."""
     from murmur_wsgi.hub.config_schema import ConfigError
 
     with pytest.raises(ConfigError) as refused:
         create_hub(hub_config(store=url))
-    assert str(refused.value) == ("store: the URL's password holds a '?', where the URL's "
-                                  "query starts: percent-encode it as %3F (and '#' as %23, "
-                                  "'@' as %40, '/' as %2F)")
+    return str(refused.value)
 
 
 @pytest.mark.parametrize("url", [
@@ -287,3 +292,57 @@ def test_a_question_mark_or_at_sign_in_a_query_password_is_read(url):
     from murmur_wsgi.hub.config import load_config
 
     assert load_config(hub_config(store=url), environ={}).store == url
+
+
+HASHED = "pw#never-logged"
+
+
+@pytest.mark.parametrize("url", [
+    f"redis://:{HASHED}@127.0.0.1:6379/0",
+    f"rediss://hub:{HASHED}@127.0.0.1:6379/0",
+    f"redis://127.0.0.1:6379/0?password={HASHED}",
+    f"unix:///run/redis.sock?password={HASHED}",
+    f"redis-cluster://:{HASHED}@127.0.0.1:7000",
+    "redis-cluster://127.0.0.1:7000#never-logged",
+    "rediss-cluster://127.0.0.1:7000?ssl_ca_certs=/ca.pem#never-logged",
+    f"redis-sentinel://:{HASHED}@127.0.0.1:26379/murmur/0",
+    "redis-sentinel://127.0.0.1:26379/mur#never-logged/0",
+    f"redis-sentinel://127.0.0.1:26379/murmur/0?sentinel_password={HASHED}",
+    f"rediss-sentinel://hub:{HASHED}@127.0.0.1:26379/murmur/0?ssl_ca_certs=/ca.pem",
+])
+def test_a_literal_hash_says_to_percent_encode_it_in_every_url_form(url):
+    """A '#' starts a URL's fragment: redis-py (redis://, rediss://, unix://) drops what
+    follows it, where the cluster's and the sentinels' forms read it as the password's or
+    the service's: one rule for all. Before, a cluster's or a sentinel URL's password, a
+    service's name and a cluster URL's trailing '#…' were taken, and a password's '#' in
+    redis:// was refused as not a redis:// URL."""
+    assert _refusal(url) == ("store: a Redis URL holds no #, which starts a URL's fragment: "
+                             "in a password, a service's name or a query's value, write it "
+                             "%23")
+
+
+@pytest.mark.parametrize("url, read", [
+    ("redis://:pw%23x@127.0.0.1:6379/0", "password"),
+    ("rediss://hub:pw%23x@127.0.0.1:6379/0", "password"),
+    ("redis://127.0.0.1:6379/0?password=pw%23x", "password"),
+    ("unix:///run/redis.sock?password=pw%23x", "password"),
+    ("redis-cluster://:pw%23x@127.0.0.1:7000", "password"),
+    ("redis-sentinel://:pw%23x@127.0.0.1:26379/murmur/0", "password"),
+    ("redis-sentinel://127.0.0.1:26379/pw%23x/0", "service"),
+    ("redis-sentinel://127.0.0.1:26379/murmur/0?sentinel_password=pw%23x",
+     "sentinel_password"),
+])
+def test_a_percent_encoded_hash_is_read_as_a_hash_in_every_url_form(url, read):
+    from redis.connection import parse_url
+
+    from murmur_wsgi.hub.config import load_config
+    from murmur_wsgi.hub.store import sentinel_url
+    from murmur_wsgi.hub.store.cluster_url import cluster_nodes
+
+    assert load_config(hub_config(store=url), environ={}).store == url
+    if sentinel_url.is_sentinel(url):
+        assert getattr(sentinel_url.parse(url), read) == "pw#x"
+    elif url.startswith("redis-cluster"):
+        assert cluster_nodes(url)[2] == "pw#x"
+    else:
+        assert parse_url(url)[read] == "pw#x"

@@ -86,7 +86,6 @@ def test_the_url_gives_redis_py_tls_to_the_sentinels_and_the_primary(tmp_path):
     ("ssl_cert_reqs=none", "ssl_keyfile only"),
     ("ssl_ca_certs=", "none empty"),
     ("ssl_ca_certs={ca}&ssl_ca_certs={ca}", "each once"),
-    ("ssl_ca_certs={ca}#x", "each once"),
     ("ssl_ca_certs={ca}&password=x", "ssl_keyfile only"),
 ])
 @pytest.mark.parametrize("scheme", ["rediss-sentinel", "redis-sentinel"])
