@@ -267,3 +267,17 @@ def _primary_of(cluster, key: str):
     finally:
         client.close()
     return next(n for n in cluster.nodes if n.port == port)
+
+
+@pytest.mark.parametrize("url", [
+    "redis://127.0.0.1:6379/0?", "rediss://127.0.0.1:6379/0?", "unix:///run/redis.sock?",
+    "redis-cluster://127.0.0.1:7000?", "rediss-cluster://127.0.0.1:7000?",
+    "redis-cluster://127.0.0.1:7000?&", "redis-sentinel://127.0.0.1:26379/murmur/0?",
+    "rediss-sentinel://127.0.0.1:26379/murmur/0?",
+])
+def test_an_empty_query_is_none_in_every_url_form(url):
+    """A trailing '?' (a query of no field): before, redis-cluster:// alone refused it (as
+    taking no query), where every other form, rediss-cluster:// included, read none."""
+    assert load_config({"store": url}, environ={}).store_url() == url
+    if url.startswith("redis-cluster"):
+        assert cluster_nodes(url) == ([("127.0.0.1", 7000)], None, None)

@@ -28,9 +28,11 @@ def tls_settings(url: str) -> dict:
     return {"ssl": True, **{name: values[0] for name, values in query.items()}}
 
 
-def _check_query(scheme: str, mark: str, query: str) -> None:
+def _check_query(scheme: str, query: str) -> None:
+    """A query without a field (``?``, ``?&``) is none, as in every form of the store's
+    URL; ``redis-cluster://`` takes no field, ``rediss-cluster://`` ``TLS_QUERY``'s."""
     fields = parse_qs(query, keep_blank_values=True) if query else {}
-    if scheme == SCHEME and mark:
+    if scheme == SCHEME and fields:
         raise ValueError("a redis-cluster URL takes no query (rediss-cluster:// for TLS)")
     if set(fields) - set(TLS_QUERY) or any(len(v) > 1 or not v[0] for v in fields.values()) \
             or "#" in query:
@@ -46,8 +48,8 @@ def cluster_nodes(url: str) -> tuple[list[tuple[str, int]], str | None, str | No
     scheme, sep, rest = url.partition("://")
     if scheme not in (SCHEME, TLS_SCHEME) or not sep:
         raise ValueError("not a redis-cluster:// URL")
-    rest, mark, query = rest.partition("?")
-    _check_query(scheme, mark, query)
+    rest, _, query = rest.partition("?")
+    _check_query(scheme, query)
     netloc, _, path = rest.partition("/")
     if path.strip("/") not in ("", "0"):
         raise ValueError("a Redis Cluster has only database 0")
