@@ -93,3 +93,72 @@ def _taken_or_none(pool):
         pool.release(pool.get_connection())
     except MaxConnectionsError:
         pass
+
+
+def test_a_forked_child_counts_none_of_the_parents_waiters_before_its_first_call(
+        redis_server):
+    """``waiting`` read in the child before it asks for a connection: before, the
+    parent's waiter (1); redis-py's pool is made anew only at the child's first call."""
+    pool = WaitingPool.from_url(redis_server.url, max_connections=1, timeout=5)
+    held = pool.get_connection()
+    waiter = threading.Thread(target=lambda: _taken_or_none(pool))
+    try:
+        waiter.start()
+        wait_until(lambda: pool.waiting == 1)
+        ended = _in_child(lambda: pool.waiting == 0)
+    finally:
+        pool.release(held)
+        waiter.join(CHILD_DEADLINE)
+        pool.disconnect()
+    assert ended == 0
+
+
+def test_a_forked_childs_commands_start_empty(redis_server):
+    """The store's own connections (``redis_commands.Commands``) in a child forked while a
+    parent's thread held the only one (bound 1) and another waited for it: the child
+    counts no waiter, opens its own connection and is answered at once. Before, it waited
+    behind the parent's waiter, which never leaves the child's queue, for its whole
+    ``wait_secs`` (5 s), then raised ConnectionError, every call alike."""
+    import redis
+
+    from murmur_wsgi.hub.store.redis_commands import Commands
+
+    client = redis.Redis.from_url(redis_server.url)
+    commands = Commands(client, max_open=1, wait_secs=5)
+    held = commands._take()
+    waiter = threading.Thread(target=lambda: commands("PING"))
+
+    def check():
+        began = time.monotonic()
+        waiting = commands._turns.waiting
+        return commands("PING") == b"PONG" and waiting == 0 and time.monotonic() - began < 2
+    try:
+        waiter.start()
+        wait_until(lambda: commands._turns.waiting == 1)
+        ended = _in_child(check)
+    finally:
+        commands._give(held)
+        waiter.join(CHILD_DEADLINE)
+        commands.close()
+        client.close()
+    assert ended == 0
+
+
+def test_a_forked_child_never_sends_on_its_parents_connection(redis_server):
+    """A connection the parent left idle is the parent's socket: the child's command goes on
+    a connection of its own (another CLIENT ID). Before, the child took the parent's, whose
+    answers the two processes would read in turn."""
+    import redis
+
+    from murmur_wsgi.hub.store.redis_commands import Commands
+
+    client = redis.Redis.from_url(redis_server.url)
+    commands = Commands(client)
+    parents = commands("CLIENT", "ID")
+    try:
+        ended = _in_child(lambda: commands("CLIENT", "ID") != parents)
+        assert ended == 0
+        assert commands("CLIENT", "ID") == parents          # the parent's, still its own
+    finally:
+        commands.close()
+        client.close()

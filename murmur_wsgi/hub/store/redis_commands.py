@@ -15,6 +15,7 @@ import time
 
 import redis
 
+from murmur_wsgi.hub.store.forks import anew_in_child
 from murmur_wsgi.hub.store.redis_pool import MAX_CONNECTIONS, WAIT_SECS
 from murmur_wsgi.hub.store.redis_redirects import REDIRECTED
 from murmur_wsgi.hub.store.redis_replies import read
@@ -166,8 +167,8 @@ class Commands:
     pieces encoded as the socket takes them (``_pieces``), never packed into one
     command of its size.
 
-    One process: Commands made before a fork must not be used after it (the hub
-    makes its store in each worker).
+    A forked child starts with none of them (``forked``): a connection of the parent's is
+    its socket, whose answers the two processes would read in turn.
     """
 
     def __init__(self, client: redis.Redis, max_open: int = MAX_CONNECTIONS,
@@ -189,6 +190,7 @@ class Commands:
         self._closed = False
         self._replicas = replicas
         self._ack = ("WAIT", replicas, max(1, replicas_ms))
+        anew_in_child(self)
 
     def __call__(self, *args):
         """One command's answer, in one frame (``_send``'s single-command path, inline)."""
@@ -303,6 +305,16 @@ class Commands:
         with self._lock:
             self._opened -= 1
         self._turns.tell()                      # one may be opened in its place
+
+    def forked(self) -> None:
+        """In a forked child (``forks``): none open, the parent's idle ones let go (redis-py
+        closes the child's copy of each socket, never shutting the parent's), a lock of its
+        own (``Turns`` makes its queue anew itself)."""
+        idle, self._idle = self._idle, []
+        self._lock = threading.Lock()
+        self._opened = 0
+        for conn, _ in idle:
+            conn.disconnect()
 
     @property
     def idle(self) -> int:

@@ -13,6 +13,8 @@ import collections
 import threading
 import time
 
+from murmur_wsgi.hub.store.forks import anew_in_child
+
 
 class Turns:
     """The callers waiting, the oldest first. Only the oldest tries to take (``wait``'s
@@ -22,11 +24,16 @@ class Turns:
     Concurrency: each waiter's Event in a deque under ``_lock``; ``waiting`` reads its
     length without it (a caller that finds nobody waiting takes without queueing, as the
     pool's common case). The oldest tries once after it joined, so what is given back
-    while nobody waited (``tell`` saw none) is seen by the try. A forked child makes its
-    own (the parent's waiters are not its own, and a thread of the parent may have held
-    the lock)."""
+    while nobody waited (``tell`` saw none) is seen by the try. A forked child starts with
+    none waiting, on a lock of its own (``forked``)."""
 
     def __init__(self):
+        self.forked()
+        anew_in_child(self)
+
+    def forked(self) -> None:
+        """Nobody waiting, on a new lock: made, and in a forked child (``forks``), whose
+        parent's waiters are not its own and one of whose threads may have held the lock."""
         self._lock = threading.Lock()
         self._queue: collections.deque = collections.deque()
 
