@@ -18,7 +18,9 @@ cut it at the body deadline, or an input a host wraps raised its own error):
 the request is incomplete (RFC 9112, section 8), and the servers hand the bytes
 that came as if they were all of it. (An input's error is the body's, whatever
 its type, but the process's own: memory or the stack ran out, which goes up as
-the application's failure.) So, before a byte is read, does a body whose
+the application's failure; and a host's refusal of its size, an HTTP error of code
+413 as Flask's stream raises past ``MAX_CONTENT_LENGTH``, which reads as a body
+past the limit.) So, before a byte is read, does a body whose
 Transfer-Encoding does not end in chunked (``gzip``, ``chunked, gzip``): its
 length cannot be told, and the server must answer 400 and close (RFC 9112,
 section 6.3). gunicorn refuses it before the application; Werkzeug's server
@@ -111,6 +113,8 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
         # request.stream: ClientDisconnected).
         except Exception as ex:  # noqa: BLE001 - the input's failure is the client's body's
             came = sum(map(len, pieces))
+            if _past_hosts_limit(ex, came):
+                return None
             logger.info("refused a request body whose connection failed after %d of its %d "
                         "bytes: %s", came, size, _said(ex))
             raise BodyUnreadable(f"the body ended after {came} of {size} bytes: "
@@ -127,6 +131,8 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
     except _SERVER_FAILURES:
         raise
     except Exception as ex:  # noqa: BLE001 - the server's parser's own errors (gunicorn's)
+        if _past_hosts_limit(ex, None):
+            return None
         logger.info("refused a chunked request body that cannot be read: %s", _said(ex))
         raise BodyUnreadable(_said(ex)) from ex
     if len(body) > max_bytes:
@@ -134,6 +140,18 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
                     "limits.max_body_bytes is %d", max_bytes, max_bytes)
         return None
     return body
+
+
+def _past_hosts_limit(ex: Exception, came: int | None) -> bool:
+    """Whether an input's failure is its host's own refusal of a body too large (an HTTP
+    error of code 413: Werkzeug's ``RequestEntityTooLarge``, which Flask's stream raises
+    past ``MAX_CONTENT_LENGTH``), logged as such: the body is refused as one past
+    ``limits.max_body_bytes`` is, not as one that cannot be read."""
+    if getattr(ex, "code", None) != 413:
+        return False
+    logger.info("refused a request body past its host's limit%s: %s",
+                "" if came is None else f" after {came} bytes", _said(ex))
+    return True
 
 
 def _said(ex: Exception) -> str:

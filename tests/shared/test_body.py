@@ -199,3 +199,15 @@ def test_the_hub_answers_a_read_out_of_memory_as_its_own_failure(caplog):
         close_hub(hub)
     assert (status, answer["error"]["code"]) == ("200 OK", -32603)
     assert any(record.levelname == "ERROR" and record.exc_info for record in caplog.records)
+
+
+def test_a_declared_body_past_a_host_wrappers_limit_is_too_large():
+    """A host's wrapper bounding the body below its Content-Length (Werkzeug's
+    ``LimitedStream`` as a maximum) raises ``RequestEntityTooLarge`` past it: that was a body
+    that cannot be read; it is one too large, as past ``limits.max_body_bytes``."""
+    from werkzeug.wsgi import LimitedStream
+
+    call = b'{"jsonrpc":"2.0","id":1,"method":"GetTask"}'
+    environ = {"wsgi.input": LimitedStream(io.BytesIO(call), 10, is_max=True),
+               "CONTENT_LENGTH": str(len(call))}
+    assert read_body(environ, 100) is None

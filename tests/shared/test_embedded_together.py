@@ -3,6 +3,7 @@ the host stacks around them: each application keeps its own tasks, credentials, 
 cards; a host that read the body first, or buffers the answer, gets a clear answer."""
 from __future__ import annotations
 
+import io
 import json
 import logging
 
@@ -143,3 +144,50 @@ def test_a_stream_through_a_host_that_buffers_arrives_whole_when_it_ends(site):
               if line.startswith(b"data: ")]
     assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert alpha.session.ring.streams == 0 and alpha.active.count == 0
+
+
+def behind_flask_views(apps: dict, max_content_length: int) -> Flask:
+    """A Flask site whose views hand each request to the application mounted at its first
+    path segment, with Flask's own stream of the body (``request.stream``: Werkzeug's
+    ``LimitedStream``, bounded by the site's ``MAX_CONTENT_LENGTH``)."""
+    from flask import Response, request
+
+    host = Flask(__name__)
+    host.config["MAX_CONTENT_LENGTH"] = max_content_length
+
+    @host.post("/<mount>")
+    @host.post("/<mount>/<path:rest>")
+    def forward(mount, rest=""):
+        environ = {**request.environ, "wsgi.input": request.stream,
+                   "SCRIPT_NAME": "/" + mount, "PATH_INFO": "/" + rest if rest else ""}
+        return Response.from_app(apps["/" + mount], environ)
+    return host
+
+
+@pytest.mark.parametrize("size", [300, 100_000])
+def test_a_body_past_the_hosts_own_limit_is_answered_as_too_large(site, caplog, size):
+    """Flask's ``MAX_CONTENT_LENGTH`` makes its stream of a chunked body raise
+    ``RequestEntityTooLarge`` (an HTTP error of code 413) when read past it: it was answered
+    as a body that cannot be read (the door 200 -32603, the hub 400 "cannot be read"); each
+    application answers it as a body past its own limit, 413 with -32600 and id null."""
+    host = behind_flask_views(site.apps, 200).test_client()
+    caplog.set_level(logging.INFO, logger="murmur_wsgi.serving.body")
+    chunked = {"content_type": "application/json",
+               "environ_overrides": {"wsgi.input_terminated": True}}
+    door_headers = {**bearer(site.apps["/a"]), "Transfer-Encoding": "chunked"}
+    hub_headers = {**V1, "X-API-Key": KEY_A, "Transfer-Encoding": "chunked"}
+    call = json.dumps(rpc("SendMessage", msg("x" * size))).encode()
+    door_answer = host.post("/a", input_stream=io.BytesIO(call), headers=door_headers,
+                            **chunked)
+    hub_answer = host.post("/hub/a2a/v1/agents/echo", input_stream=io.BytesIO(call),
+                           headers=hub_headers, **chunked)
+    hub_limit = site.apps["/hub"].config.tenant_limits("acme")["max_body_bytes"]
+    assert (door_answer.status_code, door_answer.get_json()) == (413, {
+        "jsonrpc": "2.0", "id": None, "error": {"code": -32600,
+                                                "message": "Request payload validation error"}})
+    assert (hub_answer.status_code, hub_answer.get_json()["error"]) == (413, {
+        "code": -32600, "message": f"the JSON-RPC body is larger than {hub_limit} bytes"})
+    assert sum("its host's limit" in record.getMessage() for record in caplog.records) == 2
+    small = json.dumps(rpc("ListTasks", {})).encode()
+    listed = host.post("/a", input_stream=io.BytesIO(small), headers=door_headers, **chunked)
+    assert listed.get_json()["result"]["tasks"] == []
