@@ -17,10 +17,11 @@ Content-Length's bytes came (the client closed or reset its end, the worker
 cut it at the body deadline, or an input a host wraps raised its own error):
 the request is incomplete (RFC 9112, section 8), and the servers hand the bytes
 that came as if they were all of it. (An input's error is the body's, whatever
-its type, but the process's own: memory or the stack ran out, which goes up as
-the application's failure; and a host's refusal of its size, an HTTP error of code
-413 as Flask's stream raises past ``MAX_CONTENT_LENGTH``, which reads as a body
-past the limit.) So, before a byte is read, does a body whose
+its type, but the process's own: memory or the stack ran out, or the read's code
+has a bug (``TypeError``, ``AttributeError``, ``NameError``: a host's wrapper),
+which goes up as the application's failure; and a host's refusal of its size, an
+HTTP error of code 413 as Flask's stream raises past ``MAX_CONTENT_LENGTH``, which
+reads as a body past the limit.) So, before a byte is read, does a body whose
 Transfer-Encoding does not end in chunked (``gzip``, ``chunked, gzip``): its
 length cannot be told, and the server must answer 400 and close (RFC 9112,
 section 6.3). gunicorn refuses it before the application; Werkzeug's server
@@ -39,8 +40,9 @@ logger = logging.getLogger(__name__)
 _DIGITS = re.compile(r"[0-9]+\Z")
 
 # What a read of the input may raise that is the server's and not the client's body's: the
-# process ran out of memory or stack (a wrapper's read of a large body, say).
-_SERVER_FAILURES = (MemoryError, RecursionError)
+# process ran out of memory or stack (a wrapper's read of a large body, say), or the
+# read's code has a bug (a host's wrapper of the input calling what it has not).
+_SERVER_FAILURES = (MemoryError, RecursionError, TypeError, AttributeError, NameError)
 
 
 class BodyUnreadable(ValueError):

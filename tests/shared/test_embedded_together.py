@@ -95,6 +95,16 @@ def test_a_stream_flows_through_the_mount_and_its_end_releases_it(site):
     assert alpha.session.ring.streams == 0 and alpha.active.count == 0
 
 
+def send_to_both(client, site, text: str) -> tuple:
+    """The answers of the door at ``/a`` and of the hub's echo agent to a SendMessage."""
+    door_answer = client.post("/a", json=rpc("SendMessage", msg(text)),
+                              headers=bearer(site.apps["/a"]))
+    hub_answer = client.post("/hub/a2a/v1/agents/echo", json=rpc("SendMessage",
+                                                                  send_params(text)),
+                             headers={**V1, "X-API-Key": KEY_A})
+    return door_answer, hub_answer
+
+
 def reads_the_body_first(app):
     """A host's middleware that reads the request's body and does not hand it back."""
     def host(environ, start_response):
@@ -110,11 +120,7 @@ def test_a_body_the_host_read_first_is_answered_as_unreadable_and_logged(site, c
     client, host = site.test_client(), site.wsgi_app
     site.wsgi_app = reads_the_body_first(host)
     caplog.set_level(logging.INFO, logger="murmur_wsgi.serving.body")
-    door_answer = client.post("/a", json=rpc("SendMessage", msg("eaten")),
-                              headers=bearer(site.apps["/a"]))
-    hub_answer = client.post("/hub/a2a/v1/agents/echo", json=rpc("SendMessage",
-                                                                  send_params("eaten")),
-                             headers={**V1, "X-API-Key": KEY_A})
+    door_answer, hub_answer = send_to_both(client, site, "eaten")
     assert door_answer.get_json()["error"]["code"] == -32603
     assert hub_answer.status_code == 400 and "ended after 0 of" in \
         hub_answer.get_json()["error"]["message"]
@@ -191,3 +197,37 @@ def test_a_body_past_the_hosts_own_limit_is_answered_as_too_large(site, caplog, 
     small = json.dumps(rpc("ListTasks", {})).encode()
     listed = host.post("/a", input_stream=io.BytesIO(small), headers=door_headers, **chunked)
     assert listed.get_json()["result"]["tasks"] == []
+
+
+def wraps_the_input_with_a_bug(app, failure: Exception):
+    """A host's middleware wrapping ``wsgi.input`` in a reader with a bug of its own."""
+    class Wrapper:
+        def read(self, size: int = -1) -> bytes:
+            raise failure
+
+    def host(environ, start_response):
+        environ["wsgi.input"] = Wrapper()
+        return app(environ, start_response)
+    return host
+
+
+@pytest.mark.parametrize("failure", [
+    TypeError("read() takes 1 positional argument but 2 were given"),
+    AttributeError("'NoneType' object has no attribute 'recv'"),
+    NameError("name 'stream' is not defined")], ids=["type", "attribute", "name"])
+def test_a_bug_in_the_hosts_input_wrapper_is_the_servers_failure(site, caplog, failure):
+    """A host's wrapper of the input that fails of its own bug was answered as the client's
+    body that cannot be read (the door -32603 with one INFO line, the hub 400 -32600): it
+    is the server's failure, answered 200 -32603 "Internal error" and logged as an error
+    with its traceback, as memory or the stack running out is."""
+    client = site.test_client()
+    site.wsgi_app = wraps_the_input_with_a_bug(site.wsgi_app, failure)
+    caplog.set_level(logging.INFO, logger="murmur_wsgi")
+    door_answer, hub_answer = send_to_both(client, site, "lost")
+    for answer in (door_answer, hub_answer):
+        error = answer.get_json()["error"]
+        assert (answer.status_code, error["code"]) == (200, -32603)
+        assert error["message"].startswith("Internal error")
+    failed = [record for record in caplog.records if record.levelno == logging.ERROR]
+    assert [record.exc_info[0] for record in failed] == [type(failure)] * 2
+    assert not any(record.name == "murmur_wsgi.serving.body" for record in caplog.records)
