@@ -160,10 +160,12 @@ def route(hub, environ: dict) -> tuple[str, str | None]:
     no route needs a ``%`` (agent names are letters, digits, ``.``, ``_`` and ``-``), and
     a proxy in front that allows or denies by the path as sent would see another one
     than the hub, which reads it decoded (``PATH_INFO``). The path as sent is gunicorn's
-    and Werkzeug's ``RAW_URI``; a server that gives none is read by ``PATH_INFO`` alone.
+    ``RAW_URI``, uWSGI's and mod_wsgi's ``REQUEST_URI`` (Werkzeug gives both); a server
+    that gives neither (wsgiref's, Django's runserver) is read by ``PATH_INFO`` alone.
     """
     path = environ.get("PATH_INFO", "")
-    if "%" in environ.get("RAW_URI", "").partition("?")[0]:
+    sent = environ.get("RAW_URI") or environ.get("REQUEST_URI") or ""
+    if "%" in sent.partition("?")[0]:
         raise NotServed(a2a=path == GROUP or path.startswith(_IN_GROUP))
     if path.startswith(PREFIX) and hub.config.public_url:   # PERF: an agent's, the most
         rest = path[_AFTER_PREFIX:]

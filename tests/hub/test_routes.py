@@ -77,6 +77,32 @@ def test_a_path_sent_percent_encoded_is_404(hub, method, raw):
     assert plain.status_code == 200            # the same path sent plain: served
 
 
+@pytest.mark.parametrize("keys", [("RAW_URI",), ("REQUEST_URI",), ("RAW_URI", "REQUEST_URI")],
+                         ids=["gunicorn", "uwsgi-mod_wsgi", "werkzeug"])
+def test_a_path_sent_percent_encoded_is_404_in_whichever_key_the_server_gives(hub, keys):
+    """gunicorn gives the path as sent in ``RAW_URI``, uWSGI and mod_wsgi in
+    ``REQUEST_URI`` only, Werkzeug in both. Only ``RAW_URI`` was read: under uWSGI or
+    mod_wsgi ``/a2a/v1/agents/%65cho`` was served (200), where gunicorn answered 404."""
+    from werkzeug.test import run_wsgi_app
+
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}})
+    answers = []
+    for raw in ("/a2a/v1/agents/%65cho", "/a2a/v1/agents/echo"):
+        builder = EnvironBuilder(path="/a2a/v1/agents/echo", method="POST", data=body,
+                                 headers={**V1, "X-API-Key": KEY_A},
+                                 content_type="application/json")
+        try:
+            environ = builder.get_environ()
+            for key in ("RAW_URI", "REQUEST_URI"):
+                environ.pop(key)
+            environ.update(dict.fromkeys(keys, raw + "?q=%20"))
+            _, status, _ = run_wsgi_app(hub, environ, buffered=True)
+        finally:
+            builder.close()
+        answers.append(status)
+    assert answers == ["404 Not Found", "200 OK"]
+
+
 def test_the_card_keeps_its_url_without_a_slash(hub):
     card = HubClient(hub).card().get_json()
     assert card["supportedInterfaces"][0]["url"].endswith("/a2a/v1/agents/echo")
