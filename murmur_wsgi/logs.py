@@ -16,9 +16,13 @@ Every field of a record, and every string put into its message, is cut to
 ``field_chars()`` characters (``observability.log_field_chars``, 256 by
 default) and marked (``…[cut: <n> chars]``); a message as a whole, to four
 times that: a caller's 50 MB id makes a line of a few hundred bytes. A
-traceback is kept whole. The bound is the process's: logging is configured
-before a manifest is read, so a door sets it when it is built
-(``set_field_chars``), and the last door built in a process sets it for all.
+traceback is kept whole. The bound is each application's own, however many
+a process holds: an application sets its bound on the thread (or greenlet)
+that answers a request while it answers it (``APP_BOUND``), a door on each of
+its tasks' threads, and an access record carries its door's. Outside them (a
+server's own records, a shared timer's) the process's bound holds: 256, or
+what ``set_field_chars`` set (a door served by ``murmur-wsgi serve``, its
+process's only application, sets its own).
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ import os
 import sys
 import threading
 import time
+from contextvars import ContextVar
 
 logger = logging.getLogger(__name__)
 
@@ -37,28 +42,36 @@ LEVEL_ENV = "MURMUR_WSGI_LOGLEVEL"
 FIELDS = "murmur"              # the record attribute holding a record's structured fields
 
 FIELD_CHARS = 256             # a logged field, or a value in a message, is cut past this
-MESSAGE_CHARS = 4 * FIELD_CHARS
-_bounds = [FIELD_CHARS, MESSAGE_CHARS]    # in force: a field's, a message's
+_bounds = [FIELD_CHARS]       # the process's (a message's is 4 times a field's)
+# The field bound of the application answering in this thread or greenlet (None: the
+# process's): each application sets it as it answers a request, and resets it with the
+# token ``set`` gave; a door in each of its tasks' threads too. (PERF: its C methods, called
+# inline, cost a request no Python call.)
+APP_BOUND: ContextVar = ContextVar("murmur_wsgi_log_field_chars", default=None)
+BOUND = "murmur_field_chars"    # the record attribute an access record carries its bound in
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
 _SCALARS = (int, float, bool, type(None))
 
 
 def set_field_chars(chars: int) -> None:
-    """Cut every logged field past ``chars`` from now on, a record's message past 4 times that."""
-    _bounds[:] = [chars, 4 * chars]
+    """Cut every logged field past ``chars`` from now on, a record's message past 4 times
+    that, where no application has set its own (``APP_BOUND``)."""
+    _bounds[0] = chars
 
 
 def field_chars() -> int:
-    """The bound in force on a logged field."""
-    return _bounds[0]
+    """The bound in force on a field logged here: the answering application's, or the
+    process's."""
+    chars = APP_BOUND.get()
+    return _bounds[0] if chars is None else chars
 
 
 def cut(value, limit: int | None = None):
     """``value`` as it is logged: a string (or the JSON of a structure) of at most ``limit``
     (the field bound in force when None)."""
     if limit is None:
-        limit = _bounds[0]
+        limit = field_chars()
     if isinstance(value, _SCALARS):
         return value
     if not isinstance(value, str):
@@ -72,18 +85,19 @@ def cut(value, limit: int | None = None):
     return value[:max(0, limit - len(mark))] + mark     # at most ``limit``: cut once only
 
 
-def _message(record: logging.LogRecord) -> str:
-    """The record's message, each string argument cut first, then the whole."""
+def _message(record: logging.LogRecord, chars: int) -> str:
+    """The record's message, each string argument cut to ``chars`` first, then the whole to
+    four times that."""
     args = record.args
     if isinstance(args, tuple) and args:
-        record.args = tuple(cut(a) if isinstance(a, str) else a for a in args)
+        record.args = tuple(cut(a, chars) if isinstance(a, str) else a for a in args)
         try:
             text = record.getMessage()
         finally:
             record.args = args
     else:
         text = record.getMessage()
-    return cut(text, _bounds[1])
+    return cut(text, 4 * chars)
 
 
 class JsonFormatter(logging.Formatter):
@@ -98,13 +112,14 @@ class JsonFormatter(logging.Formatter):
         if second != secs:
             text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
             self._second = (secs, text)
+        chars = getattr(record, BOUND, None) or field_chars()
         out = {"ts": f"{text}.{millis:03d}Z",
                "level": record.levelname.lower(), "logger": record.name,
-               "msg": _message(record)}
+               "msg": _message(record, chars)}
         fields = getattr(record, FIELDS, None)
         if isinstance(fields, dict):
             for key, value in fields.items():
-                out.setdefault(cut(str(key)), cut(value))
+                out.setdefault(cut(str(key), chars), cut(value, chars))
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         elif record.exc_text:
@@ -157,14 +172,16 @@ def access_enabled() -> bool:
 def log_access(fields: dict) -> None:
     """Write one access record: ``<method> <status> <outcome> <ms>ms`` and its fields.
 
-    Each field is cut here (see ``cut``), so a host's own handlers get them bounded too.
+    Each field is cut here (see ``cut``), so a host's own handlers get them bounded too, and
+    the record carries the bound it was cut to.
     """
-    fields = {key: cut(value) for key, value in fields.items()}
+    chars = field_chars()
+    fields = {key: cut(value, chars) for key, value in fields.items()}
     # PERF: a record built here skips logging's search of the caller's frame.
     record = access_log.makeRecord(
         ACCESS, logging.INFO, __file__, 0, "%s %s %s %.1fms",
         (fields.get("method") or "-", fields.get("status"), fields.get("outcome"),
-         fields.get("duration_ms", 0.0)), None, extra={FIELDS: fields})
+         fields.get("duration_ms", 0.0)), None, extra={FIELDS: fields, BOUND: chars})
     access_log.handle(record)
 
 

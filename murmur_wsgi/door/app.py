@@ -86,14 +86,18 @@ class Door:
         self.workdir = os.path.abspath(workdir if workdir is not None else os.getcwd())
         files = manifest.exports.get("files")
         check_root(files, self.workdir)
+        served = os.environ.get(records.RECORD_ENV, "").isdigit()     # by murmur-wsgi serve
         if trace is None:
-            # NOTE: a served door (murmur-wsgi serve) traces by default; an embedded one asks.
-            trace = os.environ.get(records.RECORD_ENV, "").isdigit()
+            # NOTE: a served door traces by default; an embedded one asks.
+            trace = served
         self.session = Session(manifest, resolve_agent(manifest, agent), trace=trace)
         self.tokens = TokenTable(manifest.authentication, manifest.name)
         self.cards = CardCache(manifest, self.session.id)
         observability = manifest.observability
-        logs.set_field_chars(observability.get("log_field_chars", logs.FIELD_CHARS))  # process-wide
+        self.log_field_chars = self.session.log_field_chars
+        if served:
+            # NOTE: the process's one application: its bound holds for every record.
+            logs.set_field_chars(self.log_field_chars)
         self.serves_metrics = bool(observability.get("metrics"))
         self.metrics = Metrics(access_log=observability.get("access_log", False),
                                counting=self.serves_metrics)
@@ -157,11 +161,14 @@ class Door:
 
     def __call__(self, environ, start_response):
         token = self.active.enter()
+        bound = logs.APP_BOUND.set(self.log_field_chars)
         try:
             body = dispatch(self, environ, start_response)
         except BaseException:
             self.active.leave(token)
             raise
+        finally:
+            logs.APP_BOUND.reset(bound)
         body = Body(body, functools.partial(self.active.leave, token),
                     sock=environ.get(SOCKET_KEY), timeout=self._write_timeout,
                     budget=self._write_budget)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 
+from murmur_wsgi import logs
 from murmur_wsgi.errors import (BodyTooLargeError, BodyUnreadableError,
                                 ExtendedAgentCardNotConfiguredError,
                                 InternalError, InvalidParamsError, MethodNotFoundError,
@@ -66,8 +67,15 @@ class Call:
 def handle(hub, environ, start_response):
     """The WSGI entry: one answer per request, every one of them written under
     ``stream.write_timeout_secs`` (a stream's by ``_stream``): a client that never reads a
-    large answer (a ListTasks page of large tasks) is cut, not held with it for good."""
-    body = _answer(hub, environ, start_response)
+    large answer (a ListTasks page of large tasks) is cut, not held with it for good.
+
+    The hub has no log bound of its own: what it logs is cut to the process's, not to the
+    bound of a door answering on this thread before it (``logs.APP_BOUND``)."""
+    bound = logs.APP_BOUND.set(None)
+    try:
+        body = _answer(hub, environ, start_response)
+    finally:
+        logs.APP_BOUND.reset(bound)
     sock = environ.get(SOCKET_KEY)
     if environ.get("REQUEST_METHOD") == "HEAD":
         return headers_only(body, sock, hub.config.stream["write_timeout_secs"])

@@ -9,7 +9,7 @@ import pytest
 from werkzeug.test import Client
 
 from murmur_wsgi import create_app, logs
-from tests.conftest import Rpc
+from tests.conftest import V1, Rpc
 from tests.sse_util import EXT, msg, open_stream
 
 AUTH = {"scheme": "bearer", "credentials": {"watcher": {"scopes": ["GetTask"]}}}
@@ -150,19 +150,30 @@ def test_every_logged_field_is_cut(log_lines):
 
 
 def test_the_field_bound_is_the_manifests(log_lines):
-    try:
-        rpc = Rpc(door(observability={"access_log": True, "log_field_chars": 100}))
-        assert logs.field_chars() == 100
-        rpc.error("GetTask", {"id": "t" * 10_000})
-        logging.getLogger("murmur_wsgi.test").warning("asked for %s", "x" * 1_000)
-    finally:
-        door()                                      # a door of the default bound resets it
-    assert logs.field_chars() == logs.FIELD_CHARS
+    rpc = Rpc(door(observability={"access_log": True, "log_field_chars": 100}))
+    rpc.error("GetTask", {"id": "t" * 10_000})
+    # Outside the door's requests and tasks, the process's bound: an embedded door leaves it.
+    logging.getLogger("murmur_wsgi.test").warning("asked for %s", "x" * 1_000)
     lines = log_lines()
     got, = access(lines)
     assert got["task_id"] == "t" * 81 + "…[cut: 10000 chars]"           # 100 chars
     other = [line for line in lines if line["logger"] == "murmur_wsgi.test"][0]
-    assert other["msg"] == f"asked for {'x' * 82}…[cut: 1000 chars]"
+    assert other["msg"] == f"asked for {'x' * 238}…[cut: 1000 chars]"    # 256 chars
+
+
+def test_a_door_served_by_murmur_wsgi_serve_sets_the_processs_bound(monkeypatch):
+    """``murmur-wsgi serve``'s door is its process's one application: its bound holds for
+    every record, the server's own and its timers' too."""
+    from murmur_wsgi.running import RECORD_ENV
+
+    monkeypatch.setenv(RECORD_ENV, "1")
+    served = create_app({"name": "served", "version": "1", "observability": {
+        "log_field_chars": 100}}, record=False, trace=False)
+    try:
+        assert logs.field_chars() == 100
+    finally:
+        logs.set_field_chars(logs.FIELD_CHARS)
+        served.close()
 
 
 def test_a_host_handler_gets_the_access_fields_cut():
@@ -193,3 +204,56 @@ def test_a_repeated_warning_is_logged_once_a_period_per_key_with_what_was_left_o
     assert sparse.due("a") == 0
     every = Sparse(secs=0)
     assert [every.due() for _ in range(3)] == [0, 0, 0]
+
+
+class _Reset(io.BytesIO):
+    """A request's input whose connection fails with a long error text."""
+
+    def read(self, size: int = -1) -> bytes:
+        raise OSError("reset " + "x" * 5000)
+
+
+def test_each_application_cuts_its_log_fields_to_its_own_bound(log_lines):
+    """Two doors of different ``log_field_chars`` and a hub in one process: the bound was
+    the process's, the last door built's, so the first door's records and the hub's were
+    cut to the other door's. Each application's are cut to its own (the hub, which has no
+    such setting, to 256): what is logged as it answers, its access records, and what its
+    agents log on their tasks' threads."""
+    from murmur_wsgi.hub import create_hub
+    from tests.hub.conftest import KEY_A, close_hub, hub_config
+
+    def agent(name: str):
+        def run(ctx):
+            logging.getLogger("murmur_wsgi.agent").warning("%s wrote %s", name, "z" * 5000)
+            return "done"
+        return run
+
+    wide = create_app({"name": "wide", "version": "1", "observability": {
+        "access_log": True, "log_field_chars": 1000}}, agent("wide"))
+    narrow = create_app({"name": "narrow", "version": "1", "observability": {
+        "log_field_chars": 64}}, agent("narrow"))
+    hub = create_hub(hub_config())
+    reset = {"content_type": "application/json", "input_stream": _Reset(),
+             "headers": {**V1, "X-API-Key": KEY_A}, "environ_overrides": {"CONTENT_LENGTH": "100"}}
+    try:
+        Client(wide).post("/", **reset)
+        Client(narrow).post("/", **reset)
+        Client(hub).post("/a2a/v1/agents/echo", **reset)
+        for app in (wide, narrow):
+            assert Rpc(app).result("SendMessage", msg(app.manifest.name))["task"]["status"][
+                "state"] == "TASK_STATE_COMPLETED"
+        Rpc(wide).error("GetTask", {"id": "t" * 5000})
+    finally:
+        for app in (wide, narrow):
+            app.close()
+        close_hub(hub)
+    lines = log_lines()
+    said = [line["msg"].partition("bytes: ")[2] for line in lines
+            if line["logger"] == "murmur_wsgi.serving.body"]
+    assert [len(text) for text in said] == [1000, 64, 256]
+    assert all(text.endswith("…[cut: 5006 chars]") for text in said)
+    wrote = {line["msg"].partition(" ")[0]: line["msg"].partition(" wrote ")[2]
+             for line in lines if line["logger"] == "murmur_wsgi.agent"}
+    assert {name: len(text) for name, text in wrote.items()} == {"wide": 1000, "narrow": 64}
+    got, = [line for line in access(lines) if line["method"] == "GetTask"]
+    assert len(got["task_id"]) == 1000

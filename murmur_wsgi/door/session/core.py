@@ -6,6 +6,7 @@ import threading
 import time
 
 from murmur_wsgi.door.session.delegations import Delegations
+from murmur_wsgi import logs
 from murmur_wsgi.ids import new_id
 from murmur_wsgi.door.session.trace import Trace
 from murmur_wsgi.door.tasks.works import BackgroundWorks
@@ -24,6 +25,8 @@ class Session:
     def __init__(self, manifest, agent, session_id: str | None = None, trace: bool = False):
         self.id = session_id or new_id("ses")
         self.manifest = manifest
+        # What its records are cut to, in its requests' threads and its tasks'.
+        self.log_field_chars = manifest.observability.get("log_field_chars", logs.FIELD_CHARS)
         self.started_at = time.time()
         self.closing = False
         self.agent = agent

@@ -21,6 +21,7 @@ import _thread
 import threading
 from collections import deque
 
+from murmur_wsgi import logs
 from murmur_wsgi.agents.base import TaskContext
 from murmur_wsgi.agents.endings import NOT_JSON, Ending, run_agent
 from murmur_wsgi.agents.inline import runs_inline
@@ -270,7 +271,12 @@ class TaskManager:
     def _spawn(self, record: TaskRecord) -> None:
         # PERF: the bare thread primitive (a greenlet under gevent): threading.Thread
         # would also build and wait on a start-up Event for every task.
-        _thread.start_new_thread(self._run, (record,))
+        _thread.start_new_thread(self._run_apart, (record,))
+
+    def _run_apart(self, record: TaskRecord) -> None:
+        """``_run`` on a thread of its own, whose records are cut to the door's bound."""
+        logs.APP_BOUND.set(self.session.log_field_chars)
+        self._run(record)
 
     def _run(self, record: TaskRecord) -> None:
         with self.store.lock:
