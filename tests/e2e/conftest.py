@@ -189,11 +189,13 @@ def _base_dir(where) -> Path:
 
 
 def launch(where, manifest: dict | None = None, *, host: str = "127.0.0.1",
-           cwd: Path | None = None, env: dict | None = None) -> DoorProcess:
+           cwd: Path | None = None, env: dict | None = None,
+           gunicorn_conf: str | None = None) -> DoorProcess:
     """Start a door (working directory ``cwd``, default the repository root) and wait for
     its card; the caller must ``stop()`` it.
 
-    ``env`` adds variables to the server's environment (e.g. ``GUNICORN_CMD_ARGS``).
+    ``env`` adds variables to the server's environment (e.g. ``GUNICORN_CMD_ARGS``);
+    ``gunicorn_conf`` is passed as ``--gunicorn-conf``.
     """
     directory = _base_dir(where)
     manifest = dict(default_manifest() if manifest is None else manifest)
@@ -206,7 +208,10 @@ def launch(where, manifest: dict | None = None, *, host: str = "127.0.0.1",
         manifest_path = write_manifest(directory, manifest, f"murmur-{port}.yaml")
         log_path = directory / f"door-{port}.log"
         home = directory / f"home-{port}"        # running record and trace, not in ~
-        proc = spawn(serve_argv(manifest_path, f"{host}:{port}"), log_path,
+        argv = serve_argv(manifest_path, f"{host}:{port}")
+        if gunicorn_conf is not None:
+            argv += ["--gunicorn-conf", gunicorn_conf]
+        proc = spawn(argv, log_path,
                      child_env(MURMUR_WSGI_HOME=str(home), **(env or {})), cwd=cwd)
         door = DoorProcess(url=f"http://{host}:{port}", manifest_path=manifest_path, proc=proc,
                            log_path=log_path, home=home)

@@ -2,7 +2,7 @@
 
 ``HubProcess(directory, config, agent=..., key=...)`` writes ``config`` (a mapping, or
 a function of the port that returns one) as hub.yaml, runs the README's command from
-the repository root and waits until ``agent``'s card is served to ``key``. ``rpc``
+the repository root (``gunicorn_conf``: with that ``--gunicorn-conf``) and waits until ``agent``'s card is served to ``key``. ``rpc``
 posts one JSON-RPC call with that key; ``stop`` is SIGTERM and a wait (tests/e2e/
 conftest.py's ``stop_process``, as the door's), ``stop_soon`` SIGTERM and no wait (the
 session's end checks it stopped), ``kill`` SIGKILL to its group.
@@ -30,7 +30,8 @@ class HubProcess:
     """``murmur-wsgi hub [--workers N]`` on a free port (or ``port``), serving ``agent``'s card."""
 
     def __init__(self, directory, config, *, agent: str, key: str, workers: int | None = None,
-                 port: int | None = None, env: dict | None = None):
+                 port: int | None = None, env: dict | None = None,
+                 gunicorn_conf: str | None = None):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.agent = agent
@@ -45,6 +46,8 @@ class HubProcess:
                 "--listen", f"127.0.0.1:{self.port}"]
         if workers is not None:
             argv += ["--workers", str(workers)]
+        if gunicorn_conf is not None:
+            argv += ["--gunicorn-conf", gunicorn_conf]
         self.proc = spawn(argv, self.log_path, child_env(**(env or {})))
         try:
             wait_served(self.proc, self.card_url(), time.monotonic() + START_DEADLINE,
