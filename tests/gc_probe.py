@@ -8,8 +8,8 @@ appends JSON lines to ``$GC_PROBE_OUT``:
   (``gc.get_freeze_count()``), the objects tracked (``len(gc.get_objects())``), the
   worker's RSS, and how long a full collection of that heap takes;
 - ``{"full": seconds}`` for each full (generation 2) collection CPython starts;
-- ``{"exit": ...}`` as the worker exits: the collections of each generation, and the
-  objects tracked then.
+- ``{"exit": ...}`` as the worker exits: the collections of each generation, the
+  longest of each and their total seconds, and the objects tracked then.
 """
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ import time
 
 _started: list = []
 _counts = [0, 0, 0]
+_longest = [0.0, 0.0, 0.0]
+_total = [0.0, 0.0, 0.0]
 _first = []
 
 
@@ -44,8 +46,13 @@ def _timed(phase: str, info: dict) -> None:
         return
     generation = info["generation"]
     _counts[generation] += 1
-    if generation == 2 and _started:
-        _write({"full": time.perf_counter() - _started[0]})
+    if not _started:
+        return
+    took = time.perf_counter() - _started[0]
+    _longest[generation] = max(_longest[generation], took)
+    _total[generation] += took
+    if generation == 2:
+        _write({"full": took})
 
 
 def watch_collections() -> None:
@@ -68,5 +75,6 @@ def boot_figures() -> None:
 
 
 def exit_figures() -> None:
-    _write({"exit": {"collections": list(_counts), "tracked": len(gc.get_objects()),
+    _write({"exit": {"collections": list(_counts), "longest_secs": list(_longest),
+                     "total_secs": list(_total), "tracked": len(gc.get_objects()),
                      "frozen": gc.get_freeze_count(), "rss": _rss()}})
