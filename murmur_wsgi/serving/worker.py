@@ -127,9 +127,9 @@ def frozen_boot() -> None:
 
     PERF: every request of a worker waits while a full (generation 2) collection walks
     every tracked object; after the hub's boot they are about 44,000 (modules, their
-    functions and classes, the configuration, the application), a 15-75 ms walk on a
+    functions and classes, the configuration, the application), a 15-110 ms walk on a
     shared 2-core machine. Frozen, they are never walked again: under a load of small
-    requests and 1 MB messages a full collection took 7-13 ms, against 33-64 ms
+    requests and 1 MB messages a full collection took 15 ms on average, against 46 ms
     (docs/performance.md). Collected first, the boot's garbage is not kept: the worker's
     RSS is the same. Only gunicorn's worker does it: an application mounted elsewhere
     leaves the collector to its host.
