@@ -8,11 +8,14 @@ it sleeps a microsecond, a timer after which gevent's loop polls the sockets.
 ``sleep(0)`` is not enough: it runs only the greenlets already ready, and a request
 still unread waited about 0.5 s. Without gevent, a thread switch. A long step of pure
 Python does the same between its slices: a ListTasks page, a data part's rendering, the
-nesting checks of a large request (wire/depth.py, wire/json_counts.py).
+nesting checks of a large request (wire/depth.py, wire/json_counts.py). The long steps
+of one tenant (a key: ``STEP_KEY``) take turns among themselves (``keyed_turns.py``).
 """
 from __future__ import annotations
 
 import time
+
+from murmur_wsgi.keyed_turns import STEP_KEY, keyed_turn
 
 TURN_SECS = 0.01            # an agent that writes without waiting gives way this often
 
@@ -21,11 +24,19 @@ def turn(ends: float) -> float:
     """After one of the agent's writes: give way if its turn, which ends at ``ends``, is
     over. Returns when the turn now ends: ``ends``, or ``TURN_SECS`` from now. A turn
     begins at the first write (``ends`` 0.0: PERF, nothing for an agent that writes
-    nothing, as most of a hub's inline runs)."""
+    nothing, as most of a hub's inline runs). A step marked with a key waits, besides,
+    for its key's other steps' slices (``keyed_turn``)."""
     now = time.monotonic()
     if now < ends:
         return ends
+    key = STEP_KEY.get()
+    if key is not None:
+        return keyed_turn(key, ends, TURN_SECS, _give_way)
     if ends:
-        time.sleep(1e-6)
+        _give_way()
         now = time.monotonic()
     return now + TURN_SECS
+
+
+def _give_way() -> None:
+    time.sleep(1e-6)

@@ -26,6 +26,7 @@ from murmur_wsgi.errors import (BodyTooLargeError, BodyUnreadableError,
 from murmur_wsgi.hub.cards import CARD_SUFFIX, PREFIX
 from murmur_wsgi.hub.errors import A2A_HEADERS, AgentNotFound, HubRefusal, NotServed
 from murmur_wsgi.hub.sse import HubStream
+from murmur_wsgi.keyed_turns import STEP_KEY
 from murmur_wsgi.serving import body as bodies
 from murmur_wsgi.serving.answers import JSON_HEADERS, refusal_response, rpc_error, status_line
 from murmur_wsgi.serving.envelope import ABSENT, check_envelope, parse_json
@@ -102,6 +103,7 @@ def _answer(hub, environ, start_response):
         if kind == "metrics":
             return _metrics_page(hub, environ, start_response)
         tenant, subject = hub.credentials.tenant_of(environ)                  # step 2
+        STEP_KEY.set(tenant)            # its long steps take turns (murmur_wsgi/turns.py)
         if (tenant, agent) not in hub.cards:                                  # step 3
             # NOTE: unknown, unpublished and another tenant's agents answer alike.
             raise AgentNotFound()

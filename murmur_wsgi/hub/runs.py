@@ -51,6 +51,7 @@ from murmur_wsgi.hub.run_events import KeptEvents
 from murmur_wsgi.hub.run_writes import RunWrites
 from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.hub.task import COMPLETED, FAILED
+from murmur_wsgi.keyed_turns import STEP_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -337,6 +338,7 @@ class Run(RunWrites):
             timer.cancel()
 
     def _work(self, ctx: HubContext, payload: str | None) -> None:
+        STEP_KEY.set(self.tenant)       # the agent's writes take turns with its tenant's steps
         try:
             ending = execute(self, ctx, payload)
         except Exception:  # noqa: BLE001 - a run's thread ends logged, never unhandled
