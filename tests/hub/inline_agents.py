@@ -1,13 +1,18 @@
-"""Agents of tests/hub/test_inline_run.py: each notes the thread each of its runs was on."""
+"""Agents of tests/hub/test_inline_run.py: each notes the thread each of its runs was on,
+and the key its turns were taken under (murmur_wsgi/keyed_turns.py)."""
 from __future__ import annotations
 
 import threading
 
+from murmur_wsgi.keyed_turns import STEP_KEY
+
 THREADS: dict[str, int] = {}
+KEYS: dict[str, str | None] = {}
 
 
 def _noted(ctx, name: str) -> str:
     THREADS[f"{name}:{ctx.text}"] = threading.get_ident()
+    KEYS[f"{name}:{ctx.text}"] = STEP_KEY.get()
     return f"echo: {ctx.text}"
 
 

@@ -25,6 +25,7 @@ def rpc(store, request):
         {name: agent(f"tests.hub.inline_agents:{ref}") for name, ref in AGENTS.items()})
     h = create_hub(config)
     inline_agents.THREADS.clear()
+    inline_agents.KEYS.clear()
     yield HubClient(h)
     close_hub(h)
 
@@ -38,6 +39,14 @@ def answer_of(task: dict) -> dict:
     return {"state": task["status"]["state"],
             "parts": task["artifacts"][0]["parts"],
             "history": [part for m in task["history"] for part in m["parts"]]}
+
+
+def test_a_run_takes_its_turns_as_its_tenant_inline_or_on_its_thread(rpc):
+    """Its writes take turns with its tenant's other long steps, not as a step of nobody."""
+    rpc.send("hi", agent="inline")
+    rpc.send("hi", agent="threaded")
+    wait_until(lambda: "threaded:hi" in inline_agents.KEYS)
+    assert inline_agents.KEYS == {"inline:hi": "acme", "threaded:hi": "acme"}
 
 
 def test_a_blocking_message_runs_an_inline_agent_in_its_thread_and_answers_the_same(rpc):
