@@ -62,8 +62,8 @@ def fill(hub) -> str:
 
 def waits_while_listed(hub, own: str, connections: int, secs: float) -> tuple[list, list]:
     """``other``'s GetTask waits while ``busy`` lists on ``connections`` for ``secs``, and the
-    size of each page listed (the head of an answer that is no page: each a result, read whole: not parsed, which would take the
-    test's own threads more than the worker's time)."""
+    size of each page listed (the head of an answer that is no page). Pages are read whole,
+    not parsed: parsing would take the test's own threads more than the worker's time."""
     pages = []
     listing = threading.Barrier(connections + 1, timeout=10)
     deadline = []
