@@ -4,7 +4,8 @@ requests of the worker wait one slice per round of the loop, however many steps 
 Run in a child process patched as gunicorn's gevent worker is. Eight steps marked ``a`` (a
 tenant's ListTasks pages on eight connections) compute 1 ms at a time and call ``turn``;
 a greenlet marked ``b`` (another tenant's GetTask) needs ten rounds of the loop, each a
-timer of 1 ms as a socket's read is, and notes how long each took.
+timer of 1 ms as a socket's read is, and notes how long each took. Each greenlet keeps
+the mark it set (a contextvar: gevent keeps one per greenlet).
 """
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ PRELUDE = textwrap.dedent("""
         for _ in range(items):
             busy(0.001)
             ends = turn(ends)
-        done.append(key)
+        if STEP_KEY.get() == key:   # each greenlet its own mark, whatever the others set
+            done.append(key)
 """)
 
 ROUNDS = PRELUDE + textwrap.dedent("""
