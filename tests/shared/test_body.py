@@ -211,3 +211,29 @@ def test_a_declared_body_past_a_host_wrappers_limit_is_too_large():
     environ = {"wsgi.input": LimitedStream(io.BytesIO(call), 10, is_max=True),
                "CONTENT_LENGTH": str(len(call))}
     assert read_body(environ, 100) is None
+
+
+@pytest.mark.parametrize("chunks", [b"41\r\nab", b"f" * 99 + b"\r\nab",
+                                    b"3\r\nabc\r\n41\r\n" + b"x" * 10])
+def test_a_chunk_shorter_than_its_size_on_werkzeugs_server_is_unreadable(chunks):
+    """Werkzeug's server dechunks the input itself (``DechunkedInput``, a raw stream). Its
+    ``read`` handed ``readinto`` a bytearray, which a chunk that came short of its size
+    shrank, then copied the size asked from the shrunk buffer: the limit's bytes from past
+    its end (None: "too large"; a chunk size past a 1 MiB limit killed the server with
+    SIGSEGV)."""
+    from werkzeug.serving import DechunkedInput
+
+    stream = DechunkedInput(io.BufferedReader(io.BytesIO(chunks)))
+    with pytest.raises(BodyUnreadable):
+        read_body({"wsgi.input": stream, "wsgi.input_terminated": True,
+                   "HTTP_TRANSFER_ENCODING": "chunked"}, 64)
+
+
+def test_a_chunked_body_on_werkzeugs_server_is_read_whole():
+    from werkzeug.serving import DechunkedInput
+
+    data = b"x" * 70_000
+    chunks = b"%x\r\n%s\r\n3\r\nabc\r\n0\r\n\r\n" % (len(data), data)
+    stream = DechunkedInput(io.BufferedReader(io.BytesIO(chunks)))
+    assert read_body({"wsgi.input": stream, "wsgi.input_terminated": True,
+                      "HTTP_TRANSFER_ENCODING": "chunked"}, 100_000) == data + b"abc"

@@ -108,3 +108,18 @@ def test_the_dev_servers_refusal_is_json_with_its_status(dev_hub, case):
     assert "content-type: application/json" in head and "connection: close" in head, lines
     assert "cache-control: private, no-store" in head, lines
     assert json.loads(body) == {"error": status.split(" ", 1)[1].lower()}
+
+
+def test_a_chunk_size_past_the_limit_on_the_dev_server_is_400_and_the_server_lives(dev_hub):
+    """A chunk declared past the body's limit, of which 2 bytes came before the client
+    sent no more: Werkzeug's server dechunks it itself, and read through its own ``read``
+    the body was the limit's bytes from past the chunk's end, which killed this process
+    (SIGSEGV) or answered 413. Now 400, and the next request is answered."""
+    with socket.create_connection(("127.0.0.1", dev_hub), timeout=10) as sock:
+        sock.sendall((POST + "Transfer-Encoding: chunked\r\n\r\n" + "f" * 99
+                      + "\r\nab").encode())
+        sock.shutdown(socket.SHUT_WR)           # the client sends no more
+        lines, _ = answer_with_head(sock)
+    assert lines[0].split(" ", 1)[1] == "400 Bad Request", lines
+    lines, _ = exchange(dev_hub, b"NOT A REQUEST\r\n\r\n")
+    assert lines[0].split(" ", 1)[1] == "400 Bad Request", lines
