@@ -4,7 +4,9 @@ in each child, at once, for as long as ``obj`` lives.
 
 redis-py makes its pools anew in a child at their first call (``_checkpid``); the store's
 own queue of waiters (``turns.Turns``) and connections (``redis_commands.Commands``) were
-the parent's there: its waiters, whose threads the child has not, and its sockets.
+the parent's there: its waiters, whose threads the child has not, and its sockets; and so
+were the locks of a cluster's client (``redis_cluster``), which a parent's thread may have
+held (a make of the client that waits on a node).
 
 Concurrency: ``forked`` runs in the child before anything else does (the forking thread
 is its only one), so it takes no lock: one a parent's thread held is made anew.

@@ -36,6 +36,7 @@ from redis.retry import Retry
 
 from murmur_wsgi.hub.store.base import StoreRefused, retrying_quietly
 from murmur_wsgi.hub.store.cluster_url import cluster_nodes, tls_settings
+from murmur_wsgi.hub.store.forks import anew_in_child
 from murmur_wsgi.hub.store.redis_cluster_pipeline import NodePipeline, key_of
 from murmur_wsgi.hub.store.redis_commands import Commands
 from murmur_wsgi.hub.store.redis_pool import MAX_CONNECTIONS, WaitingPool
@@ -66,7 +67,8 @@ class _Cluster(RedisCluster):
 
     Concurrency: one thread at a time makes redis-py's client (``_making``); the others
     meanwhile raise ``RedisClusterUnreachableError`` at once. A make that ends after the
-    client closed (``closing``) closes what it connected."""
+    client closed (``closing``) closes what it connected. A forked child makes its locks
+    anew (``forked``): a parent's thread making the client held ``_making`` for good there."""
 
     ERRORS_ALLOW_RETRY = (redis.ConnectionError, ClusterDownError, SlotNotCoveredError)
 
@@ -74,11 +76,10 @@ class _Cluster(RedisCluster):
         self.timeout_secs = timeout_secs        # the longest a TRYAGAIN is sent again
         self.closing = threading.Event()        # set by ``disconnect``: no more pauses
         self._asked: dict[str, ClusterNode] = {}     # nodes an ASK named that the map lacks
-        self._asked_lock = threading.Lock()
         self._settings = (args, kwargs)
         self._made = False                      # redis-py's client made: the map read
-        self._making = threading.Lock()
-        self._maker = None                      # the thread making it
+        self.forked()                           # _asked_lock, _making, _maker
+        anew_in_child(self)
         self._make_at = 0.0                     # the next try, after one that failed
         self._quiet = retrying_quietly()        # its state told at DEBUG (the class)
         self._refused = None                    # the refusal told, while the tries meet it
@@ -93,6 +94,13 @@ class _Cluster(RedisCluster):
             self._make_at = time.monotonic() + REFRESH_SECS
             self._tell(logging.WARNING, "redis store: no node of the Redis Cluster answers "
                        "(%s); the hub answers -32603 until one does", type(ex).__name__)
+
+    def forked(self) -> None:
+        """Its locks, made; and in a forked child (``forks``), where a parent's thread may
+        have held one (a make under way, waiting on a node that does not answer)."""
+        self._asked_lock = threading.Lock()
+        self._making = threading.Lock()
+        self._maker = None                      # the thread making it
 
     def _tell(self, level: int, message: str, *args) -> None:
         logger.log(logging.DEBUG if self._quiet else level, message, *args)
@@ -238,16 +246,22 @@ class ClusterCommands:
     command of it where a redirection says (``redis_redirects``), within the cluster's
     ``timeout_secs``; a pause between two sends ends when the cluster closes (``closing``).
 
-    Concurrency: the per-node map is filled under a lock; each ``Commands`` is
-    thread-safe.
+    Concurrency: the per-node map is filled under a lock (one of its own in a forked
+    child: ``forked``); each ``Commands`` is thread-safe.
     """
 
     def __init__(self, cluster: _Cluster, make):
         self._cluster = cluster
         self._make = make
         self._nodes: dict[str, object] = {}
-        self._lock = threading.Lock()
         self._refresh_at = 0.0                  # the next refresh after a failed connection
+        self.forked()
+        anew_in_child(self)
+
+    def forked(self) -> None:
+        """The map's lock, made; and in a forked child (``forks``), where a parent's thread
+        may have held it. Each node's ``Commands`` makes itself anew."""
+        self._lock = threading.Lock()
 
     def _of_node(self, node):
         found = self._nodes.get(node.name)
