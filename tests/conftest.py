@@ -126,8 +126,18 @@ def _uses_the_cluster(item) -> bool:
     return "redis_cluster" in item.fixturenames or "cluster" in params.values()
 
 
-# A cluster a test may break, of each kind: the fixture that hands it out, and its replicas.
-SPARES = {"spare": ("spare_cluster", 0), "replicated": ("replicated_cluster", 1)}
+# A cluster a test may break, of each kind: the fixture that hands it out, its replicas, and
+# its primaries.
+SPARES = {"spare": ("spare_cluster", 0, 3), "replicated": ("replicated_cluster", 1, 3),
+          "single": ("single_cluster", 0, 1)}
+
+
+def _new_cluster(directory, name: str):
+    """A Cluster (not started) of the kind ``name``: "shared" or one of ``SPARES``."""
+    from tests.redis_topologies import Cluster
+
+    _, replicas, size = SPARES.get(name, (None, 0, 3))
+    return Cluster(directory, size=size, replicas=replicas)
 
 
 class ClustersStarting:
@@ -143,7 +153,7 @@ class ClustersStarting:
     def __init__(self, items, tmp_path_factory):
         self._mktemp = tmp_path_factory.mktemp
         self._left = {"shared": int(any(_uses_the_cluster(item) for item in items))}
-        for name, (fixture, _) in SPARES.items():
+        for name, (fixture, _, _) in SPARES.items():
             self._left[name] = sum(fixture in item.fixturenames for item in items)
         self.made: list[Starting] = []
         self._next: dict[str, list[Starting]] = {name: [] for name in self._left}
@@ -151,12 +161,9 @@ class ClustersStarting:
             self._start(name)
 
     def _start(self, name: str) -> None:
-        from tests.redis_topologies import Cluster
-
         if self._left[name] > 0:
             self._left[name] -= 1
-            replicas = SPARES[name][1] if name in SPARES else 0
-            started = Starting(Cluster(self._mktemp(f"cluster-{name}"), replicas=replicas))
+            started = Starting(_new_cluster(self._mktemp(f"cluster-{name}"), name))
             self.made.append(started)
             self._next[name].append(started)
 
@@ -185,10 +192,7 @@ def clusters_starting(request, tmp_path_factory):
 def _cluster(clusters_starting, name: str, tmp_path_factory):
     cluster = clusters_starting.take(name)
     if cluster is None:               # asked for by name only (getfixturevalue)
-        from tests.redis_topologies import Cluster
-
-        replicas = SPARES[name][1] if name in SPARES else 0
-        cluster = Cluster(tmp_path_factory.mktemp(f"cluster-{name}"), replicas=replicas).start()
+        cluster = _new_cluster(tmp_path_factory.mktemp(f"cluster-{name}"), name).start()
     yield cluster
     cluster.stop()
 
@@ -212,6 +216,14 @@ def replicated_cluster(clusters_starting, tmp_path_factory):
     """A real 3-primary Redis Cluster with a replica of each primary, of the test's own, to
     kill nodes of and fail over; started while the tests before it ran when it could be."""
     yield from _cluster(clusters_starting, "replicated", tmp_path_factory)
+
+
+@pytest.fixture
+def single_cluster(clusters_starting, tmp_path_factory):
+    """A real Redis Cluster of one primary owning every slot, of the test's own, to stall or
+    stop; started while the tests before it ran when it could be (a cluster's node serves
+    2 s after it starts at the soonest)."""
+    yield from _cluster(clusters_starting, "single", tmp_path_factory)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -54,10 +54,10 @@ def test_a_hub_starts_on_a_cluster_no_node_answers_and_serves_once_it_does(tmp_p
 
 
 @pytest.mark.timed
-def test_a_stalled_cluster_costs_the_start_one_try_of_its_nodes(tmp_path):
+def test_a_stalled_cluster_costs_the_start_one_try_of_its_nodes(single_cluster):
     """Every node stalled (SIGSTOP: connected, never answered): the start's try costs a
     timeout; the hub's own threads starting with it wait for the next try, a second on."""
-    cluster = Cluster(tmp_path / "cluster", size=1).start()
+    cluster = single_cluster
     os.kill(cluster.nodes[0].proc.pid, signal.SIGSTOP)
     try:
         started = time.monotonic()
