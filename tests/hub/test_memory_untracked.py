@@ -31,18 +31,6 @@ from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until
 AGENTS = ("echo", "named", "tokens", "data", "history", "rejects")
 
 
-@pytest.fixture(autouse=True)
-def collections_of_the_tests_own_objects():
-    """PERF: what the process holds before the test is frozen (``gc.freeze``: left out of
-    every collection and of ``gc.get_objects``) until the test ends. Each full collection
-    here then walks what the test made, not a worker's whole collected suite as well:
-    about a second each under load, over forty of them. What the test made is collected,
-    untracked and counted as before."""
-    gc.freeze()
-    yield
-    gc.unfreeze()
-
-
 def _tracked() -> int:
     # NOTE: twice: what the first collection frees can leave more for the second.
     gc.collect()
