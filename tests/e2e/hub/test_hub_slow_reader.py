@@ -91,7 +91,10 @@ def test_a_client_that_never_reads_a_large_answer_is_cut(tmp_path):
             # The client never reads: the write that fills the buffers misses its deadline.
             while CUT_LOGGED not in server.log():
                 assert time.monotonic() < deadline, server.log()[-2000:]
-            assert time.monotonic() - sent_at < WRITE_SECS + 8
+            # NOTE: the answers that fill the buffers first are the hub's CPU (about 14,000
+            # HEADs: 8.9 s once with the machine at load 10); held, it was never cut
+            # (GET) or after 25 s (HEAD).
+            assert time.monotonic() - sent_at < WRITE_SECS + 15
             received = 0
             while chunk := sock.recv(1 << 20):      # what the buffers held, then the end
                 received += len(chunk)
@@ -128,7 +131,10 @@ def test_a_client_that_pipelines_small_requests_and_never_reads_is_cut(tmp_path,
                     sent += sock.send(requests_[sent:sent + 65536])
                 except (BlockingIOError, ConnectionError):
                     pass                # the hub takes no more, or has cut it
-            assert time.monotonic() - sent_at < WRITE_SECS + 8
+            # NOTE: the answers that fill the buffers first are the hub's CPU (about 14,000
+            # HEADs: 8.9 s once with the machine at load 10); held, it was never cut
+            # (GET) or after 25 s (HEAD).
+            assert time.monotonic() - sent_at < WRITE_SECS + 15
         assert server.rpc("ListTasks", {"pageSize": 1}).status_code == 200
     finally:
         server.stop_soon()
