@@ -11,11 +11,15 @@ the oldest of which takes it at the next round: the key's N steps have one slice
 round, as one step has, and every other request runs between them. A step of no key (the
 door's, a sweep's) turns as before.
 
-A holder is given ``TURN_SECS``: the line is free past it without a word from the holder
-(a step that ended, failed, or whose client left mid-step, a thread waiting on something
-else), so no step waits on another for good and nothing is given back in a ``finally``.
-The first step waiting wakes when its time is up, the others when they come first; one
-that leaves the line (served, or its greenlet killed) tells the next.
+The first step waiting takes the line after a round of the loop, whoever holds it: under
+gevent it runs only while no step computes, so a holder still holding has stopped (it
+ended, failed, lost its client, or waits on a socket or its agent's model). No step
+waits on another for good, nothing is given back in a ``finally``, and a step that waits
+between short writes holds none of the others; one that comes back to its slice finds
+its line taken at its next ``turn`` (``holds``) and waits in the line. The others wake
+when they come first: one that leaves the line (served, or its greenlet killed) tells
+the next. Under threads (Werkzeug's dev server) the line orders the key's steps, a
+round apart, but holds none back: a thread is not known to compute.
 
 Concurrency: a line's state under its lock; ``STEP_KEY`` and the ticket a step holds are
 ``contextvars``, which gevent keeps per greenlet (a new greenlet or thread starts with
@@ -46,7 +50,7 @@ class _Line:
     def __init__(self):
         self.lock = threading.Lock()
         self.ticket = 0             # the holder's (``_HELD``); 0: none
-        self.until = 0.0            # the holder's time is up then: the line is free past it
+        self.until = 0.0            # the holder's slice ends then
         self.queue: collections.deque = collections.deque()     # an Event each, oldest first
 
 
@@ -56,11 +60,11 @@ if hasattr(os, "register_at_fork"):
 
 
 def keyed_turn(key, ends: float, secs: float, give_way) -> float:
-    """``turn`` of a step marked ``key`` whose slice, which ended at ``ends`` (0.0: a step
-    that begins), is over: it frees the line and waits behind the key's steps waiting,
-    whose oldest takes it. Returns when its new slice ends. A step that begins takes a
-    free line nobody waits for at once, and keeps its greenlet's slice that goes on
-    (ListTasks' rendering after its parsing)."""
+    """``turn`` of a step marked ``key`` whose slice, which ends at ``ends`` (0.0: a step
+    that begins), is over, or was taken from it (``holds``): it frees the line and waits
+    behind the key's steps waiting, whose oldest takes it. Returns when its new slice
+    ends. A step that begins takes the line at once when nobody waits, and keeps its
+    greenlet's slice that goes on (ListTasks' rendering after its parsing)."""
     line = _lines.get(key)
     if line is None:
         line = _lines.setdefault(key, _Line())
@@ -71,44 +75,50 @@ def keyed_turn(key, ends: float, secs: float, give_way) -> float:
     with line.lock:
         if mine and line.ticket == held:
             line.ticket = 0
-        now = time.monotonic()
-        if not (ends or line.queue) and (not line.ticket or line.until <= now):
-            return _hold(line, now + secs)
+        if not (ends or line.queue):
+            return _hold(line, time.monotonic() + secs)
         me = threading.Event()
         line.queue.append(me)
     return _wait(line, me, secs, give_way)
 
 
+def holds(key) -> bool:
+    """Whether this step holds ``key``'s line: one whose line was taken while it waited
+    on something else (a socket, its agent's model) has lost it, and its next ``turn``
+    waits in the line instead of computing the rest of its slice beside the new holder."""
+    line = _lines.get(key)
+    return line is not None and line.ticket == _HELD.get()
+
+
 def _wait(line: _Line, me, secs: float, give_way) -> float:
-    """Wait in ``line`` (``me`` in its queue) until this step is first and the line free,
-    then hold it ``secs``. The first takes it only after a timer, a round of the loop in
-    which the sockets are polled (``give_way``, or its wait for the holder's time): its
-    own slice just over, or woken by the one before it (``set``), it would run in the
-    same round as that one's."""
-    timed = False
+    """Wait in ``line`` (``me`` in its queue) until this step is first, then hold it
+    ``secs``. The first takes it after a round of the loop (``give_way``: a timer, after
+    which the sockets are polled): its own slice just over, or woken by the one before it
+    (``set``), it would run in the same round as that one's.
+
+    NOTE: whoever holds the line then: under gevent a step waiting runs only while none
+    computes, so a holder still holding has stopped (it ended, it waits on a socket or its
+    agent's model); waiting for its time to be up held every other step of the key: a
+    tenant's runs writing tokens between their model's answers wrote one per TURN_SECS
+    between them. The holder that comes back finds its line taken at its next ``turn``."""
+    rounds = False
     try:
         while True:
             with line.lock:
-                now = time.monotonic()
-                if line.queue[0] is not me:
-                    wait = NOT_FIRST_SECS
-                elif line.ticket and line.until > now:
-                    wait = line.until - now
-                elif timed:
-                    return _hold(line, now + secs)
-                else:
-                    wait = 0.0
-            if wait:
-                timed = not me.wait(wait)
-                me.clear()
-            else:
+                first = line.queue[0] is me
+                if first and rounds:
+                    return _hold(line, time.monotonic() + secs)
+            if first:
                 give_way()
-                timed = True
+                rounds = True
+            else:
+                me.wait(NOT_FIRST_SECS)
+                me.clear()
     finally:
         with line.lock:
             line.queue.remove(me)
             if line.queue:
-                line.queue[0].set()     # the next is first: it waits for the holder's time
+                line.queue[0].set()     # the next is first: it takes the line a round on
 
 
 def _hold(line: _Line, until: float) -> float:
