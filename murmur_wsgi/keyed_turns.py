@@ -23,8 +23,10 @@ round apart, but holds none back: a thread is not known to compute.
 
 Concurrency: a line's state under its lock; ``STEP_KEY`` and the ticket a step holds are
 ``contextvars``, which gevent keeps per greenlet (a new greenlet or thread starts with
-none: a run's thread is marked by the run). One line per key that ever took a turn (the
-hub's tenants); a forked child starts with none.
+none: a run's thread is marked by the run). A mark stays on a keep-alive connection's
+greenlet after its request: the hub sets its own at each request's step 2, and the door
+clears it at each of its requests (both mounted in one site). One line per key that ever
+took a turn (the hub's tenants); a forked child starts with none.
 """
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from murmur_wsgi.door.middleware.auth import TokenTable
 from murmur_wsgi.door.planes.files import FilesPlane, check_root, finished_tasks
 from murmur_wsgi.door.session import records
 from murmur_wsgi.door.session.core import Session
+from murmur_wsgi.keyed_turns import STEP_KEY
 from murmur_wsgi.serving.urls import announced_url, is_authority, script_path
 from murmur_wsgi.serving.writes import SOCKET_KEY, Body, headers_only
 
@@ -162,6 +163,9 @@ class Door:
     def __call__(self, environ, start_response):
         token = self.active.enter()
         bound = logs.APP_BOUND.set(self.log_field_chars)
+        # NOTE: no tenant's: a hub mounted beside it marks the greenlet of the connection
+        # it served before (``keyed_turns.STEP_KEY``), and its mark stays until cleared.
+        STEP_KEY.set(None)
         try:
             body = dispatch(self, environ, start_response)
         except BaseException:

@@ -15,6 +15,7 @@ from murmur_wsgi import create_app
 from murmur_wsgi.door.app import live_doors
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.app import live_hubs
+from murmur_wsgi.keyed_turns import STEP_KEY
 from murmur_wsgi.uris import CARD_PATH
 from tests.conftest import V1
 from tests.hub.conftest import KEY_A, close_hub, hub_config, send_params
@@ -231,3 +232,17 @@ def test_a_bug_in_the_hosts_input_wrapper_is_the_servers_failure(site, caplog, f
     failed = [record for record in caplog.records if record.levelno == logging.ERROR]
     assert [record.exc_info[0] for record in failed] == [type(failure)] * 2
     assert not any(record.name == "murmur_wsgi.serving.body" for record in caplog.records)
+
+
+def test_a_door_request_after_a_hub_request_on_the_same_thread_runs_as_no_tenant(site):
+    """A keep-alive connection's greenlet (here the test's thread) serves the door after the
+    hub: the door's long steps (a large body's nesting checks, a data part's rendering)
+    take no turns among the hub tenant's steps (murmur_wsgi/keyed_turns.py)."""
+    client, apps = site.test_client(), site.apps
+    client.post("/hub/a2a/v1/agents/echo", json=rpc("SendMessage", send_params("hub")),
+                headers={**V1, "X-API-Key": KEY_A})
+    assert STEP_KEY.get() == "acme"
+    answer = client.post("/a", json=rpc("SendMessage", msg("to alpha")),
+                         headers=bearer(apps["/a"]))
+    assert answer.get_json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert STEP_KEY.get() is None
