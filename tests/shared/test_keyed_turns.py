@@ -9,15 +9,18 @@ the mark it set (a contextvar: gevent keeps one per greenlet).
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import statistics
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
-from murmur_wsgi.turns import TURN_SECS
+from murmur_wsgi.keyed_turns import STEP_KEY, holds, keyed_turn
+from murmur_wsgi.turns import TURN_SECS, turn
 
 PRELUDE = textwrap.dedent("""
     from gevent import monkey
@@ -143,3 +146,21 @@ def test_a_step_that_ends_or_is_killed_holds_no_other_step_of_its_key():
 def test_steps_of_a_key_that_wait_between_writes_hold_none_of_the_others():
     seen = _child(WRITERS)
     assert seen["a"] < seen["None"] + 30 * TURN_SECS, seen
+
+
+def test_a_step_whose_line_was_taken_while_it_waited_waits_in_the_line_for_the_rest():
+    """A step that begins while the holder waits on something else (here: a slice of a
+    minute, a holder that never comes back to it) takes the line; the holder, back within
+    its slice, waits in the line at its next turn, then computes a slice of its own."""
+    holder, taker = contextvars.Context(), contextvars.Context()
+    for step in (holder, taker):
+        step.run(STEP_KEY.set, "taken")
+    ends = holder.run(keyed_turn, "taken", 0.0, 60.0, lambda: None)
+    took = threading.Thread(target=taker.run, args=(keyed_turn, "taken", 0.0, 60.0,
+                                                    lambda: None), daemon=True)
+    took.start()
+    took.join(10)
+    assert not took.is_alive()                      # not the holder's minute
+    assert not holder.run(holds, "taken") and taker.run(holds, "taken")
+    assert holder.run(turn, ends) < ends            # a slice of TURN_SECS, in its turn
+    assert holder.run(holds, "taken")
