@@ -83,8 +83,10 @@ LEAVING = PRELUDE + textwrap.dedent("""
     holder = gevent.spawn(long_step, "a", 30, done)
     killed = gevent.spawn(long_step, "a", 30, done)
     last = gevent.spawn(timed_step, "a", 5, took)
-    while len(keyed_turns._lines["a"].queue) < 2:
+    deadline = time.monotonic() + 10
+    while len(keyed_turns._lines["a"].queue) < 2 and time.monotonic() < deadline:
         gevent.sleep(0)             # wait-ok: a yield, until two steps wait in the line
+    assert len(keyed_turns._lines["a"].queue) >= 2, "no two steps waited in the line"
     killed.kill()
     gevent.joinall([holder, last], timeout=10)
     print(json.dumps({"done": done, "took": took,
