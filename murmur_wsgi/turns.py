@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from murmur_wsgi.keyed_turns import STEP_KEY, holds, keyed_turn
+from murmur_wsgi.keyed_turns import STEP_KEY, in_slice, keyed_turn
 
 TURN_SECS = 0.01            # an agent that writes without waiting gives way this often
 
@@ -25,11 +25,11 @@ def turn(ends: float) -> float:
     over. Returns when the turn now ends: ``ends``, or ``TURN_SECS`` from now. A turn
     begins at the first write (``ends`` 0.0: PERF, nothing for an agent that writes
     nothing, as most of a hub's inline runs). A step marked with a key waits, besides,
-    for its key's other steps' slices (``keyed_turn``), and at once if another of them
-    took its line while it waited on something else."""
+    for its key's other steps' slices (``keyed_turn``), and at once if its key's slice
+    (another's that took the line while it waited on something else) is over."""
     now = time.monotonic()
     key = STEP_KEY.get()
-    if now < ends and (key is None or holds(key)):
+    if now < ends and (key is None or in_slice(key, now)):
         return ends
     if key is not None:
         return keyed_turn(key, ends, TURN_SECS, _give_way)
