@@ -43,14 +43,14 @@ class _Waits:
     def __init__(self, *args, timeout: float = WAIT_SECS,
                  max_connections: int = MAX_CONNECTIONS, **kwargs):
         self.timeout = timeout
-        self._waits_pid = None          # the process whose waiters these are
+        self._turns = Turns()           # a forked child's starts empty (``forks``)
+        self._waits_pid = None          # the process whose ``_unconnected`` these are
         super().__init__(*args, max_connections=max_connections, **kwargs)
 
     def reset(self) -> None:
         """redis-py's (every connection let go), the oldest waiter told. Made and after a
-        fork (``_checkpid``), the waiters' queue is made anew (``Turns``)."""
+        fork (``_checkpid``), no thread is taking one unconnected."""
         if self._waits_pid != os.getpid():
-            self._turns = Turns()
             self._unconnected: set[int] = set()     # threads taking one not to connect yet
             self._waits_pid = os.getpid()
         super().reset()
