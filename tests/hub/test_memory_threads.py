@@ -11,8 +11,9 @@ from __future__ import annotations
 import threading
 
 from murmur_wsgi.hub import task as task_module
+from murmur_wsgi.hub.store.counters import LocalCounters
 from murmur_wsgi.hub.store.memory import MemoryTaskStore
-from murmur_wsgi.hub.task import HubTask
+from murmur_wsgi.hub.task import WORKING, HubTask
 
 
 def _task(store) -> HubTask:
@@ -59,3 +60,32 @@ def test_a_running_task_read_in_its_context_is_sized_by_its_history_and_keeps_no
     assert store._stored_sizes([task]) == [len(task.history_json().encode()) + len("[]")]
     store.start(task.id)
     assert '"state":"TASK_STATE_WORKING"' in store.render(task)
+
+def test_a_message_accepted_under_threads_is_never_read_before_it_starts(monkeypatch):
+    """The Redis store accepts a message in one step (its OPEN script): no reader finds its
+    task before it starts. The memory store let go of its lock between the task's creation
+    and its start: a thread reading in between (a second SendMessage of the same messageId
+    on the ``--dev`` server) answered the task SUBMITTED. The reader below reads right
+    there: it waits for the store, or reads the task SUBMITTED."""
+    store = MemoryTaskStore()
+    task = HubTask("t-1", "ctx", "acme", "echo", "m1",
+                   {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]})
+    seen, readers = [], []
+    start = store.start
+
+    def read_again():                       # the message sent again: its claim, its task
+        found = store.claim_message("acme", "echo", "m1")
+        seen.append(store.get("acme", "echo", found).state)
+
+    def start_with_a_reader(task_id):
+        reader = threading.Thread(target=read_again)
+        readers.append(reader)
+        reader.start()
+        reader.join(0.2)                    # it has read by now, unless the store holds it
+        return start(task_id)
+
+    monkeypatch.setattr(store, "start", start_with_a_reader)
+    opened = store.open(task, task.task_event(), LocalCounters(), 4, 100)
+    readers[0].join(10)
+    assert opened.started is not None
+    assert seen == [WORKING]

@@ -113,6 +113,13 @@ class MemoryTaskStore(Retaining, TaskStore):
 
     # --- idempotency -------------------------------------------------------
 
+    def open(self, task, event, counters, concurrency, rate, claimed=False):
+        # One step, as the Redis store's OPEN script: under threads (``--dev``) a reader
+        # found the task between its creation and its start, SUBMITTED. The counters' lock
+        # is taken under this one, never the other way round.
+        with self.lock:
+            return super().open(task, event, counters, concurrency, rate, claimed)
+
     def claim_message(self, tenant, agent, message_id):
         key = (tenant, agent, message_id)
         with self.lock:
