@@ -371,9 +371,14 @@ FAST = {"liveness_secs": 0.3, "sweep_interval_secs": 0.1, "timeout_secs": 0.5}
 
 @pytest.fixture
 def pair(redis_server):
-    """Two hubs (each its own runs and replica id) on one flushed Redis, as HubClients."""
+    """Two hubs (each its own runs and replica id) on one flushed Redis, as HubClients.
+
+    FAST's sweep and timeout, a liveness of 1 s: a replica here vanishes when a test
+    removes its key. With FAST's 0.3 s (renewed every 0.1 s), a renewal 0.2 s late on a
+    loaded machine had the other's sweep end a live replica's run FAILED, in a test about
+    something else (a CancelTask's answer)."""
     redis_server.flush()
-    hubs = [create_hub(hub_config(store=redis_server.url, redis=dict(FAST)))
+    hubs = [create_hub(hub_config(store=redis_server.url, redis=dict(FAST, liveness_secs=1.0)))
             for _ in range(2)]
     yield [HubClient(h) for h in hubs]
     for h in hubs:
