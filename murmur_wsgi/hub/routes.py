@@ -200,13 +200,19 @@ def route(hub, environ: dict) -> tuple[str, str | None]:
 
 
 def read_body(environ: dict, limit: int) -> bytes:
-    """Step 4: the body, at most the tenant's ``limits.max_body_bytes`` (else 413); a
-    body that cannot be read (broken chunks, ended early, or a Transfer-Encoding not
-    ending in chunked) is 400."""
+    """Step 4: the body, at most the tenant's ``limits.max_body_bytes`` (else 413), and at
+    most the limit of a host the hub is mounted in (413 too, naming that limit where the
+    host's input says it, never the hub's); a body that cannot be read (broken chunks,
+    ended early, or a Transfer-Encoding not ending in chunked) is 400."""
     try:
         raw = bodies.read_body(environ, limit)
     except bodies.BodyUnreadable as ex:
         raise BodyUnreadableError(f"the request body cannot be read: {ex}") from None
+    except bodies.PastHostsLimit as ex:
+        raise BodyTooLargeError("the JSON-RPC body is larger than its host's limit"
+                                if ex.limit is None else
+                                f"the JSON-RPC body is larger than {ex.limit} bytes, its "
+                                "host's limit") from None
     if raw is None:
         raise BodyTooLargeError(f"the JSON-RPC body is larger than {limit} bytes")
     return raw

@@ -21,7 +21,8 @@ its type, but the process's own: memory or the stack ran out, or the read's code
 has a bug (``TypeError``, ``AttributeError``, ``NameError``: a host's wrapper),
 which goes up as the application's failure; and a host's refusal of its size, an
 HTTP error of code 413 as Flask's stream raises past ``MAX_CONTENT_LENGTH``, which
-reads as a body past the limit.) So, before a byte is read, does a body whose
+``read_body`` raises as ``PastHostsLimit``, naming the host's limit where its input
+says it.) So, before a byte is read, does a body whose
 Transfer-Encoding does not end in chunked (``gzip``, ``chunked, gzip``): its
 length cannot be told, and the server must answer 400 and close (RFC 9112,
 section 6.3). gunicorn refuses it before the application; Werkzeug's server
@@ -32,6 +33,8 @@ from __future__ import annotations
 import io
 import logging
 import re
+
+from werkzeug.wsgi import LimitedStream
 
 from murmur_wsgi.serving.ows import OWS
 
@@ -49,6 +52,18 @@ _SERVER_FAILURES = (MemoryError, RecursionError, TypeError, AttributeError, Name
 
 class BodyUnreadable(ValueError):
     """The request's body cannot be read: its chunked framing is broken, or it ended early."""
+
+
+class PastHostsLimit(Exception):
+    """The request's body is past the limit of the host the application is mounted in (its
+    input raised an HTTP error of code 413: Werkzeug's ``RequestEntityTooLarge``, as Flask's
+    stream does past ``MAX_CONTENT_LENGTH``). ``limit`` is that limit in bytes where the
+    input says it (Werkzeug's ``LimitedStream`` read to its end), else None: the host's
+    error names no number, and the body's own size is not its host's limit."""
+
+    def __init__(self, limit: int | None):
+        super().__init__(limit)
+        self.limit = limit
 
 
 def _final_coding(codings: str) -> str:
@@ -97,7 +112,8 @@ def _raw_reader(stream, size: int):
 
 
 def read_body(environ: dict, max_bytes: int) -> bytes | None:
-    """The request's body (``b""`` without one), or None when it is larger than ``max_bytes``."""
+    """The request's body (``b""`` without one), or None when it is larger than ``max_bytes``;
+    ``PastHostsLimit`` when it is past its host's own limit."""
     stream = environ["wsgi.input"]
     codings = environ.get("HTTP_TRANSFER_ENCODING")
     if codings and _final_coding(codings) != "chunked":
@@ -137,8 +153,9 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
         # request.stream: ClientDisconnected).
         except Exception as ex:  # noqa: BLE001 - the input's failure is the client's body's
             came = sum(map(len, pieces))
-            if _past_hosts_limit(ex, came):
-                return None
+            refusal = _hosts_refusal(ex, stream, came)
+            if refusal is not None:
+                raise refusal from ex
             logger.info("refused a request body whose connection failed after %d of its %d "
                         "bytes: %s", came, size, _said(ex))
             raise BodyUnreadable(f"the body ended after {came} of {size} bytes: "
@@ -155,8 +172,9 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
     except _SERVER_FAILURES:
         raise
     except Exception as ex:  # noqa: BLE001 - the server's parser's own errors (gunicorn's)
-        if _past_hosts_limit(ex, None):
-            return None
+        refusal = _hosts_refusal(ex, stream, None)
+        if refusal is not None:
+            raise refusal from ex
         logger.info("refused a chunked request body that cannot be read: %s", _said(ex))
         raise BodyUnreadable(_said(ex)) from ex
     if len(body) > max_bytes:
@@ -166,16 +184,18 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
     return body
 
 
-def _past_hosts_limit(ex: Exception, came: int | None) -> bool:
-    """Whether an input's failure is its host's own refusal of a body too large (an HTTP
-    error of code 413: Werkzeug's ``RequestEntityTooLarge``, which Flask's stream raises
-    past ``MAX_CONTENT_LENGTH``), logged as such: the body is refused as one past
-    ``limits.max_body_bytes`` is, not as one that cannot be read."""
+def _hosts_refusal(ex: Exception, stream, came: int | None) -> PastHostsLimit | None:
+    """An input's failure as its host's own refusal of a body too large (an HTTP error of
+    code 413), naming the host's limit where its input says it; None for any other
+    failure. The body is refused as one past ``limits.max_body_bytes`` is, not as one that
+    cannot be read; logged as such."""
     if getattr(ex, "code", None) != 413:
-        return False
-    logger.info("refused a request body past its host's limit%s: %s",
+        return None
+    limit = stream.limit if isinstance(stream, LimitedStream) and stream.is_exhausted else None
+    logger.info("refused a request body past its host's limit%s%s: %s",
+                "" if limit is None else f" of {limit} bytes",
                 "" if came is None else f" after {came} bytes", _said(ex))
-    return True
+    return PastHostsLimit(limit)
 
 
 def _said(ex: Exception) -> str:

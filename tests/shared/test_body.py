@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from murmur_wsgi.serving.body import BodyUnreadable, read_body
+from murmur_wsgi.serving.body import BodyUnreadable, PastHostsLimit, read_body
 
 
 class _NoRead(io.BytesIO):
@@ -204,13 +204,34 @@ def test_the_hub_answers_a_read_out_of_memory_as_its_own_failure(caplog):
 def test_a_declared_body_past_a_host_wrappers_limit_is_too_large():
     """A host's wrapper bounding the body below its Content-Length (Werkzeug's
     ``LimitedStream`` as a maximum) raises ``RequestEntityTooLarge`` past it: that was a body
-    that cannot be read; it is one too large, as past ``limits.max_body_bytes``."""
+    that cannot be read; it is one too large, past the host's limit, which the stream says
+    (it read as one past ``limits.max_body_bytes``, whose number the hub named)."""
     from werkzeug.wsgi import LimitedStream
 
     call = b'{"jsonrpc":"2.0","id":1,"method":"GetTask"}'
     environ = {"wsgi.input": LimitedStream(io.BytesIO(call), 10, is_max=True),
                "CONTENT_LENGTH": str(len(call))}
-    assert read_body(environ, 100) is None
+    with pytest.raises(PastHostsLimit) as refused:
+        read_body(environ, 100)
+    assert refused.value.limit == 10
+
+
+@pytest.mark.parametrize("way", [{"CONTENT_LENGTH": "43"}, {"wsgi.input_terminated": True}],
+                         ids=["content-length", "terminated"])
+def test_a_hosts_refusal_that_names_no_limit_is_past_an_unknown_one(way):
+    """A host's input raising an HTTP error of code 413 of its own (not a stream that says
+    its limit): past the host's limit, of no number known."""
+    from werkzeug.exceptions import RequestEntityTooLarge
+
+    class Refusing(_Dribble):
+        def read(self, n: int = -1) -> bytes:
+            if not self.data:
+                raise RequestEntityTooLarge()
+            return super().read(n)
+
+    with pytest.raises(PastHostsLimit) as refused:
+        read_body({"wsgi.input": Refusing(b"x" * 10, 4), **way}, 100)
+    assert refused.value.limit is None
 
 
 @pytest.mark.parametrize("chunks", [b"41\r\nab", b"f" * 99 + b"\r\nab",

@@ -176,7 +176,8 @@ def test_a_body_past_the_hosts_own_limit_is_answered_as_too_large(site, caplog, 
     """Flask's ``MAX_CONTENT_LENGTH`` makes its stream of a chunked body raise
     ``RequestEntityTooLarge`` (an HTTP error of code 413) when read past it: it was answered
     as a body that cannot be read (the door 200 -32603, the hub 400 "cannot be read"); each
-    application answers it as a body past its own limit, 413 with -32600 and id null."""
+    application answers it as a body past its own limit, 413 with -32600 and id null. The
+    hub's message named its own limit (1048576 bytes), not the host's 200 that refused it."""
     host = behind_flask_views(site.apps, 200).test_client()
     caplog.set_level(logging.INFO, logger="murmur_wsgi.serving.body")
     chunked = {"content_type": "application/json",
@@ -188,16 +189,54 @@ def test_a_body_past_the_hosts_own_limit_is_answered_as_too_large(site, caplog, 
                             **chunked)
     hub_answer = host.post("/hub/a2a/v1/agents/echo", input_stream=io.BytesIO(call),
                            headers=hub_headers, **chunked)
-    hub_limit = site.apps["/hub"].config.tenant_limits("acme")["max_body_bytes"]
     assert (door_answer.status_code, door_answer.get_json()) == (413, {
         "jsonrpc": "2.0", "id": None, "error": {"code": -32600,
                                                 "message": "Request payload validation error"}})
-    assert (hub_answer.status_code, hub_answer.get_json()["error"]) == (413, {
-        "code": -32600, "message": f"the JSON-RPC body is larger than {hub_limit} bytes"})
-    assert sum("its host's limit" in record.getMessage() for record in caplog.records) == 2
+    assert (hub_answer.status_code, hub_answer.get_json()) == (413, {
+        "jsonrpc": "2.0", "id": None, "error": {
+            "code": -32600, "message": "the JSON-RPC body is larger than 200 bytes, its host's "
+                                       "limit"}})
+    assert sum("its host's limit of 200 bytes" in record.getMessage()
+               for record in caplog.records) == 2
     small = json.dumps(rpc("ListTasks", {})).encode()
     listed = host.post("/a", input_stream=io.BytesIO(small), headers=door_headers, **chunked)
     assert listed.get_json()["result"]["tasks"] == []
+
+
+def refuses_the_body_past(app, limit: int):
+    """A host's middleware bounding the body its own way: its input raises Werkzeug's
+    ``RequestEntityTooLarge`` past ``limit`` bytes, and says no number."""
+    from werkzeug.exceptions import RequestEntityTooLarge
+
+    class Bounded:
+        def __init__(self, stream):
+            self.stream, self.came = stream, 0
+
+        def read(self, size: int = -1) -> bytes:
+            data = self.stream.read(size)
+            self.came += len(data)
+            if self.came > limit:
+                raise RequestEntityTooLarge()
+            return data
+
+    def host(environ, start_response):
+        environ["wsgi.input"] = Bounded(environ["wsgi.input"])
+        return app(environ, start_response)
+    return host
+
+
+def test_a_body_past_a_host_limit_that_names_no_number_is_refused_without_one(site):
+    """A host whose refusal of a body names no limit: the hub answered that the body was
+    larger than its own limit (1048576 bytes), which the 300 bytes sent are not; it names
+    no number. The door's answer is its text's, which names none."""
+    client = site.test_client()
+    site.wsgi_app = refuses_the_body_past(site.wsgi_app, 100)
+    door_answer, hub_answer = send_to_both(client, site, "x" * 300)
+    assert (door_answer.status_code, door_answer.get_json()["error"]) == (413, {
+        "code": -32600, "message": "Request payload validation error"})
+    assert (hub_answer.status_code, hub_answer.get_json()) == (413, {
+        "jsonrpc": "2.0", "id": None, "error": {
+            "code": -32600, "message": "the JSON-RPC body is larger than its host's limit"}})
 
 
 def wraps_the_input_with_a_bug(app, failure: Exception):

@@ -2,8 +2,9 @@
 
 A body larger than ``limits.max_body_bytes`` is answered 413 with -32600 and
 id null: refused from its Content-Length before a byte is read, or, without
-one (chunked), as soon as the read passes the limit. It is never cut. The
-reading is the shared ``serving/body.py``'s.
+one (chunked), as soon as the read passes the limit. It is never cut. A body past
+the limit of a host the door is mounted in is answered the same (the door's text
+names no number). The reading is the shared ``serving/body.py``'s.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ def read_body(environ: dict, max_bytes: int) -> bytes:
         raise NotFound()
     try:
         body = bodies.read_body(environ, max_bytes)
+    except bodies.PastHostsLimit:
+        raise BodyTooLargeError() from None
     except bodies.BodyUnreadable:
         # NOTE: the reference's -32603 for a request the door could not hand to the session,
         # as its catch-all answered it; the reader logged the client's framing in one line
