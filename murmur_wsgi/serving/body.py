@@ -22,7 +22,7 @@ has a bug (``TypeError``, ``AttributeError``, ``NameError``: a host's wrapper),
 which goes up as the application's failure; and a host's refusal of its size, an
 HTTP error of code 413 as Flask's stream raises past ``MAX_CONTENT_LENGTH``, which
 ``read_body`` raises as ``PastHostsLimit``, naming the host's limit where its input
-says it.) So, before a byte is read, does a body whose
+says it; a chunked body that ended right at that limit is whole.) So, before a byte is read, does a body whose
 Transfer-Encoding does not end in chunked (``gzip``, ``chunked, gzip``): its
 length cannot be told, and the server must answer 400 and close (RFC 9112,
 section 6.3). gunicorn refuses it before the application; Werkzeug's server
@@ -167,11 +167,14 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
         return body
     if not environ.get("wsgi.input_terminated"):
         return b""
+    pieces: list = []
     try:
-        body = _read(stream, max_bytes + 1, [])     # one byte past the limit: it is passed
+        body = _read(stream, max_bytes + 1, pieces)     # one byte past the limit: it is passed
     except _SERVER_FAILURES:
         raise
     except Exception as ex:  # noqa: BLE001 - the server's parser's own errors (gunicorn's)
+        if getattr(ex, "code", None) == 413 and _ends_at_hosts_limit(stream):
+            return b"".join(pieces)
         refusal = _hosts_refusal(ex, stream, None)
         if refusal is not None:
             raise refusal from ex
@@ -196,6 +199,34 @@ def _hosts_refusal(ex: Exception, stream, came: int | None) -> PastHostsLimit | 
                 "" if limit is None else f" of {limit} bytes",
                 "" if came is None else f" after {came} bytes", _said(ex))
     return PastHostsLimit(limit)
+
+
+def _ends_at_hosts_limit(stream) -> bool:
+    """Whether a chunked body whose host refused a read past its limit ended right at it.
+
+    Werkzeug's ``LimitedStream`` bounding a body by a maximum cannot tell a body that ended
+    at its limit from one with more to come: a read at the limit raises
+    ``RequestEntityTooLarge`` either way. The server's input under it can, read for one
+    byte: it is terminated (``wsgi.input_terminated``, which a terminated body's read
+    needs here, and under which alone Werkzeug bounds one by a maximum), so an empty read
+    is the body's end (a chunked body's last chunk), and a body that ended early or whose
+    framing broke fails as it would have before the limit. A byte that comes is one past
+    the limit: the refusal stands. Any other input (or one wrapping Werkzeug's) is not
+    read past its refusal."""
+    # NOTE: ``_stream`` is the input a LimitedStream wraps (Werkzeug 2.3 and later); without
+    # it the refusal stands.
+    raw = getattr(stream, "_stream", None) if isinstance(stream, LimitedStream) else None
+    if raw is None or not stream.is_exhausted:
+        return False
+    try:
+        more = _read(raw, 1, [])
+    except _SERVER_FAILURES:
+        raise
+    except Exception as ex:  # noqa: BLE001 - the server's parser's own errors (gunicorn's)
+        logger.info("refused a chunked request body that cannot be read at its host's "
+                    "limit: %s", _said(ex))
+        raise BodyUnreadable(_said(ex)) from ex
+    return not more
 
 
 def _said(ex: Exception) -> str:

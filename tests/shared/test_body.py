@@ -258,3 +258,43 @@ def test_a_chunked_body_on_werkzeugs_server_is_read_whole():
     stream = DechunkedInput(io.BufferedReader(io.BytesIO(chunks)))
     assert read_body({"wsgi.input": stream, "wsgi.input_terminated": True,
                       "HTTP_TRANSFER_ENCODING": "chunked"}, 100_000) == data + b"abc"
+
+
+@pytest.mark.parametrize("data", [b"x" * 10, b"x" * 11, b"x" * 400])
+def test_a_terminated_body_of_exactly_its_hosts_limit_is_whole(data):
+    """Werkzeug's ``LimitedStream`` bounding a body by a maximum (Flask's
+    ``MAX_CONTENT_LENGTH``) raises ``RequestEntityTooLarge`` at a read at its limit, whether
+    the body ended there or has more: a body of exactly the limit was refused. The input
+    under it, terminated, tells them apart; a body past the limit is still refused."""
+    from werkzeug.wsgi import LimitedStream
+
+    stream = LimitedStream(io.BytesIO(data), 10, is_max=True)
+    environ = {"wsgi.input": stream, "wsgi.input_terminated": True}
+    if len(data) == 10:
+        assert read_body(environ, 100) == data
+    else:
+        with pytest.raises(PastHostsLimit):
+            read_body(environ, 100)
+
+
+@pytest.mark.parametrize("after", [b"0\r\n\r\n", b"1\r\ny\r\n0\r\n\r\n", b"zz\r\n", b""],
+                         ids=["last-chunk", "one-more", "broken", "cut"])
+def test_a_chunked_body_at_its_hosts_limit_on_werkzeugs_server(after):
+    """On Werkzeug's server (``DechunkedInput`` under Flask's stream): a body whose last
+    chunk comes at the host's limit is whole; a byte more is past it; framing that breaks
+    right there, or a connection that ends before the last chunk, is a body that cannot be
+    read, never a whole one."""
+    from werkzeug.serving import DechunkedInput
+    from werkzeug.wsgi import LimitedStream
+
+    raw = DechunkedInput(io.BufferedReader(io.BytesIO(b"a\r\n" + b"x" * 10 + b"\r\n" + after)))
+    environ = {"wsgi.input": LimitedStream(raw, 10, is_max=True), "wsgi.input_terminated": True,
+               "HTTP_TRANSFER_ENCODING": "chunked"}
+    if after.startswith(b"0"):
+        assert read_body(environ, 100) == b"x" * 10
+    elif after.startswith(b"1"):
+        with pytest.raises(PastHostsLimit):
+            read_body(environ, 100)
+    else:
+        with pytest.raises(BodyUnreadable):
+            read_body(environ, 100)

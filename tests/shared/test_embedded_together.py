@@ -203,6 +203,62 @@ def test_a_body_past_the_hosts_own_limit_is_answered_as_too_large(site, caplog, 
     assert listed.get_json()["result"]["tasks"] == []
 
 
+@pytest.mark.parametrize("size", [200, 201])
+def test_a_chunked_body_of_exactly_the_hosts_limit_is_whole(site, size):
+    """Flask's stream of a chunked body (Werkzeug's ``LimitedStream``, bounded by
+    ``MAX_CONTENT_LENGTH``) raises ``RequestEntityTooLarge`` at a read at its limit whether
+    the body ended there or not: a body of exactly the limit (200 bytes) was refused 413 by
+    both applications. It is answered; one byte more is still refused."""
+    host = behind_flask_views(site.apps, 200).test_client()
+    chunked = {"content_type": "application/json",
+               "environ_overrides": {"wsgi.input_terminated": True}}
+    door_headers = {**bearer(site.apps["/a"]), "Transfer-Encoding": "chunked"}
+    hub_headers = {**V1, "X-API-Key": KEY_A, "Transfer-Encoding": "chunked"}
+    answers = []
+    for path, call, headers in (
+            ("/a", rpc("ListTasks", {}), door_headers),
+            ("/hub/a2a/v1/agents/echo", rpc("GetTask", {"id": "none"}), hub_headers)):
+        body = json.dumps(call).encode()
+        body += b" " * (size - len(body))               # JSON's own whitespace
+        answers.append(host.post(path, input_stream=io.BytesIO(body), headers=headers,
+                                 **chunked))
+    door_answer, hub_answer = answers
+    if size == 200:
+        assert (door_answer.status_code, door_answer.get_json()["result"]) == (
+            200, {"tasks": [], "nextPageToken": "", "pageSize": 50, "totalSize": 0})
+        assert (hub_answer.status_code, hub_answer.get_json()["error"]["code"]) == (
+            200, -32001)
+    else:
+        assert [answer.status_code for answer in answers] == [413, 413]
+
+
+def test_a_chunked_body_at_the_hosts_limit_on_werkzeugs_server(site):
+    """The same on Werkzeug's own server, whose chunked input (``DechunkedInput``) is under
+    Flask's stream: a body of exactly the limit is answered, one of a byte more is 413."""
+    import threading
+
+    import requests
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, behind_flask_views(site.apps, 200), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_port}/hub/a2a/v1/agents/echo"
+    body = json.dumps(rpc("GetTask", {"id": "none"})).encode()
+    try:
+        answers = [requests.post(url, data=iter([body + b" " * (size - len(body))]),
+                                 headers={**V1, "X-API-Key": KEY_A,
+                                          "Content-Type": "application/json"}, timeout=10)
+                   for size in (200, 201)]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+    assert answers[0].request.headers["Transfer-Encoding"] == "chunked"
+    assert [(answer.status_code, answer.json()["error"]["code"]) for answer in answers] == [
+        (200, -32001), (413, -32600)]
+
+
 def refuses_the_body_past(app, limit: int):
     """A host's middleware bounding the body its own way: its input raises Werkzeug's
     ``RequestEntityTooLarge`` past ``limit`` bytes, and says no number."""
