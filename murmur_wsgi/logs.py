@@ -19,10 +19,12 @@ times that: a caller's 50 MB id makes a line of a few hundred bytes. A
 traceback is kept whole. The bound is each application's own, however many
 a process holds: an application sets its bound on the thread (or greenlet)
 that answers a request while it answers it (``APP_BOUND``), a door on each of
-its tasks' threads, and an access record carries its door's. Outside them (a
-server's own records, a shared timer's) the process's bound holds: 256, or
-what ``set_field_chars`` set (a door served by ``murmur-wsgi serve``, its
-process's only application, sets its own).
+its tasks' threads, and an access record carries its door's. A thread started
+from one of those for the shared parts (a timer's callback, an agent's pipe
+readers) carries it too (``carrying_bound``). Outside them (a server's own
+records) the process's bound holds: 256, or what ``set_field_chars`` set (a
+door served by ``murmur-wsgi serve``, its process's only application, sets its
+own).
 """
 from __future__ import annotations
 
@@ -65,6 +67,23 @@ def field_chars() -> int:
     process's."""
     chars = APP_BOUND.get()
     return _bounds[0] if chars is None else chars
+
+
+def carrying_bound(fn):
+    """``fn``, to run on a thread (or greenlet) started here, under the field bound in
+    force here: an application's records on a thread the shared parts start for it (a
+    timer's callback, an agent's pipe readers) are cut to its bound, as its own threads'
+    are. A new thread starts with no context: they were cut to the process's. Only the
+    bound is carried (not the context: a step's key and turn, ``keyed_turns.py``, stay
+    its own); ``fn`` itself where no application set one here."""
+    chars = APP_BOUND.get()
+    if chars is None:
+        return fn
+
+    def bound(*args):
+        APP_BOUND.set(chars)
+        return fn(*args)
+    return bound
 
 
 def cut(value, limit: int | None = None):

@@ -33,6 +33,8 @@ import math
 import threading
 import time
 
+from murmur_wsgi import logs
+
 logger = logging.getLogger(__name__)
 
 IDLE_SECS = 60.0             # the longest the thread sleeps with nothing due
@@ -71,8 +73,9 @@ class Timers:
         self._wake_at = -math.inf
 
     def after(self, seconds: float, fn) -> Timer:
-        """Call ``fn()`` (on a thread of its own) in ``seconds``, unless cancelled first."""
-        timer = Timer(self._clock() + max(0.0, seconds), fn, self)
+        """Call ``fn()`` (on a thread of its own, under the log bound in force here) in
+        ``seconds``, unless cancelled first."""
+        timer = Timer(self._clock() + max(0.0, seconds), logs.carrying_bound(fn), self)
         thread = None
         with self._lock:                          # PERF: the lock itself, not its Condition's
             if self._closed:

@@ -41,6 +41,7 @@ import time
 import weakref
 from collections import OrderedDict
 
+from murmur_wsgi import logs
 from murmur_wsgi.agents import harness_lines, harness_stream_lines
 from murmur_wsgi.agents.base import Completed, TaskCanceled, TaskContext, TaskFailed, TaskRejected
 from murmur_wsgi.agents.endings import check_text
@@ -207,8 +208,8 @@ class HarnessAgent:
     def _release(self, proc: HarnessProcess, ending: str) -> None:
         """Hand the ending of ``proc`` to a reaper thread (here, if none can start)."""
         try:
-            threading.Thread(target=self._reap, args=(proc, ending), daemon=True,
-                             name=f"harness-{proc.pid}-reap").start()
+            threading.Thread(target=logs.carrying_bound(self._reap), args=(proc, ending),
+                             daemon=True, name=f"harness-{proc.pid}-reap").start()
         except RuntimeError:                    # no thread to be had (interpreter exit)
             self._reap(proc, ending)
 

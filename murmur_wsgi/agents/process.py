@@ -40,7 +40,7 @@ import subprocess
 import sys
 import threading
 
-from murmur_wsgi import groups
+from murmur_wsgi import groups, logs
 from murmur_wsgi.wire.encode import compact_ascii
 
 logger = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ class HarnessProcess:
         try:
             for target, name in ((self._read_stdout, "out"), (self._drain_stderr, "err"),
                                  (self._write_stdin, "in"), (self._watch_exit, "exit")):
-                threading.Thread(target=target, daemon=True,
+                threading.Thread(target=logs.carrying_bound(target), daemon=True,
                                  name=f"harness-{self.pid}-{name}").start()
         except BaseException:
             # NOTE: no one else knows this process yet: end it before giving up.

@@ -21,7 +21,9 @@ NAME = "murmur_wsgi"
 CLIENT_MAY_IMPORT = ("murmur_wsgi.client", "murmur_wsgi.codes", "murmur_wsgi.wire.task",
                      "murmur_wsgi.wire.json_counts", "murmur_wsgi.rfc3339", "murmur_wsgi.running",
                      "murmur_wsgi.timers", "murmur_wsgi.cuts", "murmur_wsgi.uris",
-                     "murmur_wsgi.turns", "murmur_wsgi.keyed_turns")
+                     "murmur_wsgi.turns", "murmur_wsgi.keyed_turns",
+                     # the timers' callbacks carry the log bound of whoever armed them
+                     "murmur_wsgi.logs")
 # ``murmur_wsgi`` itself (``__version__``) is shared too, but its create_app() imports
 # the app inside a function: the package is a leaf for the client's closure.
 PACKAGE_LEAF = NAME

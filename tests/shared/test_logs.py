@@ -257,3 +257,68 @@ def test_each_application_cuts_its_log_fields_to_its_own_bound(log_lines):
     assert {name: len(text) for name, text in wrote.items()} == {"wide": 1000, "narrow": 64}
     got, = [line for line in access(lines) if line["method"] == "GetTask"]
     assert len(got["task_id"]) == 1000
+
+
+def test_a_timer_an_application_arms_logs_to_its_bound(log_lines):
+    """A door's agent arming a timer of the process's shared ones (a deadline of its
+    client's calls, ``cuts.py``): the timer's callback runs on a thread no application
+    started, whose records were cut to the process's 256, not the door's 1000. They are
+    cut to the door's; a timer armed outside any application keeps the process's."""
+    import threading
+
+    from murmur_wsgi import cuts
+
+    fired = threading.Semaphore(0)
+
+    def note(name: str):
+        def fire():
+            logging.getLogger("murmur_wsgi.agent").warning("%s timer %s", name, "z" * 5000)
+            fired.release()
+        return fire
+
+    def agent(ctx):
+        cuts.timers().after(0, note("wide"))
+        return "armed"
+
+    wide = create_app({"name": "wide", "version": "1", "observability": {
+        "log_field_chars": 1000}}, agent)
+    try:
+        assert Rpc(wide).result("SendMessage", msg("arm"))["task"]["status"][
+            "state"] == "TASK_STATE_COMPLETED"
+        cuts.timers().after(0, note("process"))
+        assert fired.acquire(timeout=10) and fired.acquire(timeout=10)
+    finally:
+        wide.close()
+    said = {line["msg"].partition(" ")[0]: line["msg"].partition(" timer ")[2]
+            for line in log_lines() if line["logger"] == "murmur_wsgi.agent"}
+    assert {name: len(text) for name, text in said.items()} == {"wide": 1000, "process": 256}
+
+
+def test_an_agent_processs_pipe_threads_log_to_the_bound_of_its_starter():
+    """A harness process started on a door's task thread (its bound set there): its pipe
+    readers and writer are threads of their own, and what they log (and the hooks they
+    call, an ask woken when stdout ends) was cut to the process's bound, not the door's."""
+    import threading
+
+    from murmur_wsgi.agents.process import HarnessProcess
+
+    seen, ended = [], threading.Event()
+
+    def trouble():
+        seen.append((threading.current_thread().name, logs.field_chars()))
+        ended.set()
+
+    bound = logs.APP_BOUND.set(80)
+    try:
+        proc = HarnessProcess(["sh", "-c", "read line"], 1024, 1 << 20)
+    finally:
+        logs.APP_BOUND.reset(bound)
+    try:
+        proc.on_trouble = trouble
+        proc.send({"type": "go"})
+        assert ended.wait(10)
+    finally:
+        proc.end(1.0, term=True)
+    name, chars = seen[0]
+    assert name.startswith(f"harness-{proc.pid}-") and chars == 80
+    assert logs.field_chars() == logs.FIELD_CHARS
