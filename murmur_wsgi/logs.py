@@ -23,8 +23,8 @@ its tasks' threads, and an access record carries its door's. A thread started
 from one of those for the shared parts (a timer's callback, an agent's pipe
 readers) carries it too (``carrying_bound``). Outside them (a server's own
 records) the process's bound holds: 256, or what ``set_field_chars`` set (a
-door served by ``murmur-wsgi serve``, its process's only application, sets its
-own).
+door its process's only application, served by ``murmur-wsgi serve`` or gunicorn
+on ``murmur_wsgi.wsgi:app``, sets its own).
 """
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ imported. With ``preload_app`` off (``gunicorn_conf.py``) that happens in
 the worker, after gevent has patched threading; never import it in the
 master, or in a process that forks workers afterwards.
 
-One process serves one session. ``gunicorn_conf.py`` refuses more than one
+One process serves one session, and its log bound is the process's
+(``observability.log_field_chars``). ``gunicorn_conf.py`` refuses more than one
 worker; so does this module when gunicorn runs without that conf: each worker
 takes an exclusive lock named for its master, and a second one cannot.
 """
@@ -18,7 +19,7 @@ import sys
 import time
 
 from murmur_wsgi.door.app import create_app
-from murmur_wsgi import running
+from murmur_wsgi import logs, running
 
 # A worker replacing one that is stopping (SIGHUP, a killed worker) waits this long for
 # the old one's lock; the door closes within a few seconds of SIGTERM.
@@ -72,3 +73,6 @@ if "gunicorn" in sys.modules:
 
 app = create_app(os.environ.get("MURMUR_WSGI_CONFIG", "conf/murmur.yaml"),
                  listen=os.environ.get("MURMUR_WSGI_LISTEN"))
+# NOTE: the process's one application, with or without ``murmur-wsgi serve``: its log bound
+# holds for every record, the server's own too.
+logs.set_field_chars(app.log_field_chars)

@@ -176,6 +176,34 @@ def test_a_door_served_by_murmur_wsgi_serve_sets_the_processs_bound(monkeypatch)
         served.close()
 
 
+def test_a_door_gunicorn_loads_without_murmur_wsgi_serve_sets_the_processs_bound(tmp_path):
+    """gunicorn's target for a door (``murmur_wsgi.door.wsgi:app``, which
+    ``gunicorn -c conf/gunicorn.conf.py murmur_wsgi.wsgi:app`` loads without
+    ``murmur-wsgi serve``) builds its process's one door: the process's bound stayed 256
+    whatever its manifest said, for the server's records and any thread none of its
+    requests started. It is the door's, as under ``murmur-wsgi serve``."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    manifest = tmp_path / "murmur.yaml"
+    manifest.write_text(yaml.safe_dump({"name": "plain", "version": "1", "observability": {
+        "log_field_chars": 100}}), encoding="utf-8")
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith("MURMUR_WSGI_")}
+    env.update(MURMUR_WSGI_CONFIG=str(manifest), MURMUR_WSGI_HOME=str(tmp_path))
+    code = ("import murmur_wsgi.door.wsgi as target\n"
+            "from murmur_wsgi import logs\n"
+            "print(logs.field_chars())\n"
+            "target.app.close()\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (0, "100\n"), done.stderr
+
+
 def test_a_host_handler_gets_the_access_fields_cut():
     records = []
     handler = logging.Handler()
