@@ -350,3 +350,22 @@ def test_an_agent_processs_pipe_threads_log_to_the_bound_of_its_starter():
     name, chars = seen[0]
     assert name.startswith(f"harness-{proc.pid}-") and chars == 80
     assert logs.field_chars() == logs.FIELD_CHARS
+
+
+def test_what_a_door_logs_as_its_first_task_ends_is_cut_to_its_bound():
+    """``lifecycle.after_task: exit``: the door's own watcher thread closes the door once its
+    first task ends, and what it logged (the door's closing) was cut to the process's
+    bound, not the door's."""
+    import threading
+
+    seen, ended = [], threading.Event()
+    watched = create_app({"name": "once", "version": "1", "observability": {
+        "log_field_chars": 90}}, lambda ctx: "done")
+    try:
+        watched.session.when_first_task_ends(
+            lambda: (seen.append(logs.field_chars()), ended.set()))
+        Rpc(watched).result("SendMessage", msg("once"))
+        assert ended.wait(10)
+    finally:
+        watched.close()
+    assert seen == [90]

@@ -52,11 +52,13 @@ class Session:
 
         ``lifecycle.after_task: exit``. The thread reads the event log until
         the first terminal status (a rejected task never ran, so has none);
-        it ends without calling back when the session closes first.
+        it ends without calling back when the session closes first. Its records
+        (the door's closing) are cut to the door's bound.
         """
         reader = self.ring.reader(frames=False, stream=False)
 
         def watch():
+            logs.APP_BOUND.set(self.log_field_chars)
             ended = False
             try:
                 while not ended:
