@@ -22,11 +22,11 @@ has a bug (``TypeError``, ``AttributeError``, ``NameError``: a host's wrapper),
 which goes up as the application's failure; and a host's refusal of its size, an
 HTTP error of code 413 as Flask's stream raises past ``MAX_CONTENT_LENGTH``, which
 ``read_body`` raises as ``PastHostsLimit``, naming the host's limit where its input
-says it; a chunked body that ended right at that limit is whole.) So, before a byte is read, does a body whose
-Transfer-Encoding does not end in chunked (``gzip``, ``chunked, gzip``): its
-length cannot be told, and the server must answer 400 and close (RFC 9112,
-section 6.3). gunicorn refuses it before the application; Werkzeug's server
-passes it (a Content-Length with it read as no body).
+says it; a chunked body that ended right at that limit is whole.) So, before a byte
+is read, does a body whose Transfer-Encoding does not end in chunked (``gzip``,
+``chunked, gzip``): its length cannot be told, and the server must answer 400 and
+close (RFC 9112, section 6.3). gunicorn refuses it before the application;
+Werkzeug's server passes it (a Content-Length with it read as no body).
 """
 from __future__ import annotations
 
