@@ -173,13 +173,13 @@ def read_body(environ: dict, max_bytes: int) -> bytes | None:
     except _SERVER_FAILURES:
         raise
     except Exception as ex:  # noqa: BLE001 - the server's parser's own errors (gunicorn's)
-        if getattr(ex, "code", None) == 413 and _ends_at_hosts_limit(stream):
-            return b"".join(pieces)
-        refusal = _hosts_refusal(ex, stream, None)
-        if refusal is not None:
-            raise refusal from ex
-        logger.info("refused a chunked request body that cannot be read: %s", _said(ex))
-        raise BodyUnreadable(_said(ex)) from ex
+        if not (getattr(ex, "code", None) == 413 and _ends_at_hosts_limit(stream)):
+            refusal = _hosts_refusal(ex, stream, None)
+            if refusal is not None:
+                raise refusal from ex
+            logger.info("refused a chunked request body that cannot be read: %s", _said(ex))
+            raise BodyUnreadable(_said(ex)) from ex
+        body = b"".join(pieces)             # whole, ended at its host's limit: still ours
     if len(body) > max_bytes:
         logger.info("refused a request body of more than %d bytes (no Content-Length); "
                     "limits.max_body_bytes is %d", max_bytes, max_bytes)
