@@ -195,6 +195,7 @@ def cut_at_deadline(phub, cert, serve, body: bytes, attempt: float, rcvbuf=None)
 
 
 @pytest.mark.timed          # a bound in seconds
+@pytest.mark.waits
 def test_a_receiver_that_answers_byte_by_byte_is_cut_at_the_attempts_deadline(phub, cert):
     # NOTE: each read had the whole attempt's time left when it began, so an answer
     # dribbled a byte at a time (here 3 s of header) held the 0.5 s attempt until it ended,
@@ -214,6 +215,7 @@ def test_a_receiver_that_answers_byte_by_byte_is_cut_at_the_attempts_deadline(ph
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_writing_the_request_has_only_what_is_left_of_the_attempt():
     # NOTE: the connection's writes took whatever timeout its socket had, set once before
     # the request; now each write gets only what is left before the attempt's deadline.
@@ -258,6 +260,7 @@ def test_writing_the_request_has_only_what_is_left_of_the_attempt():
 
 
 @pytest.mark.timed          # a bound in seconds
+@pytest.mark.waits
 def test_a_receiver_that_reads_the_body_slowly_is_cut_at_the_attempts_deadline(phub, cert):
     # A final Task near 64 KiB to a receiver whose window is 2 KiB and that reads 256 bytes
     # every 20 ms: the write never completes within the attempt.
@@ -276,6 +279,7 @@ def test_a_receiver_that_reads_the_body_slowly_is_cut_at_the_attempts_deadline(p
 
 
 @pytest.mark.timed          # a bound in seconds
+@pytest.mark.waits
 def test_a_lookup_that_does_not_end_is_cut_at_the_attempts_deadline(phub):
     # NOTE: before, the lookup (getaddrinfo: no timeout of its own, the system resolver's
     # own, tens of seconds for a host whose name servers never answer) held the attempt

@@ -224,6 +224,7 @@ def _set_owner(cluster, slot: int, owner_id: str) -> None:
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_a_stalled_primary_answers_32603_within_its_timeout_then_recovers(spare_cluster):
     """The primary of the tenant's slot stopped (SIGSTOP): each request is refused within
     ``redis.timeout_secs``, as on one Redis, and served again once it is back; with every

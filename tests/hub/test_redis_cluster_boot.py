@@ -54,6 +54,7 @@ def test_a_hub_starts_on_a_cluster_no_node_answers_and_serves_once_it_does(tmp_p
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_a_stalled_cluster_costs_the_start_one_try_of_its_nodes(single_cluster):
     """Every node stalled (SIGSTOP: connected, never answered): the start's try costs a
     timeout; the hub's own threads starting with it wait for the next try, a second on."""
@@ -80,6 +81,7 @@ def _connections(node) -> int:
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_a_cluster_closed_while_its_client_is_made_leaves_no_connection(tmp_path):
     """Two stalled nodes first in the URL (SIGSTOP: each costs the make a timeout), then the
     cluster's: the make outlasts the close's wait for it, and closes what it connected."""

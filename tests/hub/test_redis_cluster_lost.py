@@ -114,6 +114,7 @@ def _swept(cluster, together: bool, stalled: bool = False) -> str | None:
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_the_sweep_ends_other_tenants_runs_while_one_tenants_primary_is_lost(spare_cluster):
     """A replica vanishes with runs of two tenants, and the primary of one of them is lost
     too (one host held both): the other replica's sweep still ends the other tenant's run
@@ -133,6 +134,7 @@ def _beside_a_lost_run(hub, name: str):
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_a_replica_renews_other_tenants_slots_while_one_tenants_primary_is_lost(spare_cluster):
     """A replica runs a task of a tenant whose primary is lost and one of acme (one run at
     once): it still renews acme's slot, so acme's second message stays refused."""
@@ -162,6 +164,7 @@ def _redis_ms(client) -> int:
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_a_replica_running_a_task_on_the_lost_primary_still_sweeps(spare_cluster):
     """The replica that runs a task of the tenant whose primary is lost fails every turn's
     look at that run: its turn still sweeps, and ends the run of acme a vanished replica
@@ -172,6 +175,7 @@ def test_a_replica_running_a_task_on_the_lost_primary_still_sweeps(spare_cluster
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_a_replica_whose_turns_wait_on_a_stalled_primary_still_sweeps(spare_cluster):
     """As above, the lost primary stalled (SIGSTOP): each of the replica's turns waits
     ``redis.timeout_secs`` on its run there, so its beats come further apart than two thirds
@@ -183,6 +187,7 @@ def test_a_replica_whose_turns_wait_on_a_stalled_primary_still_sweeps(spare_clus
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_a_replica_running_a_task_on_the_lost_primary_still_checks_its_other_runs_marks(
         spare_cluster):
     """A replica runs a task of the tenant whose primary is lost and one of acme; acme's is
@@ -207,6 +212,7 @@ def test_a_replica_running_a_task_on_the_lost_primary_still_checks_its_other_run
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_a_tenant_is_served_at_once_when_its_lost_primary_s_replica_takes_over(
         replicated_cluster):
     """A cluster with a replica of each primary: the primary of acme's slot is SIGKILLed and
@@ -252,6 +258,7 @@ def _owner_of(node, slot: int) -> int | None:
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_a_replica_writes_other_tenants_unwritten_ends_while_one_tenants_primary_is_lost(
         spare_cluster):
     """A replica holds two unwritten ends: first one of the tenant whose primary is lost,
@@ -286,6 +293,7 @@ def test_a_replica_writes_other_tenants_unwritten_ends_while_one_tenants_primary
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_the_listener_follows_its_nodes_replica_at_once_when_the_hub_sends_it_nothing(
         replicated_cluster):
     """A cluster with a replica of each primary: the primary the listener is subscribed to

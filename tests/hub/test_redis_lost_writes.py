@@ -60,6 +60,7 @@ def _failed_over(sentinels) -> None:
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 @pytest.mark.parametrize("looked_before", [False, True],
                          ids=["first-turn-after", "a-turn-before-the-failover"])
 def test_a_run_whose_end_was_lost_in_a_failover_ends_failed_not_working_forever(
@@ -163,6 +164,7 @@ def _turn(hub) -> bool:
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_a_run_left_on_a_lost_primary_keeps_no_beat_from_redis(spare_cluster):
     """A cluster serving on without one primary (``cluster-require-full-coverage no``): a run
     of that primary's tenant ended just before it was lost cannot be looked at; it stays in

@@ -56,6 +56,7 @@ def test_no_waiter_runs_out_of_time_while_later_callers_are_lent_one(ticking, ki
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 @pytest.mark.parametrize(("kind", "gevent"), KINDS, ids=IDS)
 def test_the_longest_wait_is_the_callers_ahead_times_the_hold(ticking, kind, gevent):
     found = _overloaded(kind, ticking.url, gevent)

@@ -121,6 +121,7 @@ def test_a_sentinel_host_the_other_forms_refuse_is_refused(scheme, hosts):
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_a_write_too_few_replicas_acknowledge_is_the_stores_error(sentinels):
     client = connect(sentinels.url, 2.0)
     assert client.connection_pool.connection_class.__name__ == "_SentinelConnection"
@@ -324,6 +325,7 @@ def test_a_failover_under_load_keeps_every_acknowledged_task(own_sentinels):
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_an_old_primary_back_after_a_failover_is_written_to_no_more(own_sentinels):
     """The primary paused (SIGSTOP: a host cut off) while the sentinels promote its replica,
     then back: a primary still, until they demote it seconds later, and what is written

@@ -358,6 +358,7 @@ def refused_within(rpc, task_id: str, timeout: float) -> None:
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_a_stalled_redis_answers_32603_within_its_timeout_then_recovers(tmp_path):
     """redis-server stopped (SIGSTOP): connections open, nothing answers. Each request
     is refused within ``redis.timeout_secs`` (a timed-out command is not sent again)."""

@@ -333,6 +333,7 @@ def test_subscription_lifetime_ends_with_32000(hub, monkeypatch):
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 def test_a_subscription_lives_the_run_timeout_and_two_seconds(store):
     """The text: a subscription lives at most --run-timeout + 2 s. A task no run ends (its
     replica gone, not swept yet) is followed for the tenant's run_timeout_secs (0.2) + 2 s."""

@@ -534,6 +534,7 @@ CALLS = {"card": lambda client: client.card(),
 
 
 @pytest.mark.timed
+@pytest.mark.waits
 @pytest.mark.parametrize("what", list(CALLS))
 def test_headers_that_trickle_end_at_the_calls_timeout(what):
     with trickling_door(what) as door, \

@@ -79,6 +79,7 @@ def post(body: bytes, length: int | None = None) -> bytes:
             + body)
 
 
+@pytest.mark.waits
 def test_partial_headers_are_cut_at_the_header_deadline(door):
     before = cuts(door).get("header_timeout", 0)
     with connect(door, timeout=HEADER_SECS + MARGIN + 5) as sock:
@@ -103,6 +104,7 @@ def read_answer(sock: socket.socket) -> bytes:
     return head + b"\r\n\r\n" + rest
 
 
+@pytest.mark.waits
 @pytest.mark.parametrize("pipelined", [False, True], ids=["after-the-answer", "pipelined"])
 def test_a_kept_alive_connection_has_the_header_deadline_from_its_next_first_byte(door,
                                                                                    pipelined):
@@ -125,6 +127,7 @@ def test_a_kept_alive_connection_has_the_header_deadline_from_its_next_first_byt
     assert cuts(door)["header_timeout"] >= before + 1
 
 
+@pytest.mark.waits
 def test_a_body_that_stops_is_cut_at_the_body_deadline(door):
     before = cuts(door).get("body_timeout", 0)
     with connect(door, timeout=BODY_SECS + MARGIN + 5) as sock:
@@ -160,6 +163,7 @@ class Trickle:
         self._thread.join(5)
 
 
+@pytest.mark.waits
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
 def test_a_body_that_trickles_is_cut_at_the_body_deadline(door, chunked):
     """A byte every 20 ms: each read of the body finds a byte, none waits long, and the
