@@ -43,12 +43,13 @@ hub: $(VENV)/.installed
 # PYTEST_WORKERS processes (pytest-xdist), but for the tests marked `timed`: they assert a
 # wall-clock bound, and run after the others (pytest's exit 5: none was selected). Those
 # also marked `waits` spend that bound waiting on deadlines and on the servers they start
-# (a tenth of a core each, or less): four of them run at a time, each module's on one
-# process. The timed tests that compute run last, alone.
+# (a tenth of a core each, or less): TIMED_WORKERS of them run at a time, each module's on
+# one process. The timed tests that compute run last, alone.
 # Four on a 2-core machine: two kept its cores busy about half the run (230 s of CPU in a
 # 219 s run); with three they were still busy about 60 % of it (184 s of not-timed tests
 # on a fresh clone, 147 s with four).
 PYTEST_WORKERS ?= 4
+TIMED_WORKERS ?= 4
 test: $(VENV)/.installed-test
 	@sh tests/ensure_redis.sh
 	@$(BIN)/python -m compileall -q murmur_wsgi tests bench examples > /dev/null
@@ -57,8 +58,8 @@ test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q --collect-only -p no:xdist tests/door tests/e2e tests/shared \
 		> /dev/null 2>&1; wait
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "not timed" $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -q -n 4 --dist loadfile -m "timed and waits" $(PYTEST_ARGS) \
-		|| [ $$? -eq 5 ]
+	$(BIN)/python -m pytest -q -n $(TIMED_WORKERS) --dist loadfile -m "timed and waits" \
+		$(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(BIN)/python -m pytest -q -m "timed and not waits" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # Requests/s of the door against a bare WSGI app (wrk), then bytes per finished task.
