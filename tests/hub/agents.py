@@ -318,3 +318,20 @@ def gated_reports(ctx):
 def asks(ctx):
     """Ask for input: on the hub the run fails (a task never waits for input)."""
     return ctx.ask("which one?").text
+
+
+def ends_when_told(ctx):
+    """Complete once the gate the text names opens (``<name>-in`` is set once it waits). Its
+    end holds a moment: the run's stop waker, called as the run closes, sets ``<name>-ending``
+    and waits (5 s at most) for ``<name>-go``: meanwhile the task has ended and the run,
+    ended, is still this replica's."""
+    name = ctx.text.strip()
+
+    def ending():
+        gate(name + "-ending").set()
+        gate(name + "-go").wait(5)
+
+    ctx.on_cancel(ending)
+    gate(name + "-in").set()
+    gate(name).wait(30)
+    return "done"

@@ -61,26 +61,24 @@ def held_answer(hub, call, text: str):
 
 
 def cancel_task(hub, call):
-    """CancelTask: cut the run, here or on the replica that runs it; CANCELED, or -32002."""
+    """CancelTask: cut the run, here or on the replica that runs it; CANCELED, or -32002.
+
+    The answer is the task as the store holds it once the run stopped (a run that ended
+    meanwhile answers its own end's state)."""
     task = find(hub, call)
-    run = hub.runs.get(task.id)
-    if task.terminal or (run is not None and run.ended):
+    if task.terminal:
         raise TaskNotCancelableError(task.id, task.state)
-    if run is not None:
-        run.request_stop(cancel=True)
-    hub.store.mark_cancel(task.id, tenant=task.tenant)   # another replica's run hears it
-    if run is None:
-        # NOTE: a message's task is stored and started a moment before its run is registered:
-        # under real threads this cancel may come between. Looked for again after the mark,
-        # the run is found here, or reads the mark as it is registered (``Runs.add``).
-        run = hub.runs.get(task.id)
-        if run is not None:
-            run.request_stop(cancel=True)
+    run = hub.runs.get(task.id)
     timeout = hub.config.cancel_timeout_secs
-    if run is not None:
-        stopped = run.wait(lambda: run.ended, timeout)
+    if run is not None and run.ended:
+        # NOTE: it ended after the task was read (WORKING): its end's state is the answer.
+        stopped = True
     else:
-        stopped = _ended_in_store(hub.store, task, timeout)
+        run = _cut(hub, task, run)
+        if run is not None:
+            stopped = run.wait(lambda: run.ended, timeout)
+        else:
+            stopped = _ended_in_store(hub.store, task, timeout)
     task_id, task = task.id, hub.store.get(call.tenant, call.agent, task.id)
     if task is None:                            # retention forgot it since it stopped
         raise TaskNotFoundError(task_id)
@@ -91,6 +89,22 @@ def cancel_task(hub, call):
     # NOTE: a large answer is counted as GetTask's (the task is canceled either way: a
     # refused answer's client reads it with GetTask once there is room).
     return task_answer(hub, call, task.id, hub.store.render(task))
+
+
+def _cut(hub, task, run):
+    """Stop ``run`` (this replica's, or None) and mark the task for the replica that runs
+    it: the run found here, if any."""
+    if run is not None:
+        run.request_stop(cancel=True)
+    hub.store.mark_cancel(task.id, tenant=task.tenant)   # another replica's run hears it
+    if run is None:
+        # NOTE: a message's task is stored and started a moment before its run is registered:
+        # under real threads this cancel may come between. Looked for again after the mark,
+        # the run is found here, or reads the mark as it is registered (``Runs.add``).
+        run = hub.runs.get(task.id)
+        if run is not None:
+            run.request_stop(cancel=True)
+    return run
 
 
 def _ended_in_store(store, task, timeout: float) -> bool:
