@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from typing import NamedTuple
 
 from murmur_wsgi.hub.runs import INTERRUPTED, Run
@@ -137,6 +138,15 @@ class Runs:
             # close, or two closes): the other may have taken it out already.
             if args in self.unwritten:
                 self.unwritten.remove(args)
+            if self._waiting:
+                self.changed.notify_all()       # a CancelTask waits for its run's end
+
+    def written(self, task_id: str, deadline: float) -> bool:
+        """Whether the end of ``task_id``'s run is written: none the store refused is left
+        (``unwritten``), waiting until ``deadline`` (``time.monotonic()``) for the replica's
+        turn to write it."""
+        return self.wait(lambda: all(args[0] != task_id for args in self.unwritten),
+                         max(0.0, deadline - time.monotonic()))
 
     def in_flight(self) -> list[Run]:
         with self.lock:

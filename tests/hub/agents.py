@@ -5,6 +5,8 @@ import itertools
 import threading
 import time
 
+import redis
+
 from murmur_wsgi.agents.base import TaskCanceled, TaskFailed
 
 GATES: dict[str, threading.Event] = {}
@@ -335,3 +337,21 @@ def ends_when_told(ctx):
     gate(name + "-in").set()
     gate(name).wait(30)
     return "done"
+
+
+def stalls_its_store(ctx):
+    """Text ``<gate> <redis URL> <ms>``: hold until canceled (``<gate>-in`` is set once it
+    holds). The cancel's first act, the run's stop waker on the canceling thread, pauses
+    every client of that Redis for ``ms`` (``CLIENT PAUSE``): a store that stalls just as a
+    CancelTask cuts the run."""
+    name, url, ms = ctx.text.split()
+
+    def stall():
+        with redis.Redis.from_url(url) as conn:
+            conn.client_pause(int(ms))
+
+    ctx.on_cancel(stall)
+    gate(name + "-in").set()
+    while not ctx.wait(0.02):
+        pass
+    raise TaskCanceled(ctx.task_id)

@@ -1,17 +1,22 @@
 """CancelTask meeting a run's end: a run that ends as the cancel reads its task answers
-its own end's state, never the state the cancel read before it ended."""
+its own end's state, never the state the cancel read before it ended; a run the cancel
+stops as Redis stalls answers its end once Redis has it (CANCELED), never -32603 for a run
+the cancel cut unless the stall outlasts the cancel's timeout."""
 from __future__ import annotations
 
+from murmur_wsgi.errors import StoreError
 from murmur_wsgi.hub import create_hub
 
 from tests.hub.agents import gate
 from tests.hub.conftest import (FAST, HubClient, agent, close_hub, hub_config, not_cancelable,
                                 wait_until)
+from tests.redis_util import RedisServer
 
 
-def _hub(redis_server, name: str, ref: str):
+def _hub(redis_server, name: str, ref: str, **overrides):
+    """A hub on the (flushed) Redis of ``redis_server``, hosting ``ref`` as ``name``."""
     redis_server.flush()
-    config = hub_config(store=redis_server.url, redis=dict(FAST))
+    config = hub_config(store=redis_server.url, redis=dict(FAST), **overrides)
     config["tenants"]["acme"]["agents"][name] = agent(ref)
     return create_hub(config)
 
@@ -46,3 +51,53 @@ def test_a_run_that_ends_as_its_cancel_reads_the_task_answers_its_end(redis_serv
             "TASK_STATE_COMPLETED"
     finally:
         close_hub(hub)
+
+
+def _stalling(tmp_path, **config):
+    """A redis-server of the test's own (it is paused) and a hub on it hosting
+    ``stalls_its_store`` as "stalls"."""
+    server = RedisServer(tmp_path).start()
+    return server, _hub(server, "stalls", "tests.hub.agents:stalls_its_store", **config)
+
+
+def test_a_cancel_as_the_store_stalls_answers_the_canceled_task_once_written(tmp_path):
+    """Redis stalls (1.5 s) as CancelTask cuts the run here: the mark and the run's end are
+    refused, the run ends CANCELED, and its end is written once Redis answers; the cancel
+    waits for it and answers the task CANCELED. Before, it answered -32603 "try again" (the
+    mark refused) for a run it had stopped, whose task then ended CANCELED."""
+    server, hub = _stalling(tmp_path)
+    client = HubClient(hub, "stalls")
+    try:
+        task = client.send(f"g-stall {server.url} 1500",
+                           configuration={"returnImmediately": True})
+        assert gate("g-stall-in").wait(5)
+        payload = client.call("CancelTask", {"id": task["id"]}).get_json()
+        assert "result" in payload, payload
+        assert payload["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+        assert client.result("GetTask", {"id": task["id"]}) == payload["result"]
+    finally:
+        close_hub(hub)
+        server.stop()
+
+
+def test_a_cancel_whose_store_stalls_past_its_timeout_answers_the_stores_error(tmp_path):
+    """Redis stalls (2 s) past the cancel's timeout (1 s): the run here is stopped, its end
+    not written yet: -32603, the store's error (as the sender's answer), never the task as
+    Redis still holds it, WORKING. Once written, the task is CANCELED, and a CancelTask
+    again is -32002 naming it."""
+    server, hub = _stalling(tmp_path, cancel_timeout_secs=1)
+    client = HubClient(hub, "stalls")
+    try:
+        task = client.send(f"g-long-stall {server.url} 2000",
+                           configuration={"returnImmediately": True})
+        assert gate("g-long-stall-in").wait(5)
+        error = client.error("CancelTask", {"id": task["id"]})
+        assert (error["code"], error["message"]) == (-32603, StoreError.message)
+        wait_until(lambda: "result" in client.call("GetTask", {"id": task["id"]}).get_json()
+                   and client.result("GetTask", {"id": task["id"]})["status"]["state"]
+                   == "TASK_STATE_CANCELED")
+        assert client.error("CancelTask", {"id": task["id"]}) == \
+            not_cancelable(task["id"], "TASK_STATE_CANCELED")
+    finally:
+        close_hub(hub)
+        server.stop()

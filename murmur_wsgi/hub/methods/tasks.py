@@ -7,6 +7,7 @@ import time
 from murmur_wsgi.turns import turn
 from murmur_wsgi.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 from murmur_wsgi.hub.held import LARGE_CHARS
+from murmur_wsgi.hub.store import StoreError
 from murmur_wsgi.wire.params import (read_history_length, read_hub_list_tasks, read_task_id,
                                       task_id_of)
 from murmur_wsgi.wire.raw import RawJSON, RawJSONPieces
@@ -64,12 +65,14 @@ def cancel_task(hub, call):
     """CancelTask: cut the run, here or on the replica that runs it; CANCELED, or -32002.
 
     The answer is the task as the store holds it once the run stopped (a run that ended
-    meanwhile answers its own end's state)."""
+    meanwhile answers its own end's state): a run stopped here whose end the store refused
+    (away) is waited for until its end is written, within the cancel's timeout."""
     task = find(hub, call)
     if task.terminal:
         raise TaskNotCancelableError(task.id, task.state)
     run = hub.runs.get(task.id)
     timeout = hub.config.cancel_timeout_secs
+    deadline = time.monotonic() + timeout
     if run is not None and run.ended:
         # NOTE: it ended after the task was read (WORKING): its end's state is the answer.
         stopped = True
@@ -79,6 +82,10 @@ def cancel_task(hub, call):
             stopped = run.wait(lambda: run.ended, timeout)
         else:
             stopped = _ended_in_store(hub.store, task, timeout)
+    if run is not None and run.store_failed and not hub.runs.written(task.id, deadline):
+        # NOTE: never the task as the store still holds it, WORKING: the store's error, as
+        # the sender's answer; once written, a CancelTask again is -32002 naming CANCELED.
+        raise StoreError()
     task_id, task = task.id, hub.store.get(call.tenant, call.agent, task.id)
     if task is None:                            # retention forgot it since it stopped
         raise TaskNotFoundError(task_id)
@@ -93,10 +100,20 @@ def cancel_task(hub, call):
 
 def _cut(hub, task, run):
     """Stop ``run`` (this replica's, or None) and mark the task for the replica that runs
-    it: the run found here, if any."""
+    it: the run found here, if any.
+
+    A mark the store refuses once the run here is stopped fails nothing: the mark is for
+    another replica's run, and this one ends CANCELED, its end written once the store
+    answers. Without a run here, the refusal is the answer: nothing was cut."""
     if run is not None:
         run.request_stop(cancel=True)
-    hub.store.mark_cancel(task.id, tenant=task.tenant)   # another replica's run hears it
+    try:
+        hub.store.mark_cancel(task.id, tenant=task.tenant)   # another replica's run hears it
+    except StoreError:
+        if run is None:
+            raise
+        logger.warning("task %s: its cancel mark could not be written; its run here is "
+                       "stopped", task.id)
     if run is None:
         # NOTE: a message's task is stored and started a moment before its run is registered:
         # under real threads this cancel may come between. Looked for again after the mark,
