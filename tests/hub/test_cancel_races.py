@@ -81,14 +81,14 @@ def test_a_cancel_as_the_store_stalls_answers_the_canceled_task_once_written(tmp
 
 
 def test_a_cancel_whose_store_stalls_past_its_timeout_answers_the_stores_error(tmp_path):
-    """Redis stalls (2 s) past the cancel's timeout (1 s): the run here is stopped, its end
+    """Redis stalls (3 s) past the cancel's timeout (1 s): the run here is stopped, its end
     not written yet: -32603, the store's error (as the sender's answer), never the task as
     Redis still holds it, WORKING. Once written, the task is CANCELED, and a CancelTask
     again is -32002 naming it."""
     server, hub = _stalling(tmp_path, cancel_timeout_secs=1)
     client = HubClient(hub, "stalls")
     try:
-        task = client.send(f"g-long-stall {server.url} 2000",
+        task = client.send(f"g-long-stall {server.url} 3000",
                            configuration={"returnImmediately": True})
         assert gate("g-long-stall-in").wait(5)
         error = client.error("CancelTask", {"id": task["id"]})
