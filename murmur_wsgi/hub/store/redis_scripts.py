@@ -106,6 +106,16 @@ local function doomed(done, sizes, total, cap, keep, batch, max_bytes)
   return out
 end
 
+-- PERF: whether a whole batch is due: past the bytes, a batch past the cap, or a batch's
+-- newest past its time (fewer than a batch past the cap wait for more)
+local function due(done, bytes, cap, keep, batch, max_bytes)
+  if bytes <= max_bytes and redis.call('ZCARD', done) < cap + batch then
+    local last = redis.call('ZRANGE', done, batch - 1, batch - 1, 'WITHSCORES')
+    if #last == 0 or tonumber(last[2]) > now_us() - keep * 1000 then return false end
+  end
+  return true
+end
+
 local function finish(done, sizes, total, id, size, cap, keep, batch, max_bytes)
   local added = size
   if redis.call('ZADD', done, now_us(), id) == 0 then      -- ended again: counted once
@@ -118,20 +128,22 @@ local function finish(done, sizes, total, id, size, cap, keep, batch, max_bytes)
     for _, v in ipairs(redis.call('HVALS', sizes)) do bytes = bytes + (tonumber(v) or 0) end
     redis.call('SET', total, bytes)
   end
-  if bytes <= max_bytes and redis.call('ZCARD', done) < cap + batch then
-    -- PERF: fewer than a batch past the cap: a batch only when its newest is past its time
-    local last = redis.call('ZRANGE', done, batch - 1, batch - 1, 'WITHSCORES')
-    if #last == 0 or tonumber(last[2]) > now_us() - keep * 1000 then return {} end
-  end
+  if not due(done, bytes, cap, keep, batch, max_bytes) then return {} end
   return doomed(done, sizes, total, cap, keep, batch, max_bytes)
 end
 """
 
-# KEYS: done, sizes, bytes   ARGV: cap, retention ms, batch, max bytes
+# KEYS: done, sizes, bytes   ARGV: cap, retention ms, batch, max bytes, whole ("1": none
+# unless a whole batch is due, as at an end)
 # Returns the ids to forget (``FORGET``), the oldest first.
 DOOMED = CLOCK_FN + _RETAIN + """
-return doomed(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]),
-              tonumber(ARGV[3]), tonumber(ARGV[4]))
+local cap, keep, batch, max_bytes = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
+                                    tonumber(ARGV[4])
+if ARGV[5] == '1' and not due(KEYS[1], tonumber(redis.call('GET', KEYS[3])) or 0, cap, keep,
+                              batch, max_bytes) then
+  return {}
+end
+return doomed(KEYS[1], KEYS[2], KEYS[3], cap, keep, batch, max_bytes)
 """
 
 FORGET_KEYS = 10         # per task: task ev push cancel idx ctx st cst upd msg
