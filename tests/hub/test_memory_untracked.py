@@ -19,7 +19,8 @@ import pytest
 
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store import memory_stores
-from murmur_wsgi.hub.store.memory import PIECES_CHARS, MemoryTaskStore
+from murmur_wsgi.hub.store.memory import MemoryTaskStore
+from murmur_wsgi.hub.store.memory_logs import PIECES_CHARS
 from murmur_wsgi.hub.store.push_base import MAX_CONFIGS_PER_TASK, PushRecord
 from murmur_wsgi.hub.task import (COMPLETED, FAILED, REJECTED, WORKING, HubTask,
                                   answer_artifact, artifact_event_around)
@@ -220,8 +221,9 @@ def test_a_finished_log_reads_as_it_did():
 
 def test_a_long_final_chunk_in_pieces_reads_as_its_text():
     """An end's event given in pieces around the answer's JSON (``answer``): a long one is
-    kept in them until the log is first read, then read as the text they join to; the
-    task's form quotes that JSON; the task's bytes are counted the same."""
+    kept as its pieces around the answer's place in the task's wire form, and read as the
+    text they join to, at every read (no text kept); the task's bytes are counted the
+    same."""
     store = MemoryTaskStore()
     long, short = "x" * PIECES_CHARS, "short"
     for text in (long, short):
@@ -234,7 +236,12 @@ def test_a_long_final_chunk_in_pieces_reads_as_its_text():
         pieces = artifact_event_around(task.id, "c", encoded, append=False, last=True)
         written = store.end(task.id, COMPLETED, None, artifacts, [pieces], answer=encoded)
         assert written[0] == (pieces if text is long else "".join(pieces))
-        assert store._events[task.id][2] == written[0]
+        kept = store._events[task.id][2]
+        if text is long:
+            start = store._tasks[task.id][10].index(encoded)
+            assert kept == (pieces[0], start, start + len(encoded), pieces[2])
+        else:
+            assert kept == written[0]
         expected = compact_utf8(dict(json.loads(task.task_event())["task"],
                                      status=json.loads(store.render(task))["status"],
                                      artifacts=artifacts))
@@ -244,7 +251,7 @@ def test_a_long_final_chunk_in_pieces_reads_as_its_text():
                                                                                 0)[0])
         events, _ = store.events(task.id, 2, 0)
         assert [e.payload for e in events] == ["".join(pieces), written[1]]
-        assert all(type(payload) is str for payload in store._events[task.id][1:])
+        assert store._events[task.id][2] == kept
 
 
 def test_a_push_config_holds_no_object_the_collector_tracks():

@@ -42,7 +42,7 @@ class EventSource:
         self._waiting: list | tuple = ()    # events read from the log, from _at not handed over
         self._at = 0
         # ``hold(payload)``: a large event's release, until it is written (hub/held.py), or
-        # -32603; None: the store's payloads are the ones it keeps, not copies.
+        # -32603; None: nothing held. An event the store keeps (``kept_event``) is not held.
         self._hold = hold
         self._held: list = []               # the releases of the batch being written
 
@@ -93,7 +93,8 @@ class EventSource:
         stream's last event), none held."""
         try:
             for payload in batch:
-                if len(payload) > LARGE_CHARS:
+                if len(payload) > LARGE_CHARS and \
+                        not self._store.kept_event(self._task_id, payload):
                     self._held.append(self._hold(payload))
         except BaseException:
             self.close()
@@ -162,8 +163,8 @@ def subscription(hub, call, task) -> HubStream:
     def hold(payload, tenant=call.tenant, most=limits["answer_bytes"]):
         return hub.held.event(payload, tenant, most)
     # NOTE: a shared store's events are copies read for the worker; the memory store's are
-    # the ones it keeps, quoted.
-    source = EventSource(hub.store, task, hold if hub.store.shared else None)
+    # the ones it keeps, quoted, but for a finished task's that quote its wire form.
+    source = EventSource(hub.store, task, hold)
 
     def closed():
         try:

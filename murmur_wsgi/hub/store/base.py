@@ -304,6 +304,11 @@ class TaskStore(abc.ABC):
         log has expired (or the store closed), and the caller should end.
         """
 
+    def kept_event(self, task_id: str, payload: str) -> bool:
+        """Whether ``payload`` (an event ``events`` read) is a text this store keeps, shared
+        by every reader, not a copy of the reader's own (hub/held.py counts copies)."""
+        return False
+
     @abc.abstractmethod
     def last_position(self, task_id: str, tenant: str | None = None) -> int:
         """The position of the newest event of the task's log (0: none, or expired): a

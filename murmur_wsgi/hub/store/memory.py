@@ -19,8 +19,8 @@ message once, in its wire form (its first event is rendered from it when read).
 
 MEMORY: a finished task is kept in values Python's garbage collector does not track
 (``HubTask.record``: a tuple of strings and numbers, its wire form among them; its event
-log a tuple of its payloads, ``_stored``, a long final chunk a tuple of its pieces until
-read, ``_kept_form``; an index of one task a tuple, ``memory_index``), where it was
+log a tuple of its payloads, the texts its wire form holds as their places in it,
+``memory_logs``; an index of one task a tuple, ``memory_index``), where it was
 sixteen objects the collector tracks: a full collection with a tenant at its cap no
 longer stops the worker for hundreds of milliseconds (docs/performance.md). ``get`` hands
 out a finished task as a new, frozen ``HubTask``.
@@ -35,49 +35,22 @@ import time
 from murmur_wsgi.hub.store.base import (PENDING, Page, StoredEvent, TaskStore, first_within,
                                         newest_within)
 from murmur_wsgi.hub.store.memory_index import TaskIndexes, filtered_page
+from murmur_wsgi.hub.store.memory_logs import (QUOTE_CHARS, kept_form, quoted, stored,
+                                               text_of)
 from murmur_wsgi.hub.store.memory_retain import Retaining
 from murmur_wsgi.hub.store.memory_waits import KeyedWaits
 from murmur_wsgi.hub.store.pages import decode_token, encode_token
 from murmur_wsgi.hub.store.retention import Retention
 from murmur_wsgi.hub.task import REJECTED, SUBMITTED, TERMINAL, WORKING, HubTask, as_task
 from murmur_wsgi.wire.encode import compact_utf8, utf8_bytes
-from murmur_wsgi.wire.stream import task_event
 
 logger = logging.getLogger(__name__)
-
-
-# An event given in pieces (``TaskStore.end``: a long answer's final chunk around its JSON)
-# is kept in them from this many characters; a shorter one as one text.
-PIECES_CHARS = 64 * 1024
-
-
-def _stored(log: list | tuple, after: int) -> list:
-    """The events of ``log`` after its first ``after``: a running task's StoredEvents as
-    they are; a finished task's payloads (a tuple: its events numbered from 1, the last
-    ending it) as StoredEvents."""
-    if type(log) is not tuple:
-        return log[after:]
-    last = len(log)
-    return [StoredEvent(n, log[n - 1], n == last) for n in range(after + 1, last + 1)]
 
 
 def _running_form(task: HubTask, artifacts: list) -> tuple[str, str]:
     """A running task's stored form as a Redis record holds it: its history's JSON (encoded
     once, ``history_json``) and its artifacts' (``hist``, ``arts``)."""
     return task.history_json(), compact_utf8(artifacts) if artifacts else "[]"
-
-
-def _kept_form(payload: str | tuple) -> str | tuple:
-    """An event as a finished task's log keeps it: one text, or a long one's pieces.
-
-    MEMORY: a long answer's final chunk stays the run's pieces, its middle the answer's
-    JSON the run encoded (``end``'s ``answer``), until a reader of the log needs its text
-    (``_joined_locked``): joined at the end, it was one more copy of the answer while the
-    task's wire form was made from that JSON. A short one is joined: a tuple and its
-    texts take more than one text."""
-    if isinstance(payload, str) or sum(map(len, payload)) >= PIECES_CHARS:
-        return payload
-    return "".join(payload)
 
 
 class MemoryTaskStore(Retaining, TaskStore):
@@ -236,7 +209,7 @@ class MemoryTaskStore(Retaining, TaskStore):
             else:
                 answer = None
             self._set_state_locked(task, state, text)
-            written = [*map(_kept_form, events), task.status_event()]
+            written = [*map(kept_form, events), task.status_event()]
             first, count = numbered
             for i, payload in enumerate(written):
                 if i < count and first + i <= task.written:
@@ -247,9 +220,18 @@ class MemoryTaskStore(Retaining, TaskStore):
                 self._events[task_id] = tuple(event.payload for event in log)
             self._keep_finished_locked(task, answer)
             self._expiry[task_id] = self.clock() + self._retention
-            self._finish_locked(task)
+            self._finish_locked(task)            # its bytes counted as the texts they are
+            self._quote_locked(task_id, answer)
             self.changed.notify_all()
             return written
+
+    def _quote_locked(self, task_id: str, answer: str | None) -> None:
+        """Keep the finished task's long events as their places in its wire form
+        (``memory_logs.quoted``)."""
+        log, record = self._events.get(task_id), self._tasks.get(task_id)
+        # PERF: a wire form shorter than a quote holds none (most tasks: no look at the log)
+        if type(log) is tuple and type(record) is tuple and len(record[10]) >= QUOTE_CHARS:
+            self._events[task_id] = quoted(log, record[10], record[13], answer)
 
     def render(self, task, history_length=None, artifacts=True, cache=True, as_read=False):
         with self.lock:
@@ -313,32 +295,21 @@ class MemoryTaskStore(Retaining, TaskStore):
                 if log is None:
                     return [], False
                 if len(log) > after:
-                    log = self._joined_locked(task_id, log, after)
-                    return self._rendered_locked(task_id, _stored(log, after)), True
+                    events = stored(log, after)
+                    if type(log) is tuple:
+                        wire = self._tasks[task_id][10]
+                        break
+                    return events, True
                 if self.closed:
                     return [], False
                 left = deadline - self.clock()
                 if left <= 0:
                     return [], True
                 self._readers.wait(task_id, left)
-
-    def _joined_locked(self, task_id: str, log: list | tuple, after: int) -> list | tuple:
-        """The task's log, with a finished one's events kept in pieces (``_kept_form``)
-        joined when one after its first ``after`` is, once for every later reader: a
-        reader reads texts."""
-        if type(log) is not tuple or \
-                not any(type(log[n]) is tuple for n in range(after, len(log))):
-            return log
-        log = self._events[task_id] = tuple(
-            "".join(payload) if type(payload) is tuple else payload for payload in log)
-        return log
-
-    def _rendered_locked(self, task_id: str, events: list) -> list:
-        """``events`` with a refused task's first event rendered from its record."""
-        if events[0].payload is None:
-            task = as_task(self._tasks[task_id])
-            events[0] = StoredEvent(1, task_event(task.to_json(cache=False)), True)
-        return events
+        # a finished task's: its events' texts made outside the lock
+        return [event if type(event.payload) is str else
+                StoredEvent(event.seq, text_of(event.payload, wire), event.terminal)
+                for event in events], True
 
     def expire_locked(self) -> None:
         now = self.clock()
@@ -367,6 +338,17 @@ class MemoryTaskStore(Retaining, TaskStore):
         with self.lock:
             self.expire_locked()
             return len(self._events.get(task_id, ()))
+
+    def final_event(self, task_id, tenant=None):
+        """PERF: the last event alone: a finished log's others are texts made at each read."""
+        events, _ = self.events(task_id, max(0, self.last_position(task_id) - 1), 0)
+        return events[-1].payload if events and events[-1].terminal else None
+
+    def kept_event(self, task_id, payload):
+        with self.lock:
+            log = self._events.get(task_id, ())
+            return any(entry is payload or type(entry) is StoredEvent and entry.payload
+                       is payload for entry in log)
 
     def has_events(self, task_id: str, tenant: str | None = None) -> bool:
         with self.lock:

@@ -1,0 +1,130 @@
+"""What the memory store holds of a finished task: its wire form, and its log's events
+as their places in it where the form holds their text (``memory_logs.quoted``).
+
+Before, a 1 MB text echoed by the demo was held four times: the task's wire form (its
+message and its answer), its first event (its message) and its answer's final chunk (the
+answer): what ``tasks.max_bytes_per_tenant`` counts of it, twice the wire form. Every
+read still answers the same texts.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import tracemalloc
+
+import pytest
+
+from murmur_wsgi.hub import create_hub
+from murmur_wsgi.hub.store.memory import MemoryTaskStore
+from murmur_wsgi.hub.store.memory_logs import QUOTE_CHARS, quoted, text_of
+from murmur_wsgi.hub.task import COMPLETED, HubTask
+from murmur_wsgi.wire.task import text_part
+
+from tests.hub.conftest import HubClient, close_hub, hub_config, sse_events, wait_until
+
+pytestmark = pytest.mark.one_store
+
+MB = 1_000_000
+
+
+def _send(rpc: HubClient, parts: list) -> str:
+    return rpc.send("", parts=parts)["id"]
+
+
+def _held(send, count: int) -> int:
+    """The bytes Python holds more after ``count`` calls of ``send`` (traced)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(count):
+            send()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("parts", [
+    [{"text": "x" * (MB // 4)} for _ in range(4)],
+    [{"text": f"{i} " + "y" * 960} for i in range(1000)],
+], ids=["four-parts", "many-parts"])
+def test_a_finished_task_holds_its_wire_form_once(parts):
+    hub = create_hub(hub_config(store="memory"))
+    rpc = HubClient(hub)
+    try:
+        _send(rpc, parts)
+        wait_until(lambda: not hub.runs.in_flight())
+        count = 4
+        held = _held(lambda: _send(rpc, parts), count)
+        wait_until(lambda: not hub.runs.in_flight())
+        store = hub.store
+        ids = list(store._finished["acme"])[1:]
+        wire = sum(len(store.task_json("acme", "echo", task_id)) for task_id in ids)
+        counted = sum(size for _, size in list(store._finished["acme"].values())[1:])
+        # Before: 2.0 times its wire form (4.2 MB a task), all it counts.
+        assert held < 1.1 * wire, f"{held / wire:.2f} times the wire form"
+        assert counted > 1.9 * wire
+        for task_id in ids:                    # its reads: the texts the run wrote
+            events = sse_events(rpc.call("SubscribeToTask", {"id": task_id}))
+            whole = json.loads(store.task_json("acme", "echo", task_id))
+            assert events[0]["result"]["task"]["history"] == whole["history"]
+            assert whole["history"][0]["parts"] == parts
+            assert events[2]["result"]["artifactUpdate"]["artifact"] == whole["artifacts"][0]
+    finally:
+        close_hub(hub)
+
+
+def _ended(message: dict, turns: list, answer: str) -> tuple[MemoryTaskStore, HubTask, list]:
+    """A task of ``message`` ended with ``answer`` (its history grown by ``turns`` as it
+    ran): its store, the task and the payloads its log held at its end."""
+    store = MemoryTaskStore()
+    task = HubTask("t-1", "c", "acme", "echo", "m1", message)
+    store.create(task, task.task_event())
+    store.start(task.id)
+    with store.lock:
+        if turns:
+            store._tasks[task.id].history = [message, *turns]
+    artifact = {"artifactId": "answer", "parts": [text_part(answer)]}
+    encoded = json.dumps(artifact, separators=(",", ":"), ensure_ascii=False)
+    pieces = ('{"artifactUpdate":{"taskId":"t-1","contextId":"c","artifact":', encoded,
+              ',"append":false,"lastChunk":true}}')
+    store.end(task.id, COMPLETED, None, [artifact], [pieces], answer=encoded)
+    events, _ = store.events(task.id, 0, 0)
+    return store, task, [event.payload for event in events]
+
+
+def _message(text: str, message_id: str = "m1") -> dict:
+    return {"messageId": message_id, "role": "ROLE_USER", "parts": [text_part(text)]}
+
+
+@pytest.mark.parametrize("turns", [[], [_message("z" * QUOTE_CHARS, "m2")]],
+                         ids=["its-message", "grown-history"])
+def test_a_long_first_event_and_answer_are_places_in_the_wire_form(turns):
+    store, task, payloads = _ended(_message("é" * QUOTE_CHARS), turns, "ü" * QUOTE_CHARS)
+    log = store._events[task.id]
+    assert type(log[0]) is tuple and type(log[2]) is tuple      # places, not texts
+    assert sum(len(piece) for piece in log[0] + log[2] if type(piece) is str) < 1000
+    wire = store._tasks[task.id][10]
+    assert [text_of(entry, wire) for entry in log] == payloads
+    first = json.loads(payloads[0])["task"]
+    assert first["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert first["history"] == [_message("é" * QUOTE_CHARS)]
+    for after in range(len(payloads)):                          # every read, as before
+        assert [e.payload for e in store.events(task.id, after, 0)[0]] == payloads[after:]
+    assert store.final_event(task.id) == payloads[-1]
+
+
+def test_an_event_the_wire_form_does_not_hold_is_kept_as_it_is():
+    long = "h" * QUOTE_CHARS
+    wire = '{"id":"t","status":{},"history":[' + long + 'X]}'
+    arts_end = wire.index(',"history":')
+    first = '{"task":{"id":"t","history":[' + long + 'Y]}}'    # one character differs
+    near = '{"task":{"id":"t","history":[' + long[1:] + 'ZZ]}}'
+    short = '{"task":{"id":"t","history":["a"]}}'
+    answer = "a" * QUOTE_CHARS                                 # not in the wire form
+    pieces = ("head", answer, "tail")
+    log = (first, near, short, pieces, None)
+    assert quoted(log, wire, arts_end, answer) == log
+    kept = quoted(('{"task":{"id":"t","history":[' + long + 'X]}}',), wire, arts_end, None)
+    assert kept[0][1:3] == (arts_end + len(',"history":'), len(wire) - 2)
