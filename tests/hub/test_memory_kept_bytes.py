@@ -8,6 +8,7 @@ read still answers the same texts.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import tracemalloc
@@ -31,18 +32,32 @@ def _send(rpc: HubClient, parts: list) -> str:
     return rpc.send("", parts=parts)["id"]
 
 
-def _held(send, count: int) -> int:
-    """The bytes Python holds more after ``count`` calls of ``send`` (traced)."""
-    gc.collect()
-    tracemalloc.start()
+@contextlib.contextmanager
+def _kept(parts: list, count: int):
+    """A memory hub that has kept ``count`` finished tasks of ``parts`` (after one more,
+    its tenant's first): ``(hub, rpc, the bytes Python holds more for them, traced, the
+    bytes they count, their ids)``."""
+    hub = create_hub(hub_config(store="memory"))
+    rpc = HubClient(hub)
     try:
-        before = tracemalloc.get_traced_memory()[0]
-        for _ in range(count):
-            send()
+        _send(rpc, parts)
+        wait_until(lambda: not hub.runs.in_flight())
         gc.collect()
-        return tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for _ in range(count):
+                _send(rpc, parts)
+            wait_until(lambda: not hub.runs.in_flight())
+            gc.collect()
+            held = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        finished = hub.store._finished["acme"]
+        counted = sum(size for _, size in list(finished.values())[1:])
+        yield hub, rpc, held, counted, list(finished)[1:]
     finally:
-        tracemalloc.stop()
+        close_hub(hub)
 
 
 @pytest.mark.parametrize("parts", [
@@ -50,18 +65,9 @@ def _held(send, count: int) -> int:
     [{"text": f"{i} " + "y" * 960} for i in range(1000)],
 ], ids=["four-parts", "many-parts"])
 def test_a_finished_task_holds_its_wire_form_once(parts):
-    hub = create_hub(hub_config(store="memory"))
-    rpc = HubClient(hub)
-    try:
-        _send(rpc, parts)
-        wait_until(lambda: not hub.runs.in_flight())
-        count = 4
-        held = _held(lambda: _send(rpc, parts), count)
-        wait_until(lambda: not hub.runs.in_flight())
+    with _kept(parts, 4) as (hub, rpc, held, counted, ids):
         store = hub.store
-        ids = list(store._finished["acme"])[1:]
         wire = sum(len(store.task_json("acme", "echo", task_id)) for task_id in ids)
-        counted = sum(size for _, size in list(store._finished["acme"].values())[1:])
         # Before: 2.0 times its wire form (4.2 MB a task), all it counts.
         assert held < 1.1 * wire, f"{held / wire:.2f} times the wire form"
         assert counted > 1.9 * wire
@@ -71,8 +77,14 @@ def test_a_finished_task_holds_its_wire_form_once(parts):
             assert events[0]["result"]["task"]["history"] == whole["history"]
             assert whole["history"][0]["parts"] == parts
             assert events[2]["result"]["artifactUpdate"]["artifact"] == whole["artifacts"][0]
-    finally:
-        close_hub(hub)
+
+
+def test_a_finished_task_of_wide_characters_holds_at_most_twice_its_bytes():
+    """One character past U+FFFF makes Python keep every character of a text in 4 bytes,
+    where its UTF-8 (what ``tasks.max_bytes_per_tenant`` counts) takes 1."""
+    with _kept([{"text": "x" * MB + "\U0001F600"}], 3) as (_, _, held, counted, _):
+        # Before: 4.0 times (16.7 MB a task for 4.2 MB counted).
+        assert held < 2.1 * counted, f"{held / counted:.2f} times its bytes"
 
 
 def _ended(message: dict, turns: list, answer: str) -> tuple[MemoryTaskStore, HubTask, list]:
