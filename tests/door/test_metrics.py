@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 
 import pytest
 from werkzeug.test import Client
@@ -130,6 +131,11 @@ def test_held_requests_and_open_streams_are_gauges():
     held.start()
     try:
         assert agent.started.wait(DEADLINE)
+        # NOTE: the agent starts before its SendMessage holds: scraped between, the gauge
+        # was 0 on a loaded machine.
+        deadline = time.monotonic() + DEADLINE
+        while door.session.manager.held != 1 and time.monotonic() < deadline:
+            time.sleep(0.005)  # wait-ok: polling a condition with a deadline
         watch = open_stream(rpc, "murmur.WatchSession", {})
         samples = scrape(door)
         assert samples["murmur_held_requests"] == 1
