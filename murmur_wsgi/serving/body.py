@@ -194,7 +194,8 @@ def _hosts_refusal(ex: Exception, stream, came: int | None) -> PastHostsLimit | 
     cannot be read; logged as such."""
     if getattr(ex, "code", None) != 413:
         return None
-    limit = stream.limit if isinstance(stream, LimitedStream) and stream.is_exhausted else None
+    refusing = _refusing(stream)
+    limit = None if refusing is None else refusing.limit
     logger.info("refused a request body past its host's limit%s%s: %s",
                 "" if limit is None else f" of {limit} bytes",
                 "" if came is None else f" after {came} bytes", _said(ex))
@@ -212,11 +213,12 @@ def _ends_at_hosts_limit(stream) -> bool:
     is the body's end (a chunked body's last chunk), and a body that ended early or whose
     framing broke fails as it would have before the limit. A byte that comes is one past
     the limit: the refusal stands. Any other input (or one wrapping Werkzeug's) is not
-    read past its refusal."""
-    # NOTE: ``_stream`` is the input a LimitedStream wraps (Werkzeug 2.3 and later); without
-    # it the refusal stands.
-    raw = getattr(stream, "_stream", None) if isinstance(stream, LimitedStream) else None
-    if raw is None or not stream.is_exhausted:
+    read past its refusal. A ``LimitedStream`` under the one that refused, at its own limit
+    too, is looked through the same way: read, it would refuse as well."""
+    raw = _refusing(stream)
+    while isinstance(raw, LimitedStream) and raw.is_exhausted:
+        raw = getattr(raw, "_stream", None)
+    if raw is None:
         return False
     try:
         more = _read(raw, 1, [])
@@ -227,6 +229,20 @@ def _ends_at_hosts_limit(stream) -> bool:
                     "limit: %s", _said(ex))
         raise BodyUnreadable(_said(ex)) from ex
     return not more
+
+
+def _refusing(stream) -> LimitedStream | None:
+    """The Werkzeug ``LimitedStream`` at its limit, which refuses a read: ``stream``, or one
+    it wraps (a host's stream handed on as another's input and bounded again, Flask's
+    stream of a view under another's); None for any other input.
+
+    NOTE: ``_stream`` is the input a LimitedStream wraps (Werkzeug 2.3 and later); without
+    it no stream under it is known."""
+    while isinstance(stream, LimitedStream):
+        if stream.is_exhausted:
+            return stream
+        stream = getattr(stream, "_stream", None)
+    return None
 
 
 def _said(ex: Exception) -> str:

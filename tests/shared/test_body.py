@@ -298,3 +298,25 @@ def test_a_chunked_body_at_its_hosts_limit_on_werkzeugs_server(after):
     else:
         with pytest.raises(BodyUnreadable):
             read_body(environ, 100)
+
+
+@pytest.mark.parametrize("outer", [10, 20], ids=["same-limit", "larger-outside"])
+@pytest.mark.parametrize("data", [b"x" * 10, b"x" * 11], ids=["at-the-limit", "past-it"])
+def test_a_hosts_stream_bounded_again(data, outer):
+    """A host's stream handed on as another's input and bounded again (Flask's stream of a
+    view under another's; the inner ``MAX_CONTENT_LENGTH`` 10): the inner one refuses a
+    read at its limit. A body of exactly that limit was refused, 413 (the outer one not at
+    its own limit), or read past the inner one's refusal, a body that cannot be read (the
+    hub's 400, the door's -32603), one past it too; now the first is whole, the second past
+    the host's limit of 10 bytes."""
+    from werkzeug.wsgi import LimitedStream
+
+    inner = LimitedStream(io.BytesIO(data), 10, is_max=True)
+    environ = {"wsgi.input": LimitedStream(inner, outer, is_max=True),
+               "wsgi.input_terminated": True, "HTTP_TRANSFER_ENCODING": "chunked"}
+    if len(data) == 10:
+        assert read_body(environ, 100) == data
+    else:
+        with pytest.raises(PastHostsLimit) as refused:
+            read_body(environ, 100)
+        assert refused.value.limit == 10
