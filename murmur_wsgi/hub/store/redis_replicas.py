@@ -86,6 +86,11 @@ class RedisReplicas(ReplicaStore):
         oldest = now_ms() - int(max_age_secs * 1000)
         ended = []
         for replica, live in zip(replicas, alive):
+            # NOTE: this replica's runs are in flight here, whatever its key says: a turn
+            # whose steps before the sweep outlast the liveness (a loaded machine, a step
+            # waiting on a cluster's stalled primary) read its own key expired, and ended
+            # them FAILED. Only their age ends them.
+            live = live or replica == self.conn.replica
             try:
                 self._sweep_runs(replica, live, oldest, text, ended)
             except FAILURES as ex:
