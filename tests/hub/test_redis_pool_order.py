@@ -55,8 +55,10 @@ def test_no_waiter_runs_out_of_time_while_later_callers_are_lent_one(ticking, ki
     assert (found["refused"], found["passed"]) == (0, 0), found
 
 
+# NOTE: timed, not ``waits``: its bound (1.5 times the 0.2 s the callers ahead hold) leaves
+# 0.1 s for the scheduling of 8 callers; with three other timed tests at once on 2 cores
+# (Redis clusters starting) a gevent worker's longest wait was 0.33 s.
 @pytest.mark.timed
-@pytest.mark.waits
 @pytest.mark.parametrize(("kind", "gevent"), KINDS, ids=IDS)
 def test_the_longest_wait_is_the_callers_ahead_times_the_hold(ticking, kind, gevent):
     found = _overloaded(kind, ticking.url, gevent)
