@@ -43,8 +43,9 @@ hub: $(VENV)/.installed
 # PYTEST_WORKERS processes (pytest-xdist), but for the tests marked `timed`: they assert a
 # wall-clock bound, and run after the others (pytest's exit 5: none was selected). Those
 # also marked `waits` spend that bound waiting on deadlines and on the servers they start
-# (a tenth of a core each, or less): TIMED_WORKERS of them run at a time, each module's on
-# one process. The timed tests that compute run last, alone.
+# (a tenth of a core on average: 4.7 s of CPU in their 46 s of calls; the most, half a core
+# for 1.5 s): TIMED_WORKERS of them run at a time, each module's on one process. The timed
+# tests that compute, or whose bound leaves no room for the others' CPU, run last, alone.
 # Four on a 2-core machine: two kept its cores busy about half the run (230 s of CPU in a
 # 219 s run); with three they were still busy about 60 % of it (184 s of not-timed tests
 # on a fresh clone, 147 s with four).
