@@ -61,31 +61,37 @@ def test_a_running_task_read_in_its_context_is_sized_by_its_history_and_keeps_no
     store.start(task.id)
     assert '"state":"TASK_STATE_WORKING"' in store.render(task)
 
+
 def test_a_message_accepted_under_threads_is_never_read_before_it_starts(monkeypatch):
     """The Redis store accepts a message in one step (its OPEN script): no reader finds its
     task before it starts. The memory store let go of its lock between the task's creation
     and its start: a thread reading in between (a second SendMessage of the same messageId
-    on the ``--dev`` server) answered the task SUBMITTED. The reader below reads right
-    there: it waits for the store, or reads the task SUBMITTED."""
+    on the ``--dev`` server: its claim, then its task) answered the task SUBMITTED. A
+    reader there now finds the store held, and waits."""
     store = MemoryTaskStore()
     task = HubTask("t-1", "ctx", "acme", "echo", "m1",
                    {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]})
-    seen, readers = [], []
+    seen = []
     start = store.start
 
-    def read_again():                       # the message sent again: its claim, its task
-        found = store.claim_message("acme", "echo", "m1")
-        seen.append(store.get("acme", "echo", found).state)
+    def read_now():                         # the message sent again, if the store is free
+        if not store.lock.acquire(blocking=False):
+            seen.append("waits")
+            return
+        try:
+            found = store.claim_message("acme", "echo", "m1")
+            seen.append(store.get("acme", "echo", found).state)
+        finally:
+            store.lock.release()
 
     def start_with_a_reader(task_id):
-        reader = threading.Thread(target=read_again)
-        readers.append(reader)
+        reader = threading.Thread(target=read_now)
         reader.start()
-        reader.join(0.2)                    # it has read by now, unless the store holds it
+        reader.join(10)
         return start(task_id)
 
     monkeypatch.setattr(store, "start", start_with_a_reader)
     opened = store.open(task, task.task_event(), LocalCounters(), 4, 100)
-    readers[0].join(10)
     assert opened.started is not None
-    assert seen == [WORKING]
+    assert seen == ["waits"]
+    assert store.get("acme", "echo", "t-1").state == WORKING
