@@ -71,6 +71,7 @@ class EventSource:
                 self._read = events[-1].seq     # a log's positions (a trimmed one starts later)
             self._waiting, self._at = events, 0
         waiting, at = self._waiting, self._at
+        first = at
         batch, size, done = [], 0, False
         while at < len(waiting) and (size < TAKE_BYTES or not batch):
             event = waiting[at]
@@ -83,18 +84,19 @@ class EventSource:
         else:
             self._waiting, self._at = (), 0     # every event handed over: none kept
         if size > LARGE_CHARS and self._hold is not None:
-            self._held_for(batch)
+            self._held_for(waiting[first:at])
         if at < len(waiting):
             time.sleep(0)                       # NOTE: under gevent, the others' turn
         return batch, done
 
-    def _held_for(self, batch: list) -> None:
-        """Hold the batch's large events while it is written; past the bounds, -32603 (the
-        stream's last event), none held."""
+    def _held_for(self, events: list) -> None:
+        """Hold the batch's large events (StoredEvents; one at position 0 is no log's) while
+        it is written; past the bounds, -32603 (the stream's last event), none held."""
         try:
-            for payload in batch:
-                if len(payload) > LARGE_CHARS and \
-                        not self._store.kept_event(self._task_id, payload):
+            for event in events:
+                payload = event.payload
+                if len(payload) > LARGE_CHARS and not (event.seq and self._store.kept_event(
+                        self._task_id, event.seq, payload)):
                     self._held.append(self._hold(payload))
         except BaseException:
             self.close()
@@ -121,7 +123,7 @@ class EventSource:
         large event is."""
         batch = self._vanished()
         if self._hold is not None and len(batch[0]) > LARGE_CHARS:
-            self._held_for(batch)
+            self._held_for([StoredEvent(0, batch[0], True)])
         return batch
 
     def _vanished(self) -> list:

@@ -304,9 +304,10 @@ class TaskStore(abc.ABC):
         log has expired (or the store closed), and the caller should end.
         """
 
-    def kept_event(self, task_id: str, payload: str) -> bool:
-        """Whether ``payload`` (an event ``events`` read) is a text this store keeps, shared
-        by every reader, not a copy of the reader's own (hub/held.py counts copies)."""
+    def kept_event(self, task_id: str, seq: int, payload: str) -> bool:
+        """Whether ``payload`` (the event at position ``seq`` that ``events`` read) is a text
+        this store keeps, shared by every reader, not a copy of the reader's own
+        (hub/held.py counts copies)."""
         return False
 
     @abc.abstractmethod
