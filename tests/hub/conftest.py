@@ -188,6 +188,19 @@ def streaming(rpc, text: str) -> dict:
     return task
 
 
+def whole_log(store, task_id: str, after: int = 0) -> list[str]:
+    """Every payload of a finished task's log after position ``after``, read as a stream
+    reads it: a read may bring a part (a Redis store's a page, the memory store's up to an
+    event it makes for the read)."""
+    logged, last = [], store.last_position(task_id)
+    while after < last:
+        events, _ = store.events(task_id, after, 1.0)
+        assert events, after
+        logged.extend(event.payload for event in events)
+        after = events[-1].seq
+    return logged
+
+
 def sse_events(response) -> list[dict]:
     """Every data: line's JSON of a (finished) SSE response."""
     text = response.get_data(as_text=True)

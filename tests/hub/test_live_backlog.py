@@ -9,7 +9,8 @@ from murmur_wsgi.hub.live import PIECE_CHARS, TAKE_BYTES, LiveBacklog
 from murmur_wsgi.hub.methods.streams import EventSource
 from murmur_wsgi.streams.sse import PENDING_BYTES
 
-from tests.hub.conftest import HubClient, close_hub, hub_config, send_params, wait_until
+from tests.hub.conftest import (HubClient, close_hub, hub_config, send_params, wait_until,
+                                 whole_log)
 
 
 def render(text: str, append: bool) -> str:
@@ -129,17 +130,6 @@ def test_a_stream_that_falls_behind_is_lagged_and_still_ends_with_the_answer(sto
         close_hub(hub)
 
 
-def _whole_log(store, task_id: str) -> list[str]:
-    """Every payload of a finished task's log (a Redis store's reads take a page each)."""
-    logged, after, done = [], 0, False
-    while not done:
-        events, _ = store.events(task_id, after, 1.0)
-        assert events, after
-        logged.extend(event.payload for event in events)
-        after, done = events[-1].seq, events[-1].terminal
-    return logged
-
-
 def test_a_long_log_is_replayed_in_pieces(store):
     hub = create_hub(hub_config(store=store, events={"merge_secs": 0.001}))
     try:
@@ -147,7 +137,7 @@ def test_a_long_log_is_replayed_in_pieces(store):
         client = HubClient(hub)
         task = client.send(" ".join(words), agent="tokens")
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
-        logged = _whole_log(hub.store, task["id"])
+        logged = whole_log(hub.store, task["id"])
         assert sum(map(len, logged)) > 2 * TAKE_BYTES
         source = EventSource(hub.store, hub.store.get("acme", "tokens", task["id"]))
         replayed, done, calls = [], False, 0

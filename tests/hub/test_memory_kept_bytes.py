@@ -21,7 +21,8 @@ from murmur_wsgi.hub.store.memory_logs import QUOTE_CHARS, quoted, text_of
 from murmur_wsgi.hub.task import COMPLETED, HubTask
 from murmur_wsgi.wire.task import text_part
 
-from tests.hub.conftest import HubClient, close_hub, hub_config, sse_events, wait_until
+from tests.hub.conftest import (HubClient, close_hub, hub_config, sse_events, wait_until,
+                                 whole_log)
 
 pytestmark = pytest.mark.one_store
 
@@ -102,8 +103,7 @@ def _ended(message: dict, turns: list, answer: str) -> tuple[MemoryTaskStore, Hu
     pieces = ('{"artifactUpdate":{"taskId":"t-1","contextId":"c","artifact":', encoded,
               ',"append":false,"lastChunk":true}}')
     store.end(task.id, COMPLETED, None, [artifact], [pieces], answer=encoded)
-    events, _ = store.events(task.id, 0, 0)
-    return store, task, [event.payload for event in events]
+    return store, task, whole_log(store, task.id)
 
 
 def _message(text: str, message_id: str = "m1") -> dict:
@@ -123,7 +123,7 @@ def test_a_long_first_event_and_answer_are_places_in_the_wire_form(turns):
     assert first["status"]["state"] == "TASK_STATE_SUBMITTED"
     assert first["history"] == [_message("é" * QUOTE_CHARS)]
     for after in range(len(payloads)):                          # every read, as before
-        assert [e.payload for e in store.events(task.id, after, 0)[0]] == payloads[after:]
+        assert whole_log(store, task.id, after) == payloads[after:]
     assert store.final_event(task.id) == payloads[-1]
 
 

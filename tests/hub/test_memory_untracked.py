@@ -27,7 +27,7 @@ from murmur_wsgi.hub.task import (COMPLETED, FAILED, REJECTED, WORKING, HubTask,
 from murmur_wsgi.wire.encode import compact_utf8
 from murmur_wsgi.wire.task import data_part, text_part
 
-from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until
+from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until, whole_log
 
 AGENTS = ("echo", "named", "tokens", "data", "history", "rejects")
 
@@ -247,10 +247,8 @@ def test_a_long_final_chunk_in_pieces_reads_as_its_text():
                                      artifacts=artifacts))
         assert store.render(task) == expected
         size = store._finished["acme"][task.id][1]
-        assert size == len(expected) + sum(len(e.payload) for e in store.events(task.id, 0,
-                                                                                0)[0])
-        events, _ = store.events(task.id, 2, 0)
-        assert [e.payload for e in events] == ["".join(pieces), written[1]]
+        assert size == len(expected) + sum(map(len, whole_log(store, task.id)))
+        assert whole_log(store, task.id, 2) == ["".join(pieces), written[1]]
         assert store._events[task.id][2] == kept
 
 

@@ -17,6 +17,8 @@ from murmur_wsgi.hub.task import (COMPLETED, FAILED, REJECTED, WORKING, HubTask,
 from murmur_wsgi.wire.encode import compact_utf8
 from murmur_wsgi.wire.task import text_part
 
+from tests.hub.conftest import whole_log
+
 pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
 def new_task(stores, *, context_id="ctx", tenant="acme", agent="echo", state=None,
@@ -110,8 +112,7 @@ def test_an_answer_encoded_once_is_stored_as_if_given_whole(stores):
                         encoded)
     whole = artifact_event(task.id, task.context_id, answer, False, True)
     assert [p if isinstance(p, str) else "".join(p) for p in written[1:-1]] == [whole]
-    payloads = [e.payload for e in tasks.events(task.id, 0, 0)[0]]
-    assert payloads[2:] == ['{"n":1}', whole, written[-1]]
+    assert whole_log(tasks, task.id)[2:] == ['{"n":1}', whole, written[-1]]
     assert json.loads(tasks.task_json("acme", "echo", task.id))["artifacts"] == [answer]
 
 

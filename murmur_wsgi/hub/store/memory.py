@@ -306,10 +306,19 @@ class MemoryTaskStore(Retaining, TaskStore):
                 if left <= 0:
                     return [], True
                 self._readers.wait(task_id, left)
-        # a finished task's: its events' texts made outside the lock
-        return [event if type(event.payload) is str else
-                StoredEvent(event.seq, text_of(event.payload, wire), event.terminal)
-                for event in events], True
+        # A finished task's: its events' texts made outside the lock.
+        # MEMORY: at most one made text a read, its first: a stream writes a read's events a
+        # batch at a time (holding the batch's large ones counted, hub/held.py), and one made
+        # behind them (a long answer behind its message, or behind its streamed tokens) was a
+        # copy the stream kept uncounted, its client reading slowly, until its batch came.
+        read: list = []
+        for event in events:
+            if type(event.payload) is not str:
+                if read:
+                    break
+                event = StoredEvent(event.seq, text_of(event.payload, wire), event.terminal)
+            read.append(event)
+        return read, True
 
     def expire_locked(self) -> None:
         now = self.clock()
