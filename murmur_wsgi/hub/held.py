@@ -16,7 +16,10 @@ finished task, shared by every reader) is not a copy and is not counted.
 A SubscribeToTask stream on Redis reads its task's log a page at a time, but an event
 larger than a page (an artifact of many MiB) whole: twenty streams stalled in one held
 twenty copies. Such an event read off a shared store is held, counted the same way,
-while its stream writes it (``event``); past either bound the stream ends with -32603.
+while its stream writes it (``event``); past either bound the stream ends with -32603. So
+is one the memory store makes for the read (a finished task's long event kept as its
+place in the task's wire form, a refused task's Task): a copy too, where the events it
+keeps (``TaskStore.kept_event``) are not.
 """
 from __future__ import annotations
 
