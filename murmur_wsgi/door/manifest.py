@@ -55,6 +55,9 @@ class AllowSchema(Block):
 class ShellSchema(AllowSchema):
     # Background commands running at once in the session: each is a process of the host.
     max_running = StrictInt(load_default=16, validate=validate.Range(min=1))
+    # The longest command the agent may start: splitting one takes time growing with the
+    # square of its longest word, on the task's greenlet (gevent's loop).
+    max_command_bytes = Size(load_default=64 * 1024, validate=validate.Range(min=1))
 
 
 class CapabilitiesSchema(Block):

@@ -85,3 +85,33 @@ def test_a_command_holding_nul_is_refused_in_one_line(rpc, caplog):
     assert status_text(failed) == "background command refused: the command holds a NUL character"
     assert not [r for r in caplog.records if r.exc_info], caplog.records
     assert run(rpc, "/background sleep 30")["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+LONG = ("background command refused: the command is longer than {} bytes "
+        "(capabilities.shell.max_command_bytes)")
+
+
+def test_a_command_past_max_command_bytes_fails_its_task_unsplit(rpc):
+    """Splitting a command takes time growing with the square of its longest word, on the
+    worker's loop: a 1 MB one held every other request 10 s. Past 64 KiB, it is not split."""
+    longest = "sleep 30" + " 0" * 32764                    # 64 KiB: 30 seconds in all
+    assert len(longest) == 64 * 1024
+    assert run(rpc, f"/background {longest}")["status"]["state"] == "TASK_STATE_COMPLETED"
+    failed = run(rpc, f"/background {longest[:-2]} 00")
+    assert failed["status"]["state"] == "TASK_STATE_FAILED"
+    assert status_text(failed) == LONG.format(64 * 1024)
+    assert len(rpc.door.session.works.running()) == 1
+
+
+@pytest.mark.parametrize("rpc", [{"max_command_bytes": 12}], indirect=True)
+def test_max_command_bytes_counts_utf8_bytes(rpc):
+    assert status_text(run(rpc, "/background sleep 30 éé")) == LONG.format(12)   # 13 bytes
+    assert run(rpc, "/background sleep 30 é")["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+@pytest.mark.parametrize("value", [0, -1, "many"])
+def test_max_command_bytes_is_at_least_one(value):
+    with pytest.raises(ManifestError, match="capabilities.shell.max_command_bytes"):
+        load_manifest({"name": "a", "version": "1",
+                       "capabilities": {"shell": {"allow": ["sleep"],
+                                                  "max_command_bytes": value}}})

@@ -191,7 +191,8 @@ def test_load_manifest_defaults():
                                   "after_task": "sleep", "input_timeout_secs": None,
                                   "conversation": "stateless"}
     assert manifest.tools == []
-    assert manifest.capabilities == {"shell": {"allow": [], "max_running": 16},
+    assert manifest.capabilities == {"shell": {"allow": [], "max_running": 16,
+                                               "max_command_bytes": 64 * 1024},
                                      "network": {"allow": []}}
     assert manifest.exports == {"files": None, "peer_tasks": None}
     assert manifest.network == {"host": "127.0.0.1", "internal_port": None, "public_url": None,

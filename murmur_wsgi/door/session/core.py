@@ -39,7 +39,8 @@ class Session:
         self.ring = EventRing(stream["replay_events"], stream["reader_queue"],
                               lock=self.store.lock, max_bytes=stream["replay_bytes"])
         shell = manifest.capabilities["shell"]
-        self.works = BackgroundWorks(shell["allow"], shell["max_running"])
+        self.works = BackgroundWorks(shell["allow"], shell["max_running"],
+                                    shell["max_command_bytes"])
         self.delegations = Delegations(self)
         self.manager = TaskManager(self, agent, self.ring, self.works)
 

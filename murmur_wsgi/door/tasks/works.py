@@ -7,6 +7,11 @@ MEMORY: at most ``capabilities.shell.max_running`` run at once (a start counts f
 check until its process has started or failed): a caller whose every message starts one
 (the demo's ``/background``) held a process of the host and its entry here per message
 until the session ended.
+
+CPU: a command is split (``shlex``) only when it is at most
+``capabilities.shell.max_command_bytes`` long: the split takes time growing with the
+square of its longest word, on the task's thread (under gevent, the worker's loop): a
+command of 1 MB held every other request of the worker for 10 s.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import time
 
 from murmur_wsgi import groups
 from murmur_wsgi.ids import new_id
+from murmur_wsgi.wire.encode import utf8_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +69,11 @@ class Work:
 class BackgroundWorks:
     """Every background command of the session, oldest first."""
 
-    def __init__(self, allow: list[str], max_running: int = 16):
+    def __init__(self, allow: list[str], max_running: int = 16,
+                 max_command_bytes: int = 64 * 1024):
         self._allow = set(allow)
         self._max_running = max_running
+        self._max_command_bytes = max_command_bytes
         self._lock = threading.Lock()
         self._works: list[Work] = []          # guarded by _lock
         self._starting = 0                    # guarded by _lock: checked, not yet started
@@ -73,6 +81,9 @@ class BackgroundWorks:
 
     def start(self, command: str, task_id: str | None) -> Work:
         """Start ``command`` in its own process group, detached from the request."""
+        if utf8_bytes(command) > self._max_command_bytes:
+            raise CommandRefused(f"the command is longer than {self._max_command_bytes} bytes "
+                                 "(capabilities.shell.max_command_bytes)")
         try:
             argv = shlex.split(command)
         except ValueError as ex:
