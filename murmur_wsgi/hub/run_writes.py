@@ -71,7 +71,7 @@ class RunWrites:
         if artifact["artifactId"] == ANSWER:
             raise ValueError(f"artifact name {ANSWER!r} is the hub's own; choose another")
         with self.lock:
-            if self.ended:
+            if self.ending:
                 raise TaskCanceled(self.task_id)
             self._flush_locked()
             payload = artifact_event(self.task_id, self.context_id, artifact, append, last)
@@ -85,7 +85,7 @@ class RunWrites:
             else:
                 kept["parts"].extend(artifact["parts"])
             self._appended(payload)
-            if self.ended:
+            if self.ending:
                 raise TaskCanceled(self.task_id)
             self._live(payload)
         self._turn()
@@ -95,7 +95,7 @@ class RunWrites:
             return
         runs = self.runs
         with self.lock:
-            if self.ended:
+            if self.ending:
                 raise TaskCanceled(self.task_id)
             count_output(self, utf8_bytes(text))
             self.tokens.append(text)
@@ -115,14 +115,14 @@ class RunWrites:
 
     def progress(self, text: str) -> None:
         with self.lock:
-            if self.ended:
+            if self.ending:
                 raise TaskCanceled(self.task_id)
             self._flush_locked()
             payload = status_update(self.task_id, self.context_id,
                                     progress_status(self.task_id, self.context_id, text))
             count_output(self, utf8_bytes(payload))
             self._appended(payload)
-            if self.ended:
+            if self.ending:
                 raise TaskCanceled(self.task_id)
             self._live(payload)
         self._turn()
@@ -167,7 +167,7 @@ class RunWrites:
         runs = self.runs
         with self.lock:
             self._flush_timer = None
-            if self.ended or self.stored == len(self.tokens):
+            if self.ending or self.stored == len(self.tokens):
                 return
             due = self.last_flush + runs.merge_secs - time.monotonic()
             if due > 0:

@@ -25,9 +25,11 @@ Concurrency:
     (PERF: a run nobody waits on, a blocking SendMessage's run that ends inline, makes
     none and notifies none), so a change made under the lock before it existed is seen
     by that waiter's predicate, read under the lock after. The store's round trips a
-    run makes under its lock (its events, its end) hold no other run: with one lock for
-    all of a worker's runs, held through a store's round trip, their ends went one at a
-    time (docs/performance.md).
+    run makes under its lock (its events) hold no other run: with one lock for all of a
+    worker's runs, held through a store's round trip, their ends went one at a time
+    (docs/performance.md). Its end is decided under the lock (``ending``: what the agent
+    writes after is dropped) and written without it: a store that stalls holds no
+    CancelTask waiting on the run past its timeout.
     ``Runs.lock`` (hub/run_registry.py) guards the registry (the runs in flight, the
     overdue ones, the unwritten ends); ``Runs.changed``, on it, is notified when a run
     leaves. Lock order: a run's lock, then ``Runs.lock``, then the store's.
@@ -81,6 +83,8 @@ class Run(RunWrites):
         self.live = None if live is None else LiveBacklog(live, self._live_text,
                                                           self._live_state, task.id)
         self.ended = False           # the task has its final state
+        self.ending = False          # its end is decided (being written, or ``ended``):
+                                     # what the agent writes after it is dropped
         self.returned = False        # the agent's call returned (or raised)
         self.stopping = False        # the agent should stop (cancel, timeout, drain)
         self.cancel_requested = False
@@ -135,7 +139,7 @@ class Run(RunWrites):
         with self.lock:
             if returned and not self.overdue:
                 self.returned = True
-            if self.ended:
+            if self.ending:
                 return False
             if self.stored < len(self.tokens):      # PERF: no call when nothing is unstored
                 self._flush_locked()
@@ -154,24 +158,39 @@ class Run(RunWrites):
                 # The events the store refused first, in order, numbered from ``first``.
                 events = [payload for _, payload in kept] + events
                 numbered = (kept[0][0], len(kept))
-            try:
-                written = runs.store.end(self.task_id, state, text, artifacts, events,
-                                         numbered, encoded, keep=self.keep_answer)
-                if written is not None:
-                    self.final_json = getattr(written, "wire", None)
-                    written = written[len(kept):]       # the run's own stream has those
-            except StoreError:
-                # NOTE: the task stays in the store as it was; its end is written once the
-                # store answers again (Runs.retry_unwritten), or the sweep ends it.
-                logger.warning("task %s: its end could not be written; retrying", self.task_id)
-                with runs.lock:
-                    runs.unwritten.append((self.task_id, state, text, artifacts, events,
-                                           numbered, encoded))
-                self.store_failed = True
-                written = []
+            self.ending = True
+        # NOTE: the end is written without the run's lock: a store that stalls holds no
+        # CancelTask past its timeout, and no stop request, on this run (those wait on it).
+        failed = False
+        final_json = None
+        try:
+            written = runs.store.end(self.task_id, state, text, artifacts, events, numbered,
+                                     encoded, keep=self.keep_answer)
+            if written is not None:
+                final_json = getattr(written, "wire", None)
+                written = written[len(kept):]           # the run's own stream has those
+        except StoreError:
+            # NOTE: the task stays in the store as it was; its end is written once the
+            # store answers again (Runs.retry_unwritten), or the sweep ends it.
+            logger.warning("task %s: its end could not be written; retrying", self.task_id)
+            with runs.lock:
+                runs.unwritten.append((self.task_id, state, text, artifacts, events,
+                                       numbered, encoded))
+            failed = True
+            written = []
+        except BaseException:
+            with self.lock:
+                self.ending = False             # not ended: the caller may end it otherwise
+            raise
+        elsewhere = written is None
+        if elsewhere:
+            written = self._final_written_elsewhere()
+        with self.lock:
+            self.final_json = final_json
+            self.store_failed = self.store_failed or failed
             self._close_locked(written)
         runs.ended(self)
-        return written is not None
+        return not elsewhere
 
     def release_slot(self, by_end: bool = False) -> None:
         """Give the tenant's admission slot back, once; a run whose agent still executes
@@ -214,8 +233,8 @@ class Run(RunWrites):
         is over here too, and its own stream ends with that end. Its slot went with that
         end: a replica taken for dead holds none, its agent executing or not."""
         with self.lock:
-            if self.ended:
-                return
+            if self.ending:
+                return          # its own end is being written: it meets the other there
             self._closed_elsewhere_locked()
         self.runs.ended(self)
 
@@ -223,7 +242,7 @@ class Run(RunWrites):
         """The task has its one end: stop the agent and the timers, end the run's own stream
         with ``written`` (the events this run wrote), or with the final event another
         replica wrote (None: read from the task's event log)."""
-        self.ended = True
+        self.ended = self.ending = True
         self._stop_locked()
         if self._timeout is not None:
             self._timeout.cancel()
@@ -255,7 +274,7 @@ class Run(RunWrites):
     def _appended(self, payload: str) -> None:
         """Store a non-final event behind those kept (``KeptEvents``: a failing store never
         raises into the agent); a task another replica ended closes the run here."""
-        if not self.ended and self.kept.add(payload):
+        if not self.ending and self.kept.add(payload):
             self._store_kept_locked()
 
     def store_kept(self) -> None:
@@ -264,7 +283,7 @@ class Run(RunWrites):
             self._store_kept_locked()
 
     def _store_kept_locked(self) -> None:
-        if not self.ended and not self.kept.write(self.runs.store):
+        if not self.ending and not self.kept.write(self.runs.store):
             self._closed_elsewhere_locked()
             self.runs.ended(self)
         started, self.kept.started = self.kept.started, None
@@ -279,7 +298,7 @@ class Run(RunWrites):
 
     def request_stop(self, cancel: bool) -> None:
         with self.lock:
-            if cancel and not self.ended:
+            if cancel and not self.ending:
                 self.cancel_requested = True
             self._stop_locked()
             self._notify_locked()

@@ -4,6 +4,8 @@ stops as Redis stalls answers its end once Redis has it (CANCELED), never -32603
 the cancel cut unless the stall outlasts the cancel's timeout."""
 from __future__ import annotations
 
+import time
+
 from murmur_wsgi.errors import StoreError
 from murmur_wsgi.hub import create_hub
 
@@ -13,10 +15,11 @@ from tests.hub.conftest import (FAST, HubClient, agent, close_hub, hub_config, n
 from tests.redis_util import RedisServer
 
 
-def _hub(redis_server, name: str, ref: str, **overrides):
-    """A hub on the (flushed) Redis of ``redis_server``, hosting ``ref`` as ``name``."""
+def _hub(redis_server, name: str, ref: str, redis=None, **overrides):
+    """A hub on the (flushed) Redis of ``redis_server``, hosting ``ref`` as ``name``
+    (``redis``: settings over FAST's)."""
     redis_server.flush()
-    config = hub_config(store=redis_server.url, redis=dict(FAST), **overrides)
+    config = hub_config(store=redis_server.url, redis=dict(FAST, **(redis or {})), **overrides)
     config["tenants"]["acme"]["agents"][name] = agent(ref)
     return create_hub(config)
 
@@ -61,7 +64,7 @@ def _stalling(tmp_path, **config):
 
 
 def test_a_cancel_as_the_store_stalls_answers_the_canceled_task_once_written(tmp_path):
-    """Redis stalls (1.5 s) as CancelTask cuts the run here: the mark and the run's end are
+    """Redis stalls (1.5 s) as CancelTask cuts the run here: the run's end is
     refused, the run ends CANCELED, and its end is written once Redis answers; the cancel
     waits for it and answers the task CANCELED. Before, it answered -32603 "try again" (the
     mark refused) for a run it had stopped, whose task then ended CANCELED."""
@@ -101,3 +104,27 @@ def test_a_cancel_whose_store_stalls_past_its_timeout_answers_the_stores_error(t
     finally:
         close_hub(hub)
         server.stop()
+
+
+
+def test_a_cancel_whose_runs_end_stalls_keeps_its_timeout(tmp_path):
+    """Redis stalls (3 s, each command cut at ``redis.timeout_secs``: 2 s) as CancelTask
+    cuts the run: its end is being written when the cancel's timeout (0.5 s) passes, and
+    the answer is the store's error then, -32603, not 2 s later. Before, the cancel wrote
+    the mark for another replica's run (2 s) and waited for the run's lock, held through
+    its end's round trip: 2 s and more."""
+    server, hub = _stalling(tmp_path, cancel_timeout_secs=0.5, redis=dict(timeout_secs=2))
+    client = HubClient(hub, "stalls")
+    try:
+        task = client.send(f"g-end-stall {server.url} 3000",
+                           configuration={"returnImmediately": True})
+        assert gate("g-end-stall-in").wait(5)
+        began = time.monotonic()
+        error = client.error("CancelTask", {"id": task["id"]})
+        took = time.monotonic() - began
+        assert (error["code"], error["message"]) == (-32603, StoreError.message)
+        assert took < 1.2, took
+    finally:
+        close_hub(hub)
+        server.stop()
+

@@ -1,7 +1,6 @@
 """GetTask, ListTasks, CancelTask: a tenant's tasks of the agent in the path."""
 from __future__ import annotations
 
-import logging
 import time
 
 from murmur_wsgi.turns import turn
@@ -12,8 +11,6 @@ from murmur_wsgi.wire.params import (read_history_length, read_hub_list_tasks, r
                                       task_id_of)
 from murmur_wsgi.wire.raw import RawJSON, RawJSONPieces
 from murmur_wsgi.wire.task import list_tasks_response
-
-logger = logging.getLogger(__name__)
 
 
 def find(hub, call):
@@ -66,22 +63,26 @@ def cancel_task(hub, call):
 
     The answer is the task as the store holds it once the run stopped (a run that ended
     meanwhile answers its own end's state): a run stopped here whose end the store refused
-    (away) is waited for until its end is written, within the cancel's timeout."""
+    (away), or is still writing, is waited for until its end is written, within the
+    cancel's timeout; past it, the answer is the store's error (-32603)."""
     task = find(hub, call)
     if task.terminal:
         raise TaskNotCancelableError(task.id, task.state)
-    run = hub.runs.get(task.id)
     timeout = hub.config.cancel_timeout_secs
     deadline = time.monotonic() + timeout
-    if run is not None and run.ended:
-        # NOTE: it ended after the task was read (WORKING): its end's state is the answer.
-        stopped = True
+    run = hub.runs.get(task.id)
+    if run is not None and run.ending:
+        # NOTE: it ended (or is ending) after the task was read (WORKING): its end's state
+        # is the answer.
+        stopped = run.wait(lambda: run.ended, timeout)
     else:
         run = _cut(hub, task, run)
         if run is not None:
             stopped = run.wait(lambda: run.ended, timeout)
         else:
             stopped = _ended_in_store(hub.store, task, timeout)
+    if run is not None and run.ending and not run.ended:
+        raise StoreError()              # its end's round trip outlasted the timeout
     if run is not None and run.store_failed and not hub.runs.written(task.id, deadline):
         # NOTE: never the task as the store still holds it, WORKING: the store's error, as
         # the sender's answer; once written, a CancelTask again is -32002 naming CANCELED.
@@ -99,28 +100,22 @@ def cancel_task(hub, call):
 
 
 def _cut(hub, task, run):
-    """Stop ``run`` (this replica's, or None) and mark the task for the replica that runs
+    """Stop ``run`` (this replica's, or None), or mark the task for the replica that runs
     it: the run found here, if any.
 
-    A mark the store refuses once the run here is stopped fails nothing: the mark is for
-    another replica's run, and this one ends CANCELED, its end written once the store
-    answers. Without a run here, the refusal is the answer: nothing was cut."""
+    A run here is only stopped: the mark is for another replica's run (a store that stalls
+    would hold the cancel for its timeout to write it). Without a run here, the mark's
+    refusal is the answer: nothing was cut."""
     if run is not None:
         run.request_stop(cancel=True)
-    try:
-        hub.store.mark_cancel(task.id, tenant=task.tenant)   # another replica's run hears it
-    except StoreError:
-        if run is None:
-            raise
-        logger.warning("task %s: its cancel mark could not be written; its run here is "
-                       "stopped", task.id)
-    if run is None:
-        # NOTE: a message's task is stored and started a moment before its run is registered:
-        # under real threads this cancel may come between. Looked for again after the mark,
-        # the run is found here, or reads the mark as it is registered (``Runs.add``).
-        run = hub.runs.get(task.id)
-        if run is not None:
-            run.request_stop(cancel=True)
+        return run
+    hub.store.mark_cancel(task.id, tenant=task.tenant)   # another replica's run hears it
+    # NOTE: a message's task is stored and started a moment before its run is registered:
+    # under real threads this cancel may come between. Looked for again after the mark,
+    # the run is found here, or reads the mark as it is registered (``Runs.add``).
+    run = hub.runs.get(task.id)
+    if run is not None:
+        run.request_stop(cancel=True)
     return run
 
 
