@@ -145,8 +145,16 @@ class Runs:
         """Whether the end of ``task_id``'s run is written: none the store refused is left
         (``unwritten``), waiting until ``deadline`` (``time.monotonic()``) for the replica's
         turn to write it."""
-        return self.wait(lambda: all(args[0] != task_id for args in self.unwritten),
+        return self.wait(lambda: not self._unwritten_locked(task_id),
                          max(0.0, deadline - time.monotonic()))
+
+    def unwritten_end(self, task_id: str) -> bool:
+        """Whether a run of ``task_id`` ended here with its end refused, not written yet."""
+        with self.lock:
+            return self._unwritten_locked(task_id)
+
+    def _unwritten_locked(self, task_id: str) -> bool:
+        return any(args[0] == task_id for args in self.unwritten)
 
     def in_flight(self) -> list[Run]:
         with self.lock:

@@ -128,3 +128,32 @@ def test_a_cancel_whose_runs_end_stalls_keeps_its_timeout(tmp_path):
         close_hub(hub)
         server.stop()
 
+
+def test_a_cancel_of_a_run_whose_end_is_unwritten_answers_the_stores_error(redis_server):
+    """The run completed here and left, its end refused (Redis answering its reads and the
+    cancel's mark, not the end): a CancelTask past its timeout (0.5 s) answers -32603, the
+    store's error, as for a run still registered; once the end is written, -32002 naming
+    COMPLETED. Before, it marked the task, waited for a final event that was not written,
+    and answered -32002 "it did not stop within 0.5 s" for a run that had ended."""
+    hub = _hub(redis_server, "held", "tests.hub.agents:held", cancel_timeout_secs=0.5)
+    client = HubClient(hub, "held")
+
+    def refused(*args, **kwargs):
+        raise StoreError()
+
+    try:
+        task = client.send("g-unwritten", configuration={"returnImmediately": True})
+        hub.store.end = refused
+        try:
+            gate("g-unwritten").set()
+            wait_until(lambda: hub.runs.get(task["id"]) is None)
+            assert hub.runs.unwritten_end(task["id"])
+            error = client.error("CancelTask", {"id": task["id"]})
+        finally:
+            del hub.store.end
+        assert (error["code"], error["message"]) == (-32603, StoreError.message)
+        wait_until(lambda: not hub.runs.unwritten_end(task["id"]))
+        assert client.error("CancelTask", {"id": task["id"]}) == \
+            not_cancelable(task["id"], "TASK_STATE_COMPLETED")
+    finally:
+        close_hub(hub)

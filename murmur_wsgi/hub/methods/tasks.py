@@ -62,7 +62,7 @@ def cancel_task(hub, call):
     """CancelTask: cut the run, here or on the replica that runs it; CANCELED, or -32002.
 
     The answer is the task as the store holds it once the run stopped (a run that ended
-    meanwhile answers its own end's state): a run stopped here whose end the store refused
+    meanwhile answers its own end's state): a run ended here whose end the store refused
     (away), or is still writing, is waited for until its end is written, within the
     cancel's timeout; past it, the answer is the store's error (-32603)."""
     task = find(hub, call)
@@ -71,7 +71,12 @@ def cancel_task(hub, call):
     timeout = hub.config.cancel_timeout_secs
     deadline = time.monotonic() + timeout
     run = hub.runs.get(task.id)
-    if run is not None and run.ending:
+    # NOTE: a run that left after its end was refused is in ``Runs.unwritten``: it is
+    # over here (added there before it leaves), and its end is the answer once written.
+    unwritten = run is None and hub.runs.unwritten_end(task.id)
+    if unwritten:
+        stopped = True
+    elif run is not None and run.ending:
         # NOTE: it ended (or is ending) after the task was read (WORKING): its end's state
         # is the answer.
         stopped = run.wait(lambda: run.ended, timeout)
@@ -81,9 +86,11 @@ def cancel_task(hub, call):
             stopped = run.wait(lambda: run.ended, timeout)
         else:
             stopped = _ended_in_store(hub.store, task, timeout)
-    if run is not None and run.ending and not run.ended:
-        raise StoreError()              # its end's round trip outlasted the timeout
-    if run is not None and run.store_failed and not hub.runs.written(task.id, deadline):
+    if run is not None:
+        if run.ending and not run.ended:
+            raise StoreError()          # its end's round trip outlasted the timeout
+        unwritten = run.store_failed
+    if unwritten and not hub.runs.written(task.id, deadline):
         # NOTE: never the task as the store still holds it, WORKING: the store's error, as
         # the sender's answer; once written, a CancelTask again is -32002 naming CANCELED.
         raise StoreError()
