@@ -136,7 +136,9 @@ class Run(RunWrites):
         first, under the same lock (PERF: not a lock of its own, about 10 K instructions),
         unless the run is overdue: ``_agent_returned`` gives its slot back after."""
         runs = self.runs
-        with self.lock:
+        lock = self.lock
+        lock.acquire()
+        try:
             if returned and not self.overdue:
                 self.returned = True
             if self.ending:
@@ -159,36 +161,43 @@ class Run(RunWrites):
                 events = [payload for _, payload in kept] + events
                 numbered = (kept[0][0], len(kept))
             self.ending = True
-        # NOTE: the end is written without the run's lock: a store that stalls holds no
-        # CancelTask past its timeout, and no stop request, on this run (those wait on it).
-        failed = False
-        final_json = None
-        try:
-            written = runs.store.end(self.task_id, state, text, artifacts, events, numbered,
-                                     encoded, keep=self.keep_answer)
-            if written is not None:
-                final_json = getattr(written, "wire", None)
-                written = written[len(kept):]           # the run's own stream has those
-        except StoreError:
-            # NOTE: the task stays in the store as it was; its end is written once the
-            # store answers again (Runs.retry_unwritten), or the sweep ends it.
-            logger.warning("task %s: its end could not be written; retrying", self.task_id)
-            with runs.lock:
-                runs.unwritten.append((self.task_id, state, text, artifacts, events,
-                                       numbered, encoded))
-            failed = True
-            written = []
-        except BaseException:
-            with self.lock:
+            # NOTE: a shared store's end (Redis) is written without the run's lock: one that
+            # stalls holds no CancelTask past its timeout, and no stop request, on this run
+            # (those wait on it). PERF: an in-process store's cannot stall: written under
+            # it, taken once (a lock taken costs about 10 K instructions under gevent).
+            unlocked = runs.store.shared
+            if unlocked:
+                lock.release()
+            try:
+                written = runs.store.end(self.task_id, state, text, artifacts, events,
+                                         numbered, encoded, keep=self.keep_answer)
+                final_json = None if written is None else getattr(written, "wire", None)
+                if written is not None:
+                    written = written[len(kept):]       # the run's own stream has those
+            except StoreError:
+                # NOTE: the task stays in the store as it was; its end is written once the
+                # store answers again (Runs.retry_unwritten), or the sweep ends it.
+                logger.warning("task %s: its end could not be written; retrying",
+                               self.task_id)
+                with runs.lock:
+                    runs.unwritten.append((self.task_id, state, text, artifacts, events,
+                                           numbered, encoded))
+                self.store_failed = True
+                written, final_json = [], None
+            except BaseException:
+                if unlocked:
+                    lock.acquire()
                 self.ending = False             # not ended: the caller may end it otherwise
-            raise
-        elsewhere = written is None
-        if elsewhere:
-            written = self._final_written_elsewhere()
-        with self.lock:
+                raise
+            elsewhere = written is None
+            if elsewhere:
+                written = self._final_written_elsewhere()
+            if unlocked:
+                lock.acquire()
             self.final_json = final_json
-            self.store_failed = self.store_failed or failed
             self._close_locked(written)
+        finally:
+            lock.release()
         runs.ended(self)
         return not elsewhere
 

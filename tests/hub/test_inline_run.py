@@ -141,10 +141,10 @@ class CountedRLock:
 def test_a_run_that_ends_inline_makes_no_condition_and_takes_its_lock_few_times(rpc,
                                                                               monkeypatch):
     """Nobody waits on a blocking SendMessage's run that ends inline: it makes no Condition
-    and notifies none; its lock is taken twice, for its end: to decide it (which marks its
-    agent returned and gives its slot back under it: docs/performance.md), then to close
-    the run once the store wrote it (the store's round trip is made without it: a store
-    that stalls holds no CancelTask waiting on the run)."""
+    and notifies none; its lock is taken once, for its end (which marks its agent returned
+    and gives its slot back under it: docs/performance.md), and once more on Redis, to
+    close the run once the store wrote it: the store's round trip is made without it (a
+    store that stalls holds no CancelTask waiting on the run)."""
     from murmur_wsgi.hub import runs
 
     made = {"conditions": 0, "locks": []}
@@ -165,7 +165,7 @@ def test_a_run_that_ends_inline_makes_no_condition_and_takes_its_lock_few_times(
     task = rpc.send("hi", agent="inline")
     assert task["status"]["state"] == "TASK_STATE_COMPLETED" and ran_here("inline", "hi")
     assert made["conditions"] == 0
-    assert [lock.acquired for lock in made["locks"]] == [2]
+    assert [lock.acquired for lock in made["locks"]] == [1 + rpc.hub.store.shared]
 
 
 @pytest.mark.parametrize("rpc", [{"run_timeout_secs": 0.5}], indirect=True)
