@@ -63,6 +63,18 @@ def _stalling(tmp_path, **config):
     return server, _hub(server, "stalls", "tests.hub.agents:stalls_its_store", **config)
 
 
+def _errs_then_ends_canceled(client, task_id: str) -> None:
+    """CancelTask answers the store's error (-32603); the task then ends CANCELED, and a
+    CancelTask again is -32002 naming it."""
+    error = client.error("CancelTask", {"id": task_id})
+    assert (error["code"], error["message"]) == (-32603, StoreError.message)
+    wait_until(lambda: "result" in client.call("GetTask", {"id": task_id}).get_json()
+               and client.result("GetTask", {"id": task_id})["status"]["state"]
+               == "TASK_STATE_CANCELED")
+    assert client.error("CancelTask", {"id": task_id}) == \
+        not_cancelable(task_id, "TASK_STATE_CANCELED")
+
+
 def test_a_cancel_as_the_store_stalls_answers_the_canceled_task_once_written(tmp_path):
     """Redis stalls (1.5 s) as CancelTask cuts the run here: the run's end is
     refused, the run ends CANCELED, and its end is written once Redis answers; the cancel
@@ -94,13 +106,7 @@ def test_a_cancel_whose_store_stalls_past_its_timeout_answers_the_stores_error(t
         task = client.send(f"g-long-stall {server.url} 3000",
                            configuration={"returnImmediately": True})
         assert gate("g-long-stall-in").wait(5)
-        error = client.error("CancelTask", {"id": task["id"]})
-        assert (error["code"], error["message"]) == (-32603, StoreError.message)
-        wait_until(lambda: "result" in client.call("GetTask", {"id": task["id"]}).get_json()
-                   and client.result("GetTask", {"id": task["id"]})["status"]["state"]
-                   == "TASK_STATE_CANCELED")
-        assert client.error("CancelTask", {"id": task["id"]}) == \
-            not_cancelable(task["id"], "TASK_STATE_CANCELED")
+        _errs_then_ends_canceled(client, task["id"])
     finally:
         close_hub(hub)
         server.stop()
@@ -157,3 +163,24 @@ def test_a_cancel_of_a_run_whose_end_is_unwritten_answers_the_stores_error(redis
             not_cancelable(task["id"], "TASK_STATE_COMPLETED")
     finally:
         close_hub(hub)
+
+
+def test_a_cancel_from_another_replica_that_loses_the_store_after_its_mark_answers_its_error(
+        tmp_path):
+    """Replica B marks a run of replica A's; A hears the mark and its run's stop stalls
+    Redis (3 s): B cannot read the task's log, and answers -32603, the store's error, not a
+    -32002 naming a state it could not read. The mark was delivered: A's run ends CANCELED
+    all the same, and a CancelTask again (once Redis answers) is -32002 naming it."""
+    server = RedisServer(tmp_path).start()
+    config = hub_config(store=server.url, redis=dict(FAST, liveness_secs=5.0))
+    config["tenants"]["acme"]["agents"]["stalls"] = agent("tests.hub.agents:stalls_its_store")
+    owner, other = create_hub(config), create_hub(config)
+    try:
+        task = HubClient(owner, "stalls").send(f"g-far-stall {server.url} 3000",
+                                               configuration={"returnImmediately": True})
+        assert gate("g-far-stall-in").wait(5)
+        _errs_then_ends_canceled(HubClient(other, "stalls"), task["id"])
+    finally:
+        close_hub(other)
+        close_hub(owner)
+        server.stop()
