@@ -169,29 +169,33 @@ class Run(RunWrites):
             if unlocked:
                 lock.release()
             try:
-                written = runs.store.end(self.task_id, state, text, artifacts, events,
-                                         numbered, encoded, keep=self.keep_answer)
-                final_json = None if written is None else getattr(written, "wire", None)
-                if written is not None:
-                    written = written[len(kept):]       # the run's own stream has those
-            except StoreError:
-                # NOTE: the task stays in the store as it was; its end is written once the
-                # store answers again (Runs.retry_unwritten), or the sweep ends it.
-                logger.warning("task %s: its end could not be written; retrying",
-                               self.task_id)
-                with runs.lock:
-                    runs.unwritten.append((self.task_id, state, text, artifacts, events,
-                                           numbered, encoded))
-                self.store_failed = True
-                written, final_json = [], None
+                try:
+                    written = runs.store.end(self.task_id, state, text, artifacts, events,
+                                             numbered, encoded, keep=self.keep_answer)
+                    final_json = None if written is None else getattr(written, "wire", None)
+                    if written is not None:
+                        written = written[len(kept):]       # the run's own stream has those
+                except StoreError:
+                    # NOTE: the task stays in the store as it was; its end is written once
+                    # the store answers again (Runs.retry_unwritten), or the sweep ends it.
+                    logger.warning("task %s: its end could not be written; retrying",
+                                   self.task_id)
+                    with runs.lock:
+                        runs.unwritten.append((self.task_id, state, text, artifacts, events,
+                                               numbered, encoded))
+                    self.store_failed = True
+                    written, final_json = [], None
+                elsewhere = written is None
+                if elsewhere:
+                    written = self._final_written_elsewhere()
             except BaseException:
+                # NOTE: the write's, or the read of the end written elsewhere (a greenlet
+                # killed, a gevent.Timeout): the lock is taken back before ``finally``
+                # releases it, and the end is not left decided: the caller may end it.
                 if unlocked:
                     lock.acquire()
-                self.ending = False             # not ended: the caller may end it otherwise
+                self.ending = False
                 raise
-            elsewhere = written is None
-            if elsewhere:
-                written = self._final_written_elsewhere()
             if unlocked:
                 lock.acquire()
             self.final_json = final_json
