@@ -183,4 +183,9 @@ class Runs:
                 run.finish(FAILED, INTERRUPTED)
             finally:
                 run.request_stop(cancel=False)
+        # NOTE: a run whose own end was being written (a shared store's, without its lock:
+        # hub/runs.py) refused the drain's: its write is waited for, within the timeout
+        # again, before the hub closes the store under it.
+        self.wait(lambda: all(run.task_id not in self._runs or not run.ending
+                              for run in left), timeout)
         return len(left)
