@@ -3,15 +3,18 @@ the end another writer wrote) raises, the run's lock is taken back, the end is n
 decided and unwritten, and a later end of the run is written."""
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
 
+from murmur_wsgi.agents.endings import TaskCanceled
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.task import FAILED
 
 from tests.hub.agents import gate
-from tests.hub.conftest import FAST, HubClient, agent, close_hub, hub_config, wait_until
+from tests.hub.conftest import (FAST, HubClient, agent, close_hub, hub_config, wait_until,
+                               whole_log)
 
 
 class Killed(BaseException):
@@ -22,22 +25,34 @@ def _killed(*args, **kwargs):
     raise Killed()
 
 
-def test_a_run_whose_end_read_elsewhere_is_killed_can_end_again(redis_server):
-    """The run's end meets an end written elsewhere (``store.end`` answers None) and the
-    read of that end is killed: the run raises ``Killed`` itself, is not left ``ending``,
-    and its next end is written (FAILED). Before, the run's lock, not held then, was
-    released once more: RuntimeError instead, and the run stayed ``ending`` for good,
-    refusing every later end (its CancelTask answered -32603 at each timeout)."""
+def _held(redis_server, **overrides):
+    """A hub on the (flushed) Redis of ``redis_server`` hosting ``held``, and its client."""
     redis_server.flush()
-    config = hub_config(store=redis_server.url, redis=dict(FAST))
+    config = hub_config(store=redis_server.url, redis=dict(FAST), **overrides)
     config["tenants"]["acme"]["agents"]["held"] = agent("tests.hub.agents:held")
     hub = create_hub(config)
-    client = HubClient(hub, "held")
+    return hub, HubClient(hub, "held")
+
+
+def _running(hub, client, text: str):
+    """The run of a task sent with ``text``, once registered."""
+    task = client.send(text, configuration={"returnImmediately": True})
+    wait_until(lambda: hub.runs.get(task["id"]) is not None)
+    return task, hub.runs.get(task["id"])
+
+
+@pytest.mark.parametrize("killed", ["end", "final_event"])
+def test_a_run_whose_end_is_killed_can_end_again(redis_server, killed):
+    """The run's end is killed as it is written (``end``), or as it reads the end written
+    elsewhere (``store.end`` answers None, ``final_event``): the run raises ``Killed``
+    itself, is not left ``ending``, and its next end is written (FAILED). Before, for
+    ``final_event``, the run's lock, not held then, was released once more: RuntimeError
+    instead, and the run stayed ``ending`` for good, refusing every later end (its
+    CancelTask answered -32603 at each timeout)."""
+    hub, client = _held(redis_server)
     try:
-        task = client.send("g-end-killed", configuration={"returnImmediately": True})
-        wait_until(lambda: hub.runs.get(task["id"]) is not None)
-        run = hub.runs.get(task["id"])
-        hub.store.end = lambda *args, **kwargs: None
+        task, run = _running(hub, client, f"g-end-killed-{killed}")
+        hub.store.end = (lambda *args, **kwargs: None) if killed == "final_event" else _killed
         hub.store.final_event = _killed
         try:
             with pytest.raises(Killed):
@@ -49,7 +64,7 @@ def test_a_run_whose_end_read_elsewhere_is_killed_can_end_again(redis_server):
         assert client.result("GetTask", {"id": task["id"]})["status"]["state"] == \
             "TASK_STATE_FAILED"
     finally:
-        gate("g-end-killed").set()
+        gate(f"g-end-killed-{killed}").set()
         close_hub(hub)
 
 
@@ -58,14 +73,8 @@ def test_the_drain_waits_for_a_run_end_being_written(redis_server):
     to answer it): the drain's end is refused (the run is ending), and the hub waits for the
     run's write before it closes its timers and its store. Before, the drain went on at
     once: the store was closed under the write (the run not ended as the hub closed)."""
-    redis_server.flush()
-    config = hub_config(store=redis_server.url, redis=dict(FAST), drain_timeout_secs=1)
-    config["tenants"]["acme"]["agents"]["held"] = agent("tests.hub.agents:held")
-    hub = create_hub(config)
-    client = HubClient(hub, "held")
-    task = client.send("g-drain-end", configuration={"returnImmediately": True})
-    wait_until(lambda: hub.runs.get(task["id"]) is not None)
-    run = hub.runs.get(task["id"])
+    hub, client = _held(redis_server, drain_timeout_secs=1)
+    _, run = _running(hub, client, "g-drain-end")
     writing, go = gate("g-drain-end-writing"), gate("g-drain-end-go")
     end, finish, close_timers = hub.store.end, run.finish, hub.runs.close
     seen = []
@@ -97,3 +106,46 @@ def test_the_drain_waits_for_a_run_end_being_written(redis_server):
         gate("g-drain-end").set()
     assert seen == [True]
     assert run.ended and not run.store_failed
+
+
+def test_what_comes_while_a_run_end_is_written_is_dropped(redis_server):
+    """As a run's end (FAILED) is being written (Redis slow to answer it), the agent's
+    progress is refused (TaskCanceled), a cancel's stop neither waits for the write nor
+    marks the run canceled, and another replica's end does not close it: the task ends
+    FAILED, its end the log's last event (no progress after it), the run ended once."""
+    hub, client = _held(redis_server)
+    try:
+        task, run = _running(hub, client, "g-end-window")
+        writing, go = gate("g-end-window-writing"), gate("g-end-window-go")
+        end, left = hub.store.end, []
+        hub.runs.ended = lambda ended, leave=hub.runs.ended: (left.append(ended),
+                                                              leave(ended))
+
+        def slow_end(*args, **kwargs):
+            writing.set()
+            assert go.wait(10)
+            return end(*args, **kwargs)
+
+        hub.store.end = slow_end
+        ender = threading.Thread(target=run.finish, args=(FAILED, "its own"), daemon=True)
+        ender.start()
+        try:
+            assert writing.wait(5)
+            with pytest.raises(TaskCanceled):
+                run.progress("late")
+            run.request_stop(cancel=True)
+            run.ended_elsewhere()
+            assert run.stopping and not run.cancel_requested and not run.ended
+        finally:
+            go.set()
+            ender.join(10)
+            del hub.store.end
+        assert run.ended and left == [run]
+        assert client.result("GetTask", {"id": task["id"]})["status"]["state"] == \
+            "TASK_STATE_FAILED"
+        logged = [json.loads(payload) for payload in whole_log(hub.store, task["id"])]
+        assert logged[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_FAILED"
+        assert "late" not in json.dumps(logged)
+    finally:
+        gate("g-end-window").set()
+        close_hub(hub)
