@@ -131,16 +131,32 @@ def execute(run, ctx, payload: str | None) -> Ending:
     return ending
 
 
+class OutputPassed(TaskCanceled):
+    """An agent's write passed ``limits.max_output_bytes`` (``count_output``): raised out of
+    the run's lock, where ``end_passed`` ends the run."""
+
+
 def count_output(run, size: int) -> None:
     """Count ``size`` bytes the agent wrote (the run's lock held; agents/output.py); past
-    ``limits.max_output_bytes`` the task ends FAILED, the agent is stopped and its call
-    raises TaskCanceled (as every later one does)."""
+    ``limits.max_output_bytes`` raise OutputPassed, for ``end_passed`` out of the lock."""
+    if not run.output.add(size):
+        raise OutputPassed(run.task_id)
+
+
+def end_passed(run) -> None:
+    """The task of a run whose agent wrote past ``limits.max_output_bytes`` ends FAILED and
+    the agent is stopped; its call raises TaskCanceled (as every later one does).
+
+    NOTE: out of the run's lock, as every end: a shared store's end is written without it
+    (hub/runs.py), and one written under the writer's lock held a CancelTask (its wait for
+    the lock) for the write's round trip, past its timeout. Ended first, then stopped (as
+    at the run timeout): stopped first, another thread of the agent could end it CANCELED."""
     output = run.output
-    if output.add(size):
-        return
-    run.request_stop(cancel=False)
-    if run.finish(FAILED, passed_text("run", output.limit, "limits.max_output_bytes")):
+    try:
+        ended = run.finish(FAILED, passed_text("run", output.limit, "limits.max_output_bytes"))
+    finally:
+        run.request_stop(cancel=False)
+    if ended:
         logger.warning("task %s: the agent of %s/%s wrote more than %d bytes "
                        "(limits.max_output_bytes); stopped", run.task_id, run.tenant,
                        run.agent_name, output.limit)
-    raise TaskCanceled(run.task_id)

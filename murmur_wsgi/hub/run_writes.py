@@ -15,7 +15,7 @@ from murmur_wsgi.agents.endings import AgentValueError, TaskCanceled
 from murmur_wsgi.turns import turn
 from murmur_wsgi.agents.usage import RunUsage
 from murmur_wsgi.hub.live import MERGE_TOKENS
-from murmur_wsgi.hub.run_end import count_output
+from murmur_wsgi.hub.run_end import OutputPassed, count_output, end_passed
 from murmur_wsgi.hub.run_text import Carried, joined
 from murmur_wsgi.hub.task import (ANSWER, artifact_event, artifact_update, progress_status,
                                   status_update)
@@ -53,79 +53,97 @@ class RunWrites:
     def add_usage(self, report: tuple, most: int) -> None:
         """Add one checked usage report; AgentValueError if a count would pass ``most``,
         or a model new to the run would pass ``limits.max_usage_models``."""
-        with self.lock:
-            usage = self.usage
-            if usage is None:
-                usage = self.usage = RunUsage()
-            if usage.check_room(report[3], self.max_models, "limits.max_usage_models"):
-                count_output(self, utf8_bytes(report[3] or ""))
-            totals = usage.totals
-            if max(totals.input_tokens + report[0], totals.output_tokens + report[1],
-                   totals.cached_tokens + report[2]) > most:
-                raise AgentValueError(f"usage: more than {most} tokens in one count")
-            usage.add(*report)
+        try:
+            with self.lock:
+                usage = self.usage
+                if usage is None:
+                    usage = self.usage = RunUsage()
+                if usage.check_room(report[3], self.max_models, "limits.max_usage_models"):
+                    count_output(self, utf8_bytes(report[3] or ""))
+                totals = usage.totals
+                if max(totals.input_tokens + report[0], totals.output_tokens + report[1],
+                       totals.cached_tokens + report[2]) > most:
+                    raise AgentValueError(f"usage: more than {most} tokens in one count")
+                usage.add(*report)
+        except OutputPassed:
+            end_passed(self)
+            raise
         self._turn()
 
     def publish_artifact(self, artifact: dict, append: bool, last: bool) -> None:
         """One of the agent's named artifacts (``ctx.artifacts``): stored, streamed, kept."""
         if artifact["artifactId"] == ANSWER:
             raise ValueError(f"artifact name {ANSWER!r} is the hub's own; choose another")
-        with self.lock:
-            if self.ending:
-                raise TaskCanceled(self.task_id)
-            self._flush_locked()
-            payload = artifact_event(self.task_id, self.context_id, artifact, append, last)
-            count_output(self, utf8_bytes(payload))
-            name = artifact["artifactId"]
-            kept = self.artifacts.get(name)
-            if kept is None or not append:
-                if kept is not None:
-                    del self.artifacts[name]
-                self.artifacts[name] = dict(artifact, parts=list(artifact["parts"]))
-            else:
-                kept["parts"].extend(artifact["parts"])
-            self._appended(payload)
-            if self.ending:
-                raise TaskCanceled(self.task_id)
-            self._live(payload)
+        try:
+            with self.lock:
+                if self.ending:
+                    raise TaskCanceled(self.task_id)
+                self._flush_locked()
+                payload = artifact_event(self.task_id, self.context_id, artifact, append, last)
+                count_output(self, utf8_bytes(payload))
+                name = artifact["artifactId"]
+                kept = self.artifacts.get(name)
+                if kept is None or not append:
+                    if kept is not None:
+                        del self.artifacts[name]
+                    self.artifacts[name] = dict(artifact, parts=list(artifact["parts"]))
+                else:
+                    kept["parts"].extend(artifact["parts"])
+                self._published_locked(payload)
+        except OutputPassed:
+            end_passed(self)
+            raise
         self._turn()
 
     def token(self, text: str) -> None:
         if not isinstance(text, str) or not text:
             return
         runs = self.runs
-        with self.lock:
-            if self.ending:
-                raise TaskCanceled(self.task_id)
-            count_output(self, utf8_bytes(text))
-            self.tokens.append(text)
-            self._loose += 1
-            if self._loose >= MERGE_TOKENS:         # the newest tokens, joined in a block
-                self.tokens[-MERGE_TOKENS:] = ["".join(self.tokens[-MERGE_TOKENS:])]
-                self._loose = 0
-            if self.live is not None:
-                self.live.token(text)
-            due = self.last_flush + runs.merge_secs - time.monotonic()
-            if due <= 0:
-                self._flush_locked()
-            elif self._flush_timer is None:
-                self._flush_timer = runs.timer(due, self._flush)
-            self._notify_locked()
+        try:
+            with self.lock:
+                if self.ending:
+                    raise TaskCanceled(self.task_id)
+                count_output(self, utf8_bytes(text))
+                self.tokens.append(text)
+                self._loose += 1
+                if self._loose >= MERGE_TOKENS:         # the newest tokens, joined in a block
+                    self.tokens[-MERGE_TOKENS:] = ["".join(self.tokens[-MERGE_TOKENS:])]
+                    self._loose = 0
+                if self.live is not None:
+                    self.live.token(text)
+                due = self.last_flush + runs.merge_secs - time.monotonic()
+                if due <= 0:
+                    self._flush_locked()
+                elif self._flush_timer is None:
+                    self._flush_timer = runs.timer(due, self._flush)
+                self._notify_locked()
+        except OutputPassed:
+            end_passed(self)
+            raise
         self._turn()
 
     def progress(self, text: str) -> None:
-        with self.lock:
-            if self.ending:
-                raise TaskCanceled(self.task_id)
-            self._flush_locked()
-            payload = status_update(self.task_id, self.context_id,
-                                    progress_status(self.task_id, self.context_id, text))
-            count_output(self, utf8_bytes(payload))
-            self._appended(payload)
-            if self.ending:
-                raise TaskCanceled(self.task_id)
-            self._live(payload)
+        try:
+            with self.lock:
+                if self.ending:
+                    raise TaskCanceled(self.task_id)
+                self._flush_locked()
+                payload = status_update(self.task_id, self.context_id,
+                                        progress_status(self.task_id, self.context_id, text))
+                count_output(self, utf8_bytes(payload))
+                self._published_locked(payload)
+        except OutputPassed:
+            end_passed(self)
+            raise
         self._turn()
+
+    def _published_locked(self, payload: str) -> None:
+        """Store the agent's event ``payload`` and hand it to the run's own stream;
+        TaskCanceled when storing it found the task ended elsewhere."""
+        self._appended(payload)
+        if self.ending:
+            raise TaskCanceled(self.task_id)
+        self._live(payload)
 
     def _turn(self) -> None:
         """After one of the agent's writes, out of the lock: give way now and then

@@ -25,13 +25,16 @@ def _killed(*args, **kwargs):
     raise Killed()
 
 
-def _held(redis_server, **overrides):
-    """A hub on the (flushed) Redis of ``redis_server`` hosting ``held``, and its client."""
+def _held(redis_server, name: str = "held", limits: dict | None = None, **overrides):
+    """A hub on the (flushed) Redis of ``redis_server`` hosting ``name`` (tests/hub/agents.py;
+    ``limits``: acme's), and its client."""
     redis_server.flush()
     config = hub_config(store=redis_server.url, redis=dict(FAST), **overrides)
-    config["tenants"]["acme"]["agents"]["held"] = agent("tests.hub.agents:held")
+    config["tenants"]["acme"]["agents"][name] = agent(f"tests.hub.agents:{name}")
+    if limits is not None:
+        config["tenants"]["acme"]["limits"] = limits
     hub = create_hub(config)
-    return hub, HubClient(hub, "held")
+    return hub, HubClient(hub, name)
 
 
 def _running(hub, client, text: str):
@@ -148,4 +151,36 @@ def test_what_comes_while_a_run_end_is_written_is_dropped(redis_server):
         assert "late" not in json.dumps(logged)
     finally:
         gate("g-end-window").set()
+        close_hub(hub)
+
+
+def test_a_stop_does_not_wait_for_the_end_of_a_run_past_its_output_limit(redis_server):
+    """The agent writes past ``limits.max_output_bytes`` (100 kB) as Redis is slow to answer
+    its end: a stop (as CancelTask's) made meanwhile does not wait for that write, and the
+    task ends FAILED. Before, that end was written under the lock the agent's write held: the
+    stop waited for it, a CancelTask past its timeout (here the write waited 5 s for the
+    stop, in vain)."""
+    hub, client = _held(redis_server, "floods",
+                        limits={"run_timeout_secs": 30, "max_output_bytes": 100_000})
+    writing, stopped, seen = gate("g-passed-writing"), gate("g-passed-stopped"), []
+    end = hub.store.end
+
+    def slow_end(*args, **kwargs):
+        writing.set()
+        seen.append(stopped.wait(5))            # the stop comes during the write
+        return end(*args, **kwargs)
+
+    hub.store.end = slow_end
+    try:
+        task = client.send("progress 1000 1000", configuration={"returnImmediately": True})
+        assert writing.wait(5)
+        hub.runs.get(task["id"]).request_stop(cancel=True)
+        stopped.set()
+        wait_until(lambda: hub.runs.get(task["id"]) is None)
+        assert seen == [True]
+        assert client.result("GetTask", {"id": task["id"]})["status"]["state"] == \
+            "TASK_STATE_FAILED"
+    finally:
+        stopped.set()
+        del hub.store.end
         close_hub(hub)
