@@ -265,7 +265,9 @@ def _replayed_calls(agent):
         task = Rpc(door).result("SendMessage", send_params("go"))["task"]
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
         ring = door.session.ring
-        items, _ = ring.reader(replay=True, replay_from=0, stream=False).next(0)
+        reader, items = ring.reader(replay=True, replay_from=0, stream=False), []
+        while batch := reader.next(0)[0]:       # the replay, in takes of stream.pending_bytes
+            items += batch
         yield items, [item for item in items if type(item) is Event and item.frame], ring
     finally:
         door.close()

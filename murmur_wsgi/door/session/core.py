@@ -37,7 +37,8 @@ class Session:
                                keep_bytes=tasks["keep_finished_bytes"],
                                keep_bytes_total=tasks["keep_finished_bytes_total"])
         self.ring = EventRing(stream["replay_events"], stream["reader_queue"],
-                              lock=self.store.lock, max_bytes=stream["replay_bytes"])
+                              lock=self.store.lock, max_bytes=stream["replay_bytes"],
+                              take_bytes=stream["pending_bytes"])
         shell = manifest.capabilities["shell"]
         self.works = BackgroundWorks(shell["allow"], shell["max_running"],
                                     shell["max_command_bytes"])

@@ -13,7 +13,8 @@ Concurrency:
 
 Memory:
     The payloads it reads are the ring's (and the task's cached wire form),
-    not copies; the opening is dropped once written. The server's write
+    not copies, taken from the ring ``stream.pending_bytes`` of them at a time
+    (``Reader.next``); the opening is dropped once written. The server's write
     deadline (``app.py``) cuts a client that does not take a chunk in time,
     which releases the reader.
 """
@@ -39,8 +40,8 @@ class EventStream(SseBody):
     Args:
         request_id: the JSON-RPC id every event's envelope echoes.
         opening: ``[(event_id or None, payload JSON or its parts), …]`` written at once, in
-            the first chunk, followed there by what the reader already holds
-            (its replay): the test client pulls that chunk before it returns.
+            the first chunk, followed there by the reader's first take (of its
+            replay): the test client pulls that chunk before it returns.
         reader: the ring cursor to read after the opening; None ends the
             stream after it (a rejected task).
         follow_task: end after this task's terminal event (a task's stream);

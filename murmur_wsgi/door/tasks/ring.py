@@ -6,6 +6,13 @@ Concurrency:
     stream's next heartbeat), never poll. A writer never waits for a reader:
     a reader that falls more than its queue behind skips ahead and is told
     how many events it missed (``Lagged``).
+
+Memory:
+    A reader takes its events from the ring at most ``take_bytes`` of them at
+    a time (one event at least), its replay included: what it has not taken
+    stays the ring's, so a slow stream holds at most that (or one larger
+    event) beyond the ring.
+    Events the ring dropped before the reader took them are missed (``Lagged``).
 """
 from __future__ import annotations
 
@@ -68,10 +75,11 @@ class EventRing:
     """
 
     def __init__(self, capacity: int = 512, reader_queue: int = 128, lock=None,
-                 max_bytes: int = 64 * 1024 ** 2):
+                 max_bytes: int = 64 * 1024 ** 2, take_bytes: int = 256 * 1024):
         self.capacity = capacity
         self.max_bytes = max_bytes      # the events held, by their size: the oldest go past it
         self.reader_queue = reader_queue
+        self.take_bytes = take_bytes    # a reader's take, by its events' sizes (one at least)
         # NOTE: the session passes the store's RLock: every event is published while the
         # store's lock is held, so publishing re-enters it instead of taking a second lock.
         # PERF: an RLock, since a Condition on a plain Lock checks ownership with a trial
@@ -159,28 +167,24 @@ class EventRing:
             self.streams += stream
             reader = Reader(self, task_id, frames, self._last_id, stream)
             if replay:
-                pending = self._replay_locked(reader, replay_from or 0)
-                if replay_frames_only:
-                    pending = [item for item in pending if type(item) is not Event or item.frame]
-                reader._pending = pending
+                self._replay_locked(reader, replay_from or 0, replay_frames_only)
         return reader
 
-    def _replay_locked(self, reader: Reader, after: int) -> list:
+    def _replay_locked(self, reader: Reader, after: int, frames_only: bool) -> None:
+        """Move the reader's cursor back to its replay's start (a gap first when the ring
+        cannot supply every event after ``after``): its next takes read the replay."""
         last = self._last_id
         if last == 0:
-            return []
+            return
         oldest = self._oldest_id()
-        out: list = []
         if after > last or oldest > after + 1:
-            out.append(Gap(oldest))
+            reader._pending = [Gap(oldest)]
             start = oldest
         else:
             start = after + 1
-        for event_id in range(start, last + 1):
-            event = self._slots[event_id % self.capacity]
-            if reader.wants(event):
-                out.append(event)
-        return out
+        reader.cursor = start - 1
+        reader._replay_to = last
+        reader._replay_frames_only = frames_only
 
     def _release(self, reader: Reader) -> None:
         # NOTE: checked and cleared under the lock: the server's close() and the
@@ -195,7 +199,8 @@ class EventRing:
 class Reader:
     """One connection's cursor into the ring; ``close()`` it when the stream ends."""
 
-    __slots__ = ("_ring", "task_id", "frames", "cursor", "_pending", "_open", "stream")
+    __slots__ = ("_ring", "task_id", "frames", "cursor", "_pending", "_open", "stream",
+                 "_replay_to", "_replay_frames_only")
 
     def __init__(self, ring: EventRing, task_id: str | None, frames: bool, cursor: int,
                  stream: bool = True):
@@ -204,31 +209,41 @@ class Reader:
         self.frames = frames
         self.stream = stream            # counted in the ring's ``streams``
         self.cursor = cursor            # the last event id this reader has passed
-        self._pending: list = []
+        self._pending: list = []        # a replay's gap, written before its events
         self._open = True               # guarded by the ring's _lock once shared
+        # The last id of the replay, which no queue bounds (0: no replay), and whether it
+        # brings murmur frames only (a task's stream, whose snapshot says the rest).
+        self._replay_to = 0
+        self._replay_frames_only = False
 
     def wants(self, event: Event | None) -> bool:
         return event is not None and (self.task_id is None or event.task_id == self.task_id) \
             and (self.frames or not event.frame)
 
     def next(self, timeout: float | None) -> tuple[list, bool]:
-        """Return (items, closed): new events (with Lagged/Gap markers), waiting up to timeout."""
-        if self._pending:
-            items, self._pending = self._pending, []
-            return items, False
+        """Return (items, closed): new events (with Lagged/Gap markers), waiting up to timeout.
+
+        ``closed`` once the ring is closed and the reader has taken all it holds.
+        """
         ring = self._ring
         with ring._lock:
+            if self._pending:
+                items, self._pending = self._pending, []
+                return items + self._collect_locked(), False
             if ring._last_id == self.cursor and not ring._closed and timeout != 0:
                 ring._cond.wait(timeout)
-            return self._collect_locked(), ring._closed
+            items = self._collect_locked()
+            return items, ring._closed and self.cursor == ring._last_id
 
     def _collect_locked(self) -> list:
-        """The events this reader wants since its cursor, through its bounded queue.
+        """The events this reader wants since its cursor, through its bounded queue, at most
+        ``take_bytes`` of them (one at least): the rest stay the ring's for its next take.
 
-        The queue holds ``reader_queue`` of this reader's own events: when more
-        than that are waiting, the oldest are dropped and counted in a Lagged.
-        Events the ring no longer holds count as missed whatever they were (an
-        upper bound for a reader that follows one task).
+        The queue holds ``reader_queue`` of this reader's own live events (its
+        replay is not bounded by it): when more than that are waiting, the oldest
+        are dropped and counted in a Lagged. Events the ring no longer holds
+        count as missed whatever they were (an upper bound for a reader that
+        follows one task).
         """
         ring = self._ring
         last = ring._last_id
@@ -237,17 +252,39 @@ class Reader:
         oldest = ring._oldest_id()
         missed = max(0, oldest - self.cursor - 1)
         slots, capacity = ring._slots, ring.capacity
-        wanted = [event for event_id in range(max(self.cursor + 1, oldest), last + 1)
-                  if self.wants(event := slots[event_id % capacity])]
-        limit = ring.reader_queue
-        if len(wanted) > limit:
-            missed += len(wanted) - limit
-            wanted = wanted[-limit:]
+        first = max(self.cursor + 1, oldest)
+        if first <= self._replay_to:
+            # The replay, alone in its takes as it was written before any live event.
+            last, only_frames = self._replay_to, self._replay_frames_only
+            wanted = [event for event_id in range(first, last + 1)
+                      if self.wants(event := slots[event_id % capacity])
+                      and (event.frame or not only_frames)]
+        else:
+            wanted = [event for event_id in range(first, last + 1)
+                      if self.wants(event := slots[event_id % capacity])]
+            limit = ring.reader_queue
+            if len(wanted) > limit:
+                missed += len(wanted) - limit
+                wanted = wanted[-limit:]
         self.cursor = last
+        taken = self._taken(wanted, ring.take_bytes)
+        if taken < len(wanted):
+            wanted = wanted[:taken]
+            self.cursor = wanted[-1].id
         if not missed:
             return wanted
         ring.dropped += missed
         return [Lagged(missed)] + wanted
+
+    @staticmethod
+    def _taken(events: list, budget: int) -> int:
+        """How many of ``events`` make one take: within ``budget`` bytes, one at least."""
+        size = 0
+        for count, event in enumerate(events):
+            size += event.size
+            if size > budget:
+                return max(1, count)
+        return len(events)
 
     @property
     def open(self) -> bool:
