@@ -169,25 +169,8 @@ class Run(RunWrites):
             if unlocked:
                 lock.release()
             try:
-                try:
-                    written = runs.store.end(self.task_id, state, text, artifacts, events,
-                                             numbered, encoded, keep=self.keep_answer)
-                    final_json = None if written is None else getattr(written, "wire", None)
-                    if written is not None:
-                        written = written[len(kept):]       # the run's own stream has those
-                except StoreError:
-                    # NOTE: the task stays in the store as it was; its end is written once
-                    # the store answers again (Runs.retry_unwritten), or the sweep ends it.
-                    logger.warning("task %s: its end could not be written; retrying",
-                                   self.task_id)
-                    with runs.lock:
-                        runs.unwritten.append((self.task_id, state, text, artifacts, events,
-                                               numbered, encoded))
-                    self.store_failed = True
-                    written, final_json = [], None
-                elsewhere = written is None
-                if elsewhere:
-                    written = self._final_written_elsewhere()
+                written, final_json, elsewhere = self._write_end(
+                    (self.task_id, state, text, artifacts, events, numbered, encoded), len(kept))
             except BaseException:
                 # NOTE: the write's, or the read of the end written elsewhere (a greenlet
                 # killed, a gevent.Timeout): the lock is taken back before ``finally``
@@ -204,6 +187,26 @@ class Run(RunWrites):
             lock.release()
         runs.ended(self)
         return not elsewhere
+
+    def _write_end(self, args: tuple, kept: int) -> tuple:
+        """Write the end ``args`` (``store.end``'s): ``(written, final_json, elsewhere)``,
+        the events this run wrote but its ``kept`` first (the run's own stream has those)
+        and the task's wire form; none, for an end the store refused (queued for the
+        replica's retry); the final event another writer wrote first (``elsewhere``)."""
+        runs = self.runs
+        try:
+            written = runs.store.end(*args, keep=self.keep_answer)
+        except StoreError:
+            # NOTE: the task stays in the store as it was; its end is written once the store
+            # answers again (Runs.retry_unwritten), or the sweep ends it.
+            logger.warning("task %s: its end could not be written; retrying", self.task_id)
+            with runs.lock:
+                runs.unwritten.append(args)
+            self.store_failed = True
+            return [], None, False
+        if written is None:
+            return self._final_written_elsewhere(), None, True
+        return written[kept:], getattr(written, "wire", None), False
 
     def release_slot(self, by_end: bool = False) -> None:
         """Give the tenant's admission slot back, once; a run whose agent still executes
