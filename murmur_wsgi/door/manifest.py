@@ -325,6 +325,11 @@ class Manifest:
 AS_BYTES = frozenset({"agent.process"})
 
 
+# PERF: one schema for every load: a new one copies its fields and makes each nested
+# schema again; a load keeps no state on it.
+_SCHEMA = ManifestSchema()
+
+
 def _not_bytes(data) -> str | None:
     """The path of the first text of ``AS_BYTES`` that is no file system's bytes: a
     surrogate outside surrogateescape's (U+DC80 to U+DCFF), which the harness's spawn
@@ -357,7 +362,7 @@ def load_manifest(data: dict | Manifest) -> Manifest:
         raise ManifestError(f"{where}: holds a character that is not text (a lone surrogate: "
                             "a YAML escape such as \\ud800)")
     try:
-        loaded = ManifestSchema().load(data)
+        loaded = _SCHEMA.load(data)
     except ValidationError as ex:
         raise ManifestError(first_error(ex.messages)) from None
     return Manifest(**loaded)

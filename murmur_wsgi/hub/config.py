@@ -78,6 +78,11 @@ class HubConfig:
                 for tenant, block in self.tenants.items()}
 
 
+# PERF: one schema for every load: a new one copies its fields and makes each nested
+# schema again (half of a 3.8 ms create_hub); a load keeps no state on it.
+_SCHEMA = HubSchema()
+
+
 def load_config(data, environ=None) -> HubConfig:
     """Validate a mapping (or pass a HubConfig through), environment first; raise ConfigError."""
     if isinstance(data, HubConfig):
@@ -94,7 +99,7 @@ def load_config(data, environ=None) -> HubConfig:
             f"{where}: holds a character that is not text (a lone surrogate: a YAML escape "
             "such as \\ud800, or a variable's bytes that are not UTF-8)", origin))
     try:
-        loaded = HubSchema().load(data)
+        loaded = _SCHEMA.load(data)
     except ValidationError as ex:
         line = first_error(ex.messages).replace("is not a key this door reads",
                                                  "is not a key this hub reads")

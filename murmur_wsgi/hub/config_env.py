@@ -8,6 +8,7 @@ the file, and a refusal of its value names the variable.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from typing import Any
@@ -24,14 +25,19 @@ logger = logging.getLogger(__name__)
 ENV_PREFIX = "MURMUR_HUB_"
 
 
-def env_settings(schema: Schema | None = None, path: tuple = ()) -> list[tuple[str, tuple, Any]]:
-    """Every setting the environment can set: ``(variable, path, field)``."""
-    schema = schema or HubSchema()
+@functools.cache
+def env_settings() -> tuple[tuple[str, tuple, Any], ...]:
+    """Every setting the environment can set: ``(variable, path, field)`` (the schema's,
+    which does not change: read once)."""
+    return tuple(_settings(HubSchema(), ()))
+
+
+def _settings(schema: Schema, path: tuple) -> list[tuple[str, tuple, Any]]:
     out = []
     for name, fld in schema.fields.items():
         key = path + (fld.data_key or name,)
         if isinstance(fld, fields.Nested):
-            out.extend(env_settings(fld.schema, key))
+            out.extend(_settings(fld.schema, key))
         else:
             out.append((ENV_PREFIX + "_".join(key).upper(), key, fld))
     return out
