@@ -46,6 +46,9 @@ hub: $(VENV)/.installed
 # calls; the most, half a core for 1.5 s): they run beside the others, in one process of
 # their own (TIMED_WORKERS: more), their output printed once both are done. The timed tests
 # that compute, or whose bound leaves no room for the others' CPU, run last, alone.
+# The parallel run hands the tests out as the processes ask (``worksteal``: one that has
+# finished takes half of another's queue), the longest modules first (tests/conftest.py):
+# handed out in fixed shares, one process ran half a minute after the others were done.
 # Four on a 2-core machine: two kept its cores busy about half the run (230 s of CPU in a
 # 219 s run); with three they were still busy about 60 % of it (184 s of not-timed tests
 # on a fresh clone, 147 s with four).
@@ -61,8 +64,8 @@ test: $(VENV)/.installed-test
 	@waits_log=$$(mktemp); \
 	$(BIN)/python -m pytest -q -n $(TIMED_WORKERS) --dist loadfile -m "timed and waits" \
 		$(PYTEST_ARGS) > $$waits_log 2>&1 & waits=$$!; \
-	echo "$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m \"not timed\" $(PYTEST_ARGS)"; \
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "not timed" $(PYTEST_ARGS); others=$$?; \
+	echo "$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal -m \"not timed\" $(PYTEST_ARGS)"; \
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal -m "not timed" $(PYTEST_ARGS); others=$$?; \
 	wait $$waits; waited=$$?; \
 	echo "$(BIN)/python -m pytest -q -n $(TIMED_WORKERS) --dist loadfile -m \"timed and waits\" $(PYTEST_ARGS) (beside them)"; \
 	cat $$waits_log; rm -f $$waits_log; \
