@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from murmur_wsgi.errors import StoreError
 from murmur_wsgi.hub import create_hub
 
@@ -181,6 +183,49 @@ def test_a_cancel_from_another_replica_that_loses_the_store_after_its_mark_answe
         assert gate("g-far-stall-in").wait(5)
         _errs_then_ends_canceled(HubClient(other, "stalls"), task["id"])
     finally:
+        close_hub(other)
+        close_hub(owner)
+        server.stop()
+
+
+@pytest.mark.timed
+@pytest.mark.waits
+def test_a_cancel_whose_mark_waits_on_the_store_answers_within_its_timeout(tmp_path):
+    """Replica B reads a task whose run, on replica A, does not stop; Redis then refuses
+    writes for 1.5 s (``CLIENT PAUSE … WRITE``, within its 3 s timeout), so B's cancel mark
+    waits: B answers -32002 once its 2 s have passed from its read. Before, B then waited
+    for the run's end the whole 2 s again: 3.5 s."""
+    server = RedisServer(tmp_path).start()
+    config = hub_config(store=server.url, redis=dict(FAST, liveness_secs=5.0, timeout_secs=3.0))
+    config["tenants"]["acme"]["agents"]["stubborn"] = agent("tests.hub.agents:stubborn")
+    owner, other = create_hub(config), create_hub(config)
+    other.config.cancel_timeout_secs = 2.0
+    pauser = server.client()
+    read, asked = other.store.get, []
+
+    def read_then_pause(tenant, agent_name, task_id):
+        found = read(tenant, agent_name, task_id)
+        if not asked:
+            asked.append(time.monotonic())
+            pauser.client_pause(1500, all=False)
+        return found
+
+    try:
+        task = HubClient(owner, "stubborn").send("g-mark-waits",
+                                                 configuration={"returnImmediately": True})
+        assert gate("g-mark-waits-in").wait(5)              # its agent executes, on the owner
+        other.store.get = read_then_pause
+        try:
+            error = HubClient(other, "stubborn").error("CancelTask", {"id": task["id"]})
+        finally:
+            del other.store.get
+        took = time.monotonic() - asked[0]
+        assert error == not_cancelable(task["id"], "TASK_STATE_WORKING",
+                                       "it did not stop within 2 s")
+        assert 1.5 <= took < 3.0, took
+    finally:
+        gate("g-mark-waits").set()
+        pauser.close()
         close_hub(other)
         close_hub(owner)
         server.stop()

@@ -82,10 +82,13 @@ def cancel_task(hub, call):
         stopped = run.wait(lambda: run.ended, timeout)
     else:
         run = _cut(hub, task, run)
+        # NOTE: what is left of the timeout: the stop or the mark may have waited on the
+        # run's lock or on the store.
+        left = max(0.0, deadline - time.monotonic())
         if run is not None:
-            stopped = run.wait(lambda: run.ended, timeout)
+            stopped = run.wait(lambda: run.ended, left)
         else:
-            stopped = _ended_in_store(hub.store, task, timeout)
+            stopped = _ended_in_store(hub.store, task, left)
     if run is not None:
         if run.ending and not run.ended:
             raise StoreError()          # its end's round trip outlasted the timeout
