@@ -18,8 +18,6 @@ import hmac
 import logging
 import secrets
 
-import jwt
-
 from murmur_wsgi.hub.errors import HubRefusal, NoTenant
 from murmur_wsgi.serving.ows import OWS
 
@@ -54,6 +52,11 @@ class Credentials:
         block = (config.auth or {}).get("jwt")
         self._jwt = None
         if block:
+            # PERF: PyJWT (and the cryptography it loads) only for a hub that verifies JWTs:
+            # 55-100 ms of each process's start otherwise; imported here, at the hub's
+            # creation, not at its first token.
+            import jwt
+            self._pyjwt = jwt
             key = block["secret"] or block["public_key"]
             algorithms = block["algorithms"] or (["HS256"] if block["secret"]
                                                  else ["RS256", "ES256"])
@@ -102,10 +105,11 @@ class Credentials:
         key, algorithms, issuer, audience, leeway = self._jwt
         options = {"require": ["exp"] + (["iss"] if issuer else []) + (["aud"] if audience
                                                                        else [])}
+        pyjwt = self._pyjwt
         try:
-            return jwt.decode(token, key, algorithms=algorithms, issuer=issuer,
-                              audience=audience, leeway=leeway, options=options)
-        except jwt.PyJWTError as ex:
+            return pyjwt.decode(token, key, algorithms=algorithms, issuer=issuer,
+                                audience=audience, leeway=leeway, options=options)
+        except pyjwt.PyJWTError as ex:
             logger.info("a JWT was refused: %s", type(ex).__name__)
             raise HubRefusal() from None
         except Exception:  # noqa: BLE001 - a malformed key or token must stay a 401
