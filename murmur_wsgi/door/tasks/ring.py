@@ -255,10 +255,7 @@ class Reader:
         first = max(self.cursor + 1, oldest)
         if first <= self._replay_to:
             # The replay, alone in its takes as it was written before any live event.
-            last, only_frames = self._replay_to, self._replay_frames_only
-            wanted = [event for event_id in range(first, last + 1)
-                      if self.wants(event := slots[event_id % capacity])
-                      and (event.frame or not only_frames)]
+            wanted = self._replay_take_locked(first)
         else:
             wanted = [event for event_id in range(first, last + 1)
                       if self.wants(event := slots[event_id % capacity])]
@@ -266,15 +263,38 @@ class Reader:
             if len(wanted) > limit:
                 missed += len(wanted) - limit
                 wanted = wanted[-limit:]
-        self.cursor = last
-        taken = self._taken(wanted, ring.take_bytes)
-        if taken < len(wanted):
-            wanted = wanted[:taken]
-            self.cursor = wanted[-1].id
+            self.cursor = last
+            taken = self._taken(wanted, ring.take_bytes)
+            if taken < len(wanted):
+                wanted = wanted[:taken]
+                self.cursor = wanted[-1].id
         if not missed:
             return wanted
         ring.dropped += missed
         return [Lagged(missed)] + wanted
+
+    def _replay_take_locked(self, first: int) -> list:
+        """The replay's events from id ``first`` on that this reader wants, a take of them
+        (``take_bytes``, one at least), the cursor past the last taken.
+
+        PERF: read up to the take, not the rest of the replay at each take (a slow stream
+        takes a long replay in many)."""
+        ring = self._ring
+        slots, capacity, budget = ring._slots, ring.capacity, ring.take_bytes
+        only_frames = self._replay_frames_only
+        wanted: list = []
+        size = 0
+        for event_id in range(first, self._replay_to + 1):
+            event = slots[event_id % capacity]
+            if not self.wants(event) or (only_frames and not event.frame):
+                continue
+            size += event.size
+            if size > budget and wanted:
+                self.cursor = wanted[-1].id
+                return wanted
+            wanted.append(event)
+        self.cursor = self._replay_to
+        return wanted
 
     @staticmethod
     def _taken(events: list, budget: int) -> int:
