@@ -74,21 +74,19 @@ def cancel_task(hub, call):
     # NOTE: a run that left after its end was refused is in ``Runs.unwritten``: it is
     # over here (added there before it leaves), and its end is the answer once written.
     unwritten = run is None and hub.runs.unwritten_end(task.id)
+    # NOTE: a run already ending ended (or is ending) after the task was read (WORKING):
+    # it is not cut, its end's state is the answer.
+    if not unwritten and (run is None or not run.ending):
+        run = _cut(hub, task, run)
+    # NOTE: what is left of the timeout: the stop or the mark may have waited on the run's
+    # lock or on the store.
+    left = max(0.0, deadline - time.monotonic())
     if unwritten:
         stopped = True
-    elif run is not None and run.ending:
-        # NOTE: it ended (or is ending) after the task was read (WORKING): its end's state
-        # is the answer.
-        stopped = run.wait(lambda: run.ended, timeout)
+    elif run is not None:
+        stopped = run.wait(lambda: run.ended, left)
     else:
-        run = _cut(hub, task, run)
-        # NOTE: what is left of the timeout: the stop or the mark may have waited on the
-        # run's lock or on the store.
-        left = max(0.0, deadline - time.monotonic())
-        if run is not None:
-            stopped = run.wait(lambda: run.ended, left)
-        else:
-            stopped = _ended_in_store(hub.store, task, left)
+        stopped = _ended_in_store(hub.store, task, left)
     if run is not None:
         if run.ending and not run.ended:
             raise StoreError()          # its end's round trip outlasted the timeout
