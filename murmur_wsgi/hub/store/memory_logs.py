@@ -73,7 +73,7 @@ def quoted(log: tuple, wire: str, arts_end: int, answer: str | None,
 
 
 def _quoted_pieces(entry: tuple, answer: str, at: int) -> tuple:
-    """An event in pieces (``memory._kept_form``) with ``answer`` (``is``) as its place."""
+    """An event in pieces (``kept_form``) with ``answer`` (``is``) as its place."""
     out: list = []
     for piece in entry:
         out.extend((at, at + len(answer)) if piece is answer else (piece,))
