@@ -44,7 +44,8 @@ hub: $(VENV)/.installed
 # wall-clock bound. Those also marked `waits` spend that bound waiting on deadlines and on
 # the servers they start (a tenth of a core on average: 4.7 s of CPU in their 46 s of
 # calls; the most, half a core for 1.5 s): they run beside the others, in one process of
-# their own (TIMED_WORKERS: more), their output printed once both are done. The timed tests
+# their own (TIMED_WORKERS: more), their output printed once both are done, each run
+# drawing its servers' ports from a range of its own (tests/ports.py). The timed tests
 # that compute, or whose bound leaves no room for the others' CPU, run last, alone.
 # The parallel run hands the tests out as the processes ask (``worksteal``: one that has
 # finished takes half of another's queue), the longest modules first (tests/conftest.py):
@@ -62,9 +63,11 @@ test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q --collect-only -p no:xdist tests/door tests/e2e tests/shared \
 		> /dev/null 2>&1; wait
 	@waits_log=$$(mktemp); \
+	MURMUR_TEST_PORTS=18000-20000 \
 	$(BIN)/python -m pytest -q -n $(TIMED_WORKERS) --dist loadfile -m "timed and waits" \
 		$(PYTEST_ARGS) > $$waits_log 2>&1 & waits=$$!; \
 	echo "$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal -m \"not timed\" $(PYTEST_ARGS)"; \
+	MURMUR_TEST_PORTS=10000-18000 \
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal -m "not timed" $(PYTEST_ARGS); others=$$?; \
 	wait $$waits; waited=$$?; \
 	echo "$(BIN)/python -m pytest -q -n $(TIMED_WORKERS) --dist loadfile -m \"timed and waits\" $(PYTEST_ARGS) (beside them)"; \

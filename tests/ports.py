@@ -6,7 +6,9 @@ the same one, and nothing else may take it meanwhile:
 - a process never hands out a port twice (the kernel gives a port closed a moment ago to
   the next ``bind(0)``, and servers started at once on threads of their own would share it);
 - each pytest-xdist worker draws from a block of its own (``PYTEST_XDIST_WORKER``), so two
-  workers of one run never draw the same port;
+  workers of one run never draw the same port; two runs at once (``make test``'s timed
+  tests that wait, beside the others) are given ranges apart (``MURMUR_TEST_PORTS``,
+  ``LOW-HIGH`` within 10000–19999), the run's blocks shared out of its own;
 - the blocks lie in 10000–19999, below the kernel's ephemeral range (Linux: 32768 and up),
   so no outgoing connection of the machine takes a port between its draw and its listen;
   a Redis Cluster node's bus port (port + 10000) lies in 20000–29999, where nothing else is
@@ -37,17 +39,27 @@ def _ephemeral_low() -> int:
         return 0
 
 
+def _run_range() -> tuple[int, int]:
+    """The run's ports: ``MURMUR_TEST_PORTS`` (``LOW-HIGH``) when it lies within
+    ``LOW``–``HIGH``, else all of them."""
+    low, _, high = os.environ.get("MURMUR_TEST_PORTS", "").partition("-")
+    if low.isdigit() and high.isdigit() and LOW <= int(low) < int(high) <= HIGH:
+        return int(low), int(high)
+    return LOW, HIGH
+
+
 def _block() -> range:
-    """This process's ports: its xdist worker's share of ``LOW``–``HIGH``, or all of it;
+    """This process's ports: its xdist worker's share of the run's, or all of them;
     empty where the ephemeral range reaches below the buses."""
     if _ephemeral_low() < HIGH + BUS:
         return range(0)
+    low, high = _run_range()
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
     count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
     if not (worker.isdigit() and count.isdigit() and int(worker) < int(count)):
-        return range(LOW, HIGH)
-    size = (HIGH - LOW) // int(count)
-    return range(LOW + int(worker) * size, LOW + (int(worker) + 1) * size)
+        return range(low, high)
+    size = (high - low) // int(count)
+    return range(low + int(worker) * size, low + (int(worker) + 1) * size)
 
 
 _BLOCK = _block()

@@ -114,7 +114,8 @@ def test_a_cancel_whose_store_stalls_past_its_timeout_answers_the_stores_error(t
         server.stop()
 
 
-
+@pytest.mark.timed
+@pytest.mark.waits
 def test_a_cancel_whose_runs_end_stalls_keeps_its_timeout(tmp_path):
     """Redis stalls (3 s, each command cut at ``redis.timeout_secs``: 2 s) as CancelTask
     cuts the run: its end is being written when the cancel's timeout (0.5 s) passes, and
@@ -197,7 +198,6 @@ def test_a_cancel_whose_mark_waits_on_the_store_answers_within_its_timeout(tmp_p
     for the run's end the whole 2 s again: 3.5 s."""
     server = RedisServer(tmp_path).start()
     config = hub_config(store=server.url, redis=dict(FAST, liveness_secs=5.0, timeout_secs=3.0))
-    config["tenants"]["acme"]["agents"]["stubborn"] = agent("tests.hub.agents:stubborn")
     owner, other = create_hub(config), create_hub(config)
     other.config.cancel_timeout_secs = 2.0
     pauser = server.client()

@@ -71,6 +71,7 @@ def test_ports_are_drawn_below_the_ephemeral_range_from_a_block_per_worker(monke
     else:                               # a machine whose ephemeral range starts low
         assert ports._BLOCK == range(0) and free_port() > 0
     monkeypatch.setattr(ports, "_ephemeral_low", lambda: 32768)
+    monkeypatch.delenv("MURMUR_TEST_PORTS", raising=False)
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
     blocks = []
     for worker in ("gw0", "gw1", "gw2"):
@@ -81,6 +82,26 @@ def test_ports_are_drawn_below_the_ephemeral_range_from_a_block_per_worker(monke
     assert max(max(block) for block in blocks) + ports.BUS < 30000
     monkeypatch.setattr(ports, "_ephemeral_low", lambda: 28000)
     assert ports._block() == range(0)
+
+
+def test_two_runs_at_once_draw_from_ranges_apart(monkeypatch):
+    """`make test` runs its timed tests that wait beside the others: each run's workers
+    share out the range ``MURMUR_TEST_PORTS`` gives it (one outside 10000–19999: all)."""
+    monkeypatch.setattr(ports, "_ephemeral_low", lambda: 32768)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
+    monkeypatch.setenv("MURMUR_TEST_PORTS", "10000-18000")
+    blocks = []
+    for worker in ("gw0", "gw1", "gw2", "gw3"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        blocks.append(ports._block())
+    assert blocks == [range(10000, 12000), range(12000, 14000), range(14000, 16000),
+                      range(16000, 18000)]
+    monkeypatch.delenv("PYTEST_XDIST_WORKER")
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")
+    monkeypatch.setenv("MURMUR_TEST_PORTS", "18000-20000")
+    assert ports._block() == range(18000, 20000)
+    monkeypatch.setenv("MURMUR_TEST_PORTS", "5000-18000")
+    assert ports._block() == range(ports.LOW, ports.HIGH)
 
 
 def test_a_cluster_port_reserves_its_bus_port():
