@@ -334,9 +334,7 @@ def ends_when_told(ctx):
         gate(name + "-go").wait(5)
 
     ctx.on_cancel(ending)
-    gate(name + "-in").set()
-    gate(name).wait(30)
-    return "done"
+    return stubborn(ctx)
 
 
 def stalls_its_store(ctx):

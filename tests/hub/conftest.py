@@ -11,7 +11,7 @@ import pytest
 from werkzeug.test import Client
 
 from murmur_wsgi.hub import create_hub
-from murmur_wsgi.hub.store import memory_stores, redis_stores
+from murmur_wsgi.hub.store import StoreError, memory_stores, redis_stores
 from murmur_wsgi.hub.task import REJECTED, HubTask
 
 KEY_A = "mhk_tenant-a-key"
@@ -227,6 +227,20 @@ def not_cancelable(task_id: str, state: str, why: str | None = None) -> dict:
             "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
                       "reason": "TASK_NOT_CANCELABLE", "domain": "a2a-protocol.org",
                       "metadata": {"taskId": task_id, "state": state}}]}
+
+
+def replica_turn(hub) -> bool:
+    """What a turn of ``hub``'s replica does with the runs that ended: writes the ends the
+    store refused, looks at the runs, then beats (which takes them out of the runs, or
+    finds them unended); whether the store took all three (a new primary may still be
+    settling in)."""
+    try:
+        hub.runs.retry_unwritten()
+        hub.store.settle_runs()
+        hub.replica.store.heartbeat()
+    except StoreError:
+        return False
+    return True
 
 
 def wait_until(predicate, timeout=10.0):

@@ -14,12 +14,12 @@ import signal
 import pytest
 
 from murmur_wsgi.hub import create_hub
-from murmur_wsgi.hub.store import StoreError, redis_stores
+from murmur_wsgi.hub.store import redis_stores
 from murmur_wsgi.hub.store.redis_runs import LOST_END
 from murmur_wsgi.hub.store.redis_keys import member, runs_key, task_key
 from murmur_wsgi.hub.task import CANCELED, COMPLETED, WORKING, HubTask
 from tests.hub.agents import gate
-from tests.hub.conftest import HubClient, close_hub, hub_config, wait_until
+from tests.hub.conftest import HubClient, close_hub, hub_config, replica_turn, wait_until
 from tests.hub.test_redis_cluster_lost import KEY_LOST, _kill, _partial_cluster
 from tests.redis_sentinels import SentinelSet
 
@@ -96,8 +96,8 @@ def test_a_run_whose_end_was_lost_in_a_failover_ends_failed_not_working_forever(
         wait_until(lambda: not hub.runs.in_flight())
         refused = bool(hub.runs.unwritten)
         ended = "TASK_STATE_COMPLETED" if refused else "TASK_STATE_FAILED"
-        wait_until(lambda: _turn(hub) and new.hget(key, "state") == ended)
-        wait_until(lambda: _turn(hub) and new.zscore(
+        wait_until(lambda: replica_turn(hub) and new.hget(key, "state") == ended)
+        wait_until(lambda: replica_turn(hub) and new.zscore(
             runs_key(hub.store.replica), member("acme", task["id"])) is None)
         status = rpc.result("GetTask", {"id": task["id"]})
         if refused:
@@ -123,7 +123,7 @@ def test_runs_whose_ends_the_replicas_acknowledged_leave_with_nothing_read(own_s
         hub.replica.stop()
         ids = [rpc.send(f"m{n}")["id"] for n in range(3)]
         primary.config_resetstat()
-        wait_until(lambda: _turn(hub) and not primary.zrange(
+        wait_until(lambda: replica_turn(hub) and not primary.zrange(
             runs_key(hub.store.replica), 0, -1))
         calls = primary.info("commandstats")
         assert "cmdstat_hget" not in calls and "cmdstat_evalsha" not in calls, calls
@@ -158,19 +158,6 @@ def test_a_lost_end_that_another_replica_ends_meanwhile_keeps_that_end(redis_ser
     finally:
         for stores in replicas:
             stores.close()
-
-
-def _turn(hub) -> bool:
-    """What a turn of ``hub``'s replica does with the runs that ended: writes the ends Redis
-    refused, looks at the runs, then beats (which takes them out of the runs, or finds them unended); whether Redis took
-    both (the new primary may still be settling in)."""
-    try:
-        hub.runs.retry_unwritten()
-        hub.store.settle_runs()
-        hub.replica.store.heartbeat()
-    except StoreError:
-        return False
-    return True
 
 
 @pytest.mark.timed

@@ -22,7 +22,8 @@ from murmur_wsgi.hub.task import COMPLETED, REJECTED, HubTask
 from murmur_wsgi.wire.stream import task_event
 from murmur_wsgi.wire.task import now_ms, text_part
 
-from tests.hub.conftest import FAST, KEY_B, HubClient, close_hub, hub_config, send_params, wait_until
+from tests.hub.conftest import (FAST, KEY_B, HubClient, close_hub, hub_config, replica_turn,
+                                send_params, wait_until)
 
 pytestmark = pytest.mark.cluster          # every test on a Redis Cluster too
 
@@ -231,13 +232,6 @@ def test_a_flood_past_the_cap_stops_growing_the_memory_store():
         close_hub(hub)
 
 
-def _beaten(hub) -> bool:
-    """A beat of ``hub``'s replica now, as its turn makes one: the ended runs leave its runs."""
-    hub.store.settle_runs()
-    hub.replica.store.heartbeat()
-    return True
-
-
 @pytest.mark.one_store
 def test_a_flood_past_the_cap_stops_growing_redis(redis_server):
     redis_server.flush()
@@ -255,11 +249,11 @@ def test_a_flood_past_the_cap_stops_growing_redis(redis_server):
         # NOTE: counted once a beat has taken the ended runs out of the replica's runs (the
         # key goes with the last): a run waiting for the next beat counted one key more.
         runs = runs_key(hub.store.replica)
-        wait_until(lambda: _beaten(hub) and not client.exists(runs))
+        wait_until(lambda: replica_turn(hub) and not client.exists(runs))
         keys, memory = client.dbsize(), client.info("memory")["used_memory"]
         _flood(accepted, 300, 2_000)
         _flood(refused, 300, 2_000)
-        wait_until(lambda: _beaten(hub) and not client.exists(runs))
+        wait_until(lambda: replica_turn(hub) and not client.exists(runs))
         assert client.dbsize() <= keys
         assert client.info("memory")["used_memory"] < memory + 512 * 1024
         # NOTE: 300 a flood, a whole number of the cap's batches (a tenth of it): each end
