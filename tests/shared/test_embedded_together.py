@@ -171,6 +171,17 @@ def behind_flask_views(apps: dict, max_content_length: int) -> Flask:
     return host
 
 
+# A chunked body through the test client (Werkzeug's input, terminated, as a server's).
+CHUNKED = {"content_type": "application/json",
+           "environ_overrides": {"wsgi.input_terminated": True}}
+
+
+def _chunked_headers(site) -> tuple[dict, dict]:
+    """The door's and the hub's headers of a chunked call: their credentials, chunked."""
+    return ({**bearer(site.apps["/a"]), "Transfer-Encoding": "chunked"},
+            {**V1, "X-API-Key": KEY_A, "Transfer-Encoding": "chunked"})
+
+
 @pytest.mark.parametrize("size", [300, 100_000])
 def test_a_body_past_the_hosts_own_limit_is_answered_as_too_large(site, caplog, size):
     """Flask's ``MAX_CONTENT_LENGTH`` makes its stream of a chunked body raise
@@ -180,15 +191,12 @@ def test_a_body_past_the_hosts_own_limit_is_answered_as_too_large(site, caplog, 
     hub's message named its own limit (1048576 bytes), not the host's 200 that refused it."""
     host = behind_flask_views(site.apps, 200).test_client()
     caplog.set_level(logging.INFO, logger="murmur_wsgi.serving.body")
-    chunked = {"content_type": "application/json",
-               "environ_overrides": {"wsgi.input_terminated": True}}
-    door_headers = {**bearer(site.apps["/a"]), "Transfer-Encoding": "chunked"}
-    hub_headers = {**V1, "X-API-Key": KEY_A, "Transfer-Encoding": "chunked"}
+    door_headers, hub_headers = _chunked_headers(site)
     call = json.dumps(rpc("SendMessage", msg("x" * size))).encode()
     door_answer = host.post("/a", input_stream=io.BytesIO(call), headers=door_headers,
-                            **chunked)
+                            **CHUNKED)
     hub_answer = host.post("/hub/a2a/v1/agents/echo", input_stream=io.BytesIO(call),
-                           headers=hub_headers, **chunked)
+                           headers=hub_headers, **CHUNKED)
     assert (door_answer.status_code, door_answer.get_json()) == (413, {
         "jsonrpc": "2.0", "id": None, "error": {"code": -32600,
                                                 "message": "Request payload validation error"}})
@@ -199,7 +207,7 @@ def test_a_body_past_the_hosts_own_limit_is_answered_as_too_large(site, caplog, 
     assert sum("its host's limit of 200 bytes" in record.getMessage()
                for record in caplog.records) == 2
     small = json.dumps(rpc("ListTasks", {})).encode()
-    listed = host.post("/a", input_stream=io.BytesIO(small), headers=door_headers, **chunked)
+    listed = host.post("/a", input_stream=io.BytesIO(small), headers=door_headers, **CHUNKED)
     assert listed.get_json()["result"]["tasks"] == []
 
 
@@ -210,10 +218,7 @@ def test_a_chunked_body_of_exactly_the_hosts_limit_is_whole(site, size):
     the body ended there or not: a body of exactly the limit (200 bytes) was refused 413 by
     both applications. It is answered; one byte more is still refused."""
     host = behind_flask_views(site.apps, 200).test_client()
-    chunked = {"content_type": "application/json",
-               "environ_overrides": {"wsgi.input_terminated": True}}
-    door_headers = {**bearer(site.apps["/a"]), "Transfer-Encoding": "chunked"}
-    hub_headers = {**V1, "X-API-Key": KEY_A, "Transfer-Encoding": "chunked"}
+    door_headers, hub_headers = _chunked_headers(site)
     answers = []
     for path, call, headers in (
             ("/a", rpc("ListTasks", {}), door_headers),
@@ -221,7 +226,7 @@ def test_a_chunked_body_of_exactly_the_hosts_limit_is_whole(site, size):
         body = json.dumps(call).encode()
         body += b" " * (size - len(body))               # JSON's own whitespace
         answers.append(host.post(path, input_stream=io.BytesIO(body), headers=headers,
-                                 **chunked))
+                                 **CHUNKED))
     door_answer, hub_answer = answers
     if size == 200:
         assert (door_answer.status_code, door_answer.get_json()["result"]) == (
