@@ -396,6 +396,20 @@ def rpc(hub):
 FAST = {"liveness_secs": 0.3, "sweep_interval_secs": 0.1, "timeout_secs": 0.5}
 
 
+def redis_hub(redis_server, agents: dict | None = None, redis: dict | None = None,
+              limits: dict | None = None, **overrides):
+    """A hub on the (flushed) Redis of ``redis_server``, FAST's settings (``redis`` over
+    them), acme hosting ``agents`` too (``{name: "module:function"}``) and with ``limits``
+    as its own."""
+    redis_server.flush()
+    config = hub_config(store=redis_server.url, redis=dict(FAST, **(redis or {})), **overrides)
+    for name, ref in (agents or {}).items():
+        config["tenants"]["acme"]["agents"][name] = agent(ref)
+    if limits is not None:
+        config["tenants"]["acme"]["limits"] = limits
+    return create_hub(config)
+
+
 @pytest.fixture
 def pair(redis_server):
     """Two hubs (each its own runs and replica id) on one flushed Redis, as HubClients.

@@ -13,17 +13,8 @@ from murmur_wsgi.hub import create_hub
 
 from tests.hub.agents import gate
 from tests.hub.conftest import (FAST, HubClient, agent, close_hub, hub_config, not_cancelable,
-                                wait_until)
+                                redis_hub, wait_until)
 from tests.redis_util import RedisServer
-
-
-def _hub(redis_server, name: str, ref: str, redis=None, **overrides):
-    """A hub on the (flushed) Redis of ``redis_server``, hosting ``ref`` as ``name``
-    (``redis``: settings over FAST's)."""
-    redis_server.flush()
-    config = hub_config(store=redis_server.url, redis=dict(FAST, **(redis or {})), **overrides)
-    config["tenants"]["acme"]["agents"][name] = agent(ref)
-    return create_hub(config)
 
 
 def test_a_run_that_ends_as_its_cancel_reads_the_task_answers_its_end(redis_server):
@@ -31,7 +22,7 @@ def test_a_run_that_ends_as_its_cancel_reads_the_task_answers_its_end(redis_serv
     ended and still registered): -32002 naming COMPLETED. Before, the cancel saw the run
     ended and refused with the state it had read: `it is already TASK_STATE_WORKING`, a
     state that can be canceled."""
-    hub = _hub(redis_server, "ends", "tests.hub.agents:ends_when_told")
+    hub = redis_hub(redis_server, {"ends": "tests.hub.agents:ends_when_told"})
     client = HubClient(hub, "ends")
     read = hub.store.get
 
@@ -62,7 +53,7 @@ def _stalling(tmp_path, **config):
     """A redis-server of the test's own (it is paused) and a hub on it hosting
     ``stalls_its_store`` as "stalls"."""
     server = RedisServer(tmp_path).start()
-    return server, _hub(server, "stalls", "tests.hub.agents:stalls_its_store", **config)
+    return server, redis_hub(server, {"stalls": "tests.hub.agents:stalls_its_store"}, **config)
 
 
 def _errs_then_ends_canceled(client, task_id: str) -> None:
@@ -144,7 +135,7 @@ def test_a_cancel_of_a_run_whose_end_is_unwritten_answers_the_stores_error(redis
     store's error, as for a run still registered; once the end is written, -32002 naming
     COMPLETED. Before, it marked the task, waited for a final event that was not written,
     and answered -32002 "it did not stop within 0.5 s" for a run that had ended."""
-    hub = _hub(redis_server, "held", "tests.hub.agents:held", cancel_timeout_secs=0.5)
+    hub = redis_hub(redis_server, cancel_timeout_secs=0.5)
     client = HubClient(hub, "held")
 
     def refused(*args, **kwargs):

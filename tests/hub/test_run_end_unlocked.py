@@ -9,12 +9,10 @@ import threading
 import pytest
 
 from murmur_wsgi.agents.endings import TaskCanceled
-from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.task import FAILED
 
 from tests.hub.agents import gate
-from tests.hub.conftest import (FAST, HubClient, agent, close_hub, hub_config, wait_until,
-                               whole_log)
+from tests.hub.conftest import HubClient, close_hub, redis_hub, wait_until, whole_log
 
 
 class Killed(BaseException):
@@ -28,12 +26,8 @@ def _killed(*args, **kwargs):
 def _held(redis_server, name: str = "held", limits: dict | None = None, **overrides):
     """A hub on the (flushed) Redis of ``redis_server`` hosting ``name`` (tests/hub/agents.py;
     ``limits``: acme's), and its client."""
-    redis_server.flush()
-    config = hub_config(store=redis_server.url, redis=dict(FAST), **overrides)
-    config["tenants"]["acme"]["agents"][name] = agent(f"tests.hub.agents:{name}")
-    if limits is not None:
-        config["tenants"]["acme"]["limits"] = limits
-    hub = create_hub(config)
+    hub = redis_hub(redis_server, {name: f"tests.hub.agents:{name}"}, limits=limits,
+                    **overrides)
     return hub, HubClient(hub, name)
 
 
