@@ -18,7 +18,7 @@ import pytest
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.store.memory import MemoryTaskStore
 from murmur_wsgi.hub.store.memory_logs import QUOTE_CHARS, quoted, text_of
-from murmur_wsgi.hub.task import COMPLETED, HubTask
+from murmur_wsgi.hub.task import COMPLETED, HubTask, artifact_event_around
 from murmur_wsgi.wire.task import text_part
 
 from tests.hub.conftest import (HubClient, close_hub, hub_config, sse_events, wait_until,
@@ -88,21 +88,32 @@ def test_a_finished_task_of_wide_characters_holds_at_most_twice_its_bytes():
         assert held < 2.1 * counted, f"{held / counted:.2f} times its bytes"
 
 
-def _ended(message: dict, turns: list, answer: str) -> tuple[MemoryTaskStore, HubTask, list]:
-    """A task of ``message`` ended with ``answer`` (its history grown by ``turns`` as it
-    ran): its store, the task and the payloads its log held at its end."""
+def _started(message: dict) -> tuple[MemoryTaskStore, HubTask]:
+    """A memory store and its task of ``message``, running."""
     store = MemoryTaskStore()
     task = HubTask("t-1", "c", "acme", "echo", "m1", message)
     store.create(task, task.task_event())
     store.start(task.id)
+    return store, task
+
+
+def _answered(store: MemoryTaskStore, task: HubTask, answer: str) -> tuple[tuple, list]:
+    """End ``task`` COMPLETED with ``answer`` as a run does (its final chunk in pieces
+    around the answer's JSON): that chunk's pieces, and what the end wrote."""
+    artifact = {"artifactId": "answer", "parts": [text_part(answer)]}
+    encoded = json.dumps(artifact, separators=(",", ":"), ensure_ascii=False)
+    pieces = artifact_event_around(task.id, task.context_id, encoded, False, True)
+    return pieces, store.end(task.id, COMPLETED, None, [artifact], [pieces], answer=encoded)
+
+
+def _ended(message: dict, turns: list, answer: str) -> tuple[MemoryTaskStore, HubTask, list]:
+    """A task of ``message`` ended with ``answer`` (its history grown by ``turns`` as it
+    ran): its store, the task and the payloads its log held at its end."""
+    store, task = _started(message)
     with store.lock:
         if turns:
             store._tasks[task.id].history = [message, *turns]
-    artifact = {"artifactId": "answer", "parts": [text_part(answer)]}
-    encoded = json.dumps(artifact, separators=(",", ":"), ensure_ascii=False)
-    pieces = ('{"artifactUpdate":{"taskId":"t-1","contextId":"c","artifact":', encoded,
-              ',"append":false,"lastChunk":true}}')
-    store.end(task.id, COMPLETED, None, [artifact], [pieces], answer=encoded)
+    _answered(store, task, answer)
     return store, task, whole_log(store, task.id)
 
 
@@ -152,20 +163,11 @@ def test_an_end_looks_at_its_first_event_and_its_own_not_at_every_event(monkeypa
     look = memory_logs._quoted_history
     monkeypatch.setattr(memory_logs, "_quoted_history",
                         lambda entry, *rest: looked.append(entry) or look(entry, *rest))
-    store = MemoryTaskStore()
-    message = _message("é" * QUOTE_CHARS)
-    task = HubTask("t-1", "c", "acme", "echo", "m1", message)
-    store.create(task, task.task_event())
-    store.start(task.id)
+    store, task = _started(_message("é" * QUOTE_CHARS))
     for i in range(1000):
         store.append(task.id, json.dumps({"artifactUpdate": {"n": i}}))
     running = [event.payload for event in store.events(task.id, 0, 0)[0]]
-    answer = "ü" * QUOTE_CHARS
-    artifact = {"artifactId": "answer", "parts": [text_part(answer)]}
-    encoded = json.dumps(artifact, separators=(",", ":"), ensure_ascii=False)
-    pieces = ('{"artifactUpdate":{"taskId":"t-1","contextId":"c","artifact":', encoded,
-              ',"append":false,"lastChunk":true}}')
-    written = store.end(task.id, COMPLETED, None, [artifact], [pieces], answer=encoded)
+    pieces, written = _answered(store, task, "ü" * QUOTE_CHARS)
     log = store._events[task.id]
     assert type(log[0]) is tuple and type(log[-2]) is tuple      # places, not texts
     assert whole_log(store, task.id) == [*running, "".join(pieces), written[-1]]
