@@ -31,6 +31,16 @@ def _held(redis_server, name: str = "held", limits: dict | None = None, **overri
     return hub, HubClient(hub, name)
 
 
+def _slow_end(end, writing, waited):
+    """``store.end`` as ``end`` writes it, once it has set ``writing`` and ``waited()`` is
+    true (a gate opened meanwhile)."""
+    def slow_end(*args, **kwargs):
+        writing.set()
+        assert waited()
+        return end(*args, **kwargs)
+    return slow_end
+
+
 def _running(hub, client, text: str):
     """The run of a task sent with ``text``, once registered."""
     task = client.send(text, configuration={"returnImmediately": True})
@@ -76,11 +86,6 @@ def test_the_drain_waits_for_a_run_end_being_written(redis_server):
     end, finish, close_timers = hub.store.end, run.finish, hub.runs.close
     seen = []
 
-    def slow_end(*args, **kwargs):
-        writing.set()
-        assert go.wait(10)
-        return end(*args, **kwargs)
-
     def drains_finish(*args, **kwargs):
         ended = finish(*args, **kwargs)
         go.set()                                # the run's own write answers now
@@ -90,7 +95,7 @@ def test_the_drain_waits_for_a_run_end_being_written(redis_server):
         seen.append(run.ended)
         close_timers()
 
-    hub.store.end = slow_end
+    hub.store.end = _slow_end(end, writing, lambda: go.wait(10))
     ender = threading.Thread(target=finish, args=(FAILED, "its own"), daemon=True)
     ender.start()
     assert writing.wait(5)
@@ -118,12 +123,7 @@ def test_what_comes_while_a_run_end_is_written_is_dropped(redis_server):
         hub.runs.ended = lambda ended, leave=hub.runs.ended: (left.append(ended),
                                                               leave(ended))
 
-        def slow_end(*args, **kwargs):
-            writing.set()
-            assert go.wait(10)
-            return end(*args, **kwargs)
-
-        hub.store.end = slow_end
+        hub.store.end = _slow_end(end, writing, lambda: go.wait(10))
         ender = threading.Thread(target=run.finish, args=(FAILED, "its own"), daemon=True)
         ender.start()
         try:
@@ -159,12 +159,8 @@ def test_a_stop_does_not_wait_for_the_end_of_a_run_past_its_output_limit(redis_s
     writing, stopped, seen = gate("g-passed-writing"), gate("g-passed-stopped"), []
     end = hub.store.end
 
-    def slow_end(*args, **kwargs):
-        writing.set()
-        seen.append(stopped.wait(5))            # the stop comes during the write
-        return end(*args, **kwargs)
-
-    hub.store.end = slow_end
+    # the stop comes during the write
+    hub.store.end = _slow_end(end, writing, lambda: seen.append(stopped.wait(5)) or True)
     try:
         task = client.send("progress 1000 1000", configuration={"returnImmediately": True})
         assert writing.wait(5)
