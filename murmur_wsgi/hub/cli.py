@@ -13,7 +13,6 @@ from urllib.parse import urlsplit
 from murmur_wsgi.hub.auth import mint_key
 from murmur_wsgi.hub.config import CONFIG_ENV, ConfigError, load_config_file
 from murmur_wsgi.hub.config_env import ENV_PREFIX
-from murmur_wsgi.hub.dev_server import serve_dev
 from murmur_wsgi.serving.ports import listen_refusal, port_number
 from murmur_wsgi.hub.key_text import add_digest, remove_digest
 from murmur_wsgi.hub.keys import REDIS_KEYS, REVOKED, redis_client, watch_keys
@@ -91,6 +90,7 @@ def main(args) -> int:
         print(f"murmur-wsgi: warning: {warning}", file=sys.stderr)
     if args.dev:
         from murmur_wsgi import logs
+        from murmur_wsgi.hub.dev_server import serve_dev
 
         logs.configure()
         host, _, port = listen.rpartition(":")

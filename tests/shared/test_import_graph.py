@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -247,3 +249,16 @@ def test_shared_rooms_import_neither_application(room):
 def test_small_shared_modules_import_neither_application(module):
     found = _crossings((module,), (DOOR, HUB))
     assert found == [], f"{module} imports an application:\n  " + "\n  ".join(found)
+
+
+def test_the_command_line_loads_an_application_only_to_serve_it():
+    """``murmur-wsgi``'s client commands (card, send, get, ps…) load neither application nor
+    what only serving needs: a command started in 0.36 s, 0.17 s without them. Measured in
+    a process of its own: this one has imported everything."""
+    probe = ("import sys, murmur_wsgi.cli\n"
+             "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('marshmallow', 'werkzeug', 'gevent', 'yaml') or m.startswith(("
+             f"{DOOR + '.'!r}, {HUB + '.'!r}, 'murmur_wsgi.agents')))))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.split() == [], done.stdout

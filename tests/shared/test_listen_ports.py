@@ -15,7 +15,8 @@ import sys
 import pytest
 import yaml
 
-from murmur_wsgi.cli import _listen, main
+from murmur_wsgi.cli import main
+from murmur_wsgi.door.cli import _listen
 from murmur_wsgi.door.manifest import load_manifest_file
 from murmur_wsgi.serving.ports import free_port, listen_refusal
 
