@@ -312,12 +312,23 @@ class Run(RunWrites):
             self.slot_released = True   # the end another replica wrote freed the slot
         self._close_locked(None)
 
-    def request_stop(self, cancel: bool) -> None:
-        with self.lock:
+    def request_stop(self, cancel: bool, timeout: float = -1) -> bool:
+        """Stop the run (``cancel``: a CancelTask's, its end CANCELED); True once stopped.
+
+        ``timeout``: at most that long for the run's lock, which an agent's write holds
+        through its store's round trip (a stall: up to ``redis.timeout_secs``). Past it,
+        False, and a thread of its own stops the run once the lock is free."""
+        if not self.lock.acquire(timeout=timeout):
+            _thread.start_new_thread(self.request_stop, (cancel,))
+            return False
+        try:
             if cancel and not self.ending:
                 self.cancel_requested = True
             self._stop_locked()
             self._notify_locked()
+        finally:
+            self.lock.release()
+        return True
 
     def _stop_locked(self) -> None:
         self.stopping = True

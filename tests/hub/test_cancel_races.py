@@ -220,3 +220,43 @@ def test_a_cancel_whose_mark_waits_on_the_store_answers_within_its_timeout(tmp_p
         close_hub(other)
         close_hub(owner)
         server.stop()
+
+
+@pytest.mark.timed
+@pytest.mark.waits
+def test_a_cancel_of_a_run_writing_through_a_stall_answers_within_its_timeout(redis_server):
+    """The run's agent writes an event, and the store's round trip stalls (until the test
+    lets it through): the write holds the run's lock meanwhile. CancelTask (its timeout
+    0.5 s) answers the store's error, -32603, within its timeout; once the write is
+    through the run is stopped, the task ends CANCELED, and a CancelTask again is -32002
+    naming it. Before, the cancel's stop waited for the lock as long as the write took."""
+    hub = redis_hub(redis_server, {"reports": "tests.hub.agents:gated_reports"},
+                    cancel_timeout_secs=0.5)
+    client = HubClient(hub, "reports")
+    append = hub.store.append
+
+    def stalled_append(task_id, payload, n):
+        if "p000000" in payload:                    # the agent's event, its lock held
+            gate("g-write-stall-writing").set()
+            gate("g-write-stall-through").wait(5)
+        return append(task_id, payload, n)
+
+    hub.store.append = stalled_append
+    try:
+        task = client.send("g-write-stall 1", configuration={"returnImmediately": True})
+        gate("g-write-stall").set()
+        assert gate("g-write-stall-writing").wait(5)
+        began = time.monotonic()
+        error = client.error("CancelTask", {"id": task["id"]})
+        took = time.monotonic() - began
+        gate("g-write-stall-through").set()
+        assert (error["code"], error["message"]) == (-32603, StoreError.message)
+        assert took < 1.2, took
+        wait_until(lambda: client.result("GetTask", {"id": task["id"]})["status"]["state"]
+                   == "TASK_STATE_CANCELED")
+        assert client.error("CancelTask", {"id": task["id"]}) == \
+            not_cancelable(task["id"], "TASK_STATE_CANCELED")
+    finally:
+        gate("g-write-stall-through").set()
+        del hub.store.append
+        close_hub(hub)

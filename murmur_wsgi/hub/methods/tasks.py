@@ -64,7 +64,8 @@ def cancel_task(hub, call):
     The answer is the task as the store holds it once the run stopped (a run that ended
     meanwhile answers its own end's state): a run ended here whose end the store refused
     (away), or is still writing, is waited for until its end is written, within the
-    cancel's timeout; past it, the answer is the store's error (-32603)."""
+    cancel's timeout; past it, the answer is the store's error (-32603), as for a run whose
+    agent is writing through a stall (stopped once its write is through)."""
     task = find(hub, call)
     if task.terminal:
         raise TaskNotCancelableError(task.id, task.state)
@@ -77,7 +78,7 @@ def cancel_task(hub, call):
     # NOTE: a run already ending ended (or is ending) after the task was read (WORKING):
     # it is not cut, its end's state is the answer.
     if not unwritten and (run is None or not run.ending):
-        run = _cut(hub, task, run)
+        run = _cut(hub, task, run, deadline)
     # NOTE: what is left of the timeout: the stop or the mark may have waited on the run's
     # lock or on the store.
     left = max(0.0, deadline - time.monotonic())
@@ -107,23 +108,25 @@ def cancel_task(hub, call):
     return task_answer(hub, call, task.id, hub.store.render(task))
 
 
-def _cut(hub, task, run):
+def _cut(hub, task, run, deadline: float):
     """Stop ``run`` (this replica's, or None), or mark the task for the replica that runs
     it: the run found here, if any.
 
     A run here is only stopped: the mark is for another replica's run (a store that stalls
     would hold the cancel for its timeout to write it). Without a run here, the mark's
     refusal is the answer: nothing was cut."""
-    if run is not None:
-        run.request_stop(cancel=True)
-        return run
-    hub.store.mark_cancel(task.id, tenant=task.tenant)   # another replica's run hears it
-    # NOTE: a message's task is stored and started a moment before its run is registered:
-    # under real threads this cancel may come between. Looked for again after the mark,
-    # the run is found here, or reads the mark as it is registered (``Runs.add``).
-    run = hub.runs.get(task.id)
-    if run is not None:
-        run.request_stop(cancel=True)
+    if run is None:
+        hub.store.mark_cancel(task.id, tenant=task.tenant)   # another replica's run hears it
+        # NOTE: a message's task is stored and started a moment before its run is
+        # registered: under real threads this cancel may come between. Looked for again
+        # after the mark, the run is found here, or reads the mark as it is registered
+        # (``Runs.add``).
+        run = hub.runs.get(task.id)
+    # NOTE: an agent's write holds the run's lock through its store's round trip: one that
+    # meets a stall past the deadline is the store's error, and the run is stopped once
+    # the write is through (``Run.request_stop``); a CancelTask again then names its end.
+    if run is not None and not run.request_stop(True, max(0.0, deadline - time.monotonic())):
+        raise StoreError()
     return run
 
 
