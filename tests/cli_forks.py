@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 
 MODULE = "murmur_wsgi.cli"
+# What the module imports only as it runs a command: ``serve``'s door (the forks run it).
+COMMANDS = ("murmur_wsgi.door.cli",)
 
 
 def run_many(argvs: list[list[str]], folder: Path, timeout: float,
@@ -119,6 +121,8 @@ def _imported(cwd: str) -> None:
     sys.path[0] = cwd
     os.chdir(cwd)
     __import__(MODULE)
+    for command in COMMANDS:
+        __import__(command)
     # NOTE: the module itself is forgotten (its imports stay): each child runs it fresh as
     # ``__main__``, as ``python -m`` does, and runpy does not warn of a module already
     # imported.
