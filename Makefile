@@ -33,8 +33,7 @@ hub: $(VENV)/.installed
 		$(if $(PUBLIC_URL),--public-url $(PUBLIC_URL))
 
 # The hub's Redis tests start their own redis-server: tests/ensure_redis.sh installs it when
-# missing (root with apt-get), else says what to install and fails; it runs while the venv
-# is installed (a fresh machine waits for one download, not for both in turn).
+# missing (root with apt-get), else says what to install and fails.
 # The suite starts the commands in many processes: the sources are compiled once first
 # (PYTHONDONTWRITEBYTECODE, where it is set, keeps each process from caching its own).
 # pytest imports the test modules rewritten (its assertions' messages), from bytecode of its
@@ -56,10 +55,8 @@ hub: $(VENV)/.installed
 # on a fresh clone, 147 s with four).
 PYTEST_WORKERS ?= 4
 TIMED_WORKERS ?= 0
-test:
-	@sh tests/ensure_redis.sh & found=$$!; \
-	$(MAKE) --no-print-directory $(VENV)/.installed-test; made=$$?; \
-	wait $$found && [ $$made -eq 0 ]
+test: $(VENV)/.installed-test
+	@sh tests/ensure_redis.sh
 	@$(BIN)/python -m compileall -q murmur_wsgi tests bench examples > /dev/null
 	@export PYTHONDONTWRITEBYTECODE=; \
 	$(BIN)/python -m pytest -q --collect-only -p no:xdist tests/hub > /dev/null 2>&1 & \
