@@ -49,7 +49,7 @@ def _record_read():
 
         from murmur_wsgi.hub.errors import A2A_HEADERS
         from murmur_wsgi.hub.held import LARGE_CHARS
-        from murmur_wsgi.hub.store.redis_reads import RECORD, RECORD_SHA, WIRE
+        from murmur_wsgi.hub.store.redis_reads import READ_ONLY, RECORD, RECORD_SHA, WIRE
         from murmur_wsgi.hub.store.redis_client import connect
         from murmur_wsgi.hub.store.redis_commands import Commands
 
@@ -67,8 +67,8 @@ def _record_read():
             "created": "1764600000000", "seq": "1", "owner": "r" * 32, "nev": "3",
             "wire": wire})
         _client.script_load(RECORD)
-        _floor = (functools.partial(Commands(_client), "EVALSHA", RECORD_SHA, 1, RECORD_KEY,
-                                    LARGE_CHARS), WIRE, A2A_HEADERS)
+        _floor = (functools.partial(Commands(_client), READ_ONLY[0], RECORD_SHA, 1,
+                                    RECORD_KEY, LARGE_CHARS), WIRE, A2A_HEADERS)
     return _floor
 
 

@@ -1,5 +1,6 @@
-"""make bench's floor of a blocking SendMessage on Redis (bench/bare_app.py's
-``redis_send_app``): the hub's own two round trips, with fresh ids, and its answer."""
+"""make bench's floors on Redis (bench/bare_app.py): a blocking SendMessage's
+(``redis_send_app``), the hub's own two round trips, with fresh ids, and its answer; a
+GetTask's (``redis_app``), the hub's own record read."""
 from __future__ import annotations
 
 import importlib
@@ -8,6 +9,7 @@ import json
 
 from murmur_wsgi.hub.store.redis_commands import Commands
 from murmur_wsgi.hub.store.redis_keys import msg_key, task_key
+from murmur_wsgi.hub.store.redis_reads import RECORD_SHA, RecordReads
 
 
 def _post(app) -> dict:
@@ -73,3 +75,24 @@ def test_the_send_floor_s_first_requests_at_once_capture_once(redis_server, monk
         thread.join(30)
     assert failed == [] and len(set(tasks)) == 4
     assert messages.random_uuid is made
+
+
+def test_the_get_task_floor_sends_the_hubs_record_read(redis_server, monkeypatch):
+    redis_server.flush()
+    monkeypatch.setenv("BENCH_REDIS_URL", redis_server.url)
+    import bench.bare_app as floor
+
+    # NOTE: not reloaded (a reload would drop the send floor's connections unclosed): its
+    # client is made at its first read, on BENCH_REDIS_URL, and closed and forgotten here.
+    assert floor._client is None
+    try:
+        read, at, _ = floor._record_read()
+        assert read.args[:2] == (RecordReads._record_read[0], RECORD_SHA)
+        answer = _post(floor.redis_app)["result"]
+        assert answer == json.loads(read()[at])
+        assert answer["status"]["state"] == "TASK_STATE_COMPLETED"
+    finally:
+        if floor._floor is not None:
+            floor._floor[0].func.close()
+            floor._client.close()
+        floor._client = floor._floor = None

@@ -15,7 +15,7 @@ from murmur_wsgi.hub.store.redis_redirects import follow, raised
 def key_of(command: tuple) -> str | None:
     """The first key a command names (a script's first of ``KEYS``), None when it has none."""
     name = str(command[0]).upper()
-    if name in ("EVAL", "EVALSHA"):
+    if name in ("EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO"):
         return command[3] if int(command[2]) > 0 else None
     return command[1] if len(command) > 1 else None
 

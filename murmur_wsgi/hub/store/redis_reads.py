@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from murmur_wsgi.turns import turn
 from murmur_wsgi.hub.held import LARGE_CHARS
@@ -35,6 +35,11 @@ WIRE = RECORD_FIELDS.index("wire")
 STORED_FORMS = ("wire", "hist", "arts")   # what a record's size is made of
 RECORD = record_script(RECORD_FIELDS, STORED_FORMS)
 RECORD_SHA = hashlib.sha1(RECORD.encode(), usedforsecurity=False).hexdigest()
+# The commands that run it: read-only, which a write pause (``CLIENT PAUSE … WRITE``, as
+# ``FAILOVER`` and ``CLUSTER FAILOVER`` pause a primary) lets through, where it holds a
+# script's ``EVALSHA``; Redis before 7.0 knows only the latter.
+READ_ONLY = ("EVALSHA_RO", "EVAL_RO")
+SCRIPTED = ("EVALSHA", "EVAL")
 
 logger = logging.getLogger(__name__)
 _UNREADABLE = Sparse(secs=3600, keys=1000)       # a record that cannot be read: hourly
@@ -50,6 +55,8 @@ def _unreadable(tenant: str, task_id: str) -> None:
 class RecordReads:
     """Reads of task records; the store's ``_command`` (its hot paths' client), ``_redis``,
     ``_index`` and ``large_reads`` (see ``redis.RedisTaskStore``)."""
+
+    _record_read = READ_ONLY        # SCRIPTED once Redis said it knows no EVALSHA_RO
 
     @staticmethod
     def _record(fields: dict | None) -> HubTask | None:
@@ -98,10 +105,17 @@ class RecordReads:
         if len(task_id) > MAX_ID_BYTES:
             return None
         key = task_key(tenant, task_id)
+        evalsha, evaluate = self._record_read
         try:
-            values = self._command("EVALSHA", RECORD_SHA, 1, key, LARGE_CHARS)
-        except NoScriptError:
-            values = self._command("EVAL", RECORD, 1, key, LARGE_CHARS)
+            try:
+                values = self._command(evalsha, RECORD_SHA, 1, key, LARGE_CHARS)
+            except NoScriptError:
+                values = self._command(evaluate, RECORD, 1, key, LARGE_CHARS)
+        except ResponseError as ex:
+            if evalsha == "EVALSHA" or not str(ex).lower().startswith("unknown command"):
+                raise
+            self._record_read = SCRIPTED                    # a Redis before 7.0
+            return self._values(tenant, task_id, agent)
         if type(values) is int:               # its stored forms' size: large
             with self.large_reads.room(values, tenant):
                 values = self._command("HMGET", key, *RECORD_FIELDS)
