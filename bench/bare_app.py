@@ -47,6 +47,8 @@ def _record_read():
 
         import functools
 
+        import redis
+
         from murmur_wsgi.hub.errors import A2A_HEADERS
         from murmur_wsgi.hub.held import LARGE_CHARS
         from murmur_wsgi.hub.store.redis_reads import READ_ONLY, RECORD, RECORD_SHA, WIRE
@@ -67,8 +69,13 @@ def _record_read():
             "created": "1764600000000", "seq": "1", "owner": "r" * 32, "nev": "3",
             "wire": wire})
         _client.script_load(RECORD)
-        _floor = (functools.partial(Commands(_client), READ_ONLY[0], RECORD_SHA, 1,
-                                    RECORD_KEY, LARGE_CHARS), WIRE, A2A_HEADERS)
+        read = functools.partial(Commands(_client), READ_ONLY[0], RECORD_SHA, 1, RECORD_KEY,
+                                 LARGE_CHARS)
+        try:
+            read()
+        except redis.ResponseError:     # as the hub's store: a Redis before 7.0, or its ACL
+            read = functools.partial(read.func, "EVALSHA", *read.args[1:])
+        _floor = (read, WIRE, A2A_HEADERS)
     return _floor
 
 

@@ -50,15 +50,19 @@ def test_get_task_answers_while_the_primary_pauses_writes(redis_server):
         close_hub(hub)
 
 
-def test_a_redis_without_read_only_scripts_is_read_by_evalsha(tmp_path):
+@pytest.mark.parametrize("without", ["renamed", "acl"])
+def test_a_redis_without_read_only_scripts_is_read_by_evalsha(tmp_path, without):
     """A redis-server whose ``EVALSHA_RO`` and ``EVAL_RO`` are gone (``rename-command``, as
-    on a Redis before 7.0, which has neither): the hub reads by ``EVALSHA`` instead, from
-    its first read on."""
-    server = RedisServer(tmp_path, extra=("--rename-command", "EVALSHA_RO", "",
-                                          "--rename-command", "EVAL_RO", "")).start()
+    on a Redis before 7.0, which has neither), or whose ACL allows the hub's user
+    ``EVALSHA`` but not them: the hub reads by ``EVALSHA`` instead, from its first read on
+    (its first answered too)."""
+    renamed = ("--rename-command", "EVALSHA_RO", "", "--rename-command", "EVAL_RO", "")
+    server = RedisServer(tmp_path, extra=renamed if without == "renamed" else ()).start()
+    admin = server.client()
+    if without == "acl":
+        admin.execute_command("ACL", "SETUSER", "default", "-evalsha_ro", "-eval_ro")
     hub = redis_hub(server)
     client = HubClient(hub, "echo")
-    admin = server.client()
     try:
         task = client.send("hello")
         before = admin.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)

@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
 from murmur_wsgi.turns import turn
 from murmur_wsgi.hub.held import LARGE_CHARS
@@ -37,7 +37,8 @@ RECORD = record_script(RECORD_FIELDS, STORED_FORMS)
 RECORD_SHA = hashlib.sha1(RECORD.encode(), usedforsecurity=False).hexdigest()
 # The commands that run it: read-only, which a write pause (``CLIENT PAUSE … WRITE``, as
 # ``FAILOVER`` and ``CLUSTER FAILOVER`` pause a primary) lets through, where it holds a
-# script's ``EVALSHA``; Redis before 7.0 knows only the latter.
+# script's ``EVALSHA``; Redis before 7.0 knows only the latter, and an ACL user may be
+# allowed only the latter.
 READ_ONLY = ("EVALSHA_RO", "EVAL_RO")
 SCRIPTED = ("EVALSHA", "EVAL")
 
@@ -56,7 +57,7 @@ class RecordReads:
     """Reads of task records; the store's ``_command`` (its hot paths' client), ``_redis``,
     ``_index`` and ``large_reads`` (see ``redis.RedisTaskStore``)."""
 
-    _record_read = READ_ONLY        # SCRIPTED once Redis said it knows no EVALSHA_RO
+    _record_read = READ_ONLY        # SCRIPTED once Redis refused EVALSHA_RO
 
     @staticmethod
     def _record(fields: dict | None) -> HubTask | None:
@@ -112,9 +113,10 @@ class RecordReads:
             except NoScriptError:
                 values = self._command(evaluate, RECORD, 1, key, LARGE_CHARS)
         except ResponseError as ex:
-            if evalsha == "EVALSHA" or not str(ex).lower().startswith("unknown command"):
+            if evalsha == "EVALSHA" or not (isinstance(ex, NoPermissionError) or
+                                            str(ex).lower().startswith("unknown command")):
                 raise
-            self._record_read = SCRIPTED                    # a Redis before 7.0
+            self._record_read = SCRIPTED        # a Redis before 7.0, or an ACL without it
             return self._values(tenant, task_id, agent)
         if type(values) is int:               # its stored forms' size: large
             with self.large_reads.room(values, tenant):
