@@ -9,6 +9,7 @@ then (murmur_wsgi/turns.py), and an inline run's first turn arms its run timeout
 """
 from __future__ import annotations
 
+import threading
 import time
 
 from murmur_wsgi.agents.endings import AgentValueError, TaskCanceled
@@ -38,6 +39,17 @@ class RunWrites:
         changed = self.changed
         with changed:
             return changed.wait_for(predicate, timeout)
+
+    def wait_closed(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for the run to close (``closed``), without its lock: a
+        store round trip under the lock (the end's flush of unstored text, the slot's
+        release) holds the lock, not this wait (CancelTask's).
+
+        The signal is made by the first to wait, without the lock: ``closed`` is set, then
+        the signal read; the signal is set, then ``closed`` read: one of the two sees the
+        other's write."""
+        signal = self.__dict__.setdefault("_closed_signal", threading.Event())
+        return self.closed or signal.wait(timeout)
 
     def wait_stop(self, seconds: float) -> bool:
         return self.wait(lambda: self.stopping, seconds)

@@ -317,6 +317,19 @@ def gated_reports(ctx):
     raise TaskCanceled(ctx.task_id)
 
 
+def writes_then_holds(ctx):
+    """Text ``<gate> <word>…``: write each word upper-cased (the first stored at once, the
+    others held unstored for ``events.merge_secs``), set ``<gate>-in``, then hold until
+    canceled."""
+    name, *words = ctx.text.split()
+    for word in words:
+        ctx.write(word.upper())
+    gate(name + "-in").set()
+    while not ctx.wait(0.02):
+        pass
+    raise TaskCanceled(ctx.task_id)
+
+
 def asks(ctx):
     """Ask for input: on the hub the run fails (a task never waits for input)."""
     return ctx.ask("which one?").text

@@ -4,6 +4,7 @@ stops as Redis stalls answers its end once Redis has it (CANCELED), never -32603
 the cancel cut unless the stall outlasts the cancel's timeout."""
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -56,10 +57,17 @@ def _stalling(tmp_path, **config):
     return server, redis_hub(server, {"stalls": "tests.hub.agents:stalls_its_store"}, **config)
 
 
-def _errs_then_ends_canceled(client, task_id: str) -> None:
+def _errs_then_ends_canceled(client, task_id: str, held: str | None = None) -> None:
     """CancelTask answers the store's error (-32603); the task then ends CANCELED, and a
-    CancelTask again is -32002 naming it."""
+    CancelTask again is -32002 naming it. ``held``: the name of an append ``_append_held``
+    holds: the answer comes while it is held, within 1.2 s, and lets it through."""
+    began = time.monotonic()
     error = client.error("CancelTask", {"id": task_id})
+    took = time.monotonic() - began
+    if held is not None:
+        gate(held + "-through").set()
+        assert gate(held + "-writing").is_set()
+        assert took < 1.2, took
     assert (error["code"], error["message"]) == (-32603, StoreError.message)
     wait_until(lambda: "result" in client.call("GetTask", {"id": task_id}).get_json()
                and client.result("GetTask", {"id": task_id})["status"]["state"]
@@ -233,30 +241,54 @@ def test_a_cancel_of_a_run_writing_through_a_stall_answers_within_its_timeout(re
     hub = redis_hub(redis_server, {"reports": "tests.hub.agents:gated_reports"},
                     cancel_timeout_secs=0.5)
     client = HubClient(hub, "reports")
+    try:
+        with _append_held(hub, "p000000", "g-write-stall"):   # the agent's event
+            task = client.send("g-write-stall 1", configuration={"returnImmediately": True})
+            gate("g-write-stall").set()
+            assert gate("g-write-stall-writing").wait(5)
+            _errs_then_ends_canceled(client, task["id"], held="g-write-stall")
+    finally:
+        close_hub(hub)
+
+
+@contextlib.contextmanager
+def _append_held(hub, marker: str, name: str):
+    """The store's append of an event holding ``marker`` held, the run's lock with it
+    (``<name>-writing`` set), until ``<name>-through`` opens (5 s at most)."""
     append = hub.store.append
 
-    def stalled_append(task_id, payload, n):
-        if "p000000" in payload:                    # the agent's event, its lock held
-            gate("g-write-stall-writing").set()
-            gate("g-write-stall-through").wait(5)
+    def held(task_id, payload, n):
+        if marker in payload:
+            gate(name + "-writing").set()
+            gate(name + "-through").wait(5)
         return append(task_id, payload, n)
 
-    hub.store.append = stalled_append
+    hub.store.append = held
     try:
-        task = client.send("g-write-stall 1", configuration={"returnImmediately": True})
-        gate("g-write-stall").set()
-        assert gate("g-write-stall-writing").wait(5)
-        began = time.monotonic()
-        error = client.error("CancelTask", {"id": task["id"]})
-        took = time.monotonic() - began
-        gate("g-write-stall-through").set()
-        assert (error["code"], error["message"]) == (-32603, StoreError.message)
-        assert took < 1.2, took
-        wait_until(lambda: client.result("GetTask", {"id": task["id"]})["status"]["state"]
-                   == "TASK_STATE_CANCELED")
-        assert client.error("CancelTask", {"id": task["id"]}) == \
-            not_cancelable(task["id"], "TASK_STATE_CANCELED")
+        yield
     finally:
-        gate("g-write-stall-through").set()
+        gate(name + "-through").set()
         del hub.store.append
+
+
+@pytest.mark.timed
+@pytest.mark.waits
+def test_a_cancel_whose_stopped_run_flushes_through_a_stall_answers_within_its_timeout(
+        redis_server):
+    """The run stops at once, but its end first writes the text it held unstored, and that
+    round trip stalls (until the test lets it through), the run's lock held. CancelTask
+    (its timeout 0.5 s) answers the store's error, -32603, within its timeout; once the
+    write is through the task ends CANCELED, and a CancelTask again is -32002 naming it.
+    Before, the cancel's wait for the run's end waited for the lock as long as the write
+    took (5 s here)."""
+    hub = redis_hub(redis_server, {"writes": "tests.hub.agents:writes_then_holds"},
+                    cancel_timeout_secs=0.5, events={"merge_secs": 60})
+    client = HubClient(hub, "writes")
+    try:
+        with _append_held(hub, "HELD-BACK", "g-flush-stall"):    # the end's flush
+            task = client.send("g-flush-stall first held-back",
+                               configuration={"returnImmediately": True})
+            assert gate("g-flush-stall-in").wait(5)
+            _errs_then_ends_canceled(client, task["id"], held="g-flush-stall")
+    finally:
         close_hub(hub)
