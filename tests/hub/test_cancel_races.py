@@ -277,10 +277,10 @@ def test_a_cancel_whose_stopped_run_flushes_through_a_stall_answers_within_its_t
         redis_server):
     """The run stops at once, but its end first writes the text it held unstored, and that
     round trip stalls (until the test lets it through), the run's lock held. CancelTask
-    (its timeout 0.5 s) answers the store's error, -32603, within its timeout; once the
-    write is through the task ends CANCELED, and a CancelTask again is -32002 naming it.
-    Before, the cancel's wait for the run's end waited for the lock as long as the write
-    took (5 s here)."""
+    (its timeout 0.5 s) answers within its timeout: -32002, the run not ended in time (its
+    end not begun); once the write is through the task ends CANCELED, and a CancelTask
+    again is -32002 naming it. Before, the cancel's wait for the run's end waited for the
+    lock as long as the write took (5 s here)."""
     hub = redis_hub(redis_server, {"writes": "tests.hub.agents:writes_then_holds"},
                     cancel_timeout_secs=0.5, events={"merge_secs": 60})
     client = HubClient(hub, "writes")
@@ -289,6 +289,17 @@ def test_a_cancel_whose_stopped_run_flushes_through_a_stall_answers_within_its_t
             task = client.send("g-flush-stall first held-back",
                                configuration={"returnImmediately": True})
             assert gate("g-flush-stall-in").wait(5)
-            _errs_then_ends_canceled(client, task["id"], held="g-flush-stall")
+            began = time.monotonic()
+            error = client.error("CancelTask", {"id": task["id"]})
+            took = time.monotonic() - began
+            gate("g-flush-stall-through").set()
+            assert gate("g-flush-stall-writing").is_set()
+            assert error == not_cancelable(task["id"], "TASK_STATE_WORKING",
+                                           "it did not stop within 0.5 s")
+            assert took < 1.2, took
+            wait_until(lambda: client.result("GetTask", {"id": task["id"]})["status"][
+                "state"] == "TASK_STATE_CANCELED")
+            assert client.error("CancelTask", {"id": task["id"]}) == \
+                not_cancelable(task["id"], "TASK_STATE_CANCELED")
     finally:
         close_hub(hub)

@@ -89,10 +89,8 @@ def cancel_task(hub, call):
     else:
         stopped = _ended_in_store(hub.store, task, left)
     if run is not None:
-        if (run.ending or run.returned) and not run.ended:
-            # NOTE: its end's round trips (the text it held unstored, the end itself)
-            # outlasted the timeout: the agent has stopped, the store is slow.
-            raise StoreError()
+        if run.ending and not run.ended:
+            raise StoreError()          # its end's round trip outlasted the timeout
         unwritten = run.store_failed
     if unwritten and not hub.runs.written(task.id, deadline):
         # NOTE: never the task as the store still holds it, WORKING: the store's error, as
