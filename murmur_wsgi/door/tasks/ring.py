@@ -255,7 +255,14 @@ class Reader:
         first = max(self.cursor + 1, oldest)
         if first <= self._replay_to:
             # The replay, alone in its takes as it was written before any live event.
-            wanted = self._replay_take_locked(first)
+            # PERF: read no further than the take (a slow stream takes a long replay in
+            # many), not the rest of the replay at each take.
+            only_frames = self._replay_frames_only
+            wanted, whole = self._take(
+                (event for event_id in range(first, self._replay_to + 1)
+                 if self.wants(event := slots[event_id % capacity])
+                 and (event.frame or not only_frames)), ring.take_bytes)
+            self.cursor = self._replay_to if whole else wanted[-1].id
         else:
             wanted = [event for event_id in range(first, last + 1)
                       if self.wants(event := slots[event_id % capacity])]
@@ -263,48 +270,25 @@ class Reader:
             if len(wanted) > limit:
                 missed += len(wanted) - limit
                 wanted = wanted[-limit:]
-            self.cursor = last
-            taken = self._taken(wanted, ring.take_bytes)
-            if taken < len(wanted):
-                wanted = wanted[:taken]
-                self.cursor = wanted[-1].id
+            wanted, whole = self._take(wanted, ring.take_bytes)
+            self.cursor = last if whole else wanted[-1].id
         if not missed:
             return wanted
         ring.dropped += missed
         return [Lagged(missed)] + wanted
 
-    def _replay_take_locked(self, first: int) -> list:
-        """The replay's events from id ``first`` on that this reader wants, a take of them
-        (``take_bytes``, one at least), the cursor past the last taken.
-
-        PERF: read up to the take, not the rest of the replay at each take (a slow stream
-        takes a long replay in many)."""
-        ring = self._ring
-        slots, capacity, budget = ring._slots, ring.capacity, ring.take_bytes
-        only_frames = self._replay_frames_only
-        wanted: list = []
-        size = 0
-        for event_id in range(first, self._replay_to + 1):
-            event = slots[event_id % capacity]
-            if not self.wants(event) or (only_frames and not event.frame):
-                continue
-            size += event.size
-            if size > budget and wanted:
-                self.cursor = wanted[-1].id
-                return wanted
-            wanted.append(event)
-        self.cursor = self._replay_to
-        return wanted
-
     @staticmethod
-    def _taken(events: list, budget: int) -> int:
-        """How many of ``events`` make one take: within ``budget`` bytes, one at least."""
+    def _take(events, budget: int) -> tuple[list, bool]:
+        """One take of ``events``: those within ``budget`` bytes (one at least), and whether
+        they are all of them (an iterator is read no further than the take)."""
+        taken: list = []
         size = 0
-        for count, event in enumerate(events):
+        for event in events:
             size += event.size
-            if size > budget:
-                return max(1, count)
-        return len(events)
+            if size > budget and taken:
+                return taken, False
+            taken.append(event)
+        return taken, True
 
     @property
     def open(self) -> bool:
