@@ -29,6 +29,11 @@ from murmur_wsgi.wire.task import text_part
 STORED_CHARS = 256 * 1024
 
 
+# The signal of a run that closed before anyone waited for it (``wait_closed``).
+_CLOSED = threading.Event()
+_CLOSED.set()
+
+
 class RunWrites:
     """The agent's side of ``runs.Run``: its fields are ``Run``'s, under its lock."""
 
@@ -41,15 +46,18 @@ class RunWrites:
             return changed.wait_for(predicate, timeout)
 
     def wait_closed(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` for the run to close (``closed``), without its lock: a
-        store round trip under the lock (the end's flush of unstored text, the slot's
-        release) holds the lock, not this wait (CancelTask's).
+        """Wait up to ``timeout`` for the run to close (``_close_locked`` done), without its
+        lock: a store round trip under the lock (the end's flush of unstored text, the
+        slot's release) holds the lock, not this wait (CancelTask's).
 
-        The signal is made by the first to wait, without the lock: ``closed`` is set, then
-        the signal read; the signal is set, then ``closed`` read: one of the two sees the
-        other's write."""
-        signal = self.__dict__.setdefault("_closed_signal", threading.Event())
-        return self.closed or signal.wait(timeout)
+        The signal is one slot, taken without the lock (``dict.setdefault``, atomic): the
+        first to come puts its own there, a waiter a new event, the close one set already
+        (``_CLOSED``); the close sets whichever it finds."""
+        return self.__dict__.setdefault("_closed_signal", threading.Event()).wait(timeout)
+
+    def _signal_closed(self) -> None:
+        """The run has closed: wake ``wait_closed`` (now or to come)."""
+        self.__dict__.setdefault("_closed_signal", _CLOSED).set()
 
     def wait_stop(self, seconds: float) -> bool:
         return self.wait(lambda: self.stopping, seconds)

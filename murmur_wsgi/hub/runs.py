@@ -83,7 +83,6 @@ class Run(RunWrites):
         self.live = None if live is None else LiveBacklog(live, self._live_text,
                                                           self._live_state, task.id)
         self.ended = False           # the task has its final state
-        self.closed = False          # … and the run closed on it (``_close_locked`` done)
         self.ending = False          # its end is decided (being written, or ``ended``):
                                      # what the agent writes after it is dropped
         self.returned = False        # the agent's call returned (or raised)
@@ -260,26 +259,21 @@ class Run(RunWrites):
         with ``written`` (the events this run wrote), or with the final event another
         replica wrote (None: read from the task's event log)."""
         self.ended = self.ending = True
-        try:
-            self._stop_locked()
-            if self._timeout is not None:
-                self._timeout.cancel()
-            if self._flush_timer is not None:
-                self._flush_timer.cancel()
-            if written is None:
-                # NOTE: a blocking run's too: with no final event found, it answers the
-                # store's error (hub/methods/messages.py), not the task as it was accepted.
-                written = self._final_written_elsewhere()
-            if self.live is not None:
-                # NOTE: the live stream has every token (or, lagged, the text they make):
-                # its last chunk is relative to them.
-                self.live.end(written)
-            self._notify_locked()
-        finally:
-            self.closed = True
-            signal = self.__dict__.get("_closed_signal")
-            if signal is not None:
-                signal.set()
+        self._stop_locked()
+        if self._timeout is not None:
+            self._timeout.cancel()
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+        if written is None:
+            # NOTE: a blocking run's too: with no final event found, it answers the store's
+            # error (hub/methods/messages.py), not the task as it was accepted.
+            written = self._final_written_elsewhere()
+        if self.live is not None:
+            # NOTE: the live stream has every token (or, lagged, the text they make): its
+            # last chunk is relative to them.
+            self.live.end(written)
+        self._notify_locked()
+        self._signal_closed()
 
     def _final_written_elsewhere(self) -> list[str]:
         """The final event another writer wrote; none, and ``store_failed``, when the store
