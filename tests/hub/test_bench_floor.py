@@ -87,7 +87,7 @@ def test_the_get_task_floor_sends_the_hubs_record_read(redis_server, monkeypatch
     assert floor._client is None
     try:
         read, at, _ = floor._record_read()
-        assert read.args[:2] == (RecordReads._record_read[0], RECORD_SHA)
+        assert read.args[:2] == (RecordReads._read_by[0], RECORD_SHA)
         answer = _post(floor.redis_app)["result"]
         assert answer == json.loads(read()[at])
         assert answer["status"]["state"] == "TASK_STATE_COMPLETED"

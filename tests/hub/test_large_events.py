@@ -113,14 +113,14 @@ def _kept_with_a_reader_waiting(hub, task, n: int):
     read = store._read_events
     gate, entered, waiting = threading.Event(), threading.Event(), threading.Event()
 
-    def gated(tenant, task_id, after):
+    def gated(tenant, task_id, after, finished):
         if threading.current_thread().name != "past-it":
-            return read(tenant, task_id, after)
+            return read(tenant, task_id, after, finished)
         if not gate.is_set():
             entered.set()
             gate.wait(10)
         try:
-            return read(tenant, task_id, after)
+            return read(tenant, task_id, after, finished)
         finally:
             waiting.set()                   # its read done: it waits for the next event
     store._read_events = gated

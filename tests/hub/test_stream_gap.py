@@ -33,7 +33,7 @@ class _Store:
     def __init__(self, batches):
         self._batches = list(batches)
 
-    def events(self, task_id, after, timeout, tenant=None):
+    def events(self, task_id, after, timeout, tenant=None, finished=False):
         # NOTE: once the batches are read, the log as it stands: trimmed to 300 on
         batch = self._batches.pop(0) if self._batches else [ev(300), ev(301)]
         return [e for e in batch if e.seq > after], True
@@ -47,7 +47,7 @@ class _Store:
 
 def test_a_gap_inside_a_batch_goes_on_from_the_stored_task():
     store = _Store([[ev(i) for i in range(1, 6)], [ev(6), ev(7), ev(300), ev(301)]])
-    source = EventSource(store, SimpleNamespace(tenant="t", agent="a", id="t1"))
+    source = EventSource(store, SimpleNamespace(tenant="t", agent="a", id="t1", terminal=False))
     sent = []
     for _ in range(4):
         batch, done = source.read(0)

@@ -32,12 +32,15 @@ class EventSource:
     would take one, kept with every waiting stream).
     """
 
-    __slots__ = ("_store", "_tenant", "_agent", "_task_id", "_read", "_waiting", "_at",
-                 "_hold", "_held")
+    __slots__ = ("_store", "_tenant", "_agent", "_task_id", "_finished", "_read", "_waiting",
+                 "_at", "_hold", "_held")
 
     def __init__(self, store, task, hold=None):
         self._store = store
         self._tenant, self._agent, self._task_id = task.tenant, task.agent, task.id
+        # … and whether it was finished when found: its log is read as a whole one
+        # (``TaskStore.events``: a Redis primary's write pause lets the reads through).
+        self._finished = task.terminal
         self._read = 0
         self._waiting: list | tuple = ()    # events read from the log, from _at not handed over
         self._at = 0
@@ -58,7 +61,7 @@ class EventSource:
         if self._at >= len(self._waiting):
             store = self._store
             events, available = store.events(self._task_id, self._read, timeout,
-                                             tenant=self._tenant)
+                                             tenant=self._tenant, finished=self._finished)
             if not available:
                 return self._last(), True
             if events and events[-1].seq - events[0].seq != len(events) - 1:

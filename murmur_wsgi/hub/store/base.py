@@ -297,11 +297,13 @@ class TaskStore(abc.ABC):
 
     @abc.abstractmethod
     def events(self, task_id: str, after: int, timeout: float,
-               tenant: str | None = None) -> tuple[list, bool]:
+               tenant: str | None = None, finished: bool = False) -> tuple[list, bool]:
         """Events after position ``after`` (waiting up to ``timeout`` for one).
 
         Returns ``(events, available)``: ``available`` is False when the task's
-        log has expired (or the store closed), and the caller should end.
+        log has expired (or the store closed), and the caller should end. ``finished``:
+        the caller read the task finished, its log whole: a shared store reads it without
+        writing (no mark that the task's next events be announced).
         """
 
     def kept_event(self, task_id: str, seq: int, payload: str) -> bool:

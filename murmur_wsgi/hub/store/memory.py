@@ -286,7 +286,7 @@ class MemoryTaskStore(Retaining, TaskStore):
 
     # --- events ----------------------------------------------------------
 
-    def events(self, task_id, after, timeout, tenant=None):
+    def events(self, task_id, after, timeout, tenant=None, finished=False):
         deadline = self.clock() + timeout
         with self.changed:
             while True:

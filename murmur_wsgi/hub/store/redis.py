@@ -51,6 +51,7 @@ from murmur_wsgi.hub.store.redis_commands import short
 from murmur_wsgi.hub.store.redis_events import TaskEvents
 from murmur_wsgi.hub.store.redis_index import RedisIndex
 from murmur_wsgi.hub.store.redis_reads import MAX_ID_BYTES, RecordReads
+from murmur_wsgi.hub.store.redis_read_scripts import script_sha
 from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, events_key, index_key,
                                               member, msg_key, retained_keys, running_key,
                                               runs_key, seq_key, state_key, task_key,
@@ -99,7 +100,10 @@ class RedisTaskStore(RecordReads, Accepting, TaskEvents, Forgetting, RunsLeft, T
         self._scripts = {name: self._command.script(getattr(scripts, name),
                                                     durable=name in DURABLE)
                          for name in ("OPEN", "CREATE", "START", "APPEND", "END", "RELEASE", "MARK",
-                                      "DOOMED", "FORGET", "READ", "PAGE", "WATCH")}
+                                      "DOOMED", "FORGET", "READ", "WATCH")}
+        # A stream's page of a log (``redis_events``), a read-only script: sent as a task's
+        # record is (``RecordReads._read_only``).
+        self._page = (script_sha(scripts.PAGE), scripts.PAGE)
         self._names: dict[str, tuple] = {}   # a running task's (tenant, agent, context id)
         self._recent: collections.OrderedDict = collections.OrderedDict()   # ended: the same
         self._left: list[str] = []           # runs (members) that ended: to look at

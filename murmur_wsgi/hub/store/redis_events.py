@@ -35,30 +35,35 @@ def _payload_and_end(fields: list) -> tuple[str, bool]:
 class TaskEvents:
     """A task's event log (``ev:<id>``) and cancel mark (``cancel:<id>``) on Redis."""
 
-    def events(self, task_id, after, timeout, tenant=None):
+    def events(self, task_id, after, timeout, tenant=None, finished=False):
         try:            # NOTE: not ``guarded``: every waiting stream waits in this call
             tenant = self._tenant_of(task_id, tenant)
             if tenant is None or self.conn.closed.is_set():
                 return [], False
             self.conn.start_feed()
-            return self.conn.feed.events(task_id, after, timeout,
-                                         lambda t, a: self._read_events(tenant, t, a))
+            return self.conn.feed.events(
+                task_id, after, timeout,
+                lambda t, a: self._read_events(tenant, t, a, finished))
         except FAILURES as ex:
             raise failed("events", ex) from None
 
-    def _read_events(self, tenant: str, task_id: str, after: int) -> tuple[list, bool, bool]:
+    def _read_events(self, tenant: str, task_id: str, after: int,
+                     finished: bool = False) -> tuple[list, bool, bool]:
         """The task's events after position ``after`` (a page: at most ``PAGE_EVENTS``, and
         none after the one that brings their payloads to ``PAGE_BYTES``), whether its log
         exists, and whether the page stopped at a bound: one round trip (the feed's read, for
         one stream or for all of a task's), which marks the task watched: its next events
-        are announced (``redis_scripts.READ``).
+        are announced (``redis_scripts.READ``). A task ``finished`` (its log whole), or
+        marked by this process a while ago, is read by a read-only script (``PAGE``), which
+        a primary's write pause lets through (``RecordReads._read_only``).
 
         MEMORY: a page, never the whole log: each stream replaying a long log (up to
         ``limits.max_output_bytes``) would hold its own copy of it in the worker; bounded in
         bytes too, as 64 events of a log of large ones (artifact chunks) are most of it."""
         key, start, now = events_key(tenant, task_id), f"{after + 1}-0", time.monotonic()
-        if now - self._marked.get(task_id, (tenant, -REWATCH_SECS))[1] < REWATCH_SECS:
-            page = self._scripts["PAGE"](keys=[key], args=[start, PAGE_EVENTS, PAGE_BYTES])
+        if finished or \
+                now - self._marked.get(task_id, (tenant, -REWATCH_SECS))[1] < REWATCH_SECS:
+            page = self._read_only(*self._page, 1, key, start, PAGE_EVENTS, PAGE_BYTES)
         else:                   # marked by this process long enough ago: marked again
             page = self._scripts["READ"](keys=[task_key(tenant, task_id), key],
                                          args=[start, WATCH_MS, PAGE_EVENTS, PAGE_BYTES])

@@ -8,7 +8,15 @@ sends a large one's size instead (``record_script``).
 """
 from __future__ import annotations
 
+import hashlib
+
 from murmur_wsgi.hub.store.redis_clock import CLOCK_FN
+
+
+def script_sha(source: str) -> str:
+    """The SHA1 by which ``EVALSHA`` (and ``EVALSHA_RO``) names ``source``."""
+    return hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+
 
 # The task watched for ``ARGV`` ms more, unless it is for half of that already (and only
 # if it exists: nothing is created). KEYS: task
@@ -58,7 +66,8 @@ local function page(ev, start, count, bytes)
 end
 """
 
-# A stream's read of a page (``_PAGE``). KEYS: ev   ARGV: the first entry id, count, bytes
+# A stream's read of a page (``_PAGE``), read-only (sent as a task's record is:
+# ``redis_reads.READ_ONLY``). KEYS: ev   ARGV: the first entry id, count, bytes
 PAGE = _PAGE + """
 return page(KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
 """

@@ -10,7 +10,6 @@ then with their size alone, and the record is read once the worker has room for 
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 
@@ -22,7 +21,7 @@ from murmur_wsgi.hub.store.base import newest_within
 from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_keys import index_key, task_key
-from murmur_wsgi.hub.store.redis_read_scripts import record_script
+from murmur_wsgi.hub.store.redis_read_scripts import record_script, script_sha
 from murmur_wsgi.hub.task import HubTask
 from murmur_wsgi.logs import Sparse
 
@@ -34,11 +33,11 @@ RECORD_FIELDS = ("tenant", "agent", "wire", "id", "ctx", "msg", "state", "text",
 WIRE = RECORD_FIELDS.index("wire")
 STORED_FORMS = ("wire", "hist", "arts")   # what a record's size is made of
 RECORD = record_script(RECORD_FIELDS, STORED_FORMS)
-RECORD_SHA = hashlib.sha1(RECORD.encode(), usedforsecurity=False).hexdigest()
-# The commands that run it: read-only, which a write pause (``CLIENT PAUSE … WRITE``, as
-# ``FAILOVER`` and ``CLUSTER FAILOVER`` pause a primary) lets through, where it holds a
-# script's ``EVALSHA``; Redis before 7.0 knows only the latter, and an ACL user may be
-# allowed only the latter.
+RECORD_SHA = script_sha(RECORD)
+# The commands that run it (and a stream's page of a log: ``redis_events``): read-only,
+# which a write pause (``CLIENT PAUSE … WRITE``, as ``FAILOVER`` and ``CLUSTER FAILOVER``
+# pause a primary) lets through, where it holds a script's ``EVALSHA``; Redis before 7.0
+# knows only the latter, and an ACL user may be allowed only the latter.
 READ_ONLY = ("EVALSHA_RO", "EVAL_RO")
 SCRIPTED = ("EVALSHA", "EVAL")
 
@@ -57,7 +56,7 @@ class RecordReads:
     """Reads of task records; the store's ``_command`` (its hot paths' client), ``_redis``,
     ``_index`` and ``large_reads`` (see ``redis.RedisTaskStore``)."""
 
-    _record_read = READ_ONLY        # SCRIPTED once Redis refused EVALSHA_RO
+    _read_by = READ_ONLY            # SCRIPTED once Redis refused EVALSHA_RO
 
     @staticmethod
     def _record(fields: dict | None) -> HubTask | None:
@@ -106,18 +105,7 @@ class RecordReads:
         if len(task_id) > MAX_ID_BYTES:
             return None
         key = task_key(tenant, task_id)
-        evalsha, evaluate = self._record_read
-        try:
-            try:
-                values = self._command(evalsha, RECORD_SHA, 1, key, LARGE_CHARS)
-            except NoScriptError:
-                values = self._command(evaluate, RECORD, 1, key, LARGE_CHARS)
-        except ResponseError as ex:
-            if evalsha == "EVALSHA" or not (isinstance(ex, NoPermissionError) or
-                                            str(ex).lower().startswith("unknown command")):
-                raise
-            self._record_read = SCRIPTED        # a Redis before 7.0, or an ACL without it
-            return self._values(tenant, task_id, agent)
+        values = self._read_only(RECORD_SHA, RECORD, 1, key, LARGE_CHARS)
         if type(values) is int:               # its stored forms' size: large
             with self.large_reads.room(values, tenant):
                 values = self._command("HMGET", key, *RECORD_FIELDS)
@@ -125,6 +113,23 @@ class RecordReads:
                                                          and values[1] != agent):
             return None
         return values
+
+    def _read_only(self, sha: str, source: str, *keys_and_args):
+        """The answer of a script that only reads (``source``, its SHA1 ``sha``), sent as
+        ``_read_by`` says: ``EVALSHA_RO``, ``EVAL_RO`` once Redis forgot it; ``EVALSHA`` from
+        the first time a Redis refused ``EVALSHA_RO`` (``READ_ONLY``)."""
+        evalsha, evaluate = self._read_by
+        try:
+            try:
+                return self._command(evalsha, sha, *keys_and_args)
+            except NoScriptError:
+                return self._command(evaluate, source, *keys_and_args)
+        except ResponseError as ex:
+            if evalsha == "EVALSHA" or not (isinstance(ex, NoPermissionError) or
+                                            str(ex).lower().startswith("unknown command")):
+                raise
+            self._read_by = SCRIPTED            # a Redis before 7.0, or an ACL without it
+            return self._read_only(sha, source, *keys_and_args)
 
     def _fields(self, tenant: str, task_id: str, agent: str | None = None) -> dict | None:
         """``_values`` by name."""
