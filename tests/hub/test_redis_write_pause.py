@@ -5,6 +5,8 @@ such a pause lets through, where it holds ``EVALSHA``. A Redis that knows no
 ``EVALSHA_RO`` (before 7.0) is read by ``EVALSHA``, as before."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from murmur_wsgi.hub.store.redis_reads import SCRIPTED
@@ -114,6 +116,7 @@ def test_a_redis_without_read_only_scripts_is_read_by_evalsha(tmp_path, without)
         admin.execute_command("ACL", "SETUSER", "default", "-evalsha_ro", "-eval_ro")
     hub = redis_hub(server)
     client = HubClient(hub, "echo")
+    other = create_hub(hub_config(store=server.url, redis=FAST))
     try:
         task = client.send("hello")
         assert client.result("GetTask", {"id": task["id"]}) == task
@@ -121,7 +124,15 @@ def test_a_redis_without_read_only_scripts_is_read_by_evalsha(tmp_path, without)
         assert client.result("GetTask", {"id": task["id"]}) == task
         replayed = sse_events(client.call("SubscribeToTask", {"id": task["id"]}))
         assert replayed[-1]["result"]["statusUpdate"]["status"] == task["status"]
+        # A store whose first read-only script is a finished task's page: refused, then
+        # read by ``EVALSHA`` too.
+        events, available = other.store.events(task["id"], 0, 1.0, tenant="acme",
+                                               finished=True)
+        assert available and [json.loads(e.payload)["statusUpdate"]["status"]
+                              for e in events[-1:]] == [task["status"]]
+        assert other.store._read_by == SCRIPTED
     finally:
         admin.close()
+        close_hub(other)
         close_hub(hub)
         server.stop()
