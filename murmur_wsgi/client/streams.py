@@ -295,5 +295,5 @@ class EventStream:
         try:
             return StreamEvent.from_result(result, event_id)
         except ValueError as ex:
-            raise ProtocolError(str(ex), url=self._door.url) from ex
+            raise ProtocolError(f"{self._where} wrote {ex}", url=self._door.url) from ex
 

@@ -49,3 +49,5 @@ def test_a_stream_event_of_no_known_member_is_one_short_line(capsys, monkeypatch
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and len(err) < 500, len(err)
     assert "its keys are 'kind', 'task2'" in err
+    # … and names the agent's address, as every error line does
+    assert f"the agent at {door.url} wrote a StreamResponse with none of" in err, err
