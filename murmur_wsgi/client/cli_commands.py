@@ -25,7 +25,7 @@ from murmur_wsgi.client.cli_support import (API_KEY_ENV, EXIT_INPUT, EXIT_OK, EX
 from murmur_wsgi.client.errors import ProtocolError, UnsupportedOperation
 from murmur_wsgi.client.events import INPUT_REQUIRED, TERMINAL, state_word
 from murmur_wsgi.client.progress import EMPTY, Latest, Spinner
-from murmur_wsgi.client.push import MAX_PAGES
+from murmur_wsgi.client.push import MAX_PAGES, page_configs
 from murmur_wsgi.client.seen import Recent
 
 if TYPE_CHECKING:
@@ -287,7 +287,7 @@ def push(door: DoorClient, args) -> int:
         value = door.push_create(args.task_id, args.url_to, token=args.push_token,
                                  config_id=args.config_id)
     elif args.action == "list":
-        value = door.push_list(args.task_id)
+        return _push_list(door, args)
     elif not args.config_id:
         raise UsageError(f"push {args.action} needs --config ID")
     elif args.action == "get":
@@ -298,16 +298,33 @@ def push(door: DoorClient, args) -> int:
             out(f"deleted:  {args.config_id} of task {args.task_id}")
             return EXIT_OK
         value = {}
-    if args.json or args.action != "list":
-        out(render.dumps(value))
-        return EXIT_OK
-    lines = [] if value else ["no push configs"]
-    for config in value:
-        status = config.get("deliveryStatus") or {}
-        lines.append(f"{config.get('id')}  {config.get('url')}  failures "
-                     f"{status.get('failures', 0)}" + ("  disabled" if status.get("disabled")
-                                                        else ""))
-    out_lines(lines)
+    out(render.dumps(value))
+    return EXIT_OK
+
+
+def _push_list(door: DoorClient, args) -> int:
+    """Print a task's push configs, each page's as it arrives (``--json``: one config a
+    line), from at most ``MAX_PAGES`` pages (past them, exit 2).
+
+    MEMORY: a page at a time: a server naming pages of millions of configs grew the
+    command by hundreds of MB a page, all kept until the last."""
+    shown, page = 0, {}
+    for page in door.push_pages(args.task_id, max_pages=MAX_PAGES):
+        configs = page_configs(page)
+        if args.json:
+            lines = [render.dumps(config) for config in configs]
+        else:
+            lines = []
+            for config in configs:
+                status = config.get("deliveryStatus") or {}
+                lines.append(f"{config.get('id')}  {config.get('url')}  failures "
+                             f"{status.get('failures', 0)}"
+                             + ("  disabled" if status.get("disabled") else ""))
+        out_lines(lines)
+        shown += len(lines)
+    door.push_pages_ended(page, MAX_PAGES)
+    if not shown and not args.json:
+        out("no push configs")
     return EXIT_OK
 
 

@@ -216,7 +216,9 @@ def unauthenticated_hint(door: DoorClient, response, error: str = "", args=None)
 def _hint_version(door: DoorClient, ex: VersionError) -> str:
     sent = door.headers.get("A2A-Version", "")
     speaks = ex.supported_versions or "another version"
-    if ex.requested_version != sent:
+    # NOTE: an empty one is what a proxy that drops the header makes; none (or one that is
+    # no string) says nothing of what the server received.
+    if "requestedVersion" in ex.metadata and ex.requested_version != sent:
         return (f"{door.noun} at {door.url} speaks A2A {speaks}; it received A2A-Version "
                 f"'{ex.requested_version}', not the {sent} this client sent: something "
                 "between them drops or rewrites the header")

@@ -117,10 +117,28 @@ class RpcError(DoorError):
             info = next((d for d in data if isinstance(d, dict)
                          and d.get("@type") == ERROR_INFO_TYPE), {})
         klass = cls._by_code.get(code, RpcError) if isinstance(code, int) else RpcError
-        metadata = info.get("metadata") if isinstance(info.get("metadata"), dict) else {}
+        # ErrorInfo's fields are strings (``metadata`` a map of strings to strings): a
+        # server's value of another type is left out, here and in the lines that quote
+        # them, as unknown (``data`` keeps what it wrote).
+        metadata = info.get("metadata")
+        metadata = {k: v for k, v in metadata.items() if isinstance(v, str)} \
+            if isinstance(metadata, dict) else {}
         return klass(code, message if isinstance(message, str) else str(message),
-                     reason=info.get("reason"), metadata=metadata, domain=info.get("domain"),
-                     data=data, **kwargs)
+                     reason=_text(info.get("reason")), metadata=metadata,
+                     domain=_text(info.get("domain")), data=data, **kwargs)
+
+
+def _text(value) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def kind_of(value) -> str:
+    """What a JSON value is, in a few words, for an error's text (never the value: it may
+    be megabytes)."""
+    if isinstance(value, dict):
+        return "an object with members"
+    return {type(None): "null", bool: "a boolean", int: "a number", float: "a number",
+            str: "a string", list: "a list"}.get(type(value), type(value).__name__)
 
 
 class ParseError(RpcError):

@@ -26,7 +26,8 @@ import requests
 from murmur_wsgi.client.body import BodyTooLarge, BodyTooSlow, TooManyValues, loads, read_body
 from murmur_wsgi.client.card import same_origin
 from murmur_wsgi.client.errors import (ConnectionFailed, ConnectTimeout, DoorError,
-                                       HttpRefusal, ProtocolError, ReadTimeout, RpcError)
+                                       HttpRefusal, ProtocolError, ReadTimeout, RpcError,
+                                       kind_of)
 
 logger = logging.getLogger(__name__)
 
@@ -222,8 +223,8 @@ class JsonRpcHttp:
     def _object(self, method: str, result) -> dict:
         """``result``, which must be a JSON object (a task, a page): else a ProtocolError."""
         if not isinstance(result, dict):
-            raise ProtocolError(f"{self.noun} at {self.url} answered {method} with a "
-                                f"{type(result).__name__}, not an object", url=self.url)
+            raise ProtocolError(f"{self.noun} at {self.url} answered {method} with "
+                                f"{kind_of(result)}, not an object", url=self.url)
         return result
 
     def _message(self, method: str, result) -> dict:

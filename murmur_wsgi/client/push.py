@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
-from murmur_wsgi.client.errors import ProtocolError
+from murmur_wsgi.client.errors import ProtocolError, kind_of
 
 logger = logging.getLogger(__name__)
 
@@ -29,24 +30,32 @@ class PushConfigs:
         method = "GetTaskPushNotificationConfig"
         return self._object(method, self.call(method, {"taskId": task_id, "id": config_id}))
 
-    def push_list(self, task_id: str, *, max_pages: int = MAX_PAGES) -> list[dict]:
-        """ListTaskPushNotificationConfigs: every config of the task, page after page;
-        a next page named past ``max_pages`` is a ProtocolError."""
-        configs = []
+    def push_pages(self, task_id: str, *, max_pages: int | None = None) -> Iterator[dict]:
+        """ListTaskPushNotificationConfigs page after page (``{configs, nextPageToken}``),
+        lazily, at most ``max_pages`` (None: to the last): the last page yielded names a
+        ``nextPageToken`` when the pages were cut short (as ``list_pages``)."""
         method = "ListTaskPushNotificationConfigs"
 
         def fetch(token: str):
             return self.call(method, {"taskId": task_id, **({"pageToken": token} if token
                                                              else {})})
-        page = {}
-        for page in self._pages(method, "", fetch, max_pages):
-            found = page.get("configs")
-            if isinstance(found, list):
-                configs.extend(c for c in found if isinstance(c, dict))
-        if page.get("nextPageToken"):
-            raise ProtocolError(f"{self.noun} at {self.url} answered {method} with more than "
-                                f"{max_pages} pages: not followed further", url=self.url)
+        return self._pages(method, "", fetch, max_pages)
+
+    def push_list(self, task_id: str, *, max_pages: int = MAX_PAGES) -> list[dict]:
+        """ListTaskPushNotificationConfigs: every config of the task, page after page;
+        a next page named past ``max_pages`` is a ProtocolError."""
+        configs, page = [], {}
+        for page in self.push_pages(task_id, max_pages=max_pages):
+            configs.extend(page_configs(page))
+        self.push_pages_ended(page, max_pages)
         return configs
+
+    def push_pages_ended(self, last: dict, max_pages: int) -> None:
+        """A ProtocolError if ``last``, the last of ``max_pages`` pages read, names another."""
+        if last.get("nextPageToken"):
+            raise ProtocolError(f"{self.noun} at {self.url} answered "
+                                f"ListTaskPushNotificationConfigs with more than {max_pages} "
+                                "pages: not followed further", url=self.url)
 
     def push_delete(self, task_id: str, config_id: str) -> None:
         """DeleteTaskPushNotificationConfig, whose result is ``{}`` (google.protobuf.Empty),
@@ -56,14 +65,13 @@ class PushConfigs:
         result = self.call(method, {"taskId": task_id, "id": config_id})
         if result is not None and result != {}:
             raise ProtocolError(f"{self.noun} at {self.url} answered {method} with "
-                                f"{_kind(result)}, not {{}} (the empty result): config "
+                                f"{kind_of(result)}, not {{}} (the empty result): config "
                                 f"{config_id[:80]} of task {task_id[:80]} may not be deleted",
                                 url=self.url)
 
 
-def _kind(value) -> str:
-    """What a JSON value is, in a few words (never the value: it may be megabytes)."""
-    if isinstance(value, dict):
-        return "an object with members"
-    return {type(None): "null", bool: "a boolean", int: "a number", float: "a number",
-            str: "a string", list: "a list"}.get(type(value), type(value).__name__)
+def page_configs(page: dict) -> list[dict]:
+    """The configs of a ListTaskPushNotificationConfigs page (entries that are not objects
+    left out)."""
+    found = page.get("configs")
+    return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from murmur_wsgi.cli import main
-from murmur_wsgi.client import A2AClient, ParseError, ProtocolError, ReadTimeout
+from murmur_wsgi.client import A2AClient, ParseError, ProtocolError, ReadTimeout, RpcError
 from tests.shared.hostile_server import Hostile, answer, card, run_in_thread
 
 WAIT = 4.0
@@ -61,15 +61,41 @@ TASK = {"id": "tsk_1", "contextId": "ctx_1", "status": {"state": "TASK_STATE_COM
 
 @pytest.mark.parametrize("argv", [("push", "get", "tsk_1", "--config", "c1"),
                                   ("push", "create", "tsk_1", "--to", "http://hook.test/")])
-@pytest.mark.parametrize("result", [None, [], "cfg", 7])
-def test_a_push_config_that_is_not_an_object_is_exit_2(cli_env, capsys, argv, result):
+@pytest.mark.parametrize("result,kind", [(None, "null"), ([], "a list"), ("cfg", "a string"),
+                                         (7, "a number")])
+def test_a_push_config_that_is_not_an_object_is_exit_2(cli_env, capsys, argv, result, kind):
     """GetTaskPushNotificationConfig and Create answer a config: anything else printed
-    as it came (``null``) with exit 0."""
+    as it came (``null``) with exit 0. What came is named in words (before, by Python's
+    type: "a NoneType", "a str")."""
     with rpc_door(lambda sent: (sent["id"], result)) as door:
         assert main([*argv, "--url", door.url, "--timeout", str(WAIT)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.count("\n") == 1 and "not an object" in captured.err, captured.err
+    assert captured.err.count("\n") == 1, captured.err
+    assert f"with {kind}, not an object" in captured.err, captured.err
+
+
+@pytest.mark.parametrize("info,said", [
+    ({"reason": ["x"], "metadata": {"requestedVersion": ["x"], "supportedVersions": {"a": 1}}},
+     "speaks A2A another version, not the A2A 1.0 this client speaks"),
+    ({"reason": "VERSION_NOT_SUPPORTED", "metadata": {"requestedVersion": "1.0",
+                                                      "supportedVersions": "0.3"}},
+     "speaks A2A 0.3, not the A2A 1.0 this client speaks")])
+def test_error_info_fields_that_are_not_strings_are_not_quoted(cli_env, capsys, info, said):
+    """google.rpc.ErrorInfo's reason and metadata values are strings: a server's of another
+    type is left out of the error (``data`` keeps it), not printed as Python's repr of it
+    (before: "speaks A2A {'a': 1}; it received A2A-Version '['x']'")."""
+    error = {"code": -32009, "message": "Version not supported",
+             "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", **info}]}
+    with answering(lambda sent: {"jsonrpc": "2.0", "id": sent, "error": error}) as door:
+        assert main(["get", "tsk_1", "--url", door.url, "--timeout", str(WAIT)]) == 2
+        with A2AClient(door.url, timeout=WAIT) as client, pytest.raises(RpcError) as raised:
+            client.get("tsk_1")
+    assert raised.value.data == error["data"]
+    assert all(type(v) is str for v in raised.value.metadata.values())
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err, err
+    assert "[" not in err and "{" not in err, err
 
 
 def sse(result: dict, event_id: str | None, rpc_id=1) -> bytes:

@@ -653,7 +653,37 @@ def test_push_list_stops_after_a_thousand_pages_that_never_end(cli_env, capsys):
         finished, status = run_in_thread(lambda: run_all(door, [("push", "list", "t")]),
                                          PAGES_WAIT)
         assert finished and status == [2] and posts(door) == 1000
-        assert "more than 1000 pages" in capsys.readouterr().err
+        out, err = capsys.readouterr()
+        assert "more than 1000 pages" in err
+        assert len(out.splitlines()) == 1000        # each page's config, as it came
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_push_list_prints_each_page_before_it_reads_the_next(cli_env, capsys, as_json):
+    """MEMORY: a page at a time. Before, every config of every page was kept until the
+    last page (a server naming pages of 2,000,000 configs grew the command by about
+    310 MB a page), then printed; ``--json`` one list."""
+    printed = []                # what the command had printed when each page was asked
+
+    def three_pages(conn, request, server):
+        if request.method == "GET":
+            answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+            return
+        printed.append(capsys.readouterr().out)
+        n = len(printed)
+        rpc_answer(conn, request, {"configs": [{"id": f"c{n}", "url": "https://hook.test/"}],
+                                   "nextPageToken": f"p{n}" if n < 3 else ""})
+    with Hostile(three_pages) as door:
+        argv = ("push", "list", "t", *(("--json",) if as_json else ()))
+        assert run_all(door, [argv]) == [0]
+    printed.append(capsys.readouterr().out)
+    lines = [text.splitlines() for text in printed]
+    if as_json:
+        assert [[json.loads(line).get("id") for line in page] for page in lines[1:]] == \
+            [["c1"], ["c2"], ["c3"]]
+    else:
+        assert [page[0].split()[0] for page in lines[1:]] == ["c1", "c2", "c3"]
+    assert printed[0] == ""
 
 
 def test_list_pages_stops_after_max_pages_and_list_reads_only_what_is_used():
