@@ -11,7 +11,8 @@ methods (``watch``, ``stop``) are there for the door; ``DoorClient`` is the
 same class under its older name. Every call passes
 ``timeout=``: ``timeout`` for ordinary calls; a held SendMessage waits
 ``hold_timeout`` (None: as long as the task takes, since the door sets no
-deadline on it) and a stream waits ``stream_timeout`` between two bytes (the
+deadline on it); a stream's headers come within ``timeout`` and it waits
+``stream_timeout`` between two bytes (the
 door writes a heartbeat every 15 s, so silence beyond it means the
 connection is dead, and the stream reconnects).
 
@@ -38,7 +39,7 @@ import requests
 from murmur_wsgi import __version__
 from murmur_wsgi.client.errors import HttpRefusal, ProtocolError
 from murmur_wsgi.client.http import JsonRpcHttp, media_type
-from murmur_wsgi.client.deadline import new_session
+from murmur_wsgi.client.deadline import headers_within, new_session
 from murmur_wsgi.client.card import (agent_urls, card_endpoint, door_url,  # noqa: F401
                                      is_door, same_origin)
 from murmur_wsgi.client.push import PushConfigs
@@ -101,7 +102,8 @@ class A2AClient(PushConfigs, JsonRpcHttp):
         headers: more headers for every request (``{"X-Trace": "1"}``).
         timeout: seconds (or ``(connect, read)``) for every ordinary call.
         hold_timeout: seconds a held SendMessage waits; None waits for the task.
-        stream_timeout: seconds a stream waits between two bytes before it reconnects.
+        stream_timeout: seconds a stream waits between two bytes before it reconnects
+            (its headers come within ``timeout``).
         max_reconnects: failed attempts in a row to resume a dropped stream (one that
             does not connect, or drops before a new event) before ``StreamBroken``.
         reconnect_delay: the first back-off between two reconnect attempts.
@@ -224,8 +226,11 @@ class A2AClient(PushConfigs, JsonRpcHttp):
             hdrs["Last-Event-ID"] = str(last_event_id)
         timeout = (self._connect_timeout(), self.stream_timeout)
         request_id, body = self._body(method, params)
-        response, _ = self._request("POST", self.endpoint, data=body, headers=hdrs,
-                                    stream=True, timeout=timeout)
+        # NOTE: its headers within an ordinary call's timeout (a server writes them at
+        # once); ``stream_timeout`` bounds the silence between two of its bytes after.
+        with headers_within(self._read_timeout()):
+            response, _ = self._request("POST", self.endpoint, data=body, headers=hdrs,
+                                        stream=True, timeout=timeout)
         if response.status_code == 200 and media_type(response) == "text/event-stream":
             return response, request_id
         data = self._read(response, timeout[1])

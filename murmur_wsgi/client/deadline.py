@@ -5,7 +5,8 @@ before the client sees the response, and its read timeout bounds each read, not 
 whole: a server writing them a byte at a time, each byte in time, holds a call for as
 long as it likes. ``DeadlineAdapter``, mounted on the client's session, arms a ``Cut``
 when a connection starts waiting for an answer (the request sent), for the call's read
-timeout (None arms none: a held ``send`` waits for its task). If the headers are not
+timeout (None arms none: a held ``send`` waits for its task), or for less where the
+caller says so (``headers_within``: a stream's opening). If the headers are not
 all there by then, the cut shuts the connection's socket down and the wait ends as a
 read timeout, the one a silent server gets. The cut is disarmed before the
 connection's answer is handed over, so it never touches a connection back in the pool.
@@ -14,8 +15,10 @@ The cut is ``cuts.py``'s (one home: the hub's push attempts use it too).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
+import threading
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -27,13 +30,37 @@ from murmur_wsgi.cuts import Cut
 logger = logging.getLogger(__name__)
 
 
+_opening = threading.local()       # ``headers_within``'s bound, per thread (greenlet)
+
+
+@contextlib.contextmanager
+def headers_within(seconds: float | None):
+    """The answers to the calls this thread makes inside the block have their headers
+    within ``seconds`` (None: their read timeout), however long that read timeout is: a
+    stream's, which bounds the silence between two of its bytes, not its opening."""
+    before = getattr(_opening, "seconds", None)
+    _opening.seconds = seconds
+    try:
+        yield
+    finally:
+        _opening.seconds = before
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 class _HeadersDeadline:
-    """A connection whose status line and headers arrive whole within its read timeout."""
+    """A connection whose status line and headers arrive whole within its read timeout
+    (or ``headers_within``'s bound, when shorter)."""
 
     def getresponse(self):
         seconds = self.timeout          # the read timeout: urllib3 sets it before this call
+        within = getattr(_opening, "seconds", None)
+        if _number(within) and not (_number(seconds) and seconds <= within):
+            seconds = within
         sock = self.sock
-        if sock is None or isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        if sock is None or not _number(seconds):
             return super().getresponse()
         cut = Cut(sock, seconds)
         try:

@@ -123,6 +123,9 @@ class JsonRpcHttp:
     def _connect_timeout(self) -> float:
         return self.timeout[0] if isinstance(self.timeout, tuple) else self.timeout
 
+    def _read_timeout(self) -> float | None:
+        return self.timeout[1] if isinstance(self.timeout, tuple) else self.timeout
+
     def _stay_home(self, response, *args, deadline: float | None = None, **kwargs):
         """A response hook: refuse a redirect off the origin, before ``requests`` follows it,
         and one that comes past ``deadline`` (each hop's headers are within the read

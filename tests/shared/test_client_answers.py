@@ -257,3 +257,44 @@ def test_an_error_that_is_no_error_object_is_exit_2(cli_env, capsys, error):
     assert captured.out == "", captured.out
     assert captured.err.count("not a JSON-RPC error object (an integer code and a text "
                               "message)\n") == 2, captured.err
+
+
+def test_a_stream_whose_headers_never_come_ends_at_the_calls_timeout(cli_env, capsys):
+    """A stream's headers come within the call's ``timeout``, as any answer's; its events
+    then each within ``stream_timeout`` of the last byte. Before, a server that never
+    answered a stream held the client ``stream_timeout`` (45 s by default), whatever its
+    ``timeout``: ``subscribe --timeout 3`` exited after 45.4 s."""
+    def silent_stream(conn, request, server):
+        if request.method == "GET":
+            answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+            return
+        server.stopping.wait(WAIT * 4)
+    with Hostile(silent_stream) as door:
+        with A2AClient(door.url, timeout=0.5, stream_timeout=WAIT * 4,
+                       max_reconnects=0) as client:
+            started = time.monotonic()
+            finished, raised = run_in_thread(lambda: list(client.subscribe("tsk_1")),
+                                             WAIT * 2)
+            assert finished and isinstance(raised, ReadTimeout), raised
+            assert time.monotonic() - started < WAIT
+        started = time.monotonic()
+        assert main(["subscribe", "tsk_1", "--url", door.url, "--timeout", "0.5"]) == 2
+        assert time.monotonic() - started < WAIT
+    assert "did not answer within the timeout" in capsys.readouterr().err
+
+
+def test_a_streams_events_may_be_further_apart_than_the_calls_timeout():
+    """… and only its headers: events 0.8 s apart, on a client whose ``timeout`` is 0.3 s,
+    are read (the stream's silence is bounded by ``stream_timeout``)."""
+    def slow_events(conn, request, server):
+        if request.method == "GET":
+            answer(conn, "200 OK", json.dumps(card(server.url + "/")).encode())
+            return
+        rpc_id = json.loads(request.body)["id"]
+        conn.sendall(SSE_HEAD + sse(WORKING, None, rpc_id))
+        server.stopping.wait(0.8)
+        conn.sendall(sse(DONE, None, rpc_id))
+    with Hostile(slow_events) as door, \
+            A2AClient(door.url, timeout=0.3, stream_timeout=WAIT) as client:
+        assert [event.state for event in client.subscribe("tsk_1")] == [
+            "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
