@@ -136,3 +136,29 @@ def test_a_redis_without_read_only_scripts_is_read_by_evalsha(tmp_path, without)
         close_hub(other)
         close_hub(hub)
         server.stop()
+
+
+def test_an_acl_without_eval_ro_still_reads_through_a_write_pause(tmp_path):
+    """A user allowed ``EVALSHA_RO`` but not ``EVAL_RO``: a script Redis forgot is loaded
+    by ``EVAL`` once, and read by ``EVALSHA_RO`` again, so a write pause still lets the
+    reads through. Before, the store read by ``EVALSHA`` for good from the first refusal,
+    and GetTask waited on the pause."""
+    server = RedisServer(tmp_path).start()
+    admin = server.client()
+    admin.execute_command("ACL", "SETUSER", "default", "-eval_ro")
+    hub = redis_hub(server, redis={"timeout_secs": 1.0})
+    client = HubClient(hub, "echo")
+    try:
+        task = client.send("hello")
+        admin.script_flush()
+        assert client.result("GetTask", {"id": task["id"]}) == task
+        assert hub.store._read_by != SCRIPTED
+        _paused([admin])
+        try:
+            assert client.result("GetTask", {"id": task["id"]}) == task
+        finally:
+            _unpaused([admin])
+    finally:
+        admin.close()
+        close_hub(hub)
+        server.stop()

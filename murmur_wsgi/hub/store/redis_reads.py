@@ -45,6 +45,12 @@ logger = logging.getLogger(__name__)
 _UNREADABLE = Sparse(secs=3600, keys=1000)       # a record that cannot be read: hourly
 
 
+def _refused(ex: ResponseError) -> bool:
+    """Whether ``ex`` is Redis refusing a command it does not know, or that the user may
+    not send (not an error of the script's)."""
+    return isinstance(ex, NoPermissionError) or str(ex).lower().startswith("unknown command")
+
+
 def _unreadable(tenant: str, task_id: str) -> None:
     """Log a task record that cannot be read, at most once an hour per record."""
     if _UNREADABLE.due((tenant, task_id)) is not None:
@@ -120,16 +126,22 @@ class RecordReads:
         the first time a Redis refused ``EVALSHA_RO`` (``READ_ONLY``)."""
         evalsha, evaluate = self._read_by
         try:
-            try:
-                return self._command(evalsha, sha, *keys_and_args)
-            except NoScriptError:
-                return self._command(evaluate, source, *keys_and_args)
+            return self._command(evalsha, sha, *keys_and_args)
+        except NoScriptError:
+            pass
         except ResponseError as ex:
-            if evalsha == "EVALSHA" or not (isinstance(ex, NoPermissionError) or
-                                            str(ex).lower().startswith("unknown command")):
+            if evalsha == "EVALSHA" or not _refused(ex):
                 raise
             self._read_by = SCRIPTED            # a Redis before 7.0, or an ACL without it
             return self._read_only(sha, source, *keys_and_args)
+        try:
+            return self._command(evaluate, source, *keys_and_args)
+        except ResponseError as ex:
+            if evaluate == "EVAL" or not _refused(ex):
+                raise
+            # NOTE: an ACL allowing EVALSHA_RO, not EVAL_RO: loaded by EVAL, the script is
+            # read by EVALSHA_RO again from the next read on.
+            return self._command("EVAL", source, *keys_and_args)
 
     def _fields(self, tenant: str, task_id: str, agent: str | None = None) -> dict | None:
         """``_values`` by name."""
