@@ -16,9 +16,9 @@ The cut is ``cuts.py``'s (one home: the hub's push attempts use it too).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import socket
-import threading
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -30,20 +30,33 @@ from murmur_wsgi.cuts import Cut
 logger = logging.getLogger(__name__)
 
 
-_opening = threading.local()       # ``headers_within``'s bound, per thread (greenlet)
+# ``headers_within``'s bound: a context variable, so each thread's and each greenlet's
+# own (greenlet keeps a context per greenlet, whatever gevent patched or when: a
+# ``threading.local`` made before gevent patched threading is one for all greenlets).
+_opening: contextvars.ContextVar = contextvars.ContextVar("murmur_headers_within",
+                                                         default=None)
 
 
 @contextlib.contextmanager
 def headers_within(seconds: float | None):
-    """The answers to the calls this thread makes inside the block have their headers
-    within ``seconds`` (None: their read timeout), however long that read timeout is: a
-    stream's, which bounds the silence between two of its bytes, not its opening."""
-    before = getattr(_opening, "seconds", None)
-    _opening.seconds = seconds
+    """The answers to the calls made inside the block (by this thread, this greenlet) have
+    their headers, and their redirects followed, within ``seconds`` (None: their read
+    timeout), however long that read timeout is: a stream's, which bounds the silence
+    between two of its bytes, not its opening."""
+    token = _opening.set(seconds)
     try:
         yield
     finally:
-        _opening.seconds = before
+        _opening.reset(token)
+
+
+def within(read_timeout):
+    """The time an answer's headers have: ``read_timeout``, or ``headers_within``'s bound
+    when that is shorter."""
+    bound = _opening.get()
+    if _number(bound) and not (_number(read_timeout) and read_timeout <= bound):
+        return bound
+    return read_timeout
 
 
 def _number(value) -> bool:
@@ -55,10 +68,7 @@ class _HeadersDeadline:
     (or ``headers_within``'s bound, when shorter)."""
 
     def getresponse(self):
-        seconds = self.timeout          # the read timeout: urllib3 sets it before this call
-        within = getattr(_opening, "seconds", None)
-        if _number(within) and not (_number(seconds) and seconds <= within):
-            seconds = within
+        seconds = within(self.timeout)  # the read timeout: urllib3 sets it before this call
         sock = self.sock
         if sock is None or not _number(seconds):
             return super().getresponse()

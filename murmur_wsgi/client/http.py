@@ -25,6 +25,7 @@ import requests
 
 from murmur_wsgi.client.body import BodyTooLarge, BodyTooSlow, TooManyValues, loads, read_body
 from murmur_wsgi.client.card import same_origin
+from murmur_wsgi.client.deadline import within
 from murmur_wsgi.client.errors import (ConnectionFailed, ConnectTimeout, DoorError,
                                        HttpRefusal, ProtocolError, ReadTimeout, RpcError,
                                        kind_of)
@@ -158,9 +159,11 @@ class JsonRpcHttp:
     def _request(self, method: str, url: str, *, timeout, stream: bool = False, **kwargs):
         """``(response, body)``: the body read (at most ``max_answer_bytes``, all of it
         within the read timeout), or None with ``stream``, the response left open.
-        Redirects are followed within the read timeout, counted from now."""
+        Redirects are followed within the read timeout (``deadline.headers_within``'s
+        bound, when shorter: a stream's opening), counted from now."""
         read_timeout = timeout[1] if isinstance(timeout, tuple) else timeout
-        deadline = None if read_timeout is None else time.monotonic() + read_timeout
+        opening = within(read_timeout)          # a stream's: its ordinary call's timeout
+        deadline = None if opening is None else time.monotonic() + opening
         hook = functools.partial(self._stay_home, deadline=deadline)
         with self._failures():
             response = self.session.request(method, url, timeout=timeout, stream=True,
