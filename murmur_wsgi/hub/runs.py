@@ -155,7 +155,9 @@ class Run(RunWrites):
             # reads the final state is not refused for this run.
             self._release_slot_locked(by_end=True)
             kept = self.kept.take()
-            numbered = (0, 0)
+            # NOTE: none kept, the number the run's next event would have had: every one
+            # before it was written (a store that lacks some lost them: redis_scripts).
+            numbered = (self.kept.next, 0)
             if kept:            # PERF: most runs have none: no list made, no list joined
                 # The events the store refused first, in order, numbered from ``first``.
                 events = [payload for _, payload in kept] + events

@@ -366,3 +366,15 @@ def stalls_its_store(ctx):
     while not ctx.wait(0.02):
         pass
     raise TaskCanceled(ctx.task_id)
+
+
+def reports_in_steps(ctx):
+    """Text ``<gate> <count>…``: for each count, write that many progress statuses (``s<i>
+    p<j>``), set ``<gate>-<i>`` and wait for ``<gate>-go-<i>``; then answer ``done``."""
+    name, *counts = ctx.text.split()
+    for i, count in enumerate(map(int, counts)):
+        for j in range(count):
+            ctx.progress(f"s{i} p{j}")
+        gate(f"{name}-{i}").set()
+        gate(f"{name}-go-{i}").wait(30)
+    return "done"

@@ -252,7 +252,8 @@ class TaskStore(abc.ABC):
         payloads written: ``events`` then the final statusUpdate. ``numbered``:
         ``(first, count)``, the first ``count`` events are the run's numbered
         ones from ``first`` (``append``'s ``n``): those written already are not
-        written again.
+        written again (with ``count`` 0, ``first`` is the number the run's next event
+        would have had: every one before it was written).
 
         An event is its JSON text, or a tuple of the texts it joins to (an SSE
         body writes either). ``answer``: the JSON of the last of ``artifacts``, as

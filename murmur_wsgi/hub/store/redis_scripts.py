@@ -41,6 +41,16 @@ end
 
 _TERMINAL = TERMINAL_FN
 
+# How many of a run's numbered events, before its event ``k`` (0: not numbered), the task
+# lacks: those between the last it wrote ('wn') and ``k``, which this Redis acknowledged
+# and no longer holds (APPEND, END).
+_LOST = """
+local function lost(k, wn)
+  if k > wn + 1 then return k - wn - 1 end
+  return 0
+end
+"""
+
 # A task changes state: its id moves from its old state's ``st:`` set to the new one's and
 # from its old ``cst:`` set to the new one's (scored by seq, as ``idx``), and its score in
 # ``upd`` (by status time) becomes ``ms``. Every key is the caller's (KEYS).
@@ -164,14 +174,19 @@ return 1
 
 # KEYS: task, ev   ARGV: payload, maxlen, n (the event's number in its run; 0: none)
 # An event numbered at or below the task's 'wn' (the last number written) was written
-# already (its answer lost, sent again): nothing is written twice.
-APPEND = _NOTIFY + _TERMINAL + """
+# already (its answer lost, sent again): nothing is written twice. One numbered past the
+# next (``lost``) follows events this Redis acknowledged and no longer holds (restarted
+# from an older snapshot, an asynchronous replica promoted): their positions are left
+# empty, so a stream meets the loss as a trimmed log's (the stored Task, then on), never
+# as a silent gap.
+APPEND = _NOTIFY + _TERMINAL + _LOST + """
 local s, id, wn, nev, eb, w = unpack(redis.call('HMGET', KEYS[1],
   'state', 'id', 'wn', 'nev', 'eb', 'w'))
 if not s or T[s] then return 0 end
 local k = tonumber(ARGV[3])
-if k > 0 and k <= (tonumber(wn) or 0) then return 1 end
-local n, bytes = (tonumber(nev) or 0) + 1, (tonumber(eb) or 0) + #ARGV[1]
+wn = tonumber(wn) or 0
+if k > 0 and k <= wn then return 1 end
+local n, bytes = (tonumber(nev) or 0) + 1 + lost(k, wn), (tonumber(eb) or 0) + #ARGV[1]
 if k > 0 then
   redis.call('HSET', KEYS[1], 'wn', k, 'nev', n, 'eb', bytes)
 else
@@ -203,7 +218,7 @@ END_KEYS = ("task", "ev", "st SUBMITTED", "st WORKING", "st new", "cst SUBMITTED
 # replica takes it out of its runs (the hub's key) once this has answered. Returns 0 (the
 # task had ended: nothing written), or {the wire form (keep) or 1, the tenant's tasks to
 # forget now} (none when the task had ended with this very end: sent again).
-END = _NOTIFY + _TERMINAL + _MOVE + RETAIN_FN + f"""
+END = _NOTIFY + _TERMINAL + _LOST + _MOVE + RETAIN_FN + f"""
 -- PERF: the record read once (one HMGET: it was four HGETs and an HMGET) and written
 -- once (its event count kept here, not one HINCRBY per event), ``w`` given to notify:
 -- with the clock's one TIME (redis_clock), a blocking SendMessage's END makes 18
@@ -240,7 +255,7 @@ if hist and hist ~= '[]' then wire = wire .. ',"history":' .. hist end
 wire = wire .. '}}'
 local first, count = tonumber(ARGV[12]), tonumber(ARGV[13])
 wn = tonumber(wn) or 0
-local at, size, n = tonumber(ARGV[15]), #wire, tonumber(nev) or 0
+local at, size, n = tonumber(ARGV[15]), #wire, (tonumber(nev) or 0) + lost(first, wn)
 for i = 18, #ARGV do
   local k = first + i - 18
   if i - 18 >= count or k > wn then
