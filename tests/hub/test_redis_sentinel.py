@@ -26,7 +26,8 @@ from murmur_wsgi.hub.store.redis_commands import Commands, Unreplicated
 from murmur_wsgi.hub.store.redis_keys import EVENTS, task_key
 from murmur_wsgi.hub.store.sentinel_url import parse
 from tests.hub.agents import gate
-from tests.hub.conftest import HubClient, close_hub, hub_config, send_params, wait_until
+from tests.hub.conftest import (HubClient, close_hub, hub_config, replica_turn, send_params,
+                                wait_until)
 from tests.hub.test_streams import Reader
 from tests.redis_sentinels import SERVICE, SentinelSet
 from tests.redis_topologies import wait_until as redis_wait
@@ -58,6 +59,21 @@ def own_sentinels(tmp_path):
                           quick=True).start()
     yield started
     started.stop_soon()
+
+
+def _pooled(hub, task: dict) -> None:
+    """Several idle connections in the hub's pool: four threads reading ``task`` at once."""
+    def burst():
+        reader = HubClient(hub)
+        for _ in range(10):
+            reader.result("GetTask", {"id": task["id"]})
+
+    threads = [threading.Thread(target=burst) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert hub.store.conn.command.idle >= 2
 
 
 def _send(client: HubClient, text: str = "hi", **kwargs):
@@ -337,18 +353,7 @@ def test_an_old_primary_back_after_a_failover_is_written_to_no_more(own_sentinel
     try:
         client = HubClient(hub)
         task = client.send("before")
-
-        def burst():
-            reader = HubClient(hub)
-            for _ in range(10):
-                reader.result("GetTask", {"id": task["id"]})
-
-        threads = [threading.Thread(target=burst) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(10)
-        assert hub.store.conn.command.idle >= 2        # connections made before the pause
+        _pooled(hub, task)                              # connections made before the pause
         os.kill(old.proc.pid, signal.SIGSTOP)
         try:
             sentinels.wait_failover()
@@ -362,6 +367,39 @@ def test_an_old_primary_back_after_a_failover_is_written_to_no_more(own_sentinel
         missing = [t for t in acknowledged if not new.exists(task_key("acme", t))]
         assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged tasks lost"
     finally:
+        close_hub(hub)
+
+
+def test_a_graceful_failover_is_followed_before_the_old_primary_is_demoted(own_sentinels):
+    """``SENTINEL FAILOVER``: the replica promoted, the old primary answers as a primary
+    until the sentinels demote it (8-20 s later), and drops what was written to it then.
+    The replica's next turn asks the sentinels which primary they name and follows it:
+    the messages acknowledged after are there, and the listener subscribes there. Before,
+    the listener stayed on the old primary until its demotion, the streams hearing
+    nothing of the new primary's events (this test's last wait failed), and so did every
+    connection no new one retired: under load, what was written meanwhile was lost (62 of
+    70 acknowledged tasks, with ``wait_replicas`` 0, in a probe with two replicas)."""
+    sentinels = own_sentinels
+    hub = create_hub(hub_config(store=sentinels.url, redis={"timeout_secs": 1.0}))
+    old = sentinels.primary
+    watched = old.client()
+    try:
+        client = HubClient(hub)
+        task = client.send("before")
+        _pooled(hub, task)                              # connections to the old primary
+        hub.store.conn.start_feed()
+        wait_until(lambda: watched.pubsub_numsub(EVENTS)[0][1] >= 1, 10.0)
+        sentinels.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", SERVICE)
+        sentinels.wait_failover()
+        new = sentinels.replica.client()
+        assert old.client().info("replication")["role"] == "master"    # not demoted yet
+        assert replica_turn(hub)                        # its beat asks the sentinels
+        acknowledged = [client.send("after")["id"] for _ in range(5)]
+        missing = [t for t in acknowledged if not new.exists(task_key("acme", t))]
+        assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged tasks lost"
+        wait_until(lambda: new.pubsub_numsub(EVENTS)[0][1] >= 1, 10.0)
+    finally:
+        watched.close()
         close_hub(hub)
 
 

@@ -241,6 +241,26 @@ def _sentinel_client(parts, timeout_secs: float, settings: dict) -> redis.Redis:
                                password=parts.password, **parts.tls, **settings)
 
 
+def follow_primary(client: redis.Redis) -> bool:
+    """On Sentinel, ask the sentinels which primary they name; when it is another than the
+    one the connections reach (a graceful ``SENTINEL FAILOVER``: the old primary answers
+    as a primary for seconds more, until the sentinels demote it, and drops what was
+    written to it then), every connection to the old one is stale from now on
+    (``_SentinelManaged``): True. Elsewhere nothing, False."""
+    pool = getattr(client, "connection_pool", None)     # (a cluster's: none)
+    manager = getattr(pool, "sentinel_manager", None)
+    primary = getattr(pool, "primary", None)
+    if manager is None or primary is None or not pool.is_master:
+        return False
+    named = tuple(manager.discover_master(pool.service_name))
+    if named == primary:
+        return False
+    logger.warning("redis store: the sentinels name %s:%s the primary, not %s:%s: "
+                   "following it", *named, *primary)
+    pool.primary = named
+    return True
+
+
 class RedisConnection:
     """What every part of the Redis store shares: the client, the hot-path ``Commands``,
     this replica's id and liveness, the longest blocking read, whether it closed, and

@@ -18,7 +18,7 @@ is published on the cancel channel, where the connection's one listener
 from __future__ import annotations
 
 from murmur_wsgi.hub.store.base import StoreError
-from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed, guarded
+from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed, follow_primary, guarded
 from murmur_wsgi.hub.store.redis_keys import (CHANNEL, REPLICAS, live_key, mark_key, runs_key,
                                               split_member, task_key)
 from murmur_wsgi.hub.store.replicas import ReplicaStore
@@ -70,6 +70,8 @@ class RedisReplicas(ReplicaStore):
 
     @guarded
     def heartbeat(self):
+        # NOTE: first, so that the beat goes to the primary the sentinels name now.
+        follow_primary(self._redis)
         self._redis.set(live_key(self.conn.replica), str(now_ms()), px=self.conn.liveness_ms)
         self._tasks.flush_runs()            # the runs that ended, settled since the last beat
         self.conn.command.prune()           # what a burst left idle (redis_commands.Commands)
