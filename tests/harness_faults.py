@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 
 def send(**message):
@@ -58,6 +59,12 @@ def main(mode):
         os.kill(os.getpid(), signal.SIGSEGV)
     elif mode == "hang":
         block()
+    elif mode == "blank-keepalive":             # blank lines for 4 idle limits, then an answer
+        for _ in range(8):
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            time.sleep(0.25)                    # wait-ok: the harness's own pace, not a test's
+        send(type="response", text="alive")
     elif mode == "oversized":
         sys.stdout.write(json.dumps({"type": "text", "text": "x" * 5000}) + "\n")
         sys.stdout.flush()

@@ -280,11 +280,10 @@ class HarnessAgent:
                 continue
             number, raw = value
             handled = number
-            if not raw.strip():
-                continue
-            response = self._handle(ctx, proc, number, raw)
-            if response is not None:
-                return response
+            if raw.strip():             # NOTE: a blank line is ignored, but it is a line:
+                response = self._handle(ctx, proc, number, raw)     # a harness's keepalive
+                if response is not None:
+                    return response
             deadline = time.monotonic() + (self.idle_timeout if exited is None
                                            else min(self.idle_timeout, EXIT_DRAIN_SECS))
 

@@ -190,6 +190,17 @@ def test_a_response_read_before_a_stderr_flood_completes_the_task(doors, monkeyp
     assert_gone(rpc.door, pid)
 
 
+def test_blank_lines_are_lines_for_the_idle_limit(doors):
+    """A harness that writes blank lines (a keepalive) for four times ``idle_timeout_secs``,
+    then answers: its task completes. Before, blank lines were skipped before the idle
+    deadline was renewed: the task failed "no output for 0.5s", though the docs count
+    any line on stdout and ignore blank ones."""
+    rpc = doors(FAULTS + ["blank-keepalive"], idle_timeout_secs=IDLE)
+    task = rpc.result("SendMessage", send_params("go"))["task"]
+    assert task["status"]["state"] == COMPLETED, status_text(task)
+    assert response_of(task) == "alive"
+
+
 def test_the_largest_max_line_bytes_reads_lines(doors):
     # NOTE: before, 2^63 - 1 (the largest size a setting takes) overflowed the read of
     # stdout: its thread died with a logged OverflowError, and every task failed
