@@ -21,7 +21,7 @@ from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.config import load_config
 from murmur_wsgi.hub.config_schema import ConfigError
 from murmur_wsgi.hub.store import StoreError, redis_stores
-from murmur_wsgi.hub.store.redis_client import connect
+from murmur_wsgi.hub.store.redis_client import connect, follow_primary
 from murmur_wsgi.hub.store.redis_commands import Commands, Unreplicated
 from murmur_wsgi.hub.store.redis_keys import EVENTS, task_key
 from murmur_wsgi.hub.store.sentinel_url import parse
@@ -401,6 +401,38 @@ def test_a_graceful_failover_is_followed_before_the_old_primary_is_demoted(own_s
     finally:
         watched.close()
         close_hub(hub)
+
+
+def test_a_beat_follows_the_primary_the_sentinels_name(own_sentinels):
+    """``follow_primary`` (each beat's first step): after ``SENTINEL FAILOVER``, the old
+    primary not yet demoted, it finds the sentinels naming another primary, and the idle
+    connection to the old one goes to the new one at its next command. Before, it read
+    the pool's ``primary`` where the connections do not keep it (their pool is the pool's
+    proxy): it never found anything to follow. With no sentinel answering it follows
+    nothing and raises nothing (the beat goes on)."""
+    sentinels = own_sentinels
+    client = connect(sentinels.url, 1.0)
+    command = Commands(client)
+    old = sentinels.primary
+    try:
+        assert command("SET", "before", "1") == "OK"     # an idle connection to the old one
+        assert not follow_primary(client)
+        sentinels.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", SERVICE)
+        sentinels.wait_failover()
+        assert old.client().info("replication")["role"] == "master"    # not demoted yet
+        assert follow_primary(client)
+        assert command("SET", "after", "2") == "OK"
+        assert sentinels.replica.client().get("after") == "2"
+        for sentinel in sentinels.sentinels:
+            os.kill(sentinel.proc.pid, signal.SIGSTOP)
+        try:
+            assert not follow_primary(client)
+        finally:
+            for sentinel in sentinels.sentinels:
+                os.kill(sentinel.proc.pid, signal.SIGCONT)
+    finally:
+        command.close()
+        client.close()
 
 
 def test_a_closed_hub_leaves_no_connection_open_to_the_sentinels(sentinels):

@@ -246,18 +246,25 @@ def follow_primary(client: redis.Redis) -> bool:
     one the connections reach (a graceful ``SENTINEL FAILOVER``: the old primary answers
     as a primary for seconds more, until the sentinels demote it, and drops what was
     written to it then), every connection to the old one is stale from now on
-    (``_SentinelManaged``): True. Elsewhere nothing, False."""
+    (``_SentinelManaged``): True. Elsewhere, or when no sentinel answers (the store may
+    still: a beat is not refused for the sentinels' sake), nothing: False."""
     pool = getattr(client, "connection_pool", None)     # (a cluster's: none)
     manager = getattr(pool, "sentinel_manager", None)
-    primary = getattr(pool, "primary", None)
+    # NOTE: the connections' pool is the pool's proxy (redis-py 5.1 and later): ``primary``
+    # is kept there, where ``_SentinelManaged`` reads and writes it.
+    shared = getattr(pool, "proxy", pool)
+    primary = getattr(shared, "primary", None)
     if manager is None or primary is None or not pool.is_master:
         return False
-    named = tuple(manager.discover_master(pool.service_name))
+    try:
+        named = tuple(manager.discover_master(pool.service_name))
+    except FAILURES:
+        return False
     if named == primary:
         return False
     logger.warning("redis store: the sentinels name %s:%s the primary, not %s:%s: "
                    "following it", *named, *primary)
-    pool.primary = named
+    shared.primary = named
     return True
 
 
