@@ -284,6 +284,8 @@ class HarnessAgent:
                 response = self._handle(ctx, proc, number, raw)     # a harness's keepalive
                 if response is not None:
                     return response
+            elif exited is not None:
+                continue                # … while it lives: it renews no drain after its exit
             deadline = time.monotonic() + (self.idle_timeout if exited is None
                                            else min(self.idle_timeout, EXIT_DRAIN_SECS))
 
