@@ -96,6 +96,13 @@ def main(mode):
         child = subprocess.Popen(["sleep", "30"], start_new_session=True)
         send(type="thinking", text=f"child {child.pid}")
         os._exit(3)
+    elif mode == "exit-leaving-setsid-blank-writer":
+        # … whose child, outside the group, writes a blank line on its stdout every 0.2 s.
+        child = subprocess.Popen([sys.executable, "-c", "import sys, time\nwhile True:\n"
+                                  "    sys.stdout.write('\\n'); sys.stdout.flush()\n"
+                                  "    time.sleep(0.2)"], start_new_session=True)
+        send(type="thinking", text=f"child {child.pid}")
+        os._exit(3)
     elif mode == "fail":
         send(type="fail", message="the model\nsaid no")
     elif mode in ("respond-linger", "fail-linger"):

@@ -275,6 +275,23 @@ def test_a_harness_that_exits_leaving_a_child_outside_its_group_fails_at_its_exi
         os.kill(_child_of(rpc.door, task["id"]), signal.SIGKILL)
 
 
+def test_blank_lines_after_its_exit_renew_no_drain(doors):
+    """A harness exits leaving a child outside its group that writes blank lines on its
+    stdout: its exit fails the task at the drain's end. A blank line renews the idle
+    deadline only while the harness lives; renewing the drain too, the child's lines kept
+    the task running as long as they came."""
+    rpc = doors(FAULTS + ["exit-leaving-setsid-blank-writer"], idle_timeout_secs=5)
+    task = rpc.result("SendMessage", send_params("go", configuration=NOW))["task"]
+    try:
+        record = wait_state(rpc.door, task["id"], FAILED, COMPLETED, CANCELED, timeout=4.0)
+        assert (record.state, record.status_text) == \
+            (FAILED, "harness: exited with status 3 without a response")
+    finally:
+        wait_until(rpc.door, lambda: any(f["frame"] == "thinking"
+                                         for f in frames_of(rpc.door, task["id"])), DEADLINE)
+        os.kill(_child_of(rpc.door, task["id"]), signal.SIGKILL)
+
+
 def test_a_harness_that_exits_while_its_ask_waits_behind_its_lines_fails_at_its_exit(doors):
     # NOTE: before, the exit was told (the ask woken) only once its event was queued; with
     # the lines read ahead filling the queue, the task waited for a reply nobody would take.
