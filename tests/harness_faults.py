@@ -47,6 +47,10 @@ def main(mode):
         sys.stdout.write('{"type":"tool-call-started","toolName":"t","input":'
                          + "[" * levels + "]" * levels + "}\n")
         send(type="response", text="done")
+    elif mode == "surrogate-bytes":              # not UTF-8: a lone surrogate's bytes
+        sys.stdout.buffer.write(b'{"type": "text", "text": "x\xed\xa0\x80y"}\n')
+        sys.stdout.flush()
+        block()
     elif mode == "bad-field":
         send(type="text", text=42)
         block()

@@ -297,7 +297,10 @@ class HarnessAgent:
             raise HarnessFault(f"harness: line {line} nests deeper than max_line_depth "
                                f"({self.max_line_depth} levels)")
         try:
-            msg = json.loads(raw, parse_constant=_no_constant)
+            # NOTE: decoded first, strictly: ``json.loads`` of bytes decodes them with
+            # ``surrogatepass``, and took the bytes of a lone surrogate (ED A0 80) for text.
+            msg = json.loads(raw.decode(json.detect_encoding(raw)),
+                             parse_constant=_no_constant)
         except ValueError:
             raise HarnessFault(f"harness: line {line} is not JSON") from None
         if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):

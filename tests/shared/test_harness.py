@@ -129,6 +129,8 @@ FAILURES = [
     pytest.param("not-object", "harness: line 1 is not a JSON object with a string type",
                  id="not-an-object"),
     pytest.param("nan", "harness: line 1 is not JSON", id="nan"),
+    # before: "the agent's answer is not valid JSON" (the bytes read as a lone surrogate)
+    pytest.param("surrogate-bytes", "harness: line 1 is not JSON", id="surrogate-bytes"),
     pytest.param("bad-field", "harness: line 1 (text): text must be a string", id="bad-field"),
     pytest.param("unknown", 'harness: line 1 has an unknown type "telepathy"', id="unknown"),
     pytest.param("exit3", "harness: exited with status 3 without a response", id="early-exit"),
