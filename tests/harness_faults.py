@@ -104,7 +104,8 @@ def main(mode):
         # … whose child, outside the group, writes a blank line on its stdout every 0.2 s.
         child = subprocess.Popen([sys.executable, "-c", "import sys, time\nwhile True:\n"
                                   "    sys.stdout.write('\\n'); sys.stdout.flush()\n"
-                                  "    time.sleep(0.2)"], start_new_session=True)
+                                  "    time.sleep(0.2)"],  # wait-ok: the child's pace
+                                 start_new_session=True)
         send(type="thinking", text=f"child {child.pid}")
         os._exit(3)
     elif mode == "fail":

@@ -280,12 +280,12 @@ class HarnessAgent:
                 continue
             number, raw = value
             handled = number
-            if raw.strip():             # NOTE: a blank line is ignored, but it is a line:
-                response = self._handle(ctx, proc, number, raw)     # a harness's keepalive
+            if raw.strip():
+                response = self._handle(ctx, proc, number, raw)
                 if response is not None:
                     return response
-            elif exited is not None:
-                continue                # … while it lives: it renews no drain after its exit
+            elif exited is not None:    # NOTE: a blank line (a keepalive) renews the idle
+                continue                # deadline while the harness lives, not the drain
             deadline = time.monotonic() + (self.idle_timeout if exited is None
                                            else min(self.idle_timeout, EXIT_DRAIN_SECS))
 
@@ -297,10 +297,8 @@ class HarnessAgent:
             raise HarnessFault(f"harness: line {line} nests deeper than max_line_depth "
                                f"({self.max_line_depth} levels)")
         try:
-            # NOTE: decoded first, strictly: ``json.loads`` of bytes decodes them with
-            # ``surrogatepass``, and took the bytes of a lone surrogate (ED A0 80) for text.
-            msg = json.loads(raw.decode(json.detect_encoding(raw)),
-                             parse_constant=_no_constant)
+            # NOTE: decoded strictly: ``json.loads`` of bytes passes a lone surrogate's.
+            msg = json.loads(raw.decode(json.detect_encoding(raw)), parse_constant=_no_constant)
         except ValueError:
             raise HarnessFault(f"harness: line {line} is not JSON") from None
         if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):

@@ -304,22 +304,12 @@ def push(door: DoorClient, args) -> int:
 
 def _push_list(door: DoorClient, args) -> int:
     """Print a task's push configs, each page's as it arrives (``--json``: one config a
-    line), from at most ``MAX_PAGES`` pages (past them, exit 2).
-
-    MEMORY: a page at a time: a server naming pages of millions of configs grew the
-    command by hundreds of MB a page, all kept until the last."""
+    line), from at most ``MAX_PAGES`` pages (past them, exit 2). MEMORY: a page at a time
+    (all kept until the last, a server's pages of millions of configs took GBs)."""
+    line = render.dumps if args.json else render.push_config_line
     shown, page = 0, {}
     for page in door.push_pages(args.task_id, max_pages=MAX_PAGES):
-        configs = page_configs(page)
-        if args.json:
-            lines = [render.dumps(config) for config in configs]
-        else:
-            lines = []
-            for config in configs:
-                status = config.get("deliveryStatus") or {}
-                lines.append(f"{config.get('id')}  {config.get('url')}  failures "
-                             f"{status.get('failures', 0)}"
-                             + ("  disabled" if status.get("disabled") else ""))
+        lines = [line(config) for config in page_configs(page)]
         out_lines(lines)
         shown += len(lines)
     door.push_pages_ended(page, MAX_PAGES)

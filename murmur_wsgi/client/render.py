@@ -219,6 +219,13 @@ def task_row(task: dict) -> list[str]:
 TASK_HEADER = ["TASK", "STATE", "UPDATED", "CONTEXT", "STATUS"]
 
 
+def push_config_line(config: dict) -> str:
+    """A push config as ``push list`` prints it: ``ID  URL  failures N`` (``  disabled``)."""
+    status = config.get("deliveryStatus") or {}
+    return (f"{config.get('id')}  {config.get('url')}  failures {status.get('failures', 0)}"
+            + ("  disabled" if status.get("disabled") else ""))
+
+
 def describe(event: StreamEvent, replaced: bool = False) -> tuple[str, str]:
     """``(tag, text)``: what a person reads of one event, as ``[tag]  text``
     (``replaced``: an artifactUpdate that replaces what came before of its artifact)."""

@@ -36,7 +36,7 @@ def test_each_greenlet_has_its_own_bound_and_gets_it_back():
         seen["second before"] = within(None)
         with headers_within(5.0):
             left.set()
-            gevent.sleep(0)             # the first greenlet leaves its block meanwhile
+            gevent.sleep(0)     # wait-ok: a switch: the first greenlet leaves its block meanwhile
             seen["second inside"] = within(None)
         seen["second after"] = within(None)
     gevent.joinall([gevent.spawn(first), gevent.spawn(second)], timeout=WAIT,

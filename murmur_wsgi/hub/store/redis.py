@@ -47,11 +47,10 @@ from murmur_wsgi.hub.store import redis_scripts as scripts
 from murmur_wsgi.hub.store.large_reads import MAX_BYTES, LargeReads
 from murmur_wsgi.hub.store.base import PENDING, TaskStore, Written
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
-from murmur_wsgi.hub.store.redis_commands import short
+from murmur_wsgi.hub.store.redis_commands import script_sha, short
 from murmur_wsgi.hub.store.redis_events import TaskEvents
 from murmur_wsgi.hub.store.redis_index import RedisIndex
 from murmur_wsgi.hub.store.redis_reads import MAX_ID_BYTES, RecordReads
-from murmur_wsgi.hub.store.redis_read_scripts import script_sha
 from murmur_wsgi.hub.store.redis_keys import (REPLICAS, both_key, events_key, index_key,
                                               member, msg_key, retained_keys, running_key,
                                               runs_key, seq_key, state_key, task_key,

@@ -33,6 +33,11 @@ READ_BYTES = 16 * 1024           # each connection's socket read buffer (redis-p
 _ASKING = ("ASKING",)
 
 
+def script_sha(source: str) -> str:
+    """The SHA1 by which ``EVALSHA`` (and ``EVALSHA_RO``) names ``source``."""
+    return hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+
+
 class Unreplicated(redis.RedisError):
     """A write done on the primary that fewer replicas than asked acknowledged in time."""
 
@@ -350,7 +355,7 @@ class Commands:
         the replicas (``durable``); ``before`` and ``then``: commands sent before and after
         it (``after``); ``short``: the caller knows that no key or argument is longer than
         ``PIECE_CHARS`` (``Short``)."""
-        sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+        sha = script_sha(source)
         kind = Short if len(source) <= PIECE_CHARS else tuple
 
         def run(keys=(), args=(), before=(), then=(), short=False):

@@ -365,10 +365,7 @@ class EventFeed:
                         swept = now
                         self._forget_idle()
                         if getattr(pubsub.connection, "stale", False):
-                            # NOTE: the sentinels named another primary (follow_primary):
-                            # what is published there reaches no one here. Subscribed
-                            # there at once: a new epoch, every reader reading again.
-                            break
+                            break   # NOTE: another primary (follow_primary): a new epoch
             except (*FAILURES, OSError, ValueError, TypeError, AttributeError) as ex:
                 # NOTE: TypeError: hiredis's parser polling a socket close() just dropped;
                 # AttributeError: a connect meeting the socket the store's close() dropped.

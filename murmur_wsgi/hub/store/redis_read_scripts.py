@@ -8,15 +8,7 @@ sends a large one's size instead (``record_script``).
 """
 from __future__ import annotations
 
-import hashlib
-
 from murmur_wsgi.hub.store.redis_clock import CLOCK_FN
-
-
-def script_sha(source: str) -> str:
-    """The SHA1 by which ``EVALSHA`` (and ``EVALSHA_RO``) names ``source``."""
-    return hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
-
 
 # The task watched for ``ARGV`` ms more, unless it is for half of that already (and only
 # if it exists: nothing is created). KEYS: task

@@ -21,7 +21,8 @@ from murmur_wsgi.hub.store.base import newest_within
 from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed
 from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_keys import index_key, task_key
-from murmur_wsgi.hub.store.redis_read_scripts import record_script, script_sha
+from murmur_wsgi.hub.store.redis_commands import script_sha
+from murmur_wsgi.hub.store.redis_read_scripts import record_script
 from murmur_wsgi.hub.task import HubTask
 from murmur_wsgi.logs import Sparse
 
