@@ -21,9 +21,10 @@ from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.config import load_config
 from murmur_wsgi.hub.config_schema import ConfigError
 from murmur_wsgi.hub.store import StoreError, redis_stores
-from murmur_wsgi.hub.store.redis_client import connect, follow_primary
+from murmur_wsgi.hub.store.redis_client import connect
 from murmur_wsgi.hub.store.redis_commands import Commands, Unreplicated
 from murmur_wsgi.hub.store.redis_keys import EVENTS, task_key
+from murmur_wsgi.hub.store.redis_sentinels import follow_primary, switched_to
 from murmur_wsgi.hub.store.sentinel_url import parse
 from tests.hub.agents import gate
 from tests.hub.conftest import (HubClient, close_hub, hub_config, replica_turn, send_params,
@@ -401,6 +402,48 @@ def test_a_graceful_failover_is_followed_before_the_old_primary_is_demoted(own_s
     finally:
         watched.close()
         close_hub(hub)
+
+
+def test_the_sentinels_news_of_a_failover_is_followed_before_the_next_beat(own_sentinels):
+    """``SENTINEL FAILOVER`` with the replica's beats far apart (``liveness_secs`` 600: one
+    every 200 s): the worker's connection to a sentinel hears its ``+switch-master`` and
+    follows the primary it names at once, the old one not yet demoted: the next message
+    acknowledged is on the new primary, and the listener subscribes there. Before, only a
+    beat asked the sentinels, or a connection the pool made anew: every message of the
+    wait below went to the old primary, which drops them at its demotion (about 600 in
+    the 4.1 s until the replica's thread made a connection)."""
+    sentinels = own_sentinels
+    hub = create_hub(hub_config(store=sentinels.url,
+                                redis={"timeout_secs": 1.0, "liveness_secs": 600}))
+    old = sentinels.primary
+    try:
+        client = HubClient(hub)
+        task = client.send("before")
+        _pooled(hub, task)                              # connections to the old primary
+        wait_until(hub.store.conn.news.listening.is_set, 10.0)
+        sentinels.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", SERVICE)
+        sentinels.wait_failover()
+        new = sentinels.replica.client()
+        assert old.client().info("replication")["role"] == "master"    # not demoted yet
+        # NOTE: a sentinel may name the new primary a little before it publishes the switch.
+        wait_until(lambda: new.exists(task_key("acme", client.send("after")["id"])), 1.5)
+        acknowledged = [client.send("then")["id"] for _ in range(5)]
+        missing = [t for t in acknowledged if not new.exists(task_key("acme", t))]
+        assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged tasks lost"
+        wait_until(lambda: new.pubsub_numsub(EVENTS)[0][1] >= 1, 10.0)
+    finally:
+        close_hub(hub)
+
+
+def test_only_a_switch_of_the_hubs_service_names_a_primary():
+    """``+switch-master``'s message as a sentinel writes it (bytes or text), for the hub's
+    service; another service's, or a message of another shape, names none."""
+    assert switched_to(b"murmur 127.0.0.1 7000 127.0.0.1 7001", "murmur") == ("127.0.0.1", 7001)
+    assert switched_to("murmur 10.0.0.1 7000 10.0.0.2 7001", "murmur") == ("10.0.0.2", 7001)
+    assert switched_to("other 127.0.0.1 7000 127.0.0.1 7001", "murmur") is None
+    assert switched_to("murmur 127.0.0.1 7000 127.0.0.1", "murmur") is None
+    assert switched_to("murmur 127.0.0.1 7000 127.0.0.1 x", "murmur") is None
+    assert switched_to(b"\xff\xfe", "murmur") is None
 
 
 def test_a_beat_follows_the_primary_the_sentinels_name(own_sentinels):

@@ -34,6 +34,7 @@ from murmur_wsgi.hub.store.redis_commands import Commands
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, PUSH_WAKE, live_key
 from murmur_wsgi.hub.store.redis_pool import MAX_CONNECTIONS, WaitingPool, WaitingSentinelPool
+from murmur_wsgi.hub.store.redis_sentinels import SentinelNews
 
 logger = logging.getLogger(__name__)
 
@@ -241,33 +242,6 @@ def _sentinel_client(parts, timeout_secs: float, settings: dict) -> redis.Redis:
                                password=parts.password, **parts.tls, **settings)
 
 
-def follow_primary(client: redis.Redis) -> bool:
-    """On Sentinel, ask the sentinels which primary they name; when it is another than the
-    one the connections reach (a graceful ``SENTINEL FAILOVER``: the old primary answers
-    as a primary for seconds more, until the sentinels demote it, and drops what was
-    written to it then), every connection to the old one is stale from now on
-    (``_SentinelManaged``): True. Elsewhere, or when no sentinel answers (the store may
-    still: a beat is not refused for the sentinels' sake), nothing: False."""
-    pool = getattr(client, "connection_pool", None)     # (a cluster's: none)
-    manager = getattr(pool, "sentinel_manager", None)
-    # NOTE: the connections' pool is the pool's proxy (redis-py 5.1 and later): ``primary``
-    # is kept there, where ``_SentinelManaged`` reads and writes it.
-    shared = getattr(pool, "proxy", pool)
-    primary = getattr(shared, "primary", None)
-    if manager is None or primary is None or not pool.is_master:
-        return False
-    try:
-        named = tuple(manager.discover_master(pool.service_name))
-    except FAILURES:
-        return False
-    if named == primary:
-        return False
-    logger.warning("redis store: the sentinels name %s:%s the primary, not %s:%s: "
-                   "following it", *named, *primary)
-    shared.primary = named
-    return True
-
-
 class RedisConnection:
     """What every part of the Redis store shares: the client, the hot-path ``Commands``,
     this replica's id and liveness, the longest blocking read, whether it closed, and
@@ -307,6 +281,7 @@ class RedisConnection:
         self.feed.also(PUSH_WAKE, self._woken)
         self.feed.observe(self._evented)
         self.feed.resubscribed(self._resubscribed)
+        self.news = SentinelNews(self.redis, block_secs=self.block, stall_secs=timeout_secs)
         self.on_cancel = None                   # the replicas' callback, once they listen
         self.on_wake = None                     # push's (a config saved, deleted, released)
         self.on_event = None                    # push's (an event written: task id, n)
@@ -340,6 +315,7 @@ class RedisConnection:
         with self._feed_lock:
             if not self._feed_started and not self.closed.is_set():
                 self.feed.start()
+                self.news.start()           # behind Sentinel: its failovers as they come
                 self._feed_started = True
 
     def close(self) -> None:
@@ -350,6 +326,7 @@ class RedisConnection:
         # NOTE: the feed's listener is not joined: it ends within ``block`` by itself, or
         # at once when the pool's disconnect below closes its connection.
         self.feed.close()
+        self.news.close()
         try:
             self.redis.delete(live_key(self.replica))
         except redis_cluster.FAILURES:

@@ -18,9 +18,10 @@ is published on the cancel channel, where the connection's one listener
 from __future__ import annotations
 
 from murmur_wsgi.hub.store.base import StoreError
-from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed, follow_primary, guarded
+from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed, guarded
 from murmur_wsgi.hub.store.redis_keys import (CHANNEL, REPLICAS, live_key, mark_key, runs_key,
                                               split_member, task_key)
+from murmur_wsgi.hub.store.redis_sentinels import follow_primary
 from murmur_wsgi.hub.store.replicas import ReplicaStore
 from murmur_wsgi.hub.task import FAILED, TERMINAL, artifacts_of
 from murmur_wsgi.wire.task import now_ms
