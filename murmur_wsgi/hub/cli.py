@@ -49,6 +49,15 @@ def public_url_warning(public_url: str | None, listen: str) -> str | None:
     return None
 
 
+def _flag_named(message: str, args) -> str:
+    """A refusal of ``--public-url``'s value names the flag, not the variable it is passed
+    to gunicorn's workers by (nor hub.yaml, where it is not)."""
+    named = f"{PUBLIC_URL_ENV} (public_url):"
+    if getattr(args, "public_url", None) and named in message:
+        return "--public-url:" + message.split(named, 1)[1]
+    return message
+
+
 def main(args) -> int:
     if args.action == "key":
         return keys(args)
@@ -83,7 +92,7 @@ def main(args) -> int:
         if refusal:
             raise ConfigError(refusal)
     except ConfigError as ex:
-        print(f"murmur-wsgi: {ex}", file=sys.stderr)
+        print(f"murmur-wsgi: {_flag_named(str(ex), args)}", file=sys.stderr)
         return 2
     warning = public_url_warning(config.public_url, listen)
     if warning:

@@ -1,9 +1,13 @@
 """The cards' base URL: ``--public-url``, ``MURMUR_HUB_PUBLIC_URL``, and the boot warning."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
-from murmur_wsgi.hub.cli import public_url_warning
+from murmur_wsgi import cli
+from murmur_wsgi.hub.cli import PUBLIC_URL_ENV, public_url_warning
 from murmur_wsgi.hub.config import load_config
 
 
@@ -28,3 +32,24 @@ def test_another_loopback_port_is_one_line():
 ])
 def test_no_warning_when_nothing_contradicts(public_url, listen):
     assert public_url_warning(public_url, listen) is None
+
+
+def test_a_refused_public_url_flag_is_named_as_the_flag(monkeypatch, capsys):
+    """``--public-url`` reaches gunicorn's workers as ``MURMUR_HUB_PUBLIC_URL``: its
+    refusal named that variable and hub.yaml (``conf/hub.yaml: MURMUR_HUB_PUBLIC_URL
+    (public_url): …``), neither of which the user had set."""
+    # NOTE: set, then removed: the variable the command sets is taken away after the test
+    # (a delenv of a variable not set records nothing to restore).
+    monkeypatch.setenv(PUBLIC_URL_ENV, "")
+    monkeypatch.delenv(PUBLIC_URL_ENV)
+    config = Path(__file__).resolve().parents[2] / "conf" / "hub.yaml"
+    code = cli.main(["hub", "--config", str(config), "--listen", "127.0.0.1:1",
+                     "--public-url", "http://x/path"])
+    assert code == 2
+    assert capsys.readouterr().err == ("murmur-wsgi: --public-url: 'http://x/path' must be a "
+                                       "host only: no path, query or fragment\n")
+
+
+def test_the_command_leaves_no_public_url_behind():
+    """The test above runs the command in this process: what it set is gone."""
+    assert PUBLIC_URL_ENV not in os.environ
