@@ -4,10 +4,13 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import os
 import re
 import threading
 
 from murmur_wsgi.errors import InvalidRequestError, ParseError
+from murmur_wsgi.keyed_turns import STEP_KEY
+from murmur_wsgi.off_loop import off_loop
 from murmur_wsgi.wire.doubles import digit_run, double_int
 from murmur_wsgi.wire.json_counts import too_deep, values_in
 
@@ -43,6 +46,14 @@ _scan = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_fl
 _scan_doubles = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float,
                                  parse_int=double_int).scan_once
 _JSON_WHITESPACE = " \t\n\r"
+# A body this large is parsed off gevent's loop (murmur_wsgi/off_loop.py): a megabyte of
+# small numbers took one C call of 80-200 ms, every other request of the worker waiting,
+# each of one tenant's connections in turn (another tenant's GetTask: 4.4 s with 16). In
+# a native thread, the parse gives the loop its turn at each switch interval it spends in
+# a number's hook (parse_float, parse_int); a body without hooks to call parses at C
+# speed (strings, small integers: 20-30 ms at most for the largest). Below this many
+# bytes a parse takes less than a turn (TURN_SECS).
+OFF_LOOP_BYTES = 128 * 1024
 # A body this short makes too few containers for the cyclic GC to matter.
 _GC_PAUSE_BYTES = 8192
 
@@ -107,7 +118,9 @@ def parse_json(body: bytes, max_depth: int = 64, max_values: int = 1_000_000,
         scan = _scan_doubles
     if size < _GC_PAUSE_BYTES:
         return _decode_text(body, scan)
-    return gc_paused(_decode_text, body, scan)
+    if size < OFF_LOOP_BYTES:
+        return gc_paused(_decode_text, body, scan)
+    return _parse_off_loop(body, scan is _scan_doubles)
 
 
 def loads_own(text: str):
@@ -183,6 +196,33 @@ def _decode_text(body: bytes, scan):
     if end != len(text):
         raise ParseError()                      # more after the value
     return value
+
+
+def _parse_off_loop(body: bytes, doubles: bool):
+    """``_decode_own`` off the loop, one at a time for each step key (the hub's tenant):
+    four of one tenant's parses at once held the GIL four ways, and the loop, which takes
+    it back at each switch interval, waited behind each (another tenant's GetTask: p50
+    0.09 s with four connections)."""
+    key = STEP_KEY.get()
+    line = _PARSING.get(key) or _PARSING.setdefault(key, threading.Lock())
+    with line:
+        # NOTE: the GC paused once the parse may start, not while it waits its turn: a
+        # tenant's parses one after another leave it on between them.
+        return gc_paused(off_loop, _decode_own, body, doubles)
+
+
+# A lock for each step key that parsed a large body (made at its first: none exists before
+# gevent patches threading, docs/architecture.md); a forked child starts with none.
+_PARSING: dict = {}
+os.register_at_fork(after_in_child=_PARSING.clear)
+
+
+def _decode_own(body: bytes, doubles: bool):
+    """``_decode_text`` with a scanner of its own: off the loop, in a native thread, the
+    module's would be shared with another parse under way (its keys' memo)."""
+    decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float,
+                               parse_int=double_int if doubles else None)
+    return _decode_text(body, decoder.scan_once)
 
 
 # A JSON-RPC id either application echoes: a string or an integer (a boolean is not one:

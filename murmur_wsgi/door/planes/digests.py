@@ -3,9 +3,7 @@
 A digest reads a file to its end, which for a large file takes seconds. Under
 ``gunicorn -k gevent`` that read would hold the hub, and with it every other
 request of the worker, so ``off_loop`` runs it in a native thread of gevent's
-threadpool while the request's greenlet waits; without a patched ``threading``
-(Werkzeug's threaded server, an embedding) the request has its own thread and
-the work runs inline. gevent is found in ``sys.modules``, never imported here.
+threadpool while the request's greenlet waits (``murmur_wsgi/off_loop.py``).
 
 Concurrency:
     ``DigestCache._digests`` is written only under ``_lock``, from the request's
@@ -17,27 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import threading
 import time
-from typing import Callable, TypeVar
+
+from murmur_wsgi.off_loop import off_loop
 
 CHUNK = 1 << 20
 # NOTE: a file changed less than this before its hashing began may change again within
 # the same timestamp tick (coarse clocks; 2 s on FAT), unseen in its key: not cached.
 RACY_NS = 2_000_000_000
-
-T = TypeVar("T")
-
-
-def off_loop(work: Callable[..., T], *args) -> T:
-    """Run ``work(*args)`` where it cannot hold gevent's loop, and return its result."""
-    monkey = sys.modules.get("gevent.monkey")
-    if monkey is not None and monkey.is_module_patched("threading"):
-        loop = sys.modules["gevent"].get_hub()
-        return loop.threadpool.apply(work, args)
-    return work(*args)
-
 
 def file_key(st: os.stat_result) -> tuple:
     """What changes whenever a file's bytes may have: device, inode, size, mtime, ctime."""

@@ -9,7 +9,7 @@ reports the class ``advisory``, and holds symlinks to the strict rule murmur
 gives ``scoped``: a symlink on the path is refused, and omitted from a listing.
 
 Nothing here holds the gevent hub for long: a listing's walk and a file's
-first digest run off it (``digests.off_loop``), a digest is hashed once per
+first digest run off it (``murmur_wsgi/off_loop.py``), a digest is hashed once per
 version of a file, and a read is streamed from its descriptor in chunks.
 """
 from __future__ import annotations
@@ -24,7 +24,8 @@ from werkzeug.http import parse_etags
 
 from murmur_wsgi.errors import PlaneRefusal
 from murmur_wsgi.door.manifest import ManifestError
-from murmur_wsgi.door.planes.digests import DigestCache, file_key, off_loop
+from murmur_wsgi.door.planes.digests import DigestCache, file_key
+from murmur_wsgi.off_loop import off_loop
 from murmur_wsgi.door.planes.walk import DIR_FLAGS, FILE_FLAGS, Bounds, scan
 from murmur_wsgi.uris import FILES_PLANE
 from murmur_wsgi.wire.encode import compact_utf8

@@ -1,6 +1,6 @@
 """The operator plane's listing: a bounded walk of the export root, without recursion.
 
-``scan`` runs off gevent's loop (``digests.off_loop``), so it takes no lock and
+``scan`` runs off gevent's loop (``murmur_wsgi/off_loop.py``), so it takes no lock and
 logs nothing: what the caller must log or cache comes back in the ``Listing``.
 Each directory is opened relative to its parent's descriptor with
 ``O_NOFOLLOW``; a directory's descriptor stays open only while its
