@@ -10,3 +10,6 @@ ROOT_URLCONF = "djsite.urls"
 WSGI_APPLICATION = "djsite.wsgi.application"
 DATABASES = {}
 USE_TZ = True
+# Django sets the process's zone to TIME_ZONE (America/Chicago when unset): the server's
+# logs (gunicorn's worker) keep UTC, as its master's do.
+TIME_ZONE = "UTC"

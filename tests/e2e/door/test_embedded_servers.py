@@ -102,3 +102,7 @@ def test_django_site_on_werkzeug(django_server):
     assert answers[0]["task"]["artifacts"][0]["parts"][0]["text"] == "held"
     door.close()
     assert watch.rest()[-1].frame_name == "capsule-closed"
+    # NOTE: the site leaves its process's clock on UTC: without a TIME_ZONE, Django applies
+    # its default, America/Chicago, to the process (time.tzset), and gunicorn's worker
+    # logged its lines at -0600 beside its master's +0000.
+    assert time.strftime("%z", time.localtime(0)) == "+0000"
