@@ -21,9 +21,25 @@ T = TypeVar("T")
 
 
 def off_loop(work: Callable[..., T], *args) -> T:
-    """Run ``work(*args)`` where it cannot hold gevent's loop, and return its result."""
+    """Run ``work(*args)`` where it cannot hold gevent's loop, and return its result, or
+    raise what it raised."""
     monkey = sys.modules.get("gevent.monkey")
     if monkey is not None and monkey.is_module_patched("threading"):
         loop = sys.modules["gevent"].get_hub()
-        return loop.threadpool.apply(work, args)
+        done, value = loop.threadpool.apply(_caught, (work, args))
+        if not done:
+            raise value
+        return value
     return work(*args)
+
+
+def _caught(work: Callable[..., T], args: tuple) -> tuple[bool, object]:
+    """``(True, work(*args))``, or ``(False, the exception it raised)``.
+
+    NOTE: an exception that leaves a threadpool's work is also printed by gevent's hub,
+    a traceback on stderr outside the worker's log (a body's -32700, which any client
+    can send, was eleven lines of it): it is handed back as a value instead."""
+    try:
+        return True, work(*args)
+    except Exception as ex:  # noqa: BLE001 - raised again by the caller, in its greenlet
+        return False, ex

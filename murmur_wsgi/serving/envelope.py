@@ -199,22 +199,38 @@ def _decode_text(body: bytes, scan):
 
 
 def _parse_off_loop(body: bytes, doubles: bool):
-    """``_decode_own`` off the loop, one at a time for each step key (the hub's tenant):
-    four of one tenant's parses at once held the GIL four ways, and the loop, which takes
-    it back at each switch interval, waited behind each (another tenant's GetTask: p50
-    0.09 s with four connections)."""
+    """``_decode_own`` off the loop, one at a time in the process, each step key (the
+    hub's tenant) waiting with one parse at most: four of one tenant's parses at once held
+    the GIL four ways, and the loop, which takes it back at each switch interval, waited
+    behind each (another tenant's GetTask: p50 0.09 s with four connections); a tenant's
+    many parses wait behind its own line, so another tenant's waits one parse at most.
+
+    NOTE: the GC paused once the parse starts, not while it waits its turn: the parses one
+    after another leave it on between them (paused across overlapping parses, it stayed
+    off for every other request while two tenants posted large bodies)."""
     key = STEP_KEY.get()
     line = _PARSING.get(key) or _PARSING.setdefault(key, threading.Lock())
     with line:
-        # NOTE: the GC paused once the parse may start, not while it waits its turn: a
-        # tenant's parses one after another leave it on between them.
-        return gc_paused(off_loop, _decode_own, body, doubles)
+        with _PARSING.get(_ONE) or _PARSING.setdefault(_ONE, threading.Lock()):
+            return gc_paused(off_loop, _decode_own, body, doubles)
 
 
-# A lock for each step key that parsed a large body (made at its first: none exists before
-# gevent patches threading, docs/architecture.md); a forked child starts with none.
+# A lock for each step key that parsed a large body, and the process's (``_ONE``), made at
+# their first use: none exists before gevent patches threading (docs/architecture.md).
 _PARSING: dict = {}
-os.register_at_fork(after_in_child=_PARSING.clear)
+_ONE = object()
+
+
+def _forked() -> None:
+    """A forked child starts with no lock taken, and with the GC as it was before a parse
+    the fork interrupted (another greenlet forked while a parse was under way)."""
+    _PARSING.clear()
+    pause = _PAUSES.pop("gc", None)
+    if pause is not None and pause._parsing and pause._resume:
+        gc.enable()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _decode_own(body: bytes, doubles: bool):

@@ -1,7 +1,6 @@
 """The cards' base URL: ``--public-url``, ``MURMUR_HUB_PUBLIC_URL``, and the boot warning."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -49,7 +48,3 @@ def test_a_refused_public_url_flag_is_named_as_the_flag(monkeypatch, capsys):
     assert capsys.readouterr().err == ("murmur-wsgi: --public-url: 'http://x/path' must be a "
                                        "host only: no path, query or fragment\n")
 
-
-def test_the_command_leaves_no_public_url_behind():
-    """The test above runs the command in this process: what it set is gone."""
-    assert PUBLIC_URL_ENV not in os.environ

@@ -18,7 +18,10 @@ To follow a primary is to set it on the pool: every connection to another one is
 sentinels name at its next command; the event listener leaves the old one within a second
 (a new epoch: ``redis_feed``). What was written to the old primary between its
 replica's promotion and the news is still lost with its demotion (with ``wait_replicas``
-above 0 it was not acknowledged: the promoted replica no longer copies it).
+above 0 it was not acknowledged: the promoted replica no longer copies it). So is what a
+connection writes there that asked, just before the news, a sentinel not yet told: the
+old primary answers its ``ROLE`` as a primary, and the pool follows it back until a
+connection made after asks one that was.
 
 Concurrency: ``SentinelNews`` has one thread, whose every wait ends within ``block_secs``
 (then it PINGs the sentinel; an answer missing for ``stall_secs`` takes the connection
@@ -76,16 +79,6 @@ def follow_primary(client) -> bool:
     except FAILURES:
         return False
     return _follow(shared, named)
-
-
-def _first(sentinels: list, sentinel) -> None:
-    """``sentinel`` asked first from now on, as redis-py puts the one that answered: one
-    that has not heard of the failover yet would name the old primary to a connection."""
-    try:
-        i = sentinels.index(sentinel)
-    except ValueError:
-        return
-    sentinels[0], sentinels[i] = sentinels[i], sentinels[0]
 
 
 def switched_to(data, service: str) -> tuple | None:
@@ -147,7 +140,6 @@ class SentinelNews:
                         elif kind == "message":
                             named = switched_to(message.get("data"), pool.service_name)
                             if named is not None:
-                                _first(sentinels, sentinel)
                                 _follow(shared, named)
                     elif pinged is not None and now - pinged > self._stall:
                         break                   # NOTE: a stalled sentinel: the next one

@@ -136,8 +136,8 @@ def dense_body() -> bytes:
 # reported the parse past 40 ms 8-10 times in the 2 s, and another tenant's GetTask waited
 # for the connections' parses in turn: p50 0.35-0.38 s, 6-7 answered (a probe: 4.4 s with
 # 16 connections). Parsed off the loop, four at once: p50 0.09 s, the loop waiting on the
-# GIL they shared. One at a time for the tenant: p50 0.02-0.03 s, max 0.05-0.08 s, about
-# 90 answered, no report; the busy tenant's posts 26-30 in the 2 s (33-34 before).
+# GIL they shared. One at a time: p50 0.02-0.03 s, max 0.05-0.09 s, 67-90 answered, no
+# report; the busy tenant's posts 26-30 in the 2 s (33-34 before).
 def test_another_tenant_is_answered_while_bodies_of_many_numbers_are_parsed(hub):
     own = hub.result("SendMessage", {"message": {"messageId": "m-own", "role": "ROLE_USER",
                                                  "parts": [{"text": "hello"}]}})["task"]["id"]
