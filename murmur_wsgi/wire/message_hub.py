@@ -303,10 +303,22 @@ def read_hub_steps(params: dict, max_parts: int = MAX_PARTS) -> HubMessage:
                       config["push_config"])
 
 
+# A Part's fields (A2A v1.0): a part keeps these, as a message keeps its own.
+_PART_KEYS = frozenset((*PART_KINDS, "metadata", "filename", "mediaType"))
+
+
+def _known(part: dict) -> dict:
+    """``part`` without the keys a Part does not have (a strict ProtoJSON reader, which
+    refuses an unknown field, reads every stored task)."""
+    return part if part.keys() <= _PART_KEYS else \
+        {key: value for key, value in part.items() if key in _PART_KEYS}
+
+
 def stored_message(msg: dict, task_id: str, context_id: str) -> dict:
-    """The message as the task's history holds it: its ids filled in, proto field order."""
+    """The message as the task's history holds it: its ids filled in, proto field order,
+    and only the fields a Message and its Parts have."""
     out = {"messageId": msg["messageId"], "contextId": context_id, "taskId": task_id,
-           "role": "ROLE_USER", "parts": msg["parts"]}
+           "role": "ROLE_USER", "parts": [_known(part) for part in msg["parts"]]}
     for key in ("metadata", "extensions", "referenceTaskIds"):
         if msg.get(key):
             out[key] = msg[key]

@@ -1,6 +1,7 @@
 """What one client can send that would break others' reads, or cost the worker before
 admission: line-breaking characters in SSE data as a2a-sdk reads it, message fields of the
-wrong type kept in history, data parts rendered for the agent without a bound."""
+wrong type kept in history, a part's unknown fields kept in history, data parts rendered
+for the agent without a bound."""
 from __future__ import annotations
 
 import asyncio
@@ -9,6 +10,8 @@ import json
 import httpx
 import pytest
 from a2a.client.transports.http_helpers import parse_sse_stream
+from a2a.types import a2a_pb2
+from google.protobuf import json_format
 
 from tests.hub.conftest import HubClient, close_hub, hub_config, send_params
 from murmur_wsgi.hub import create_hub
@@ -142,3 +145,18 @@ def test_a_value_nested_past_what_an_a2a_sdk_client_reads_is_refused(rpc, where)
     fits = rpc.call("SendMessage", params(_nested(31))).get_json()   # 32 levels at most
     assert fits["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     _sdk_reads_list_tasks(rpc)
+
+
+def test_a_parts_unknown_fields_are_not_stored(rpc):
+    """A part's keys that a Part does not have are left out of the task's history, as a
+    message's are: a strict ProtoJSON reader (protobuf's, which refuses an unknown field,
+    as Go's protojson does by default) reads the task. Before, the part was stored as
+    sent, and that reader refused every read of the task."""
+    parts = [{"text": "hi", "bogus": {"x": 1}, "mediaType": "text/plain"},
+             {"data": {"k": [1, 2]}, "extra": 5, "metadata": {"m": "v"}}]
+    task = rpc.send("ignored", parts=parts)
+    read = rpc.result("GetTask", {"id": task["id"]})
+    assert read["history"][0]["parts"] == [
+        {"text": "hi", "mediaType": "text/plain"},
+        {"data": {"k": [1, 2]}, "metadata": {"m": "v"}}]
+    json_format.Parse(json.dumps(read), a2a_pb2.Task())       # ParseError: unknown field
