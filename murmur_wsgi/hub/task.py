@@ -152,9 +152,7 @@ class HubTask:
         NOTE: in ``wire.task.task``'s order: the text ``compact_utf8(self.to_dict())`` is.
         PERF: the status written as ``status_json`` writes it, the history encoded once
         (``history_json``)."""
-        status = status_json(self.id, self.context_id, self.state, self.status_text,
-                             self.status_ms)
-        head = f'{{"id":{ids_json(self.id, self.context_id)}{status}'
+        head = self.head_json()
         artifacts = self._artifacts
         if not artifacts:
             arts = ()
@@ -166,6 +164,12 @@ class HubTask:
             arts = (',"artifacts":', compact_utf8(artifacts[:-1])[:-1], ",", last, "]")
         hist = f',"history":{self.history_json()}' if self._history else ""
         return head, arts, hist
+
+    def head_json(self) -> str:
+        """Its wire form up to its status (its ids and status; the closing brace left out)."""
+        status = status_json(self.id, self.context_id, self.state, self.status_text,
+                             self.status_ms)
+        return f'{{"id":{ids_json(self.id, self.context_id)}{status}'
 
     def record(self, last: str | None = None) -> tuple:
         """The task, frozen (``freeze``'s ``last``), as one tuple of strings and numbers

@@ -23,14 +23,15 @@ from murmur_wsgi.hub.store.redis_client import guarded as _guarded
 from murmur_wsgi.hub.store.redis_keys import index_key, task_key
 from murmur_wsgi.hub.store.redis_commands import script_sha
 from murmur_wsgi.hub.store.redis_read_scripts import record_script
-from murmur_wsgi.hub.task import HubTask
+from murmur_wsgi.hub.task import TERMINAL, HubTask
+from murmur_wsgi.wire.encode import compact_utf8
 from murmur_wsgi.logs import Sparse
 
 MAX_ID_BYTES = 256               # a task id longer than this names no task
 # What a read of one record asks for (one HMGET, its owner first): a finished task's
 # wire form, else what rebuilds it (``_record``).
 RECORD_FIELDS = ("tenant", "agent", "wire", "id", "ctx", "msg", "state", "text", "ms",
-                 "created", "seq", "hist", "arts", "cut")
+                 "created", "seq", "hist", "arts")
 WIRE = RECORD_FIELDS.index("wire")
 STORED_FORMS = ("wire", "hist", "arts")   # what a record's size is made of
 RECORD = record_script(RECORD_FIELDS, STORED_FORMS)
@@ -59,41 +60,44 @@ def _unreadable(tenant: str, task_id: str) -> None:
                      "out of its pages", task_id, tenant)
 
 
-_ARTIFACTS, _HISTORY = b',"artifacts":[', b',"history":['
+_ARTIFACTS = ',"artifacts":['
 
 
-def _shape(wire: str, cut: str | None) -> tuple | None:
+def _shape(wire: str, fields: dict) -> tuple | None:
     """A finished record's ``HubTask._shape`` (where its artifacts and its history begin,
-    in characters, and how many messages its history holds) from ``cut`` (the END
-    script's, in bytes), or None when it has none or it does not fit the form (written by
-    hand): the form is parsed then, as before.
+    in characters, and how many messages its history holds), found in its wire form, or
+    None when it is not there (a form written by hand): the form is parsed then.
+
+    The history is last, and begins with its one message's ids, the task's own among them
+    (``wire/message_hub.stored_message``): no text before it can hold that, since the task's
+    id was made after its message was sent, and its message cannot hold it either: the last
+    ``,"history":[`` followed by them is the place. The artifacts follow the status, which
+    the hub writes (a client's strings in it are escaped: no ``"`` of theirs is bare): the
+    first ``,"artifacts":[`` is theirs, if it comes before the history.
 
     PERF: a GetTask with ``historyLength`` and a ListTasks page answer such a task from its
     form, cut where asked, not parsed then encoded again: a record of a message of 200,000
-    numbers was about 0.2 s of the worker's loop for each read, in two C calls.
-    NOTE: a hub task's history is the one message that made it (``HubTask``): one, or
-    none once cut."""
-    try:
-        a0, h0 = map(int, cut.split(" "))
-    except (AttributeError, ValueError):
+    numbers was about 0.2 s of the worker's loop for each read, in two C calls; two searches
+    of the text instead. NOTE: a hub task's history is the one message that made it: one."""
+    history = (',"history":[{"messageId":' + compact_utf8(fields["msg"]) + ',"contextId":'
+               + compact_utf8(fields["ctx"]) + ',"taskId":' + compact_utf8(fields["id"]) + ",")
+    h0 = wire.rfind(history)
+    if h0 < 0 or wire[-1:] != "}":
         return None
-    data = wire.encode("utf-8") if not wire.isascii() else None
-    text = data if data is not None else wire
-    size = len(text)
-    if not (0 < a0 <= h0 < size) or text[-1:] not in ("}", b"}"):
-        return None
-    marks = (_ARTIFACTS, _HISTORY) if data is not None else (
-        _ARTIFACTS.decode(), _HISTORY.decode())
-    if (a0 < h0 and not text.startswith(marks[0], a0)) or \
-            (h0 < size - 1 and not text.startswith(marks[1], h0)):
-        return None
-    if data is not None:
-        try:                              # in characters (a cut inside one: by hand)
-            a0, h0 = len(data[:a0].decode("utf-8")), len(data[:h0].decode("utf-8"))
-        except UnicodeDecodeError:
-            return None
-        size = len(wire)
-    return a0, h0, 1 if h0 < size - 1 else 0
+    a0 = wire.find(_ARTIFACTS, 0, h0)
+    return (a0 if a0 > 0 else h0), h0, 1
+
+
+def _running(head: str, hist: str, arts: str) -> tuple[str, tuple]:
+    """A running task's wire form and ``_shape``, from its head (``HubTask.head_json``) and
+    its record's ``hist`` and ``arts`` (JSON arrays, ``compact_utf8``'s: the pieces
+    ``HubTask._pieces`` would encode again), as ``HubTask.freeze`` makes them."""
+    if type(hist) is not str or type(arts) is not str:
+        raise TypeError("a running task's record without its history or artifacts")
+    arts = f',"artifacts":{arts}' if arts != "[]" else ""
+    hist = f',"history":{hist}' if hist != "[]" else ""
+    return "".join((head, arts, hist, "}")), (len(head), len(head) + len(arts),
+                                               1 if hist else 0)
 
 
 class RecordReads:
@@ -108,25 +112,31 @@ class RecordReads:
             return None
         task = HubTask(fields["id"], fields["ctx"], fields["tenant"], fields["agent"],
                        fields["msg"], None)
-        wire = fields.get("wire")
-        if wire is None:                  # a task still running (or stored before ``wire``)
-            task.history = json.loads(fields["hist"])
-            task.artifacts = json.loads(fields["arts"])
-        else:                             # a finished one: its wire form holds them
-            shape = _shape(wire, fields.get("cut"))
-            if shape is None:             # (ended before ``cut`` was written)
-                whole = json.loads(wire)
-                task.history = whole.get("history", [])
-                task.artifacts = whole.get("artifacts", [])
-            else:                         # frozen: read, or cut, from its form as asked
-                task._shape = shape
-                task._history = task._artifacts = None
         task.state = fields["state"]
         task.status_text = json.loads(fields["text"])
         task.status_ms = int(fields["ms"])
         task.created_ms = int(fields["created"])
         task.seq = int(fields["seq"])
-        task._json = wire
+        wire = fields.get("wire")
+        if wire is None and task.state not in TERMINAL:
+            # A task still running: its form joined from the JSON texts its record keeps
+            # (PERF: not parsed and encoded again, as a finished one's: ``_shape``).
+            wire, shape = _running(task.head_json(), fields["hist"], fields["arts"])
+        elif wire is None:                # ended by a hub before ``wire``: rendered anew
+            task.history = json.loads(fields["hist"])
+            task.artifacts = json.loads(fields["arts"])
+            return task
+        else:                             # a finished one: its wire form holds them
+            shape = _shape(wire, fields)
+            if shape is None:             # (a form written by hand)
+                whole = json.loads(wire)
+                task.history = whole.get("history", [])
+                task.artifacts = whole.get("artifacts", [])
+                task._json = wire
+                return task
+        # frozen: read, or cut, from its form as asked
+        task._json, task._shape = wire, shape
+        task._history = task._artifacts = None
         return task
 
     def _load(self, tenant: str, task_ids: list) -> list:

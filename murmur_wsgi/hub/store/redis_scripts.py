@@ -97,10 +97,6 @@ local function create(nev, eb)
   local gone = {}
   if ARGV[15] == '1' then
     redis.call('HSET', KEYS[1], 'wire', ARGV[17])
-    -- its cut (END's): a task refused at its creation has no artifacts, and its history
-    -- (its message) follows its status, which the hub wrote (no key of a client's in it)
-    local h0 = ARGV[11] == '[]' and string.find(ARGV[17], ',"history":[', 1, true)
-    if h0 then redis.call('HSET', KEYS[1], 'cut', (h0 - 1) .. ' ' .. (h0 - 1)) end
     redis.call('HDEL', KEYS[1], 'hist', 'arts')
     redis.call('PEXPIRE', KEYS[6], ARGV[16])
     gone = finish(KEYS[10], KEYS[11], KEYS[12], ARGV[1], #ARGV[17] + #ARGV[14],
@@ -215,8 +211,7 @@ END_KEYS = ("task", "ev", "st SUBMITTED", "st WORKING", "st new", "cst SUBMITTED
 #       keep ("1": return the wire form),
 #       payloads… (the last one is the final event)
 # The wire form is the head, then the artifacts and the history unless empty (the keys
-# ``wire/task.task`` leaves out), as the record would be written: tests check the bytes;
-# ``cut`` where the artifacts and the history begin, in bytes (``redis_reads._record``).
+# ``wire/task.task`` leaves out), as the record would be written: tests check the bytes.
 # The task frees its tenant's admission slot (redis_limits) and joins its tenant's
 # finished tasks (``done``, retention), with its bytes (its wire form's and its events': the
 # record's ``eb`` and those written here; its push configs': the record's ``pb``); its
@@ -255,9 +250,7 @@ elseif arts == '' then
   arts = rarts
 end
 local wire = ARGV[7]
-local a0 = #wire
 if arts and arts ~= '[]' then wire = wire .. ',"artifacts":' .. arts end
-local h0 = #wire
 if hist and hist ~= '[]' then wire = wire .. ',"history":' .. hist end
 wire = wire .. '}}'
 local first, count = tonumber(ARGV[12]), tonumber(ARGV[13])
@@ -277,9 +270,6 @@ for i = 18, #ARGV do
 end
 local record = {{'state', ARGV[1], 'text', ARGV[2], 'ms', ARGV[3], 'wire', wire}}
 if n ~= (tonumber(nev) or 0) then record[9], record[10] = 'nev', n end
--- where its artifacts and its history begin (bytes), read as a form cut without a parse
-record[#record + 1] = 'cut'
-record[#record + 1] = a0 .. ' ' .. h0
 redis.call('HSET', KEYS[1], unpack(record))
 redis.call('HDEL', KEYS[1], 'hist', 'arts')
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
