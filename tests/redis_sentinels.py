@@ -46,13 +46,14 @@ def _fields(reply) -> dict:
 
 
 class SentinelSet:
-    """A primary, one replica, three sentinels watching the primary as ``SERVICE``."""
+    """A primary, one replica (``replicas``: more), three sentinels watching the primary as
+    ``SERVICE``."""
 
     def __init__(self, directory: Path, sentinels: int = 3, down_after_ms: int = 1000,
                  quick: bool = False, password: str | None = None,
                  sentinel_password: str | None = None, tls=None, tls_host: str | None = None,
                  node_tls_host: str | None = None,
-                 mutual: bool = False):
+                 mutual: bool = False, replicas: int = 1):
         self.tls = tls                              # a tests.tls_util.Authority: TLS only
         self.tls_host = tls_host                    # the only name the certificates are for
         self.node_tls_host = node_tls_host or tls_host      # the primary's and replica's
@@ -67,6 +68,8 @@ class SentinelSet:
         self.quick = quick
         self.primary: _Node | None = None
         self.replica: _Node | None = None
+        self.replicas = replicas
+        self.others: list[_Node] = []               # the replicas past the first
         self.sentinels: list[_Node] = []
 
     @property
@@ -109,7 +112,7 @@ class SentinelSet:
                       **self._client_tls})
 
     def _procs(self) -> list[subprocess.Popen]:
-        nodes = [self.primary, self.replica, *self.sentinels]
+        nodes = [self.primary, self.replica, *self.others, *self.sentinels]
         return [n.proc for n in nodes if n is not None and n.proc.poll() is None] or \
             [n.proc for n in nodes if n is not None]
 
@@ -118,6 +121,10 @@ class SentinelSet:
         wait_until(lambda: self.primary.client().ping(), "the primary's PING", self._procs())
         self.replica = self._data_node(["--replicaof", "127.0.0.1", str(self.primary.port)])
         self._wait_link(self.replica)
+        for _ in range(self.replicas - 1):
+            other = self._data_node(["--replicaof", "127.0.0.1", str(self.primary.port)])
+            self._wait_link(other)
+            self.others.append(other)
         # NOTE: each sentinel's file names the others and the replica, as a sentinel writes
         # them there itself once it heard of them: hello messages (every 2 s) would tell it.
         ports = [free_port() for _ in range(self.count)]
@@ -133,7 +140,8 @@ class SentinelSet:
                 f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}\n"
                 f"sentinel failover-timeout {SERVICE} 5000\n"
                 f"sentinel parallel-syncs {SERVICE} 1\n"
-                f"sentinel known-replica {SERVICE} 127.0.0.1 {self.replica.port}\n" + known
+                + "".join(f"sentinel known-replica {SERVICE} 127.0.0.1 {node.port}\n"
+                          for node in (self.replica, *self.others)) + known
                 + (f"sentinel auth-pass {SERVICE} {self.password}\n" if self.password else "")
                 # NOTE: a sentinel gives its requirepass to the other sentinels too.
                 + (f"requirepass {self.sentinel_password}\n" if self.sentinel_password else ""))
@@ -174,7 +182,7 @@ class SentinelSet:
         client = node.client()
         try:
             fields = _fields(client.execute_command("SENTINEL", "MASTER", SERVICE))
-            if not (int(fields.get("num-slaves", 0)) >= 1
+            if not (int(fields.get("num-slaves", 0)) >= self.replicas
                     and int(fields.get("num-other-sentinels", 0)) >= self.count - 1):
                 return False
             # Connected to each of them: a flag "disconnected" until its link is up.
@@ -260,10 +268,11 @@ class SentinelSet:
 
     def stop(self) -> None:
         stopping.join(self.url)     # no server still stopping writes once it is stopped
-        nodes = [node for node in (*self.sentinels, self.replica, self.primary) if node is not None]
+        nodes = [node for node in (*self.sentinels, self.replica, *self.others, self.primary)
+                 if node is not None]
         for node in nodes:              # SIGTERM to each first: they stop together
             if node.proc.poll() is None:
                 node.proc.terminate()
         for node in nodes:
             _stop(node.proc)
-        self.sentinels, self.replica, self.primary = [], None, None
+        self.sentinels, self.replica, self.others, self.primary = [], None, [], None

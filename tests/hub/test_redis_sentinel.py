@@ -24,7 +24,7 @@ from murmur_wsgi.hub.store import StoreError, redis_stores
 from murmur_wsgi.hub.store.redis_client import connect
 from murmur_wsgi.hub.store.redis_commands import Commands, Unreplicated
 from murmur_wsgi.hub.store.redis_keys import EVENTS, task_key
-from murmur_wsgi.hub.store.redis_sentinels import follow_primary, switched_to
+from murmur_wsgi.hub.store.redis_sentinels import aborted, follow_primary, selected, switched_to
 from murmur_wsgi.hub.store.sentinel_url import parse
 from tests.hub.agents import gate
 from tests.hub.conftest import (HubClient, close_hub, hub_config, replica_turn, send_params,
@@ -420,7 +420,7 @@ def test_the_sentinels_news_of_a_failover_is_followed_before_the_next_beat(own_s
         client = HubClient(hub)
         task = client.send("before")
         _pooled(hub, task)                              # connections to the old primary
-        wait_until(hub.store.conn.news.listening.is_set, 10.0)
+        wait_until(lambda: hub.store.conn.news.listening == len(sentinels.sentinels), 10.0)
         sentinels.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", SERVICE)
         sentinels.wait_failover()
         new = sentinels.replica.client()
@@ -433,6 +433,72 @@ def test_the_sentinels_news_of_a_failover_is_followed_before_the_next_beat(own_s
         wait_until(lambda: new.pubsub_numsub(EVENTS)[0][1] >= 1, 10.0)
     finally:
         close_hub(hub)
+
+
+@pytest.fixture
+def two_replicas(tmp_path):
+    """A set of the test's own with two replicas: one promoted, the other made its replica."""
+    started = SentinelSet(tmp_path / "sentinel", down_after_ms=DOWN_AFTER_MS, quick=True,
+                          replicas=2).start()
+    yield started
+    started.stop_soon()
+
+
+def test_a_graceful_failover_loses_no_task_a_replica_not_promoted_acknowledged(two_replicas):
+    """``wait_replicas`` 1, two replicas, ``SENTINEL FAILOVER`` under a stream of messages:
+    every task acknowledged is on the new primary. From the leader's ``+selected-slave``
+    the hub writes to no node but the one it promotes (-32603 meanwhile). Before, the old
+    primary took writes until the hub followed ``+switch-master``, a replica not promoted
+    acknowledged them (``WAIT 1``), then dropped them as it followed the new primary (a
+    probe under load: 16-19 acknowledged tasks lost)."""
+    sentinels = two_replicas
+    hub = create_hub(hub_config(store=sentinels.url,
+                                redis={"timeout_secs": 1.0, "wait_replicas": 1}))
+    old = sentinels.primary.port
+    acknowledged, refused, stop = [], [], threading.Event()
+
+    def sender():
+        client = HubClient(hub)
+        while not stop.is_set():
+            answer = _send(client, "during").get_json()
+            if "result" in answer:
+                acknowledged.append(answer["result"]["task"]["id"])
+            else:
+                refused.append(answer["error"]["code"])
+
+    threads = [threading.Thread(target=sender) for _ in range(2)]
+    try:
+        HubClient(hub).send("before")
+        wait_until(lambda: hub.store.conn.news.listening == len(sentinels.sentinels), 10.0)
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: len(acknowledged) >= 20, 10.0)
+        sentinels.sentinels[0].client().execute_command("SENTINEL", "FAILOVER", SERVICE)
+        port = redis_wait(lambda: (port := sentinels.primary_port()) != old and port,
+                          "a failover", sentinels._procs())
+        switched = len(acknowledged)
+        wait_until(lambda: len(acknowledged) >= switched + 20, 15.0)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+        close_hub(hub)
+    promoted = next(node for node in (sentinels.replica, *sentinels.others)
+                    if node.port == port)
+    new = promoted.client()
+    missing = [t for t in acknowledged if not new.exists(task_key("acme", t))]
+    assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged tasks lost"
+    assert set(refused) <= {STORE_ERROR}, refused
+
+
+def test_a_selected_replica_names_a_promise_and_an_abort_ends_it():
+    assert selected(b"slave 127.0.0.1:7001 127.0.0.1 7001 @ murmur 127.0.0.1 7000",
+                    "murmur") == ("127.0.0.1", 7001)
+    assert selected("slave 127.0.0.1:7001 127.0.0.1 7001 @ other 127.0.0.1 7000",
+                    "murmur") is None
+    assert selected("master murmur 127.0.0.1 7000", "murmur") is None
+    assert aborted("master murmur 127.0.0.1 7000", "murmur")
+    assert not aborted("master other 127.0.0.1 7000", "murmur")
 
 
 def test_only_a_switch_of_the_hubs_service_names_a_primary():

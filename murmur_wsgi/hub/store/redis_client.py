@@ -34,7 +34,7 @@ from murmur_wsgi.hub.store.redis_commands import Commands
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, PUSH_WAKE, live_key
 from murmur_wsgi.hub.store.redis_pool import MAX_CONNECTIONS, WaitingPool, WaitingSentinelPool
-from murmur_wsgi.hub.store.redis_sentinels import SentinelNews
+from murmur_wsgi.hub.store.redis_sentinels import SentinelNews, promised
 
 logger = logging.getLogger(__name__)
 
@@ -160,12 +160,21 @@ class _SentinelManaged(_PooledCheck):
         super().connect_to(address)
         if not self.connection_pool.is_master:
             return
+        coming = promised(self.connection_pool)
+        if coming is not None and tuple(address) != coming:
+            # NOTE: the sentinels are promoting another node (``redis_sentinels``): what
+            # this one takes now may be dropped with the failover, acknowledged or not.
+            self.disconnect()
+            raise redis.ConnectionError(f"{address[0]}:{address[1]} is being replaced by "
+                                        f"{coming[0]}:{coming[1]}")
         self.send_command("ROLE", check_health=False)
         role = self.read_response()
         if not role or str_if_bytes(role[0]) != "master":
             self.disconnect()
             raise redis.ConnectionError(f"{address[0]}:{address[1]} is not the primary now")
         self.connection_pool.primary = tuple(address)
+        if coming is not None:
+            self.connection_pool.promised = None        # kept: it is the primary now
 
     def send_packed_command(self, command, check_health=True):
         if self._sock is None:

@@ -1,31 +1,35 @@
 """Behind Sentinel: following a failover the old primary outlives.
 
 A graceful failover (``SENTINEL FAILOVER``, or one the sentinels call on a primary that was
-only away) promotes the replica while the old primary answers as a primary until the
+only away) promotes a replica while the old primary answers as a primary until the
 sentinels demote it, seconds later (11 s in a probe), and drops what was written to it
 then. Its connections keep answering, so nothing in redis-py asks the sentinels again
-meanwhile. Two things do here:
+meanwhile. And with more replicas than ``redis.wait_replicas``, a write the old primary
+takes after the promotion is acknowledged by a replica not promoted, which drops it as it
+follows the new primary: an acknowledged write lost (16-19 tasks in a probe of a
+failover under load, two replicas, ``wait_replicas`` 1). So:
 
+- ``SentinelNews``, one thread per sentinel in each worker, beside the event listener,
+  each on a connection of its own, subscribed to the leader's ``+selected-slave`` (the
+  replica it is about to promote: a *promise*), to ``+switch-master`` (the primary a
+  sentinel names from now on) and to the failover's aborts. From the promise on, every
+  connection to another node is ``stale``, and a new one is refused as it connects
+  (``redis_client._SentinelManaged``) until it reaches the promised node as a primary:
+  the hub answers -32603 meanwhile (about a second), and writes nothing the failover
+  drops. A promise not kept within ``PROMISE_SECS`` (an abort missed) lapses.
 - ``follow_primary``, each beat's first step (a third of ``redis.liveness_secs``): it asks
-  the sentinels which primary they name;
-- ``SentinelNews``, one thread per worker beside the event listener: one connection to one
-  sentinel, subscribed to ``+switch-master``, which a sentinel publishes as it names the
-  new primary (the moment ``SENTINEL MASTERS``, which redis-py's connections ask, changes
-  its answer). The primary it names is followed at once, not at the next beat.
+  the sentinels which primary they name, for the news a lost connection missed.
 
-To follow a primary is to set it on the pool: every connection to another one is
-``stale`` from then on (``redis_client._SentinelManaged``), made anew to the primary the
-sentinels name at its next command; the event listener leaves the old one within a second
-(a new epoch: ``redis_feed``). What was written to the old primary between its
-replica's promotion and the news is still lost with its demotion (with ``wait_replicas``
-above 0 it was not acknowledged: the promoted replica no longer copies it). So is what a
-connection writes there that asked, just before the news, a sentinel not yet told: the
-old primary answers its ``ROLE`` as a primary, and the pool follows it back until a
-connection made after asks one that was.
+To follow a primary is to set it on the pool: every connection to another one is stale
+from then on, made anew to the primary the sentinels name at its next command; the event
+listener leaves the old one within a second (a new epoch: ``redis_feed``). With
+``wait_replicas`` 0 what the old primary took before the promise is still lost with its
+demotion if no replica had copied it (asynchronous replication).
 
-Concurrency: ``SentinelNews`` has one thread, whose every wait ends within ``block_secs``
-(then it PINGs the sentinel; an answer missing for ``stall_secs`` takes the connection
-for lost, and the next sentinel is tried); ``close()`` sets an Event it checks after each.
+Concurrency: each thread's every wait ends within ``block_secs`` (then it PINGs its
+sentinel; an answer missing for ``stall_secs`` takes the connection for lost, and it
+connects again); ``close()`` sets an Event they check after each. The pool's ``primary``
+and ``promised`` are one attribute each, replaced whole (atomic under the GIL).
 """
 from __future__ import annotations
 
@@ -40,7 +44,11 @@ from murmur_wsgi.hub.store.redis_cluster import FAILURES
 logger = logging.getLogger(__name__)
 
 SWITCH = "+switch-master"       # "<service> <old ip> <old port> <new ip> <new port>"
+SELECTED = "+selected-slave"    # "slave <ip>:<port> <ip> <port> @ <service> <ip> <port>"
+ABORTS = ("-failover-abort-not-elected", "-failover-abort-no-good-slave",
+          "-failover-abort-slave-timeout")      # "master <service> <ip> <port>"
 RECONNECT_SECS = 1.0
+PROMISE_SECS = 15.0             # a promised primary not named by then is given up
 
 
 def _pool_of(client):
@@ -55,6 +63,17 @@ def _pool_of(client):
     return pool, getattr(pool, "proxy", pool)
 
 
+def promised(shared) -> tuple | None:
+    """The node the sentinels are promoting (``+selected-slave``), while the promise lasts."""
+    promise = getattr(shared, "promised", None)
+    if promise is None:
+        return None
+    if time.monotonic() >= promise[1]:
+        shared.promised = None
+        return None
+    return promise[0]
+
+
 def _follow(shared, named: tuple) -> bool:
     primary = getattr(shared, "primary", None)
     if primary is None or named == primary:
@@ -63,6 +82,16 @@ def _follow(shared, named: tuple) -> bool:
                    "following it", *named, *primary)
     shared.primary = named
     return True
+
+
+def _promise(shared, selected: tuple) -> None:
+    """The sentinels are promoting ``selected``: no node but it is written to from now on."""
+    if getattr(shared, "primary", None) is None:
+        return
+    logger.warning("redis store: the sentinels are promoting %s:%s: writes wait for it",
+                   *selected)
+    shared.promised = (selected, time.monotonic() + PROMISE_SECS)
+    shared.primary = selected
 
 
 def follow_primary(client) -> bool:
@@ -78,21 +107,43 @@ def follow_primary(client) -> bool:
         named = tuple(pool.sentinel_manager.discover_master(pool.service_name))
     except FAILURES:
         return False
+    coming = promised(shared)
+    if coming is not None and named != coming:
+        return False                    # NOTE: the sentinels have not named it yet
     return _follow(shared, named)
 
 
 def switched_to(data, service: str) -> tuple | None:
     """The new primary's address a ``+switch-master`` message names for ``service``."""
-    if isinstance(data, bytes):
-        data = data.decode("utf-8", "replace")
-    fields = str(data).split()
+    fields = _fields(data)
     if len(fields) != 5 or fields[0] != service or not fields[4].isdigit():
         return None
     return fields[3], int(fields[4])
 
 
+def selected(data, service: str) -> tuple | None:
+    """The replica's address a ``+selected-slave`` message names for ``service``."""
+    fields = _fields(data)
+    if len(fields) != 8 or fields[0] != "slave" or fields[4] != "@" or \
+            fields[5] != service or not fields[3].isdigit():
+        return None
+    return fields[2], int(fields[3])
+
+
+def aborted(data, service: str) -> bool:
+    """Whether a failover's abort message is of ``service``."""
+    fields = _fields(data)
+    return len(fields) >= 2 and fields[0] == "master" and fields[1] == service
+
+
+def _fields(data) -> list[str]:
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", "replace")
+    return str(data).split()
+
+
 class SentinelNews:
-    """The sentinels' ``+switch-master`` for the client's service, followed as it comes.
+    """The sentinels' news of a failover of the client's service, followed as it comes.
 
     Args:
         client: the store's client (``redis_client.connect``); on anything but Sentinel,
@@ -107,27 +158,53 @@ class SentinelNews:
         self._block = block_secs
         self._stall = stall_secs
         self._closed = threading.Event()
-        self.listening = threading.Event()      # subscribed on a sentinel now
-        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._subscribed = 0                    # under _lock: sentinels listened to now
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def listening(self) -> int:
+        """How many sentinels it is subscribed on now."""
+        return self._subscribed
 
     def start(self) -> None:
-        if self._found is None or self._thread is not None:
+        if self._found is None or self._threads:
             return
-        self._thread = threading.Thread(target=self._listen, name="hub-sentinels",
-                                        daemon=True)
-        self._thread.start()
+        pool, _ = self._found
+        for sentinel in list(pool.sentinel_manager.sentinels):
+            thread = threading.Thread(target=self._listen, args=(sentinel,),
+                                      name="hub-sentinels", daemon=True)
+            self._threads.append(thread)
+            thread.start()
 
-    def _listen(self) -> None:
+    def _heard(self, message: dict) -> None:
         pool, shared = self._found
-        turn = 0
+        channel, data = message.get("channel"), message.get("data")
+        if isinstance(channel, bytes):
+            channel = channel.decode("utf-8", "replace")
+        if channel == SWITCH:
+            named = switched_to(data, pool.service_name)
+            if named is not None:
+                _follow(shared, named)
+        elif channel == SELECTED:
+            node = selected(data, pool.service_name)
+            if node is not None:
+                _promise(shared, node)
+        elif channel in ABORTS and aborted(data, pool.service_name):
+            if getattr(shared, "promised", None) is not None:
+                logger.warning("redis store: the sentinels gave up their failover")
+            shared.promised = None
+
+    def _count(self, step: int) -> None:
+        with self._lock:
+            self._subscribed += step
+
+    def _listen(self, sentinel) -> None:
         while not self._closed.is_set():
-            sentinels = pool.sentinel_manager.sentinels
-            sentinel = sentinels[turn % len(sentinels)]
-            turn += 1
-            pubsub = None
+            pubsub, counted = None, False
             try:
                 pubsub = sentinel.pubsub()
-                pubsub.subscribe(SWITCH)
+                pubsub.subscribe(SWITCH, SELECTED, *ABORTS)
                 heard, pinged = time.monotonic(), None
                 while not self._closed.is_set():
                     message = pubsub.get_message(timeout=self._block)
@@ -135,14 +212,13 @@ class SentinelNews:
                     if message is not None:
                         heard, pinged = now, None
                         kind = message.get("type")
-                        if kind == "subscribe":
-                            self.listening.set()
+                        if kind == "subscribe" and not counted:
+                            counted = True
+                            self._count(1)
                         elif kind == "message":
-                            named = switched_to(message.get("data"), pool.service_name)
-                            if named is not None:
-                                _follow(shared, named)
+                            self._heard(message)
                     elif pinged is not None and now - pinged > self._stall:
-                        break                   # NOTE: a stalled sentinel: the next one
+                        break                   # NOTE: a stalled sentinel: connect again
                     elif pinged is None and now - heard >= self._block:
                         pubsub.ping()
                         pinged = now
@@ -152,7 +228,8 @@ class SentinelNews:
                     logger.debug("redis store: listening to a sentinel failed (%s)",
                                  type(ex).__name__)
             finally:
-                self.listening.clear()
+                if counted:
+                    self._count(-1)
                 try:
                     if pubsub is not None:
                         pubsub.close()
@@ -161,5 +238,5 @@ class SentinelNews:
             self._closed.wait(RECONNECT_SECS)
 
     def close(self) -> None:
-        """The thread ends within ``block_secs`` (or at once, its connection dropped)."""
+        """The threads end within ``block_secs`` (or at once, their connections dropped)."""
         self._closed.set()
