@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 import uuid
 from urllib.parse import unquote_plus
 
@@ -34,7 +35,7 @@ from murmur_wsgi.hub.store.redis_commands import Commands
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, PUSH_WAKE, live_key
 from murmur_wsgi.hub.store.redis_pool import MAX_CONNECTIONS, WaitingPool, WaitingSentinelPool
-from murmur_wsgi.hub.store.redis_sentinels import SentinelNews, promised
+from murmur_wsgi.hub.store.redis_sentinels import PROMISE_SECS, SentinelNews, kept, promised
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +161,17 @@ class _SentinelManaged(_PooledCheck):
         super().connect_to(address)
         if not self.connection_pool.is_master:
             return
+        self._refuse_unless_promised(address)
+        self.send_command("ROLE", check_health=False)
+        role = self.read_response()
+        if not role or str_if_bytes(role[0]) != "master":
+            self.disconnect()
+            raise redis.ConnectionError(f"{address[0]}:{address[1]} is not the primary now")
+        # NOTE: again: a promise may have come while ROLE was asked.
+        self._refuse_unless_promised(address)
+        self.connection_pool.primary = tuple(address)
+
+    def _refuse_unless_promised(self, address) -> None:
         coming = promised(self.connection_pool)
         if coming is not None and tuple(address) != coming:
             # NOTE: the sentinels are promoting another node (``redis_sentinels``): what
@@ -167,14 +179,26 @@ class _SentinelManaged(_PooledCheck):
             self.disconnect()
             raise redis.ConnectionError(f"{address[0]}:{address[1]} is being replaced by "
                                         f"{coming[0]}:{coming[1]}")
-        self.send_command("ROLE", check_health=False)
-        role = self.read_response()
-        if not role or str_if_bytes(role[0]) != "master":
-            self.disconnect()
-            raise redis.ConnectionError(f"{address[0]}:{address[1]} is not the primary now")
-        self.connection_pool.primary = tuple(address)
-        if coming is not None:
-            self.connection_pool.promised = None        # kept: it is the primary now
+
+    def _connect_retry(self):
+        """Connect to the primary the sentinels name; while a node is promised, to it alone
+        (the sentinels asked may name the old primary for seconds: ``redis_sentinels``)."""
+        pool = self.connection_pool
+        coming = promised(pool)
+        if self._sock is not None or coming is None or not pool.is_master:
+            return super()._connect_retry()
+        try:
+            named = tuple(pool.get_master_address())
+        except FAILURES:
+            named = None
+        if named == coming:
+            kept(pool, coming)
+        try:
+            return self.connect_to(coming)
+        except redis.ConnectionError:
+            if time.monotonic() - getattr(pool, "promised_at", 0.0) > PROMISE_SECS:
+                kept(pool, coming)          # NOTE: still no primary: the failover failed
+            raise
 
     def send_packed_command(self, command, check_health=True):
         if self._sock is None:

@@ -13,10 +13,11 @@ failover under load, two replicas, ``wait_replicas`` 1). So:
   each on a connection of its own, subscribed to the leader's ``+selected-slave`` (the
   replica it is about to promote: a *promise*), to ``+switch-master`` (the primary a
   sentinel names from now on) and to the failover's aborts. From the promise on, every
-  connection to another node is ``stale``, and a new one is refused as it connects
-  (``redis_client._SentinelManaged``) until it reaches the promised node as a primary:
-  the hub answers -32603 meanwhile (about a second), and writes nothing the failover
-  drops. A promise not kept within ``PROMISE_SECS`` (an abort missed) lapses.
+  connection to another node is ``stale``, and a new one connects to the promised node
+  alone (``redis_client._SentinelManaged``), refused until it answers as a primary: the
+  hub answers -32603 meanwhile (the promotion: about a second), and writes nothing the
+  failover drops. The promise ends once the sentinels the connections ask name the node,
+  or with an abort; a promised node still no primary ``PROMISE_SECS`` on is given up.
 - ``follow_primary``, each beat's first step (a third of ``redis.liveness_secs``): it asks
   the sentinels which primary they name, for the news a lost connection missed.
 
@@ -48,7 +49,7 @@ SELECTED = "+selected-slave"    # "slave <ip>:<port> <ip> <port> @ <service> <ip
 ABORTS = ("-failover-abort-not-elected", "-failover-abort-no-good-slave",
           "-failover-abort-slave-timeout")      # "master <service> <ip> <port>"
 RECONNECT_SECS = 1.0
-PROMISE_SECS = 15.0             # a promised primary not named by then is given up
+PROMISE_SECS = 15.0             # a promised node still no primary by then is given up
 
 
 def _pool_of(client):
@@ -64,14 +65,15 @@ def _pool_of(client):
 
 
 def promised(shared) -> tuple | None:
-    """The node the sentinels are promoting (``+selected-slave``), while the promise lasts."""
-    promise = getattr(shared, "promised", None)
-    if promise is None:
-        return None
-    if time.monotonic() >= promise[1]:
+    """The node the sentinels are promoting, or have just named (see ``_promise``)."""
+    return getattr(shared, "promised", None)
+
+
+def kept(shared, node: tuple) -> None:
+    """The promise of ``node`` ends (the sentinels asked name it, or it lapsed): unless a
+    newer one replaced it meanwhile."""
+    if getattr(shared, "promised", None) == node:
         shared.promised = None
-        return None
-    return promise[0]
 
 
 def _follow(shared, named: tuple) -> bool:
@@ -84,14 +86,19 @@ def _follow(shared, named: tuple) -> bool:
     return True
 
 
-def _promise(shared, selected: tuple) -> None:
-    """The sentinels are promoting ``selected``: no node but it is written to from now on."""
-    if getattr(shared, "primary", None) is None:
+def _promise(shared, node: tuple) -> None:
+    """``node`` is the primary to be (a leader's ``+selected-slave``) or just named (a
+    sentinel's ``+switch-master``): no other node is written to until the sentinels the
+    connections ask name it (``redis_client._SentinelManaged``), however long the leader
+    takes to say so (it names the old primary until its failover's end, after it has
+    pointed every other replica at the new one: seconds with several)."""
+    if getattr(shared, "primary", None) is None or getattr(shared, "promised", None) == node:
         return
-    logger.warning("redis store: the sentinels are promoting %s:%s: writes wait for it",
-                   *selected)
-    shared.promised = (selected, time.monotonic() + PROMISE_SECS)
-    shared.primary = selected
+    logger.warning("redis store: the sentinels are making %s:%s the primary: writes go "
+                   "there alone", *node)
+    shared.promised_at = time.monotonic()
+    shared.promised = node
+    shared.primary = node
 
 
 def follow_primary(client) -> bool:
@@ -108,8 +115,10 @@ def follow_primary(client) -> bool:
     except FAILURES:
         return False
     coming = promised(shared)
-    if coming is not None and named != coming:
-        return False                    # NOTE: the sentinels have not named it yet
+    if coming is not None:
+        if named != coming:
+            return False                # NOTE: the sentinels asked have not named it yet
+        kept(shared, coming)
     return _follow(shared, named)
 
 
@@ -185,7 +194,7 @@ class SentinelNews:
         if channel == SWITCH:
             named = switched_to(data, pool.service_name)
             if named is not None:
-                _follow(shared, named)
+                _promise(shared, named)
         elif channel == SELECTED:
             node = selected(data, pool.service_name)
             if node is not None:
