@@ -15,7 +15,7 @@ import logging
 
 from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
-from murmur_wsgi.turns import turn
+from murmur_wsgi.turns import turn, wait_turn
 from murmur_wsgi.hub.held import LARGE_CHARS
 from murmur_wsgi.hub.store.base import newest_within
 from murmur_wsgi.hub.store.redis_client import FAILURES, each_task, failed
@@ -143,9 +143,10 @@ class RecordReads:
         """The records of ``task_ids`` that exist; one that cannot be read (a field missing,
         garbage JSON: written by hand, a bad restore) is left out and logged, not a failure
         of the whole page (a ListTasks page, a context's tasks) for every task of it."""
+        ends = wait_turn()
         records = each_task(self._redis, task_ids,
                             lambda pipe, t: pipe.hgetall(task_key(tenant, t)))
-        tasks, ends = [], 0.0
+        tasks = []
         for task_id, fields in zip(task_ids, records):
             ends = turn(ends)         # a page of 16 MiB is about 0.05 s of parsing
             try:
