@@ -85,6 +85,14 @@ def keyed_turn(key, ends: float, secs: float, give_way) -> float:
     return _wait(line, me, secs, give_way)
 
 
+def waited_for(key, now: float) -> bool:
+    """Whether another step of ``key`` waits in its line, or computes in a slice still open
+    at ``now``: a step about to take a long piece would compute beside it."""
+    line = _lines.get(key)
+    return line is not None and (bool(line.queue) or (
+        line.ticket != 0 and line.ticket != _HELD.get() and now < line.until))
+
+
 def in_slice(key, now: float) -> bool:
     """Whether ``key``'s slice (its holder's: this step's, or another's that took the line
     while this one waited on something else) is still open at ``now``: a step of the key

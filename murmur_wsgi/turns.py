@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from murmur_wsgi.keyed_turns import STEP_KEY, in_slice, keyed_turn
+from murmur_wsgi.keyed_turns import STEP_KEY, in_slice, keyed_turn, waited_for
 
 TURN_SECS = 0.01            # an agent that writes without waiting gives way this often
 
@@ -45,10 +45,15 @@ def _give_way() -> None:
 
 def wait_turn() -> float:
     """Before a long step that does not give way inside (a page's records read off Redis
-    whole): ``turn`` as if this step's slice were over, so that the key's steps take
-    such steps one at a time, the worker's other requests between them. Returns when
-    its new slice ends."""
-    return turn(_OVER)
+    whole): ``turn`` as if this step's slice were over when another step of its key waits
+    or computes, so that the key's steps take such steps one at a time, the worker's other
+    requests between them; at once, as a step that begins, when none does (a round of the
+    loop for each page of a quiet tenant: 30 ms beside three busy ones). Returns when its
+    new slice ends."""
+    key = STEP_KEY.get()
+    if key is not None and waited_for(key, time.monotonic()):
+        return turn(_OVER)
+    return turn(0.0)
 
 
 _OVER = 1e-9                # the end of a slice long past

@@ -12,6 +12,7 @@ import os
 import signal
 import threading
 import time
+import types
 import uuid
 
 import pytest
@@ -24,7 +25,8 @@ from murmur_wsgi.hub.store import StoreError, redis_stores
 from murmur_wsgi.hub.store.redis_client import connect
 from murmur_wsgi.hub.store.redis_commands import Commands, Unreplicated
 from murmur_wsgi.hub.store.redis_keys import EVENTS, task_key
-from murmur_wsgi.hub.store.redis_sentinels import aborted, follow_primary, selected, switched_to
+from murmur_wsgi.hub.store.redis_sentinels import (PROMISE_SECS, aborted, follow_primary,
+                                                    promised, selected, switched_to)
 from murmur_wsgi.hub.store.sentinel_url import parse
 from tests.hub.agents import gate
 from tests.hub.conftest import (HubClient, close_hub, hub_config, replica_turn, send_params,
@@ -502,6 +504,17 @@ def test_a_selected_replica_names_a_promise_and_an_abort_ends_it():
     assert selected("master murmur 127.0.0.1 7000", "murmur") is None
     assert aborted("master murmur 127.0.0.1 7000", "murmur")
     assert not aborted("master other 127.0.0.1 7000", "murmur")
+
+
+def test_a_promise_lasts_no_longer_than_its_bound():
+    """A promised node is the only one written to until the sentinels name it, or an abort,
+    or ``PROMISE_SECS``: a failover whose end the hub did not hear (an abort, another
+    failover, while its connections to the sentinels were lost) holds no write for good.
+    Before, only a promised node that refused to be a primary gave the promise up."""
+    pool = types.SimpleNamespace(promised=("10.0.0.2", 7001), promised_at=time.monotonic())
+    assert promised(pool) == ("10.0.0.2", 7001)
+    pool.promised_at = time.monotonic() - PROMISE_SECS - 1
+    assert promised(pool) is None and pool.promised is None
 
 
 def test_only_a_switch_of_the_hubs_service_names_a_primary():

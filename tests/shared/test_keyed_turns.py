@@ -185,3 +185,28 @@ def test_a_step_whose_line_was_taken_while_it_waited_computes_only_in_the_keys_s
             assert holder.run(turn, ends) == ends   # the taker's minute is open
     assert holder.run(turn, ends) < ends            # a slice of TURN_SECS, in its turn
     assert _holds(holder, "taken")
+
+
+def test_wait_turn_gives_way_only_when_another_step_of_its_key_computes(monkeypatch):
+    """``wait_turn`` (before a ListTasks page's read off Redis) waits behind the key's other
+    steps; a key none of whose steps waits or computes goes on at once. Before, it always
+    gave a round of the loop: 30 ms for each page of a quiet tenant beside three busy
+    ones."""
+    from murmur_wsgi import turns
+
+    ways = []
+    monkeypatch.setattr(turns, "_give_way", lambda: ways.append(1))
+    key = f"quiet-{threading.get_ident()}"
+
+    def marked(step):
+        context = contextvars.copy_context()
+        return context.run(lambda: (STEP_KEY.set(key), step())[1])
+
+    marked(turns.wait_turn)
+    assert ways == []                                   # nobody else: at once
+    holder = threading.Thread(target=lambda: marked(
+        lambda: keyed_turn(key, 0.0, 30.0, lambda: None)))      # a slice of 30 s, open
+    holder.start()
+    holder.join(5)
+    marked(turns.wait_turn)
+    assert ways                                         # behind it: a round given first

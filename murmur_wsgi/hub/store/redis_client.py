@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-import time
 import uuid
 from urllib.parse import unquote_plus
 
@@ -35,7 +34,7 @@ from murmur_wsgi.hub.store.redis_commands import Commands
 from murmur_wsgi.hub.store.redis_feed import EventFeed
 from murmur_wsgi.hub.store.redis_keys import CHANNEL, EVENTS, PUSH_WAKE, live_key
 from murmur_wsgi.hub.store.redis_pool import MAX_CONNECTIONS, WaitingPool, WaitingSentinelPool
-from murmur_wsgi.hub.store.redis_sentinels import PROMISE_SECS, SentinelNews, kept, promised
+from murmur_wsgi.hub.store.redis_sentinels import SentinelNews, kept, promised
 
 logger = logging.getLogger(__name__)
 
@@ -188,17 +187,16 @@ class _SentinelManaged(_PooledCheck):
         if self._sock is not None or coming is None or not pool.is_master:
             return super()._connect_retry()
         try:
-            named = tuple(pool.get_master_address())
+            # NOTE: not the pool's get_master_address, which would take the old primary
+            # for the pool's address: a connection to another is closed as it is released
+            named = tuple(pool.sentinel_manager.discover_master(pool.service_name))
         except FAILURES:
             named = None
         if named == coming:
             kept(pool, coming)
-        try:
-            return self.connect_to(coming)
-        except redis.ConnectionError:
-            if time.monotonic() - getattr(pool, "promised_at", 0.0) > PROMISE_SECS:
-                kept(pool, coming)          # NOTE: still no primary: the failover failed
-            raise
+            return super()._connect_retry()
+        pool.master_address = coming        # the pool's: its connections are kept
+        return self.connect_to(coming)
 
     def send_packed_command(self, command, check_health=True):
         if self._sock is None:

@@ -17,7 +17,8 @@ failover under load, two replicas, ``wait_replicas`` 1). So:
   alone (``redis_client._SentinelManaged``), refused until it answers as a primary: the
   hub answers -32603 meanwhile (the promotion: about a second), and writes nothing the
   failover drops. The promise ends once the sentinels the connections ask name the node,
-  or with an abort; a promised node still no primary ``PROMISE_SECS`` on is given up.
+  with an abort, or ``PROMISE_SECS`` on (the leader names the new primary once every
+  other replica follows it: a second each).
 - ``follow_primary``, each beat's first step (a third of ``redis.liveness_secs``): it asks
   the sentinels which primary they name, for the news a lost connection missed.
 
@@ -49,7 +50,7 @@ SELECTED = "+selected-slave"    # "slave <ip>:<port> <ip> <port> @ <service> <ip
 ABORTS = ("-failover-abort-not-elected", "-failover-abort-no-good-slave",
           "-failover-abort-slave-timeout")      # "master <service> <ip> <port>"
 RECONNECT_SECS = 1.0
-PROMISE_SECS = 15.0             # a promised node still no primary by then is given up
+PROMISE_SECS = 15.0             # a promise lasts at most this long
 
 
 def _pool_of(client):
@@ -65,8 +66,15 @@ def _pool_of(client):
 
 
 def promised(shared) -> tuple | None:
-    """The node the sentinels are promoting, or have just named (see ``_promise``)."""
-    return getattr(shared, "promised", None)
+    """The node the sentinels are promoting, or have just named (see ``_promise``), for at
+    most ``PROMISE_SECS``: a promise that outlives a failover the hub did not hear the
+    end of (an abort, another failover) must not hold the writes for good."""
+    node = getattr(shared, "promised", None)
+    if node is not None and time.monotonic() - getattr(shared, "promised_at", 0.0) > \
+            PROMISE_SECS:
+        kept(shared, node)
+        return None
+    return node
 
 
 def kept(shared, node: tuple) -> None:
