@@ -21,7 +21,7 @@ import redis
 from murmur_wsgi.hub import create_hub
 from murmur_wsgi.hub.config import load_config
 from murmur_wsgi.hub.config_schema import ConfigError
-from murmur_wsgi.hub.store import StoreError, redis_stores
+from murmur_wsgi.hub.store import StoreError, redis_sentinels, redis_stores
 from murmur_wsgi.hub.store.redis_client import connect
 from murmur_wsgi.hub.store.redis_commands import Commands, Unreplicated
 from murmur_wsgi.hub.store.redis_keys import EVENTS, task_key
@@ -515,6 +515,10 @@ def test_a_promise_lasts_no_longer_than_its_bound():
     assert promised(pool) == ("10.0.0.2", 7001)
     pool.promised_at = time.monotonic() - PROMISE_SECS - 1
     assert promised(pool) is None and pool.promised is None
+    # each sentinel's +switch-master of the primary followed already promises nothing
+    followed = types.SimpleNamespace(primary=("10.0.0.2", 7001), promised=None)
+    redis_sentinels._promise(followed, ("10.0.0.2", 7001))
+    assert followed.promised is None
 
 
 def test_only_a_switch_of_the_hubs_service_names_a_primary():
