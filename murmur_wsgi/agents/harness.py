@@ -367,8 +367,7 @@ class HarnessAgent:
             # NOTE: the session is closing already, so no start begins after these end.
             self._cond.wait_for(lambda: not self._starting, self.cancel_grace)
             procs = list(self._live.values())
-        # NOTE: each reaper SIGKILLs its group again once the leader is reaped, so what a
-        # harness started is gone too when this returns.
+        # NOTE: each reaper SIGKILLs its group again once the leader is reaped: gone too.
         if procs:
             procs = self._signal_all(procs, signal.SIGTERM, self.cancel_grace)
         if procs:

@@ -23,7 +23,8 @@ from murmur_wsgi.wire.base import (NonEmptyList, ObjectField, Present, StrictBoo
                                    StrictString, WireSchema, invalid, load, refusals)
 from murmur_wsgi.wire.depth import MAX_VALUE_DEPTH, nests_deeper
 from murmur_wsgi.wire.params import history_length_field
-from murmur_wsgi.wire.parts import (PART_KINDS, decode_raw, fast_head, fast_kind,
+from murmur_wsgi.wire.encode import compact_utf8
+from murmur_wsgi.wire.parts import (PART_KEYS, PART_KINDS, decode_raw, fast_head, fast_kind,
                                     part_field_refusal)
 
 logger = logging.getLogger(__name__)
@@ -303,15 +304,11 @@ def read_hub_steps(params: dict, max_parts: int = MAX_PARTS) -> HubMessage:
                       config["push_config"])
 
 
-# A Part's fields (A2A v1.0): a part keeps these, as a message keeps its own.
-_PART_KEYS = frozenset((*PART_KINDS, "metadata", "filename", "mediaType"))
-
-
 def _known(part: dict) -> dict:
     """``part`` without the keys a Part does not have (a strict ProtoJSON reader, which
     refuses an unknown field, reads every stored task)."""
-    return part if part.keys() <= _PART_KEYS else \
-        {key: value for key, value in part.items() if key in _PART_KEYS}
+    return part if part.keys() <= PART_KEYS else \
+        {key: value for key, value in part.items() if key in PART_KEYS}
 
 
 def stored_message(msg: dict, task_id: str, context_id: str) -> dict:
@@ -323,3 +320,9 @@ def stored_message(msg: dict, task_id: str, context_id: str) -> dict:
         if msg.get(key):
             out[key] = msg[key]
     return out
+
+
+def stored_head(message_id: str, context_id: str, task_id: str) -> str:
+    """How ``stored_message``'s JSON (``compact_utf8``'s) begins: its ids, in its order."""
+    return (f'{{"messageId":{compact_utf8(message_id)},"contextId":{compact_utf8(context_id)},'
+            f'"taskId":{compact_utf8(task_id)},')

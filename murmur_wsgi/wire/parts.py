@@ -16,6 +16,7 @@ from murmur_wsgi.wire.base import StrictString, WireSchema, first_message, inval
 logger = logging.getLogger(__name__)
 
 PART_KINDS = ("text", "raw", "url", "data")
+PART_KEYS = frozenset((*PART_KINDS, "metadata", "filename", "mediaType"))  # a Part's (A2A v1.0)
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 

@@ -39,7 +39,7 @@ def garbage():
         for _ in range(2000):
             cycle = []
             cycle.append(cycle)
-        gevent.sleep(0.001)
+        gevent.sleep(0.001)          # wait-ok: litter a round at a time, beside the parses
 
 done = False
 before = len(collections)

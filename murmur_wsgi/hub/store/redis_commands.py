@@ -251,10 +251,8 @@ class Commands:
             self._give(conn)
         if ack:
             count = found.pop()
-            # NOTE: a command redirected wrote nothing here, and its WAIT says nothing: the
-            # cluster follows it, with a WAIT of its own there. On a primary just demoted
-            # (``CLUSTER FAILOVER``) the WAIT is refused outright: it was raised, and the
-            # write, MOVED, was -32603 where the new primary would have taken it.
+            # NOTE: a command redirected (its WAIT refused on a primary just demoted) wrote
+            # nothing here: it is followed, with a WAIT of its own there.
             if not any(isinstance(answer, REDIRECTED) for answer in found):
                 if isinstance(count, redis.ResponseError):
                     raise count

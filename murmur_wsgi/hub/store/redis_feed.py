@@ -342,8 +342,7 @@ class EventFeed:
                             # NOTE: a second confirmation is redis-py's own reconnect (its
                             # retry re-subscribes): what was published meanwhile reached
                             # nobody, so the buffers of the epoch before cover nothing.
-                            # Not at the first subscription: nothing was missed yet, and an
-                            # idle worker spends no command on it.
+                            # Not at the first (nothing missed yet; an idle worker: no command).
                             again = self._epoch > 0
                             if failing:
                                 logger.warning("redis store: the event channel is back")

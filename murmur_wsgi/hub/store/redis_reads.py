@@ -24,7 +24,7 @@ from murmur_wsgi.hub.store.redis_keys import index_key, task_key
 from murmur_wsgi.hub.store.redis_commands import script_sha
 from murmur_wsgi.hub.store.redis_read_scripts import record_script
 from murmur_wsgi.hub.task import TERMINAL, HubTask
-from murmur_wsgi.wire.encode import compact_utf8
+from murmur_wsgi.wire.message_hub import stored_head
 from murmur_wsgi.logs import Sparse
 
 MAX_ID_BYTES = 256               # a task id longer than this names no task
@@ -69,7 +69,7 @@ def _shape(wire: str, fields: dict) -> tuple | None:
     None when it is not there (a form written by hand): the form is parsed then.
 
     The history is last, and begins with its one message's ids, the task's own among them
-    (``wire/message_hub.stored_message``): no text before it can hold that, since the task's
+    (``wire/message_hub.stored_head``): no text before it can hold that, since the task's
     id was made after its message was sent, and its message cannot hold it either: the last
     ``,"history":[`` followed by them is the place. The artifacts follow the status, which
     the hub writes (a client's strings in it are escaped: no ``"`` of theirs is bare): the
@@ -79,9 +79,7 @@ def _shape(wire: str, fields: dict) -> tuple | None:
     form, cut where asked, not parsed then encoded again: a record of a message of 200,000
     numbers was about 0.2 s of the worker's loop for each read, in two C calls; two searches
     of the text instead. NOTE: a hub task's history is the one message that made it: one."""
-    history = (',"history":[{"messageId":' + compact_utf8(fields["msg"]) + ',"contextId":'
-               + compact_utf8(fields["ctx"]) + ',"taskId":' + compact_utf8(fields["id"]) + ",")
-    h0 = wire.rfind(history)
+    h0 = wire.rfind(',"history":[' + stored_head(fields["msg"], fields["ctx"], fields["id"]))
     if h0 < 0 or wire[-1:] != "}":
         return None
     a0 = wire.find(_ARTIFACTS, 0, h0)
